@@ -1,0 +1,96 @@
+"""The ``--json`` metrics file (contract: ../shared/docs/metrics-json.md, schema ``reportgen.metrics/1``).
+
+Every number the HTML shows comes from the same Analysis objects serialised here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from . import __version__
+from .model import Run
+from .report import SectionOutcome
+
+SCHEMA = "reportgen.metrics/1"
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> null, numpy scalars -> Python, keys -> str."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, float):
+        return None if (math.isnan(value) or math.isinf(value)) else value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_clean(v) for v in value]
+    if isinstance(value, pd.DataFrame):
+        return table_rows(value)
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "item"):
+        try:
+            return _clean(value.item())
+        except (ValueError, AttributeError):
+            pass
+    return str(value)
+
+
+def table_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table as a list of row objects with JSON-safe values."""
+    out = []
+    cols = list(df.columns)
+    for row in df.itertuples(index=False, name=None):
+        out.append({c: _clean(v) for c, v in zip(cols, row)})
+    return out
+
+
+def run_block(run: Run) -> dict[str, Any]:
+    return _clean({
+        "name": run.name,
+        "source_format": run.source_format,
+        "source_path": run.source_path,
+        "layout": run.layout,
+        "world_size": run.world_size,
+        "ranks": run.ranks,
+        "missing_ranks": run.missing_ranks,
+        "steps": run.steps,
+        "hosts": {str(r): h for r, h in sorted(run.hosts.items())},
+        "parallel": run.parallel,
+        "is_demo": run.is_demo,
+    })
+
+
+def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
+    sections: dict[str, Any] = {}
+    findings: list[dict[str, Any]] = []
+    for o in outcomes:
+        block: dict[str, Any] = {"status": o.status}
+        if o.status == "ok" and o.analysis is not None:
+            block["metrics"] = _clean(o.analysis.metrics)
+            block["tables"] = {name: table_rows(df) for name, df in o.analysis.tables.items()}
+        else:
+            block["reason"] = o.reason
+        sections[o.id] = block
+        if o.view is not None:
+            findings.extend(_clean(f.as_dict()) for f in o.view.findings)
+    order = {"high": 0, "medium": 1, "low": 2}
+    findings.sort(key=lambda f: order.get(f["severity"], 3))
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "reportgen", "version": __version__},
+        "run": run_block(run),
+        "data_problems": [p.as_dict() for p in run.problems],
+        "sections": sections,
+        "findings": findings,
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False) + "\n"

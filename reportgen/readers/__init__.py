@@ -1,0 +1,34 @@
+"""Readers: one module per input family, each turning a run directory into a :class:`~reportgen.model.Run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..errors import InputError
+from ..model import Run
+from . import mindinsight
+
+#: (family name, module) in detection order.
+FAMILIES = [("mindinsight", mindinsight)]
+
+
+def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
+    """Detect the input family of ``path`` and read it. Raises :class:`InputError` when unusable."""
+    root = Path(path)
+    if not root.exists():
+        raise InputError(root, "no such file or directory")
+    if not root.is_dir():
+        raise InputError(root, "is not a directory; give the run directory holding every rank's profiler output")
+    try:
+        next(root.iterdir(), None)
+    except OSError as exc:
+        raise InputError(root, f"cannot list directory: {exc.strerror or exc}") from None
+    for _name, module in FAMILIES:
+        if module.detect(root):
+            return module.read(root, progress=progress)
+    raise InputError(
+        root,
+        "no profiler output recognised (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the "
+        "directory or its profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/)",
+    )

@@ -1,0 +1,258 @@
+"""Turn the run and the section outcomes into one self-contained HTML file.
+
+Everything the page needs is inlined: the vl-convert JavaScript bundle (once), our CSS
+and JS, every chart spec as a JSON script tag written with ``tojson``. Jinja autoescape
+is on, so untrusted strings (op names, paths, host names, titles) are only ever text.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from . import __version__
+from .model import Run
+from .report import Column, SectionOutcome
+
+_PKG_DIR = Path(__file__).resolve().parent
+
+
+def _resource_dir(name: str) -> Path:
+    """``templates`` / ``assets``: inside the installed package, or at the source tree top."""
+    installed = _PKG_DIR / name
+    if installed.is_dir():
+        return installed
+    source = _PKG_DIR.parent / name
+    if source.is_dir():
+        return source
+    try:  # zipped or unusual installs
+        return Path(str(resources.files(f"reportgen.{name}")))
+    except (ModuleNotFoundError, TypeError):
+        raise FileNotFoundError(f"reportgen {name} directory not found next to {_PKG_DIR}")
+
+
+def read_asset(name: str) -> str:
+    return (_resource_dir("assets") / name).read_text(encoding="utf-8")
+
+
+def _safe_script(text: str, what: str) -> Markup:
+    """Mark trusted JS/CSS safe for inlining after checking it cannot break out of its element."""
+    low = text.lower()
+    if "</script" in low or "<!--" in low or "</style" in low:
+        raise ValueError(f"{what} contains a sequence that would end its element early")
+    return Markup(text)
+
+
+def vega_bundle() -> str:
+    """The vl-convert JavaScript bundle (Vega, Vega-Lite, vega-embed), cached on disk.
+
+    The first call of ``vl_convert.javascript_bundle()`` starts vl-convert's JS runtime
+    (seconds); the result is cached per vl-convert version in the user cache directory.
+    """
+    import vl_convert as vlc
+
+    version = getattr(vlc, "__version__", "unknown")
+    cache_root = os.environ.get("REPORTGEN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "reportgen"
+    )
+    cache = Path(cache_root) / f"vl-convert-{version}-bundle.js"
+    try:
+        text = cache.read_text(encoding="utf-8")
+        if len(text) > 100_000 and text.endswith(("\n", ";", "}", ")")):
+            return text
+    except OSError:
+        pass
+    text = vlc.javascript_bundle()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".bundle-", suffix=".js")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # caching is an optimisation only
+    return text
+
+
+def format_value(value: Any, kind: str = "float", digits: int = 4) -> str:
+    """The one place numbers are formatted for people (the JSON keeps full precision)."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    if kind in ("text",):
+        return str(value)
+    if kind in ("int", "rank"):
+        try:
+            return str(int(value))
+        except (TypeError, ValueError):
+            return str(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if kind == "pct":
+        return f"{v:.{min(digits, 2)}f}%"
+    if kind == "ratio":
+        return f"{v * 100:.2f}%"
+    return f"{v:,.{digits}f}"
+
+
+def sort_key(value: Any) -> Any:
+    """Raw value for the ``data-sort`` attribute (numbers sort numerically in table.js)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return _json_safe(value.item())
+        except (ValueError, AttributeError):
+            return value
+    return value
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_resource_dir("templates"))),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
+    env.filters["fmt"] = format_value
+    env.filters["sortkey"] = sort_key
+    env.filters["jsonsafe"] = _json_safe
+    return env
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    hosts: dict[str, list[int]] = {}
+    for r in run.ranks:
+        h = run.hosts.get(r)
+        if h is not None:
+            hosts.setdefault(h, []).append(r)
+    return {
+        "name": run.name,
+        "source_format": run.source_format,
+        "source_path": run.source_path,
+        "layout": run.layout,
+        "world_size": run.world_size,
+        "ranks": list(run.ranks),
+        "missing_ranks": list(run.missing_ranks),
+        "hosts": [{"host": h, "ranks": rs} for h, rs in hosts.items()],
+        "hosts_known": bool(hosts),
+        "steps": list(run.steps),
+        "parallel": dict(run.parallel),
+    }
+
+
+def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
+    """The whole page as plain data. The template receives exactly this dict."""
+    sections = []
+    findings = []
+    for o in outcomes:
+        view = o.view
+        sec = {
+            "id": o.id,
+            "title": o.title,
+            "status": o.status,
+            "reason": o.reason,
+            "summary": view.summary if view else "",
+            "notes": list(view.notes) if view else [],
+            "controls": [
+                {"signal": c.signal, "label": c.label, "options": [{"value": v, "label": l} for v, l in c.options],
+                 "default": c.default}
+                for c in (view.controls if view else [])
+            ],
+            "figures": [
+                {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
+                 "spec": _json_safe(f.spec)}
+                for f in (view.figures if view else [])
+            ],
+            "tables": [_table_ctx(t) for t in (view.tables if view else [])],
+            "findings": [f.as_dict() for f in (view.findings if view else [])],
+        }
+        findings.extend(sec["findings"])
+        sections.append(sec)
+    order = {"high": 0, "medium": 1, "low": 2}
+    findings.sort(key=lambda f: order.get(f["severity"], 3))
+    return {
+        "title": title or f"reportgen — {run.name}",
+        "tool": {"name": "reportgen", "version": __version__},
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "is_demo": run.is_demo,
+        "run": run_summary(run),
+        "problems": [p.as_dict() for p in run.problems],
+        "notes": list(run.notes),
+        "sections": sections,
+        "findings": findings,
+    }
+
+
+def _table_ctx(t) -> dict[str, Any]:
+    cols = [{"key": c.key, "label": c.label, "kind": c.kind, "digits": c.digits, "help": c.help} for c in t.columns]
+    rows = [[_json_safe(r.get(c.key)) for c in t.columns] for r in t.rows]
+    return {
+        "id": t.id,
+        "title": t.title,
+        "caption": t.caption,
+        "columns": cols,
+        "rows": rows,  # all rows, for the CSV download (JSON script tag)
+        "html_rows": rows[: t.max_html_rows],
+        "truncated": max(0, len(rows) - t.max_html_rows),
+    }
+
+
+def render_html(context: dict[str, Any]) -> str:
+    env = environment()
+    assets = {
+        "css": _safe_script(read_asset("report.css"), "report.css"),
+        "charts_js": _safe_script(read_asset("charts.js"), "charts.js"),
+        "table_js": _safe_script(read_asset("table.js"), "table.js"),
+        "vega_bundle": _safe_script(vega_bundle(), "vl-convert bundle"),
+    }
+    return env.get_template("report.html.j2").render(**context, assets=assets)
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path`` and rename it into place."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def content_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+__all__ = ["build_context", "render_html", "write_atomic", "format_value", "Column"]

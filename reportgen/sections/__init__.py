@@ -1,0 +1,62 @@
+"""The seven sections, in report order, and the runner that isolates each one.
+
+Every section module has ``ID``, ``TITLE``, ``analyze(run, options) -> Analysis`` (numbers
+only; raises :class:`~reportgen.errors.Unavailable` when the run lacks its data) and
+``present(analysis) -> View`` (figures, tables, findings; never HTML).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import Unavailable
+from ..model import Run
+from ..report import SectionOutcome
+
+log = logging.getLogger(__name__)
+
+#: Report order. Each id is a module in this package.
+SECTION_IDS = ["trajectory", "overlap", "communication", "memory", "flops", "strategy", "execution"]
+
+
+@dataclass
+class Options:
+    """User options that sections may read (thresholds live in :mod:`reportgen.thresholds`)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def load(section_id: str):
+    return importlib.import_module(f"{__name__}.{section_id}")
+
+
+def run_sections(run: Run, options: Options | None = None,
+                 progress: Callable[[str], None] | None = None,
+                 only: list[str] | None = None) -> list[SectionOutcome]:
+    """Analyse and present every section; a failing section becomes ``error`` and the rest go on."""
+    options = options or Options()
+    outcomes = []
+    for sid in only or SECTION_IDS:
+        module = load(sid)
+        if progress:
+            progress(sid)
+        try:
+            analysis = module.analyze(run, options)
+            view = module.present(analysis)
+            outcomes.append(SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view))
+        except Unavailable as exc:
+            outcomes.append(SectionOutcome(sid, module.TITLE, "unavailable", reason=exc.reason))
+        except Exception as exc:  # isolate: one broken section must not take the report down
+            log.debug("section %s failed:\n%s", sid, traceback.format_exc())
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            reason = f"{type(exc).__name__}: {str(exc)[:200]} (at {where.name}, line {where.lineno}); " \
+                     f"the other sections are unaffected"
+            outcomes.append(SectionOutcome(sid, module.TITLE, "error", reason=reason))
+    return outcomes

@@ -1,0 +1,35 @@
+"""Every threshold the findings use, in one place; the report shows them.
+
+Seed rules are MindInsight 2.3.1's cluster performance helper (``parallel_proposer.py``):
+../shared/research/mindinsight-cluster-profiling.md §3.8.
+"""
+
+#: A rank (or host) whose average step interval exceeds the mean of ranks by more than this
+#: fraction is slow at loading data (seed rule ``step_interval``: p = s/mean - 1 > 0.2).
+STEP_INTERVAL_ABOVE_MEAN = 0.20
+
+#: A rank whose forward+backward time exceeds the median of the other ranks of its pipeline
+#: stage by more than this fraction is a slow device (compute straggler).
+FP_BP_ABOVE_STAGE_PEERS = 0.20
+
+#: Severity by the share of step time at stake (issue #8 advisor convention).
+SEVERITY_HIGH_SHARE = 0.05
+SEVERITY_MEDIUM_SHARE = 0.03
+
+
+def severity(share_of_step: float) -> str:
+    """``high`` at >= 5 % of the step time at stake, ``medium`` at >= 3 %, else ``low``."""
+    if share_of_step >= SEVERITY_HIGH_SHARE:
+        return "high"
+    if share_of_step >= SEVERITY_MEDIUM_SHARE:
+        return "medium"
+    return "low"
+
+
+def as_dict() -> dict[str, float]:
+    return {
+        "step_interval_above_mean_ratio": STEP_INTERVAL_ABOVE_MEAN,
+        "fp_bp_above_stage_peers_ratio": FP_BP_ABOVE_STAGE_PEERS,
+        "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
+        "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
+    }
