@@ -22,6 +22,7 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
+from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -326,7 +327,7 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
         .add_params(step_param, sort_param)
         .properties(width={"step": max(2, min(28, 900 // n))}, height=280)
     )
-    return Figure("trajectory-bars", "Step time per rank: interval, forward+backward, tail", chart.to_dict(),
+    return Figure("trajectory-bars", "Step time per rank: interval, forward+backward, tail", to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average). Sort with the control above.",
                   alt="Stacked bar chart of step interval, forward+backward and tail time for each rank")
 
@@ -363,6 +364,6 @@ def _heatmap(per_rank_step: pd.DataFrame) -> Figure:
         .properties(width={"step": max(4, min(40, 800 // max(1, steps)))},
                     height={"step": max(2, min(16, 600 // max(1, len(ranks))))})
     )
-    return Figure("trajectory-heatmap", "Rank × step heatmap", chart.to_dict(), caption=caption,
+    return Figure("trajectory-heatmap", "Rank × step heatmap", to_spec(chart), caption=caption,
                   alt="Heatmap of time per rank and step")
 

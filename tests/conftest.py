@@ -1,0 +1,51 @@
+"""Shared test helpers: locating ../shared fixtures (a missing fixture fails under CI, skips elsewhere)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_root() -> Path:
+    return Path(os.environ.get("REPORTGEN_SHARED") or (REPO.parent / "shared"))
+
+
+def need(path: Path) -> Path:
+    """Return ``path`` if it exists; otherwise fail under CI (CI is set) or skip with the reason."""
+    if path.exists():
+        return path
+    msg = (f"fixture {path} is missing (set REPORTGEN_SHARED to the shared/ folder with fixtures/ and "
+           f"reference/)")
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def fixture_dir(*parts: str) -> Path:
+    return need(shared_root().joinpath("fixtures", *parts))
+
+
+def reference_file(*parts: str) -> Path:
+    return need(shared_root().joinpath("reference", *parts))
+
+
+def tree_digest(root: Path) -> str:
+    """Digest of every file name, size, mode and content below root (to prove inputs are untouched)."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        h.update(str(p.relative_to(root)).encode())
+        h.update(f"{st.st_mode}:{st.st_size}:{st.st_mtime_ns}".encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def pp2x4() -> Path:
+    return fixture_dir("mindinsight", "mi_cluster_propose_pp2x4")

@@ -1,0 +1,119 @@
+"""Command line contract: exit codes, one-line errors, atomic writes, untouched inputs, isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from reportgen import cli
+from reportgen.sections import trajectory
+
+from conftest import REPO, shared_root, tree_digest
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "reportgen", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def test_report_and_metrics_written(tmp_path, pp2x4):
+    before = tree_digest(pp2x4)
+    out, js = tmp_path / "r.html", tmp_path / "m.json"
+    p = run_cli(pp2x4, "-o", out, "--json", js, "--title", "My run")
+    assert p.returncode == 0, p.stderr
+    assert tree_digest(pp2x4) == before  # the input is only read
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
+    assert "My run" in html
+    doc = json.loads(js.read_text())
+    assert doc["schema"] == "reportgen.metrics/1"
+    assert doc["run"]["ranks"] == [0, 1, 2, 3] and doc["run"]["world_size"] == 4
+    assert doc["run"]["parallel"]["mode"] == "pipeline-parallel"
+    assert set(doc["sections"]) == {"trajectory", "overlap", "communication", "memory", "flops", "strategy",
+                                    "execution"}
+    for sid, block in doc["sections"].items():
+        assert block["status"] in ("ok", "unavailable", "error")
+        if block["status"] != "ok":
+            assert block["reason"]
+    assert not list(tmp_path.glob(".*tmp"))  # no temp files left behind
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda t: t / "nope", "no such file or directory"),
+    (lambda t: (t / "f.txt").write_text("x") and t / "f.txt", "is not a directory"),
+    (lambda t: t, "no profiler output recognised"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, make, needle):
+    target = make(tmp_path)
+    out = tmp_path / "r.html"
+    p = run_cli(target, "-o", out)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and str(target) in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and not out.exists()
+
+
+def test_bad_output_directory_is_exit_2(tmp_path, pp2x4):
+    p = run_cli(pp2x4, "-o", tmp_path / "missing" / "r.html")
+    assert p.returncode == 2 and "output directory does not exist" in p.stderr
+
+
+def test_usage_error_is_exit_2():
+    p = run_cli()
+    assert p.returncode == 2 and "usage" in p.stderr
+
+
+def test_failure_leaves_previous_report_untouched(tmp_path, pp2x4, monkeypatch, capsys):
+    out = tmp_path / "r.html"
+    out.write_text("previous report")
+
+    def boom(*a, **k):
+        raise RuntimeError("renderer exploded")
+
+    monkeypatch.setattr("reportgen.render.render_html", boom)
+    rc = cli.main([str(pp2x4), "-o", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "internal error" in err and "Traceback" not in err
+    assert out.read_text() == "previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
+
+
+def test_failing_section_is_isolated(tmp_path, pp2x4, monkeypatch):
+    def broken(run, options=None):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(trajectory, "analyze", broken)
+    js = tmp_path / "m.json"
+    rc = cli.main([str(pp2x4), "-o", str(tmp_path / "r.html"), "--json", str(js), "--quiet"])
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    assert doc["sections"]["trajectory"]["status"] == "error"
+    assert "ZeroDivisionError" in doc["sections"]["trajectory"]["reason"]
+    assert doc["sections"]["communication"]["status"] == "unavailable"
+    assert "error" in (tmp_path / "r.html").read_text()
+
+
+def test_demo_report(tmp_path):
+    out, js = tmp_path / "demo.html", tmp_path / "demo.json"
+    assert cli.main(["demo", "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    doc = json.loads(js.read_text())
+    assert doc["run"]["is_demo"] is True
+    assert len(doc["run"]["ranks"]) == 16 and len(set(doc["run"]["hosts"].values())) == 2
+    assert doc["run"]["parallel"]["stages"] == 2
+    assert "demo" in out.read_text().lower()
+    slow = [f for f in doc["findings"] if f["id"] == "slow_step_interval"]
+    assert slow and slow[0]["ranks"][0] == 11
+
+
+def test_progress_is_quiet_off_a_terminal(tmp_path, pp2x4):
+    p = run_cli(pp2x4, "-o", tmp_path / "r.html")
+    assert p.returncode == 0
+    assert "\r" not in p.stderr and p.stderr.strip().startswith("reportgen: wrote")
+    p = run_cli(pp2x4, "-o", tmp_path / "r.html", "--quiet")
+    assert p.stderr == ""

@@ -1,0 +1,81 @@
+"""Golden metrics: the --json output of every fixture, compared with tolerance.
+
+Refresh on purpose (and say why in the commit):
+    REPORTGEN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from reportgen import metrics
+from reportgen.readers import read_run
+from reportgen.sections import run_sections
+
+from conftest import REPO, fixture_dir, shared_root
+
+GOLDEN = REPO / "golden"
+UPDATE = os.environ.get("REPORTGEN_UPDATE_GOLDEN") == "1"
+
+#: golden name -> fixture path below shared/fixtures
+FIXTURES = {
+    "mi_cluster_propose_pp2x4": ("mindinsight", "mi_cluster_propose_pp2x4"),
+    "mi_profiler_single": ("mindinsight", "mi_profiler_single"),
+    "mi_run_1_single_r1x": ("mindinsight", "mi_run_1_single_r1x"),
+    "mi_run_2_dp_rank1": ("mindinsight", "mi_run_2_dp_rank1"),
+    "mi_run_3_mp_rank1": ("mindinsight", "mi_run_3_mp_rank1"),
+    "mi_run_4_pp_rank1": ("mindinsight", "mi_run_4_pp_rank1"),
+    "ms_ut_hccl_dev6": ("mindinsight", "ms_ut_hccl_dev6"),
+    "mi_parallel_strategy": ("mindinsight", "mi_parallel_strategy"),
+}
+
+
+def normalise(doc: dict, root: Path) -> dict:
+    """Machine-independent: paths relative to the shared folder."""
+    text = json.dumps(doc)
+    text = text.replace(json.dumps(str(root))[1:-1], "<shared>")
+    return json.loads(text)
+
+
+def compare(actual, expected, path="$"):
+    """Yield differences; floats compared with a relative tolerance of 1e-9."""
+    if isinstance(expected, float) or isinstance(actual, float):
+        if actual is None or expected is None or not math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-9):
+            yield f"{path}: {actual!r} != {expected!r}"
+    elif isinstance(expected, dict) and isinstance(actual, dict):
+        for k in sorted(set(expected) | set(actual)):
+            if k not in actual:
+                yield f"{path}.{k}: missing"
+            elif k not in expected:
+                yield f"{path}.{k}: unexpected (refresh the golden file if intended)"
+            else:
+                yield from compare(actual[k], expected[k], f"{path}.{k}")
+    elif isinstance(expected, list) and isinstance(actual, list):
+        if len(actual) != len(expected):
+            yield f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            yield from compare(a, e, f"{path}[{i}]")
+    elif actual != expected:
+        yield f"{path}: {actual!r} != {expected!r}"
+
+
+def metrics_of(path: Path) -> dict:
+    run = read_run(path)
+    return metrics.build(run, run_sections(run))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_golden_metrics(name):
+    path = fixture_dir(*FIXTURES[name])
+    doc = normalise(json.loads(metrics.dumps(metrics_of(path))), shared_root())
+    golden = GOLDEN / f"{name}.json"
+    if UPDATE:
+        golden.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    assert golden.exists(), f"{golden} missing: run REPORTGEN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py"
+    diffs = list(compare(doc, json.loads(golden.read_text())))
+    assert not diffs, "\n".join(diffs[:30])
