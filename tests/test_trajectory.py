@@ -91,3 +91,17 @@ def test_chart_budget_at_1024_ranks(tmp_path):
         rows = sum(len(v) for v in fig.spec.get("datasets", {}).values())
         assert rows <= trajectory.MAX_CHART_ROWS, (fig.id, rows)
     assert any("evenly spaced" in n for n in o.view.notes)
+
+
+def test_figures_carry_every_rank_step_and_phase(pp2x4):
+    run = read_run(pp2x4)
+    (o,) = run_sections(run, only=["trajectory"])
+    bars, heat = o.view.figures
+    (rows,) = bars.spec["datasets"].values()
+    assert len(rows) == 4 * (5 + 1) * 3  # ranks x (steps + average) x phases
+    avg = [r for r in rows if r["step_key"] == "avg" and r["rank"] == 2]
+    assert sorted(round(r["ms"], 4) for r in avg) == [2.4318, 7.7511, 170.0885]
+    (cells,) = heat.spec["datasets"].values()
+    assert len(cells) == 4 * 5
+    assert {p["name"] for p in bars.spec["params"]} == {"step", "sort_by"}
+    assert {c.signal for c in o.view.controls} == {"step", "sort_by", "heat_metric"}

@@ -295,10 +295,10 @@ def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps
     cols = ["rank", "host", "stage", "step_key"] + METRICS
     wide = pd.concat([avg[cols], per[cols]], ignore_index=True)
     wide["host"] = wide["host"].fillna("")
-    long = wide.melt(id_vars=cols, value_vars=[k for k, _ in PHASES], var_name="phase_key", value_name="ms")
-    long["phase"] = long["phase_key"].map(dict(PHASES))
-    long["order"] = long["phase_key"].map({k: i for i, (k, _) in enumerate(PHASES)})
-    return long.drop(columns=["phase_key"])
+    parts = []
+    for order, (key, label) in enumerate(PHASES):  # long format: one row per rank, step and phase
+        parts.append(wide.assign(ms=wide[key], phase=label, order=order))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list) -> Figure:
