@@ -52,30 +52,36 @@ def _check_output(path: str) -> None:
         raise InputError(path, "output directory is not writable")
 
 
+def load_run(run_arg: str, progress=None):
+    """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
+    from .readers import read_run
+
+    def read_progress(done: int, total: int) -> None:
+        if progress:
+            progress.update("reading files", done, total)
+
+    if run_arg != "demo":
+        return read_run(run_arg, progress=read_progress)
+    from .demo import demo_spec
+    from .synth import write_mindinsight_run
+
+    with tempfile.TemporaryDirectory(prefix="reportgen-demo-") as tmp:
+        root = Path(tmp) / "demo_run"
+        write_mindinsight_run(root, demo_spec())
+        run = read_run(root, progress=read_progress)
+    run.is_demo = True
+    run.name = "demo"
+    run.source_path = "(generated demo data)"
+    run.notes.insert(0, DEMO_NOTE)
+    return run
+
+
 def build_report(run_arg: str, title: str | None, progress) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
-    from .readers import read_run
     from .sections import run_sections
 
-    def read_progress(done: int, total: int) -> None:
-        progress.update("reading files", done, total)
-
-    if run_arg == "demo":
-        from .demo import demo_spec
-        from .synth import write_mindinsight_run
-
-        with tempfile.TemporaryDirectory(prefix="reportgen-demo-") as tmp:
-            root = Path(tmp) / "demo_run"
-            write_mindinsight_run(root, demo_spec())
-            run = read_run(root, progress=read_progress)
-        run.is_demo = True
-        run.name = "demo"
-        run.source_path = "(generated demo data)"
-        run.notes.insert(0, DEMO_NOTE)
-    else:
-        run = read_run(run_arg, progress=read_progress)
-
+    run = load_run(run_arg, progress)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:

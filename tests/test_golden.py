@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reportgen import metrics
+from reportgen.cli import load_run
 from reportgen.readers import read_run
 from reportgen.sections import run_sections
 
@@ -64,15 +65,14 @@ def compare(actual, expected, path="$"):
         yield f"{path}: {actual!r} != {expected!r}"
 
 
-def metrics_of(path: Path) -> dict:
-    run = read_run(path)
+def metrics_of(name: str) -> dict:
+    run = load_run("demo") if name == "demo" else read_run(fixture_dir(*FIXTURES[name]))
     return metrics.build(run, run_sections(run))
 
 
-@pytest.mark.parametrize("name", sorted(FIXTURES))
+@pytest.mark.parametrize("name", ["demo"] + sorted(FIXTURES))
 def test_golden_metrics(name):
-    path = fixture_dir(*FIXTURES[name])
-    doc = normalise(json.loads(metrics.dumps(metrics_of(path))), shared_root())
+    doc = normalise(json.loads(metrics.dumps(metrics_of(name))), shared_root())
     golden = GOLDEN / f"{name}.json"
     if UPDATE:
         golden.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
