@@ -194,3 +194,11 @@ def test_strategy_only_run_is_readable():
     assert run.ranks == [0, 1] and run.world_size == 2
     assert run.parallel.get("framework_mode") == "auto_parallel"
     assert "step_trace" not in run.tables
+
+
+def test_legacy_layout_without_rank_table_says_so(tmp_path, pp2x4):
+    root = _legacy_copy(tmp_path, pp2x4)
+    (root / "hccl_4p.json").write_text("{ truncated")
+    with pytest.raises(InputError) as exc:
+        read_run(root)
+    assert "cluster_profiler" in str(exc.value) and "rank table" in str(exc.value)

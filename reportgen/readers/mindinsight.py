@@ -114,7 +114,7 @@ def _scan(folder: Path) -> list[FoundFile]:
 def detect(root: Path) -> bool:
     """True when ``root`` looks like MindSpore Insight cluster output (either layout)."""
     try:
-        return _flat_folder(root) is not None or _legacy_rank_table(root) is not None
+        return _flat_folder(root) is not None or (root / "cluster_profiler").is_dir()
     except OSError:
         return False
 
@@ -367,6 +367,9 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                   f"host_ips_mapping.txt, cluster_profiler/<host>/profiler/ keyed by device id")
         if not mapped_to_ip:
             problems.append((str(mapping_path), "host_ips_mapping.txt missing; host folders were matched to rank-table server ids by name"))
+    elif (root / "cluster_profiler").is_dir() and _flat_folder(root) is None:
+        raise InputError(root / "cluster_profiler", "legacy layout without a rank table: expected a *.json with a "
+                                                    "server_list (hccl.json) beside it to map device ids to ranks")
     else:
         folder = _flat_folder(root)
         if folder is None:
