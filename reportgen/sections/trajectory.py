@@ -203,7 +203,9 @@ def present(a: Analysis) -> View:
     if len(shown_steps) < len(steps):
         notes.append(f"The step selector offers {len(shown_steps)} of {len(steps)} steps (evenly spaced) to keep the "
                      f"file small; every step is in the per-rank-step table and its CSV.")
-    if m["average_source"] == "file":
+    if m["average_source"] == "file" and m["file_average_vs_step_mean_max_diff_ratio"] < 5e-4:
+        notes.append("Averages are the profiler's own average rows ('-'); here they equal the mean of the step rows.")
+    elif m["average_source"] == "file":
         notes.append(
             "Averages are the profiler's own average rows ('-'), as MindInsight shows them. They differ from the "
             f"mean of the step rows in this data by up to {m['file_average_vs_step_mean_max_diff_ratio'] * 100:.2f}% "
