@@ -67,6 +67,138 @@ TABLES: dict[str, dict[str, str]] = {
         "receive_alone_ms": "as cluster_overlap, from the file's average row (ms)",
         "collective_comm_alone_ms": "as cluster_overlap, from the file's average row (ms)",
     },
+    # ---- Ascend (torch_npu / MindSpore 2.x ASCEND_PROFILER_OUTPUT), also filled from DB exports
+    "step_time": {
+        "rank": "global rank id",
+        "step": "step number (ProfilerStep id; -1 when the profiler wrote none)",
+        "step_ms": "device end-to-end time of the step = computing + comm not overlapped + free (ms)",
+        "computing_ms": "union of compute kernel time (ms)",
+        "comm_not_overlapped_ms": "communication not overlapped by computation (ms)",
+        "overlapped_ms": "communication overlapped by computation (ms)",
+        "comm_ms": "union of communication op time (ms)",
+        "free_ms": "device time with neither computation nor communication (ms)",
+        "stage_ms": "step span without bubble, as the profiler wrote it (ms)",
+        "bubble_ms": "receive time as the profiler counts it (ms; torch_npu: hcom_receive only)",
+        "comm_not_overlapped_exclude_receive_ms": "comm not overlapped minus bubble (ms)",
+        "preparing_ms": "step start to first device op (ms; NaN when the column is absent)",
+    },
+    "groups": {
+        "group": "process-group key (profiler_metadata parallel_group_info key, e.g. group_name_19)",
+        "name": "framework name of the group (dp, tp, pp, mp, dp_cp, default_group, ...)",
+        "kind": "dp | tp | pp | cp | ep | world | other",
+        "ranks": "sorted global ranks of the group (list of int)",
+        "hash": "HCCL group hash as a decimal string (the @suffix of op names)",
+    },
+    "comm_ops": {
+        "rank": "global rank id",
+        "step": "step number",
+        "kind": "collective | p2p",
+        "op": "communication op name without the @group suffix (untrusted text)",
+        "op_type": "allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, alltoall, ...",
+        "group": "group key when known, else the group hash",
+        "start_ms": "op start, absolute local clock (ms)",
+        "elapse_ms": "op elapse time (ms)",
+        "transit_ms": "transit time on the master plane (ms)",
+        "wait_ms": "wait time (ms)",
+        "sync_ms": "synchronisation time (ms)",
+        "idle_ms": "idle time (ms)",
+    },
+    "comm_bandwidth": {
+        "rank": "global rank id",
+        "step": "step number",
+        "kind": "collective | p2p",
+        "op": "communication op name",
+        "group": "group key when known, else the group hash",
+        "transport": "RDMA | HCCS | PCIE | SDMA | SIO (SDMA is the sum of HCCS+PCIE+SIO: never add it to them)",
+        "size_mb": "transit size (MB)",
+        "time_ms": "transit time (ms)",
+        "bandwidth_gbps": "bandwidth as written by the profiler (GB/s)",
+        "large_packet_ratio": "share of large packets (0..1)",
+    },
+    "comm_matrix": {
+        "rank": "global rank id of the file that reported the link",
+        "step": "step number",
+        "kind": "collective | p2p",
+        "op_type": "op type, lower case (allreduce, batchsendrecv, ...)",
+        "stat": "top1 | middle | bottom1 | bottom2 | bottom3 | total",
+        "group": "group key when known, else the group hash",
+        "src_rank": "GLOBAL source rank (mapped from the group-local index)",
+        "dst_rank": "GLOBAL destination rank",
+        "transport": "HCCS | PCIE | RDMA | LOCAL | SIO | SDMA",
+        "size_mb": "transit size (MB)",
+        "time_ms": "transit time (ms)",
+        "bandwidth_gbps": "bandwidth (GB/s)",
+        "op_name": "the op the entry comes from (untrusted text)",
+    },
+    "kernels": {
+        "rank": "global rank id",
+        "step": "step number (NaN when unknown)",
+        "name": "kernel name (untrusted text)",
+        "type": "op type",
+        "core": "accelerator core (AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, COMMUNICATION, ...)",
+        "stream": "stream id (NaN when unknown)",
+        "start_ms": "start, absolute local clock (ms)",
+        "dur_ms": "duration (ms)",
+    },
+    "op_stats": {
+        "rank": "global rank id",
+        "op_type": "op type",
+        "core": "core type",
+        "count": "calls",
+        "total_ms": "total time (ms)",
+        "avg_ms": "mean time (ms)",
+        "min_ms": "shortest (ms)",
+        "max_ms": "longest (ms)",
+    },
+    "memory_record": {
+        "rank": "global rank id",
+        "component": "APP | PTA | PTA+GE | GE | WORKSPACE | MindSpore ... (untrusted text)",
+        "ts_ms": "sample time, absolute local clock (ms)",
+        "allocated_mb": "total allocated (MB; NaN when absent)",
+        "reserved_mb": "total reserved (MB)",
+        "active_mb": "total active (MB; NaN when absent)",
+    },
+    "module_mem": {
+        "rank": "global rank id",
+        "component": "CANN module (untrusted text)",
+        "ts_ms": "sample time, absolute local clock (ms)",
+        "reserved_mb": "total reserved (MB)",
+    },
+    "operator_memory": {
+        "rank": "global rank id",
+        "name": "operator (untrusted text)",
+        "size_mb": "allocation size (MB, 10^6 B; the file's KB are 10^3 B)",
+        "alloc_ms": "allocation time, absolute local clock (ms)",
+        "release_ms": "release time (ms; NaN when released after the window)",
+        "duration_ms": "lifetime (ms)",
+    },
+    # ---- from trace_view.json (streamed) or the DB's TASK / OVERLAP_ANALYSIS / COMMUNICATION_OP tables
+    "trace_steps": {
+        "rank": "global rank id",
+        "step": "step number from ProfilerStep#N",
+        "start_ms": "step start, absolute (ms)",
+        "end_ms": "step end, absolute (ms)",
+    },
+    "overlap_intervals": {
+        "rank": "global rank id",
+        "kind": "computing | communication | comm_not_overlapped | free",
+        "start_ms": "interval start, absolute (ms)",
+        "end_ms": "interval end, absolute (ms)",
+    },
+    "hccl_ops": {
+        "rank": "global rank id",
+        "op": "large HCCL op name (hcom_allReduce__586_0_1; untrusted text)",
+        "lane": "HCCL group lane as the trace names it (Group N Communication)",
+        "start_ms": "start, absolute (ms)",
+        "dur_ms": "duration (ms)",
+    },
+    "device_ops": {
+        "rank": "global rank id",
+        "name": "device kernel / CPU op name (untrusted text)",
+        "stream": "stream or thread lane",
+        "start_ms": "start, absolute (ms)",
+        "dur_ms": "duration (ms)",
+    },
     "files": {
         "rank": "global rank id the file belongs to (None for run-wide files)",
         "kind": "recognised file kind, e.g. step_trace, hccl_raw, flops_summary",
@@ -100,6 +232,7 @@ class Run:
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, only where known
     devices: dict[int, int] = field(default_factory=dict)  # rank -> device id, only where known
     parallel: dict[str, Any] = field(default_factory=dict)  # mode, stages, dp, tp, pp (where known)
+    stage_map: dict[int, int] = field(default_factory=dict)  # rank -> pipeline stage (1-based), from the data
     steps: list[int] = field(default_factory=list)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     problems: list[DataProblem] = field(default_factory=list)
@@ -120,17 +253,8 @@ class Run:
         return self.parallel.get("stages")
 
     def stage_of(self, rank: int) -> int | None:
-        """Pipeline stage (1-based) of a global rank, from the layout the data states.
-
-        MindSpore assigns consecutive blocks of ``world_size / stages`` ranks to each stage
-        (MindInsight ``cluster_analyser.py``: ``stage = rank // (rank_size / stage_num) + 1``).
-        """
-        stages = self.stages
-        size = self.world_size
-        if not stages or not size or stages < 1:
-            return None
-        per_stage = size / stages
-        return int(rank // per_stage) + 1
+        """Pipeline stage (1-based) of a global rank, as the reader derived it from the data."""
+        return self.stage_map.get(rank)
 
     def host_of(self, rank: int) -> str | None:
         return self.hosts.get(rank)

@@ -7,10 +7,10 @@ from typing import Callable
 
 from ..errors import InputError
 from ..model import Run
-from . import mindinsight
+from . import ascend, mindinsight
 
 #: (family name, module) in detection order.
-FAMILIES = [("mindinsight", mindinsight)]
+FAMILIES = [("mindinsight", mindinsight), ("ascend", ascend)]
 
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
@@ -30,5 +30,6 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
     raise InputError(
         root,
         "no profiler output recognised (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the "
-        "directory or its profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/)",
+        "directory or its profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
+        "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/)",
     )

@@ -428,6 +428,12 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             problems.append((exc.path or str(f.path), exc.problem + "; file skipped"))
 
     found_ranks = sorted({f.rank for f in files if f.rank is not None})
+    stages = run.parallel.get("stages")
+    if stages and world_size and stages >= 1:
+        # MindSpore assigns consecutive blocks of world_size / stages ranks to each stage
+        # (MindInsight cluster_analyser.py: stage = rank // (rank_size / stage_num) + 1).
+        per_stage = world_size / stages
+        run.stage_map = {r: int(r // per_stage) + 1 for r in found_ranks}
     if not found_ranks:
         raise InputError(root, "no per-rank profiler files found")
 
