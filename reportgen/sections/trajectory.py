@@ -1,12 +1,17 @@
-"""Trajectory: step interval, forward+backward and tail per rank and step.
+"""Trajectory: where each rank's step time goes, per rank and step.
 
-Definitions (MindSpore step trace, ``step_trace_parser.py``; MindInsight 2.3.1 cluster
-step-trace page, ../shared/research/mindinsight-cluster-profiling.md §2.1, §3.1):
+MindSpore Insight step trace (``step_trace_parser.py``; MindInsight 2.3.1 cluster step-trace page,
+../shared/research/mindinsight-cluster-profiling.md §2.1, §3.1):
 
 * step interval = forward start - step start: the device waits for data;
 * forward+backward = backward end - forward start;
 * tail = step end - backward end: gradient aggregation (AllReduce) and parameter update;
 * step time = step end - previous step end (= the three above).
+
+Ascend ``step_trace_time.csv`` (torch_npu / MindSpore 2.x; ../shared/research/
+ascend-profiler-output-and-msprof-analyze.md §2.1): step time = Computing + Communication(Not
+Overlapped) + Free (the device end-to-end time); Preparing (step start to the first device op) plays
+the part of the step interval.
 
 Averages: when every rank's file ships its own average row (MindInsight's ``-`` row) we use
 it, as MindInsight does, and say so; on real data it differs from the mean of the shipped
@@ -17,6 +22,7 @@ the mean over steps.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
@@ -30,34 +36,70 @@ from ..report import Analysis, Column, Control, Figure, Finding, Table, View
 ID = "trajectory"
 TITLE = "Step trajectory"
 
-PHASES = [
-    ("step_interval_ms", "Step interval (data wait)"),
-    ("fp_bp_ms", "Forward + backward"),
-    ("tail_ms", "Tail (gradient sync + update)"),
-]
-METRICS = ["step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]
-METRIC_LABELS = {"step_ms": "Step time", **dict(PHASES)}
+
+@dataclass(frozen=True)
+class Source:
+    """How one input family splits a step."""
+
+    table: str
+    avg_table: str | None
+    phases: tuple  # ((column, label), ...) stacked in this order; they add up to step_ms
+    wait: str  # the "waiting before the step's work starts" metric (seed rule step_interval)
+    wait_label: str
+    wait_finding: str  # finding id
+    compute: str  # the device-work metric compared with stage peers
+    compute_label: str
+
+
+MINDINSIGHT = Source(
+    "step_trace", "step_trace_avg",
+    (("step_interval_ms", "Step interval (data wait)"), ("fp_bp_ms", "Forward + backward"),
+     ("tail_ms", "Tail (gradient sync + update)")),
+    "step_interval_ms", "step interval", "slow_step_interval", "fp_bp_ms", "forward+backward")
+ASCEND = Source(
+    "step_time", None,
+    (("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
+     ("free_ms", "Free (idle device)")),
+    "preparing_ms", "preparing time (step start to first device op)", "slow_preparing",
+    "computing_ms", "computing")
+SOURCES = (MINDINSIGHT, ASCEND)
 
 #: Budget for rows embedded in one chart (see ../shared/research/offline-html-report.md §2.2).
 MAX_CHART_ROWS = 20_000
 
 
-def analyze(run: Run, options=None) -> Analysis:
-    st = run.table("step_trace")
-    if st is None:
-        raise Unavailable(
-            "No step trace in this run. MindSpore Insight writes step_trace_raw_<rank>_detail_time.csv "
-            "when profiling is on with the step trace (training trace) enabled; Ascend output has "
-            "step_trace_time.csv; PyTorch traces need ProfilerStep#N markers (torch.profiler with schedule + step())."
-        )
-    info = run.ranks_table()[["rank", "host", "stage"]]
-    per_rank_step = st[["rank", "step"] + METRICS].copy()
+def _source(run: Run) -> Source:
+    for src in SOURCES:
+        if run.table(src.table) is not None:
+            return src
+    raise Unavailable(
+        "No per-step timing in this run. MindSpore Insight writes step_trace_raw_<rank>_detail_time.csv "
+        "when profiling with the step trace (training trace) enabled; Ascend output has "
+        "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (torch_npu / MindSpore profiler with a schedule and step()); "
+        "PyTorch traces need ProfilerStep#N markers (torch.profiler with schedule + step()).")
 
-    computed = per_rank_step.groupby("rank", as_index=False)[METRICS].mean()
-    file_avg = run.table("step_trace_avg")
+
+def metrics_of(src: Source) -> list[str]:
+    cols = ["step_ms"] + [k for k, _ in src.phases]
+    return cols + ([src.wait] if src.wait not in cols else [])
+
+
+def labels_of(src: Source) -> dict[str, str]:
+    return {"step_ms": "Step time", **dict(src.phases), src.wait: src.wait_label.capitalize()}
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    src = _source(run)
+    st = run.table(src.table)
+    metrics_cols = metrics_of(src)
+    info = run.ranks_table()[["rank", "host", "stage"]]
+    per_rank_step = st[["rank", "step"] + metrics_cols].copy()
+
+    computed = per_rank_step.groupby("rank", as_index=False)[metrics_cols].mean()
+    file_avg = run.table(src.avg_table) if src.avg_table else None
     ranks = sorted(per_rank_step["rank"].unique())
     if file_avg is not None and set(ranks) <= set(file_avg["rank"]):
-        per_rank = file_avg[file_avg["rank"].isin(ranks)][["rank"] + METRICS].reset_index(drop=True)
+        per_rank = file_avg[file_avg["rank"].isin(ranks)][["rank"] + metrics_cols].reset_index(drop=True)
         average_source = "file"
     else:
         per_rank = computed
@@ -70,9 +112,8 @@ def analyze(run: Run, options=None) -> Analysis:
     per_rank = per_rank.merge(info, on="rank", how="left")
     per_rank_step = per_rank_step.merge(info, on="rank", how="left")
 
-    mean_interval = float(per_rank["step_interval_ms"].mean())
-    per_rank["step_interval_vs_mean_ratio"] = (
-        per_rank["step_interval_ms"] / mean_interval - 1 if mean_interval > 0 else 0.0)
+    wait_mean = float(per_rank[src.wait].mean()) if per_rank[src.wait].notna().any() else math.nan
+    per_rank["wait_vs_mean_ratio"] = per_rank[src.wait] / wait_mean - 1 if wait_mean > 0 else math.nan
     step_median = float(per_rank["step_ms"].median())
 
     metrics = {
@@ -85,63 +126,64 @@ def analyze(run: Run, options=None) -> Analysis:
         "step_ms_max": float(per_rank["step_ms"].max()),
         "step_ms_spread_ratio": float((per_rank["step_ms"].max() - per_rank["step_ms"].min()) / step_median)
         if step_median > 0 else 0.0,
-        "step_interval_ms_mean": mean_interval,
-        "fp_bp_ms_mean": float(per_rank["fp_bp_ms"].mean()),
-        "tail_ms_mean": float(per_rank["tail_ms"].mean()),
+        **{f"{c}_mean": float(per_rank[c].mean()) for c in metrics_cols[1:]},
         "slowest_rank": int(per_rank.loc[per_rank["step_ms"].idxmax(), "rank"]),
         "file_average_vs_step_mean_max_diff_ratio": avg_diff,
+        "wait_metric": src.wait,
+        "compute_metric": src.compute,
         "thresholds": {k: v for k, v in th.as_dict().items()
                        if k.startswith(("step_interval", "fp_bp", "severity"))},
     }
     ranks_without = sorted(set(run.ranks) - set(ranks))
     if ranks_without:
-        metrics["ranks_without_step_trace"] = ranks_without
+        metrics["ranks_without_step_data"] = ranks_without
 
     data = {
-        "slow_hosts": _slow_hosts(per_rank, mean_interval),
+        "source": src,
+        "slow_hosts": _slow_hosts(per_rank, src, wait_mean),
         "step_ops": _op_summary(run.table("step_ops")),
         "step_median": step_median,
     }
     covered = {r for h in data["slow_hosts"] for r in h["ranks"]}
-    data["slow_ranks"] = _slow_step_interval(per_rank, mean_interval, covered)
-    data["slow_fp_bp"] = _slow_fp_bp(per_rank)
+    data["slow_ranks"] = _slow_wait(per_rank, src, wait_mean, covered)
+    data["slow_compute"] = _slow_compute(per_rank, src)
 
     tables = {
-        "per_rank_step": per_rank_step[["rank", "step"] + METRICS + ["host", "stage"]],
-        "per_rank": per_rank[["rank"] + METRICS + ["step_interval_vs_mean_ratio", "host", "stage"]],
+        "per_rank_step": per_rank_step[["rank", "step"] + metrics_cols + ["host", "stage"]],
+        "per_rank": per_rank[["rank"] + metrics_cols + ["wait_vs_mean_ratio", "host", "stage"]],
     }
     return Analysis(metrics=metrics, tables=tables, data=data)
 
 
-def _slow_hosts(per_rank: pd.DataFrame, mean_interval: float) -> list[dict]:
-    """Hosts whose ranks' mean step interval exceeds the mean of all ranks by the seed threshold."""
+def _slow_hosts(per_rank: pd.DataFrame, src: Source, mean_wait: float) -> list[dict]:
+    """Hosts all of whose ranks wait more than the seed threshold above the mean of all ranks."""
     known = per_rank.dropna(subset=["host"])
-    if mean_interval <= 0 or known["host"].nunique() < 2:
+    if not mean_wait > 0 or known["host"].nunique() < 2:
         return []
+    limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     out = []
     for host, grp in known.groupby("host", sort=True):
-        value = float(grp["step_interval_ms"].mean())
-        if value > (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_interval and len(grp) > 1 \
-                and (grp["step_interval_ms"] > (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_interval).all():
-            out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]), "value": value,
-                        "reference": mean_interval, "step_ms": float(grp["step_ms"].mean())})
+        if len(grp) > 1 and (grp[src.wait] > limit).all():
+            out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]),
+                        "value": float(grp[src.wait].mean()), "reference": mean_wait,
+                        "step_ms": float(grp["step_ms"].mean())})
     return out
 
 
-def _slow_step_interval(per_rank: pd.DataFrame, mean_interval: float, covered: set[int]) -> list[dict]:
+def _slow_wait(per_rank: pd.DataFrame, src: Source, mean_wait: float, covered: set[int]) -> list[dict]:
     """Seed rule ``step_interval``: s_r / mean(s) - 1 > 0.2 (MindInsight reports the worst rank only)."""
-    if mean_interval <= 0:
+    if not mean_wait > 0:
         return []
-    limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_interval
-    slow = per_rank[(per_rank["step_interval_ms"] > limit) & ~per_rank["rank"].isin(covered)]
-    slow = slow.sort_values("step_interval_ms", ascending=False)
-    return [{"rank": int(r.rank), "value": float(r.step_interval_ms), "reference": mean_interval,
-             "percent": float((r.step_interval_ms / mean_interval - 1) * 100), "step_ms": float(r.step_ms),
-             "host": r.host if isinstance(r.host, str) else None} for r in slow.itertuples()]
+    limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
+    slow = per_rank[(per_rank[src.wait] > limit) & ~per_rank["rank"].isin(covered)]
+    slow = slow.sort_values(src.wait, ascending=False)
+    return [{"rank": int(r["rank"]), "value": float(r[src.wait]), "reference": mean_wait,
+             "percent": float((r[src.wait] / mean_wait - 1) * 100), "step_ms": float(r["step_ms"]),
+             "host": r["host"] if isinstance(r["host"], str) else None} for _, r in slow.iterrows()]
 
 
-def _slow_fp_bp(per_rank: pd.DataFrame) -> list[dict]:
-    """Forward+backward outliers: above the median of the other ranks of the same stage by the threshold.
+def _slow_compute(per_rank: pd.DataFrame, src: Source) -> list[dict]:
+    """Device-work outliers: above the median of the other ranks of the same stage by the threshold.
 
     Stages legitimately differ in pipeline parallel, so ranks are only compared with their
     stage peers; a leave-one-out median keeps one slow rank from raising its own reference.
@@ -151,7 +193,7 @@ def _slow_fp_bp(per_rank: pd.DataFrame) -> list[dict]:
     for _stage, grp in groups:
         if len(grp) < 2:
             continue
-        values = grp.set_index("rank")["fp_bp_ms"]
+        values = grp.set_index("rank")[src.compute]
         for rank, value in values.items():
             ref = float(values.drop(rank).median())
             if ref > 0 and value > (1 + th.FP_BP_ABOVE_STAGE_PEERS) * ref:
@@ -183,21 +225,24 @@ def _op_summary(ops: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def present(a: Analysis) -> View:
     m, d = a.metrics, a.data
+    src: Source = d["source"]
+    cols_m = metrics_of(src)
+    labels = labels_of(src)
     per_rank = a.tables["per_rank"]
     per_rank_step = a.tables["per_rank_step"]
     steps = sorted(per_rank_step["step"].unique().tolist())
     n_ranks = len(per_rank)
 
     # step choices: the average plus as many steps as the chart budget allows (evenly spaced)
-    max_steps = max(1, MAX_CHART_ROWS // max(1, n_ranks * len(PHASES)) - 1)
+    max_steps = max(1, MAX_CHART_ROWS // max(1, n_ranks * len(src.phases)) - 1)
     shown_steps = steps if len(steps) <= max_steps else \
         [steps[round(i * (len(steps) - 1) / (max_steps - 1))] for i in range(max_steps)] if max_steps > 1 else [steps[0]]
     shown_steps = sorted(set(shown_steps))
     avg_label = "Average (file '-' row)" if m["average_source"] == "file" else "Average (mean of steps)"
     controls = [
         Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}") for s in shown_steps], "avg"),
-        Control("sort_by", "Sort ranks by", [("rank", "Rank id")] + [(k, METRIC_LABELS[k]) for k in METRICS], "rank"),
-        Control("heat_metric", "Heatmap shows", [(k, METRIC_LABELS[k]) for k in METRICS], "step_ms"),
+        Control("sort_by", "Sort ranks by", [("rank", "Rank id")] + [(k, labels[k]) for k in cols_m], "rank"),
+        Control("heat_metric", "Heatmap shows", [(k, labels[k]) for k in cols_m], "step_ms"),
     ]
     notes = []
     if len(shown_steps) < len(steps):
@@ -210,18 +255,21 @@ def present(a: Analysis) -> View:
             "Averages are the profiler's own average rows ('-'), as MindInsight shows them. They differ from the "
             f"mean of the step rows in this data by up to {m['file_average_vs_step_mean_max_diff_ratio'] * 100:.2f}% "
             "(step time), because the profiler averaged over steps that were not all kept.")
-    if m.get("ranks_without_step_trace"):
-        notes.append("Ranks without a step trace: " + ", ".join(map(str, m["ranks_without_step_trace"])))
+    if src is ASCEND:
+        notes.append("Step time here is the device's end-to-end time of the step: computing + communication not "
+                     "overlapped + free, from step_trace_time.csv.")
+    if m.get("ranks_without_step_data"):
+        notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
-    figures = [_bars(per_rank, per_rank_step, shown_steps), _heatmap(per_rank_step)]
-    findings = _findings(m, d)
+    figures = [_bars(per_rank, per_rank_step, shown_steps, src), _heatmap(per_rank_step, src)]
+    findings = _findings(m, d, src)
 
-    cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int"),
-            Column("step_ms", "Step (ms)", "ms"), Column("step_interval_ms", "Step interval (ms)", "ms"),
-            Column("fp_bp_ms", "Forward+backward (ms)", "ms"), Column("tail_ms", "Tail (ms)", "ms")]
+    cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
+        [Column(k, f"{labels[k]} (ms)", "ms") for k in cols_m]
     tables = [
         Table.from_frame("trajectory-per-rank", "Per rank (" + avg_label.lower() + ")", per_rank,
-                         cols + [Column("step_interval_vs_mean_ratio", "Interval vs mean", "ratio")]),
+                         cols + [Column("wait_vs_mean_ratio", f"{src.wait_label.split(' (')[0].capitalize()} vs mean",
+                                        "ratio")]),
         Table.from_frame("trajectory-per-rank-step", "Per rank and step", per_rank_step,
                          cols[:3] + [Column("step", "Step", "int")] + cols[3:]),
     ]
@@ -234,14 +282,13 @@ def present(a: Analysis) -> View:
              Column("max_vs_mean_ratio", "Max vs mean", "ratio")],
             caption="From the operator columns of the step trace; the slowest first.", max_html_rows=50))
 
+    parts = ", ".join(f"{labels[k].lower()} {m[k + '_mean']:.4f} ms" for k in cols_m[1:])
     summary = (f"{m['ranks']} ranks, {m['steps']} steps. Median step time {m['step_ms_median']:.4f} ms "
-               f"(spread {m['step_ms_spread_ratio'] * 100:.2f}% of the median); mean step interval "
-               f"{m['step_interval_ms_mean']:.4f} ms, forward+backward {m['fp_bp_ms_mean']:.4f} ms, "
-               f"tail {m['tail_ms_mean']:.4f} ms.")
+               f"(spread {m['step_ms_spread_ratio'] * 100:.2f}% of the median); mean {parts}.")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 
-def _findings(m: dict, d: dict) -> list[Finding]:
+def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
     out = []
     step = d["step_median"] or 1.0
     pct = int(th.STEP_INTERVAL_ABOVE_MEAN * 100)
@@ -249,62 +296,65 @@ def _findings(m: dict, d: dict) -> list[Finding]:
         share = (h["value"] - h["reference"]) / step
         out.append(Finding(
             "slow_host", th.severity(share), ID,
-            f"Host {h['host']}: its {len(h['ranks'])} ranks wait {h['value']:.4f} ms per step for data on average, "
-            f"{(h['value'] / h['reference'] - 1) * 100:.2f}% above the mean of all ranks ({h['reference']:.4f} ms).",
+            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {h['value']:.4f} ms per step on "
+            f"average, {(h['value'] / h['reference'] - 1) * 100:.2f}% above the mean of all ranks "
+            f"({h['reference']:.4f} ms).",
             ranks=h["ranks"],
-            evidence={"metric": "step_interval_ms", "value": h["value"], "reference": h["reference"], "host": h["host"],
+            evidence={"metric": src.wait, "value": h["value"], "reference": h["reference"], "host": h["host"],
                       "share_of_step_ratio": share},
-            suggestion="Check the data pipeline on this host: CPU load, disk or network storage, dataset workers.",
+            suggestion="Check the data pipeline and host load on this host: CPU, disk or network storage, "
+                       "dataset workers.",
             figure="trajectory-bars"))
     slow = d["slow_ranks"]
     if slow:
         w = slow[0]
         share = (w["value"] - w["reference"]) / step
-        others = [s["rank"] for s in slow[1:]]
+        others = [x["rank"] for x in slow[1:]]
         extra = f" Also above {pct}%: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:20]))}" \
                 f"{' …' if len(others) > 20 else ''}." if others else ""
         out.append(Finding(
-            "slow_step_interval", th.severity(share), ID,
-            f"Step interval of rank {w['rank']} is {w['value']:.4f} ms, {w['percent']:.2f}% above the mean of ranks "
-            f"({w['reference']:.4f} ms): it waits longer for input data.{extra}",
-            ranks=[s["rank"] for s in slow],
-            evidence={"metric": "step_interval_ms", "value": w["value"], "reference": w["reference"],
+            src.wait_finding, th.severity(share), ID,
+            f"The {src.wait_label} of rank {w['rank']} is {w['value']:.4f} ms, {w['percent']:.2f}% above the mean of "
+            f"ranks ({w['reference']:.4f} ms): it waits longer before its step's work starts.{extra}",
+            ranks=[x["rank"] for x in slow],
+            evidence={"metric": src.wait, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},
-            suggestion="Raise dataset parallelism or prefetch on that rank's host; check its data loading path.",
+            suggestion="Raise dataset parallelism or prefetch on that rank's host; check its data loading path "
+                       "and host-side work before the first device op.",
             figure="trajectory-bars"))
-    slow = d["slow_fp_bp"]
+    slow = d["slow_compute"]
     if slow:
         w = slow[0]
         share = (w["value"] - w["reference"]) / step
-        others = [s["rank"] for s in slow[1:]]
+        others = [x["rank"] for x in slow[1:]]
         stage = f" of stage {w['stage']}" if w.get("stage") else ""
         extra = f" Also slow: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:20]))}." if others else ""
         out.append(Finding(
             "slow_device_compute", th.severity(share), ID,
-            f"Forward+backward of rank {w['rank']} takes {w['value']:.4f} ms, {w['percent']:.2f}% above the median "
-            f"of the other ranks{stage} ({w['reference']:.4f} ms).{extra}",
-            ranks=[s["rank"] for s in slow],
-            evidence={"metric": "fp_bp_ms", "value": w["value"], "reference": w["reference"],
+            f"The {src.compute_label} time of rank {w['rank']} is {w['value']:.4f} ms, {w['percent']:.2f}% above the "
+            f"median of the other ranks{stage} ({w['reference']:.4f} ms).{extra}",
+            ranks=[x["rank"] for x in slow],
+            evidence={"metric": src.compute, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},
             suggestion="Look at this device's operators (frequency throttling, a slower card, uneven shapes).",
             figure="trajectory-heatmap"))
     return out
 
 
-def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list) -> pd.DataFrame:
+def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source) -> pd.DataFrame:
     avg = per_rank.assign(step_key="avg")
     per = per_rank_step[per_rank_step["step"].isin(shown_steps)].assign(step_key=lambda x: x["step"].astype(str))
-    cols = ["rank", "host", "stage", "step_key"] + METRICS
+    cols = ["rank", "host", "stage", "step_key"] + metrics_of(src)
     wide = pd.concat([avg[cols], per[cols]], ignore_index=True)
     wide["host"] = wide["host"].fillna("")
     parts = []
-    for order, (key, label) in enumerate(PHASES):  # long format: one row per rank, step and phase
+    for order, (key, label) in enumerate(src.phases):  # long format: one row per rank, step and phase
         parts.append(wide.assign(ms=wide[key], phase=label, order=order))
     return pd.concat(parts, ignore_index=True)
 
 
-def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list) -> Figure:
-    rows = _chart_rows(per_rank, per_rank_step, shown_steps)
+def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source) -> Figure:
+    rows = _chart_rows(per_rank, per_rank_step, shown_steps, src)
     n = max(1, len(per_rank))
     step_param = alt.param(name="step", value="avg")
     sort_param = alt.param(name="sort_by", value="rank")
@@ -318,7 +368,7 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
                     sort=alt.EncodingSortField(field="sort_value", op="max", order="descending"),
                     axis=alt.Axis(labelOverlap=True)),
             y=alt.Y("ms:Q", title="Time (ms)", stack="zero"),
-            color=alt.Color("phase:N", title=None, sort=[label for _, label in PHASES],
+            color=alt.Color("phase:N", title=None, sort=[label for _, label in src.phases],
                             legend=alt.Legend(orient="top")),
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
@@ -329,26 +379,29 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
         .add_params(step_param, sort_param)
         .properties(width={"step": max(2, min(28, 900 // n))}, height=280)
     )
-    return Figure("trajectory-bars", "Step time per rank: interval, forward+backward, tail", to_spec(chart),
+    title = "Step time per rank: " + ", ".join(label.split(" (")[0].lower() for _, label in src.phases)
+    return Figure("trajectory-bars", title, to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average). Sort with the control above.",
-                  alt="Stacked bar chart of step interval, forward+backward and tail time for each rank")
+                  alt="Stacked bar chart of the parts of the step time for each rank")
 
 
-def _heatmap(per_rank_step: pd.DataFrame) -> Figure:
-    df = per_rank_step[["rank", "step", "host"] + METRICS].copy()
+def _heatmap(per_rank_step: pd.DataFrame, src: Source) -> Figure:
+    cols_m = metrics_of(src)
+    df = per_rank_step[["rank", "step", "host"] + cols_m].copy()
     df["host"] = df["host"].fillna("")
     ranks = sorted(df["rank"].unique())
     steps = df["step"].nunique()
     caption = "Each cell is one rank in one step; colour = the chosen time. Darker is slower."
-    y_field, y_title = "rank", "Rank"
+    y_title = "Rank"
     if len(ranks) * steps > MAX_CHART_ROWS:
         per_bin = math.ceil(len(ranks) * steps / MAX_CHART_ROWS)
         df["rank_bin"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank_bin", "step"], as_index=False)[METRICS].max()
+        df = df.groupby(["rank_bin", "step"], as_index=False)[cols_m].max()
         df["rank"] = df["rank_bin"]
         df["host"] = ""
         y_title = f"Rank (groups of {per_bin}, max shown)"
         caption += f" Ranks are grouped by {per_bin} to keep the file small; each cell shows the group's maximum."
+    labels = labels_of(src)
     metric_param = alt.param(name="heat_metric", value="step_ms")
     chart = (
         alt.Chart(df)
@@ -356,11 +409,11 @@ def _heatmap(per_rank_step: pd.DataFrame) -> Figure:
         .mark_rect()
         .encode(
             x=alt.X("step:O", title="Step"),
-            y=alt.Y(f"{y_field}:O", title=y_title, axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("rank:O", title=y_title, axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("value:Q", title="ms", scale=alt.Scale(scheme="orangered")),
             tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
                      alt.Tooltip("host:N", title="Host"), alt.Tooltip("value:Q", title="ms", format=".4f")]
-            + [alt.Tooltip(f"{k}:Q", title=METRIC_LABELS[k], format=".4f") for k in METRICS],
+            + [alt.Tooltip(f"{k}:Q", title=labels[k], format=".4f") for k in cols_m],
         )
         .add_params(metric_param)
         .properties(width={"step": max(4, min(40, 800 // max(1, steps)))},
@@ -368,4 +421,3 @@ def _heatmap(per_rank_step: pd.DataFrame) -> Figure:
     )
     return Figure("trajectory-heatmap", "Rank × step heatmap", to_spec(chart), caption=caption,
                   alt="Heatmap of time per rank and step")
-

@@ -1,0 +1,461 @@
+"""Streaming reader for Ascend ``trace_view.json`` (torch_npu ``*_ascend_pt`` and MindSpore ``*_ascend_ms``).
+
+Format facts: ../shared/research/ascend-profiler-output-and-msprof-analyze.md section 2.4 and
+../shared/research/generated-runs.md section 4. What the real files look like:
+
+* A JSON **array** of Chrome-trace events (a ``{"traceEvents": [...]}`` object is accepted too).
+  ``ts`` is a string of absolute microseconds with 3 decimals; ``dur`` is a float, an int, or (MindSpore)
+  a string. Strings may carry trailing tabs/spaces; ``float()`` ignores them.
+* Metadata events (``ph: "M"``: ``process_name`` / ``thread_name``) sit in the middle of torch_npu files
+  (after the Python layer's events) and at the end of some others, so X events are kept per
+  (pid, tid) and only named at the end. Some processes have thread names but no ``process_name``
+  (torch_npu Level0 writes the CANN layer that way); such processes are not used.
+* The events are not sorted by time (MindSpore CPU traces are grouped by operator).
+
+Tables (all times in ms as float; absolute times = the file's microseconds / 1000):
+
+``trace_steps``  rank, step, start_ms, end_ms
+    ``ProfilerStep#N`` X events. Taken from the ``Python`` process if it has any, else ``MindSpore``,
+    else any other process (one row per step; duplicates within a process are merged to the widest span).
+``overlap_intervals``  rank, kind, start_ms, end_ms
+    ``Overlap Analysis`` process; thread ``Computing`` -> ``computing``, ``Communication`` ->
+    ``communication``, ``Communication(Not Overlapped)`` -> ``comm_not_overlapped``, ``Free`` -> ``free``
+    (the event name is used when the thread has no name). torch_npu's step_trace_time.csv columns are the
+    sums of these durations over the intervals that START inside the step window.
+``hccl_ops``  rank, op, lane, start_ms, dur_ms
+    ``HCCL`` process, every lane except ``Plane <k>`` (small tasks); real lanes are
+    ``Group <n> Communication``. An HCCL thread without a name is used only for ``hcom_*`` events.
+``device_ops``  rank, name, stream, start_ms, dur_ms
+    ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
+    pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
+    (``PROFILING_ENABLE`` markers) and ``Write Value`` (notify writes). Kernels (AI_CORE, MIX_*,
+    AI_CPU, DSA, ...) and copies (SDMA, PCIE_DMA / MEMCPY_ASYNC) are kept.
+    **CPU-only MindSpore traces** (no ``Ascend Hardware`` process; processes are ``CPU OP`` and
+    ``Scope Layer``) use the ``CPU OP`` process instead: one X event per executed kernel
+    (``args.type == "HostCpuOps"``, names like ``Default/MatMul-op0`` in graph mode, ``MatMul`` in
+    PyNative), collectives included (``Default/AllReduce-op0``). ``stream`` is ``"CPU OP <thread name>"``
+    (``"CPU OP Thread 0"``). ``Scope Layer`` spans (``Default``, ``Gradients``, ...) nest those ops
+    and are not used.
+
+Streaming: the file is read in 4 MiB chunks; each chunk's complete events are parsed in ONE call
+(``orjson.loads`` when orjson is importable, else ``json.loads``) on the bytes from the first event to
+the last ``}`` that is followed by ``, {``; if that cut lands inside a string the parse fails and an
+earlier cut (before the reported error position) is tried. Only (name, ts, dur) of X events are kept,
+in arrays per (pid, tid); events of processes already known to be of no use are dropped on sight.
+See bench/trace_decoders.py for the measurements behind this choice.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+try:  # optional: 3-4x faster than the standard json module on these files
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+CHUNK = 4 << 20
+#: One event larger than this is treated as broken, not as incomplete.
+MAX_EVENT = 256 << 20
+
+OVERLAP_KINDS = {
+    "Computing": "computing",
+    "Communication": "communication",
+    "Communication(Not Overlapped)": "comm_not_overlapped",
+    "Free": "free",
+}
+_USED_PROCESSES = frozenset({"Overlap Analysis", "HCCL", "Ascend Hardware", "CPU OP"})
+_STEP_PREFIX = "ProfilerStep#"
+_STEP_RE = re.compile(r"ProfilerStep#(\d+)")
+_WS = b" \t\r\n"
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_RANK_FILE = re.compile(r"^cpu_[a-z_]+?_(\d+)\.(?:csv|txt)$")
+
+COLUMNS = {
+    "trace_steps": ["rank", "step", "start_ms", "end_ms"],
+    "overlap_intervals": ["rank", "kind", "start_ms", "end_ms"],
+    "hccl_ops": ["rank", "op", "lane", "start_ms", "dur_ms"],
+    "device_ops": ["rank", "name", "stream", "start_ms", "dur_ms"],
+}
+
+
+def _is_sync_task(task_type) -> bool:
+    if not isinstance(task_type, str):
+        return False
+    t = task_type.upper().replace(" ", "_")
+    return "WAIT" in t or "RECORD" in t or t.startswith("PLACE_HOLDER") or t == "WRITE_VALUE"
+
+
+# --------------------------------------------------------------------------------------------------
+# Decoding
+
+
+class _Stop(Exception):
+    """The rest of the file cannot be read; ``message`` is the problem text."""
+
+    def __init__(self, message: str, keep: bool = True):
+        super().__init__(message)
+        self.message = message
+        self.keep = keep  # False: the file is unusable, drop what was parsed
+
+
+def _loads(data: bytes):
+    if _orjson is not None:
+        return _orjson.loads(data)
+    return json.loads(data)
+
+
+def _skip(buf: bytes, pos: int, chars: bytes = _WS) -> int:
+    n = len(buf)
+    while pos < n and buf[pos] in chars:
+        pos += 1
+    return pos
+
+
+def _last_cut(buf: bytes, lo: int, hi: int) -> int:
+    """Largest ``e`` in (lo, hi] with ``buf[e-1] == '}'`` followed by optional spaces, ``,``, spaces, ``{``.
+
+    Returns -1 when there is none. ``e`` is a candidate end of a run of complete events starting at ``lo``.
+    """
+    j = buf.rfind(b"{", lo + 1, hi + 1)
+    while j > lo:
+        k = j - 1
+        while k > lo and buf[k] in _WS:
+            k -= 1
+        if buf[k] == 0x2C:  # ','
+            k -= 1
+            while k > lo and buf[k] in _WS:
+                k -= 1
+            if buf[k] == 0x7D and k + 1 <= hi:  # '}'
+                return k + 1
+        j = buf.rfind(b"{", lo + 1, j)
+    return -1
+
+
+_decoder = json.JSONDecoder()
+
+
+def _one_event(buf: bytes, pos: int, eof: bool):
+    """Parse the single value starting at ``buf[pos]``. Returns (value, end byte) or None if incomplete.
+
+    Raises _Stop when the data is not valid JSON (or not UTF-8).
+    """
+    text, _used = codecs.utf_8_decode(buf[pos:pos + MAX_EVENT + 16], "strict", eof) if True else None
+    try:
+        value, end = _decoder.raw_decode(text)
+    except json.JSONDecodeError as exc:
+        rest = text[exc.pos:].strip()
+        if exc.msg.startswith("Unterminated string") or not rest:
+            return None
+        raise _Stop(f"malformed JSON at byte {pos + len(text[:exc.pos].encode('utf-8'))} ({exc.msg})")
+    return value, pos + len(text[:end].encode("utf-8"))
+
+
+def _iter_batches(fh, state: dict):
+    """Yield lists of decoded array items of the trace-event array in ``fh`` (binary file).
+
+    ``state["count"]`` counts the items yielded. Raises _Stop for anything that ends reading early.
+    """
+    buf = fh.read(CHUNK)
+    eof = len(buf) < CHUNK
+    if buf.startswith(codecs.BOM_UTF8):
+        buf = buf[3:]
+    pos = _skip(buf, 0)
+    if pos >= len(buf):
+        raise _Stop("empty file" if not buf.strip() else "empty file (only whitespace)", keep=False)
+    if b"\x00" in buf[:4096]:
+        raise _Stop("binary data, not JSON text", keep=False)
+    first = buf[pos]
+    if first == 0x7B:  # '{': accept {"traceEvents": [...]}
+        while True:
+            m = _TRACE_EVENTS_KEY.search(buf, pos)
+            if m:
+                pos = m.end()
+                break
+            if eof or len(buf) > MAX_EVENT:
+                raise _Stop("a JSON object without a \"traceEvents\" array, not a trace-event array", keep=False)
+            more = fh.read(CHUNK)
+            eof = len(more) < CHUNK
+            buf += more
+    elif first == 0x5B:  # '['
+        pos += 1
+    else:
+        raise _Stop(f"not a JSON array of trace events (starts with {bytes(buf[pos:pos + 12])!r})", keep=False)
+
+    want = CHUNK
+    while True:
+        pos = _skip(buf, pos, b" \t\r\n,")
+        if pos < len(buf):
+            c = buf[pos]
+            if c == 0x5D:  # ']': end of the array
+                return
+            if c != 0x7B:
+                if state["count"] == 0:
+                    raise _Stop("not a JSON array of objects", keep=False)
+                raise _Stop(f"unexpected {bytes(buf[pos:pos + 12])!r} after {state['count']} events; "
+                            "the rest was skipped")
+            hi = len(buf)
+            while True:
+                cut = _last_cut(buf, pos, hi)
+                if cut < 0:
+                    break
+                try:
+                    items = _loads(b"[" + buf[pos:cut] + b"]")
+                except ValueError as exc:  # orjson.JSONDecodeError / json.JSONDecodeError
+                    if "UTF-8" in str(exc):
+                        raise _Stop("not UTF-8 text", keep=False) from None
+                    # The error position counts characters, so it is <= the byte position: any cut
+                    # before it lies before the error.
+                    err = getattr(exc, "pos", None)
+                    hi = cut - 1 if err is None else min(cut - 1, pos + max(err - 1, 0))
+                    continue
+                state["count"] += len(items)
+                yield items
+                pos = cut
+                want = CHUNK
+                break
+            else:  # pragma: no cover - loop always breaks
+                pass
+            if cut >= 0:
+                continue
+            # No complete run of events with a following one: parse one event on its own.
+            try:
+                got = _one_event(buf, pos, eof)
+            except UnicodeDecodeError:
+                raise _Stop("not UTF-8 text", keep=False) from None
+            except _Stop as stop:
+                raise _Stop(f"{stop.message} after {state['count']} events; the rest was skipped") from None
+            if got is not None:
+                value, end = got
+                state["count"] += 1
+                yield [value]
+                pos = end
+                continue
+        # Incomplete: read more.
+        if eof:
+            raise _Stop(f"truncated after {state['count']} events; the rest was skipped")
+        if len(buf) - pos > MAX_EVENT:
+            raise _Stop(f"an event larger than {MAX_EVENT >> 20} MiB after {state['count']} events; "
+                        "the rest was skipped")
+        more = fh.read(want)
+        eof = len(more) < want
+        buf = buf[pos:] + more
+        pos = 0
+        want = min(want * 2, MAX_EVENT)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_trace_view(path: Path, rank: int, problems: list[tuple[str, str]]) -> dict[str, pd.DataFrame]:
+    """Stream trace_view.json; return the tables found (omit empty ones).
+
+    See the module docstring for the tables and what is taken from where. Problems (truncated file,
+    not a JSON array, not UTF-8, events without numeric times) are appended to ``problems`` as
+    ``(str(path), description)``; this function does not raise for bad input.
+    """
+    path = Path(path)
+    where = str(path)
+    state = {"count": 0}
+    pnames: dict = {}      # pid -> process name
+    tnames: dict = {}      # (pid, tid) -> thread name
+    groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array)
+    steps: list = []       # (pid, step, start_us, dur_us)
+    skip_pids: set = set()
+    bad_time = 0
+    not_objects = 0
+    intern: dict = {}
+
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        problems.append((where, f"cannot open: {exc.strerror or exc}"))
+        return {}
+    try:
+        with fh:
+            for batch in _iter_batches(fh, state):
+                for ev in batch:
+                    if type(ev) is not dict:
+                        not_objects += 1
+                        continue
+                    ph = ev.get("ph")
+                    if ph == "X":
+                        pid = ev.get("pid")
+                        name = ev.get("name")
+                        if type(name) is str and name.startswith(_STEP_PREFIX):
+                            try:
+                                steps.append((pid, name, float(ev["ts"]), float(ev.get("dur", 0.0))))
+                            except (KeyError, TypeError, ValueError):
+                                bad_time += 1
+                            continue
+                        if pid in skip_pids:
+                            continue
+                        try:
+                            t = float(ev["ts"])
+                            d = float(ev.get("dur", 0.0))
+                        except (KeyError, TypeError, ValueError):
+                            bad_time += 1
+                            continue
+                        args = ev.get("args")
+                        if type(args) is dict and "Task Type" in args and _is_sync_task(args["Task Type"]):
+                            continue
+                        key = (pid, ev.get("tid"))
+                        try:
+                            g = groups.get(key)
+                        except TypeError:  # unhashable pid/tid
+                            continue
+                        if g is None:
+                            g = groups[key] = ([], array("d"), array("d"))
+                        if type(name) is not str:
+                            name = "" if name is None else str(name)
+                        g[0].append(intern.setdefault(name, name))
+                        g[1].append(t)
+                        g[2].append(d)
+                    elif ph == "M":
+                        args = ev.get("args")
+                        label = args.get("name") if type(args) is dict else None
+                        if not isinstance(label, str):
+                            continue
+                        kind = ev.get("name")
+                        pid = ev.get("pid")
+                        try:
+                            if kind == "process_name":
+                                pnames[pid] = label
+                                if label not in _USED_PROCESSES:
+                                    skip_pids.add(pid)
+                                    for key in [k for k in groups if k[0] == pid]:
+                                        del groups[key]
+                            elif kind == "thread_name":
+                                tnames[(pid, ev.get("tid"))] = label
+                        except TypeError:
+                            continue
+    except _Stop as stop:
+        problems.append((where, stop.message))
+        if not stop.keep:
+            return {}
+    except OSError as exc:
+        problems.append((where, f"read error after {state['count']} events: {exc.strerror or exc}; "
+                                "the rest was skipped"))
+    if state["count"] == 0 and not problems[-1:] or (state["count"] == 0 and problems[-1][0] != where):
+        problems.append((where, "no trace events in the array"))
+        return {}
+    if not_objects:
+        problems.append((where, f"{not_objects} array items that are not objects were skipped"))
+    if bad_time:
+        problems.append((where, f"{bad_time} X events without a numeric ts/dur were skipped"))
+    return _tables(rank, pnames, tnames, groups, steps)
+
+
+def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
+    out: dict[str, pd.DataFrame] = {}
+
+    # Steps: prefer the Python layer (torch_npu), then MindSpore, then any other process.
+    if steps:
+        def pref(pid):
+            name = pnames.get(pid)
+            return 0 if name == "Python" else 1 if name == "MindSpore" else 2
+        best = min(pref(s[0]) for s in steps)
+        spans: dict[int, list[float]] = {}
+        for pid, name, t, d in steps:
+            if pref(pid) != best:
+                continue
+            m = _STEP_RE.match(name)
+            if not m:
+                continue
+            n = int(m.group(1))
+            s, e = t / 1000.0, (t + d) / 1000.0
+            if n in spans:
+                spans[n] = [min(spans[n][0], s), max(spans[n][1], e)]
+            else:
+                spans[n] = [s, e]
+        if spans:
+            order = sorted(spans)
+            out["trace_steps"] = pd.DataFrame({
+                "rank": np.full(len(order), rank, dtype=np.int64),
+                "step": np.array(order, dtype=np.int64),
+                "start_ms": np.array([spans[n][0] for n in order], dtype=np.float64),
+                "end_ms": np.array([spans[n][1] for n in order], dtype=np.float64),
+            })
+
+    overlap, hccl, device, cpu = [], [], [], []
+    for (pid, tid), (names, ts, dur) in groups.items():
+        proc = pnames.get(pid)
+        thread = tnames.get((pid, tid))
+        if proc == "Overlap Analysis":
+            kind = OVERLAP_KINDS.get(thread) if thread else None
+            if kind is not None:
+                overlap.append(([kind] * len(names), ts, dur))
+            else:  # unnamed lane: the event names are the kinds
+                keep = [i for i, n in enumerate(names) if n in OVERLAP_KINDS]
+                if keep:
+                    overlap.append(([OVERLAP_KINDS[names[i]] for i in keep],
+                                    array("d", (ts[i] for i in keep)), array("d", (dur[i] for i in keep))))
+        elif proc == "HCCL":
+            if thread is not None:
+                if not thread.startswith("Plane"):
+                    hccl.append((names, [thread] * len(names), ts, dur))
+            else:
+                keep = [i for i, n in enumerate(names) if n.lower().startswith("hcom")]
+                if keep:
+                    lane = f"Thread {tid}"
+                    hccl.append(([names[i] for i in keep], [lane] * len(keep),
+                                 array("d", (ts[i] for i in keep)), array("d", (dur[i] for i in keep))))
+        elif proc == "Ascend Hardware":
+            stream = thread if thread is not None else f"Stream {tid}"
+            device.append((names, [stream] * len(names), ts, dur))
+        elif proc == "CPU OP":
+            stream = f"CPU OP {thread if thread is not None else f'Thread {tid}'}"
+            cpu.append((names, [stream] * len(names), ts, dur))
+    if not device:
+        device = cpu
+
+    def cat(arrays) -> np.ndarray:
+        return np.concatenate([np.frombuffer(a, dtype=np.float64) for a in arrays]) if arrays else np.zeros(0)
+
+    if overlap:
+        t = cat([g[1] for g in overlap]) / 1000.0
+        d = cat([g[2] for g in overlap]) / 1000.0
+        df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64),
+                           "kind": [k for g in overlap for k in g[0]],
+                           "start_ms": t, "end_ms": t + d})
+        out["overlap_intervals"] = df.sort_values(["kind", "start_ms"], kind="stable").reset_index(drop=True)
+    for table, rows, label in (("hccl_ops", hccl, "op"), ("device_ops", device, "name")):
+        if not rows:
+            continue
+        t = cat([g[2] for g in rows]) / 1000.0
+        d = cat([g[3] for g in rows]) / 1000.0
+        lane = "lane" if table == "hccl_ops" else "stream"
+        df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64),
+                           label: [n for g in rows for n in g[0]],
+                           lane: [s for g in rows for s in g[1]],
+                           "start_ms": t, "dur_ms": d})
+        out[table] = df.sort_values(["start_ms"], kind="stable").reset_index(drop=True)
+    return out
+
+
+def rank_from_framework(prof_dir: Path) -> int | None:
+    """MindSpore CPU output: the rank from FRAMEWORK/ file-name suffixes (cpu_op_detail_info_{rank}.csv, ...); None if absent/ambiguous.
+
+    ``prof_dir`` is the ``*_ascend_ms`` directory (its ``ASCEND_PROFILER_OUTPUT`` is accepted too).
+    Files looked at: ``FRAMEWORK/cpu_<what>_<rank>.csv|txt`` (cpu_op_detail_info, cpu_op_type_info,
+    cpu_op_execute_timestamp, cpu_framework, cpu_ms_memory_record). The directory name holds the
+    process id, not the rank, so it is not used.
+    """
+    prof_dir = Path(prof_dir)
+    fw = prof_dir / "FRAMEWORK"
+    if not fw.is_dir() and prof_dir.name == "ASCEND_PROFILER_OUTPUT":
+        fw = prof_dir.parent / "FRAMEWORK"
+    try:
+        names = [p.name for p in fw.iterdir() if p.is_file()]
+    except OSError:
+        return None
+    ranks = {int(m.group(1)) for n in names if (m := _RANK_FILE.match(n))}
+    return ranks.pop() if len(ranks) == 1 else None
