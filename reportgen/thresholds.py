@@ -12,6 +12,10 @@ STEP_INTERVAL_ABOVE_MEAN = 0.20
 #: stage by more than this fraction is a slow device (compute straggler).
 FP_BP_ABOVE_STAGE_PEERS = 0.20
 
+#: Pure (not overlapped) communication share above which the seed helper warns (data/model-parallel
+#: communication rate, pipeline between-stage and within-stage rates: 10 %).
+COMM_SHARE = 0.10
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03
@@ -30,6 +34,7 @@ def as_dict() -> dict[str, float]:
     return {
         "step_interval_above_mean_ratio": STEP_INTERVAL_ABOVE_MEAN,
         "fp_bp_above_stage_peers_ratio": FP_BP_ABOVE_STAGE_PEERS,
+        "comm_share_ratio": COMM_SHARE,
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }

@@ -143,23 +143,44 @@ _decoder = json.JSONDecoder()
 
 
 def _one_event(buf: bytes, pos: int, eof: bool):
-    """Parse the single value starting at ``buf[pos]``. Returns (value, end byte) or None if incomplete.
+    """Parse the single value starting at ``buf[pos]``: (value, end byte), or None if it is incomplete.
 
-    Raises _Stop when the data is not valid JSON (or not UTF-8).
+    Raises _Stop when the data there is not valid JSON, UnicodeDecodeError when it is not UTF-8.
     """
-    text, _used = codecs.utf_8_decode(buf[pos:pos + MAX_EVENT + 16], "strict", eof) if True else None
+    text, _used = codecs.utf_8_decode(buf[pos:], "strict", eof)
     try:
         value, end = _decoder.raw_decode(text)
     except json.JSONDecodeError as exc:
-        rest = text[exc.pos:].strip()
-        if exc.msg.startswith("Unterminated string") or not rest:
+        if exc.msg.startswith("Unterminated string") or not text[exc.pos:].strip():
             return None
-        raise _Stop(f"malformed JSON at byte {pos + len(text[:exc.pos].encode('utf-8'))} ({exc.msg})")
+        raise _Stop(f"malformed JSON at byte {pos + len(text[:exc.pos].encode('utf-8'))} ({exc.msg})") from None
     return value, pos + len(text[:end].encode("utf-8"))
 
 
+def _parse_run(buf: bytes, pos: int):
+    """Parse the longest run of complete events ``buf[pos:cut]`` that ends before a ``}, {`` boundary.
+
+    Returns (items, cut), or None when no such run parses (the event at ``pos`` is the last one in the
+    buffer, incomplete, or broken).
+    """
+    hi = len(buf)
+    while True:
+        cut = _last_cut(buf, pos, hi)
+        if cut < 0:
+            return None
+        try:
+            return _loads(b"[" + buf[pos:cut] + b"]"), cut
+        except ValueError as exc:  # orjson.JSONDecodeError, json.JSONDecodeError, UnicodeDecodeError
+            if "utf-8" in str(exc).lower():
+                raise _Stop("not UTF-8 text", keep=False) from None
+            # The boundary was inside a string (or the data is broken). The reported position counts
+            # characters, so it is <= the byte position: a cut before it lies before the error.
+            err = getattr(exc, "pos", None)
+            hi = cut - 1 if err is None else min(cut - 1, pos + max(err - 1, 0))
+
+
 def _iter_batches(fh, state: dict):
-    """Yield lists of decoded array items of the trace-event array in ``fh`` (binary file).
+    """Yield lists of decoded items of the trace-event array in ``fh`` (a binary file).
 
     ``state["count"]`` counts the items yielded. Raises _Stop for anything that ends reading early.
     """
@@ -169,18 +190,18 @@ def _iter_batches(fh, state: dict):
         buf = buf[3:]
     pos = _skip(buf, 0)
     if pos >= len(buf):
-        raise _Stop("empty file" if not buf.strip() else "empty file (only whitespace)", keep=False)
+        raise _Stop("empty file", keep=False)
     if b"\x00" in buf[:4096]:
-        raise _Stop("binary data, not JSON text", keep=False)
+        raise _Stop("binary data (NUL bytes), not UTF-8 JSON text", keep=False)
     first = buf[pos]
-    if first == 0x7B:  # '{': accept {"traceEvents": [...]}
+    if first == 0x7B:  # '{': accept {"traceEvents": [...]} (keys before it are expected to be small)
         while True:
             m = _TRACE_EVENTS_KEY.search(buf, pos)
             if m:
                 pos = m.end()
                 break
             if eof or len(buf) > MAX_EVENT:
-                raise _Stop("a JSON object without a \"traceEvents\" array, not a trace-event array", keep=False)
+                raise _Stop('a JSON object without a "traceEvents" array, not a trace-event array', keep=False)
             more = fh.read(CHUNK)
             eof = len(more) < CHUNK
             buf += more
@@ -194,51 +215,30 @@ def _iter_batches(fh, state: dict):
         pos = _skip(buf, pos, b" \t\r\n,")
         if pos < len(buf):
             c = buf[pos]
-            if c == 0x5D:  # ']': end of the array
+            if c == 0x5D:  # ']': end of the array; whatever follows is ignored
                 return
             if c != 0x7B:
                 if state["count"] == 0:
                     raise _Stop("not a JSON array of objects", keep=False)
                 raise _Stop(f"unexpected {bytes(buf[pos:pos + 12])!r} after {state['count']} events; "
                             "the rest was skipped")
-            hi = len(buf)
-            while True:
-                cut = _last_cut(buf, pos, hi)
-                if cut < 0:
-                    break
+            got = _parse_run(buf, pos)
+            if got is None:  # the event at pos on its own
                 try:
-                    items = _loads(b"[" + buf[pos:cut] + b"]")
-                except ValueError as exc:  # orjson.JSONDecodeError / json.JSONDecodeError
-                    if "UTF-8" in str(exc):
-                        raise _Stop("not UTF-8 text", keep=False) from None
-                    # The error position counts characters, so it is <= the byte position: any cut
-                    # before it lies before the error.
-                    err = getattr(exc, "pos", None)
-                    hi = cut - 1 if err is None else min(cut - 1, pos + max(err - 1, 0))
-                    continue
+                    one = _one_event(buf, pos, eof)
+                except UnicodeDecodeError:
+                    raise _Stop("not UTF-8 text", keep=False) from None
+                except _Stop as stop:
+                    raise _Stop(f"{stop.message} after {state['count']} events; the rest was skipped") from None
+                if one is not None:
+                    got = [one[0]], one[1]
+            if got is not None:
+                items, pos = got
                 state["count"] += len(items)
                 yield items
-                pos = cut
                 want = CHUNK
-                break
-            else:  # pragma: no cover - loop always breaks
-                pass
-            if cut >= 0:
                 continue
-            # No complete run of events with a following one: parse one event on its own.
-            try:
-                got = _one_event(buf, pos, eof)
-            except UnicodeDecodeError:
-                raise _Stop("not UTF-8 text", keep=False) from None
-            except _Stop as stop:
-                raise _Stop(f"{stop.message} after {state['count']} events; the rest was skipped") from None
-            if got is not None:
-                value, end = got
-                state["count"] += 1
-                yield [value]
-                pos = end
-                continue
-        # Incomplete: read more.
+        # The event at pos is incomplete: read more.
         if eof:
             raise _Stop(f"truncated after {state['count']} events; the rest was skipped")
         if len(buf) - pos > MAX_EVENT:
@@ -265,87 +265,102 @@ def read_trace_view(path: Path, rank: int, problems: list[tuple[str, str]]) -> d
     path = Path(path)
     where = str(path)
     state = {"count": 0}
-    pnames: dict = {}      # pid -> process name
-    tnames: dict = {}      # (pid, tid) -> thread name
-    groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array)
-    steps: list = []       # (pid, step, start_us, dur_us)
-    skip_pids: set = set()
-    bad_time = 0
-    not_objects = 0
-    intern: dict = {}
-
     try:
         fh = open(path, "rb")
     except OSError as exc:
         problems.append((where, f"cannot open: {exc.strerror or exc}"))
         return {}
+    with fh:
+        return collect_tables(_iter_batches(fh, state), rank, problems, where, state)
+
+
+def collect_tables(batches, rank: int, problems: list, where: str, state: dict | None = None) -> dict:
+    """Build the tables from an iterable of event lists (the decoder's batches, or one whole list).
+
+    ``state["count"]`` is the number of events the iterable produced (used in problem texts).
+    """
+    if state is None:
+        state = {"count": 0}
+    pnames: dict = {}      # pid -> process name
+    tnames: dict = {}      # (pid, tid) -> thread name
+    groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), times in us
+    steps: list = []       # (pid, name, start_us, dur_us)
+    skip_pids: set = set()
+    bad_time = 0
+    not_objects = 0
+    seen = 0
+    intern: dict = {}
+    stopped = False
     try:
-        with fh:
-            for batch in _iter_batches(fh, state):
-                for ev in batch:
-                    if type(ev) is not dict:
-                        not_objects += 1
-                        continue
-                    ph = ev.get("ph")
-                    if ph == "X":
-                        pid = ev.get("pid")
-                        name = ev.get("name")
-                        if type(name) is str and name.startswith(_STEP_PREFIX):
-                            try:
-                                steps.append((pid, name, float(ev["ts"]), float(ev.get("dur", 0.0))))
-                            except (KeyError, TypeError, ValueError):
-                                bad_time += 1
-                            continue
-                        if pid in skip_pids:
-                            continue
+        for batch in batches:
+            seen += len(batch)
+            for ev in batch:
+                if type(ev) is not dict:
+                    not_objects += 1
+                    continue
+                ph = ev.get("ph")
+                if ph == "X":
+                    pid = ev.get("pid")
+                    name = ev.get("name")
+                    if type(name) is str and name.startswith(_STEP_PREFIX):
                         try:
-                            t = float(ev["ts"])
-                            d = float(ev.get("dur", 0.0))
+                            steps.append((pid, name, float(ev["ts"]), float(ev.get("dur", 0.0))))
                         except (KeyError, TypeError, ValueError):
                             bad_time += 1
-                            continue
-                        args = ev.get("args")
-                        if type(args) is dict and "Task Type" in args and _is_sync_task(args["Task Type"]):
-                            continue
-                        key = (pid, ev.get("tid"))
-                        try:
-                            g = groups.get(key)
-                        except TypeError:  # unhashable pid/tid
-                            continue
-                        if g is None:
-                            g = groups[key] = ([], array("d"), array("d"))
-                        if type(name) is not str:
-                            name = "" if name is None else str(name)
-                        g[0].append(intern.setdefault(name, name))
-                        g[1].append(t)
-                        g[2].append(d)
-                    elif ph == "M":
-                        args = ev.get("args")
-                        label = args.get("name") if type(args) is dict else None
-                        if not isinstance(label, str):
-                            continue
-                        kind = ev.get("name")
-                        pid = ev.get("pid")
-                        try:
-                            if kind == "process_name":
-                                pnames[pid] = label
-                                if label not in _USED_PROCESSES:
-                                    skip_pids.add(pid)
-                                    for key in [k for k in groups if k[0] == pid]:
-                                        del groups[key]
-                            elif kind == "thread_name":
-                                tnames[(pid, ev.get("tid"))] = label
-                        except TypeError:
-                            continue
+                        continue
+                    if pid in skip_pids:
+                        continue
+                    try:
+                        t = float(ev["ts"])
+                        d = float(ev.get("dur", 0.0))
+                    except (KeyError, TypeError, ValueError):
+                        bad_time += 1
+                        continue
+                    args = ev.get("args")
+                    if type(args) is dict and "Task Type" in args and _is_sync_task(args["Task Type"]):
+                        continue
+                    key = (pid, ev.get("tid"))
+                    try:
+                        g = groups.get(key)
+                    except TypeError:  # unhashable pid/tid
+                        continue
+                    if g is None:
+                        g = groups[key] = ([], array("d"), array("d"))
+                    if type(name) is not str:
+                        name = "" if name is None else str(name)
+                    g[0].append(intern.setdefault(name, name))
+                    g[1].append(t)
+                    g[2].append(d)
+                elif ph == "M":
+                    args = ev.get("args")
+                    label = args.get("name") if type(args) is dict else None
+                    if not isinstance(label, str):
+                        continue
+                    kind = ev.get("name")
+                    pid = ev.get("pid")
+                    try:
+                        if kind == "process_name":
+                            pnames[pid] = label
+                            if label not in _USED_PROCESSES:
+                                skip_pids.add(pid)
+                                for key in [k for k in groups if k[0] == pid]:
+                                    del groups[key]
+                        elif kind == "thread_name":
+                            tnames[(pid, ev.get("tid"))] = label
+                    except TypeError:
+                        continue
     except _Stop as stop:
+        stopped = True
         problems.append((where, stop.message))
         if not stop.keep:
             return {}
     except OSError as exc:
+        stopped = True
         problems.append((where, f"read error after {state['count']} events: {exc.strerror or exc}; "
                                 "the rest was skipped"))
-    if state["count"] == 0 and not problems[-1:] or (state["count"] == 0 and problems[-1][0] != where):
-        problems.append((where, "no trace events in the array"))
+    if seen == 0:
+        if not stopped:
+            problems.append((where, "no trace events in the array"))
         return {}
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))

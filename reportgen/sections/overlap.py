@@ -1,9 +1,325 @@
-"""Computation / communication overlap: not analysed by this version yet; the section says what it would read."""
+"""Overlap: computation vs communication per rank and step, pure (exposed) communication,
+pure receive and stage time for pipeline parallel, grouped by stage.
 
-from ._pending import pending
+Sources and definitions:
+
+* Ascend ``step_trace_time.csv`` (../shared/research/ascend-profiler-output-and-msprof-analyze.md §2.1):
+  Computing, Communication, Communication(Not Overlapped), Overlapped, Free, Stage, Bubble,
+  Communication(Not Overlapped and Exclude Receive), Preparing — as written. Stage rows are the
+  element-wise maximum over the stage's ranks, per step (msprof-analyze ``cluster_step_trace_time.csv``).
+  **Departure:** torch_npu's Bubble counts only ``hcom_receive`` ops, so pipelines built on
+  ``batch_isend_irecv`` (Megatron / MindSpeed: ``hcom_batchSendRecv``) get Bubble = 0. We also show
+  ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from
+  communication.json) and the stage time and exposed collective time derived from it.
+* MindSpore Insight ``ascend_cluster_analyse_*`` (../shared/research/mindinsight-cluster-profiling.md §3.2):
+  computation_time (= step - pure communication, so it includes idle time), communication_alone_time
+  (pure communication), stage_time, receive_alone_time (pure receive), collective_communication_alone_time.
+  The file's last row is its average (MindSpore 2.0+ leaves step 1 out of it); we use it as MindInsight does.
+* Communication share (MindInsight helper, ``parallel_analyser.py``), the same for every family:
+  Σ pure communication / (Σ computation + Σ pure communication) over ranks, where computation =
+  step - pure communication; between stages: Σ pure receive / the same denominator; within a stage:
+  Σ pure collective communication / Σ (computation + pure communication) of the stage's ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+from .. import thresholds as th
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View
 
 ID = "overlap"
 TITLE = "Computation / communication overlap"
-SOURCES = "MindSpore Insight: ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv; Ascend: step_trace_time.csv; PyTorch: GPU kernels with NCCL kernels in the trace"
 
-analyze, present = pending("cluster_analyse", SOURCES)
+ASCEND_COLS = ["computing_ms", "comm_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms", "stage_ms",
+               "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"]
+MI_COLS = ["computation_incl_free_ms", "comm_not_overlapped_ms", "stage_ms", "receive_only_ms",
+           "comm_not_overlapped_exclude_receive_ms"]
+MAX_CHART_ROWS = 20_000
+
+
+def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
+    """Σ elapse of p2p receive and batchSendRecv ops per rank and step (our Bubble, incl. batchSendRecv)."""
+    ops = run.table("comm_ops")
+    if ops is None:
+        return None
+    p2p = ops[(ops["kind"] == "p2p") & ops["op_type"].isin(["receive", "batchsendrecv"])]
+    return p2p.groupby(["rank", "step"], as_index=False)["elapse_ms"].sum().rename(
+        columns={"elapse_ms": "receive_incl_batch_ms"})
+
+
+def _ascend(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    st = run.table("step_time")
+    rows = st[["rank", "step", "step_ms"] + ASCEND_COLS].copy()
+    recv = _receive_incl_batch(run)
+    if recv is not None:
+        rows = rows.merge(recv, on=["rank", "step"], how="left")
+        rows["receive_incl_batch_ms"] = rows["receive_incl_batch_ms"].fillna(0.0)
+        rows["stage_incl_batch_ms"] = rows["step_ms"] - rows["receive_incl_batch_ms"]
+        rows["comm_not_overlapped_exclude_receive_incl_batch_ms"] = (
+            rows["comm_not_overlapped_ms"] - rows["receive_incl_batch_ms"]).clip(lower=0)
+    rows["receive_only_ms"] = rows["bubble_ms"]
+    rows["computation_incl_free_ms"] = rows["step_ms"] - rows["comm_not_overlapped_ms"]
+    cols = [c for c in rows.columns if c not in ("rank", "step")]
+    per_rank = rows.groupby("rank", as_index=False)[cols].mean()
+    return rows, per_rank, {"family": "ascend", "average_source": "computed"}
+
+
+def _mindinsight(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    ov = run.table("cluster_overlap")
+    rename = {"computation_ms": "computation_incl_free_ms", "comm_alone_ms": "comm_not_overlapped_ms",
+              "receive_alone_ms": "receive_only_ms", "collective_comm_alone_ms": "comm_not_overlapped_exclude_receive_ms"}
+    rows = ov.rename(columns=rename)[["rank", "step"] + MI_COLS].copy()
+    rows["step_ms"] = rows["computation_incl_free_ms"] + rows["comm_not_overlapped_ms"]
+    avg = run.table("cluster_overlap_avg")
+    if avg is not None and set(rows["rank"]) <= set(avg["rank"]):
+        per_rank = avg.rename(columns=rename)[["rank"] + MI_COLS].copy()
+        source = "file"
+    else:
+        per_rank = rows.groupby("rank", as_index=False)[MI_COLS].mean()
+        source = "computed"
+    per_rank["step_ms"] = per_rank["computation_incl_free_ms"] + per_rank["comm_not_overlapped_ms"]
+    return rows, per_rank, {"family": "mindinsight", "average_source": source}
+
+
+def _receive_cols(per_rank: pd.DataFrame) -> tuple[str, str]:
+    """(receive, collective-only) columns: ours incl. batchSendRecv when present, else the source's."""
+    if "receive_incl_batch_ms" in per_rank:
+        return "receive_incl_batch_ms", "comm_not_overlapped_exclude_receive_incl_batch_ms"
+    return "receive_only_ms", "comm_not_overlapped_exclude_receive_ms"
+
+
+def comm_shares(per_rank: pd.DataFrame) -> dict:
+    """MindInsight helper rates on per-rank averages (see the module docstring)."""
+    comp = per_rank["computation_incl_free_ms"].sum()
+    comm = per_rank["comm_not_overlapped_ms"].sum()
+    denom = comp + comm
+    out = {"comm_share_ratio": float(comm / denom) if denom > 0 else math.nan}
+    recv, _ = _receive_cols(per_rank)
+    if recv in per_rank and per_rank[recv].notna().any():
+        out["between_stage_share_ratio"] = float(per_rank[recv].sum() / denom) if denom > 0 else math.nan
+        out["between_stage_receive_column"] = recv
+    return out
+
+
+def within_stage_shares(per_rank: pd.DataFrame) -> list[dict]:
+    out = []
+    if "stage" not in per_rank or per_rank["stage"].isna().all():
+        return out
+    _, coll = _receive_cols(per_rank)
+    for stage, grp in per_rank.groupby("stage"):
+        denom = (grp["computation_incl_free_ms"] + grp["comm_not_overlapped_ms"]).sum()
+        val = grp[coll].sum() / denom if denom > 0 else math.nan
+        out.append({"stage": int(stage), "ranks": sorted(int(r) for r in grp["rank"]),
+                    "within_stage_share_ratio": float(val)})
+    return out
+
+
+def stage_rows(rows: pd.DataFrame, value_cols: list[str]) -> pd.DataFrame:
+    """Stage rows: the element-wise maximum over the stage's ranks, per step (msprof-analyze's rule)."""
+    if rows["stage"].isna().all():
+        return pd.DataFrame()
+    g = rows.dropna(subset=["stage"]).groupby(["stage", "step"])
+    out = g[value_cols].max().reset_index()
+    out["ranks"] = g["rank"].apply(lambda r: ", ".join(str(int(x)) for x in sorted(r))).to_numpy()
+    out["stage"] = out["stage"].astype(int)
+    return out
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    if run.table("step_time") is not None:
+        rows, per_rank, meta = _ascend(run)
+    elif run.table("cluster_overlap") is not None:
+        rows, per_rank, meta = _mindinsight(run)
+    else:
+        raise Unavailable(
+            "No computation/communication breakdown in this run. Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
+            "(any profiler level); MindSpore Insight: ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv "
+            "(written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace.")
+    stage_of = {r: run.stage_of(r) for r in run.ranks}
+    for df in (rows, per_rank):
+        df["stage"] = df["rank"].map(stage_of)
+    value_cols = [c for c in rows.columns if c.endswith("_ms")]
+    per_rank["pure_comm_ratio"] = per_rank["comm_not_overlapped_ms"] / (
+        per_rank["computation_incl_free_ms"] + per_rank["comm_not_overlapped_ms"])
+    stages = stage_rows(rows, value_cols)
+    shares = comm_shares(per_rank)
+    within = within_stage_shares(per_rank)
+    metrics = {**meta, **shares, "ranks": int(per_rank["rank"].nunique()),
+               "steps": int(rows["step"].nunique()), "within_stage": within,
+               "pure_comm_ms_mean": float(per_rank["comm_not_overlapped_ms"].mean()),
+               "threshold_comm_share_ratio": th.COMM_SHARE}
+    if meta["family"] == "ascend":
+        metrics["bubble_source"] = ("profiler Bubble counts hcom_receive only; receive_incl_batch_ms adds "
+                                    "hcom_batchSendRecv") if "receive_incl_batch_ms" in rows else "profiler"
+    contract = ["rank", "computing_ms", "comm_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms",
+                "receive_only_ms", "stage_ms", "comm_not_overlapped_exclude_receive_ms", "stage"]
+    per_rank_out = per_rank.reindex(columns=contract + [c for c in per_rank.columns if c not in contract])
+    tables = {"per_rank": per_rank_out, "per_rank_step": rows}
+    if not stages.empty:
+        tables["per_stage_step"] = stages
+    return Analysis(metrics=metrics, tables=tables, data={"pipeline": bool(run.stage_map) and
+                                                          (run.parallel.get("stages") or 1) > 1})
+
+
+# --------------------------------------------------------------------------- present
+
+
+def present(a: Analysis) -> View:
+    m = a.metrics
+    per_rank, rows = a.tables["per_rank"], a.tables["per_rank_step"]
+    ascend = m["family"] == "ascend"
+    if ascend:
+        phases = [("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
+                  ("free_ms", "Free")]
+    elif a.data["pipeline"]:
+        phases = [("computation_incl_free_ms", "Computation (incl. idle)"), ("receive_only_ms", "Pure receive"),
+                  ("comm_not_overlapped_exclude_receive_ms", "Pure collective communication")]
+    else:
+        phases = [("computation_incl_free_ms", "Computation (incl. idle)"),
+                  ("comm_not_overlapped_ms", "Pure communication")]
+    steps = sorted(rows["step"].unique().tolist())
+    avg_label = "Average (file row)" if m["average_source"] == "file" else "Average (mean of steps)"
+    stage_values = sorted(int(s) for s in per_rank["stage"].dropna().unique())
+    controls = [Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}") for s in steps], "avg")]
+    if stage_values:
+        controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
+                                [(str(s), f"Stage {s}") for s in stage_values], "all"))
+    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows)]
+
+    labels = {"computing_ms": "Computing", "comm_ms": "Communication", "comm_not_overlapped_ms": "Comm. not overlapped",
+              "overlapped_ms": "Overlapped", "free_ms": "Free", "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
+              "receive_only_ms": "Pure receive", "comm_not_overlapped_exclude_receive_ms": "Comm. not overlapped excl. receive",
+              "preparing_ms": "Preparing", "computation_incl_free_ms": "Computation incl. idle",
+              "receive_incl_batch_ms": "Receive incl. batchSendRecv (ours)", "stage_incl_batch_ms": "Stage (ours)",
+              "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)",
+              "step_ms": "Step"}
+    present_cols = [c for c in labels if c in per_rank.columns and per_rank[c].notna().any()]
+    cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
+        [Column(c, labels[c] + " (ms)", "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
+    tables = [Table.from_frame("overlap-per-rank", f"Per rank ({avg_label.lower()})", per_rank, cols),
+              Table.from_frame("overlap-per-rank-step", "Per rank and step", rows,
+                               cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
+    if "per_stage_step" in a.tables:
+        st = a.tables["per_stage_step"]
+        tables.append(Table.from_frame(
+            "overlap-per-stage", "Per stage and step (maximum over the stage's ranks)", st,
+            [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +
+            [Column(c, labels[c] + " (ms)", "ms") for c in present_cols if c in st.columns],
+            caption="As msprof-analyze's stage rows: each value is the largest among the stage's ranks."))
+    notes = []
+    if ascend and "receive_incl_batch_ms" in per_rank:
+        notes.append("Bubble is the profiler's own column: torch_npu counts only hcom_receive ops, so a pipeline "
+                     "built on batch_isend_irecv (hcom_batchSendRecv) shows Bubble 0. The columns marked (ours) "
+                     "count batchSendRecv as receive time too; both are shown.")
+    if not ascend:
+        notes.append("MindSpore's computation time is step time minus pure communication, so it includes idle time.")
+        if m["average_source"] == "file":
+            notes.append("Averages are the file's own last row (MindSpore 2.0+ leaves step 1 out of it).")
+    findings = _findings(m, a.data)
+    within = ", ".join(f"stage {w['stage']} {w['within_stage_share_ratio'] * 100:.2f}%" for w in m["within_stage"])
+    summary = (f"Pure (exposed) communication is {m['comm_share_ratio'] * 100:.2f}% of computation + pure "
+               f"communication over all ranks" +
+               (f"; pure receive {m['between_stage_share_ratio'] * 100:.2f}%" if m.get("between_stage_share_ratio")
+                is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
+               (f"; within stages: {within}" if within else "") + ".")
+    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
+
+
+def _findings(m: dict, data: dict) -> list[Finding]:
+    out = []
+    t = th.COMM_SHARE
+    share = m.get("comm_share_ratio")
+    if share is not None and not math.isnan(share) and share > t and not data["pipeline"]:
+        out.append(Finding(
+            "comm_share", th.severity(share - t), ID,
+            f"Pure (not overlapped) communication takes {share * 100:.2f}% of the step over all ranks, above the "
+            f"{t * 100:.0f}% guideline.",
+            evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
+            suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
+                       "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
+            figure="overlap-bars"))
+    between = m.get("between_stage_share_ratio")
+    if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
+        out.append(Finding(
+            "pipeline_between_stage", th.severity(between - t), ID,
+            f"Receive time between pipeline stages is {between * 100:.2f}% of the step over all ranks, above "
+            f"the {t * 100:.0f}% guideline: the pipeline bubble is large.",
+            evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t},
+            suggestion="Balance the layers between stages and raise the number of micro-batches.",
+            figure="overlap-bars"))
+    if data["pipeline"]:
+        worst = max(m["within_stage"], key=lambda w: w["within_stage_share_ratio"], default=None)
+        if worst and worst["within_stage_share_ratio"] > t:
+            v = worst["within_stage_share_ratio"]
+            out.append(Finding(
+                "pipeline_within_stage", th.severity(v - t), ID,
+                f"Pure collective communication inside stage {worst['stage']} is {v * 100:.2f}% of its time, above "
+                f"the {t * 100:.0f}% guideline.",
+                ranks=worst["ranks"], evidence={"metric": "within_stage_share_ratio", "value": v, "reference": t,
+                                                "stage": worst["stage"]},
+                suggestion="Revisit the operator sharding inside the stage (model-parallel splits that need large "
+                           "collectives) or overlap them with computation.",
+                figure="overlap-bars"))
+    return out
+
+
+def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool) -> Figure:
+    keys = [k for k, _ in phases]
+    avg = per_rank.assign(step_key="avg")
+    per = rows.assign(step_key=rows["step"].astype(str))
+    wide = pd.concat([avg[["rank", "stage", "step_key"] + keys], per[["rank", "stage", "step_key"] + keys]],
+                     ignore_index=True)
+    wide["stage_key"] = wide["stage"].map(lambda s: "" if pd.isna(s) else str(int(s)))
+    long = pd.concat([wide.assign(ms=wide[k], phase=label, order=i) for i, (k, label) in enumerate(phases)],
+                     ignore_index=True).drop(columns=keys + ["stage"])
+    params = [alt.param(name="step", value="avg")]
+    chart = alt.Chart(long).transform_filter("datum.step_key == step")
+    if staged:
+        params.append(alt.param(name="stage_sel", value="all"))
+        chart = chart.transform_filter("stage_sel == 'all' || datum.stage_key == stage_sel")
+    n = max(1, per_rank["rank"].nunique())
+    chart = (
+        chart.mark_bar()
+        .encode(x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)),
+                y=alt.Y("ms:Q", title="Time (ms)", stack="zero"),
+                color=alt.Color("phase:N", title=None, sort=[label for _, label in phases],
+                                legend=alt.Legend(orient="top")),
+                order=alt.Order("order:Q"),
+                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage"),
+                         alt.Tooltip("phase:N", title="Part"), alt.Tooltip("ms:Q", title="ms", format=".4f")])
+        .add_params(*params)
+        .properties(width={"step": max(2, min(28, 900 // n))}, height=260)
+    )
+    return Figure("overlap-bars", "Where each rank's step goes: computation vs exposed communication", to_spec(chart),
+                  caption="Stacked per rank for the selected step (or the average) and stage.",
+                  alt="Stacked bars of computation and exposed communication per rank")
+
+
+def _heat(rows: pd.DataFrame) -> Figure:
+    df = rows[["rank", "step", "comm_not_overlapped_ms"]].copy()
+    n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
+    title = "Rank"
+    if n_ranks * n_steps > MAX_CHART_ROWS:
+        per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
+        df["rank"] = (df["rank"] // per_bin) * per_bin
+        df = df.groupby(["rank", "step"], as_index=False)["comm_not_overlapped_ms"].max()
+        title = f"Rank (groups of {per_bin}, max shown)"
+    chart = (
+        alt.Chart(df).mark_rect()
+        .encode(x=alt.X("step:O", title="Step"), y=alt.Y("rank:O", title=title, axis=alt.Axis(labelOverlap=True)),
+                color=alt.Color("comm_not_overlapped_ms:Q", title="ms", scale=alt.Scale(scheme="purples")),
+                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
+                         alt.Tooltip("comm_not_overlapped_ms:Q", title="Exposed comm (ms)", format=".4f")])
+        .properties(width={"step": max(4, min(40, 800 // max(1, n_steps)))},
+                    height={"step": max(2, min(16, 600 // max(1, n_ranks)))})
+    )
+    return Figure("overlap-heatmap", "Exposed communication per rank and step", to_spec(chart),
+                  caption="Communication not overlapped by computation; darker is more.",
+                  alt="Heatmap of exposed communication per rank and step")

@@ -1,0 +1,52 @@
+"""Overlap section on the MindInsight layout: equal to MindInsight 2.3.1 for every step and stage, and its rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reportgen import metrics
+from reportgen.readers import read_run
+from reportgen.sections import run_sections
+
+from conftest import reference_file
+
+ORDER = ["computation_incl_free_ms", "comm_not_overlapped_ms", "stage_ms", "receive_only_ms",
+         "comm_not_overlapped_exclude_receive_ms"]
+
+
+def _doc(path):
+    run = read_run(path)
+    return json.loads(metrics.dumps(metrics.build(run, run_sections(run, only=["overlap"]))))
+
+
+def test_every_step_and_stage_equal_mindinsight(pp2x4):
+    ref = json.loads(reference_file("mindinsight", "mi_cluster_propose_pp2x4", "as_shipped.json").read_text())
+    sec = _doc(pp2x4)["sections"]["overlap"]
+    assert sec["status"] == "ok" and sec["metrics"]["average_source"] == "file"
+    per_rank = {r["rank"]: r for r in sec["tables"]["per_rank"]}
+    per_step = {(r["rank"], r["step"]): r for r in sec["tables"]["per_rank_step"]}
+    for step in range(6):
+        for item in ref[f"cluster_step_trace.query(step_id={step})"]["result"]["info"]:
+            row = per_rank[item["rank_id"]] if step == 0 else per_step[(item["rank_id"], step)]
+            assert [round(row[c], 4) for c in ORDER] == item["step_bottleneck_info"][1:]
+    for stage in (1, 2):
+        ranks = {i["rank_id"] for i in ref[f"cluster_step_trace.query(step_id=0,stage_id={stage})"]["result"]["info"]}
+        assert {r for r, row in per_rank.items() if row["stage"] == stage} == ranks
+
+
+def test_rates_equal_mindinsight_helper(pp2x4):
+    m = _doc(pp2x4)["sections"]["overlap"]["metrics"]
+    assert round(m["comm_share_ratio"], 4) == 0.6573
+    assert round(m["between_stage_share_ratio"], 4) == 0.2582
+    within = {w["stage"]: w["within_stage_share_ratio"] for w in m["within_stage"]}
+    assert within[1] == pytest.approx(0.6029851045963494) and within[2] == pytest.approx(0.23437938457647858)
+
+
+def test_pipeline_findings_match_seed_helper(pp2x4):
+    doc = _doc(pp2x4)
+    found = {f["id"]: f for f in doc["findings"]}
+    assert round(found["pipeline_between_stage"]["evidence"]["value"] * 100, 2) == 25.82
+    assert found["pipeline_within_stage"]["evidence"]["stage"] == 1
+    assert round(found["pipeline_within_stage"]["evidence"]["value"] * 100, 1) == 60.3
