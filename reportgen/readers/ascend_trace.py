@@ -140,6 +140,8 @@ def _last_cut(buf: bytes, lo: int, hi: int) -> int:
 
 
 _decoder = json.JSONDecoder()
+#: Longest number/literal/escape that a cut can leave unfinished at the end of the buffer.
+_LAST_TOKEN = 64
 
 
 def _one_event(buf: bytes, pos: int, eof: bool):
@@ -151,7 +153,9 @@ def _one_event(buf: bytes, pos: int, eof: bool):
     try:
         value, end = _decoder.raw_decode(text)
     except json.JSONDecodeError as exc:
-        if exc.msg.startswith("Unterminated string") or not text[exc.pos:].strip():
+        # Data that merely stops early fails inside its last token: an open string, or a number,
+        # literal or escape cut short (``1.``, ``tr``, ``\u12``) within the last few characters.
+        if exc.msg.startswith("Unterminated string") or len(text.rstrip()) - exc.pos <= _LAST_TOKEN:
             return None
         raise _Stop(f"malformed JSON at byte {pos + len(text[:exc.pos].encode('utf-8'))} ({exc.msg})") from None
     return value, pos + len(text[:end].encode("utf-8"))

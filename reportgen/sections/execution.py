@@ -6,4 +6,4 @@ ID = "execution"
 TITLE = "Execution overview"
 SOURCES = "MindSpore Insight: ascend_timeline_display_<rank>.json; Ascend: trace_view.json; PyTorch: GPU kernels in the trace"
 
-analyze, present = pending("timeline_display", SOURCES)
+analyze, present = pending(("timeline_display", "trace_view"), SOURCES)

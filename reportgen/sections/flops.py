@@ -6,4 +6,4 @@ ID = "flops"
 TITLE = "FLOPs"
 SOURCES = "MindSpore Insight: flops_summary_<rank>.json; Ascend: kernel_details.csv with PMU columns (aic_metrics); PyTorch: record_shapes=True"
 
-analyze, present = pending("flops_summary", SOURCES)
+analyze, present = pending(("flops_summary", "kernels"), SOURCES)

@@ -6,4 +6,4 @@ ID = "memory"
 TITLE = "Memory"
 SOURCES = "MindSpore Insight: memory_usage_summary_<rank>.json (profile_memory=True); Ascend: memory_record.csv / npu_module_mem.csv; PyTorch: profile_memory=True"
 
-analyze, present = pending("memory_usage_summary", SOURCES)
+analyze, present = pending(("memory_usage_summary", "memory_record", "module_mem", "operator_memory"), SOURCES)

@@ -226,7 +226,7 @@ def present(a: Analysis) -> View:
     within = ", ".join(f"stage {w['stage']} {w['within_stage_share_ratio'] * 100:.2f}%" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {m['comm_share_ratio'] * 100:.2f}% of computation + pure "
                f"communication over all ranks" +
-               (f"; pure receive {m['between_stage_share_ratio'] * 100:.2f}%" if m.get("between_stage_share_ratio")
+               (f"; receive between stages {m['between_stage_share_ratio'] * 100:.2f}%" if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)

@@ -6,4 +6,4 @@ ID = "strategy"
 TITLE = "Parallel strategy"
 SOURCES = "MindSpore Insight: parallel_strategy_<rank>.json and profiler_info_<rank>.json; Ascend: profiler_metadata.json (parallel_group_info); PyTorch: distributedInfo/pg_config in the trace"
 
-analyze, present = pending("parallel_strategy", SOURCES)
+analyze, present = pending(("parallel_strategy", "profiler_info"), SOURCES)

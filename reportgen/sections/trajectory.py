@@ -132,7 +132,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "wait_metric": src.wait,
         "compute_metric": src.compute,
         "thresholds": {k: v for k, v in th.as_dict().items()
-                       if k.startswith(("step_interval", "fp_bp", "severity"))},
+                       if k.startswith(("step_interval", "fp_bp", "severity", "min_excess"))},
     }
     ranks_without = sorted(set(run.ranks) - set(ranks))
     if ranks_without:
@@ -163,7 +163,8 @@ def _slow_hosts(per_rank: pd.DataFrame, src: Source, mean_wait: float) -> list[d
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     out = []
     for host, grp in known.groupby("host", sort=True):
-        if len(grp) > 1 and (grp[src.wait] > limit).all():
+        floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
+        if len(grp) > 1 and (grp[src.wait] > max(limit, floor)).all():
             out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]),
                         "value": float(grp[src.wait].mean()), "reference": mean_wait,
                         "step_ms": float(grp["step_ms"].mean())})
@@ -175,7 +176,8 @@ def _slow_wait(per_rank: pd.DataFrame, src: Source, mean_wait: float, covered: s
     if not mean_wait > 0:
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
-    slow = per_rank[(per_rank[src.wait] > limit) & ~per_rank["rank"].isin(covered)]
+    floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
+    slow = per_rank[(per_rank[src.wait] > max(limit, floor)) & ~per_rank["rank"].isin(covered)]
     slow = slow.sort_values(src.wait, ascending=False)
     return [{"rank": int(r["rank"]), "value": float(r[src.wait]), "reference": mean_wait,
              "percent": float((r[src.wait] / mean_wait - 1) * 100), "step_ms": float(r["step_ms"]),
@@ -196,7 +198,8 @@ def _slow_compute(per_rank: pd.DataFrame, src: Source) -> list[dict]:
         values = grp.set_index("rank")[src.compute]
         for rank, value in values.items():
             ref = float(values.drop(rank).median())
-            if ref > 0 and value > (1 + th.FP_BP_ABOVE_STAGE_PEERS) * ref:
+            floor = ref + th.MIN_EXCESS_SHARE * float(grp["step_ms"].median())
+            if ref > 0 and value > max((1 + th.FP_BP_ABOVE_STAGE_PEERS) * ref, floor):
                 row = grp[grp["rank"] == rank].iloc[0]
                 out.append({"rank": int(rank), "value": float(value), "reference": ref,
                             "percent": float((value / ref - 1) * 100), "step_ms": float(row["step_ms"]),
