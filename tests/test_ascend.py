@@ -157,3 +157,17 @@ def test_no_rank_anywhere_is_an_input_error(tmp_path):
     with pytest.raises(InputError) as exc:
         read_run(tmp_path)
     assert "rank" in str(exc.value)
+
+
+@pytest.mark.parametrize("level", ["level0", "level1", "level2"])
+def test_step_time_derived_from_trace_equals_step_trace_time(level):
+    """Where both exist, the trace-derived step times equal the profiler's step_trace_time.csv."""
+    from reportgen.readers.ascend import derive_step_time
+
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", level))
+    derived = derive_step_time(run.tables["trace_steps"], run.tables["overlap_intervals"], run.tables.get("hccl_ops"))
+    written = run.tables["step_time"]
+    assert len(derived) == len(written) == 2
+    for (_, d), (_, w) in zip(derived.sort_values("rank").iterrows(), written.sort_values("rank").iterrows()):
+        for col in ("computing_ms", "comm_not_overlapped_ms", "comm_ms", "free_ms", "overlapped_ms"):
+            assert d[col] == pytest.approx(w[col], abs=0.01), (level, col)

@@ -538,6 +538,17 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             run.tables[name] = pd.concat(parts, ignore_index=True)
 
     _resolve_groups(run, by_hash, problems)
+    have = set(run.tables["step_time"]["rank"]) if "step_time" in run.tables else set()
+    if "trace_steps" in run.tables and "overlap_intervals" in run.tables:
+        todo = run.tables["trace_steps"][~run.tables["trace_steps"]["rank"].isin(have)]
+        if not todo.empty:
+            derived = derive_step_time(todo, run.tables["overlap_intervals"], run.tables.get("hccl_ops"))
+            if not derived.empty:
+                run.tables["step_time"] = pd.concat([run.tables.get("step_time"), derived], ignore_index=True) \
+                    if have else derived
+                run.notes.append("Step times of rank(s) " + ", ".join(map(str, sorted(derived["rank"].unique()))) +
+                                 " were derived from trace_view.json (Overlap Analysis), as torch_npu derives "
+                                 "step_trace_time.csv; that file was absent.")
     if "step_time" in run.tables:
         st = run.tables["step_time"].sort_values(["rank", "step"]).reset_index(drop=True)
         run.tables["step_time"] = st
@@ -603,6 +614,37 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
 
             for name, df in read_db_rank(d.path, rank, needed - have, problems).items():
                 add(name, df)
+
+
+def derive_step_time(steps: pd.DataFrame, intervals: pd.DataFrame, hccl: pd.DataFrame | None) -> pd.DataFrame:
+    """step_time rows from the trace's Overlap Analysis intervals, torch_npu's way
+    (``_trace_step_time_parser.py``): an interval belongs to the step in which it starts; each column is
+    the sum of its kind's durations; Overlapped = Communication - Not Overlapped; Bubble = Σ hcom_receive
+    ops; Stage = (last end - first start of the step's intervals) - Bubble; Preparing = first computing or
+    communication start - step start. Used when step_trace_time.csv is absent."""
+    rows = []
+    kinds = {"computing": "computing_ms", "communication": "comm_ms", "comm_not_overlapped": "comm_not_overlapped_ms",
+             "free": "free_ms"}
+    for st in steps.itertuples():
+        iv = intervals[(intervals["rank"] == st.rank) & (intervals["start_ms"] >= st.start_ms)
+                       & (intervals["start_ms"] < st.end_ms)]
+        if iv.empty:
+            continue
+        dur = (iv["end_ms"] - iv["start_ms"]).groupby(iv["kind"]).sum()
+        row = {"rank": st.rank, "step": st.step, **{col: float(dur.get(k, 0.0)) for k, col in kinds.items()}}
+        bubble = 0.0
+        if hccl is not None:
+            h = hccl[(hccl["rank"] == st.rank) & (hccl["start_ms"] >= st.start_ms) & (hccl["start_ms"] < st.end_ms)]
+            bubble = float(h.loc[h["op"].str.lower().str.startswith("hcom_receive"), "dur_ms"].sum())
+        work = iv[iv["kind"].isin(["computing", "communication"])]
+        row.update(
+            overlapped_ms=row["comm_ms"] - row["comm_not_overlapped_ms"], bubble_ms=bubble,
+            stage_ms=float(iv["end_ms"].max() - iv["start_ms"].min()) - bubble,
+            comm_not_overlapped_exclude_receive_ms=max(row["comm_not_overlapped_ms"] - bubble, 0.0),
+            preparing_ms=float(work["start_ms"].min() - st.start_ms) if not work.empty else math.nan)
+        row["step_ms"] = row["computing_ms"] + row["comm_not_overlapped_ms"] + row["free_ms"]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=STEP_TIME_ORDER)
 
 
 def _resolve_groups(run: Run, by_hash: dict, problems: list) -> None:
