@@ -12,7 +12,7 @@ absent (``run.table(name)`` returns ``None``), and the sections that need it say
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -238,8 +238,14 @@ class Run:
     problems: list[DataProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     is_demo: bool = False
+    #: tables parsed only when a section first asks for them (large files no section may need)
+    loaders: dict[str, Callable[[], pd.DataFrame | None]] = field(default_factory=dict)
 
     def table(self, name: str) -> pd.DataFrame | None:
+        if name not in self.tables and name in self.loaders:
+            df = self.loaders.pop(name)()
+            if df is not None:
+                self.tables[name] = df
         df = self.tables.get(name)
         if df is None or df.empty:
             return None

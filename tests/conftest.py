@@ -10,6 +10,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# every Vega-Lite spec made during the tests is validated against the schema (reportgen/charts.py)
+os.environ.setdefault("REPORTGEN_VALIDATE_SPECS", "1")
+
 
 def shared_root() -> Path:
     return Path(os.environ.get("REPORTGEN_SHARED") or (REPO.parent / "shared"))

@@ -144,6 +144,7 @@ def test_broken_files_are_data_problems(tmp_path):
     (out / "communication_matrix.json").write_bytes(b"\x00\xff garbage")
     (out / "op_statistic.csv").write_text("a,b\n1,2\n")
     run = read_run(tmp_path)
+    assert run.table("op_stats") is None  # parsed on first use; its problem is recorded then
     probs = {Path(p.path).name: p.problem for p in run.problems}
     assert "invalid JSON" in probs["communication.json"]
     assert "not UTF-8" in probs["communication_matrix.json"]
@@ -171,3 +172,13 @@ def test_step_time_derived_from_trace_equals_step_trace_time(level):
     for (_, d), (_, w) in zip(derived.sort_values("rank").iterrows(), written.sort_values("rank").iterrows()):
         for col in ("computing_ms", "comm_not_overlapped_ms", "comm_ms", "free_ms", "overlapped_ms"):
             assert d[col] == pytest.approx(w[col], abs=0.01), (level, col)
+
+
+def test_large_tables_are_parsed_on_first_use():
+    run = read_run(fixture_dir(*ST4))
+    assert "kernels" not in run.tables and "kernels" in run.loaders
+    k = run.table("kernels")
+    assert len(k) == 5050 and set(k["rank"]) == {0, 2} and k["dur_ms"].notna().all()
+    mem = run.table("memory_record")
+    app = mem[(mem["rank"] == 0) & (mem["component"] == "APP")]
+    assert app["reserved_mb"].max() == pytest.approx(11925.015625 * 1.048576, rel=1e-6) or app["reserved_mb"].max() > 0

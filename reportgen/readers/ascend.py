@@ -336,6 +336,9 @@ def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame
     })
 
 
+#: Tables parsed only when a section asks for them (large per-rank CSVs).
+LAZY_TABLES = {"kernels", "op_stats", "memory_record", "module_mem", "operator_memory"}
+
 #: ASCEND_PROFILER_OUTPUT file -> (table, parser). communication files are handled separately.
 TEXT_FILES = {
     "step_trace_time.csv": ("step_time", parse_step_trace_time),
@@ -475,53 +478,10 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                 problems.append((exc.path, exc.problem + "; metadata ignored"))
                 meta = {}
             if isinstance(meta, dict):
-                if isinstance(meta.get("distributed_args"), dict) and not dist_args:
-                    dist_args = meta["distributed_args"]
-                for key, g in (meta.get("parallel_group_info") or {}).items():
-                    if isinstance(g, dict) and isinstance(g.get("global_ranks"), list):
-                        group_info.setdefault(str(key), g)
-
-    groups = pd.DataFrame(
-        [{"group": k, "name": str(g.get("group_name", "")), "kind": group_kind(str(g.get("group_name", ""))),
-          "ranks": sorted(int(r) for r in g["global_ranks"]), "hash": str(double_hash(k))}
-         for k, g in sorted(group_info.items())],
-        columns=["group", "name", "kind", "ranks", "hash"])
-    by_hash = {row.hash: row for row in groups.itertuples()}
-
-    world = dist_args.get("world_size")
-    expected: set[int] = set(range(int(world))) if isinstance(world, int) and world > 0 else set()
-    for ranks in groups["ranks"]:
-        expected.update(ranks)
-    run.ranks = sorted(chosen)
-    run.world_size = int(world) if isinstance(world, int) and world > 0 else (max(expected) + 1 if expected else None)
-    run.missing_ranks = sorted(expected - set(chosen))
-
-    # parallel layout and pipeline stages (from the pp groups: position in the group = stage)
-    sizes = {k: dist_args.get(f"{k}_parallel_size") for k in ("tensor_model", "pipeline_model", "data", "context",
-                                                               "expert_model")}
-    par = {}
-    for short, key in (("tp", "tensor_model"), ("pp", "pipeline_model"), ("dp", "data"), ("cp", "context"),
-                       ("ep", "expert_model")):
-        if isinstance(sizes[key], int):
-            par[short] = sizes[key]
-    stage_of: dict[int, int] = {}
-    for row in groups.itertuples():
-        if row.kind == "pp" and len(row.ranks) > 1:
-            for i, r in enumerate(row.ranks):
-                stage_of[r] = i + 1
-    pp = par.get("pp") or (max(stage_of.values()) if stage_of else None)
-    if pp:
-        par["stages"] = pp
-    if par:
-        par["mode"] = "pipeline-parallel" if (pp or 1) > 1 else ("model-parallel" if par.get("tp", 1) > 1
-                                                                  else "data-parallel")
-    run.parallel = par
-    run.stage_map = stage_of if stage_of and (pp or 1) > 1 else {}
-    if (pp or 1) > 1 and not stage_of:
-        problems.append((str(root), f"pipeline size {pp} but no pp groups in profiler_metadata.json: stages unknown"))
+                _merge_metadata(meta.get("distributed_args"), meta.get("parallel_group_info"), dist_args, group_info)
 
     # per-rank files
-    tables: dict[str, list[pd.DataFrame]] = {}
+    tables: dict[str, list] = {}
     files = []
     total = len(chosen)
     for n, (rank, d) in enumerate(sorted(chosen.items()), start=1):
@@ -531,12 +491,28 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         host = _host_from_name(d.path)
         if host:
             run.hosts[rank] = host
-
+    lazy: dict[str, list] = {}
+    for table, path, parser, rank in tables.pop("_lazy", []):
+        lazy.setdefault(table, []).append((path, parser, rank))
+    for table, items in lazy.items():
+        run.loaders[table] = _lazy_loader(run, items, tables.pop(table, []))
     for name, parts in tables.items():
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)
+    meta_rows = run.tables.pop("metadata", None)
+    if meta_rows is not None:  # DB exports keep profiler_metadata.json in their META_DATA table
+        for _, row in meta_rows.iterrows():
+            try:
+                value = json.loads(row["value"]) if isinstance(row["value"], str) else row["value"]
+            except ValueError:
+                continue
+            if row["name"] == "distributed_args":
+                _merge_metadata(value, None, dist_args, group_info)
+            elif row["name"] == "parallel_group_info":
+                _merge_metadata(None, value, dist_args, group_info)
 
+    by_hash = _layout(run, chosen, dist_args, group_info, problems, root)
     _resolve_groups(run, by_hash, problems)
     have = set(run.tables["step_time"]["rank"]) if "step_time" in run.tables else set()
     if "trace_steps" in run.tables and "overlap_intervals" in run.tables:
@@ -553,11 +529,75 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         st = run.tables["step_time"].sort_values(["rank", "step"]).reset_index(drop=True)
         run.tables["step_time"] = st
         run.steps = sorted(st["step"].unique().tolist())
-    run.tables["groups"] = groups
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def _merge_metadata(args, groups, dist_args: dict, group_info: dict) -> None:
+    if isinstance(args, dict) and not dist_args:
+        dist_args.update(args)
+    if isinstance(groups, dict):
+        for key, g in groups.items():
+            if isinstance(g, dict) and isinstance(g.get("global_ranks"), list):
+                group_info.setdefault(str(key), g)
+
+
+def _layout(run: Run, chosen: dict, dist_args: dict, group_info: dict, problems: list, root: Path) -> dict:
+    """Groups, world size, missing ranks, parallel sizes and pipeline stages; returns {hash: group row}."""
+    groups = pd.DataFrame(
+        [{"group": k, "name": str(g.get("group_name", "")), "kind": group_kind(str(g.get("group_name", ""))),
+          "ranks": sorted(int(r) for r in g["global_ranks"]), "hash": str(double_hash(k))}
+         for k, g in sorted(group_info.items())],
+        columns=["group", "name", "kind", "ranks", "hash"])
+    run.tables["groups"] = groups
+    world = dist_args.get("world_size")
+    expected: set[int] = set(range(int(world))) if isinstance(world, int) and world > 0 else set()
+    for ranks in groups["ranks"]:
+        expected.update(ranks)
+    run.ranks = sorted(chosen)
+    run.world_size = int(world) if isinstance(world, int) and world > 0 else (max(expected) + 1 if expected else None)
+    run.missing_ranks = sorted(expected - set(chosen))
+
+    par = {}
+    for short, key in (("tp", "tensor_model"), ("pp", "pipeline_model"), ("dp", "data"), ("cp", "context"),
+                       ("ep", "expert_model")):
+        if isinstance(dist_args.get(f"{key}_parallel_size"), int):
+            par[short] = dist_args[f"{key}_parallel_size"]
+    stage_of: dict[int, int] = {}
+    for row in groups.itertuples():
+        if row.kind == "pp" and len(row.ranks) > 1:
+            for i, r in enumerate(row.ranks):  # a rank's position in its pp group is its stage
+                stage_of[r] = i + 1
+    pp = par.get("pp") or (max(stage_of.values()) if stage_of else None)
+    if pp:
+        par["stages"] = pp
+    if par:
+        par["mode"] = "pipeline-parallel" if (pp or 1) > 1 else ("model-parallel" if par.get("tp", 1) > 1
+                                                                  else "data-parallel")
+    run.parallel = par
+    run.stage_map = stage_of if stage_of and (pp or 1) > 1 else {}
+    if (pp or 1) > 1 and not stage_of:
+        problems.append((str(root), f"pipeline size {pp} but no pp groups in profiler_metadata.json: stages unknown"))
+    return {row.hash: row for row in groups.itertuples()}
+
+
+def _lazy_loader(run: Run, items: list, eager_parts: list):
+    """Parse these files when first asked for; their problems join the run's data problems."""
+
+    def load() -> pd.DataFrame | None:
+        problems: list = []
+        parts = [p for p in eager_parts if p is not None and not p.empty]
+        for path, parser, rank in items:
+            df = _guarded(path, problems, parser, rank, problems)
+            if df is not None and not df.empty:
+                parts.append(df)
+        for path, problem in problems:
+            run.problem(path, problem)
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    return load
 
 
 def _guarded(path: Path, problems: list, fn, *args):
@@ -584,7 +624,10 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
         if p is None:
             continue
         files.append((rank, table, str(p)))
-        add(table, _guarded(p, problems, parser, rank, problems))
+        if table in LAZY_TABLES:
+            tables.setdefault("_lazy", []).append((table, p, parser, rank))
+        else:
+            add(table, _guarded(p, problems, parser, rank, problems))
     p = present.get("communication.json")
     if p is not None:
         files.append((rank, "communication", str(p)))
@@ -607,12 +650,19 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
     if dbs:
         for q in dbs:
             files.append((rank, "db", str(q)))
-        needed = {"step_time", "comm_ops", "comm_matrix", "kernels", "memory_record"}
-        have = {t for t, parts in tables.items() if any(not x.empty and (x["rank"] == rank).any() for x in parts)}
-        if needed - have:
+        # what the DB export provides when the text file that carries it is absent
+        counterpart = {"step_time": "step_trace_time.csv", "comm_ops": "communication.json",
+                       "comm_bandwidth": "communication.json", "comm_matrix": "communication_matrix.json",
+                       "kernels": "kernel_details.csv", "memory_record": "memory_record.csv",
+                       "module_mem": "npu_module_mem.csv", "operator_memory": "operator_memory.csv",
+                       "trace_steps": "trace_view.json", "overlap_intervals": "trace_view.json",
+                       "hccl_ops": "trace_view.json", "device_ops": "trace_view.json",
+                       "metadata": "../profiler_metadata.json"}
+        wanted = {t for t, f in counterpart.items() if not (out / f).exists()}
+        if wanted:
             from .ascend_db import read_db_rank
 
-            for name, df in read_db_rank(d.path, rank, needed - have, problems).items():
+            for name, df in read_db_rank(d.path, rank, wanted, problems).items():
                 add(name, df)
 
 
