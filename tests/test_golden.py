@@ -33,6 +33,17 @@ FIXTURES = {
     "mi_run_4_pp_rank1": ("mindinsight", "mi_run_4_pp_rank1"),
     "ms_ut_hccl_dev6": ("mindinsight", "ms_ut_hccl_dev6"),
     "mi_parallel_strategy": ("mindinsight", "mi_parallel_strategy"),
+    "ascend_st_level2_4rank": ("ascend", "msinsight", "test", "st", "level2"),
+    "ascend_text_level0_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "text", "level0"),
+    "ascend_text_level1_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "text", "level1"),
+    "ascend_text_level2_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "text", "level2"),
+    "ascend_db_level0_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "db", "level0"),
+    "ascend_db_level1_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "db", "level1"),
+    "ascend_db_level2_2rank": ("ascend", "msinsight", "test", "data", "pytorch", "db", "level2"),
+    "ascend_server_test_data": ("ascend", "msinsight", "server", "src", "test", "test_data"),
+    "mindspore_cpu_dp4_graph": ("generated", "mindspore_cpu_ms_dp4_graph"),
+    "mindspore_cpu_dp4_pynative": ("generated", "mindspore_cpu_ms_dp4_pynative"),
+    "mindspore_cpu_single_new_graph": ("generated", "mindspore_cpu_ms_single_new_graph"),
 }
 
 
@@ -79,3 +90,4 @@ def test_golden_metrics(name):
     assert golden.exists(), f"{golden} missing: run REPORTGEN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py"
     diffs = list(compare(doc, json.loads(golden.read_text())))
     assert not diffs, "\n".join(diffs[:30])
+    assert not [s for s, b in doc["sections"].items() if b["status"] == "error"], "a section failed"
