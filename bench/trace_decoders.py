@@ -144,7 +144,14 @@ def run_method(method: str, path: str, repeat: int) -> dict:
         dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return {"wall_s": best, "rss_mb": rss_mb, "summary": _summary(tables), "problems": problems}
+    hwm_mb = None
+    try:  # the peak of this process image alone (Linux); ru_maxrss also counts the parent at fork
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                hwm_mb = int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return {"wall_s": best, "rss_mb": rss_mb, "hwm_mb": hwm_mb, "summary": _summary(tables), "problems": problems}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,15 +194,17 @@ def write_synthetic(base: Path, out: Path, target_mb: float) -> int:
         text = _TS.sub(ts_sub, text)
         return _STEP.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + k}", text)
 
+    def parts():
+        for k in range(reps):
+            yield shifted(py_text, k)
+        yield json.dumps(meta)[1:-1]
+        for k in range(reps):
+            yield shifted(other_text, k)
+
     with open(out, "w", encoding="utf-8") as fh:
         fh.write("[")
-        first = True
-        for part in ([shifted(py_text, k) for k in range(reps)] + [json.dumps(meta)[1:-1]]
-                     + [shifted(other_text, k) for k in range(reps)]):
-            if not first:
-                fh.write(", ")
-            fh.write(part)
-            first = False
+        for i, part in enumerate(parts()):
+            fh.write(", " + part if i else part)
         fh.write("]")
     return reps * (len(python) + len(other)) + len(meta)
 
@@ -207,21 +216,29 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=200.0, help="size of the synthetic trace (MB)")
     ap.add_argument("--shared", help="the shared/ folder (default: $REPORTGEN_SHARED or ../shared)")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "FILE", "REPEAT"), help=argparse.SUPPRESS)
+    ap.add_argument("--write", nargs=3, metavar=("BASE", "OUT", "MB"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         method, path, repeat = args.one
         print(json.dumps(run_method(method, path, int(repeat))))
+        return 0
+    if args.write:
+        base, out, mb = args.write
+        print(write_synthetic(Path(base), Path(out), float(mb)))
         return 0
 
     real = largest_trace(shared_root(args.shared))
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="trace_bench_") as tmp:
         synth = Path(tmp) / "trace_view.json"
-        n_events = write_synthetic(real, synth, args.mb)
+        # Written by a child process: ru_maxrss of a child starts at its parent's RSS at fork time
+        # (Linux keeps the high-water mark across fork+exec), so this process must stay small.
+        n_events = int(subprocess.run([sys.executable, __file__, "--write", str(real), str(synth), str(args.mb)],
+                                      capture_output=True, text=True, check=True).stdout)
         print(f"synthetic: {synth.stat().st_size / 1e6:.1f} MB, {n_events} events "
               f"(written in {time.perf_counter() - t0:.1f} s)")
         print(f"real:      {real} ({real.stat().st_size / 1e6:.2f} MB)\n")
-        print(f"{'input':<10} {'method':<18} {'wall s':>8} {'ms/MB':>8} {'MB/s':>7} {'peak RSS MB':>12}  tables")
+        print(f"{'input':<10} {'method':<18} {'wall s':>8} {'ms/MB':>8} {'MB/s':>7} {'peak RSS MB':>12} {'VmHWM MB':>9}  tables")
         for label, path, repeat in (("real", real, 5), ("synthetic", synth, 1)):
             size_mb = path.stat().st_size / 1e6
             reference = None
@@ -242,10 +259,10 @@ def main() -> int:
                     if r["problems"]:
                         agree += f" problems: {r['problems']}"
                 if method == "(import only)":
-                    print(f"{label:<10} {method:<18} {'':>8} {'':>8} {'':>7} {r['rss_mb']:>12.0f}")
+                    print(f"{label:<10} {method:<18} {'':>8} {'':>8} {'':>7} {r['rss_mb']:>12.0f} {r['hwm_mb'] or 0:>9.0f}")
                     continue
                 print(f"{label:<10} {method:<18} {r['wall_s']:>8.3f} {1000 * r['wall_s'] / size_mb:>8.1f} "
-                      f"{size_mb / r['wall_s']:>7.0f} {r['rss_mb']:>12.0f}  {agree}")
+                      f"{size_mb / r['wall_s']:>7.0f} {r['rss_mb']:>12.0f} {r['hwm_mb'] or 0:>9.0f}  {agree}")
             print(f"{'':<10} tables: {reference}")
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")
     return 0

@@ -341,6 +341,7 @@ def test_trace_events_object_is_accepted(tmp_path):
     (b"42", "not a JSON array of trace events"),
     (b"[1, 2, 3]", "not a JSON array of objects"),
     (b"[]", "no trace events in the array"),
+    (b"[" + b"[" * 100_000, "JSON nested too deeply"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8, "binary data (NUL bytes), not UTF-8 JSON text"),
     (b"\xff\xfe[\x00{\x00", "binary data (NUL bytes)"),  # UTF-16
     ('[{"ph": "X", "name": "caf\u00e9", "pid": 1, "tid": 1, "ts": "1.0", "dur": 1}]'.encode("latin-1"),
@@ -402,3 +403,19 @@ def test_bad_times_are_counted_not_fatal(tmp_path):
     assert tables["device_ops"]["name"].tolist() == ["c"]
     assert [p[1] for p in problems] == ["2 array items that are not objects were skipped",
                                         "2 X events without a numeric ts/dur were skipped"]
+
+
+def test_standard_json_fallback_gives_the_same_tables(tmp_path, monkeypatch):
+    """orjson is optional (not a declared dependency): the json-module path must agree, breakage included."""
+    path = torch_trace("level2", 1)
+    data = path.read_bytes()
+    cut = write(tmp_path, data[: len(data) // 3], "cut.json")
+    ref = {p: read(p) for p in (path, cut)}
+    monkeypatch.setattr(at, "_orjson", None)
+    monkeypatch.setattr(at, "CHUNK", 5000)
+    for p, (tables, problems) in ref.items():
+        got, got_problems = read(p)
+        assert got_problems == problems
+        assert set(got) == set(tables)
+        for name in tables:
+            assert got[name].equals(tables[name]), (p, name)

@@ -40,9 +40,12 @@ Tables (all times in ms as float; absolute times = the file's microseconds / 100
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
 (``orjson.loads`` when orjson is importable, else ``json.loads``) on the bytes from the first event to
 the last ``}`` that is followed by ``, {``; if that cut lands inside a string the parse fails and an
-earlier cut (before the reported error position) is tried. Only (name, ts, dur) of X events are kept,
-in arrays per (pid, tid); events of processes already known to be of no use are dropped on sight.
-See bench/trace_decoders.py for the measurements behind this choice.
+earlier cut (before the reported error position) is tried; the last, incomplete event of a chunk is
+finished with ``json.JSONDecoder.raw_decode`` once more data is read. Only (name, ts, dur) of X events
+are kept, in arrays per (pid, tid); events of processes (and ``Plane`` lanes) already known to be of no
+use are dropped on sight, the others wait for the metadata. Measured (bench/trace_decoders.py, 2 vCPU):
+200 MB synthetic torch_npu trace 0.9 s, peak RSS 79 MB (71 MB of it is the interpreter + pandas);
+1 GB: 4.0 s, 106 MB. Whole-file ``json.load`` / ``orjson.loads``: 2.9 / 3.0 s and 1150 / 1590 MB for 200 MB.
 """
 
 from __future__ import annotations
@@ -56,13 +59,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-try:  # optional: 3-4x faster than the standard json module on these files
+try:  # optional (not a declared dependency): ~1.5x faster than the json module here, see the bench
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
-#: Read size. Small chunks measured fastest (the decoded dicts of a chunk stay in the CPU cache):
-#: 200 MB synthetic trace, orjson: 16-64 KiB ~0.8-1.0 s, 1 MiB ~1.1-1.7 s, 4 MiB ~1.6-2.1 s.
+#: Read size. Small chunks measured fastest (a chunk's decoded dicts stay in the CPU cache): 200 MB
+#: synthetic trace with orjson, 16-64 KiB 0.8-0.9 s, 1 MiB 1.2-2.5 s, 4 MiB 1.8 s (bench/trace_decoders.py).
 CHUNK = 64 << 10
 #: One event larger than this is treated as broken, not as incomplete.
 MAX_EVENT = 256 << 20
@@ -160,6 +163,8 @@ def _one_event(buf: bytes, pos: int, eof: bool):
         text, _used = codecs.utf_8_decode(buf[pos:hi], "strict", eof and last)
         try:
             value, end = _decoder.raw_decode(text)
+        except RecursionError:
+            raise _Stop(f"JSON nested too deeply at byte {pos}") from None
         except json.JSONDecodeError as exc:
             # Data that merely stops early fails inside its last token: an open string, or a number,
             # literal or escape cut short (``1.``, ``tr``, ``\\u12``) within the last few characters.
@@ -186,6 +191,8 @@ def _parse_run(buf: bytes, pos: int):
             return None
         try:
             return _loads(b"[" + buf[pos:cut] + b"]"), cut
+        except RecursionError:
+            raise _Stop(f"JSON nested too deeply after byte {pos}") from None
         except ValueError as exc:  # orjson.JSONDecodeError, json.JSONDecodeError, UnicodeDecodeError
             if "utf-8" in str(exc).lower():
                 raise _Stop("not UTF-8 text", keep=False) from None
@@ -303,6 +310,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), times in us
     steps: list = []       # (pid, name, start_us, dur_us)
     skip_pids: set = set()
+    skip_keys: set = set()
     bad_time = 0
     not_objects = 0
     seen = 0
@@ -341,6 +349,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                         g = groups.get(key)
                     except TypeError:  # unhashable pid/tid
                         continue
+                    if g is None and key in skip_keys:
+                        continue
                     if g is None:
                         g = groups[key] = ([], array("d"), array("d"))
                     if type(name) is not str:
@@ -363,7 +373,11 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                                 for key in [k for k in groups if k[0] == pid]:
                                     del groups[key]
                         elif kind == "thread_name":
-                            tnames[(pid, ev.get("tid"))] = label
+                            key = (pid, ev.get("tid"))
+                            tnames[key] = label
+                            if label.startswith("Plane") and pnames.get(pid, "HCCL") == "HCCL":  # small tasks
+                                skip_keys.add(key)
+                                groups.pop(key, None)
                     except TypeError:
                         continue
     except _Stop as stop:
@@ -379,7 +393,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
         if not stopped:
             problems.append((where, "no trace events in the array"))
         return {}
-    if not_objects == seen:
+    if not_objects == seen and not stopped:
         problems.append((where, "not a JSON array of objects"))
         return {}
     if not_objects:
