@@ -109,7 +109,8 @@ TABLES: dict[str, dict[str, str]] = {
         "kind": "collective | p2p",
         "op": "communication op name",
         "group": "group key when known, else the group hash",
-        "transport": "RDMA | HCCS | PCIE | SDMA | SIO (SDMA is the sum of HCCS+PCIE+SIO: never add it to them)",
+        "transport": "RDMA | HCCS | PCIE | SIO | SDMA; the profiler's SDMA entry aggregates HCCS+PCIE+SIO, so SDMA "
+                     "rows here hold only what it carries beyond them: the transports of an op can be summed",
         "size_mb": "transit size (MB)",
         "time_ms": "transit time (ms)",
         "bandwidth_gbps": "bandwidth as written by the profiler (GB/s)",

@@ -182,3 +182,12 @@ def test_large_tables_are_parsed_on_first_use():
     mem = run.table("memory_record")
     app = mem[(mem["rank"] == 0) & (mem["component"] == "APP")]
     assert app["reserved_mb"].max() == pytest.approx(11925.015625 * 1.048576, rel=1e-6) or app["reserved_mb"].max() > 0
+
+
+def test_sdma_is_never_counted_twice():
+    """communication.json repeats HCCS traffic under SDMA; the run model keeps each byte once."""
+    run = read_run(fixture_dir(*ST4))
+    bw = run.tables["comm_bandwidth"]
+    op = bw[(bw["rank"] == 0) & (bw["op"] == "hcom_allGather__097_6_1")]
+    assert list(op["transport"]) == ["HCCS"] and op["size_mb"].sum() == pytest.approx(220.233216)
+    assert not (bw["transport"] == "SDMA").any()  # all SDMA traffic of this set went over HCCS

@@ -512,6 +512,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             elif row["name"] == "parallel_group_info":
                 _merge_metadata(None, value, dist_args, group_info)
 
+    if "comm_bandwidth" in run.tables:
+        run.tables["comm_bandwidth"] = sdma_remainder(run.tables["comm_bandwidth"])
     by_hash = _layout(run, chosen, dist_args, group_info, problems, root)
     _resolve_groups(run, by_hash, problems)
     have = set(run.tables["step_time"]["rank"]) if "step_time" in run.tables else set()
@@ -695,6 +697,25 @@ def derive_step_time(steps: pd.DataFrame, intervals: pd.DataFrame, hccl: pd.Data
         row["step_ms"] = row["computing_ms"] + row["comm_not_overlapped_ms"] + row["free_ms"]
         rows.append(row)
     return pd.DataFrame(rows, columns=STEP_TIME_ORDER)
+
+
+def sdma_remainder(bw: pd.DataFrame) -> pd.DataFrame:
+    """Keep each byte once: the profiler's SDMA entry is the aggregate of HCCS + PCIE + SIO (+ links of
+    unknown type), so it is replaced by what it holds beyond those three, and dropped when that is nothing.
+    Afterwards the transports of one op can be summed."""
+    if bw.empty:
+        return bw
+    keys = ["rank", "step", "kind", "op", "group_hash" if "group_hash" in bw.columns else "group"]
+    links = (bw[bw["transport"].isin(["HCCS", "PCIE", "SIO"])].groupby(keys)[["size_mb", "time_ms"]].sum()
+             .rename(columns={"size_mb": "size_mb_links", "time_ms": "time_ms_links"}).reset_index())
+    sdma = bw[bw["transport"] == "SDMA"].merge(links, on=keys, how="left")
+    sdma[["size_mb_links", "time_ms_links"]] = sdma[["size_mb_links", "time_ms_links"]].fillna(0.0)
+    sdma["size_mb"] = sdma["size_mb"] - sdma["size_mb_links"]
+    sdma["time_ms"] = sdma["time_ms"] - sdma["time_ms_links"]
+    sdma = sdma[sdma["size_mb"] > 1e-9 * (sdma["size_mb"] + sdma["size_mb_links"]).clip(lower=1e-12)]
+    sdma = sdma.assign(bandwidth_gbps=(sdma["size_mb"] / sdma["time_ms"]).where(sdma["time_ms"] > 0))
+    rest = bw[bw["transport"] != "SDMA"]
+    return pd.concat([rest, sdma[bw.columns]], ignore_index=True)
 
 
 def _resolve_groups(run: Run, by_hash: dict, problems: list) -> None:
