@@ -191,3 +191,22 @@ def test_sdma_is_never_counted_twice():
     op = bw[(bw["rank"] == 0) & (bw["op"] == "hcom_allGather__097_6_1")]
     assert list(op["transport"]) == ["HCCS"] and op["size_mb"].sum() == pytest.approx(220.233216)
     assert not (bw["transport"] == "SDMA").any()  # all SDMA traffic of this set went over HCCS
+
+
+def test_cli_report_on_the_four_rank_set(tmp_path):
+    from reportgen import cli
+
+    out, js = tmp_path / "r.html", tmp_path / "m.json"
+    assert cli.main([str(fixture_dir(*ST4)), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    doc = json.loads(js.read_text())
+    assert doc["run"]["source_format"] == "ascend" and doc["run"]["parallel"]["pp"] == 2
+    assert {s: b["status"] for s, b in doc["sections"].items() if b["status"] == "ok"} == {
+        "trajectory": "ok", "overlap": "ok"}
+    html = out.read_text()
+    assert "batchSendRecv" in html and "overlap-bars" in html
+
+
+def test_loose_files_without_profiler_directories_are_refused():
+    with pytest.raises(InputError) as exc:
+        read_run(fixture_dir("ascend", "msprof-analyze"))
+    assert "no profiler output recognised" in str(exc.value)
