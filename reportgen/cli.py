@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="report.html", help="HTML report to write (default: report.html)")
     p.add_argument("--json", dest="json_path", metavar="METRICS_JSON", help="also write every number as JSON")
     p.add_argument("--title", help="report title (default: the run directory name)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="decode ranks in N parallel processes (default: the number of cores)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
@@ -52,7 +54,7 @@ def _check_output(path: str) -> None:
         raise InputError(path, "output directory is not writable")
 
 
-def load_run(run_arg: str, progress=None):
+def load_run(run_arg: str, progress=None, jobs: int | None = None):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -61,7 +63,7 @@ def load_run(run_arg: str, progress=None):
             progress.update("reading files", done, total)
 
     if run_arg != "demo":
-        return read_run(run_arg, progress=read_progress)
+        return read_run(run_arg, progress=read_progress, jobs=jobs)
     from .demo import demo_spec
     from .synth import write_mindinsight_run
 
@@ -76,12 +78,12 @@ def load_run(run_arg: str, progress=None):
     return run
 
 
-def build_report(run_arg: str, title: str | None, progress) -> tuple[str, dict]:
+def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress)
+    run = load_run(run_arg, progress, jobs)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -104,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         _check_output(args.output)
         if args.json_path:
             _check_output(args.json_path)
-        html, doc = build_report(args.run, args.title, progress)
+        if args.jobs is not None and args.jobs < 1:
+            raise InputError(None, "--jobs must be at least 1")
+        html, doc = build_report(args.run, args.title, progress, args.jobs)
         from . import metrics, render
 
         json_text = metrics.dumps(doc) if args.json_path else None

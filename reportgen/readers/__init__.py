@@ -7,13 +7,13 @@ from typing import Callable
 
 from ..errors import InputError
 from ..model import Run
-from . import ascend, mindinsight
+from . import ascend, kineto, mindinsight
 
 #: (family name, module) in detection order.
-FAMILIES = [("mindinsight", mindinsight), ("ascend", ascend)]
+FAMILIES = [("mindinsight", mindinsight), ("ascend", ascend), ("kineto", kineto)]
 
 
-def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
+def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
     """Detect the input family of ``path`` and read it. Raises :class:`InputError` when unusable."""
     root = Path(path)
     if not root.exists():
@@ -26,10 +26,13 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
         raise InputError(root, f"cannot list directory: {exc.strerror or exc}") from None
     for _name, module in FAMILIES:
         if module.detect(root):
+            if module is kineto:
+                return module.read(root, progress=progress, jobs=jobs)
             return module.read(root, progress=progress)
     raise InputError(
         root,
         "no profiler output recognised (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the "
         "directory or its profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
-        "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/)",
+        "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
+        "PyTorch: *.pt.trace.json[.gz] files)",
     )

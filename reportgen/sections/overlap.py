@@ -68,7 +68,7 @@ def _ascend(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     rows["computation_incl_free_ms"] = rows["step_ms"] - rows["comm_not_overlapped_ms"]
     cols = [c for c in rows.columns if c not in ("rank", "step")]
     per_rank = rows.groupby("rank", as_index=False)[cols].mean()
-    return rows, per_rank, {"family": "ascend", "average_source": "computed"}
+    return rows, per_rank, {"family": run.source_format, "average_source": "computed"}
 
 
 def _mindinsight(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -133,7 +133,8 @@ def stage_rows(rows: pd.DataFrame, value_cols: list[str]) -> pd.DataFrame:
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    if run.table("step_time") is not None:
+    st = run.table("step_time")
+    if st is not None and st["comm_not_overlapped_ms"].notna().any():
         rows, per_rank, meta = _ascend(run)
     elif run.table("cluster_overlap") is not None:
         rows, per_rank, meta = _mindinsight(run)
@@ -141,7 +142,8 @@ def analyze(run: Run, options=None) -> Analysis:
         raise Unavailable(
             "No computation/communication breakdown in this run. Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
             "(any profiler level); MindSpore Insight: ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv "
-            "(written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace.")
+            "(written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace "
+            "(a CPU-only trace has no device timeline to measure overlap on).")
     stage_of = {r: run.stage_of(r) for r in run.ranks}
     for df in (rows, per_rank):
         df["stage"] = df["rank"].map(stage_of)
@@ -174,7 +176,7 @@ def analyze(run: Run, options=None) -> Analysis:
 def present(a: Analysis) -> View:
     m = a.metrics
     per_rank, rows = a.tables["per_rank"], a.tables["per_rank_step"]
-    ascend = m["family"] == "ascend"
+    ascend = m["family"] in ("ascend", "kineto")
     if ascend:
         phases = [("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
                   ("free_ms", "Free")]

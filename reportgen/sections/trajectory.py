@@ -62,7 +62,11 @@ ASCEND = Source(
      ("free_ms", "Free (idle device)")),
     "preparing_ms", "preparing time (step start to first device op)", "slow_preparing",
     "computing_ms", "computing")
-SOURCES = (MINDINSIGHT, ASCEND)
+KINETO_CPU = Source(
+    "step_time", None,
+    (("comm_ms", "Collectives (gloo, any thread)"), ("other_ms", "Everything else")),
+    "preparing_ms", "preparing time", "slow_preparing", "other_ms", "non-collective")
+SOURCES = (MINDINSIGHT, ASCEND, KINETO_CPU)
 
 #: Budget for rows embedded in one chart (see ../shared/research/offline-html-report.md §2.2).
 MAX_CHART_ROWS = 20_000
@@ -70,7 +74,9 @@ MAX_CHART_ROWS = 20_000
 
 def _source(run: Run) -> Source:
     for src in SOURCES:
-        if run.table(src.table) is not None:
+        df = run.table(src.table)
+        if df is not None and all(df[k].notna().any() for k, _ in src.phases if k in df.columns) \
+                and all(k in df.columns for k, _ in src.phases):
             return src
     raise Unavailable(
         "No per-step timing in this run. MindSpore Insight writes step_trace_raw_<rank>_detail_time.csv "
@@ -130,6 +136,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "slowest_rank": int(per_rank.loc[per_rank["step_ms"].idxmax(), "rank"]),
         "file_average_vs_step_mean_max_diff_ratio": avg_diff,
         "wait_metric": src.wait,
+        "source_format": run.source_format,
         "compute_metric": src.compute,
         "thresholds": {k: v for k, v in th.as_dict().items()
                        if k.startswith(("step_interval", "fp_bp", "severity", "min_excess"))},
@@ -226,6 +233,10 @@ def _op_summary(ops: pd.DataFrame | None) -> pd.DataFrame | None:
 # --------------------------------------------------------------------------- present
 
 
+def run_format(a: Analysis) -> str:
+    return a.metrics.get("source_format", "")
+
+
 def present(a: Analysis) -> View:
     m, d = a.metrics, a.data
     src: Source = d["source"]
@@ -258,9 +269,15 @@ def present(a: Analysis) -> View:
             "Averages are the profiler's own average rows ('-'), as MindInsight shows them. They differ from the "
             f"mean of the step rows in this data by up to {m['file_average_vs_step_mean_max_diff_ratio'] * 100:.2f}% "
             "(step time), because the profiler averaged over steps that were not all kept.")
-    if src is ASCEND:
+    if src is ASCEND and run_format(a) == "kineto":
+        notes.append("Step time is the ProfilerStep span; computing, communication not overlapped and free "
+                     "partition it (GPU kernels clipped to the window they run in; memcpy/memset count as free).")
+    elif src is ASCEND:
         notes.append("Step time here is the device's end-to-end time of the step: computing + communication not "
                      "overlapped + free, from step_trace_time.csv.")
+    elif src is KINETO_CPU:
+        notes.append("CPU-only trace: step time is the ProfilerStep span; collectives are the union of gloo "
+                     "operations on any thread inside it. There is no device timeline, so no computing/free split.")
     if m.get("ranks_without_step_data"):
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 

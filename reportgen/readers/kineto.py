@@ -1,0 +1,341 @@
+"""Reader for PyTorch Kineto traces (``*.pt.trace.json[.gz]``): GPU with NCCL/RCCL, CPU with gloo.
+
+Format facts and the peer's formulas: ../shared/research/kineto-traces-and-hta.md. Each file is
+decoded by :mod:`.kineto_decode` (streamed; only the events reportgen needs). This module finds the
+files, gives each its global rank, unions the process groups, and turns the decoded events into the
+run model (ms, MB = 10^6 B, global ranks).
+
+* Rank: ``distributedInfo.rank``; else ``rank<N>`` / ``worker<N>`` in the file name; a lone file
+  without either is rank 0. World size: ``distributedInfo.world_size``.
+* Process groups: the union of every rank's ``distributedInfo.pg_config`` (each rank lists only the
+  groups it belongs to). Kinds from ``pg_desc`` (``default_pg`` -> world, ``mesh_dp`` / ``dp`` -> dp, ...).
+* Ranks are independent: with ``jobs > 1`` they are decoded in parallel processes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..model import Run
+
+_TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
+_MAX_DEPTH = 6
+#: decode in parallel processes only when there is enough to read (process start-up costs ~0.2 s)
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+
+
+def _looks_like_trace(path: Path) -> bool:
+    """A Kineto trace has a ``traceEvents`` key near the start (metadata may also come after it)."""
+    try:
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return path.name.lower().endswith((".pt.trace.json", ".pt.trace.json.gz"))
+    return b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head
+
+
+def find_traces(root: Path) -> list[Path]:
+    found = []
+    base = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        if len(Path(dirpath).parts) - base >= _MAX_DEPTH:
+            dirnames[:] = []
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if _TRACE_NAME.search(name) and p.is_file() and _looks_like_trace(p):
+                found.append(p)
+    return found
+
+
+def detect(root: Path) -> bool:
+    return bool(find_traces(root))
+
+
+def _decode(path: str):
+    from .kineto_decode import decode_trace
+
+    problems: list = []
+    try:
+        decoded = decode_trace(Path(path), problems)
+    except (OSError, ValueError, TypeError, KeyError) as exc:  # the decoder should not raise; be safe
+        problems.append((path, f"could not decode ({type(exc).__name__}: {str(exc)[:120]}); file skipped"))
+        decoded = None
+    return path, decoded, problems
+
+
+def group_kind(desc: str, name: str = "") -> str:
+    d = (desc or name or "").lower()
+    if d in ("default_pg", "world", "default_group") or d.startswith("default"):
+        return "world"
+    for key, kind in (("pp", "pp"), ("pipe", "pp"), ("tp", "tp"), ("tensor", "tp"), ("cp", "cp"),
+                      ("context", "cp"), ("ep", "ep"), ("expert", "ep"), ("moe", "ep"), ("dp", "dp"),
+                      ("data", "dp"), ("fsdp", "dp"), ("shard", "dp")):
+        if re.search(rf"(^|[_\-:]){key}($|[_\-:\d])", d) or d.endswith(key):
+            return kind
+    return "other"
+
+
+def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
+    root = Path(root)
+    paths = find_traces(root)
+    if not paths:
+        raise InputError(root, "no PyTorch trace (*.json / *.json.gz with traceEvents) found")
+    problems: list[tuple[str, str]] = []
+    total_bytes = sum(p.stat().st_size for p in paths)
+    jobs = jobs or os.cpu_count() or 1
+    results = []
+    if jobs > 1 and len(paths) > 1 and total_bytes >= PARALLEL_MIN_BYTES:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            for n, res in enumerate(pool.map(_decode, [str(p) for p in paths]), start=1):
+                results.append(res)
+                if progress:
+                    progress(n, len(paths))
+    else:
+        for n, p in enumerate(paths, start=1):
+            results.append(_decode(str(p)))
+            if progress:
+                progress(n, len(paths))
+
+    by_rank: dict[int, tuple[Path, object]] = {}
+    unranked = []
+    world = None
+    pg_rows: dict[str, dict] = {}
+    backends = set()
+    for path, decoded, probs in results:
+        problems.extend(probs)
+        if decoded is None:
+            continue
+        info = decoded.meta.get("distributedInfo") if isinstance(decoded.meta, dict) else None
+        rank = None
+        if isinstance(info, dict):
+            try:
+                rank = int(info.get("rank"))
+            except (TypeError, ValueError):
+                rank = None
+            if isinstance(info.get("world_size"), int):
+                world = max(world or 0, info["world_size"])
+            if info.get("backend"):
+                backends.add(str(info["backend"]))
+            for pg in info.get("pg_config") or []:
+                if isinstance(pg, dict) and isinstance(pg.get("ranks"), list):
+                    key = str(pg.get("pg_name", pg.get("uid", len(pg_rows))))
+                    pg_rows.setdefault(key, pg)
+        if rank is None:
+            m = _RANK_IN_NAME.search(Path(path).name)
+            rank = int(m.group(1)) if m else None
+        if rank is None:
+            unranked.append((Path(path), decoded))
+            continue
+        if rank in by_rank:
+            problems.append((path, f"rank {rank} also in {by_rank[rank][0].name}; this file was skipped"))
+            continue
+        by_rank[rank] = (Path(path), decoded)
+    if unranked:
+        if not by_rank and len(unranked) == 1:
+            by_rank[0] = unranked[0]
+            problems.append((str(unranked[0][0]), "no distributedInfo.rank and no rank in the file name: taken as rank 0"))
+        else:
+            for p, _ in unranked:
+                problems.append((str(p), "no distributedInfo.rank and no rank<N>/worker<N> in the file name; skipped"))
+    if not by_rank:
+        raise InputError(root, problems[0][1] if problems else "no usable trace")
+
+    run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root),
+              layout=f"PyTorch Kineto traces: {len(by_rank)} file{'s' if len(by_rank) != 1 else ''}"
+                     + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
+    run.ranks = sorted(by_rank)
+    run.world_size = world
+    expected = set(range(world)) if world else set()
+    groups = pd.DataFrame(
+        [{"group": k, "name": str(pg.get("pg_desc", "")), "kind": group_kind(str(pg.get("pg_desc", "")), k),
+          "ranks": sorted(int(r) for r in pg["ranks"]), "hash": ""} for k, pg in sorted(pg_rows.items())],
+        columns=["group", "name", "kind", "ranks", "hash"])
+    run.tables["groups"] = groups
+    for ranks in groups["ranks"]:
+        expected.update(ranks)
+    run.missing_ranks = sorted(expected - set(by_rank))
+    _parallel_layout(run, groups)
+
+    frames: dict[str, list[pd.DataFrame]] = {}
+    files = []
+    for rank, (path, decoded) in sorted(by_rank.items()):
+        files.append((rank, "trace", str(path)))
+        for name, df in _rank_tables(rank, decoded).items():
+            frames.setdefault(name, []).append(df)
+    for name, parts in frames.items():
+        parts = [p for p in parts if p is not None and not p.empty]
+        if parts:
+            run.tables[name] = pd.concat(parts, ignore_index=True)
+    if "trace_steps" in run.tables:
+        run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
+                                                 run.tables.get("collectives"))
+        run.steps = sorted(run.tables["trace_steps"]["step"].unique().tolist())
+    run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
+    for path, problem in problems:
+        run.problem(path, problem)
+    return run
+
+
+def _parallel_layout(run: Run, groups: pd.DataFrame) -> None:
+    par = {}
+    for kind in ("dp", "tp", "pp", "cp", "ep"):
+        sizes = groups.loc[groups["kind"] == kind, "ranks"].map(len)
+        if not sizes.empty:
+            par[kind] = int(sizes.max())
+    stage_of = {}
+    for row in groups[groups["kind"] == "pp"].itertuples():
+        if len(row.ranks) > 1:
+            for i, r in enumerate(row.ranks):
+                stage_of[r] = i + 1
+    if par.get("pp", 1) > 1:
+        par["stages"] = par["pp"]
+        par["mode"] = "pipeline-parallel"
+    elif par:
+        par["mode"] = "model-parallel" if par.get("tp", 1) > 1 else "data-parallel"
+    run.parallel = par
+    run.stage_map = stage_of
+
+
+def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
+    t = decoded.tables
+    out = {}
+    steps = t.get("steps")
+    if steps is not None and not steps.empty:
+        out["trace_steps"] = pd.DataFrame({"rank": rank, "step": steps["step"].astype(int),
+                                           "start_ms": steps["ts_us"] / 1e3,
+                                           "end_ms": (steps["ts_us"] + steps["dur_us"]) / 1e3})
+    g = t.get("gpu_ops")
+    if g is not None and not g.empty:
+        out["gpu_ops"] = pd.DataFrame({"rank": rank, "name": g["name"], "kind": g["kind"], "stream": g["stream"],
+                                       "start_ms": g["ts_us"] / 1e3, "dur_ms": g["dur_us"] / 1e3,
+                                       "correlation": g.get("correlation", -1)})
+    c = t.get("collectives")
+    if c is not None and not c.empty:
+        df = c.copy()
+        df.insert(0, "rank", rank)
+        df["start_ms"] = df.pop("ts_us") / 1e3
+        df["dur_ms"] = df.pop("dur_us") / 1e3
+        for col in ("in_bytes", "out_bytes"):
+            if col in df:
+                df[col.replace("_bytes", "_mb")] = df.pop(col) / 1e6
+        out["collectives"] = df
+    m = t.get("memory")
+    if m is not None and not m.empty:
+        out["memory_events"] = pd.DataFrame({
+            "rank": rank, "ts_ms": m["ts_us"] / 1e3, "device_type": m["device_type"], "device_id": m["device_id"],
+            "allocated_mb": m["total_allocated"] / 1e6, "reserved_mb": m["total_reserved"] / 1e6})
+    ops = t.get("cpu_ops")
+    if ops is not None and not ops.empty:
+        df = ops.copy()
+        df.insert(0, "rank", rank)
+        df["start_ms"] = df.pop("ts_us") / 1e3
+        df["dur_ms"] = df.pop("dur_us") / 1e3
+        out["cpu_ops"] = df
+    return out
+
+
+# --------------------------------------------------------------------------- interval arithmetic
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merged intervals (touching intervals merge)."""
+    if len(starts) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    ms = s[idx]
+    me = np.maximum.reduceat(e, idx)
+    return ms, me
+
+
+def length(s: np.ndarray, e: np.ndarray) -> float:
+    return float((e - s).sum()) if len(s) else 0.0
+
+
+def intersect(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Intersection of two merged interval lists."""
+    (as_, ae), (bs, be) = a, b
+    out_s, out_e = [], []
+    i = j = 0
+    while i < len(as_) and j < len(bs):
+        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
+        if lo < hi:
+            out_s.append(lo)
+            out_e.append(hi)
+        if ae[i] < be[j]:
+            i += 1
+        else:
+            j += 1
+    return np.asarray(out_s, dtype=float), np.asarray(out_e, dtype=float)
+
+
+def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    s, e = iv
+    keep = (e > lo) & (s < hi)
+    return np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
+
+
+def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None) -> pd.DataFrame:
+    """Per rank and step: the step window is the ProfilerStep span (the step time users log).
+
+    GPU traces: computing = |U(compute kernels) ∩ W|, communication = |U(comm kernels) ∩ W|,
+    comm not overlapped = |(U(comm) \\ U(compute)) ∩ W|, overlapped = communication - not overlapped,
+    free = |W| - |(U(compute) ∪ U(comm)) ∩ W| (memcpy / memset / idle), so step = computing +
+    comm not overlapped + free — the same definitions as the Ascend family. Kernels are clipped to the
+    window they run in, not to the step that launched them.
+    CPU-only traces (gloo): communication = |U(gloo collectives on any thread) ∩ W|; there is no device
+    timeline, so computing / free are not defined (NaN) and the rest of the step is reported as
+    ``other_ms``.
+    """
+    rows = []
+    for rank, st in steps.groupby("rank"):
+        g = gpu[gpu["rank"] == rank] if gpu is not None else None
+        has_gpu = g is not None and not g.empty
+        if has_gpu:
+            comm_k = g[g["kind"] == "comm"]
+            comp_k = g[g["kind"] == "kernel"]
+            comm = union(comm_k["start_ms"].to_numpy(), (comm_k["start_ms"] + comm_k["dur_ms"]).to_numpy())
+            comp = union(comp_k["start_ms"].to_numpy(), (comp_k["start_ms"] + comp_k["dur_ms"]).to_numpy())
+            both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
+        else:
+            c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
+            comm = union(c["start_ms"].to_numpy(), (c["start_ms"] + c["dur_ms"]).to_numpy()) if c is not None \
+                and not c.empty else (np.empty(0), np.empty(0))
+        for s in st.itertuples():
+            w = s.end_ms - s.start_ms
+            comm_w = length(*clip(comm, s.start_ms, s.end_ms))
+            row = {"rank": rank, "step": s.step, "step_ms": w, "comm_ms": comm_w}
+            if has_gpu:
+                comp_w = length(*clip(comp, s.start_ms, s.end_ms))
+                overlap = length(*clip(intersect(comm, comp), s.start_ms, s.end_ms))
+                busy = length(*clip(both, s.start_ms, s.end_ms))
+                row.update(computing_ms=comp_w, comm_not_overlapped_ms=comm_w - overlap, overlapped_ms=overlap,
+                           free_ms=w - busy, other_ms=math.nan)
+            else:
+                row.update(computing_ms=math.nan, comm_not_overlapped_ms=math.nan, overlapped_ms=math.nan,
+                           free_ms=math.nan, other_ms=w - comm_w)
+            rows.append(row)
+    cols = ["rank", "step", "step_ms", "computing_ms", "comm_not_overlapped_ms", "overlapped_ms", "comm_ms",
+            "free_ms", "other_ms"]
+    df = pd.DataFrame(rows, columns=cols)
+    for col in ("stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"):
+        df[col] = math.nan
+    return df
