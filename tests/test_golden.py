@@ -44,6 +44,10 @@ FIXTURES = {
     "mindspore_cpu_dp4_graph": ("generated", "mindspore_cpu_ms_dp4_graph"),
     "mindspore_cpu_dp4_pynative": ("generated", "mindspore_cpu_ms_dp4_pynative"),
     "mindspore_cpu_single_new_graph": ("generated", "mindspore_cpu_ms_single_new_graph"),
+    "kineto_gloo_ddp4": ("generated", "torch_gloo_ddp4_baseline"),
+    "kineto_gloo_mesh2x2": ("kineto", "generated_cpu_gloo_4rank_mesh2x2"),
+    "kineto_hta_trace_filter_2of128": ("kineto", "hta_tests_data", "tests", "data", "trace_filter"),
+    "kineto_hta_nccl_data": ("kineto", "hta_tests_data", "tests", "data", "nccl_parser_config"),
 }
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..intervals import clip, intersect, length, union
 from ..model import Run
 
 _TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
@@ -76,16 +77,22 @@ def _decode(path: str):
     return path, decoded, problems
 
 
+_KIND_WORDS = {"tp": "tp", "tensor": "tp", "dp": "dp", "data": "dp", "fsdp": "dp", "ddp": "dp", "shard": "dp",
+               "replicate": "dp", "pp": "pp", "pipe": "pp", "pipeline": "pp", "cp": "cp", "context": "cp",
+               "ep": "ep", "expert": "ep", "moe": "ep"}
+
+
 def group_kind(desc: str, name: str = "") -> str:
-    d = (desc or name or "").lower()
-    if d in ("default_pg", "world", "default_group") or d.startswith("default"):
-        return "world"
-    for key, kind in (("pp", "pp"), ("pipe", "pp"), ("tp", "tp"), ("tensor", "tp"), ("cp", "cp"),
-                      ("context", "cp"), ("ep", "ep"), ("expert", "ep"), ("moe", "ep"), ("dp", "dp"),
-                      ("data", "dp"), ("fsdp", "dp"), ("shard", "dp")):
-        if re.search(rf"(^|[_\-:]){key}($|[_\-:\d])", d) or d.endswith(key):
-            return kind
-    return "other"
+    """Kind of a process group from its ``pg_desc``: the leading word names the dimension
+    (``tp_pp0_dp0`` is a tp group; ``mesh_dp`` a DeviceMesh dp dimension; ``default_pg`` the world)."""
+    d = (desc or "").lower()
+    if not d or d.startswith(("default", "world")):
+        return "world" if d else "other"
+    tokens = [t for t in re.split(r"[_\-:/.\s]+", d) if t]
+    if tokens and tokens[0] == "mesh" and len(tokens) > 1:
+        tokens = tokens[1:]
+    m = re.match(r"[a-z]+", tokens[0]) if tokens else None
+    return _KIND_WORDS.get(m.group(0), "other") if m else "other"
 
 
 def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
@@ -221,7 +228,8 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
     if g is not None and not g.empty:
         out["gpu_ops"] = pd.DataFrame({"rank": rank, "name": g["name"], "kind": g["kind"], "stream": g["stream"],
                                        "start_ms": g["ts_us"] / 1e3, "dur_ms": g["dur_us"] / 1e3,
-                                       "correlation": g.get("correlation", -1)})
+                                       "correlation": g.get("correlation", -1),
+                                       "ts_us": g["ts_us"], "dur_us": g["dur_us"]})
     c = t.get("collectives")
     if c is not None and not c.empty:
         df = c.copy()
@@ -245,52 +253,6 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
         df["dur_ms"] = df.pop("dur_us") / 1e3
         out["cpu_ops"] = df
     return out
-
-
-# --------------------------------------------------------------------------- interval arithmetic
-
-
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merged intervals (touching intervals merge)."""
-    if len(starts) == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    ms = s[idx]
-    me = np.maximum.reduceat(e, idx)
-    return ms, me
-
-
-def length(s: np.ndarray, e: np.ndarray) -> float:
-    return float((e - s).sum()) if len(s) else 0.0
-
-
-def intersect(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two merged interval lists."""
-    (as_, ae), (bs, be) = a, b
-    out_s, out_e = [], []
-    i = j = 0
-    while i < len(as_) and j < len(bs):
-        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
-        if lo < hi:
-            out_s.append(lo)
-            out_e.append(hi)
-        if ae[i] < be[j]:
-            i += 1
-        else:
-            j += 1
-    return np.asarray(out_s, dtype=float), np.asarray(out_e, dtype=float)
-
-
-def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    s, e = iv
-    keep = (e > lo) & (s < hi)
-    return np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
 
 
 def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None) -> pd.DataFrame:

@@ -166,8 +166,33 @@ def analyze(run: Run, options=None) -> Analysis:
     tables = {"per_rank": per_rank_out, "per_rank_step": rows}
     if not stages.empty:
         tables["per_stage_step"] = stages
+    gpu_time = _gpu_time(run)
+    if gpu_time is not None:
+        tables["gpu_time"] = gpu_time
+        metrics["gpu_time_definition"] = ("whole trace, float µs; *_hta columns apply HTA 0.5's conventions "
+                                          "(whole-µs rounding, work of the last ProfilerStep dropped)")
     return Analysis(metrics=metrics, tables=tables, data={"pipeline": bool(run.stage_map) and
                                                           (run.parallel.get("stages") or 1) > 1})
+
+
+def _gpu_time(run: Run) -> pd.DataFrame | None:
+    """Per-rank GPU temporal breakdown and comm/comp overlap (HTA's formulas; reportgen/intervals.py)."""
+    from ..intervals import gpu_time_metrics
+
+    gpu = run.table("gpu_ops")
+    if gpu is None:
+        return None
+    steps, launches = run.table("trace_steps"), run.table("launches")
+    rows = []
+    for rank, g in gpu.groupby("rank"):
+        st = steps[steps["rank"] == rank] if steps is not None else None
+        la = launches[launches["rank"] == rank] if launches is not None else None
+        ours = gpu_time_metrics(g)
+        hta = gpu_time_metrics(g, st, la, hta_compat=True)
+        row = {"rank": int(rank), **ours}
+        row.update({f"{k.removesuffix('_ratio')}_hta_ratio": v for k, v in hta.items() if k.endswith("_ratio")})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- present
@@ -215,6 +240,18 @@ def present(a: Analysis) -> View:
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +
             [Column(c, labels[c] + " (ms)", "ms") for c in present_cols if c in st.columns],
             caption="As msprof-analyze's stage rows: each value is the largest among the stage's ranks."))
+    if "gpu_time" in a.tables:
+        gt = a.tables["gpu_time"]
+        tables.append(Table.from_frame(
+            "overlap-gpu-time", "GPU time over the whole trace (HTA's temporal breakdown and overlap)", gt,
+            [Column("rank", "Rank", "rank"), Column("kernel_span_ms", "GPU span (ms)", "ms"),
+             Column("idle_ratio", "Idle", "ratio"), Column("compute_ratio", "Compute", "ratio"),
+             Column("non_compute_ratio", "Non-compute", "ratio"),
+             Column("comm_comp_overlap_ratio", "Comm overlapped by compute", "ratio"),
+             Column("idle_hta_ratio", "Idle (HTA conventions)", "ratio"),
+             Column("comm_comp_overlap_hta_ratio", "Overlap (HTA conventions)", "ratio")],
+            caption="Ours: float µs over the whole trace. HTA 0.5 rounds every kernel to whole µs and drops the work "
+                    "of the last ProfilerStep; its numbers are shown beside ours so neither is hidden."))
     notes = []
     if ascend and "receive_incl_batch_ms" in per_rank:
         notes.append("Bubble is the profiler's own column: torch_npu counts only hcom_receive ops, so a pipeline "

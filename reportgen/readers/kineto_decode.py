@@ -1,0 +1,1084 @@
+"""Streamed decoder for one PyTorch Kineto trace file (``*.pt.trace.json`` / ``*.json.gz``).
+
+Format facts: ../shared/research/kineto-traces-and-hta.md §4 and ../shared/research/generated-runs.md §2.
+The file is read in chunks (``.gz`` through ``gzip.open``, never decompressed as a whole); each chunk's
+complete events are decoded in ONE call and only the few events reportgen needs are kept, in typed
+arrays. No Python dict per event is kept for the whole file (HTA's whole-file ``json.load`` + DataFrame
+costs 6-8 MB RSS per MB of JSON).
+
+Decoding backends, fastest first (the first importable one is used; measured with
+bench/kineto_decoders.py, see bench/README.md):
+
+* ``msgspec`` (optional): each chunk is decoded into small ``msgspec.Struct`` s that keep only
+  ph/cat/name/ts/dur/pid/tid and leave ``args`` as undecoded raw JSON (``msgspec.Raw``); ``args`` are
+  decoded (into typed structs) only for the events that are kept. About 8x faster than orjson here.
+* ``orjson`` (a declared dependency): each chunk becomes dicts (what ascend_trace does).
+* ``json`` (stdlib): same, slower.
+
+Chunking reuses :mod:`.ascend_trace`'s helpers: a chunk is cut at the last ``}, {`` boundary
+(``_last_cut``); if that cut lands inside a string the decode fails and an earlier cut is tried; the
+last, incomplete event is finished with ``json.JSONDecoder.raw_decode`` once more data is read
+(``_one_event``). The top-level object is walked key by key, so metadata is found wherever it is
+(Kineto writes ``traceName``/``displayTimeUnit``/``baseTimeNanoseconds`` after ``traceEvents``; some
+tools put ``distributedInfo`` or everything there). A bare JSON array of events is accepted too.
+
+Accepted generations: 2021 (capitalised ``Kernel``/``Memcpy``/``Memset``/``Operator`` categories,
+string ``tid`` such as ``"stream 7"``, ``[memory]`` events without a category), 2024 (float µs with ns
+decimals), 2025-2026 (``ncclDevKernel_*``, Triton ``cpu_op`` launchers). ``ts``/``dur`` may be numbers
+or numeric strings.
+
+Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as float µs, sorted by ts):
+
+``steps``        step, ts_us, dur_us — ``ProfilerStep#N`` CPU spans (duplicates merged to the widest).
+``gpu_ops``      name, kind, ts_us, dur_us, stream, device, correlation — every event whose category is
+                 ``kernel``/``Kernel`` (kind ``kernel``, or ``comm``), ``gpu_memcpy``/``Memcpy``
+                 (``memcpy``), ``gpu_memset``/``Memset`` (``memset``). Only the category decides: CPU
+                 events that merely carry a ``stream`` arg (Triton launcher ``cpu_op`` s) are NOT GPU
+                 ops (HTA counts them). ``stream`` = args.stream, else the number in ``tid``;
+                 ``device`` = args.device, else ``pid``; ``correlation`` = args.correlation or -1.
+                 ``comm`` = a kernel with a ``Collective name`` arg or whose name matches
+                 ``^nccl``, ``ncclDevKernel``, ``ncclKernel``, ``^rccl`` or one of ``comm_patterns``
+                 (regexes, ``re.search``). :data:`DEFAULT_COMM_PATTERNS`:
+                 ``dpsk::ep::`` (DeepEP dispatch/combine as in DeepSeek's published H800 profile),
+                 ``deep_ep::`` (open-source DeepEP), ``cross_device_reduce_`` (vLLM / SGLang / aiter
+                 custom all-reduce ``cross_device_reduce_1stage/2stage``),
+                 ``quickreduce::`` (vLLM/aiter ROCm quick all-reduce),
+                 ``one_shot_all_reduce|two_shot_all_reduce|multimem_(one_shot_)?all_reduce`` (PyTorch
+                 symmetric memory), ``oneShotAllReduce|twoShotAllReduce|allreduce_fusion_kernel``
+                 (TensorRT-LLM / FlashInfer custom all-reduce), ``mscclpp::`` (MSCCL++),
+                 ``userbuffers`` (Transformer Engine comm-GEMM overlap). The fixtures themselves only
+                 contain NCCL/RCCL names (``ncclKernel_*``, ``ncclDevKernel_*``, ``ncclDevKernel_Generic``).
+``collectives``  source, name, ts_us, dur_us, tid, collective, in_nelems, out_nelems, dtype, elem_bytes,
+                 in_bytes, out_bytes, group_name, group_desc, group_ranks, group_size, seq — one row per
+                 collective as recorded:
+                 ``gpu_kernel``: kernels with a ``Collective name`` arg (NCCL with torch >= ~2.3);
+                 ``record_param_comms``: that CPU op (also without args in older torch: collective "");
+                 ``gloo``: ``gloo:<op>`` spans (torch CPU/gloo: the real communication interval, on a
+                 ``pt_gloo_runloop`` thread per process group, or the main thread for send/recv); sizes from
+                 ``Input Dims``/``Input type`` (the input tensor);
+                 ``annotation``: ``nccl:<op>`` CPU user annotations (sizes from ``Input Dims`` when present);
+                 ``c10d``: ``c10d::<op>`` CPU ops (enqueue time only, but they carry input AND output shapes:
+                 all_gather/reduce_scatter/all_to_all output sizes, and gloo runs ``reduce_scatter`` as a
+                 full-size ``gloo:all_reduce``, which only the c10d op shows).
+                 ``collective`` is normalised to lower case (all_reduce, all_gather, reduce_scatter,
+                 all_to_all, broadcast, reduce, gather, scatter, send, recv, barrier). ``wait`` records
+                 (``record_param_comms`` with Collective name ``wait``) are not collectives and are dropped.
+                 in/out_nelems are -1 when unknown; elem_bytes from dtype (c10 names ``Float`` or C++ names
+                 ``float``/``long int``/``c10::BFloat16``); in/out_bytes = nelems x elem_bytes, NaN when
+                 unknown; group_* from ``Process Group Name/Description/Ranks`` and ``Group size`` (-1 when
+                 absent; older traces: ``Process Group ID`` as the name); seq = ``Seq`` (the collective
+                 sequence number, not the autograd ``Sequence number``) or -1.
+``cpu_ops``      name, ts_us, dur_us, tid, input_dims, input_types — only ``aten::`` mm, addmm, bmm,
+                 baddbmm, matmul, linear, conv*, _convolution, cudnn_convolution*, mul, add (for FLOPs
+                 estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
+                 (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
+                 give the same text).
+                 At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
+``memory``       ts_us, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
+                 instant events, values as written (NaN when absent; 2021 traces have no totals).
+
+``meta``: ``distributedInfo`` (dict or None) and ``deviceProperties`` (list) always; plus whichever of
+:data:`META_KEYS` the file has (schemaVersion, baseTimeNanoseconds, displayTimeUnit, traceName,
+with_flops, profile_memory, ...). Free-form blocks (``metadata``, ``INFO`` logs, user names, job ids)
+are skipped: they can hold secrets (a TraceLens H100 trace had an HF token there).
+
+Time unit: Chrome-trace ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says (it only sets the
+viewer's display), and Kineto writes µs even with ``"displayTimeUnit": "ns"`` (HTA's ns_resolution
+fixture: float µs with ns decimals). Values are converted from ns to µs only when
+``displayTimeUnit == "ns"`` AND every kept ts/dur is an integer AND the median kept duration is at
+least 500 (a µs trace has median op/kernel durations of a few µs to tens of µs); ``meta`` then gets
+``"ts_converted_from_ns": True``.
+
+Problems are ``(str(path), one line)``: unreadable file, gzip errors (CRC, stream ends early), not
+JSON, not a trace object, truncated ("truncated after N events; the rest was skipped"; what was read
+is kept), events with a non-numeric ts, array items that are not objects. Never raises on bad input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
+
+try:  # optional: the fastest backend (see the module docstring and bench/kineto_decoders.py)
+    import msgspec as _msgspec
+except ImportError:  # pragma: no cover - depends on the environment
+    _msgspec = None
+try:  # declared dependency of reportgen, but keep working without it
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+__all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS", "BACKENDS"]
+
+#: Bytes read per chunk. msgspec is fastest with larger chunks than orjson (bench/kineto_decoders.py).
+CHUNK = {"msgspec": 1 << 20, "orjson": 64 << 10, "json": 64 << 10}
+#: cpu_ops rows kept at most (the rest are counted in a problem line).
+MAX_CPU_OPS = 2_000_000
+
+BUILTIN_COMM_PATTERNS = (r"^nccl", r"ncclDevKernel", r"ncclKernel", r"^rccl")
+DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
+    r"dpsk::ep::",
+    r"deep_ep::",
+    r"cross_device_reduce_",
+    r"quickreduce::",
+    r"one_shot_all_reduce|two_shot_all_reduce|multimem_(?:one_shot_)?all_reduce",
+    r"oneShotAllReduce|twoShotAllReduce|allreduce_fusion_kernel",
+    r"mscclpp::",
+    r"userbuffers",
+)
+
+META_KEYS = frozenset({
+    "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds",
+    "traceName", "with_flops", "profile_memory", "record_shapes", "with_stack", "with_modules", "trace_id",
+    "host_name", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "roctracer_version",
+    "hip_runtime_version", "hip_driver_version",
+})
+
+_GPU_KIND = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+             "gpu_memset": "memset", "Memset": "memset"}
+_CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
+_OP_NAMES = frozenset(f"aten::{n}" for n in (
+    "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
+_OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
+_KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::") + _OP_PREFIXES
+_STEP_PREFIX = "ProfilerStep#"
+_WS = b" \t\r\n"
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_NS_MEDIAN_DUR = 500.0
+
+# collective name -> canonical (letters only, lower case; first prefix match wins)
+_COLL_PREFIX = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+                ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("barrier", "barrier"),
+                ("monitoredbarrier", "barrier"), ("sendrecv", "send_recv"), ("send", "send"),
+                ("recv", "recv"), ("reduce", "reduce"), ("gather", "gather"), ("scatter", "scatter"),
+                ("wait", "wait"))
+# c10d op (after "c10d::", letters only) -> (index of the output arg, index of the input arg) in Input Dims
+_C10D_ARGS = {"allgatherbase": (0, 1), "reducescatterbase": (0, 1), "alltoallbase": (0, 1),
+              "allgatherintotensorcoalesced": (0, 1), "reducescattertensorcoalesced": (0, 1),
+              "allgather": (0, 1), "allgathercoalesced": (0, 1), "gather": (0, 1), "reducescatter": (0, 1),
+              "scatter": (0, 1), "alltoall": (0, 1)}
+# collectives whose output has the input's size (for rows that only show the input)
+_SAME_SIZE = frozenset({"all_reduce", "broadcast", "send", "recv", "reduce", "all_to_all", "barrier"})
+
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+    "long": 8, "longint": 8, "int64": 8, "int64t": 8, "longlong": 8, "int": 4, "int32": 4, "int32t": 4,
+    "short": 2, "shortint": 2, "int16": 2, "int16t": 2, "byte": 1, "unsignedchar": 1, "uint8": 1,
+    "uint8t": 1, "char": 1, "signedchar": 1, "int8": 1, "int8t": 1, "bool": 1, "uint16": 2, "uint32": 4,
+    "uint64": 8, "unsignedshort": 2, "unsignedint": 4, "unsignedlong": 8, "complexhalf": 4,
+    "complexfloat": 8, "complex<float>": 8, "complexdouble": 16, "complex<double>": 16,
+    "complex<c10::half>": 4, "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 1, "quint2x4": 1,
+}
+
+
+def elem_bytes(dtype) -> float:
+    """Bytes per element of a c10 ScalarType name (``Float``) or C++ type name (``long int``); NaN if unknown."""
+    if not isinstance(dtype, str) or not dtype:
+        return float("nan")
+    d = dtype.strip().lower()
+    if d.startswith("c10::"):
+        d = d[5:]
+    d = d.replace(" ", "").replace("_", "")
+    n = _DTYPE_BYTES.get(d)
+    if n is None and d.startswith("float8"):
+        n = 1
+    return float(n) if n is not None else float("nan")
+
+
+def canonical_collective(name) -> str:
+    """``allreduce`` / ``_allgather_base`` / ``c10d::alltoall_base_`` / ``gloo:all_reduce`` -> all_reduce, ..."""
+    if not isinstance(name, str):
+        return ""
+    n = name.rpartition(":")[2]
+    key = re.sub(r"[^a-z]", "", n.lower())
+    for prefix, canon in _COLL_PREFIX:
+        if key.startswith(prefix):
+            return canon
+    return n.strip("_").lower()
+
+
+# --------------------------------------------------------------------------------------------------
+# Event and args containers. Hot path: attribute access on msgspec Structs (args left raw), or on
+# _DictEv wrappers of dicts (orjson/json backends, and single events decoded by raw_decode).
+
+
+class _DictEv:
+    __slots__ = ("ph", "cat", "name", "ts", "dur", "pid", "tid", "args")
+
+    def __init__(self, d: dict):
+        g = d.get
+        self.ph = g("ph")
+        self.cat = g("cat")
+        self.name = g("name")
+        self.ts = g("ts")
+        self.dur = g("dur")
+        self.pid = g("pid")
+        self.tid = g("tid")
+        self.args = g("args")
+
+
+def _wrap(items) -> list:
+    return [_DictEv(d) if type(d) is dict else None for d in items]
+
+
+_COMM_FIELDS = (("stream", "stream"), ("device", "device"), ("correlation", "correlation"),
+                ("collective", "Collective name"), ("in_nelems", "In msg nelems"),
+                ("out_nelems", "Out msg nelems"), ("dtype", "dtype"), ("group_size", "Group size"),
+                ("group_name", "Process Group Name"), ("group_desc", "Process Group Description"),
+                ("group_ranks", "Process Group Ranks"), ("group_id", "Process Group ID"), ("seq", "Seq"),
+                ("input_dims", "Input Dims"), ("input_types", "Input type"))
+_MEM_FIELDS = (("device_type", "Device Type"), ("device_id", "Device Id"), ("bytes", "Bytes"),
+               ("total_allocated", "Total Allocated"), ("total_reserved", "Total Reserved"))
+
+
+class _Attrs:
+    """Plain attribute bag with the same field names as the msgspec arg structs (for dict args)."""
+
+    def __init__(self, d: dict, fields):
+        for attr, key in fields:
+            setattr(self, attr, d.get(key))
+
+
+if _msgspec is not None:
+    _Raw = _msgspec.Raw
+    _EMPTY_RAW = _Raw(b"")
+
+    class _Ev(_msgspec.Struct, gc=False):
+        ph: Any = None
+        cat: Any = None
+        name: Any = None
+        ts: Any = None
+        dur: Any = None
+        pid: Any = None
+        tid: Any = None
+        args: _Raw = _EMPTY_RAW
+
+    def _struct(name: str, fields, raw: tuple = ()):
+        anns = {attr: (_Raw if attr in raw else Any) for attr, _ in fields}
+        ns = {attr: _msgspec.field(default=(_EMPTY_RAW if attr in raw else None), name=key)
+              for attr, key in fields}
+        return _msgspec.defstruct(name, [(a, anns[a], ns[a]) for a, _ in fields], gc=False)
+
+    _CommArgs = _struct("_CommArgs", _COMM_FIELDS)
+    _MemArgs = _struct("_MemArgs", _MEM_FIELDS)
+    _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type")),
+                      raw=("input_dims", "input_types"))
+    _EV_LIST = _msgspec.json.Decoder(list[_Ev])
+    _ARG_DEC = {"comm": _msgspec.json.Decoder(_CommArgs), "mem": _msgspec.json.Decoder(_MemArgs),
+                "op": _msgspec.json.Decoder(_OpArgs)}
+    _ANY_DEC = _msgspec.json.Decoder()
+else:  # pragma: no cover - depends on the environment
+    _Raw = None
+
+_ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
+               "op": (("input_dims", "Input Dims"), ("input_types", "Input type"))}
+
+
+def _args(args, kind: str):
+    """Typed view of an event's args (msgspec Raw or dict); attributes None when absent."""
+    if type(args) is not dict:
+        if _Raw is not None and type(args) is _Raw:
+            if not len(args):
+                args = {}
+            else:
+                try:
+                    return _ARG_DEC[kind].decode(args)
+                except _msgspec.DecodeError:  # args not an object, or odd values: fall back to a dict
+                    try:
+                        args = _ANY_DEC.decode(args)
+                    except (_msgspec.DecodeError, UnicodeDecodeError):
+                        args = {}
+                except UnicodeDecodeError:
+                    try:
+                        args = json.loads(bytes(args).decode("utf-8", "replace"))
+                    except ValueError:
+                        args = {}
+        if type(args) is not dict:
+            args = {}
+    a = _Attrs(args, _ARG_FIELDS[kind])
+    if kind == "op":  # as written in the file: re-serialise with the json module's (= Kineto's) separators
+        for attr in ("input_dims", "input_types"):
+            v = getattr(a, attr)
+            setattr(a, attr, "" if v is None else v if isinstance(v, str) else json.dumps(v))
+    return a
+
+
+# --------------------------------------------------------------------------------------------------
+# Backends: decode the bytes of a run of complete events (``[`` + events + ``]``) into event objects.
+
+
+class _RunError(Exception):
+    def __init__(self, pos: int | None):
+        super().__init__(pos)
+        self.pos = pos
+
+
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+
+
+def _run_msgspec(piece: bytes) -> list:
+    try:
+        return _EV_LIST.decode(piece)
+    except _msgspec.ValidationError:  # items that are not objects (or odd args): decode untyped
+        try:
+            return _wrap(_ANY_DEC.decode(piece))
+        except _msgspec.DecodeError as exc:
+            m = _BYTE_POS.search(str(exc))
+            raise _RunError(int(m.group(1)) if m else None) from None
+    except _msgspec.DecodeError as exc:
+        m = _BYTE_POS.search(str(exc))
+        raise _RunError(int(m.group(1)) if m else None) from None
+
+
+def _run_orjson(piece: bytes) -> list:
+    try:
+        return _wrap(_orjson.loads(piece))
+    except _orjson.JSONDecodeError as exc:
+        raise _RunError(getattr(exc, "pos", None)) from None
+
+
+def _run_json(piece: bytes) -> list:
+    try:
+        return _wrap(json.loads(piece))
+    except json.JSONDecodeError as exc:
+        raise _RunError(exc.pos) from None
+
+
+BACKENDS: dict[str, Callable[[bytes], list]] = {}
+if _msgspec is not None:
+    BACKENDS["msgspec"] = _run_msgspec
+if _orjson is not None:
+    BACKENDS["orjson"] = _run_orjson
+BACKENDS["json"] = _run_json
+
+
+def default_backend() -> str:
+    return next(iter(BACKENDS))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the document
+
+
+class _Reader:
+    """A byte buffer over a (possibly gzip) binary file; read errors end the stream and are kept."""
+
+    def __init__(self, fh, chunk: int):
+        self.fh = fh
+        self.chunk = chunk
+        self.buf = b""
+        self.pos = 0
+        self.eof = False
+        self.error: str | None = None
+
+    def more(self, want: int | None = None) -> bool:
+        """Append data (dropping what is before pos); False at the end of the stream."""
+        if self.eof:
+            return False
+        try:
+            data = self.fh.read(want or self.chunk)
+        except EOFError as exc:  # gzip: "Compressed file ended before the end-of-stream marker was reached"
+            data = b""
+            self.error = f"gzip stream ends early ({exc})"
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            data = b""
+            self.error = f"gzip error ({exc})"
+        except OSError as exc:
+            data = b""
+            self.error = f"read error ({exc.strerror or exc})"
+        if not data:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + data
+        self.pos = 0
+        return True
+
+    def peek(self) -> int | None:
+        """The next non-whitespace byte (reading as needed), or None at the end."""
+        while True:
+            self.pos = _skip(self.buf, self.pos)
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return None
+
+    def value(self):
+        """Parse one JSON value at pos (any size); raises _Stop when it is broken or cut off."""
+        want = self.chunk
+        while True:
+            try:
+                one = _one_event(self.buf, self.pos, self.eof)
+            except UnicodeDecodeError:
+                raise _Stop("not UTF-8 text", keep=False) from None
+            # a number/literal that ends exactly at the end of the buffer may continue in the next chunk
+            if one is not None and (one[1] < len(self.buf) or self.eof):
+                self.pos = one[1]
+                return one[0]
+            if len(self.buf) - self.pos > MAX_EVENT:
+                raise _Stop(f"a value larger than {MAX_EVENT >> 20} MiB", keep=False)
+            if not self.more(want):
+                if one is not None:
+                    self.pos = one[1]
+                    return one[0]
+                raise _Stop("truncated")
+            want = min(want * 2, MAX_EVENT)
+
+
+def _open(path: Path):
+    fh = open(path, "rb")
+    try:
+        magic = fh.read(2)
+        fh.seek(0)
+    except OSError:
+        fh.close()
+        raise
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb"), fh
+    return fh, None
+
+
+def _read_events(r: _Reader, feed, state: dict, run_decode) -> None:
+    """Stream the items of the ``traceEvents`` array (r.pos is just after ``[``) into ``feed``."""
+    want = r.chunk
+    while True:
+        buf = r.buf
+        pos = _skip(buf, r.pos, b" \t\r\n,")
+        r.pos = pos
+        if pos < len(buf):
+            c = buf[pos]
+            if c == 0x5D:  # ']'
+                r.pos = pos + 1
+                return
+            got = _parse_run(buf, pos, run_decode) if c == 0x7B else None
+            if got is None:  # the item at pos on its own (the last of the buffer, broken, or not an object)
+                try:
+                    one = _one_event(buf, pos, r.eof)
+                except UnicodeDecodeError:
+                    raise _Stop(f"not UTF-8 text after {state['count']} events; the rest was skipped") from None
+                except _Stop as stop:
+                    raise _Stop(f"{stop.message} after {state['count']} events; the rest was skipped") from None
+                if one is not None and (one[1] < len(buf) or r.eof):
+                    got = _wrap([one[0]]), one[1]
+            if got is not None:
+                items, r.pos = got
+                state["count"] += len(items)
+                feed(items)
+                want = r.chunk
+                continue
+        if r.eof:
+            raise _Stop(f"truncated after {state['count']} events; the rest was skipped")
+        if len(buf) - pos > MAX_EVENT:
+            raise _Stop(f"an event larger than {MAX_EVENT >> 20} MiB after {state['count']} events; "
+                        "the rest was skipped")
+        if not r.more(want):
+            continue  # eof now set: the loop above parses what is left, then reports the truncation
+        want = min(want * 2, MAX_EVENT)
+
+
+def _parse_run(buf: bytes, pos: int, run_decode):
+    """Decode the longest run of complete events ``buf[pos:cut]`` ending at a ``}, {`` boundary.
+
+    Returns (items, cut), or None when no run decodes (the event at pos is the last one, incomplete,
+    or broken). Invalid UTF-8 inside a run is replaced (U+FFFD) rather than ending the file.
+    """
+    hi = len(buf)
+    while True:
+        cut = _last_cut(buf, pos, hi)
+        if cut < 0:
+            return None
+        piece = b"[" + buf[pos:cut] + b"]"
+        try:
+            return run_decode(piece), cut
+        except RecursionError:
+            raise _Stop(f"JSON nested too deeply after byte {pos}") from None
+        except UnicodeDecodeError:
+            try:
+                return _wrap(json.loads(piece.decode("utf-8", "replace"))), cut
+            except (ValueError, RecursionError):
+                err = None
+        except _RunError as exc:
+            err = exc.pos
+        # the cut was inside a string (or the data is broken): try an earlier cut, before the error
+        hi = cut - 1 if err is None else min(cut - 1, pos + max(err - 1, 0))
+
+
+def _value(r: _Reader, state: dict):
+    try:
+        return r.value()
+    except _Stop as stop:
+        raise _Stop(f"{stop.message} after {state['count']} events", keep=stop.keep and state["count"] > 0) from None
+
+
+def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> None:
+    c = r.peek()
+    if c is None:
+        raise _Stop("empty file", keep=False)
+    if r.pos == 0 and r.buf.startswith(b"\xef\xbb\xbf"):  # UTF-8 BOM
+        r.pos = 3
+        c = r.peek()
+    if c == 0x5B:  # '[': a bare array of trace events (legal Chrome-trace JSON)
+        r.pos += 1
+        state["in_events"] = True
+        _read_events(r, feed, state, run_decode)
+        state["in_events"] = False
+        return
+    if c != 0x7B:
+        head = bytes(r.buf[r.pos:r.pos + 16])
+        if b"\x00" in r.buf[:4096]:
+            raise _Stop("binary data (NUL bytes), not JSON text", keep=False)
+        raise _Stop(f"not JSON: a Kineto trace is a JSON object; the file starts with {head!r}", keep=False)
+    r.pos += 1
+    seen_events = False
+    first = True
+    while True:
+        c = r.peek()
+        if c is None:
+            raise _Stop(f"truncated after {state['count']} events"
+                        + ("; the metadata after the events is missing" if seen_events else ""))
+        if c == 0x7D and first:  # '{}'
+            r.pos += 1
+            break
+        if c != 0x22:  # '"'
+            raise _Stop(f"malformed JSON at the top level (byte {r.pos} of the text), after {state['count']} events")
+        key = _value(r, state)
+        if r.peek() != 0x3A:  # ':'
+            raise _Stop(f"malformed JSON at the top level after key {key!r}")
+        r.pos += 1
+        c = r.peek()
+        if key == "traceEvents" and c == 0x5B:
+            r.pos += 1
+            seen_events = True
+            state["in_events"] = True
+            _read_events(r, feed, state, run_decode)
+            state["in_events"] = False
+        elif c is None:
+            raise _Stop(f"truncated after {state['count']} events")
+        else:
+            value = _value(r, state)
+            if key == "traceEvents":
+                seen_events = True
+                if isinstance(value, list):
+                    state["count"] += len(value)
+                    feed(_wrap(value))
+                else:
+                    state["bad_events_key"] = True
+            elif key in META_KEYS:
+                meta[key] = value
+        first = False
+        c = r.peek()
+        if c == 0x2C:  # ','
+            r.pos += 1
+            continue
+        if c == 0x7D:  # '}'
+            r.pos += 1
+            break
+        if c is None:
+            raise _Stop(f"truncated after {state['count']} events"
+                        + ("; the metadata after the events is missing" if seen_events else ""))
+        raise _Stop(f"malformed JSON at the top level after key {key!r}")
+    state["object_without_events"] = not seen_events
+
+
+# --------------------------------------------------------------------------------------------------
+# Collecting the tables
+
+
+def _num(v):
+    """float from a JSON number or numeric string; None otherwise (also for NaN/inf)."""
+    c = v.__class__
+    if c is float:
+        return v if v - v == 0 else None
+    if c is int:
+        try:
+            return float(v)
+        except OverflowError:
+            return None
+    if c is str:
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        return f if f - f == 0 else None
+    return None
+
+
+def _int(v, default: int = -1) -> int:
+    c = v.__class__
+    if c is int:
+        return v if _INT64[0] <= v <= _INT64[1] else default
+    if c is float and v.is_integer():
+        return _int(int(v), default)
+    if c is str:
+        s = v.strip()
+        if s.lstrip("-").isdigit():
+            return _int(int(s), default)
+        m = re.search(r"-?\d+", s)  # "stream 7"
+        if m:
+            return _int(int(m.group(0)), default)
+    return default
+
+
+def _numel(dims) -> int:
+    """Elements of one tensor's dims ``[a, b]`` or of a tensor list ``[[a, b], [c]]``; -1 if unknown."""
+    if not isinstance(dims, list) or not dims:
+        return -1
+    if all(type(d) is int for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n if 0 <= n <= _INT64[1] else -1
+    total = 0
+    for d in dims:
+        k = _numel(d)
+        if k < 0:
+            return -1
+        total += k
+    return total
+
+
+def _text(v) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+class _Collector:
+    def __init__(self, comm_regex):
+        self.comm_re = comm_regex
+        self.comm_cache: dict = {}
+        self.intern: dict = {}
+        self.canon: dict = {}
+        self.steps: dict[int, tuple[float, float]] = {}
+        # gpu_ops
+        self.g_name: list = []
+        self.g_kind: list = []
+        self.g_ts = array("d")
+        self.g_dur = array("d")
+        self.g_stream = array("q")
+        self.g_dev = array("q")
+        self.g_corr = array("q")
+        # collectives: tuples
+        self.coll: list = []
+        # cpu_ops
+        self.o_name: list = []
+        self.o_ts = array("d")
+        self.o_dur = array("d")
+        self.o_tid: list = []
+        self.o_dims: list = []
+        self.o_types: list = []
+        self.o_dropped = 0
+        # memory
+        self.m_ts = array("d")
+        self.m_dt = array("q")
+        self.m_di = array("q")
+        self.m_bytes = array("d")
+        self.m_alloc = array("d")
+        self.m_res = array("d")
+        # checks
+        self.bad_time = 0
+        self.not_objects = 0
+        self.all_integral = True
+
+    # -- helpers
+    def _s(self, v) -> str:
+        if v.__class__ is not str:
+            v = "" if v is None else str(v)
+        return self.intern.setdefault(v, v)
+
+    def _times(self, e):
+        t = e.ts
+        t = t if t.__class__ is float else _num(t)
+        d = e.dur
+        d = 0.0 if d is None else (d if d.__class__ is float else _num(d))
+        if t is None or d is None:
+            self.bad_time += 1
+            return None
+        if self.all_integral and not (t.is_integer() and d.is_integer()):
+            self.all_integral = False
+        return t, d
+
+    def _canon(self, v) -> str:
+        """JSON text of an args value in Kineto's one-line style (``[[384], [256, 256]]``), interned.
+
+        Raw (msgspec) values are keyed by their bytes: shapes repeat, so each distinct text is parsed and
+        re-serialised once; files written with other spacing (pretty-printed, compact) give the same text.
+        """
+        if v.__class__ is str:  # dict path: already json.dumps'ed by _args
+            return self.intern.setdefault(v, v)
+        if not len(v):
+            return ""
+        key = bytes(v)
+        s = self.canon.get(key)
+        if s is None:
+            try:
+                s = json.dumps(json.loads(key))
+            except (ValueError, RecursionError):
+                s = key.decode("utf-8", "replace")
+            s = self.intern.setdefault(s, s)
+            if len(self.canon) < 200_000:
+                self.canon[key] = s
+        return s
+
+    def _is_comm(self, name: str) -> bool:
+        hit = self.comm_cache.get(name)
+        if hit is None:
+            hit = self.comm_cache[name] = bool(self.comm_re.search(name))
+        return hit
+
+    # -- the hot loop
+    def feed(self, batch) -> None:
+        gpu_kind = _GPU_KIND
+        cpu_cats = _CPU_CATS
+        op_names = _OP_NAMES
+        keep = _KEEP_PREFIXES
+        for e in batch:
+            if e is None:
+                self.not_objects += 1
+                continue
+            cat = e.cat
+            if cat.__class__ is str:
+                k = gpu_kind.get(cat)
+                if k is not None:
+                    if e.ph == "X":
+                        self._gpu(e, k)
+                    continue
+                if cat in cpu_cats:
+                    name = e.name
+                    if name.__class__ is str and (name in op_names or name.startswith(keep)) and e.ph == "X":
+                        self._cpu(e, name, cat)
+                    continue
+                if cat != "cpu_instant_event":
+                    continue
+            if e.ph == "i" and e.name == "[memory]":
+                self._memory(e)
+
+    # -- handlers
+    def _gpu(self, e, kind: str) -> None:
+        tt = self._times(e)
+        if tt is None:
+            return
+        name = e.name
+        name = self._s(name)
+        a = _args(e.args, "comm")
+        coll = a.collective
+        if kind == "kernel" and (coll is not None or self._is_comm(name)):
+            kind = "comm"
+        stream = _int(a.stream)
+        if stream < 0 and a.stream is None:
+            stream = _int(e.tid)
+        dev = _int(a.device)
+        if dev < 0 and a.device is None:
+            dev = _int(e.pid)
+        self.g_name.append(name)
+        self.g_kind.append(kind)
+        self.g_ts.append(tt[0])
+        self.g_dur.append(tt[1])
+        self.g_stream.append(stream)
+        self.g_dev.append(dev)
+        self.g_corr.append(_int(a.correlation))
+        if coll is not None:
+            self._coll_row("gpu_kernel", name, tt, e.tid, a)
+
+    def _cpu(self, e, name: str, cat: str) -> None:
+        if name.startswith(_STEP_PREFIX):
+            m = re.match(r"ProfilerStep#(\d+)", name)
+            if not m:
+                return
+            tt = self._times(e)
+            if tt is None:
+                return
+            n = int(m.group(1))
+            cur = self.steps.get(n)
+            if cur is None:
+                self.steps[n] = tt  # (ts, dur) exactly as written
+            else:  # the same step recorded twice (another thread/process): the widest span
+                s = min(cur[0], tt[0])
+                self.steps[n] = (s, max(cur[0] + cur[1], tt[0] + tt[1]) - s)
+            return
+        if name == "record_param_comms":
+            tt = self._times(e)
+            if tt is not None:
+                a = _args(e.args, "comm")
+                if canonical_collective(a.collective) != "wait":
+                    self._coll_row("record_param_comms", name, tt, e.tid, a)
+            return
+        if name.startswith("gloo:") or name.startswith("nccl:"):
+            tt = self._times(e)
+            if tt is not None:
+                self._annotation_row("gloo" if name[0] == "g" else "annotation", name, tt, e.tid,
+                                     _args(e.args, "comm"))
+            return
+        if name.startswith("c10d::"):
+            tt = self._times(e)
+            if tt is not None:
+                self._c10d_row(name, tt, e.tid, _args(e.args, "comm"))
+            return
+        if name.startswith("aten::"):
+            if name not in _OP_NAMES and not name.startswith(_OP_PREFIXES):
+                return
+            if len(self.o_ts) >= MAX_CPU_OPS:
+                self.o_dropped += 1
+                return
+            tt = self._times(e)
+            if tt is None:
+                return
+            a = _args(e.args, "op")
+            self.o_name.append(self._s(name))
+            self.o_ts.append(tt[0])
+            self.o_dur.append(tt[1])
+            self.o_tid.append(self._s(e.tid))
+            self.o_dims.append(self._canon(a.input_dims))
+            self.o_types.append(self._canon(a.input_types))
+
+    def _memory(self, e) -> None:
+        t = _num(e.ts)
+        if t is None:
+            self.bad_time += 1
+            return
+        if self.all_integral and not t.is_integer():
+            self.all_integral = False
+        a = _args(e.args, "mem")
+        nan = float("nan")
+        self.m_ts.append(t)
+        self.m_dt.append(_int(a.device_type))
+        self.m_di.append(_int(a.device_id))
+        for arr, v in ((self.m_bytes, a.bytes), (self.m_alloc, a.total_allocated), (self.m_res, a.total_reserved)):
+            f = _num(v)
+            arr.append(nan if f is None else f)
+
+    def _coll_row(self, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None) -> None:
+        if collective is None:
+            collective = canonical_collective(a.collective)
+        if in_n is None:
+            in_n = _int(a.in_nelems)
+        if out_n is None:
+            out_n = _int(a.out_nelems)
+        if dtype is None:
+            dtype = a.dtype if isinstance(a.dtype, str) else ""
+        eb = elem_bytes(dtype)
+        nan = float("nan")
+        group_name = a.group_name if a.group_name is not None else a.group_id
+        self.coll.append((
+            source, self._s(name), tt[0], tt[1], self._s(tid), collective, in_n, out_n, self._s(dtype), eb,
+            in_n * eb if in_n >= 0 else nan, out_n * eb if out_n >= 0 else nan,
+            self._s(_text(group_name)), self._s(_text(a.group_desc)), self._s(_text(a.group_ranks)),
+            _int(a.group_size), _int(a.seq)))
+
+    def _annotation_row(self, source, name, tt, tid, a) -> None:
+        collective = canonical_collective(name)
+        dims = a.input_dims
+        in_n = _numel(dims[0]) if isinstance(dims, list) and dims else -1
+        types = a.input_types
+        dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
+        if a.collective is not None:  # newer records may carry the full metadata
+            self._coll_row(source, name, tt, tid, a, collective=collective)
+            return
+        out_n = in_n if collective in _SAME_SIZE else -1
+        self._coll_row(source, name, tt, tid, a, collective, in_n, out_n, dtype)
+
+    def _c10d_row(self, name, tt, tid, a) -> None:
+        op = re.sub(r"[^a-z]", "", name[6:].lower())
+        collective = canonical_collective(name)
+        if not collective or collective == "wait" or op in ("wait", "waitall", "waittensor"):
+            return
+        dims = a.input_dims if isinstance(a.input_dims, list) else []
+        types = a.input_types if isinstance(a.input_types, list) else []
+        o, i = _C10D_ARGS.get(op, (0, 0))
+        in_n = _numel(dims[i]) if len(dims) > i else -1
+        out_n = _numel(dims[o]) if len(dims) > o else -1
+        dtype = ""
+        for idx in (i, o):
+            t = types[idx] if len(types) > idx else None
+            if isinstance(t, str) and t and t not in ("TensorList", "Scalar", "ScalarList", "GenericList"):
+                dtype = t
+                break
+        self._coll_row("c10d", name, tt, tid, a, collective, in_n, out_n, dtype)
+
+    # -- tables
+    def tables(self, scale: float) -> dict[str, pd.DataFrame]:
+        out: dict[str, pd.DataFrame] = {}
+
+        def f64(a) -> np.ndarray:
+            x = np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
+            return x * scale if scale != 1.0 else x.copy()
+
+        def i64(a) -> np.ndarray:
+            return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
+
+        def sort(df: pd.DataFrame) -> pd.DataFrame:
+            return df.sort_values("ts_us", kind="stable").reset_index(drop=True)
+
+        if self.steps:
+            order = sorted(self.steps)
+            out["steps"] = pd.DataFrame({
+                "step": np.array(order, dtype=np.int64),
+                "ts_us": np.array([self.steps[n][0] for n in order], dtype=np.float64) * scale,
+                "dur_us": np.array([self.steps[n][1] for n in order], dtype=np.float64) * scale,
+            })
+        if self.g_name:
+            out["gpu_ops"] = sort(pd.DataFrame({
+                "name": self.g_name, "kind": self.g_kind, "ts_us": f64(self.g_ts), "dur_us": f64(self.g_dur),
+                "stream": i64(self.g_stream), "device": i64(self.g_dev), "correlation": i64(self.g_corr)}))
+        if self.coll:
+            cols = ["source", "name", "ts_us", "dur_us", "tid", "collective", "in_nelems", "out_nelems", "dtype",
+                    "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
+                    "group_size", "seq"]
+            df = pd.DataFrame.from_records(self.coll, columns=cols)
+            for c in ("ts_us", "dur_us", "elem_bytes", "in_bytes", "out_bytes"):
+                df[c] = df[c].astype(np.float64)
+            for c in ("in_nelems", "out_nelems", "group_size", "seq"):
+                df[c] = df[c].astype(np.int64)
+            if scale != 1.0:
+                df["ts_us"] *= scale
+                df["dur_us"] *= scale
+            out["collectives"] = sort(df)
+        if self.o_name:
+            out["cpu_ops"] = sort(pd.DataFrame({
+                "name": self.o_name, "ts_us": f64(self.o_ts), "dur_us": f64(self.o_dur), "tid": self.o_tid,
+                "input_dims": self.o_dims, "input_types": self.o_types}))
+        if len(self.m_ts):
+            out["memory"] = sort(pd.DataFrame({
+                "ts_us": f64(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
+                "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
+                "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
+                "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
+        return out
+
+    def kept_durations(self) -> np.ndarray:
+        parts = [np.frombuffer(self.g_dur, dtype=np.float64) if len(self.g_dur) else np.zeros(0),
+                 np.frombuffer(self.o_dur, dtype=np.float64) if len(self.o_dur) else np.zeros(0),
+                 np.array([r[3] for r in self.coll], dtype=np.float64),
+                 np.array([v[1] for v in self.steps.values()], dtype=np.float64)]
+        d = np.concatenate(parts)
+        return d[d > 0]
+
+
+def _comm_regex(patterns, where: str, problems: list):
+    parts = []
+    for p in tuple(BUILTIN_COMM_PATTERNS) + tuple(patterns or ()):
+        try:
+            re.compile(p)
+        except (re.error, TypeError) as exc:
+            problems.append((where, f"communication kernel pattern {p!r} is not a valid regex ({exc}); ignored"))
+            continue
+        parts.append(f"(?:{p})")
+    return re.compile("|".join(parts))
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DecodedTrace:
+    meta: dict            # distributedInfo (dict or None), deviceProperties (list), schemaVersion, ... (see module doc)
+    tables: dict[str, pd.DataFrame]
+
+
+def decode_trace(path: Path, problems: list[tuple[str, str]],
+                 comm_patterns: tuple[str, ...] = DEFAULT_COMM_PATTERNS) -> DecodedTrace:
+    """Stream one Kineto trace file (``.json`` or ``.json.gz``) into :class:`DecodedTrace`.
+
+    See the module docstring for the tables and rules. Problems are appended to ``problems`` as
+    ``(str(path), description)``; bad input never raises.
+    """
+    return _decode(Path(path), problems, comm_patterns)
+
+
+def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, backend: str | None = None,
+            chunk: int | None = None) -> DecodedTrace:
+    where = str(path)
+    backend = backend or default_backend()
+    run_decode = BACKENDS[backend]
+    meta: dict = {}
+    col = _Collector(_comm_regex(comm_patterns, where, problems))
+    state = {"count": 0, "in_events": False}
+    stopped = False
+    try:
+        fh, raw = _open(path)
+    except OSError as exc:
+        problems.append((where, f"cannot open: {exc.strerror or exc}"))
+        return DecodedTrace(_finish_meta(meta, where, problems), {})
+    r = _Reader(fh, chunk or CHUNK.get(backend, 64 << 10))
+    try:
+        try:
+            _read_document(r, col.feed, meta, state, run_decode)
+            _drain(r, where, problems, state)
+        except _Stop as stop:
+            stopped = True
+            msg = stop.message
+            if r.error:  # the stream ended because of a gzip/read error: say that, not just "truncated"
+                msg = f"{r.error} after {state['count']} events; the rest was skipped"
+            problems.append((where, msg))
+            if not stop.keep:
+                return DecodedTrace(_finish_meta(meta, where, problems), {})
+        except (OSError, EOFError, zlib.error) as exc:  # pragma: no cover - _Reader catches these
+            stopped = True
+            problems.append((where, f"read error after {state['count']} events: {exc}; the rest was skipped"))
+    finally:
+        fh.close()
+        if raw is not None:
+            raw.close()
+    if not stopped and state.get("object_without_events"):
+        problems.append((where, 'a JSON object without "traceEvents": not a Kineto trace'))
+        return DecodedTrace(_finish_meta(meta, where, problems), {})
+    if state.get("bad_events_key"):
+        problems.append((where, '"traceEvents" is not an array'))
+    if col.not_objects:
+        problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
+    if col.bad_time:
+        problems.append((where, f"{col.bad_time} events without a numeric ts/dur were skipped"))
+    if col.o_dropped:
+        problems.append((where, f"cpu_ops capped at {MAX_CPU_OPS} rows; {col.o_dropped} more matching ops "
+                                "were not kept"))
+    meta = _finish_meta(meta, where, problems)
+    scale = 1.0
+    if meta.get("displayTimeUnit") == "ns" and col.all_integral:
+        d = col.kept_durations()
+        if len(d) and float(np.median(d)) >= _NS_MEDIAN_DUR:
+            # ts/dur written in ns (integers, long durations) although Chrome traces use µs: convert
+            scale = 1e-3
+            meta["ts_converted_from_ns"] = True
+    return DecodedTrace(meta, col.tables(scale))
+
+
+def _drain(r: _Reader, where: str, problems: list, state: dict) -> None:
+    """Read what follows the JSON value: a gzip CRC/length error only shows at the end of the stream."""
+    extra = bytes(r.buf[r.pos:]).strip()
+    r.pos = len(r.buf)
+    seen = len(extra)
+    while seen < (1 << 20) and r.more():
+        chunk = r.buf.strip()
+        extra = extra or chunk
+        seen += len(chunk)
+        r.pos = len(r.buf)
+    if extra:
+        problems.append((where, f"data after the end of the JSON ({extra[:16]!r}...) was ignored"))
+    if r.error:
+        problems.append((where, f"{r.error} after the whole trace was read ({state['count']} events; kept)"))
+
+
+def _finish_meta(meta: dict, where: str, problems: list) -> dict:
+    info = meta.get("distributedInfo")
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            pass
+    if info is not None and not isinstance(info, dict):
+        problems.append((where, "distributedInfo is not a JSON object; ignored"))
+        info = None
+    meta["distributedInfo"] = info
+    props = meta.get("deviceProperties")
+    meta["deviceProperties"] = props if isinstance(props, list) else []
+    return meta
