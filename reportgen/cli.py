@@ -8,6 +8,7 @@ leaves a half-written report; the input directory is only ever read.
 from __future__ import annotations
 
 import argparse
+import re
 import logging
 import os
 import sys
@@ -38,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="report title (default: the run directory name)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="decode ranks in N parallel processes (default: the number of cores)")
+    p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
+                   help="PyTorch traces: also count GPU kernels whose name matches REGEX as communication "
+                        "(repeatable; NCCL/RCCL, DeepEP and common custom all-reduce kernels are built in)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
@@ -54,7 +58,7 @@ def _check_output(path: str) -> None:
         raise InputError(path, "output directory is not writable")
 
 
-def load_run(run_arg: str, progress=None, jobs: int | None = None):
+def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = ()):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -63,7 +67,7 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None):
             progress.update("reading files", done, total)
 
     if run_arg != "demo":
-        return read_run(run_arg, progress=read_progress, jobs=jobs)
+        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns)
     from .demo import demo_spec
     from .synth import write_mindinsight_run
 
@@ -78,12 +82,13 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None):
     return run
 
 
-def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None) -> tuple[str, dict]:
+def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
+                 comm_patterns: tuple[str, ...] = ()) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress, jobs)
+    run = load_run(run_arg, progress, jobs, comm_patterns)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -108,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
             _check_output(args.json_path)
         if args.jobs is not None and args.jobs < 1:
             raise InputError(None, "--jobs must be at least 1")
-        html, doc = build_report(args.run, args.title, progress, args.jobs)
+        for pattern in args.comm_pattern:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise InputError(None, f"--comm-pattern {pattern!r}: not a regular expression ({exc})") from None
+        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern))
         from . import metrics, render
 
         json_text = metrics.dumps(doc) if args.json_path else None

@@ -144,3 +144,22 @@ def test_hta_compat_mode_reproduces_hta_on_the_two_rank_pair():
         assert round(g["compute_hta_ratio"] * 100, 2) == float(ref["compute_time_pctg"])
         assert round(g["non_compute_hta_ratio"] * 100, 2) == float(ref["non_compute_time_pctg"])
         assert round(g["comm_comp_overlap_hta_ratio"] * 100, 2) == float(over[ref["rank"]])
+
+
+def test_user_comm_pattern_and_parallel_jobs_give_the_same_tables(tmp_path, monkeypatch):
+    from reportgen.readers import kineto
+
+    d = fixture_dir(*HTA_DATA, "trace_filter")
+    serial = read_run(d, jobs=1)
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    parallel = read_run(d, jobs=2)
+    assert serial.tables["gpu_ops"].equals(parallel.tables["gpu_ops"])
+    custom = read_run(d, jobs=1, comm_patterns=("^void at::native::",))
+    assert (custom.tables["gpu_ops"]["kind"] == "comm").sum() > (serial.tables["gpu_ops"]["kind"] == "comm").sum()
+
+
+def test_bad_comm_pattern_is_a_usage_error(tmp_path):
+    from reportgen import cli
+
+    rc = cli.main([str(fixture_dir(*GLOO)), "-o", str(tmp_path / "r.html"), "--comm-pattern", "(", "--quiet"])
+    assert rc == 2 and not (tmp_path / "r.html").exists()

@@ -13,7 +13,8 @@ from . import ascend, kineto, mindinsight
 FAMILIES = [("mindinsight", mindinsight), ("ascend", ascend), ("kineto", kineto)]
 
 
-def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
+def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
+             comm_patterns: tuple[str, ...] = ()) -> Run:
     """Detect the input family of ``path`` and read it. Raises :class:`InputError` when unusable."""
     root = Path(path)
     if not root.exists():
@@ -27,7 +28,7 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
     for _name, module in FAMILIES:
         if module.detect(root):
             if module is kineto:
-                return module.read(root, progress=progress, jobs=jobs)
+                return module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
             return module.read(root, progress=progress)
     raise InputError(
         root,

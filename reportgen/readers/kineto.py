@@ -65,12 +65,13 @@ def detect(root: Path) -> bool:
     return bool(find_traces(root))
 
 
-def _decode(path: str):
-    from .kineto_decode import decode_trace
+def _decode(job: tuple[str, tuple[str, ...]]):
+    from .kineto_decode import DEFAULT_COMM_PATTERNS, decode_trace
 
+    path, extra = job
     problems: list = []
     try:
-        decoded = decode_trace(Path(path), problems)
+        decoded = decode_trace(Path(path), problems, comm_patterns=tuple(DEFAULT_COMM_PATTERNS) + tuple(extra))
     except (OSError, ValueError, TypeError, KeyError) as exc:  # the decoder should not raise; be safe
         problems.append((path, f"could not decode ({type(exc).__name__}: {str(exc)[:120]}); file skipped"))
         decoded = None
@@ -95,7 +96,8 @@ def group_kind(desc: str, name: str = "") -> str:
     return _KIND_WORDS.get(m.group(0), "other") if m else "other"
 
 
-def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
+def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
+         comm_patterns: tuple[str, ...] = ()) -> Run:
     root = Path(root)
     paths = find_traces(root)
     if not paths:
@@ -106,13 +108,13 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     results = []
     if jobs > 1 and len(paths) > 1 and total_bytes >= PARALLEL_MIN_BYTES:
         with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            for n, res in enumerate(pool.map(_decode, [str(p) for p in paths]), start=1):
+            for n, res in enumerate(pool.map(_decode, [(str(p), comm_patterns) for p in paths]), start=1):
                 results.append(res)
                 if progress:
                     progress(n, len(paths))
     else:
         for n, p in enumerate(paths, start=1):
-            results.append(_decode(str(p)))
+            results.append(_decode((str(p), comm_patterns)))
             if progress:
                 progress(n, len(paths))
 
