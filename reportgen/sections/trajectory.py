@@ -97,7 +97,7 @@ def labels_of(src: Source) -> dict[str, str]:
 def analyze(run: Run, options=None) -> Analysis:
     src = _source(run)
     st = run.table(src.table)
-    metrics_cols = metrics_of(src)
+    metrics_cols = [c for c in metrics_of(src) if st[c].notna().any()]  # a column the source lacks is left out
     info = run.ranks_table()[["rank", "host", "stage"]]
     per_rank_step = st[["rank", "step"] + metrics_cols].copy()
 
@@ -118,7 +118,8 @@ def analyze(run: Run, options=None) -> Analysis:
     per_rank = per_rank.merge(info, on="rank", how="left")
     per_rank_step = per_rank_step.merge(info, on="rank", how="left")
 
-    wait_mean = float(per_rank[src.wait].mean()) if per_rank[src.wait].notna().any() else math.nan
+    wait_mean = float(per_rank[src.wait].mean()) if src.wait in per_rank and per_rank[src.wait].notna().any() \
+        else math.nan
     per_rank["wait_vs_mean_ratio"] = per_rank[src.wait] / wait_mean - 1 if wait_mean > 0 else math.nan
     step_median = float(per_rank["step_ms"].median())
 
@@ -147,6 +148,7 @@ def analyze(run: Run, options=None) -> Analysis:
 
     data = {
         "source": src,
+        "columns": metrics_cols,
         "slow_hosts": _slow_hosts(per_rank, src, wait_mean),
         "step_ops": _op_summary(run.table("step_ops")),
         "step_median": step_median,
@@ -240,7 +242,7 @@ def run_format(a: Analysis) -> str:
 def present(a: Analysis) -> View:
     m, d = a.metrics, a.data
     src: Source = d["source"]
-    cols_m = metrics_of(src)
+    cols_m = d["columns"]
     labels = labels_of(src)
     per_rank = a.tables["per_rank"]
     per_rank_step = a.tables["per_rank_step"]
@@ -281,7 +283,7 @@ def present(a: Analysis) -> View:
     if m.get("ranks_without_step_data"):
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
-    figures = [_bars(per_rank, per_rank_step, shown_steps, src), _heatmap(per_rank_step, src)]
+    figures = [_bars(per_rank, per_rank_step, shown_steps, src, cols_m), _heatmap(per_rank_step, src, cols_m)]
     findings = _findings(m, d, src)
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
@@ -361,10 +363,11 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
     return out
 
 
-def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source) -> pd.DataFrame:
+def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source,
+                cols_m: list[str]) -> pd.DataFrame:
     avg = per_rank.assign(step_key="avg")
     per = per_rank_step[per_rank_step["step"].isin(shown_steps)].assign(step_key=lambda x: x["step"].astype(str))
-    cols = ["rank", "host", "stage", "step_key"] + metrics_of(src)
+    cols = ["rank", "host", "stage", "step_key"] + cols_m
     wide = pd.concat([avg[cols], per[cols]], ignore_index=True)
     wide["host"] = wide["host"].fillna("")
     parts = []
@@ -373,8 +376,9 @@ def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps
     return pd.concat(parts, ignore_index=True)
 
 
-def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source) -> Figure:
-    rows = _chart_rows(per_rank, per_rank_step, shown_steps, src)
+def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source,
+          cols_m: list[str]) -> Figure:
+    rows = _chart_rows(per_rank, per_rank_step, shown_steps, src, cols_m)
     n = max(1, len(per_rank))
     step_param = alt.param(name="step", value="avg")
     sort_param = alt.param(name="sort_by", value="rank")
@@ -405,8 +409,7 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
                   alt="Stacked bar chart of the parts of the step time for each rank")
 
 
-def _heatmap(per_rank_step: pd.DataFrame, src: Source) -> Figure:
-    cols_m = metrics_of(src)
+def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Figure:
     df = per_rank_step[["rank", "step", "host"] + cols_m].copy()
     df["host"] = df["host"].fillna("")
     ranks = sorted(df["rank"].unique())
