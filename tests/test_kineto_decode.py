@@ -1,0 +1,534 @@
+"""reportgen.readers.kineto_decode: streamed Kineto trace decoding, checked against whole-file json.load counts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reportgen.readers import kineto_decode as kd
+from reportgen.readers.kineto_decode import DEFAULT_COMM_PATTERNS, DecodedTrace, decode_trace
+
+from conftest import fixture_dir, shared_root
+
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+
+
+def kineto(*parts: str) -> Path:
+    return fixture_dir("kineto", *parts)
+
+
+HTA = ("hta_tests_data", "tests", "data")
+NCCL_DATA = (*HTA, "nccl_parser_config", "nccl_data.json.gz")
+DF_INDEX = (*HTA, "df_index_resolver", "df_index_resolver.json.gz")
+XDIT = ("tracelens_selected", "tests", "traces", "inference", "xdit_sd_3.5", "profile_trace_rank_0.json.gz")
+MI300 = ("tracelens_selected", "tests", "traces", "mi300", "resnet_act_checkpoint.json.gz")
+B200 = ("tracelens_selected", "tests", "traces", "b200", "eager_trace.json.gz")
+TB2021 = ("kineto_tb_plugin_samples", "tb_plugin", "samples", "resnet50_num_workers_0",
+          "worker0.1623143089861.pt.trace.json.gz")
+NS_RES = (*HTA, "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+NOT_A_TRACE = "benchmark_simple_add_et.json.gz"  # a PyTorch execution trace (ET), not a Kineto trace
+
+
+@lru_cache(maxsize=None)
+def decoded(path: Path) -> tuple[DecodedTrace, tuple]:
+    problems: list = []
+    d = decode_trace(path, problems)
+    return d, tuple(problems)
+
+
+@lru_cache(maxsize=None)
+def reference(path: Path) -> dict:
+    """Independent counts from a whole-file json.load."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        doc = json.load(fh)
+    ev = [e for e in doc["traceEvents"] if isinstance(e, dict)]
+    steps = set()
+    for e in ev:
+        m = re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", "")))
+        if m and e.get("ph") == "X" and e.get("cat") in ("user_annotation", "Operator", "cpu_op"):
+            steps.add(int(m.group(1)))
+    gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+    nccl = [e for e in gpu if e["cat"] in ("kernel", "Kernel") and re.match(r"nccl", e["name"])]
+    mem = [e for e in ev if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    with_stream = [e for e in ev if isinstance(e.get("args"), dict) and "stream" in e["args"]
+                   and e.get("cat") not in GPU_CATS and e.get("cat") != "cuda_sync"]
+    return {"doc_keys": [k for k in doc if k != "traceEvents"], "steps": steps, "gpu": len(gpu),
+            "nccl": [e["name"].split("(")[0] for e in nccl],
+            "nccl_with_args": sum("Collective name" in e.get("args", {}) for e in nccl),
+            "memory": len(mem), "mem_alloc_sum": sum(e["args"].get("Total Allocated", 0) for e in mem),
+            "cpu_with_stream": with_stream,
+            "gloo": [e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("gloo:")]}
+
+
+def all_fixture_files() -> list[Path]:
+    root = kineto()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and re.search(r"\.json(\.gz)?$", p.name))
+    return files + gloo_files()
+
+
+def gloo_files() -> list[Path]:
+    return sorted(fixture_dir("generated", "torch_gloo_ddp4_baseline", "traces").glob("*.pt.trace.json.gz"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Real fixtures
+
+
+def test_every_real_fixture_decodes_without_problems():
+    files = all_fixture_files()
+    assert len(files) >= 40
+    for p in files:
+        d, problems = decoded(p)
+        if p.name == NOT_A_TRACE:
+            assert problems and "not a Kineto trace" in problems[0][1] and not d.tables
+            continue
+        assert problems == (), (p, problems)
+        assert d.tables or p.name == "mtia_inference_rank_0.json.gz", p  # MTIA inference: no step, no GPU op
+        assert "distributedInfo" in d.meta and isinstance(d.meta["deviceProperties"], list)
+        for name, df in d.tables.items():
+            assert len(df), (p, name)
+            assert df["ts_us"].is_monotonic_increasing, (p, name)
+            assert df["ts_us"].dtype == "float64"
+
+
+def test_nccl_data_counts_match_json_load():
+    p = kineto(*NCCL_DATA)
+    d, problems = decoded(p)
+    ref = reference(p)
+    assert problems == ()
+    assert list(d.tables["steps"]["step"]) == sorted(ref["steps"]) and len(ref["steps"]) == 3
+    g = d.tables["gpu_ops"]
+    assert len(g) == ref["gpu"]
+    assert (g["kind"] == "comm").sum() == len(ref["nccl"]) == 21
+    c = d.tables["collectives"]
+    k = c[c["source"] == "gpu_kernel"]
+    assert len(k) == ref["nccl_with_args"] == 21
+    assert k["in_bytes"].notna().all() and (k["in_bytes"] > 0).all()
+    ar = k[k["collective"] == "all_reduce"].iloc[0]
+    assert ar["dtype"] == "Float" and ar["elem_bytes"] == 4 and ar["in_bytes"] == ar["in_nelems"] * 4
+    assert ar["group_desc"] == "default_pg" and ar["group_ranks"] == "[0, 1]" and ar["group_size"] == 2
+    assert set(k["collective"]) == {"all_reduce", "broadcast"}
+    # record_param_comms rows carry the same metadata; "wait" records are dropped
+    rpc = c[c["source"] == "record_param_comms"]
+    assert len(rpc) == 21 and rpc["in_bytes"].notna().all()
+    assert set(c["source"]) == {"gpu_kernel", "record_param_comms", "annotation", "c10d"}
+    # float µs with ns decimals kept exactly as written
+    with gzip.open(p, "rb") as fh:
+        first_kernel = next(e for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel")
+    row = g[g["correlation"] == first_kernel["args"]["correlation"]].iloc[0]
+    assert row["ts_us"] == first_kernel["ts"] and row["dur_us"] == first_kernel["dur"]
+    assert row["stream"] == first_kernel["args"]["stream"] and row["device"] == first_kernel["args"]["device"]
+    # metadata written after traceEvents by Kineto
+    assert {"traceName", "displayTimeUnit", "baseTimeNanoseconds"} <= set(d.meta)
+    assert ref["doc_keys"].index("baseTimeNanoseconds") > ref["doc_keys"].index("distributedInfo")
+    assert d.meta["distributedInfo"]["pg_config"][0]["pg_desc"] == "default_pg"
+    assert "INFO" not in d.meta and d.meta["baseTimeNanoseconds"] == 1711964646000000000
+
+
+def test_df_index_resolver_memory_and_nccl_counts():
+    p = kineto(*DF_INDEX)
+    d, problems = decoded(p)
+    ref = reference(p)
+    assert problems == ()
+    m = d.tables["memory"]
+    assert len(m) == ref["memory"] == 28010
+    assert m["total_allocated"].sum() == ref["mem_alloc_sum"]
+    assert set(m["device_type"]) <= {0, 1}
+    assert len(d.tables["steps"]) == len(ref["steps"]) == 5
+    g = d.tables["gpu_ops"]
+    assert len(g) == ref["gpu"]
+    assert (g["kind"] == "comm").sum() == len(ref["nccl"]) == 2020
+    assert d.meta["profile_memory"] == 1
+
+
+DLRM = shared_root() / "fixtures" / "kineto" / "param_dlrm_kineto_8rank"
+
+
+# Listed in fixtures/kineto/MANIFEST.md but absent from shared/ when this was written: skipped (not failed,
+# even under CI) until it is added.
+@pytest.mark.skipif(not DLRM.exists(), reason=f"{DLRM} (listed in MANIFEST.md) is not in shared/")
+def test_param_dlrm_8_ranks():
+    files = sorted(DLRM.rglob("worker*.json"))
+    assert len(files) == 8
+    ranks = set()
+    for p in files:
+        d, problems = decoded(p)
+        assert problems == ()
+        g = d.tables["gpu_ops"]
+        comm = g[g["kind"] == "comm"]["name"].str.split("(").str[0].value_counts().to_dict()
+        assert comm == {"ncclKernel_AllReduce_RING_LL_Sum_float": 3, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t": 5}
+        assert len(d.tables["steps"]) == 1
+        ranks.add(d.meta["distributedInfo"]["rank"])
+        assert d.meta["distributedInfo"]["world_size"] == 8
+    assert ranks == set(range(8))
+
+
+def test_trace_filter_pair_ranks_of_128():
+    for rank in (0, 1):
+        p = kineto(*HTA, "trace_filter", f"sampled_rank-{rank}.json.gz")
+        d, problems = decoded(p)
+        assert problems == ()
+        assert d.meta["distributedInfo"] == {"backend": "nccl", "rank": rank, "world_size": 128}
+        assert list(d.tables["steps"]["step"]) == [551, 552]
+        g = d.tables["gpu_ops"]
+        assert (g["kind"] == "comm").sum() == len(reference(p)["nccl"]) == 10
+        ann = d.tables["collectives"].query("source == 'annotation'")
+        assert {"all_to_all", "all_reduce", "all_gather"} <= set(ann["collective"])
+        assert ann["in_bytes"].notna().all()
+
+
+def test_triton_launchers_with_stream_arg_are_not_gpu_ops():
+    p = kineto(*XDIT)
+    d, problems = decoded(p)
+    ref = reference(p)
+    assert problems == ()
+    launchers = ref["cpu_with_stream"]  # Triton cpu_op launchers carrying "stream": 0 (HTA counts them as GPU)
+    assert len(launchers) >= 2000
+    g = d.tables["gpu_ops"]
+    assert len(g) == ref["gpu"] == 8066  # kernel + gpu_memcpy + gpu_memset events only
+    gpu_spans = set(zip(g["ts_us"], g["dur_us"]))
+    assert not any((e["ts"], e["dur"]) in gpu_spans for e in launchers)
+    assert set(g["kind"]) <= {"kernel", "memcpy", "memset", "comm"}
+
+
+def test_2021_capitalised_categories_and_string_tids():
+    p = kineto(*TB2021)
+    d, problems = decoded(p)
+    ref = reference(p)
+    assert problems == ()
+    g = d.tables["gpu_ops"]
+    assert len(g) == ref["gpu"] and set(g["kind"]) == {"kernel", "memcpy", "memset"}
+    assert set(g["stream"]) == {7}  # args.stream; the tid is the string "stream 7"
+    assert len(d.tables["steps"]) == len(ref["steps"]) == 6
+    m = d.tables["memory"]
+    assert len(m) == ref["memory"] and m["total_allocated"].isna().all()  # 2021: no totals, no category
+
+
+def test_rocm_rccl_kernels_and_b200_nccl_dev_kernel():
+    d, problems = decoded(kineto(*MI300))
+    assert problems == ()
+    g = d.tables["gpu_ops"]
+    assert (g["kind"] == "comm").sum() == 17  # ncclDevKernel_Generic, 12 with collective args, 5 without
+    c = d.tables["collectives"]
+    assert (c["source"] == "gpu_kernel").sum() == 12
+    assert set(c.loc[c["source"] == "record_param_comms", "dtype"]) == {"BFloat16", "Long"}
+    d, problems = decoded(kineto(*B200))
+    assert problems == ()
+    k = d.tables["collectives"].query("source == 'gpu_kernel'").iloc[0]
+    assert k["name"].startswith("ncclDevKernel_AllGather") and k["collective"] == "all_gather"
+    assert (k["in_nelems"], k["out_nelems"], k["in_bytes"], k["out_bytes"]) == (25136, 201088, 50272.0, 402176.0)
+    assert k["group_name"] == "3" and k["group_size"] == 8
+
+
+def test_ns_display_unit_with_microsecond_values_is_not_rescaled():
+    p = kineto(*NS_RES)
+    d, problems = decoded(p)
+    assert problems == () and d.meta["displayTimeUnit"] == "ns" and "ts_converted_from_ns" not in d.meta
+    steps = d.tables["steps"]
+    assert steps["ts_us"].iloc[0] == 1712195495502094.5 and steps["dur_us"].iloc[0] == 35115.869
+
+
+def test_gloo_cpu_traces_give_collectives_with_sizes():
+    files = gloo_files()
+    assert len(files) == 4
+    ranks = set()
+    for p in files:
+        d, problems = decoded(p)
+        ref = reference(p)
+        assert problems == ()
+        info = d.meta["distributedInfo"]
+        ranks.add(info["rank"])
+        assert info["backend"] == "gloo" and info["pg_count"] == 5 and d.meta["with_flops"] == 1
+        assert "gpu_ops" not in d.tables
+        c = d.tables["collectives"]
+        gloo = c[c["source"] == "gloo"]
+        assert len(gloo) == len(ref["gloo"]) == 210
+        assert (gloo["in_bytes"] > 0).all()
+        same = gloo[gloo["collective"].isin(["all_reduce", "broadcast", "send", "recv"])]
+        assert (same["out_bytes"] == same["in_bytes"]).all()
+        ag = gloo[gloo["collective"] == "all_gather"]
+        assert len(ag) == 60 and ag["out_bytes"].isna().all()  # group size is not in the event
+        bc = gloo[gloo["collective"] == "broadcast"]
+        assert set(bc["dtype"]) == {"long int"} and set(bc["elem_bytes"]) == {8.0}
+        # every gloo event is kept with its ts/dur and thread exactly as written
+        first = min(ref["gloo"], key=lambda e: e["ts"])
+        row = gloo.iloc[0]
+        assert (row["ts_us"], row["dur_us"], row["tid"], row["name"]) == (first["ts"], first["dur"], str(first["tid"]),
+                                                                          first["name"])
+        # the c10d ops show what gloo's events cannot: reduce_scatter (run by gloo as a full all_reduce)
+        rs = c[(c["source"] == "c10d") & (c["collective"] == "reduce_scatter")]
+        assert len(rs) == 40 and (rs["out_nelems"] * 2 == rs["in_nelems"]).all()
+        agc = c[(c["source"] == "c10d") & (c["collective"] == "all_gather")]
+        assert (agc["out_nelems"] == 2 * agc["in_nelems"]).all() and agc["out_bytes"].notna().all()
+        assert len(d.tables["memory"]) == ref["memory"]
+        assert len(d.tables["steps"]) == 5
+        ops = d.tables["cpu_ops"]
+        assert set(ops["name"]) <= {"aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::mul", "aten::add"}
+        addmm = ops[ops["name"] == "aten::addmm"].iloc[0]
+        assert json.loads(addmm["input_dims"])[0] and addmm["input_types"].startswith('["float"')
+    assert ranks == {0, 1, 2, 3}
+
+
+# ------------------------------------------------------------------------------------------------
+# Constructed files
+
+
+def ev(name, cat, ts, dur=1.0, tid=1, pid=1, args=None, ph="X"):
+    e = {"ph": ph, "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts}
+    if ph == "X":
+        e["dur"] = dur
+    if args is not None:
+        e["args"] = args
+    return e
+
+
+def sample_events():
+    return [
+        ev("ProfilerStep#7", "user_annotation", 100.5, 50.25),
+        ev("aten::mm", "cpu_op", 101, 2, args={"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}),
+        ev("aten::relu", "cpu_op", 102, 1),
+        ev("ncclDevKernel_AllReduce_RING_LL(x)", "kernel", 110.125, 5, tid=7, pid=0,
+           args={"stream": 7, "device": 0, "correlation": 42, "Collective name": "allreduce", "In msg nelems": 10,
+                 "Out msg nelems": 10, "dtype": "BFloat16", "Group size": 4, "Process Group Name": "0",
+                 "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1, 2, 3]", "Seq": 3}),
+        ev("void dpsk::ep::internode::dispatch<1>(x)", "kernel", 111, 2, tid=9, pid=0, args={"stream": 9, "device": 0}),
+        ev("gemm says }, { and \\\"quotes\\\"", "kernel", 112, 1, tid=7, pid=0, args={"stream": 7, "device": 0}),
+        ev("Memcpy HtoD", "gpu_memcpy", 113, 1, tid=7, pid=0, args={"stream": 7, "device": 0, "correlation": 43}),
+        ev("[memory]", "cpu_instant_event", 114, ph="i",
+           args={"Total Reserved": 2048, "Total Allocated": 1024, "Bytes": 512, "Device Id": 0, "Device Type": 1}),
+        ev("gloo:all_reduce", "user_annotation", 115, 3, tid=55,
+           args={"Input Dims": [[2, 3]], "Input type": ["float"]}),
+    ]
+
+
+def write_trace(path: Path, events, before=None, after=None, indent=None, gz=False) -> Path:
+    doc = dict(before or {})
+    doc["traceEvents"] = events
+    doc.update(after or {})
+    text = json.dumps(doc, indent=indent).encode()
+    if gz:
+        path.write_bytes(gzip.compress(text))
+    else:
+        path.write_bytes(text)
+    return path
+
+
+def decode(path: Path, **kw) -> tuple[DecodedTrace, list]:
+    problems: list = []
+    return decode_trace(path, problems, **kw), problems
+
+
+@pytest.fixture(params=["default", "tiny-chunks"])
+def chunking(request, monkeypatch):
+    if request.param == "tiny-chunks":  # every chunk boundary falls inside events, strings and numbers
+        monkeypatch.setattr(kd, "CHUNK", {b: 37 for b in kd.CHUNK})
+    return request.param
+
+
+def test_metadata_after_trace_events_and_all_tables(tmp_path, chunking):
+    after = {"distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4}, "displayTimeUnit": "ms",
+             "baseTimeNanoseconds": 1700000000000000000, "traceName": "x.json",
+             "metadata": {"HF_TOKEN": "secret"}, "INFO": ["log line"]}
+    p = write_trace(tmp_path / "t.json", sample_events(), before={"schemaVersion": 1}, after=after)
+    d, problems = decode(p)
+    assert problems == []
+    assert d.meta["distributedInfo"] == after["distributedInfo"]
+    assert d.meta["baseTimeNanoseconds"] == 1700000000000000000 and d.meta["schemaVersion"] == 1
+    assert d.meta["deviceProperties"] == [] and "metadata" not in d.meta and "INFO" not in d.meta
+    t = d.tables
+    assert t["steps"].to_dict("records") == [{"step": 7, "ts_us": 100.5, "dur_us": 50.25}]
+    g = t["gpu_ops"]
+    assert list(g["kind"]) == ["comm", "comm", "kernel", "memcpy"]
+    assert list(g["stream"]) == [7, 9, 7, 7] and list(g["correlation"]) == [42, -1, -1, 43]
+    assert g["name"].iloc[2] == 'gemm says }, { and \\"quotes\\"'
+    c = t["collectives"].set_index("source")
+    k = c.loc["gpu_kernel"]
+    assert (k["collective"], k["in_bytes"], k["out_bytes"], k["elem_bytes"], k["group_size"], k["seq"],
+            k["group_ranks"], k["tid"]) == ("all_reduce", 20.0, 20.0, 2.0, 4, 3, "[0, 1, 2, 3]", "7")
+    gl = c.loc["gloo"]
+    assert (gl["collective"], gl["in_nelems"], gl["in_bytes"], gl["group_size"], gl["seq"], gl["group_name"]) == \
+        ("all_reduce", 6, 24.0, -1, -1, "")
+    ops = t["cpu_ops"]
+    assert ops.to_dict("records") == [{"name": "aten::mm", "ts_us": 101.0, "dur_us": 2.0, "tid": "1",
+                                       "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]'}]
+    assert t["memory"].to_dict("records") == [{"ts_us": 114.0, "device_type": 1, "device_id": 0, "bytes": 512.0,
+                                               "total_allocated": 1024.0, "total_reserved": 2048.0}]
+
+
+def test_pretty_printed_gz_and_backends_agree(tmp_path, chunking):
+    p = write_trace(tmp_path / "t.json.gz", sample_events(), after={"displayTimeUnit": "ms"}, indent=2, gz=True)
+    d, problems = decode(p)
+    assert problems == []
+    for backend in kd.BACKENDS:
+        probs: list = []
+        other = kd._decode(p, probs, backend=backend)
+        assert probs == [] and other.meta == d.meta and set(other.tables) == set(d.tables)
+        for name in d.tables:
+            pd.testing.assert_frame_equal(other.tables[name], d.tables[name])
+    assert d.tables["cpu_ops"]["input_dims"].iloc[0] == "[[4, 8], [8, 16]]"  # same text as the one-line file
+
+
+def test_backends_agree_on_a_real_file(monkeypatch):
+    p = kineto(*NCCL_DATA)
+    d, _ = decoded(p)
+    monkeypatch.setattr(kd, "CHUNK", {b: 4096 for b in kd.CHUNK})
+    for backend in kd.BACKENDS:
+        probs: list = []
+        other = kd._decode(p, probs, backend=backend)
+        assert probs == []
+        for name in d.tables:
+            pd.testing.assert_frame_equal(other.tables[name], d.tables[name])
+
+
+def test_float_ns_ts_strings_and_bad_ts(tmp_path, chunking):
+    events = [ev("ProfilerStep#1", "user_annotation", "1000.125", "20.5"),
+              ev("k1", "kernel", 1001.333, 0.001, args={"stream": 7}),
+              ev("k2", "kernel", " 1002.5\t", "3", args={"stream": 7}),
+              ev("k3", "kernel", "soon", 1, args={"stream": 7}),
+              ev("k4", "kernel", None, 1, args={"stream": 7}),
+              ev("k5", "kernel", {"ts": 1}, 1, args={"stream": 7})]
+    d, problems = decode(write_trace(tmp_path / "t.json", events))
+    assert problems == [(str(tmp_path / "t.json"), "3 events without a numeric ts/dur were skipped")]
+    g = d.tables["gpu_ops"]
+    assert list(g["name"]) == ["k1", "k2"] and list(g["ts_us"]) == [1001.333, 1002.5] and list(g["dur_us"]) == [0.001, 3.0]
+    assert d.tables["steps"]["ts_us"].iloc[0] == 1000.125
+
+
+def test_ns_values_are_converted_only_when_they_look_like_ns(tmp_path):
+    ns = [ev("ProfilerStep#1", "user_annotation", 5_000_000_000, 20_000_000),
+          ev("k", "kernel", 5_000_001_000, 4_000, args={"stream": 7})]
+    d, problems = decode(write_trace(tmp_path / "ns.json", ns, after={"displayTimeUnit": "ns"}))
+    assert problems == [] and d.meta["ts_converted_from_ns"] is True
+    assert d.tables["gpu_ops"]["ts_us"].iloc[0] == 5_000_001.0 and d.tables["gpu_ops"]["dur_us"].iloc[0] == 4.0
+    assert d.tables["steps"]["dur_us"].iloc[0] == 20_000.0
+    us = [ev("k", "kernel", 5_000_001, 4, args={"stream": 7})]  # integer µs, short: not ns
+    d, _ = decode(write_trace(tmp_path / "us.json", us, after={"displayTimeUnit": "ns"}))
+    assert "ts_converted_from_ns" not in d.meta and d.tables["gpu_ops"]["ts_us"].iloc[0] == 5_000_001.0
+
+
+def test_truncated_gz_keeps_what_was_read(tmp_path):
+    src = kineto(*NCCL_DATA)
+    full, _ = decoded(src)
+    data = src.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    d, problems = decode(cut)
+    assert len(problems) == 1
+    msg = problems[0][1]
+    assert problems[0][0] == str(cut) and "gzip stream ends early" in msg
+    n = int(re.search(r"after (\d+) events", msg).group(1))
+    assert 0 < n < 40573
+    assert 0 < len(d.tables["gpu_ops"]) < len(full.tables["gpu_ops"])
+    assert d.meta["distributedInfo"]["rank"] == 0  # written before traceEvents: read
+    assert "baseTimeNanoseconds" not in d.meta  # written after traceEvents: lost with the tail
+    # the rows that were read are exactly the full file's first rows
+    pd.testing.assert_frame_equal(d.tables["steps"], full.tables["steps"].iloc[: len(d.tables["steps"])])
+
+
+def test_truncated_plain_json_and_bad_gzip_crc(tmp_path):
+    p = write_trace(tmp_path / "t.json", sample_events(), after={"traceName": "x"})
+    text = p.read_bytes()
+    short = tmp_path / "short.json"
+    short.write_bytes(text[: text.index(b"Memcpy HtoD") + 5])
+    d, problems = decode(short)
+    assert problems == [(str(short), "truncated after 6 events; the rest was skipped")]
+    assert len(d.tables["gpu_ops"]) == 3 and len(d.tables["steps"]) == 1
+    # complete JSON but a broken gzip trailer (CRC): everything is kept, the error is reported
+    gz = bytearray(gzip.compress(text))
+    gz[-8] ^= 0xFF
+    bad = tmp_path / "crc.json.gz"
+    bad.write_bytes(bytes(gz))
+    d, problems = decode(bad)
+    assert len(problems) == 1 and "gzip error" in problems[0][1] and "CRC" in problems[0][1]
+    assert len(d.tables["gpu_ops"]) == 4
+    # metadata after the events cut off
+    tail = tmp_path / "tail.json"
+    tail.write_bytes(text[: text.index(b'"traceName"')])
+    d, problems = decode(tail)
+    assert len(problems) == 1 and "the metadata after the events is missing" in problems[0][1]
+    assert len(d.tables["gpu_ops"]) == 4
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"", "empty file"),
+    (b"hello world", "not JSON"),
+    (b"\x00\x01\x02binary", "binary data"),
+    (b'{"schemaVersion": 1, "deviceProperties": []}', "not a Kineto trace"),
+    (b"42", "not a trace object"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1}]}',
+     "1 events without a numeric ts/dur"),
+    (b'{"traceEvents": 5}', "traceEvents\" is not an array"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}, {"ph": "X", "ts": ]}, '
+     + json.dumps([{"ph": "X", "name": "filler", "ts": i} for i in range(5)])[1:].encode() + b"}",
+     "malformed JSON"),
+    (b'{"traceEvents": [1, 2, {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]}',
+     "2 trace events that are not JSON objects"),
+    (b'{"traceEvents": [], "distributedInfo": [1]}', "distributedInfo is not a JSON object"),
+])
+def test_bad_input_never_raises(tmp_path, content, expect):
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    d, problems = decode(p)
+    assert isinstance(d, DecodedTrace)
+    assert any(expect in msg for _, msg in problems), problems
+    assert all(where == str(p) for where, _ in problems)
+
+
+def test_missing_file_and_gzip_garbage(tmp_path):
+    d, problems = decode(tmp_path / "nope.json")
+    assert d.tables == {} and "cannot open" in problems[0][1]
+    p = tmp_path / "g.json.gz"
+    p.write_bytes(b"\x1f\x8b" + b"garbage" * 10)
+    d, problems = decode(p)
+    assert d.tables == {} and "gzip" in problems[0][1]
+
+
+def test_invalid_utf8_inside_a_name_is_replaced(tmp_path):
+    p = write_trace(tmp_path / "t.json", sample_events() * 3)
+    text = p.read_bytes().replace(b"Memcpy HtoD", b"Memcpy \xff\xfe", 1)
+    p.write_bytes(text)
+    d, problems = decode(p)
+    assert problems == []
+    assert "Memcpy \ufffd\ufffd" in set(d.tables["gpu_ops"]["name"])
+
+
+def test_comm_patterns(tmp_path):
+    p = write_trace(tmp_path / "t.json", sample_events())
+    d, _ = decode(p)
+    assert "dpsk::ep::" in DEFAULT_COMM_PATTERNS
+    assert d.tables["gpu_ops"].set_index("name").loc["void dpsk::ep::internode::dispatch<1>(x)", "kind"] == "comm"
+    d, problems = decode(p, comm_patterns=())
+    assert problems == []
+    assert d.tables["gpu_ops"].set_index("name").loc["void dpsk::ep::internode::dispatch<1>(x)", "kind"] == "kernel"
+    d, problems = decode(p, comm_patterns=("(unclosed", r"gemm says"))
+    assert len(problems) == 1 and "not a valid regex" in problems[0][1]
+    assert d.tables["gpu_ops"].set_index("name").loc['gemm says }, { and \\"quotes\\"', "kind"] == "comm"
+
+
+def test_bare_event_array_and_bom(tmp_path):
+    p = tmp_path / "arr.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(sample_events()).encode())
+    d, problems = decode(p)
+    assert problems == [] and len(d.tables["gpu_ops"]) == 4 and d.meta["distributedInfo"] is None
+
+
+def test_dtype_sizes_and_collective_names():
+    assert kd.elem_bytes("Float") == 4 and kd.elem_bytes("float") == 4 and kd.elem_bytes("c10::BFloat16") == 2
+    assert kd.elem_bytes("Half") == 2 and kd.elem_bytes("Double") == 8 and kd.elem_bytes("Long") == 8
+    assert kd.elem_bytes("long int") == 8 and kd.elem_bytes("Int") == 4 and kd.elem_bytes("Byte") == 1
+    assert kd.elem_bytes("Char") == 1 and kd.elem_bytes("Bool") == 1 and kd.elem_bytes("unsigned char") == 1
+    assert kd.elem_bytes("Float8_e4m3fn") == 1 and math.isnan(kd.elem_bytes("TensorList"))
+    names = {"allreduce": "all_reduce", "_allgather_base": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
+             "_reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+             "all_to_allv": "all_to_all", "c10d::alltoall_base_": "all_to_all", "gloo:all_reduce": "all_reduce",
+             "nccl:_all_gather_base": "all_gather", "broadcast": "broadcast", "c10d::recv_": "recv",
+             "send": "send", "c10d::barrier": "barrier", "reduce": "reduce", "gather": "gather"}
+    assert {k: kd.canonical_collective(k) for k in names} == names
