@@ -35,20 +35,25 @@ def length(s: np.ndarray, e: np.ndarray) -> float:
 
 
 def intersect(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two merged interval lists."""
+    """Intersection of two merged (sorted, disjoint) interval lists, vectorised.
+
+    Each interval of ``a`` can only meet the run of ``b`` intervals between the first one ending after
+    its start and the last one starting before its end; those pairs are enumerated with numpy."""
     (as_, ae), (bs, be) = a, b
-    out_s, out_e = [], []
-    i = j = 0
-    while i < len(as_) and j < len(bs):
-        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
-        if lo < hi:
-            out_s.append(lo)
-            out_e.append(hi)
-        if ae[i] < be[j]:
-            i += 1
-        else:
-            j += 1
-    return np.asarray(out_s, dtype=float), np.asarray(out_e, dtype=float)
+    if len(as_) == 0 or len(bs) == 0:
+        return np.empty(0), np.empty(0)
+    lo_idx = np.searchsorted(be, as_, side="right")  # first b ending after a starts
+    hi_idx = np.searchsorted(bs, ae, side="left")  # first b starting at or after a ends
+    counts = np.maximum(hi_idx - lo_idx, 0)
+    if counts.sum() == 0:
+        return np.empty(0), np.empty(0)
+    ai = np.repeat(np.arange(len(as_)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    bi = np.repeat(lo_idx, counts) + offsets
+    s = np.maximum(as_[ai], bs[bi])
+    e = np.minimum(ae[ai], be[bi])
+    keep = s < e
+    return s[keep], e[keep]
 
 
 def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:

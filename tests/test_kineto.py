@@ -163,3 +163,19 @@ def test_bad_comm_pattern_is_a_usage_error(tmp_path):
 
     rc = cli.main([str(fixture_dir(*GLOO)), "-o", str(tmp_path / "r.html"), "--comm-pattern", "(", "--quiet"])
     assert rc == 2 and not (tmp_path / "r.html").exists()
+
+
+def test_interval_intersection_matches_brute_force():
+    import numpy as np
+
+    from reportgen.intervals import intersect, length, union
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a = union(*(lambda s: (s, s + rng.uniform(0, 5, len(s))))(rng.uniform(0, 100, rng.integers(0, 40))))
+        b = union(*(lambda s: (s, s + rng.uniform(0, 5, len(s))))(rng.uniform(0, 100, rng.integers(0, 40))))
+        grid = np.linspace(0, 110, 22001)[:-1] + 110 / 22000 / 2
+        inside = lambda iv: np.any((grid[:, None] >= iv[0]) & (grid[:, None] < iv[1]), axis=1) if len(iv[0]) else \
+            np.zeros(len(grid), bool)
+        expect = (inside(a) & inside(b)).sum() * 110 / 22000
+        assert length(*intersect(a, b)) == pytest.approx(expect, abs=0.05)

@@ -279,6 +279,7 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
             comm = union(comm_k["start_ms"].to_numpy(), (comm_k["start_ms"] + comm_k["dur_ms"]).to_numpy())
             comp = union(comp_k["start_ms"].to_numpy(), (comp_k["start_ms"] + comp_k["dur_ms"]).to_numpy())
             both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
+            overlap_iv = intersect(comm, comp)  # once per rank; each step clips it
         else:
             c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
             comm = union(c["start_ms"].to_numpy(), (c["start_ms"] + c["dur_ms"]).to_numpy()) if c is not None \
@@ -289,7 +290,7 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
             row = {"rank": rank, "step": s.step, "step_ms": w, "comm_ms": comm_w}
             if has_gpu:
                 comp_w = length(*clip(comp, s.start_ms, s.end_ms))
-                overlap = length(*clip(intersect(comm, comp), s.start_ms, s.end_ms))
+                overlap = length(*clip(overlap_iv, s.start_ms, s.end_ms))
                 busy = length(*clip(both, s.start_ms, s.end_ms))
                 row.update(computing_ms=comp_w, comm_not_overlapped_ms=comm_w - overlap, overlapped_ms=overlap,
                            free_ms=w - busy, other_ms=math.nan)
