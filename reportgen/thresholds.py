@@ -21,6 +21,14 @@ FP_BP_ABOVE_STAGE_PEERS = 0.20
 #: communication rate, pipeline between-stage and within-stage rates: 10 %).
 COMM_SHARE = 0.10
 
+#: A link whose bandwidth is more than this fraction below the mean of its transport type's links is slow
+#: (seed rule ``cluster_link``).
+LINK_BELOW_TYPE_MEAN = 0.20
+#: Links that moved less than this (MB) are left out of the slow-link rule: control messages and barriers
+#: are latency-bound, so their "bandwidth" says nothing about the link (departure from the seed, which has
+#: only large-op links in its data).
+LINK_MIN_MB = 1.0
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03
@@ -41,6 +49,8 @@ def as_dict() -> dict[str, float]:
         "fp_bp_above_stage_peers_ratio": FP_BP_ABOVE_STAGE_PEERS,
         "comm_share_ratio": COMM_SHARE,
         "min_excess_share_ratio": MIN_EXCESS_SHARE,
+        "link_below_type_mean_ratio": LINK_BELOW_TYPE_MEAN,
+        "link_min_mb": LINK_MIN_MB,
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }

@@ -200,8 +200,8 @@ def test_cli_report_on_the_four_rank_set(tmp_path):
     assert cli.main([str(fixture_dir(*ST4)), "-o", str(out), "--json", str(js), "--quiet"]) == 0
     doc = json.loads(js.read_text())
     assert doc["run"]["source_format"] == "ascend" and doc["run"]["parallel"]["pp"] == 2
-    assert {s: b["status"] for s, b in doc["sections"].items() if b["status"] == "ok"} == {
-        "trajectory": "ok", "overlap": "ok"}
+    assert {s for s, b in doc["sections"].items() if b["status"] == "ok"} >= {"trajectory", "overlap", "communication"}
+    assert not [s for s, b in doc["sections"].items() if b["status"] == "error"]
     html = out.read_text()
     assert "batchSendRecv" in html and "overlap-bars" in html
 

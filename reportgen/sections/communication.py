@@ -1,9 +1,394 @@
-"""Communication: not analysed by this version yet; the section says what it would read."""
+"""Communication: per rank (time, wait, wait ratio), per operator, per link (global ranks), with the
+seed's slow-link rule.
 
-from ._pending import pending
+Sources and definitions:
+
+* Ascend ``communication.json`` / ``communication_matrix.json`` (../shared/research/
+  ascend-profiler-output-and-msprof-analyze.md §2.2-2.3): per op Elapse, Transit, Wait, Synchronization,
+  Idle (master plane); sizes per transport (all planes). Per rank and group the sums equal
+  msprof-analyze's ``cluster_communication.json`` "Total Op Info"; wait ratio = wait / (wait + transit)
+  (CANN's formula). Links from the matrix's ``total`` entries, summed over the ranks that report them
+  and over steps, keyed by GLOBAL ranks; bandwidth = size / time.
+* MindSpore Insight ``hccl_raw_*`` (../shared/research/mindinsight-cluster-profiling.md §2.3, §3.3):
+  communication_cost and wait_cost per rank and step (both unit generations normalised by the reader);
+  link src/dst are the HCCL group's LOCAL ranks and the file does not say which group: they are shown
+  as such (``src_local``/``dst_local``), never passed off as global ranks.
+* PyTorch traces: collectives matched across the ranks of their group by order (the n-th collective of
+  the same kind in the same group); transit = the shortest duration among the group's ranks (the time
+  the transfer itself needs once everyone has arrived), wait = own duration - transit. algbw = bytes /
+  duration; busbw = algbw × factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
+  others 1), the nccl-tests convention.
+* Slow link (seed rule ``cluster_link``, MindInsight helper): per transport type, a link whose bandwidth
+  is more than 20% below the mean bandwidth of that type's links (self links excluded).
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .. import thresholds as th
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View
 
 ID = "communication"
 TITLE = "Communication"
-SOURCES = "MindSpore Insight: hccl_raw_<rank>.csv (profile with HCCL/communication data on); Ascend: communication.json and communication_matrix.json; PyTorch: NCCL/gloo collectives in the trace"
 
-analyze, present = pending(("hccl_raw", "communication", "communication_matrix"), SOURCES)
+#: beyond this many ranks the adjacency matrix is drawn in blocks of ranks
+MATRIX_MAX_SIDE = 128
+BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "allreduce": lambda n: 2 * (n - 1) / n,
+                "all_gather": lambda n: (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+                "reduce_scatter": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n,
+                "all_to_all": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """nccl-tests bus bandwidth factor for a collective over n ranks."""
+    f = BUSBW_FACTOR.get((collective or "").lower())
+    return f(n) if f and n > 0 else 1.0
+
+
+# --------------------------------------------------------------------------- per family
+
+
+def _ascend(run: Run) -> dict:
+    ops = run.table("comm_ops")
+    bw = run.table("comm_bandwidth")
+    sizes = None
+    if bw is not None:
+        sizes = bw.groupby(["rank", "step", "op"], as_index=False)[["size_mb", "time_ms"]].sum()
+    o = ops.copy()
+    if sizes is not None:
+        o = o.merge(sizes.rename(columns={"time_ms": "link_time_ms"}), on=["rank", "step", "op"], how="left")
+    else:
+        o["size_mb"], o["link_time_ms"] = math.nan, math.nan
+    o["bandwidth_gbps"] = (o["size_mb"] / o["link_time_ms"]).where(o["link_time_ms"] > 0)
+    ops_out = o[["rank", "op", "group", "step", "kind", "op_type", "elapse_ms", "transit_ms", "wait_ms", "sync_ms",
+                 "idle_ms", "size_mb", "bandwidth_gbps"]]
+    prs = o.groupby(["rank", "step"], as_index=False)[["elapse_ms", "transit_ms", "wait_ms", "sync_ms"]].sum() \
+        .rename(columns={"elapse_ms": "comm_ms"})
+    links = None
+    m = run.table("comm_matrix")
+    if m is not None:
+        tot = m[m["stat"] == "total"]
+        links = tot.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
+        links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
+    return {"ops": ops_out, "per_rank_step": prs, "links": links, "avg_source": "computed",
+            "wait_formula": "wait / (wait + transit)"}
+
+
+def _mindinsight(run: Run) -> dict:
+    prs = run.table("mi_comm_rank_step")
+    avg = run.table("mi_comm_rank_avg")
+    ops = run.table("mi_comm_ops")
+    out = {"per_rank_step": prs.copy(), "avg_source": "computed", "wait_formula": "wait / (communication + wait)"}
+    if avg is not None:
+        out["per_rank_avg"] = avg[["rank", "comm_ms", "wait_ms"]].copy()
+        out["avg_source"] = "file"
+    if ops is not None:
+        o = ops.copy()
+        for col in ("group", "elapse_ms", "transit_ms", "size_mb", "bandwidth_gbps"):
+            if col not in o:
+                o[col] = None if col == "group" else math.nan
+        o["elapse_ms"] = o["comm_ms"]
+        out["ops"] = o[["rank", "op", "group", "step", "elapse_ms", "transit_ms", "wait_ms", "size_mb", "bandwidth_gbps"]]
+    links = run.table("mi_links")
+    if links is not None:
+        lk = links[links["op"].isna()]
+        sel = lk[lk["step"] == -1] if (lk["step"] == -1).any() else lk
+        out["links_local"] = sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb",
+                                  "bandwidth_gbps"]].reset_index(drop=True)
+    return out
+
+
+_NCCL_OP = [("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+            ("alltoall", "all_to_all"), ("sendrecv", "send_recv"), ("broadcast", "broadcast"), ("reduce", "reduce"),
+            ("send", "send"), ("recv", "recv")]
+
+
+def _kernel_collectives(run: Run) -> pd.DataFrame:
+    """Communication kernels as collectives when the trace has no collective args on them (older PyTorch, ROCm)."""
+    g = run.table("gpu_ops")
+    if g is None:
+        return pd.DataFrame()
+    k = g[g["kind"] == "comm"]
+    low = k["name"].str.lower().str.replace("_", "", regex=False)
+    coll = pd.Series("other", index=k.index)
+    for key, name in reversed(_NCCL_OP):
+        coll[low.str.contains(key, regex=False)] = name
+    return pd.DataFrame({"rank": k["rank"], "source": "gpu_kernel", "name": k["name"], "collective": coll,
+                         "group_ranks": "", "group_name": "stream " + k["stream"].astype(str), "group_size": -1,
+                         "in_mb": math.nan, "out_mb": math.nan, "start_ms": k["start_ms"], "dur_ms": k["dur_ms"]})
+
+
+def _kineto(run: Run) -> dict:
+    coll = run.table("collectives")
+    coll = coll if coll is not None else pd.DataFrame(columns=["source"])
+    sel = coll[coll["source"] == "gpu_kernel"]
+    source = "NCCL kernels with collective args"
+    if sel.empty:
+        sel, source = _kernel_collectives(run), "communication kernels (no collective args in this trace)"
+    if sel.empty:
+        for src, label in (("gloo", "gloo operations"), ("record_param_comms", "record_param_comms CPU ops")):
+            sel = coll[coll["source"] == src]
+            if not sel.empty:
+                source = label
+                break
+    sel = sel.copy()
+    if "in_mb" not in sel or sel["in_mb"].isna().all():
+        sel["in_mb"] = math.nan
+        sel["out_mb"] = math.nan
+    key = sel["group_ranks"].where(sel["group_ranks"].astype(str) != "", sel.get("group_name", ""))
+    sel["group"] = key.astype(str)
+    sel = sel.sort_values(["rank", "start_ms"])
+    sel["n"] = sel.groupby(["rank", "group", "collective"]).cumcount()
+    inst = sel.groupby(["group", "collective", "n"])["dur_ms"].agg(["min", "count"]).rename(
+        columns={"min": "transit_ms", "count": "ranks_seen"})
+    sel = sel.join(inst, on=["group", "collective", "n"])
+    partial = (sel["group_size"] > 0) & (sel["ranks_seen"] < sel["group_size"])
+    sel.loc[partial, "transit_ms"] = math.nan  # not every rank of the group is in the run: no fair minimum
+    sel["wait_ms"] = sel["dur_ms"] - sel["transit_ms"]
+    sel["size_mb"] = sel[["in_mb", "out_mb"]].max(axis=1)
+    n = sel["group_size"].where(sel["group_size"] > 0, sel["ranks_seen"])
+    sel["bandwidth_gbps"] = (sel["size_mb"] / sel["dur_ms"]).where(sel["dur_ms"] > 0)  # MB/ms = GB/s
+    sel["busbw_gbps"] = sel["bandwidth_gbps"] * [busbw_factor(c, int(k)) for c, k in zip(sel["collective"], n)]
+    steps = run.table("trace_steps")
+    sel["step"] = -1
+    if steps is not None:
+        for st in steps.itertuples():
+            inside = (sel["rank"] == st.rank) & (sel["start_ms"] >= st.start_ms) & (sel["start_ms"] < st.end_ms)
+            sel.loc[inside, "step"] = st.step
+    ops = sel.rename(columns={"collective": "op_type"}).assign(op=sel["name"], elapse_ms=sel["dur_ms"])
+    ops_out = ops[["rank", "op", "group", "step", "op_type", "elapse_ms", "transit_ms", "wait_ms", "size_mb",
+                   "bandwidth_gbps", "busbw_gbps"]]
+    prs = ops.groupby(["rank", "step"], as_index=False)[["elapse_ms", "transit_ms", "wait_ms"]].sum().rename(
+        columns={"elapse_ms": "comm_ms"})
+    return {"ops": ops_out, "per_rank_step": prs, "links": None, "avg_source": "computed",
+            "wait_formula": "wait / (wait + transit)", "kineto_source": source,
+            "sizes_known": bool(sel["size_mb"].notna().any())}
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    if run.table("comm_ops") is not None and run.source_format == "ascend":
+        d = _ascend(run)
+    elif run.table("mi_comm_rank_step") is not None:
+        d = _mindinsight(run)
+    elif run.table("collectives") is not None or run.table("gpu_ops") is not None:
+        d = _kineto(run)
+    else:
+        raise Unavailable(
+            "No communication data in this run. MindSpore Insight: hccl_raw_<rank>.csv (profile with communication "
+            "data); Ascend: communication.json / communication_matrix.json (profiler_level Level1 or higher); "
+            "PyTorch: NCCL kernels, gloo or record_param_comms events in the trace.")
+    prs = d["per_rank_step"]
+    if "per_rank_avg" in d:
+        per_rank = d.pop("per_rank_avg")
+    else:
+        per_rank = prs.groupby("rank", as_index=False)[[c for c in prs.columns if c.endswith("_ms")]].mean()
+    if "transit_ms" in per_rank and per_rank["transit_ms"].notna().any():
+        per_rank["wait_ratio"] = (per_rank["wait_ms"] / (per_rank["wait_ms"] + per_rank["transit_ms"])).where(
+            (per_rank["wait_ms"] + per_rank["transit_ms"]) > 0)
+    else:
+        per_rank["wait_ratio"] = (per_rank["wait_ms"] / (per_rank["comm_ms"] + per_rank["wait_ms"])).where(
+            (per_rank["comm_ms"] + per_rank["wait_ms"]) > 0)
+    per_rank["stage"] = per_rank["rank"].map(run.stage_of)
+    tables = {"per_rank": per_rank, "per_rank_step": prs}
+    if d.get("ops") is not None:
+        tables["ops"] = d["ops"]
+    links = d.get("links")
+    if links is not None and not links.empty:
+        tables["links"] = links
+    if d.get("links_local") is not None:
+        tables["links_local"] = d["links_local"]
+    slow = _slow_links(links if links is not None else d.get("links_local"))
+    metrics = {
+        "avg_source": d["avg_source"], "wait_ratio_formula": d["wait_formula"],
+        "comm_ms_mean": float(per_rank["comm_ms"].mean()), "wait_ms_mean": float(per_rank["wait_ms"].mean()),
+        "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
+    }
+    if d.get("kineto_source"):
+        metrics["collective_source"] = d["kineto_source"]
+    return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
+                                                          "ranks": run.ranks})
+
+
+def _slow_links(links: pd.DataFrame | None) -> list[dict]:
+    """Seed rule: per transport, links more than 20% below the mean bandwidth of that transport (worst first)."""
+    if links is None or links.empty:
+        return []
+    src = "src_rank" if "src_rank" in links else "src_local"
+    dst = "dst_rank" if "dst_rank" in links else "dst_local"
+    lk = links[(links[src] != links[dst]) & links["bandwidth_gbps"].notna() & (links["transport"] != "LOCAL")
+               & (links["size_mb"] >= th.LINK_MIN_MB)]
+    out = []
+    for transport, grp in lk.groupby("transport"):
+        if len(grp) < 2:
+            continue
+        mean = float(grp["bandwidth_gbps"].mean())
+        worst = grp.loc[grp["bandwidth_gbps"].idxmin()]
+        below = (mean - worst["bandwidth_gbps"]) / mean if mean > 0 else 0.0
+        if below > th.LINK_BELOW_TYPE_MEAN:
+            out.append({"transport": transport, "src": int(worst[src]), "dst": int(worst[dst]),
+                        "value": float(worst["bandwidth_gbps"]), "reference": mean, "percent": below * 100,
+                        "local": src == "src_local", "group": worst.get("group"),
+                        "reported_by": int(worst["rank"]) if "rank" in worst else None})
+    return out
+
+
+# --------------------------------------------------------------------------- present
+
+
+def present(a: Analysis) -> View:
+    m, t = a.metrics, a.tables
+    per_rank, prs = t["per_rank"], t["per_rank_step"]
+    figures = [_rank_bars(per_rank, prs)]
+    controls = [Control("step", "Step", [("avg", "Average")] +
+                        [(str(s), f"Step {s}") for s in sorted(prs["step"].unique())], "avg")]
+    links = t.get("links")
+    if links is not None:
+        figures.append(_matrix(links, "src_rank", "dst_rank", "Rank"))
+        figures.append(_graph(per_rank, links))
+        controls.append(Control("link_metric", "Link metric", [("time_ms", "Time (ms)"), ("size_mb", "Size (MB)"),
+                                                               ("bandwidth_gbps", "Bandwidth (GB/s)")], "bandwidth_gbps"))
+    tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
+                               [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
+                                Column("comm_ms", "Communication (ms)", "ms"), Column("wait_ms", "Wait (ms)", "ms"),
+                                Column("wait_ratio", "Wait ratio", "ratio")])]
+    ops = t.get("ops")
+    if ops is not None:
+        top = ops.sort_values("elapse_ms", ascending=False)
+        cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), Column("group", "Group", "text"),
+                Column("step", "Step", "int"), Column("elapse_ms", "Elapse (ms)", "ms"),
+                Column("transit_ms", "Transit (ms)", "ms"), Column("wait_ms", "Wait (ms)", "ms"),
+                Column("size_mb", "Size (MB)", "mb"), Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")]
+        if "busbw_gbps" in ops:
+            cols.append(Column("busbw_gbps", "Bus bandwidth (GB/s)", "gbps"))
+        tables.append(Table.from_frame("communication-ops", "Operators (longest first)", top, cols, max_html_rows=100))
+    if links is not None:
+        tables.append(Table.from_frame(
+            "communication-links", "Links (global ranks; summed over operators and steps)", links,
+            [Column("group", "Group", "text"), Column("src_rank", "Source", "rank"), Column("dst_rank", "Destination", "rank"),
+             Column("transport", "Transport", "text"), Column("size_mb", "Size (MB)", "mb"), Column("time_ms", "Time (ms)", "ms"),
+             Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")],
+            caption="Filter by typing a rank, a transport (HCCS, RDMA, PCIE, LOCAL...) or a group."))
+    if "links_local" in t:
+        tables.append(Table.from_frame(
+            "communication-links-local", "Links as the profiler wrote them (group-local ranks)", t["links_local"],
+            [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
+             Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
+             Column("time_ms", "Time (ms)", "ms"), Column("size_mb", "Size (MB)", "mb"),
+             Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")],
+            caption="MindSpore's hccl_raw files give each link's ends as ranks inside its communication group and do "
+                    "not say which group; they cannot be turned into global ranks, so they are shown as written."))
+    notes = []
+    if m.get("collective_source"):
+        notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
+                     "order; transit = the shortest duration among those ranks, wait = the rest.")
+    findings = _findings(a)
+    summary = (f"Mean communication time per rank {m['comm_ms_mean']:.4f} ms per step, of which waiting "
+               f"{m['wait_ms_mean']:.4f} ms (wait ratio = {m['wait_ratio_formula']}).")
+    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    out = []
+    for s in a.data["slow_links"]:
+        ends = "group-local ranks" if s["local"] else "ranks"
+        out.append(Finding(
+            "slow_link", "medium" if s["percent"] < 50 else "high", ID,
+            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at {s['value']:.4f} GB/s, "
+            f"{s['percent']:.2f}% below the mean of {s['transport']} links ({s['reference']:.4f} GB/s).",
+            ranks=[] if s["local"] else [s["src"], s["dst"]], links=[] if s["local"] else [[s["src"], s["dst"]]],
+            evidence={"metric": "bandwidth_gbps", "value": s["value"], "reference": s["reference"],
+                      "transport": s["transport"], "reported_by_rank": s["reported_by"]},
+            suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
+            figure="communication-matrix" if not s["local"] else None))
+    return out
+
+
+def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
+    avg = per_rank.assign(step_key="avg")[["rank", "step_key", "comm_ms", "wait_ms"]]
+    per = prs.assign(step_key=prs["step"].astype(str))[["rank", "step_key", "comm_ms", "wait_ms"]]
+    wide = pd.concat([avg, per], ignore_index=True)
+    long = pd.concat([wide.assign(ms=wide["comm_ms"], part="Communication", order=0),
+                      wide.assign(ms=wide["wait_ms"], part="Wait", order=1)], ignore_index=True)
+    n = max(1, per_rank["rank"].nunique())
+    chart = (
+        alt.Chart(long).transform_filter("datum.step_key == step").mark_bar()
+        .encode(x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)),
+                xOffset=alt.XOffset("part:N"),
+                y=alt.Y("ms:Q", title="Time (ms)"),
+                color=alt.Color("part:N", title=None, legend=alt.Legend(orient="top")),
+                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("part:N", title="Part"),
+                         alt.Tooltip("ms:Q", title="ms", format=".4f")])
+        .add_params(alt.param(name="step", value="avg"))
+        .properties(width={"step": max(4, min(40, 900 // n))}, height=240))
+    return Figure("communication-ranks", "Communication and waiting time per rank", to_spec(chart),
+                  caption="Side by side per rank, for the selected step or the average.",
+                  alt="Bars of communication and wait time per rank")
+
+
+def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
+    lk = links.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
+    lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
+    side = int(max(lk[src].max(), lk[dst].max())) + 1 if not lk.empty else 1
+    caption = "Source rank (rows) to destination rank (columns); switch the metric above."
+    if side > MATRIX_MAX_SIDE:
+        block = math.ceil(side / MATRIX_MAX_SIDE)
+        lk[src], lk[dst] = (lk[src] // block) * block, (lk[dst] // block) * block
+        lk = lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
+        lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
+        caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
+    cell = max(3, min(24, 640 // max(1, side if side <= MATRIX_MAX_SIDE else MATRIX_MAX_SIDE)))
+    chart = (
+        alt.Chart(lk).transform_calculate(value="datum[link_metric]").mark_rect()
+        .encode(x=alt.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=alt.Axis(labelOverlap=True)),
+                y=alt.Y(f"{src}:O", title=f"Source {title.lower()}", axis=alt.Axis(labelOverlap=True)),
+                color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
+                tooltip=[alt.Tooltip(f"{src}:O", title="Source"), alt.Tooltip(f"{dst}:O", title="Destination"),
+                         alt.Tooltip("time_ms:Q", title="Time (ms)", format=".4f"),
+                         alt.Tooltip("size_mb:Q", title="Size (MB)", format=".4f"),
+                         alt.Tooltip("bandwidth_gbps:Q", title="Bandwidth (GB/s)", format=".4f")])
+        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"))
+        .properties(width={"step": cell}, height={"step": cell}))
+    return Figure("communication-matrix", "Link matrix", to_spec(chart), caption=caption,
+                  alt="Adjacency matrix of links between ranks")
+
+
+def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
+    """Node-link graph, laid out in Python on a circle (deterministic); drawn with Vega-Lite rules and circles."""
+    ranks = sorted(set(per_rank["rank"]) | set(links["src_rank"]) | set(links["dst_rank"]))
+    angle = {r: 2 * math.pi * i / max(1, len(ranks)) for i, r in enumerate(ranks)}
+    pos = {r: (math.cos(a), math.sin(a)) for r, a in angle.items()}
+    pr = per_rank.set_index("rank")
+    nodes = pd.DataFrame({"rank": ranks, "x": [pos[r][0] for r in ranks], "y": [pos[r][1] for r in ranks]})
+    nodes["comm_ms"] = [float(pr["comm_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
+    nodes["wait_ms"] = [float(pr["wait_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
+    total = nodes["comm_ms"] + nodes["wait_ms"]
+    nodes["comm_share"] = (nodes["comm_ms"] / total).where(total > 0)
+    e = links[links["src_rank"] != links["dst_rank"]].groupby(["src_rank", "dst_rank"], as_index=False)[
+        ["size_mb", "time_ms"]].sum()
+    e["x"], e["y"] = e["src_rank"].map(lambda r: pos[r][0]), e["src_rank"].map(lambda r: pos[r][1])
+    e["x2"], e["y2"] = e["dst_rank"].map(lambda r: pos[r][0]), e["dst_rank"].map(lambda r: pos[r][1])
+    axis = alt.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
+    edges = alt.Chart(e).mark_rule(opacity=0.4).encode(
+        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), x2="x2:Q", y2="y2:Q",
+        strokeWidth=alt.StrokeWidth("size_mb:Q", title="Size (MB)", scale=alt.Scale(range=[0.5, 6])),
+        tooltip=[alt.Tooltip("src_rank:O", title="Source"), alt.Tooltip("dst_rank:O", title="Destination"),
+                 alt.Tooltip("size_mb:Q", format=".4f"), alt.Tooltip("time_ms:Q", format=".4f")])
+    points = alt.Chart(nodes).mark_circle(opacity=0.9).encode(
+        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis),
+        size=alt.Size("comm_ms:Q", title="Communication (ms)", scale=alt.Scale(range=[40, 600])),
+        color=alt.Color("comm_share:Q", title="comm / (comm + wait)", scale=alt.Scale(scheme="redyellowgreen")),
+        tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("comm_ms:Q", format=".4f"),
+                 alt.Tooltip("wait_ms:Q", format=".4f"), alt.Tooltip("comm_share:Q", format=".2%")])
+    labels = alt.Chart(nodes).mark_text(dy=-12, fontSize=10).encode(x="x:Q", y="y:Q", text="rank:O")
+    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=420, height=420)
+    return Figure("communication-graph", "Who talks to whom", to_spec(chart),
+                  caption="Node size = communication time; colour = communication / (communication + wait): red ranks "
+                          "mostly wait; edge width = bytes moved.", alt="Node-link graph of ranks and links")

@@ -1,0 +1,108 @@
+"""Communication section: Ascend agrees with msprof-analyze; Kineto matching, busbw; slow-link rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reportgen import metrics
+from reportgen.readers import read_run
+from reportgen.readers.ascend import double_hash
+from reportgen.sections import run_sections
+from reportgen.sections.communication import busbw_factor
+
+from conftest import fixture_dir, reference_file
+
+ST4 = ("ascend", "msinsight", "test", "st", "level2")
+
+
+def _section(path):
+    run = read_run(path)
+    doc = json.loads(metrics.dumps(metrics.build(run, run_sections(run, only=["communication"]))))
+    return run, doc["sections"]["communication"], doc["findings"]
+
+
+def test_ascend_per_group_and_rank_sums_equal_msprof_total_op_info():
+    run, sec, _ = _section(fixture_dir(*ST4))
+    assert sec["status"] == "ok"
+    ref = json.loads(reference_file("msprof-analyze", "st_level2_4rank_text", "cluster_analysis_output",
+                                    "cluster_communication.json").read_text())
+    groups = {row.hash: row.group for row in run.tables["groups"].itertuples()}
+    ops = sec["tables"]["ops"]
+    checked = 0
+    for _rank_set, steps in ref.items():
+        for step, entries in steps.items():
+            for key, per_rank in entries.items():
+                if not key.startswith("Total Op Info@"):
+                    continue
+                group = groups[key.split("@")[1]]
+                for rank, info in per_rank.items():
+                    mine = [o for o in ops if o["rank"] == int(rank) and o["group"] == group
+                            and o["step"] == int(step[4:])]
+                    t = info["Communication Time Info"]
+                    for ours, theirs in (("elapse_ms", "Elapse Time(ms)"), ("transit_ms", "Transit Time(ms)"),
+                                         ("wait_ms", "Wait Time(ms)"), ("sync_ms", "Synchronization Time(ms)"),
+                                         ("idle_ms", "Idle Time(ms)")):
+                        assert sum(o[ours] for o in mine) == pytest.approx(t[theirs], abs=1e-6), (group, rank, ours)
+                    checked += 1
+    assert checked >= 14
+
+
+def test_ascend_links_equal_msprof_matrix_totals():
+    run, sec, _ = _section(fixture_dir(*ST4))
+    ref = json.loads(reference_file("msprof-analyze", "st_level2_4rank_text", "cluster_analysis_output",
+                                    "cluster_communication_matrix.json").read_text())
+    groups = {row.hash: row.group for row in run.tables["groups"].itertuples()}
+    links = {(l["group"], l["src_rank"], l["dst_rank"]): l for l in sec["tables"]["links"]}
+    checked = 0
+    for _rank_set, steps in ref.items():
+        for _step, entries in steps.items():
+            for key, per_link in entries.items():
+                if not key.startswith("Total Op Info@"):
+                    continue
+                group = groups[key.split("@")[1]]
+                for link, v in per_link.items():
+                    src, dst = map(int, link.split("-"))
+                    mine = links[(group, src, dst)]
+                    assert mine["size_mb"] == pytest.approx(v["Transit Size(MB)"], rel=1e-9, abs=1e-12)
+                    assert mine["time_ms"] == pytest.approx(v["Transit Time(ms)"], rel=1e-9, abs=1e-12)
+                    checked += 1
+    assert checked >= 30
+
+
+def test_busbw_factors():
+    assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert busbw_factor("all_gather", 4) == pytest.approx(3 / 4)
+    assert busbw_factor("reduce_scatter", 2) == pytest.approx(1 / 2)
+    assert busbw_factor("broadcast", 8) == 1.0
+
+
+def test_gloo_collectives_are_matched_across_ranks():
+    _, sec, _ = _section(fixture_dir("generated", "torch_gloo_ddp4_baseline"))
+    ops = sec["tables"]["ops"]
+    assert sec["metrics"]["collective_source"] == "gloo operations"
+    for o in ops:
+        if o["transit_ms"] is not None:
+            assert o["transit_ms"] <= o["elapse_ms"] + 1e-9
+            assert o["wait_ms"] == pytest.approx(o["elapse_ms"] - o["transit_ms"], abs=1e-9)
+    # every matched instance has one rank that did not wait
+    by_inst = {}
+    for o in ops:
+        by_inst.setdefault((o["group"], o["op_type"], o["op"]), []).append(o)
+    assert any(min(x["wait_ms"] for x in v) == 0 for v in by_inst.values())
+
+
+def test_slow_link_rule_on_a_synthetic_matrix():
+    import pandas as pd
+
+    from reportgen.sections.communication import _slow_links
+
+    links = pd.DataFrame({"group": "g", "src_rank": [0, 1, 2, 3], "dst_rank": [1, 2, 3, 0], "transport": "HCCS",
+                          "size_mb": 100.0, "time_ms": [5.0, 5.0, 5.0, 20.0]})
+    links["bandwidth_gbps"] = links["size_mb"] / links["time_ms"]
+    (slow,) = _slow_links(links)
+    assert (slow["src"], slow["dst"]) == (3, 0) and slow["percent"] == pytest.approx((16.25 - 5) / 16.25 * 100)
+    links["time_ms"] = 5.0
+    links["bandwidth_gbps"] = 20.0
+    assert _slow_links(links) == []
