@@ -106,3 +106,20 @@ def test_slow_link_rule_on_a_synthetic_matrix():
     links["time_ms"] = 5.0
     links["bandwidth_gbps"] = 20.0
     assert _slow_links(links) == []
+
+
+def test_mindinsight_comm_wait_and_slow_link_equal_the_seed(pp2x4):
+    ref = json.loads(reference_file("mindinsight", "mi_cluster_propose_pp2x4", "as_shipped.json").read_text())
+    _, sec, findings = _section(pp2x4)
+    assert sec["status"] == "ok" and sec["metrics"]["avg_source"] == "file"
+    per_rank = {r["rank"]: r for r in sec["tables"]["per_rank"]}
+    per_step = {(r["rank"], r["step"]): r for r in sec["tables"]["per_rank_step"]}
+    for step in (0, 1, 2):
+        for item in ref[f"cluster_hccl.query(step_id={step})"]["result"]["communication"]:
+            comm, wait = item["communication_info"][:2]
+            row = per_rank[item["rank_id"]] if step == 0 else per_step[(item["rank_id"], step)]
+            assert row["comm_ms"] == pytest.approx(comm, abs=1e-9) and row["wait_ms"] == pytest.approx(wait, abs=1e-9)
+    (slow,) = [f for f in findings if f["id"] == "slow_link"]
+    # seed helper: cluster_link 0 -> 1 SDMA 107910491.8874 KB/s, 74.26 % below the SDMA mean
+    assert round(slow["evidence"]["value"] * 1e6, 4) == 107910491.8874
+    assert "74.26%" in slow["message"] and "group-local" in slow["message"]

@@ -398,6 +398,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
 
     total = len(files)
     step_rows, avg_rows, op_rows, ov_rows, ov_avg_rows = [], [], [], [], []
+    hccl: dict[str, list] = {}
+    generations: set[str] = set()
     for n, f in enumerate(files, start=1):
         if progress:
             progress(n, total)
@@ -415,6 +417,13 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                 ov_rows.extend(dict(r, rank=f.rank) for r in rows)
                 if avg is not None:
                     ov_avg_rows.append(dict(avg, rank=f.rank))
+            elif f.kind == "hccl_raw":
+                from .mindinsight_hccl import parse_hccl_raw
+
+                parsed = parse_hccl_raw(f.path, f.rank, problems)
+                generations.add(parsed["generation"])
+                for name, df in parsed["tables"].items():
+                    hccl.setdefault("mi_" + name.replace("comm_rank", "comm_rank"), []).append(df)
             elif f.kind == "profiler_info":
                 info = parse_profiler_info(f.path)
                 if world_size is None and str(info.get("rank_size", "")).isdigit():
@@ -459,6 +468,16 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         run.tables["cluster_overlap"] = df.reindex(columns=["rank", "step"] + ov_cols).sort_values(["rank", "step"]).reset_index(drop=True)
     if ov_avg_rows:
         run.tables["cluster_overlap_avg"] = pd.DataFrame(ov_avg_rows).reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
+    for name, parts in hccl.items():
+        parts = [p for p in parts if p is not None and not p.empty]
+        if parts:
+            run.tables[name] = pd.concat(parts, ignore_index=True)
+    if generations:
+        run.notes.append("hccl_raw unit generation: " + " and ".join(sorted(generations)) +
+                         " (MindSpore <=2.1 writes ms / KB / KB/s; 2.2+ writes µs costs and GB/s; all shown in "
+                         "ms / MB / GB/s)")
+        if len(generations) > 1:
+            run.problem(str(root), "hccl_raw files of both unit generations in one run; each was converted on its own")
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

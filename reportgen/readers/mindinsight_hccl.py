@@ -1,0 +1,397 @@
+"""``hccl_raw_{rank}.csv`` of the MindSpore Insight cluster layout -> communication tables in reportgen units.
+
+Format facts: ../shared/research/mindinsight-cluster-profiling.md §2.3 (format), §3.3 (producers, MindInsight's
+reading), §4 (quirks). One row per step (``step_num`` = the step), then a ``-`` row; columns
+``step_num, communication_cost, wait_cost, link_info[, communication_operator_cost]`` (the last is absent in
+the 4-column legacy variant). ``link_info`` is JSON ``{"<src>-<dst>": {"SDMA"|"RDMA"|...: [time, size,
+bandwidth(, rdma_wait)]}}`` with group-local src/dst; ``communication_operator_cost`` is JSON
+``{op: [step, cost, wait, link_info]}`` (some MindSpore versions wrote the ``-`` row's operator cell as a
+Python literal with ``[cost, wait, link_info]``: both accepted).
+
+Two unit generations, neither named in the file:
+
+==========  =====================================  ===========================================
+            MindSpore <= 2.1 ``HcclParser``        MindSpore 2.2/2.3 ``AscendHCCLGenerator``
+==========  =====================================  ===========================================
+costs       ms (main thread: Σ its link times)     µs (Σ dur of every non-wait HCCL task)
+link time   ms                                     ms
+size        KB (10^3 B)                            KB (10^3 B)
+bandwidth   KB/s; a step's = Σ of its ops'         GB/s = size/time (KB/ms · 1e-3)
+``-`` row   mean over the steps                    copy of the LAST step
+==========  =====================================  ===========================================
+
+Generation rule (from the numbers; the first rule that has data decides, the others only check it and a
+disagreement is listed in ``problems``):
+
+1. bandwidth against size/time: every link entry with positive time, size and bandwidth gives
+   ``r = bandwidth / (size_KB / time_ms)``. <= 2.1 writes KB/s = 1e3 · KB/ms, and a step's bandwidth is a sum
+   of per-op ones, so ``r >= 1e3``; 2.2+ writes GB/s, ``r = 1e-3`` exactly. Median of log10 r < 0 -> 2.2+.
+2. communication_cost against the step's link times (ms in both): <= 2.1 cost is a main-thread subset of
+   them (ratio <= ~1); 2.2+ cost is in µs and includes every non-wait task (ratio >= ~1000).
+   Median log10 ratio > 1.5 -> 2.2+.
+3. the ``-`` row (needs >= 2 steps that differ): equal to the last step and not the mean -> 2.2+; equal to
+   the mean and not the last step -> <= 2.1.
+4. bandwidth magnitude: median positive bandwidth >= 1e4 -> <= 2.1 (KB/s values are ~1e6-1e9), else 2.2+
+   (GB/s values are ~0.1-1000).
+
+Without any of these (no links and a single step, say) the file is read as <= 2.1 and a problem says so.
+
+Output units: ms, MB (10^6 B), GB/s. Bad input (unreadable, truncated last line, invalid JSON, missing
+columns, non-numeric cells) is listed in ``problems``; what could be read is returned; no exception.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+GEN_OLD = "<=2.1"
+GEN_NEW = "2.2+"
+
+#: Output tables and their columns (units in the names: ms, MB = 10^6 B, GB/s).
+COLUMNS: dict[str, list[str]] = {
+    "comm_rank_step": ["rank", "step", "comm_ms", "wait_ms"],
+    "comm_rank_avg": ["rank", "comm_ms", "wait_ms", "avg_kind"],
+    "comm_ops": ["rank", "step", "op", "comm_ms", "wait_ms"],
+    "links": ["rank", "step", "op", "src_local", "dst_local", "transport", "time_ms", "size_mb",
+              "bandwidth_gbps", "bandwidth_sizetime_gbps", "rdma_wait_ms"],
+}
+
+#: What the file's ``-`` row is, per generation (column ``avg_kind`` of ``comm_rank_avg``).
+AVG_KIND = {GEN_OLD: "mean", GEN_NEW: "last step"}
+
+#: step value of the ``-`` row in the ``links`` table.
+AVG_STEP = -1
+
+_REQUIRED = ("step_num", "communication_cost", "wait_cost")
+_PAIR = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_QUOTED = re.compile(r'"([^"]*(?:""[^"]*)*)(")?')
+_PLAIN = re.compile(r"[^,\r\n]*")
+_LITERAL_MAX = 50_000_000  # characters; larger Python-literal cells are not evaluated
+
+
+# --------------------------------------------------------------------------- CSV records
+
+
+def _records(text: str):
+    """Yield ``(line, cells, end)`` per record of a ``csv.writer`` file; ``end`` is ``"newline"``, ``"eof"``
+    (last record without a line break) or ``"open_quote"`` (the text ended inside a quoted cell).
+
+    Own splitter instead of :mod:`csv`: operator cells of long runs exceed csv's 128 KiB field limit (a
+    process-wide setting), and a cut quoted cell must be told from a complete one.
+    """
+    pos, n, line = 0, len(text), 1
+    while pos < n:
+        start, cells = line, []
+        while True:
+            if text.startswith('"', pos):
+                m = _QUOTED.match(text, pos)
+                raw = m.group(1)
+                line += raw.count("\n")
+                cells.append(raw.replace('""', '"'))
+                pos = m.end()
+                if m.group(2) is None:
+                    yield start, cells, "open_quote"
+                    return
+                tail = _PLAIN.match(text, pos)  # text after a closing quote belongs to the cell (as in csv)
+                cells[-1] += tail.group()
+                pos = tail.end()
+            else:
+                m = _PLAIN.match(text, pos)
+                cells.append(m.group())
+                pos = m.end()
+            if pos >= n:
+                yield start, cells, "eof"
+                return
+            if text[pos] == ",":
+                pos += 1
+                continue
+            pos += 2 if text.startswith("\r\n", pos) else 1
+            line += 1
+            yield start, cells, "newline"
+            break
+
+
+class _Problems:
+    """Collects problems of one file, one entry per kind with a count and the first line."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+        self.kinds: dict[str, list[int]] = {}
+
+    def add(self, line: int, what: str) -> None:
+        entry = self.kinds.setdefault(what, [0, line])
+        entry[0] += 1
+
+    def flush(self, problems: list[tuple[str, str]]) -> None:
+        for what, (count, line) in self.kinds.items():
+            where = f"line {line}" if count == 1 else f"{count} times, first on line {line}"
+            problems.append((self.path, f"{what} ({where})"))
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _decode_cell(text: str):
+    """JSON cell -> object; a Python-literal dict (written by some MindSpore versions) is accepted too."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    stripped = text.strip()
+    if stripped.startswith("{") and "'" in stripped and len(stripped) <= _LITERAL_MAX:
+        try:
+            return ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            pass
+    raise ValueError("invalid JSON")
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _link_values(vals):
+    """[time, size, bandwidth(, rdma_wait)] -> tuple of 4 floats (wait NaN); ``()`` for an empty entry;
+    ``None`` when malformed. 2.2+ writes a single RDMA thread as ``[[...]]``: unwrapped."""
+    if isinstance(vals, list) and len(vals) == 1 and isinstance(vals[0], list):
+        vals = vals[0]
+    if isinstance(vals, list) and not vals:
+        return ()
+    if not isinstance(vals, list) or len(vals) < 3 or not all(_is_num(v) for v in vals[:4]):
+        return None
+    wait = float(vals[3]) if len(vals) > 3 else math.nan
+    return float(vals[0]), float(vals[1]), float(vals[2]), wait
+
+
+def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, line: int) -> None:
+    if not isinstance(obj, dict):
+        bad.add(line, "link_info is not a JSON object; ignored")
+        return
+    for key, transports in obj.items():
+        m = _PAIR.match(str(key))
+        if not m or not isinstance(transports, dict):
+            bad.add(line, "link entry not of the form {\"<src>-<dst>\": {<transport>: [...]}}; ignored")
+            continue
+        for transport, raw in transports.items():
+            vals = _link_values(raw)
+            if vals is None:
+                bad.add(line, "link values not [time, size, bandwidth(, rdma_wait)] numbers; ignored")
+            elif vals:
+                out.append((step, op, int(m.group(1)), int(m.group(2)), str(transport), *vals))
+
+
+def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Problems, line: int) -> None:
+    """communication_operator_cost -> per-step operator rows (not for the ``-`` row) and per-op link rows."""
+    if not isinstance(obj, dict):
+        bad.add(line, "communication_operator_cost is not a JSON object; ignored")
+        return
+    for op, value in obj.items():
+        op = str(op)
+        if isinstance(value, list) and len(value) == 4:
+            op_step, op_cost, op_wait, op_links = value
+            if str(op_step).strip() != step_text:
+                bad.add(line, "an operator's step differs from the row's step_num; the row's was used")
+        elif isinstance(value, list) and len(value) == 3:  # first HcclParser's '-' row: [cost, wait, links]
+            op_cost, op_wait, op_links = value
+        else:
+            bad.add(line, "operator entry not [step, cost, wait, link_info]; ignored")
+            continue
+        if not (_is_num(op_cost) and _is_num(op_wait)):
+            bad.add(line, "operator cost/wait not numbers; ignored")
+            continue
+        if step != AVG_STEP:
+            ops.append((step, op, float(op_cost), float(op_wait)))
+        _flatten_links(op_links, step, op, links, bad, line)
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def _median_log10(values: list[float]) -> float | None:
+    logs = [math.log10(v) for v in values if v > 0 and math.isfinite(v)]
+    return statistics.median(logs) if logs else None
+
+
+def _detect(steps: list[tuple], avg: tuple | None, links: list[tuple]) -> tuple[str, str | None, list[str]]:
+    """-> (generation, what decided, what disagreed). See the module docstring for the rules."""
+    evidence: list[tuple[str, str]] = []
+
+    med = _median_log10([b / (s / t) for (_st, _op, _a, _b, _tr, t, s, b, _w) in links if t > 0 and s > 0 and b > 0])
+    if med is not None:
+        evidence.append((GEN_NEW if med < 0 else GEN_OLD,
+                         f"bandwidth / (size/time) = 10^{med:.1f} (KB/s gives >= 10^3, GB/s 10^-3)"))
+
+    link_time: dict[int, float] = {}
+    for st, op, _a, _b, _tr, t, *_rest in links:
+        if op is None and math.isfinite(t):
+            link_time[st] = link_time.get(st, 0.0) + t
+    rows = list(steps) + ([(AVG_STEP, *avg)] if avg else [])
+    med = _median_log10([c / link_time[st] for st, c, _w in rows if link_time.get(st, 0) > 0 and c > 0])
+    if med is not None:
+        evidence.append((GEN_NEW if med > 1.5 else GEN_OLD,
+                         f"communication_cost / Σ link time = 10^{med:.1f} (ms/ms ~1, µs/ms ~1000)"))
+
+    if avg and len(steps) >= 2 and len({(c, w) for _s, c, w in steps}) > 1:
+        last = steps[-1][1:]
+        mean = (sum(c for _s, c, _w in steps) / len(steps), sum(w for _s, _c, w in steps) / len(steps))
+        is_mean = all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(avg, mean))
+        if tuple(avg) == tuple(last) and not is_mean:
+            evidence.append((GEN_NEW, "the '-' row is a copy of the last step"))
+        elif is_mean and tuple(avg) != tuple(last):
+            evidence.append((GEN_OLD, "the '-' row is the mean of the steps"))
+
+    med = _median_log10([b for *_x, b, _w in links])
+    if med is not None:
+        evidence.append((GEN_NEW if med < 4 else GEN_OLD, f"median bandwidth 10^{med:.1f}"))
+
+    if not evidence:
+        return GEN_OLD, None, []
+    gen, decided = evidence[0]
+    return gen, decided, [why for g, why in evidence[1:] if g != gen]
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def _empty(problems: list[tuple[str, str]], path: Path, problem: str) -> dict:
+    problems.append((str(path), problem))
+    return {"generation": GEN_OLD, "tables": {}}
+
+
+def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> dict:
+    """-> {"generation": "<=2.1" | "2.2+", "tables": {name: DataFrame}} (empty tables omitted)
+
+    Tables (columns in :data:`COLUMNS`, each with ``rank`` = the given rank, units ms / MB / GB/s):
+    ``comm_rank_step`` (per step: communication_cost, wait_cost), ``comm_rank_avg`` (the file's ``-`` row as
+    written; ``avg_kind`` "mean" for <= 2.1, "last step" for 2.2+), ``comm_ops`` (per step and operator,
+    from communication_operator_cost; the ``-`` row's operators are not included), ``links`` (every link
+    entry, step-level ones with ``op`` None, the ``-`` row's with step -1; ``bandwidth_gbps`` as the file
+    states it, ``bandwidth_sizetime_gbps`` = size/time — they differ for <= 2.1 step-level rows, whose
+    bandwidth is a sum of per-op bandwidths; ``rdma_wait_ms`` NaN unless the entry has a 4th element).
+    The generation rule is in the module docstring.
+    """
+    path = Path(path)
+    bad = _Problems(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return _empty(problems, path, f"cannot read: {exc.strerror or exc}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8-sig", errors="replace")
+        problems.append((str(path), "not valid UTF-8; undecodable bytes replaced"))
+
+    records = _records(text)
+    header = next(records, None)
+    if header is None:
+        return _empty(problems, path, "empty file")
+    names = [h.strip() for h in header[1]]
+    index = {h: i for i, h in enumerate(names) if h}
+    missing = [c for c in _REQUIRED if c not in index]
+    if missing:
+        return _empty(problems, path, f"not an hccl_raw file: missing column(s) {', '.join(missing)}")
+    i_link, i_ops = index.get("link_info"), index.get("communication_operator_cost")
+
+    steps: list[tuple[int, float, float]] = []
+    avg: tuple[float, float] | None = None
+    ops: list[tuple[int, str, float, float]] = []
+    links: list[tuple] = []
+    seen: set = set()
+    for line, cells, end in records:
+        if not any(c.strip() for c in cells):
+            continue
+        if end == "open_quote" or (end == "eof" and (len(cells) < len(names) or not cells[-1])):
+            bad.add(line, "last line cut short (truncated file); its last cell was ignored")
+            cells = cells[:-1]
+        elif len(cells) < len(names):
+            bad.add(line, f"row has fewer fields than the header ({len(names)})")
+
+        def cell(i):
+            return cells[i] if i is not None and i < len(cells) else None
+
+        step_text = (cell(index["step_num"]) or "").strip()
+        if step_text == "-":
+            step = AVG_STEP
+        elif step_text.isascii() and step_text.isdigit():
+            step = int(step_text)
+        else:
+            bad.add(line, "step_num neither a number nor '-'; row skipped")
+            continue
+        if step in seen:
+            bad.add(line, "step appears again; the first row was kept")
+            continue
+        seen.add(step)
+
+        cost, wait = _number(cell(index["communication_cost"])), _number(cell(index["wait_cost"]))
+        if cost is None or wait is None:
+            bad.add(line, "communication_cost/wait_cost missing or not a number; the row's totals were skipped")
+        elif step == AVG_STEP:
+            avg = (cost, wait)
+        else:
+            steps.append((step, cost, wait))
+
+        for col, i in (("link_info", i_link), ("communication_operator_cost", i_ops)):
+            raw = cell(i)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                obj = _decode_cell(raw)
+            except ValueError:
+                bad.add(line, f"invalid JSON in {col}; ignored")
+                continue
+            if col == "link_info":
+                _flatten_links(obj, step, None, links, bad, line)
+            else:
+                _read_ops(obj, step, step_text, ops, links, bad, line)
+
+    if not steps and avg is None and not links:
+        problems.append((str(path), "no readable data rows"))
+    elif AVG_STEP not in seen:
+        problems.append((str(path), "no '-' row (MindSpore always writes one last): the file may be cut short"))
+
+    steps.sort(key=lambda r: r[0])
+    gen, decided, disagree = _detect(steps, avg, links)
+    if decided is None and (steps or avg or links):
+        problems.append((str(path), "the numbers do not tell the MindSpore generation (no link sizes/times and no "
+                                    "two distinct steps); read as <= 2.1 (costs in ms)"))
+    if disagree:
+        problems.append((str(path), f"read as MindSpore {gen} ({decided}), but: {'; '.join(disagree)}"))
+    bad.flush(problems)
+
+    cost_div = 1e3 if gen == GEN_NEW else 1.0  # µs -> ms
+    bw_mul = 1.0 if gen == GEN_NEW else 1e-6  # KB/s -> GB/s
+    tables: dict[str, pd.DataFrame] = {}
+    if steps:
+        tables["comm_rank_step"] = pd.DataFrame(
+            [(rank, s, c / cost_div, w / cost_div) for s, c, w in steps], columns=COLUMNS["comm_rank_step"])
+    if avg is not None:
+        tables["comm_rank_avg"] = pd.DataFrame(
+            [(rank, avg[0] / cost_div, avg[1] / cost_div, AVG_KIND[gen])], columns=COLUMNS["comm_rank_avg"])
+    if ops:
+        tables["comm_ops"] = pd.DataFrame(
+            [(rank, s, op, c / cost_div, w / cost_div) for s, op, c, w in ops], columns=COLUMNS["comm_ops"])
+    if links:
+        df = pd.DataFrame([(rank, *r) for r in links], columns=[
+            "rank", "step", "op", "src_local", "dst_local", "transport", "time_ms", "size_kb", "bandwidth",
+            "rdma_wait_ms"])
+        df["op"] = pd.Series([r[1] for r in links], dtype=object)  # None stays None (not NaN)
+        df["size_mb"] = df["size_kb"] / 1e3
+        df["bandwidth_gbps"] = df["bandwidth"] * bw_mul
+        time = df["time_ms"].where(df["time_ms"] > 0)
+        df["bandwidth_sizetime_gbps"] = df["size_mb"] / time  # MB/ms = GB/s
+        tables["links"] = df[COLUMNS["links"]]
+    return {"generation": gen, "tables": tables}
