@@ -123,3 +123,15 @@ def test_mindinsight_comm_wait_and_slow_link_equal_the_seed(pp2x4):
     # seed helper: cluster_link 0 -> 1 SDMA 107910491.8874 KB/s, 74.26 % below the SDMA mean
     assert round(slow["evidence"]["value"] * 1e6, 4) == 107910491.8874
     assert "74.26%" in slow["message"] and "group-local" in slow["message"]
+
+
+def test_transit_outlier_rule():
+    import pandas as pd
+
+    from reportgen.sections.communication import transit_outliers
+
+    ops = pd.DataFrame({"rank": [0, 1, 2, 3, 0, 1, 2, 3], "group": "g", "step": 1,
+                        "op": ["a"] * 4 + ["b"] * 4, "transit_ms": [1.0, 1.02, 0.98, 3.0, 2.0, 2.0, 2.01, 2.0]})
+    (x,) = transit_outliers(ops)
+    assert x["rank"] == 3 and x["op"] == "a" and x["reference"] == pytest.approx(1.01)
+    assert transit_outliers(ops[ops["rank"] < 2]) == []  # fewer than 3 ranks: no verdict

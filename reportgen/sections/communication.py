@@ -213,8 +213,32 @@ def analyze(run: Run, options=None) -> Analysis:
     }
     if d.get("kineto_source"):
         metrics["collective_source"] = d["kineto_source"]
+    outliers = transit_outliers(d.get("ops")) if run.source_format == "ascend" else []
+    metrics["transit_outlier_ops"] = len(outliers)
     return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
-                                                          "ranks": run.ranks})
+                                                          "ranks": run.ranks, "transit_outliers": outliers,
+                                                          "family": run.source_format})
+
+
+def transit_outliers(ops: pd.DataFrame | None) -> list[dict]:
+    """Per operator instance across the ranks that ran it: a rank whose transit time is above
+    median + 3 x MAD (scaled to σ, 1.4826) of the group's transit times, and above it by at least 0.1 ms,
+    moved its share of the data slowly — its link is suspect. Needs >= 3 ranks and a transit time per rank
+    (Ascend: master-plane transit; PyTorch traces have one transit per instance by construction)."""
+    if ops is None or ops.empty or "transit_ms" not in ops:
+        return []
+    o = ops.dropna(subset=["transit_ms"])
+    out = []
+    for (group, step, op), grp in o.groupby(["group", "step", "op"], dropna=False):
+        if grp["rank"].nunique() < 3:
+            continue
+        med = float(grp["transit_ms"].median())
+        mad = 1.4826 * float((grp["transit_ms"] - med).abs().median())
+        limit = med + max(3 * mad, 0.1)
+        for row in grp[grp["transit_ms"] > limit].itertuples():
+            out.append({"rank": int(row.rank), "group": group, "step": int(step), "op": op,
+                        "value": float(row.transit_ms), "reference": med})
+    return out
 
 
 def _slow_links(links: pd.DataFrame | None) -> list[dict]:
@@ -286,6 +310,10 @@ def present(a: Analysis) -> View:
             caption="MindSpore's hccl_raw files give each link's ends as ranks inside its communication group and do "
                     "not say which group; they cannot be turned into global ranks, so they are shown as written."))
     notes = []
+    if a.data.get("family") == "ascend":
+        notes.append("Ascend times (elapse, transit, wait) come from each operator's master plane only, while sizes "
+                     "count every plane: a wait ratio near 100% with data moved means the master stream only "
+                     "waited while other planes transferred.")
     if m.get("collective_source"):
         notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
                      "order; transit = the shortest duration among those ranks, wait = the rest.")
@@ -297,6 +325,22 @@ def present(a: Analysis) -> View:
 
 def _findings(a: Analysis) -> list[Finding]:
     out = []
+    outl = a.data.get("transit_outliers") or []
+    if outl:
+        by_rank: dict[int, list] = {}
+        for x in outl:
+            by_rank.setdefault(x["rank"], []).append(x)
+        rank, items = max(by_rank.items(), key=lambda kv: len(kv[1]))
+        worst = max(items, key=lambda x: x["value"] - x["reference"])
+        out.append(Finding(
+            "slow_link_transit", "medium", ID,
+            f"Rank {rank} needed clearly longer transfer (transit) time than the other ranks of the group in "
+            f"{len(items)} operator(s); worst {worst['op']}: {worst['value']:.4f} ms against a median of "
+            f"{worst['reference']:.4f} ms.",
+            ranks=[rank], evidence={"metric": "transit_ms", "value": worst["value"], "reference": worst["reference"],
+                                    "operators": len(items), "group": worst["group"]},
+            suggestion="Look at this rank's links in the matrix and the links table (transport, bandwidth).",
+            figure="communication-matrix"))
     for s in a.data["slow_links"]:
         ends = "group-local ranks" if s["local"] else "ranks"
         out.append(Finding(
