@@ -135,3 +135,12 @@ def test_transit_outlier_rule():
     (x,) = transit_outliers(ops)
     assert x["rank"] == 3 and x["op"] == "a" and x["reference"] == pytest.approx(1.01)
     assert transit_outliers(ops[ops["rank"] < 2]) == []  # fewer than 3 ranks: no verdict
+
+
+def test_per_link_operator_distributions(pp2x4):
+    run = read_run(pp2x4)
+    (o,) = run_sections(run, only=["communication"])
+    lo = o.analysis.tables["link_ops"]
+    assert set(lo["link"]) == {"rank 0: 1→0 SDMA", "rank 1: 0→1 SDMA", "rank 2: 1→0 SDMA", "rank 3: 0→1 SDMA"}
+    assert (lo["bandwidth_gbps"] == lo["size_mb"] / lo["time_ms"]).all()
+    assert "communication-link-boxes" in [f.id for f in o.view.figures]

@@ -205,6 +205,9 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["links"] = links
     if d.get("links_local") is not None:
         tables["links_local"] = d["links_local"]
+    link_ops = _link_ops(run)
+    if link_ops is not None and not link_ops.empty:
+        tables["link_ops"] = link_ops
     slow = _slow_links(links if links is not None else d.get("links_local"))
     metrics = {
         "avg_source": d["avg_source"], "wait_ratio_formula": d["wait_formula"],
@@ -218,6 +221,33 @@ def analyze(run: Run, options=None) -> Analysis:
     return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
                                                           "ranks": run.ranks, "transit_outliers": outliers,
                                                           "family": run.source_format})
+
+
+#: links shown in the per-link box plots (the busiest by total time)
+BOX_LINKS = 30
+
+
+def _link_ops(run: Run) -> pd.DataFrame | None:
+    """One row per operator on a link, for the per-link distributions of time, size and bandwidth."""
+    m = run.table("comm_matrix")
+    if m is not None:
+        x = m[(m["stat"] != "total") & (m["src_rank"] != m["dst_rank"])]
+        link = x["src_rank"].astype(str) + "→" + x["dst_rank"].astype(str) + " " + x["transport"]
+        df = pd.DataFrame({"link": link, "op": x["op_name"], "time_ms": x["time_ms"], "size_mb": x["size_mb"]})
+    else:
+        lk = run.table("mi_links")
+        if lk is None:
+            return None
+        x = lk[lk["op"].notna() & (lk["step"] >= 0) & (lk["src_local"] != lk["dst_local"])]
+        link = ("rank " + x["rank"].astype(str) + ": " + x["src_local"].astype(str) + "→" + x["dst_local"].astype(str)
+                + " " + x["transport"])
+        df = pd.DataFrame({"link": link, "op": x["op"], "time_ms": x["time_ms"], "size_mb": x["size_mb"]})
+    df = df[df["time_ms"] > 0]
+    if df.empty:
+        return None
+    df["bandwidth_gbps"] = df["size_mb"] / df["time_ms"]
+    busiest = df.groupby("link")["time_ms"].sum().nlargest(BOX_LINKS).index
+    return df[df["link"].isin(busiest)].reset_index(drop=True)
 
 
 def transit_outliers(ops: pd.DataFrame | None) -> list[dict]:
@@ -279,6 +309,12 @@ def present(a: Analysis) -> View:
         figures.append(_graph(per_rank, links))
         controls.append(Control("link_metric", "Link metric", [("time_ms", "Time (ms)"), ("size_mb", "Size (MB)"),
                                                                ("bandwidth_gbps", "Bandwidth (GB/s)")], "bandwidth_gbps"))
+    if "link_ops" in t:
+        figures.append(_boxes(t["link_ops"]))
+        if not any(c.signal == "link_metric" for c in controls):
+            controls.append(Control("link_metric", "Link metric", [("time_ms", "Time (ms)"), ("size_mb", "Size (MB)"),
+                                                                   ("bandwidth_gbps", "Bandwidth (GB/s)")],
+                                    "bandwidth_gbps"))
     tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
                                [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
                                 Column("comm_ms", "Communication (ms)", "ms"), Column("wait_ms", "Wait (ms)", "ms"),
@@ -402,6 +438,19 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
         .properties(width={"step": cell}, height={"step": cell}))
     return Figure("communication-matrix", "Link matrix", to_spec(chart), caption=caption,
                   alt="Adjacency matrix of links between ranks")
+
+
+def _boxes(link_ops: pd.DataFrame) -> Figure:
+    chart = (
+        alt.Chart(link_ops).transform_calculate(value="datum[link_metric]")
+        .mark_boxplot(extent=1.5)
+        .encode(x=alt.X("link:N", title="Link", sort="ascending", axis=alt.Axis(labelAngle=-45, labelLimit=160)),
+                y=alt.Y("value:Q", title=None))
+        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"))
+        .properties(width={"step": 22}, height=220))
+    return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth", to_spec(chart),
+                  caption=f"One box per link (the {BOX_LINKS} busiest): quartiles, whiskers at 1.5 × IQR, outliers as "
+                          "dots; switch the metric with 'Link metric'.", alt="Box plots per link")
 
 
 def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
