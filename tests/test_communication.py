@@ -144,3 +144,17 @@ def test_per_link_operator_distributions(pp2x4):
     assert set(lo["link"]) == {"rank 0: 1→0 SDMA", "rank 1: 0→1 SDMA", "rank 2: 1→0 SDMA", "rank 3: 0→1 SDMA"}
     assert (lo["bandwidth_gbps"] == lo["size_mb"] / lo["time_ms"]).all()
     assert "communication-link-boxes" in [f.id for f in o.view.figures]
+
+
+def test_link_matrix_stays_small_at_1024_ranks():
+    import pandas as pd
+
+    from reportgen.sections.communication import MATRIX_MAX_SIDE, _matrix
+
+    n = 1024
+    src = [r for r in range(n) for _ in range(2)]
+    dst = [(r + k) % n for r in range(n) for k in (1, 8)]
+    links = pd.DataFrame({"src_rank": src, "dst_rank": dst, "size_mb": 10.0, "time_ms": 1.0})
+    fig = _matrix(links, "src_rank", "dst_rank", "Rank")
+    (rows,) = fig.spec["datasets"].values()
+    assert len(rows) <= MATRIX_MAX_SIDE ** 2 and "blocks of 8" in fig.caption

@@ -50,3 +50,11 @@ def test_pipeline_findings_match_seed_helper(pp2x4):
     assert round(found["pipeline_between_stage"]["evidence"]["value"] * 100, 2) == 25.82
     assert found["pipeline_within_stage"]["evidence"]["stage"] == 1
     assert round(found["pipeline_within_stage"]["evidence"]["value"] * 100, 1) == 60.3
+
+
+def test_model_parallel_view_has_interval_pure_comm_and_computation(pp2x4):
+    sec = _doc(pp2x4)["sections"]["overlap"]
+    r2 = next(r for r in sec["tables"]["per_rank"] if r["rank"] == 2)
+    # MindInsight step_bottleneck_info for rank 2 (average): [2.4318, 123.1813, 96.4268, ...]
+    assert [round(r2[c], 4) for c in ("step_interval_ms", "computation_incl_free_ms", "comm_not_overlapped_ms")] == [
+        2.4318, 123.1813, 96.4268]

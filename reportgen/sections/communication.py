@@ -328,6 +328,8 @@ def present(a: Analysis) -> View:
                 Column("size_mb", "Size (MB)", "mb"), Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")]
         if "busbw_gbps" in ops:
             cols.append(Column("busbw_gbps", "Bus bandwidth (GB/s)", "gbps"))
+        if "sync_ms" in ops:
+            cols.insert(7, Column("sync_ms", "Synchronisation (ms)", "ms"))
         tables.append(Table.from_frame("communication-ops", "Operators (longest first)", top, cols, max_html_rows=100))
     if links is not None:
         tables.append(Table.from_frame(

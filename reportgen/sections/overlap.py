@@ -85,6 +85,14 @@ def _mindinsight(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         per_rank = rows.groupby("rank", as_index=False)[MI_COLS].mean()
         source = "computed"
     per_rank["step_ms"] = per_rank["computation_incl_free_ms"] + per_rank["comm_not_overlapped_ms"]
+    # MindInsight shows the step interval beside these (model / pipeline parallel view)
+    st, st_avg = run.table("step_trace"), run.table("step_trace_avg")
+    if st is not None:
+        rows = rows.merge(st[["rank", "step", "step_interval_ms"]], on=["rank", "step"], how="left")
+    if st_avg is not None and source == "file":
+        per_rank = per_rank.merge(st_avg[["rank", "step_interval_ms"]], on="rank", how="left")
+    elif "step_interval_ms" in rows:
+        per_rank = per_rank.merge(rows.groupby("rank", as_index=False)["step_interval_ms"].mean(), on="rank", how="left")
     return rows, per_rank, {"family": "mindinsight", "average_source": source}
 
 
@@ -226,7 +234,7 @@ def present(a: Analysis) -> View:
               "preparing_ms": "Preparing", "computation_incl_free_ms": "Computation incl. idle",
               "receive_incl_batch_ms": "Receive incl. batchSendRecv (ours)", "stage_incl_batch_ms": "Stage (ours)",
               "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)",
-              "step_ms": "Step"}
+              "step_interval_ms": "Step interval", "step_ms": "Step"}
     present_cols = [c for c in labels if c in per_rank.columns and per_rank[c].notna().any()]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c] + " (ms)", "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
