@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
                    help="PyTorch traces: also count GPU kernels whose name matches REGEX as communication "
                         "(repeatable; NCCL/RCCL, DeepEP and common custom all-reduce kernels are built in)")
+    p.add_argument("--device-memory-gb", type=float, default=None, metavar="GB",
+                   help="device memory capacity (GB = 10^9 B) when the data does not record it")
+    p.add_argument("--peak-tflops", type=float, default=None, metavar="TFLOPS",
+                   help="peak TFLOP/s of one device, for MFU (when the data does not name the device)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
@@ -83,7 +87,7 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
 
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
-                 comm_patterns: tuple[str, ...] = ()) -> tuple[str, dict]:
+                 comm_patterns: tuple[str, ...] = (), options: dict | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
@@ -94,7 +98,9 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     def section_progress(sid: str) -> None:
         progress.update(f"analysing {sid}", SECTION_IDS.index(sid) + 1, len(SECTION_IDS))
 
-    outcomes = run_sections(run, progress=section_progress)
+    from .sections import Options
+
+    outcomes = run_sections(run, Options(dict(options or {})), progress=section_progress)
     progress.update("rendering HTML")
     ctx = render.build_context(run, outcomes, title=title)
     html = render.render_html(ctx)
@@ -118,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                 re.compile(pattern)
             except re.error as exc:
                 raise InputError(None, f"--comm-pattern {pattern!r}: not a regular expression ({exc})") from None
-        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern))
+        for name in ("device_memory_gb", "peak_tflops"):
+            value = getattr(args, name)
+            if value is not None and not value > 0:
+                raise InputError(None, f"--{name.replace('_', '-')} must be a positive number")
+        options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops}
+        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options)
         from . import metrics, render
 
         json_text = metrics.dumps(doc) if args.json_path else None

@@ -180,8 +180,18 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
 
     frames: dict[str, list[pd.DataFrame]] = {}
     files = []
+    props = []
     for rank, (path, decoded) in sorted(by_rank.items()):
         files.append((rank, "trace", str(path)))
+        for dp in (decoded.meta.get("deviceProperties") or []) if isinstance(decoded.meta, dict) else []:
+            if isinstance(dp, dict):
+                props.append({"rank": rank, "device_id": dp.get("id"), "name": str(dp.get("name", "")),
+                              "total_memory_mb": float(dp["totalGlobalMem"]) / 1e6
+                              if isinstance(dp.get("totalGlobalMem"), (int, float)) else math.nan,
+                              "sm_count": dp.get("numSms"), "compute_capability":
+                              f"{dp.get('computeMajor', '')}.{dp.get('computeMinor', '')}"})
+    if props:
+        run.tables["device_properties"] = pd.DataFrame(props)
         for name, df in _rank_tables(rank, decoded).items():
             frames.setdefault(name, []).append(df)
     for name, parts in frames.items():

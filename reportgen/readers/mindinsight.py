@@ -73,6 +73,29 @@ _OVERLAP_COLUMNS = {
 
 _STREAM = re.compile(r"^stream_(\d+)_")
 
+#: file kind -> "module:function" parsing one file into {table: DataFrame}; the function takes
+#: (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
+EXTRA_PARSERS = {
+    "memory_usage_summary": "reportgen.readers.mindinsight_memory:parse_memory_summary",
+    "memory_usage_details": "reportgen.readers.mindinsight_memory:parse_memory_details",
+    "flops_summary": "reportgen.readers.mindinsight_flops:parse_flops_summary",
+    "flops_detail": "reportgen.readers.mindinsight_flops:parse_flops_detail",
+    "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
+}
+
+
+def _extra_parser(kind: str):
+    target = EXTRA_PARSERS.get(kind)
+    if not target:
+        return None
+    import importlib
+
+    module, _, name = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
 
 @dataclass
 class FoundFile:
@@ -424,6 +447,9 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                 generations.add(parsed["generation"])
                 for name, df in parsed["tables"].items():
                     hccl.setdefault("mi_" + name.replace("comm_rank", "comm_rank"), []).append(df)
+            elif _extra_parser(f.kind) is not None:
+                for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
+                    hccl.setdefault(name, []).append(df)
             elif f.kind == "profiler_info":
                 info = parse_profiler_info(f.path)
                 if world_size is None and str(info.get("rank_size", "")).isdigit():
