@@ -190,10 +190,10 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
                               if isinstance(dp.get("totalGlobalMem"), (int, float)) else math.nan,
                               "sm_count": dp.get("numSms"), "compute_capability":
                               f"{dp.get('computeMajor', '')}.{dp.get('computeMinor', '')}"})
-    if props:
-        run.tables["device_properties"] = pd.DataFrame(props)
         for name, df in _rank_tables(rank, decoded).items():
             frames.setdefault(name, []).append(df)
+    if props:
+        run.tables["device_properties"] = pd.DataFrame(props)
     for name, parts in frames.items():
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
