@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device-memory-gb", type=float, default=None, metavar="GB",
                    help="device memory capacity (GB = 10^9 B) when the data does not record it")
     p.add_argument("--peak-tflops", type=float, default=None, metavar="TFLOPS",
-                   help="peak TFLOP/s of one device, for MFU (when the data does not name the device)")
+                   help="peak TFLOP/s of one device, for MFU (overrides the peak known for the device the data names)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")

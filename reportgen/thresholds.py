@@ -29,6 +29,20 @@ LINK_BELOW_TYPE_MEAN = 0.20
 #: only large-op links in its data).
 LINK_MIN_MB = 1.0
 
+#: A rank whose peak memory is above this share of its device capacity is flagged ``memory_near_capacity``
+#: (headroom below 10% leaves no room for fragmentation, a longer sequence or a larger micro-batch).
+MEMORY_NEAR_CAPACITY = 0.90
+#: A rank whose peak memory differs from its stage's median peak (all ranks' median without stages) by
+#: more than this share of the median is flagged ``memory_imbalance``.
+MEMORY_IMBALANCE = 0.20
+#: Seed rule ``flops_per_second``: a rank whose FLOP/s is more than this below the mean of ranks.
+FLOPS_BELOW_MEAN = 0.20
+#: Seed rule ``pipeline_parallel_flops``: a stage whose FLOPs per rank is more than this above the stage mean.
+STAGE_FLOPS_ABOVE_MEAN = 0.20
+#: Severity of the FLOPs findings by the size of the gap (the seed has none).
+FLOPS_SEVERITY_HIGH_GAP = 0.50
+FLOPS_SEVERITY_MEDIUM_GAP = 0.35
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03
@@ -51,6 +65,10 @@ def as_dict() -> dict[str, float]:
         "min_excess_share_ratio": MIN_EXCESS_SHARE,
         "link_below_type_mean_ratio": LINK_BELOW_TYPE_MEAN,
         "link_min_mb": LINK_MIN_MB,
+        "memory_near_capacity_ratio": MEMORY_NEAR_CAPACITY,
+        "memory_imbalance_ratio": MEMORY_IMBALANCE,
+        "flops_below_mean_ratio": FLOPS_BELOW_MEAN,
+        "stage_flops_above_mean_ratio": STAGE_FLOPS_ABOVE_MEAN,
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }

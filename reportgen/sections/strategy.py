@@ -1,9 +1,431 @@
-"""Parallel strategy: not analysed by this version yet; the section says what it would read."""
+"""Parallel strategy: the process groups and the rank mesh they imply, and (MindSpore) the operators'
+shard strategies, redistribution / gradient-aggregation operators and pipeline send/receive pairs.
 
-from ._pending import pending
+Sources and definitions:
+
+* Groups (every family): the ``groups`` table. Ascend: ``profiler_metadata.json`` parallel_group_info;
+  PyTorch: the union of the ranks' ``distributedInfo`` pg_config, kinds from pg_desc. MindSpore Insight
+  has no group ranks: the stages' device blocks are shown instead (MindInsight's ParallelStrategyAnalyser:
+  ``group_num = rank_size // stage_num``, stage s = ranks ``[s·group_num, (s+1)·group_num)``, 0-based),
+  and with several stages the pipeline groups (same position in every stage), marked as derived.
+* Mesh coordinates of a rank: its position in its sorted pp / dp / tp / cp / ep group (when a rank is in
+  several groups of a kind, the one named exactly like the kind wins, then the smallest). Stage = the
+  reader's stage map (1-based) when known, else pp position + 1.
+* Sizes: ``run.parallel`` where the data states them, else the most common size of the kind's groups.
+* MindSpore ``parallel_strategy_<rank>.json`` (../shared/research/mindinsight-cluster-profiling.md §3.6),
+  merged per stage as MindInsight's MergedGraph: op nodes of the stage's first rank (in stage-device
+  order), ``parallel_group`` = sorted union of the ``group`` attribute over the stage's ranks,
+  ``parallel_shard`` = attr ``in_strategy`` (string). Send/Receive pairs matched by ``sr_tag`` between
+  the sender (attr ``dest_rank``) and the receiver (attr ``src_rank``), as MindInsight's UI.
+* Layout check (low findings): world size ≠ product of the known tp·pp·dp·cp sizes; a rank in no group
+  besides the world group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import altair as alt
+import pandas as pd
+
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Figure, Finding, Table, View
 
 ID = "strategy"
 TITLE = "Parallel strategy"
-SOURCES = "MindSpore Insight: parallel_strategy_<rank>.json and profiler_info_<rank>.json; Ascend: profiler_metadata.json (parallel_group_info); PyTorch: distributedInfo/pg_config in the trace"
+SOURCES = ("MindSpore Insight: parallel_strategy_<rank>.json and profiler_info_<rank>.json; Ascend: "
+           "profiler_metadata.json (parallel_group_info); PyTorch: distributedInfo / pg_config in the trace")
 
-analyze, present = pending(("parallel_strategy", "profiler_info"), SOURCES)
+DIMS = ["pp", "dp", "tp", "cp", "ep"]
+#: cells of the mesh chart that still get their rank written in them
+MESH_TEXT_MAX = 256
+
+
+# --------------------------------------------------------------------------- groups and mesh
+
+
+def _mi_stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]]:
+    """0-based stage -> ranks, as MindInsight's metadata."""
+    stages, world = run.parallel.get("stages"), run.world_size
+    if stages and world and stages >= 1 and world >= stages:
+        g = world // stages
+        return {s: list(range(s * g, (s + 1) * g)) for s in range(stages)}
+    if ops is not None:
+        by = ops.groupby("stage_id")["rank"].apply(lambda r: sorted({int(x) for x in r}))
+        return {int(s): v for s, v in by.items()}
+    return {}
+
+
+def _mi_groups(stage_devices: dict[int, list[int]]) -> pd.DataFrame:
+    rows = []
+    for s, ranks in sorted(stage_devices.items()):
+        rows.append({"group": f"stage{s}", "name": f"stage {s} devices",
+                     "kind": "world" if len(stage_devices) == 1 else "other", "ranks": list(ranks), "hash": ""})
+    if len(stage_devices) > 1 and len({len(v) for v in stage_devices.values()}) == 1:
+        blocks = [stage_devices[s] for s in sorted(stage_devices)]
+        for i in range(len(blocks[0])):
+            rows.append({"group": f"pp{i}", "name": "pp (derived: same position in every stage)", "kind": "pp",
+                         "ranks": [b[i] for b in blocks], "hash": ""})
+    return pd.DataFrame(rows, columns=["group", "name", "kind", "ranks", "hash"])
+
+
+def _membership(groups: pd.DataFrame, kind: str) -> dict[int, tuple]:
+    """rank -> (group key, sorted ranks) of its group of ``kind`` (exact name first, then the smallest)."""
+    best: dict[int, tuple] = {}
+    sel = groups[groups["kind"] == kind]
+    for g in sel.itertuples():
+        ranks = sorted(int(r) for r in g.ranks)
+        pref = (0 if str(g.name).lower() == kind else 1, len(ranks))
+        for r in ranks:
+            if r not in best or pref < best[r][0]:
+                best[r] = (pref, str(g.group), ranks)
+    return {r: (v[1], v[2]) for r, v in best.items()}
+
+
+def _sizes(run: Run, groups: pd.DataFrame) -> dict[str, int]:
+    out = {}
+    for kind in DIMS:
+        sizes = [len(r) for r in groups.loc[groups["kind"] == kind, "ranks"]]
+        if sizes:
+            out[kind] = Counter(sizes).most_common(1)[0][0]
+    return out
+
+
+def mesh(run: Run, groups: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
+    """One row per rank: stage, position in its pp/dp/tp/cp/ep group, the mesh column, its groups."""
+    members = {k: _membership(groups, k) for k in DIMS}
+    sizes = {k: max((len(v[1]) for v in members[k].values()), default=1) for k in DIMS}
+    in_groups: dict[int, list[str]] = {r: [] for r in ranks}
+    for g in groups.itertuples():
+        for r in g.ranks:
+            if int(r) in in_groups:
+                in_groups[int(r)].append(f"{g.name} ({len(g.ranks)})")
+    rows = []
+    for r in ranks:
+        row = {"rank": r, "host": run.host_of(r)}
+        for k in DIMS:
+            m = members[k].get(r)
+            row[f"{k}_index"] = m[1].index(r) if m else None
+        st = run.stage_of(r)
+        if st is None and row["pp_index"] is not None:
+            st = row["pp_index"] + 1
+        if st is None and not members["pp"]:
+            st = 1  # no pipeline: every rank is in the one stage
+        row["stage"] = st
+        row["groups"] = ", ".join(in_groups[r])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    # mesh column: tp fastest, then cp, then dp (Megatron's order); a rank with none of them by its position
+    col = pd.Series(0, index=df.index, dtype="int64")
+    known = False
+    for k in ("dp", "cp", "tp"):
+        idx = df[f"{k}_index"]
+        if idx.notna().any() and sizes[k] > 1:
+            known = True
+            col = col * sizes[k] + idx.fillna(0).astype("int64")
+    stage_key = df["stage"].fillna(0)
+    if not known or df.assign(c=col, s=stage_key).duplicated(["s", "c"]).any():
+        col = df.assign(s=stage_key).groupby("s")["rank"].rank(method="first").astype("int64") - 1
+    df["column"] = col.to_numpy()
+    return df
+
+
+# --------------------------------------------------------------------------- MindSpore strategy
+
+
+def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> pd.DataFrame:
+    """MindInsight's MergedGraph per stage: op nodes of the first rank, parallel_group = sorted union."""
+    out = []
+    for s, ranks in sorted(stage_devices.items()):
+        present = [r for r in ranks if (ops["rank"] == r).any()]
+        if not present:
+            continue
+        first = ops[ops["rank"] == present[0]]
+        st = ops[ops["rank"].isin(present)]
+        union = st.groupby("node")["parallel_group"].apply(lambda g: sorted({str(x) for x in g if str(x)}))
+        m = first.copy()
+        m["stage_id"] = s
+        m["stage"] = s + 1
+        m["parallel_group"] = [union.get(n, []) for n in m["node"]]
+        m["group"] = [", ".join(g) for g in m["parallel_group"]]
+        m["input"] = [[x for x in str(i).split(",") if x] for i in m["inputs"]]
+        out.append(m)
+    cols = ["stage", "stage_id", "node_id", "name", "type", "scope", "instance_type", "parallel_shard",
+            "parallel_group", "group", "parallel_group_rank", "input"]
+    if not out:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(out, ignore_index=True)[cols]
+
+
+def _special_counts(merged: pd.DataFrame) -> pd.DataFrame:
+    m = merged.assign(with_strategy=merged["parallel_shard"].astype(str) != "",
+                      redistribution=merged["instance_type"] == "Redistribution",
+                      gradient_aggregation=merged["instance_type"] == "GradientAggregation",
+                      in_group=merged["group"] != "", ops=1)
+    return m.groupby(["stage", "scope"], as_index=False)[
+        ["ops", "with_strategy", "in_group", "redistribution", "gradient_aggregation"]].sum()
+
+
+def match_pairs(pairs: pd.DataFrame, stage_of) -> pd.DataFrame:
+    """Send/Receive matched by (sender, receiver, sr_tag); unmatched halves are kept with the other side empty."""
+    s = pairs[pairs["kind"] == "send"].rename(columns={"rank": "send_rank", "peer_rank": "recv_rank",
+                                                      "node": "send_node", "name": "send_name"})
+    r = pairs[pairs["kind"] == "receive"].rename(columns={"rank": "recv_rank", "peer_rank": "send_rank",
+                                                         "node": "recv_node", "name": "recv_name"})
+    keys = ["send_rank", "recv_rank", "sr_tag"]
+    for df in (s, r):
+        df["send_rank"] = pd.to_numeric(df["send_rank"], errors="coerce").astype("Int64")
+        df["recv_rank"] = pd.to_numeric(df["recv_rank"], errors="coerce").astype("Int64")
+    out = s[keys + ["send_node", "send_name"]].merge(r[keys + ["recv_node", "recv_name"]], on=keys, how="outer")
+    out["matched"] = out["send_node"].notna() & out["recv_node"].notna()
+    out["send_stage"] = [stage_of(int(x)) if pd.notna(x) else None for x in out["send_rank"]]
+    out["recv_stage"] = [stage_of(int(x)) if pd.notna(x) else None for x in out["recv_rank"]]
+    return out.sort_values(keys).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- analyze
+
+
+def _mode(run: Run, sizes: dict) -> str:
+    if run.parallel.get("mode"):
+        return str(run.parallel["mode"])
+    if run.parallel.get("framework_mode"):
+        return str(run.parallel["framework_mode"])
+    if sizes.get("pp", 1) > 1:
+        return "pipeline-parallel"
+    if sizes.get("tp", 1) > 1 or sizes.get("cp", 1) > 1 or sizes.get("ep", 1) > 1:
+        return "model-parallel"
+    if sizes.get("dp", 1) > 1:
+        return "data-parallel"
+    return "unknown"
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    groups, ops, pairs = run.table("groups"), run.table("mi_strategy_ops"), run.table("mi_strategy_pairs")
+    stage_devices = _mi_stage_devices(run, ops) if ops is not None else {}
+    derived = False
+    if groups is None and stage_devices:
+        groups, derived = _mi_groups(stage_devices), True
+    if groups is None:
+        raise Unavailable(
+            "No process-group or parallel-strategy data in this run. MindSpore Insight: parallel_strategy_<rank>.json "
+            "with profiler_info_<rank>.json (profile a semi_auto_parallel / auto_parallel / data_parallel graph-mode "
+            "job); Ascend: profiler_metadata.json with parallel_group_info (torch_npu 2.1+ / MindSpore 2.3+ "
+            "profiler); PyTorch: the trace's distributedInfo with pg_config (torch.profiler with distributed "
+            "training, PyTorch 2.1+).")
+    groups = groups.copy()
+    groups["ranks"] = [sorted(int(r) for r in rs) for rs in groups["ranks"]]
+    groups["size"] = [len(r) for r in groups["ranks"]]
+    ranks = sorted(set(run.ranks) | {r for rs in groups["ranks"] for r in rs})
+    sizes = _sizes(run, groups)
+    declared = {k: int(run.parallel[k]) for k in DIMS if isinstance(run.parallel.get(k), (int, float))}
+    dims = {**sizes, **declared}
+    if derived:
+        dims.setdefault("pp", len(stage_devices))
+    stages = run.parallel.get("stages") or (len(stage_devices) if stage_devices else None) or dims.get("pp") or 1
+    if derived and stage_devices:
+        by_rank = {r: s + 1 for s, rs in stage_devices.items() for r in rs}
+        stage_of = lambda r: run.stage_of(r) or by_rank.get(r)  # noqa: E731
+    else:
+        stage_of = run.stage_of
+    world = run.world_size or len(ranks)
+    metrics = {"mode": _mode(run, dims), "stages": int(stages), "world_size": int(world),
+               **{f"{k}_size": int(v) for k, v in dims.items()}, "groups": int(len(groups)),
+               "groups_source": "derived from MindSpore stage devices" if derived else "groups table"}
+    if run.parallel.get("framework_mode") and metrics["mode"] != run.parallel["framework_mode"]:
+        metrics["framework_mode"] = str(run.parallel["framework_mode"])
+    mrun = run if not derived else _StageRun(run, stage_of)
+    mesh_df = mesh(mrun, groups, ranks)
+    tables = {"groups": groups[["group", "name", "kind", "ranks", "size"]], "mesh": mesh_df}
+    data = {"derived": derived, "mismatch": None, "ungrouped": [], "declared": declared, "group_sizes": sizes}
+    # layout checks
+    prod_dims = [k for k in ("tp", "pp", "dp", "cp") if k in dims]
+    if "dp" in dims and prod_dims:
+        prod = math.prod(dims[k] for k in prod_dims)
+        metrics["product_of_dims"] = int(prod)
+        if prod != world:
+            data["mismatch"] = {"product": prod, "world": world, "dims": {k: dims[k] for k in prod_dims}}
+    non_world = groups[groups["kind"] != "world"]
+    if not non_world.empty:
+        grouped = {r for rs in non_world["ranks"] for r in rs}
+        data["ungrouped"] = [r for r in ranks if r not in grouped]
+    for k in DIMS:
+        if k in declared and k in sizes and declared[k] != sizes[k]:
+            data.setdefault("size_conflicts", []).append({"kind": k, "declared": declared[k], "groups": sizes[k]})
+    if ops is not None:
+        merged = merge_stage_ops(ops, stage_devices)
+        metrics["stage_devices"] = {str(s): list(r) for s, r in stage_devices.items()}
+        metrics["op_nodes_per_stage"] = {str(int(s)): int(n) for s, n in merged.groupby("stage_id").size().items()}
+        metrics["ops_with_strategy"] = int((merged["parallel_shard"].astype(str) != "").sum())
+        metrics["redistribution_ops"] = int((merged["instance_type"] == "Redistribution").sum())
+        metrics["gradient_aggregation_ops"] = int((merged["instance_type"] == "GradientAggregation").sum())
+        interesting = (merged["parallel_shard"].astype(str) != "") | (merged["group"] != "") | \
+            (merged["instance_type"] != "") | merged["type"].isin(["Send", "Receive"])
+        tables["strategy_ops"] = merged[interesting].reset_index(drop=True)
+        tables["special_ops"] = _special_counts(merged)
+        data["all_ops"] = merged
+    if pairs is not None:
+        matched = match_pairs(pairs, stage_of)
+        tables["pipeline_pairs"] = matched
+        metrics["pipeline_pairs"] = int(matched["matched"].sum())
+        metrics["pipeline_unmatched"] = int((~matched["matched"]).sum())
+    return Analysis(metrics=metrics, tables=tables, data=data)
+
+
+class _StageRun:
+    """A view of the run whose stage_of comes from MindSpore's stage devices."""
+
+    def __init__(self, run: Run, stage_of):
+        self._run, self.stage_of = run, stage_of
+
+    def host_of(self, rank):
+        return self._run.host_of(rank)
+
+
+# --------------------------------------------------------------------------- present
+
+
+def present(a: Analysis) -> View:
+    m, t = a.metrics, a.tables
+    figures = [_mesh_figure(t["mesh"], m)]
+    dims = " × ".join(f"{k} {m[f'{k}_size']}" for k in DIMS if f"{k}_size" in m)
+    summary = (f"Mode {m['mode']}, {m['stages']} pipeline stage(s), {m['world_size']} ranks"
+               + (f" ({dims})" if dims else "") + f"; {m['groups']} process group(s).")
+    tables = [Table.from_frame(
+        "strategy-groups", "Process groups", t["groups"].assign(ranks_text=[_ranks_text(r) for r in t["groups"]["ranks"]]),
+        [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
+         Column("size", "Size", "int"), Column("ranks_text", "Ranks", "text")],
+        caption="Derived from MindSpore's stage devices (the files name no group ranks)." if a.data["derived"] else ""),
+        Table.from_frame(
+        "strategy-mesh", "Rank coordinates", t["mesh"],
+        [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] +
+        [Column(f"{k}_index", f"{k} index", "int") for k in DIMS if t["mesh"][f"{k}_index"].notna().any()] +
+        [Column("groups", "Groups (size)", "text")],
+        caption="Index = position of the rank in its sorted group of that kind.")]
+    if "strategy_ops" in t:
+        so = t["strategy_ops"]
+        tables.append(Table.from_frame(
+            "strategy-ops", "Operators with a shard strategy, a group or a parallel role", so,
+            [Column("stage", "Stage", "int"), Column("name", "Operator", "text"), Column("type", "Type", "text"),
+             Column("scope", "Scope", "text"), Column("instance_type", "Role", "text"),
+             Column("parallel_shard", "Strategy (in_strategy)", "text"), Column("group", "Group", "text")],
+            caption="One row per operator of each stage's first rank; Group = union over the stage's ranks "
+                    "(MindInsight's merged graph). Strategy row i is the split of input i."))
+        tables.append(Table.from_frame(
+            "strategy-special", "Redistribution and gradient-aggregation operators per stage and scope",
+            t["special_ops"],
+            [Column("stage", "Stage", "int"), Column("scope", "Scope", "text"), Column("ops", "Operators", "int"),
+             Column("with_strategy", "With strategy", "int"), Column("in_group", "In a group", "int"),
+             Column("redistribution", "Redistribution", "int"),
+             Column("gradient_aggregation", "Gradient aggregation", "int")]))
+    if "pipeline_pairs" in t:
+        pp = t["pipeline_pairs"]
+        tables.append(Table.from_frame(
+            "strategy-pairs", "Pipeline send / receive pairs", pp,
+            [Column("send_rank", "Sender", "rank"), Column("send_stage", "Sender stage", "int"),
+             Column("recv_rank", "Receiver", "rank"), Column("recv_stage", "Receiver stage", "int"),
+             Column("sr_tag", "sr_tag", "text"), Column("send_name", "Send op", "text"),
+             Column("recv_name", "Receive op", "text")],
+            caption="Matched by sender, receiver and sr_tag; an empty side had no counterpart in the files."))
+        fig = _pairs_figure(pp)
+        if fig is not None:
+            figures.append(fig)
+    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a))
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """Compact rank list: runs as a-b."""
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if j == i else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
+    d = df.copy()
+    d["stage_label"] = ["stage " + str(int(s)) if pd.notna(s) else "no stage" for s in d["stage"]]
+    ncols = int(d["column"].max()) + 1 if len(d) else 1
+    hosts = d["host"].dropna().nunique()
+    if hosts > 1:
+        color = alt.Color("host:N", title="Host", legend=alt.Legend(orient="top") if hosts <= 20 else None)
+    elif d["dp_index"].notna().any() and m.get("tp_size", 1) > 1:
+        n = int(d["dp_index"].max()) + 1
+        color = alt.Color("dp_index:N" if n <= 20 else "dp_index:Q", title="dp index",
+                          legend=alt.Legend(orient="top") if n <= 20 else None)
+    else:
+        color = alt.Color("rank:Q", title="Rank", scale=alt.Scale(scheme="blues"))
+    tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_label:N", title="Stage")]
+    for k in DIMS:
+        if d[f"{k}_index"].notna().any():
+            tips.append(alt.Tooltip(f"{k}_index:O", title=f"{k} index"))
+    if d["host"].notna().any():
+        tips.append(alt.Tooltip("host:N", title="Host"))
+    tips.append(alt.Tooltip("groups:N", title="Groups"))
+    keep = ["rank", "stage_label", "column", "host", "groups"] + [f"{k}_index" for k in DIMS]
+    d = d[keep]
+    step = max(3, min(36, 900 // max(1, ncols)))
+    axis_labels = ncols <= 64
+    base = alt.Chart(d).encode(
+        x=alt.X("column:O", title="Position in the stage (dp-major, tp fastest)",
+                axis=alt.Axis(labels=axis_labels, ticks=axis_labels)),
+        y=alt.Y("stage_label:O", title=None))
+    chart = base.mark_rect(stroke="white", strokeWidth=0.5 if step > 6 else 0).encode(color=color, tooltip=tips)
+    if len(d) <= MESH_TEXT_MAX and step >= 18:
+        chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", tooltip=tips)
+    chart = chart.properties(width={"step": step}, height={"step": max(12, min(36, 400 // max(1, d["stage_label"].nunique())))})
+    return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
+                  caption="One cell per rank: row = pipeline stage, column = position in the stage from its dp/tp "
+                          "group indices; hover for its groups.",
+                  alt="Grid of ranks by pipeline stage and position in the stage")
+
+
+def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
+    x = pp[pp["matched"] & pp["send_stage"].notna() & pp["recv_stage"].notna()]
+    if x.empty:
+        return None
+    c = x.groupby(["send_stage", "recv_stage"], as_index=False).size().rename(columns={"size": "pairs"})
+    c["from"] = "stage " + c["send_stage"].astype(int).astype(str)
+    c["to"] = "stage " + c["recv_stage"].astype(int).astype(str)
+    c = c[["from", "to", "pairs"]]
+    base = alt.Chart(c).encode(x=alt.X("to:O", title="Receiving stage"), y=alt.Y("from:O", title="Sending stage"))
+    chart = (base.mark_rect().encode(color=alt.Color("pairs:Q", title="Pairs", scale=alt.Scale(scheme="greens")),
+                                     tooltip=["from:N", "to:N", "pairs:Q"])
+             + base.mark_text().encode(text="pairs:Q")).properties(width={"step": 60}, height={"step": 30})
+    return Figure("strategy-pairs", "Pipeline send/receive pairs between stages", to_spec(chart),
+                  caption="Matched send/receive operator pairs from each sending stage to each receiving stage.",
+                  alt="Matrix of send/receive pairs between pipeline stages")
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    out, d = [], a.data
+    if d.get("mismatch"):
+        mm = d["mismatch"]
+        expr = " × ".join(f"{k} {v}" for k, v in mm["dims"].items())
+        out.append(Finding(
+            "layout_inconsistent", "low", ID,
+            f"The parallel sizes do not multiply to the world size: {expr} = {mm['product']}, world size {mm['world']}.",
+            evidence={"metric": "product_of_dims", "value": mm["product"], "reference": mm["world"]},
+            suggestion="Check the group data (missing or extra groups in the profile) or the parallel configuration.",
+            figure="strategy-mesh"))
+    if d.get("ungrouped"):
+        r = d["ungrouped"]
+        out.append(Finding(
+            "rank_without_group", "low", ID,
+            f"{len(r)} rank(s) belong to no process group besides the world group: {_ranks_text(r)[:200]}.",
+            ranks=r[:1000], evidence={"metric": "ranks_without_group", "value": len(r), "reference": 0},
+            suggestion="Their profiles may lack the group data (e.g. profiled before the groups were created).",
+            figure="strategy-mesh"))
+    for c in d.get("size_conflicts", []):
+        out.append(Finding(
+            "layout_size_conflict", "low", ID,
+            f"The run states {c['kind']} size {c['declared']}, but its {c['kind']} groups have {c['groups']} ranks.",
+            evidence={"metric": f"{c['kind']}_size", "value": c["groups"], "reference": c["declared"]},
+            figure="strategy-mesh"))
+    return out

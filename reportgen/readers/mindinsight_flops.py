@@ -1,0 +1,185 @@
+"""``flops_summary_{rank}.json`` and ``flops_{rank}.txt`` of the MindSpore Insight layout -> FLOPs tables.
+
+Format facts: ../shared/research/mindinsight-cluster-profiling.md §2.4 (three producer generations), §3.5
+(MindInsight's reading), §3.8 (the helper's FLOPS rules).
+
+``flops_summary`` generations (none names itself; told apart by the keys):
+
+=============  ==================================================================  ======================
+generation     keys                                                                 written by
+=============  ==================================================================  ======================
+``ms1``        ``FLOPs`` (MFLOPs), ``FLOPS`` (GFLOPS), ``FLOPS_Utilization`` (%)    MindSpore <= 1.10
+``ms2.0``      ``cube_/vec_`` + ``FLOPs``, ``FLOPS``, ``FLOPS_Utilization``         MindSpore 2.0
+``ms2.2``      ``cube_/vec_`` + ``FLOPs``, ``FLOPS`` (no utilisation)               MindSpore 2.2/2.3
+=============  ==================================================================  ======================
+
+As MindInsight (cluster_analyser.py ClusterFlopsAnalyser / parallel_analyser.py): FLOPs = ``FLOPs`` if truthy
+else ``cube_FLOPs + vec_FLOPs``; FLOPS = ``FLOPS`` if truthy else ``cube_FLOPS + vec_FLOPS``.
+
+Output units: ``flops`` plain FLOP counts (MFLOPs x 1e6), ``flops_per_s`` FLOP/s (GFLOPS x 1e9),
+``utilization_ratio`` 0..1 (the file's percent / 100; NaN when the file has none; for the cube/vec split the
+cube value, the MACs that matter for matmuls, with ``vec_utilization_ratio`` beside it).
+
+``flops_{rank}.txt``: one header line then ``op name, numbers...``. Headers seen:
+``full_kernel_name, FLOPs, FLOPS, FLOPS utilization`` (early 1.x), ``op_full_name, MFLOPs(10^6), GFLOPS(10^9),
+FLOPS utilization(%)`` (1.x), ``..., MFLOPs(10^6 cube), GFLOPS(10^9 cube), FLOPS utilization(% cube),
+MFLOPs(10^6 vec), ...`` (2.0) and ``op_full_name,MFLOPs(10^6 cube),GFLOPS(10^9 cube),MFLOPs(10^6 vector),
+GFLOPS(10^9 vector)`` (2.2/2.3). Columns are recognised by name (FLOPs / FLOPS / utilization, cube / vec);
+the numbers are taken from the right so an op name with a comma survives.
+
+Bad input (unreadable, not JSON, no FLOPs keys, non-numeric values) -> a ``(path, problem)`` line and ``{}``
+(or the rows that could be read); never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+
+def _read(path: Path, problems: list) -> str | None:
+    try:
+        return Path(path).read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        problems.append((str(path), f"cannot read: {exc.strerror or exc}; file skipped"))
+    except UnicodeDecodeError:
+        problems.append((str(path), "not UTF-8 text (binary or corrupted?); file skipped"))
+    return None
+
+
+def _f(v) -> float:
+    """A JSON value as float; NaN when absent or not a number (bools are not numbers)."""
+    if isinstance(v, bool) or v is None:
+        return math.nan
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v).strip())
+    except ValueError:
+        return math.nan
+
+
+def _truthy(x: float) -> bool:
+    return not math.isnan(x) and x != 0
+
+
+def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFrame]:
+    """One ``flops_summary_{rank}.json`` -> ``{"mi_flops": one row}`` (see the module docstring)."""
+    text = _read(path, problems)
+    if text is None:
+        return {}
+    try:
+        d = json.loads(text)
+    except ValueError as exc:
+        problems.append((str(path), f"not valid JSON ({str(exc)[:80]}); file skipped"))
+        return {}
+    if not isinstance(d, dict):
+        problems.append((str(path), "not a JSON object; file skipped"))
+        return {}
+    has_split = any(k in d for k in ("cube_FLOPs", "vec_FLOPs", "cube_FLOPS", "vec_FLOPS"))
+    if "FLOPs" not in d and "FLOPS" not in d and not has_split:
+        problems.append((str(path), "no FLOPs/FLOPS or cube_/vec_ keys; file skipped"))
+        return {}
+    bad = [k for k, v in d.items() if ("FLOP" in k) and v is not None and math.isnan(_f(v))]
+    if bad:
+        problems.append((str(path), f"non-numeric value for {', '.join(sorted(bad))[:80]}; read as missing"))
+    cube_mf, vec_mf = _f(d.get("cube_FLOPs")), _f(d.get("vec_FLOPs"))
+    cube_gf, vec_gf = _f(d.get("cube_FLOPS")), _f(d.get("vec_FLOPS"))
+    mf, gf = _f(d.get("FLOPs")), _f(d.get("FLOPS"))
+    if not _truthy(mf) and has_split:  # MindInsight: FLOPs if truthy else cube + vec
+        mf = (0.0 if math.isnan(cube_mf) else cube_mf) + (0.0 if math.isnan(vec_mf) else vec_mf)
+        if math.isnan(cube_mf) and math.isnan(vec_mf):
+            mf = math.nan
+    if not _truthy(gf) and has_split:
+        gf = (0.0 if math.isnan(cube_gf) else cube_gf) + (0.0 if math.isnan(vec_gf) else vec_gf)
+        if math.isnan(cube_gf) and math.isnan(vec_gf):
+            gf = math.nan
+    if has_split:
+        util = _f(d.get("cube_FLOPS_Utilization"))
+        vec_util = _f(d.get("vec_FLOPS_Utilization"))
+        generation = "ms2.0" if ("cube_FLOPS_Utilization" in d or "vec_FLOPS_Utilization" in d) else "ms2.2"
+    else:
+        util, vec_util, generation = _f(d.get("FLOPS_Utilization")), math.nan, "ms1"
+    if math.isnan(mf) and math.isnan(gf):
+        problems.append((str(path), "no usable FLOPs/FLOPS value; file skipped"))
+        return {}
+    row = {"rank": int(rank), "flops": mf * 1e6, "flops_per_s": gf * 1e9, "utilization_ratio": util / 100,
+           "cube_flops": cube_mf * 1e6, "vec_flops": vec_mf * 1e6, "vec_utilization_ratio": vec_util / 100,
+           "generation": generation}
+    return {"mi_flops": pd.DataFrame([row])}
+
+
+_HEAD_NAME = re.compile(r"name", re.I)
+
+
+def _column_key(head: str) -> str | None:
+    """Map a header cell to mflops / gflops / util (+ _cube / _vec)."""
+    h = head.strip()
+    low = h.lower()
+    part = "_cube" if "cube" in low else "_vec" if "vec" in low else ""
+    if "utili" in low:
+        return "utilization_pct" + part
+    if "flops" not in low:
+        return None
+    # FLOPs (count, MFLOPs) vs FLOPS (rate, GFLOPS): the M/G prefix, else the case of the final s
+    if low.startswith("mflops") or (not low.startswith("gflops") and "FLOPs" in h):
+        return "mflops" + part
+    if low.startswith("gflops") or "FLOPS" in h:
+        return "gflops" + part
+    return None
+
+
+def parse_flops_detail(path, rank: int, problems: list) -> dict[str, pd.DataFrame]:
+    """One ``flops_{rank}.txt`` -> ``{"mi_flops_ops": rank, op, mflops, gflops, utilization_pct[, *_cube, *_vec]}``.
+
+    ``mflops`` / ``gflops`` are the file's units (MFLOPs, GFLOPS); with a cube/vec split they are cube + vec.
+    """
+    text = _read(path, problems)
+    if text is None:
+        return {}
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        problems.append((str(path), "empty file; skipped"))
+        return {}
+    head = [c.strip() for c in lines[0].split(",")]
+    keys = [_column_key(c) for c in head[1:]]
+    if not head or not _HEAD_NAME.search(head[0]) or not any(k and "flops" in k for k in keys):
+        problems.append((str(path), f"header {lines[0][:80]!r} not understood (expected op name, FLOPs columns); "
+                                    "file skipped"))
+        return {}
+    n = len(keys)
+    rows, bad = [], 0
+    for ln in lines[1:]:
+        cells = ln.split(",")
+        if len(cells) < n + 1:
+            bad += 1
+            continue
+        name = ",".join(cells[: len(cells) - n]).strip()
+        try:
+            vals = [float(c.strip()) if c.strip() else math.nan for c in cells[len(cells) - n:]]
+        except ValueError:
+            bad += 1
+            continue
+        row = {"rank": int(rank), "op": name}
+        for k, v in zip(keys, vals):
+            if k:
+                row[k] = v
+        rows.append(row)
+    if bad:
+        problems.append((str(path), f"{bad} row(s) truncated or non-numeric; skipped"))
+    if not rows:
+        return {}
+    df = pd.DataFrame(rows)
+    for base in ("mflops", "gflops"):
+        if base not in df:
+            parts = [c for c in (base + "_cube", base + "_vec") if c in df]
+            df[base] = df[parts].fillna(0).sum(axis=1) if parts else math.nan
+    if "utilization_pct" not in df:
+        df["utilization_pct"] = df["utilization_pct_cube"] if "utilization_pct_cube" in df else math.nan
+    df["flops"] = df["mflops"] * 1e6
+    front = ["rank", "op", "mflops", "gflops", "utilization_pct", "flops"]
+    return {"mi_flops_ops": df[front + [c for c in df.columns if c not in front]]}

@@ -1,0 +1,171 @@
+"""MindSpore ``parallel_strategy_{rank}.json`` (the ``ProfilingParallel`` proto as JSON) -> operator and
+pipeline send/receive tables, following MindSpore Insight's ``profiler/analyser/graph.py``
+(../shared/research/mindinsight-cluster-profiling.md §2.6, §3.6):
+
+* op nodes come from ``graph.node`` in file order; nodes without ``name`` or ``fullName`` are skipped
+  (as MindInsight does). ``node_id`` is the 1-based topological index (MindInsight's ``topo_index``),
+  ``node`` the proto's own name.
+* name = ``fullName``; ``<scope>/<opType>-op<name>`` for ``Load`` ops and summary ops (fullName ending in
+  ``[:scalar]``, ``[:image]``, ...).
+* attributes are stringified as MindInsight does (``str`` of the parsed value; ``gen_strategy`` skipped,
+  values whose dict is larger than 1024 bytes dropped).
+* ``parallel_shard`` = attr ``in_strategy`` (string, "" when absent), ``parallel_group`` = attr ``group``
+  ("" when absent; the section takes the sorted union over a stage's ranks, as MindInsight's MergedGraph),
+  ``parallel_group_rank`` = attr ``group_ranks``.
+* ``instance_type`` = ``GradientAggregation`` if ``instanceName`` contains ``grad_mirror``,
+  ``Redistribution`` if it contains ``redistribution``, else "".
+* inputs: op inputs remapped to topological indices, constants and parameters kept by name, unknown
+  names dropped; stored comma-separated.
+* pairs: ``Send`` nodes (attr ``dest_rank``) and ``Receive`` nodes (attr ``src_rank``) with attr ``sr_tag``;
+  the section matches them as MindInsight's UI (build-graph.js) does.
+
+A file that cannot be used adds a problem and returns ``{}``; it never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+OP_COLUMNS = ["rank", "stage_id", "node_id", "node", "name", "type", "scope", "instance_type", "parallel_shard",
+              "parallel_group", "parallel_group_rank", "inputs"]
+PAIR_COLUMNS = ["rank", "kind", "node", "name", "peer_rank", "sr_tag"]
+
+MAX_ATTR_BYTES = 1024  # MindInsight Graph.MAX_NODE_ATTRIBUTE_VALUE_BYTES (sys.getsizeof of the value dict)
+_SUMMARY_SUFFIXES = tuple(f"[:{p}]" for p in ("image", "scalar", "graph", "optimized_graph", "histogram",
+                                               "tensor", "loss_landscape"))
+_INT = {"DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64"}
+_UINT = {"DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64"}
+_FLOAT = {"DT_FLOAT16", "DT_FLOAT32", "DT_FLOAT64"}
+
+
+def _value(v):
+    """MindInsight ``Graph._parse_value_proto``."""
+    if not isinstance(v, dict):
+        return v
+    dt = v.get("dtype")
+    if dt == "DT_STRING":
+        return v.get("strVal", "")
+    if dt in _INT:
+        return int(v.get("intVal", 0))
+    if dt == "DT_BOOL":
+        return bool(int(v.get("boolVal", 0)))
+    if dt in _UINT:
+        return int(v.get("uintVal", 0))
+    if dt in _FLOAT:
+        return float(v["floatVal"]) if v.get("floatVal") else v.get("doubleVal")
+    if dt in ("DT_TUPLE", "DT_LIST"):
+        return [_value(x) for x in v.get("values", [])]
+    if dt == "DT_NONE":
+        return v.get("strVal")
+    if dt == "DT_TYPE":
+        return (v.get("typeVal") or {}).get("dataType", "")
+    return v
+
+
+def _attrs(attributes) -> dict[str, str]:
+    out = {}
+    for a in attributes or []:
+        if not isinstance(a, dict) or "name" not in a or "value" not in a:
+            continue
+        if sys.getsizeof(a["value"]) > MAX_ATTR_BYTES or a["name"] == "gen_strategy":
+            continue
+        out[str(a["name"])] = str(_value(a["value"]))
+    return out
+
+
+def _node_name(scope: str, op_type: str, node: str, full_name: str) -> str:
+    """MindInsight ``Graph._process_node_name``."""
+    if op_type == "Load" or not full_name or full_name.lower().endswith(_SUMMARY_SUFFIXES):
+        return f"{scope}/{op_type}-op{node}"
+    return full_name
+
+
+def _int_or_none(text):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_parallel_strategy(path, rank, problems) -> dict:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except OSError as exc:
+        problems.append((str(path), f"cannot read: {exc.strerror or exc}; file skipped"))
+        return {}
+    except (UnicodeDecodeError, ValueError) as exc:
+        problems.append((str(path), f"not valid JSON ({str(exc)[:120]}); file skipped"))
+        return {}
+    try:
+        return _parse(doc, path, rank, problems)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # malformed proto JSON
+        problems.append((str(path), f"unexpected parallel_strategy structure ({type(exc).__name__}: "
+                                    f"{str(exc)[:120]}); file skipped"))
+        return {}
+
+
+def _parse(doc, path: Path, rank, problems) -> dict:
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict) or not isinstance(doc.get("graph"), dict):
+        problems.append((str(path), "no 'config' / 'graph' object (not a ProfilingParallel JSON); file skipped"))
+        return {}
+    config, graph = doc["config"], doc["graph"]
+    file_rank = _int_or_none(config.get("rankId", 0) or 0)
+    if rank is None:
+        rank = file_rank
+    elif file_rank is not None and file_rank != rank:
+        problems.append((str(path), f"config.rankId {file_rank} differs from the rank {rank} of the file name; "
+                                    "the file name's rank is used"))
+    stage_id = _int_or_none(config.get("stageId", 0) or 0)
+    consts = {str(c["key"]) for c in graph.get("constVals") or [] if isinstance(c, dict) and c.get("key")}
+    consts |= {str(p["name"]) for p in graph.get("parameters") or [] if isinstance(p, dict) and p.get("name")}
+
+    nodes, skipped = [], 0
+    for n in graph.get("node") or []:
+        if not isinstance(n, dict) or not n.get("name") or not n.get("fullName"):
+            skipped += 1
+            continue
+        nodes.append(n)
+    if skipped:
+        problems.append((str(path), f"{skipped} graph node(s) without name or fullName skipped (as MindInsight)"))
+    topo = {}
+    for i, n in enumerate(nodes, start=1):
+        if str(n.get("opType", "")) in ("Const", "Parameter"):
+            consts.add(str(n["name"]))
+        else:
+            topo[str(n["name"])] = i
+    rows, pairs = [], []
+    for i, n in enumerate(nodes, start=1):
+        op_type, scope, node = str(n.get("opType", "")), str(n.get("scope", "")), str(n["name"])
+        if op_type in ("Const", "Parameter"):
+            continue
+        attr = _attrs(n.get("attribute"))
+        inputs = []
+        for inp in n.get("input") or []:
+            src = str(inp.get("name", "")) if isinstance(inp, dict) else ""
+            if not src:
+                continue
+            if src in consts:
+                inputs.append(src)
+            elif src in topo:
+                inputs.append(str(topo[src]))
+        inst = str(n.get("instanceName", "") or "")
+        instance_type = "GradientAggregation" if "grad_mirror" in inst else \
+            "Redistribution" if "redistribution" in inst else ""
+        name = _node_name(scope, op_type, node, str(n.get("fullName", "")))
+        rows.append({"rank": rank, "stage_id": stage_id, "node_id": str(i), "node": node, "name": name,
+                     "type": op_type, "scope": scope, "instance_type": instance_type,
+                     "parallel_shard": attr.get("in_strategy", ""), "parallel_group": attr.get("group", ""),
+                     "parallel_group_rank": attr.get("group_ranks", ""), "inputs": ",".join(inputs)})
+        if op_type in ("Send", "Receive"):
+            peer = attr.get("dest_rank" if op_type == "Send" else "src_rank")
+            pairs.append({"rank": rank, "kind": "send" if op_type == "Send" else "receive", "node": str(i),
+                          "name": name, "peer_rank": _int_or_none(peer), "sr_tag": attr.get("sr_tag", "")})
+    out = {"mi_strategy_ops": pd.DataFrame(rows, columns=OP_COLUMNS)}
+    if pairs:
+        out["mi_strategy_pairs"] = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
+    return out

@@ -1,0 +1,227 @@
+"""Memory section and the MindInsight memory readers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen import metrics
+from reportgen.model import Run
+from reportgen.readers import read_run
+from reportgen.readers.mindinsight_memory import parse_memory_details, parse_memory_summary
+from reportgen.sections import Options, run_sections
+from reportgen.sections import memory as mem
+from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+from conftest import fixture_dir
+
+GIB = 2**30 / 1e6
+
+
+def _memory(run, options=None):
+    (out,) = run_sections(run, options or Options(), only=["memory"])
+    return out
+
+
+def _rows(spec: dict) -> int:
+    return sum(len(v) for v in (spec.get("datasets") or {}).values())
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def test_summary_reader_units_and_bad_files(tmp_path):
+    p = tmp_path / "memory_usage_summary_3.json"
+    p.write_text(json.dumps({"capacity": 32, "allocations": 10, "deallocations": 10, "peak_mem": 8.5,
+                             "static_mem": 2}))
+    problems = []
+    df = parse_memory_summary(p, 3, problems)["mi_memory_summary"]
+    assert problems == []
+    row = df.iloc[0]
+    assert row["rank"] == 3 and row["peak_mb"] == pytest.approx(8.5 * 2**30 / 1e6)
+    assert row["capacity_mb"] == pytest.approx(32 * 2**30 / 1e6) and row["static_mb"] == pytest.approx(2 * GIB)
+    for text in ("{not json", "[1, 2]", json.dumps({"capacity": 32}), json.dumps({"peak_mem": "x"})):
+        p.write_text(text)
+        problems = []
+        assert parse_memory_summary(p, 3, problems) == {}
+        assert len(problems) == 1 and problems[0][0] == str(p)
+    assert parse_memory_summary(tmp_path / "missing.json", 1, problems) == {}
+    p.write_text(json.dumps({"peak_mem": 4, "capacity": 0}))  # capacity 0 = unknown
+    assert math.isnan(parse_memory_summary(p, 0, [])["mi_memory_summary"]["capacity_mb"].iloc[0])
+
+
+def test_details_reader(tmp_path):
+    p = tmp_path / "memory_usage_details_1.json"
+    p.write_text(json.dumps({"0": {"lines": [1.0, 2.0, "bad", 1.5], "nodes": [], "static_mem": 0.5},
+                             "1": {"lines": [0.25]}, "meta": 3}))
+    problems = []
+    df = parse_memory_details(p, 1, problems)["mi_memory_lines"]
+    assert list(df["graph"]) == ["0", "0", "0", "1"] and list(df["node_index"]) == [0, 1, 3, 0]
+    assert df["mb"].tolist() == pytest.approx([1.0 * GIB, 2.0 * GIB, 1.5 * GIB, 0.25 * GIB])
+    assert len(problems) == 1
+    p.write_text(json.dumps({"x": 1}))
+    problems = []
+    assert parse_memory_details(p, 1, problems) == {} and len(problems) == 1
+
+
+# --------------------------------------------------------------------------- MindInsight
+
+
+def _mi_run(tmp_path, **kw):
+    spec = MindInsightSpec(hosts=2, devices_per_host=4, stages=2, steps=3, **kw)
+    truth = write_mindinsight_run(tmp_path, spec)
+    return truth
+
+
+def test_mindinsight_matches_truth(tmp_path):
+    truth = _mi_run(tmp_path, layout="legacy")
+    out = _memory(read_run(tmp_path))
+    assert out.status == "ok", out.reason
+    pr = out.analysis.tables["per_rank"].set_index("rank")
+    assert sorted(pr.index) == truth["ranks"]
+    for r, m in truth["memory"].items():
+        assert pr.loc[r, "peak_mb"] == pytest.approx(m["peak_mem"] * 2**30 / 1e6, rel=1e-9)
+        assert pr.loc[r, "capacity_mb"] == pytest.approx(m["capacity"] * 2**30 / 1e6, rel=1e-9)
+        assert pr.loc[r, "peak_ratio"] == pytest.approx(m["peak_mem"] / m["capacity"], rel=1e-9)
+        assert pr.loc[r, "stage"] == truth["stages"][r]
+        assert pr.loc[r, "host"] == truth["hosts"][r] and pr.loc[r, "device"] == truth["devices"][r]
+    # stages differ in activation memory by design; stage medians keep that from being an imbalance
+    assert out.view.findings == []
+    grid = out.view.figures[0]
+    assert grid.id == "memory-grid" and "hosts as rows" in grid.caption
+
+
+def test_near_capacity_rank_is_found(tmp_path):
+    truth = _mi_run(tmp_path)
+    (path,) = [p for p in tmp_path.rglob("memory_usage_summary_*.json") if p.name.endswith("_3.json")]
+    data = json.loads(path.read_text())
+    data["peak_mem"] = data["capacity"] * 0.95
+    path.write_text(json.dumps(data))
+    out = _memory(read_run(tmp_path))
+    assert out.status == "ok", out.reason
+    by_id = {f.id: f for f in out.view.findings}
+    near = by_id["memory_near_capacity"]
+    assert near.ranks == [3] and near.evidence["value"] == pytest.approx(0.95)
+    assert near.evidence["reference"] == mem.NEAR_CAPACITY_RATIO
+    imb = by_id["memory_imbalance"]  # far above the other ranks of stage 1
+    assert imb.ranks == [3] and imb.evidence["stage"] == truth["stages"][3]
+    # no host info in the flat layout: a rank strip
+    assert "one cell per rank" in out.view.figures[0].caption
+
+
+# --------------------------------------------------------------------------- Ascend
+
+
+def test_ascend_level2_capacity_unknown_then_option():
+    root = fixture_dir("ascend", "msinsight", "test", "st", "level2")
+    run = read_run(root)
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    pr = out.analysis.tables["per_rank"].set_index("rank")
+    assert list(pr.index) == [0, 2]
+    assert pr.loc[0, "peak_mb"] == pytest.approx(12504.285184)
+    assert pr.loc[2, "peak_mb"] == pytest.approx(13291.08992)
+    assert pr["source"].str.startswith("APP").all()
+    assert pr["capacity_mb"].isna().all() and pr["peak_ratio"].isna().all()
+    assert out.analysis.metrics["ranks_without_data"] == [1, 3]
+    assert out.analysis.metrics["peak_ratio_max"] is None
+    assert not any(f.id == "memory_near_capacity" for f in out.view.findings)
+    doc = metrics.build(run, [out])
+    rows = doc["sections"]["memory"]["tables"]["per_rank"]
+    assert {"rank", "peak_mb", "capacity_mb", "peak_ratio"} <= set(rows[0])
+    assert rows[0]["capacity_mb"] is None and rows[0]["peak_ratio"] is None
+    metrics.dumps(doc)  # strict JSON (no NaN)
+
+    out = _memory(read_run(root), Options({"device_memory_gb": 64}))
+    pr = out.analysis.tables["per_rank"].set_index("rank")
+    assert pr.loc[0, "capacity_mb"] == 64000.0
+    assert pr.loc[0, "peak_ratio"] == pytest.approx(12504.285184 / 64000)
+    assert pr.loc[2, "peak_ratio"] == pytest.approx(13291.08992 / 64000)
+    assert (pr["capacity_source"] == "option device_memory_gb").all()
+
+
+# --------------------------------------------------------------------------- Kineto
+
+
+def test_kineto_capacity_from_device_properties():
+    run = read_run(fixture_dir("kineto", "hta_tests_data", "tests", "data", "df_index_resolver"))
+    assert len(run.table("memory_events")) == 28010
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    pr = out.analysis.tables["per_rank"]
+    assert len(pr) == 1
+    row = pr.iloc[0]
+    cap = run.table("device_properties")["total_memory_mb"].iloc[0]
+    assert cap == pytest.approx(34089.730048)  # V100-SXM2-32GB: 31.75 GiB
+    assert row["capacity_mb"] == pytest.approx(cap) and row["capacity_source"].startswith("deviceProperties")
+    me = run.table("memory_events")
+    peak = me[me["device_type"] == 1]["reserved_mb"].max()
+    assert row["peak_mb"] == pytest.approx(peak) and row["peak_ratio"] == pytest.approx(peak / cap)
+    tl = out.analysis.data["timeline"]
+    assert len(tl) <= mem.MAX_POINTS_PER_RANK and tl["mb"].max() == pytest.approx(peak)  # the peak survives
+    assert out.analysis.metrics["timeline_trimmed"]
+
+
+# --------------------------------------------------------------------------- scale, absence
+
+
+def test_chart_budget_at_1024_ranks():
+    n, k = 1024, 400
+    rng = np.random.default_rng(0)
+    ranks = np.repeat(np.arange(n), k)
+    rec = pd.DataFrame({"rank": ranks, "component": "APP", "ts_ms": np.tile(np.arange(k, dtype=float), n),
+                        "allocated_mb": np.nan, "reserved_mb": 1000 + rng.random(n * k) * 100, "active_mb": np.nan})
+    rec.loc[rec["rank"] == 77, "reserved_mb"] *= 1.5  # one outlier
+    run = Run(name="big", source_format="ascend", source_path="-", ranks=list(range(n)),
+              stage_map={r: r // 512 + 1 for r in range(n)}, tables={"memory_record": rec})
+    out = _memory(run, Options({"device_memory_gb": 64}))
+    assert out.status == "ok", out.reason
+    assert len(out.analysis.tables["per_rank"]) == n
+    grid, line = out.view.figures
+    assert _rows(grid.spec) == n
+    assert _rows(line.spec) <= mem.MAX_CHART_ROWS
+    tl = out.analysis.data["timeline"]
+    assert tl["rank"].nunique() <= mem.MAX_LINE_RANKS and 77 in set(tl["rank"])
+    assert tl.groupby("rank").size().max() <= mem.MAX_POINTS_PER_RANK
+    assert "Trimmed" in line.caption
+    imb = [f for f in out.view.findings if f.id == "memory_imbalance"]
+    assert imb and imb[0].ranks == [77]
+
+
+def test_unavailable_names_sources():
+    run = Run(name="x", source_format="kineto", source_path="-", ranks=[0])
+    out = _memory(run)
+    assert out.status == "unavailable"
+    for word in ("memory_usage_summary", "memory_record", "profile_memory"):
+        assert word in out.reason
+
+
+def test_downsample_keeps_peaks():
+    s = pd.DataFrame({"rank": np.repeat([0, 1], 1000), "x": np.tile(np.arange(1000.0), 2),
+                      "mb": np.concatenate([np.sin(np.arange(1000)), np.arange(1000.0)])})
+    d = mem.downsample(s, 50)
+    assert d.groupby("rank").size().max() <= 50
+    assert d.groupby("rank")["mb"].max().tolist() == pytest.approx(s.groupby("rank")["mb"].max().tolist())
+    small = s[s["x"] < 10]
+    assert len(mem.downsample(small, 50)) == len(small)
+
+
+def test_mindinsight_details_give_a_line_per_rank(tmp_path):
+    _mi_run(tmp_path)
+    for p in tmp_path.rglob("memory_usage_summary_*.json"):
+        rid = p.stem.rsplit("_", 1)[1]
+        lines = [0.5 + 0.01 * i for i in range(700)]
+        (p.parent / f"memory_usage_details_{rid}.json").write_text(
+            json.dumps({"0": {"lines": lines, "nodes": [], "static_mem": 0.5}, "1": {"lines": [1.0, 2.0]}}))
+    run = read_run(tmp_path)
+    assert len(run.table("mi_memory_lines")) == 8 * 702
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    tl = out.analysis.data["timeline"]
+    assert tl["rank"].nunique() == 8 and tl.groupby("rank").size().max() <= mem.MAX_POINTS_PER_RANK
+    assert tl["mb"].max() == pytest.approx((0.5 + 0.01 * 699) * GIB)
+    assert out.view.figures[1].id == "memory-timeline" and "node" in out.analysis.metrics["timeline_x"]

@@ -1,0 +1,227 @@
+"""Parallel strategy section and the MindSpore parallel_strategy reader."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import fixture_dir, reference_file
+from reportgen.model import Run
+from reportgen.readers import read_run
+from reportgen.readers.mindinsight_strategy import parse_parallel_strategy
+from reportgen.sections import run_sections
+from reportgen.sections.strategy import merge_stage_ops
+
+
+def _strategy(run):
+    (o,) = run_sections(run, only=["strategy"])
+    return o
+
+
+def _ok(run):
+    o = _strategy(run)
+    assert o.status == "ok", o.reason
+    return o
+
+
+# --------------------------------------------------------------------------- MindSpore Insight
+
+
+def test_mindinsight_equals_parallel_strategy_analyser():
+    run = read_run(fixture_dir("mindinsight", "mi_parallel_strategy"))
+    ref = json.loads(reference_file("mindinsight", "mi_parallel_strategy", "parallel_strategy.json").read_text())
+    ref = next(iter(ref.values()))["result"]
+    o = _ok(run)
+    m = o.analysis.metrics
+    assert m["mode"] == ref["metadata"]["data"]["parallel_type"] == "auto_parallel"
+    assert m["stages"] == 1
+    assert m["stage_devices"] == ref["metadata"]["data"]["stage_devices"] == {"0": [0, 1]}
+    merged = merge_stage_ops(run.table("mi_strategy_ops"), {0: [0, 1]})
+    want = ref["stage0"]["data"]
+    assert want["rank_ids"] == [0, 1]
+    assert m["op_nodes_per_stage"] == {"0": len(want["op_nodes"])} == {"0": 2}
+    for got, exp in zip(merged.to_dict(orient="records"), want["op_nodes"]):
+        assert got["node_id"] == exp["node_id"]
+        assert got["name"] == exp["name"]
+        assert got["scope"] == exp["scope"]
+        assert got["type"] == exp["type"]
+        assert got["instance_type"] == exp["instance_type"]
+        assert got["input"] == exp["input"]
+        assert got["parallel_group"] == exp["parallel_group"]
+        assert (got["parallel_shard"] or []) == exp["parallel_shard"]
+    # what the section tables show: only Conv2D has a group; no shard, no special operators
+    so = o.analysis.tables["strategy_ops"]
+    assert so["name"].tolist() == ["Default/conv1-Conv2d/Conv2D-op2"]
+    assert so["parallel_group"].tolist() == [["0", "1"]]
+    assert m["ops_with_strategy"] == m["redistribution_ops"] == m["gradient_aggregation_ops"] == 0
+    groups = o.analysis.tables["groups"]
+    assert groups["ranks"].tolist() == [[0, 1]]
+    assert {"name", "kind", "ranks"} <= set(groups.columns)
+    mesh = o.analysis.tables["mesh"]
+    assert mesh["stage"].tolist() == [1, 1]
+
+
+def _proto(rank, nodes, stage=0):
+    return {"config": {"rankId": rank, "stageId": stage, "parallelType": "semi_auto_parallel",
+                       "stageDevices": [{"dim": [{"size": "0"}]}, {"dim": [{"size": "1"}]}]},
+            "graph": {"node": nodes, "parameters": [{"name": "w"}], "constVals": [{"key": "cst1"}]}}
+
+
+def _attr(name, v):
+    if isinstance(v, int):
+        return {"name": name, "value": {"dtype": "DT_INT64", "intVal": str(v)}}
+    if isinstance(v, str):
+        return {"name": name, "value": {"dtype": "DT_STRING", "strVal": v}}
+    return {"name": name, "value": {"dtype": "DT_TUPLE", "values": [
+        {"dtype": "DT_TUPLE", "values": [{"dtype": "DT_INT64", "intVal": str(x)} for x in row]} for row in v]}}
+
+
+def test_reader_rules_and_pipeline_pairs(tmp_path):
+    nodes0 = [
+        {"name": "5", "opType": "MatMul", "scope": "Default/net", "fullName": "Default/net/MatMul-op5",
+         "instanceName": "", "input": [{"name": "w"}, {"name": "cst1"}, {"name": "404"}],
+         "attribute": [_attr("in_strategy", [[2, 1], [1, 1]]), _attr("gen_strategy", [[2, 1], [1, 1]])]},
+        {"name": "6", "opType": "AllReduce", "scope": "Default/net", "fullName": "Default/net/AllReduce-op6",
+         "instanceName": "grad_mirror_x", "input": [{"name": "5"}], "attribute": [_attr("group", "g-1")]},
+        {"name": "7", "opType": "Load", "scope": "Default", "fullName": "Default/Load-op7", "instanceName": "",
+         "attribute": []},
+        {"name": "8", "opType": "AllGather", "scope": "Default/net", "fullName": "x",
+         "instanceName": "redistribution_op", "attribute": []},
+        {"name": "9", "opType": "Send", "scope": "Default", "fullName": "Default/Send-op9",
+         "attribute": [_attr("dest_rank", 1), _attr("sr_tag", 0)]},
+        {"name": "", "opType": "Dropped", "fullName": "nope"},
+    ]
+    nodes1 = [{"name": "3", "opType": "Receive", "scope": "Default", "fullName": "Default/Receive-op3",
+               "attribute": [_attr("src_rank", 0), _attr("sr_tag", 0)]}]
+    (tmp_path / "parallel_strategy_0.json").write_text(json.dumps(_proto(0, nodes0)))
+    (tmp_path / "parallel_strategy_1.json").write_text(json.dumps(_proto(1, nodes1, stage=1)))
+    problems = []
+    t0 = parse_parallel_strategy(tmp_path / "parallel_strategy_0.json", 0, problems)
+    ops = t0["mi_strategy_ops"].set_index("node")
+    assert ops.loc["5", "parallel_shard"] == "[[2, 1], [1, 1]]"
+    assert ops.loc["5", "inputs"] == "w,cst1"  # unknown input 404 dropped, const/parameter kept by name
+    assert ops.loc["6", "inputs"] == "1" and ops.loc["6", "instance_type"] == "GradientAggregation"
+    assert ops.loc["6", "parallel_group"] == "g-1"
+    assert ops.loc["7", "name"] == "Default/Load-op7"
+    assert ops.loc["8", "instance_type"] == "Redistribution"
+    assert len(ops) == 5 and any("without name" in p for _, p in problems)
+    t1 = parse_parallel_strategy(tmp_path / "parallel_strategy_1.json", 1, problems)
+    pairs = pd.concat([t0["mi_strategy_pairs"], t1["mi_strategy_pairs"]], ignore_index=True)
+    run = Run(name="t", source_format="mindinsight", source_path=str(tmp_path), ranks=[0, 1], world_size=2,
+              parallel={"stages": 2, "framework_mode": "semi_auto_parallel"}, stage_map={0: 1, 1: 2},
+              tables={"mi_strategy_ops": pd.concat([t0["mi_strategy_ops"], t1["mi_strategy_ops"]], ignore_index=True),
+                      "mi_strategy_pairs": pairs})
+    o = _ok(run)
+    m = o.analysis.metrics
+    assert m["stages"] == 2 and m["stage_devices"] == {"0": [0], "1": [1]}
+    assert m["redistribution_ops"] == 1 and m["gradient_aggregation_ops"] == 1 and m["ops_with_strategy"] == 1
+    pp = o.analysis.tables["pipeline_pairs"]
+    assert pp[["send_rank", "recv_rank", "send_stage", "recv_stage"]].astype(int).values.tolist() == [[0, 1, 1, 2]]
+    assert m["pipeline_pairs"] == 1 and m["pipeline_unmatched"] == 0
+    assert "strategy-pairs" in [f.id for f in o.view.figures]
+    sp = o.analysis.tables["special_ops"]
+    assert int(sp["redistribution"].sum()) == 1 and int(sp["gradient_aggregation"].sum()) == 1
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"[]", b'{"config": {}, "graph": {"node": 5}}', b"\xff\xfe"])
+def test_reader_bad_files(tmp_path, content):
+    p = tmp_path / "parallel_strategy_0.json"
+    p.write_bytes(content)
+    problems = []
+    assert parse_parallel_strategy(p, 0, problems) == {}
+    assert problems
+
+
+# --------------------------------------------------------------------------- Ascend and Kineto
+
+
+def test_ascend_level2_groups_and_mesh():
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    o = _ok(run)
+    m = o.analysis.metrics
+    assert (m["tp_size"], m["pp_size"], m["dp_size"]) == (1, 2, 2)
+    assert m["stages"] == 2 and m["world_size"] == 4 and m["product_of_dims"] == 4
+    mesh = o.analysis.tables["mesh"].set_index("rank")
+    assert mesh["stage"].to_dict() == {0: 1, 1: 1, 2: 2, 3: 2}
+    assert mesh["pp_index"].to_dict() == {0: 0, 1: 0, 2: 1, 3: 1}
+    assert mesh["dp_index"].to_dict() == {0: 0, 1: 1, 2: 0, 3: 1}
+    g = o.analysis.tables["groups"]
+    assert g.loc[g["name"] == "pp", "ranks"].tolist() == [[0, 2], [1, 3]]
+    assert not o.view.findings
+
+
+@pytest.mark.parametrize("parts,tp,dp", [
+    (("kineto", "generated_cpu_gloo_4rank_mesh2x2"), {"mesh_tp": [[0, 1], [2, 3]]}, {"mesh_dp": [[0, 2], [1, 3]]}),
+    (("generated", "torch_gloo_ddp4_baseline"), None, None),
+])
+def test_kineto_groups_and_mesh(parts, tp, dp):
+    run = read_run(fixture_dir(*parts))
+    o = _ok(run)
+    g = o.analysis.tables["groups"]
+    if tp:
+        for name, ranks in {**tp, **dp}.items():
+            assert g.loc[g["name"] == name, "ranks"].tolist() == ranks
+    assert o.analysis.metrics["dp_size"] == 2 and o.analysis.metrics["tp_size"] == 2
+    mesh = o.analysis.tables["mesh"].set_index("rank")
+    assert mesh["tp_index"].to_dict() == {0: 0, 1: 1, 2: 0, 3: 1}
+    assert mesh["dp_index"].to_dict() == {0: 0, 1: 0, 2: 1, 3: 1}
+    assert mesh["column"].to_dict() == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert not o.view.findings
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def test_no_group_data_is_unavailable():
+    run = Run(name="x", source_format="kineto", source_path="/nowhere", ranks=[0, 1])
+    o = _strategy(run)
+    assert o.status == "unavailable"
+    assert "pg_config" in o.reason and "parallel_strategy_<rank>.json" in o.reason
+
+
+def _groups(rows):
+    return pd.DataFrame(rows, columns=["group", "name", "kind", "ranks", "hash"])
+
+
+def test_1024_ranks_chart_stays_small():
+    tp, pp, dp = 8, 4, 32
+    world = tp * pp * dp
+    rows = [("0", "world", "world", list(range(world)), "")]
+    rank = lambda p, d, t: (p * dp + d) * tp + t  # noqa: E731
+    for p in range(pp):
+        for d in range(dp):
+            rows.append((f"tp{p}_{d}", "tp", "tp", [rank(p, d, t) for t in range(tp)], ""))
+        for t in range(tp):
+            rows.append((f"dp{p}_{t}", "dp", "dp", [rank(p, d, t) for d in range(dp)], ""))
+    for d in range(dp):
+        for t in range(tp):
+            rows.append((f"pp{d}_{t}", "pp", "pp", [rank(p, d, t) for p in range(pp)], ""))
+    run = Run(name="big", source_format="ascend", source_path="/x", ranks=list(range(world)), world_size=world,
+              tables={"groups": _groups(rows)})
+    o = _ok(run)
+    m = o.analysis.metrics
+    assert (m["tp_size"], m["pp_size"], m["dp_size"], m["stages"]) == (8, 4, 32, 4)
+    mesh = o.analysis.tables["mesh"]
+    assert not mesh.duplicated(["stage", "column"]).any()
+    assert mesh.loc[mesh["rank"] == rank(2, 5, 3), ["stage", "column"]].values.tolist() == [[3, 5 * tp + 3]]
+    spec = o.view.figures[0].spec
+    size = len(json.dumps(spec))
+    assert size < 400_000, size
+    datasets = spec.get("datasets", {})
+    assert sum(len(v) for v in datasets.values()) <= world  # one row per rank, no per-pair edges
+    assert not o.view.findings
+
+
+def test_inconsistent_layout_is_a_low_finding():
+    rows = [("0", "world", "world", [0, 1, 2, 3, 4], ""), ("1", "dp", "dp", [0, 1], ""), ("2", "dp", "dp", [2, 3], ""),
+            ("3", "tp", "tp", [0, 2], ""), ("4", "tp", "tp", [1, 3], "")]
+    run = Run(name="odd", source_format="kineto", source_path="/x", ranks=[0, 1, 2, 3, 4], world_size=5,
+              tables={"groups": _groups(rows)})
+    o = _ok(run)
+    ids = {f.id: f for f in o.view.findings}
+    assert set(ids) == {"layout_inconsistent", "rank_without_group"}
+    assert all(f.severity == "low" for f in ids.values())
+    assert ids["rank_without_group"].ranks == [4]
+    assert ids["layout_inconsistent"].evidence == {"metric": "product_of_dims", "value": 4, "reference": 5}
