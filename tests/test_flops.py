@@ -177,9 +177,10 @@ def test_nested_ops_counted_once_and_shape_formulas():
 
 def test_unknown_sources_are_unavailable():
     ascend = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    ascend.loaders.pop("kernels", None)  # no kernel_details.csv: nothing to estimate from
     out = _flops(ascend)
     assert out.status == "unavailable"
-    assert "flops_summary" in out.reason and "record_shapes" in out.reason and "PMU" in out.reason
+    assert "kernel_details" in out.reason and "record_shapes" in out.reason
     empty = Run(name="t", source_format="kineto", source_path="-", ranks=[0])
     out = _flops(empty)
     assert out.status == "unavailable" and "record_shapes" in out.reason
@@ -240,3 +241,17 @@ def test_grid_uses_hosts_and_devices_when_known_else_a_rank_strip(pp2x4):
     assert "hosts × devices" in grid.title
     assert "device_id" in json.dumps(grid.spec) and "node-b" in json.dumps(grid.spec)
     assert out.analysis.tables["per_rank"]["host"].tolist() == ["node-a", "node-a", "node-b", "node-b"]
+
+
+def test_ascend_flops_estimated_from_matmul_shapes():
+    from reportgen.sections.flops import ascend_matmul_flops
+
+    assert ascend_matmul_flops("4096,1024;4096,1024", "4096,4096") == 2 * 4096 * 1024 * 4096
+    assert ascend_matmul_flops("8,4096,1024;1024,2048", "8,4096,2048") == 2 * 8 * 4096 * 1024 * 2048
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    (o,) = run_sections(run, only=["flops"])
+    assert o.status == "ok"
+    pr = o.analysis.tables["per_rank"].set_index("rank")
+    assert set(pr.index) == {0, 2}  # ranks 1 and 3 shipped no kernel_details.csv
+    assert pr.loc[0, "flops"] > 1e12 and o.analysis.metrics["flops_estimate"] is True
+    assert "MatMul" in o.analysis.metrics["flops_source"]

@@ -225,3 +225,20 @@ def test_mindinsight_details_give_a_line_per_rank(tmp_path):
     assert tl["rank"].nunique() == 8 and tl.groupby("rank").size().max() <= mem.MAX_POINTS_PER_RANK
     assert tl["mb"].max() == pytest.approx((0.5 + 0.01 * 699) * GIB)
     assert out.view.figures[1].id == "memory-timeline" and "node" in out.analysis.metrics["timeline_x"]
+
+
+def test_forward_backward_marks_on_the_memory_line(tmp_path):
+    _mi_run(tmp_path)
+    for p in tmp_path.rglob("memory_usage_summary_*.json"):
+        rid = p.stem.rsplit("_", 1)[1]
+        (p.parent / f"memory_usage_details_{rid}.json").write_text(json.dumps(
+            {"0": {"lines": [0.5, 1.0, 2.0, 1.0], "fp_start": 1, "bp_end": 3},
+             "1": {"lines": [0.5, 0.7], "fp_start": 0, "bp_end": 1}}))
+    out = _memory(read_run(tmp_path))
+    marks = out.analysis.data["marks"]
+    r0 = marks[marks["rank"] == 0].sort_values("x")
+    # graph 1 follows graph 0's four nodes
+    assert list(zip(r0["x"], r0["mark"])) == [(1.0, "forward start"), (3.0, "backward end"),
+                                              (4.0, "forward start"), (5.0, "backward end")]
+    fig = next(f for f in out.view.figures if f.id == "memory-timeline")
+    assert "layer" in fig.spec and "forward start" in fig.caption.lower().replace("marks ", "")

@@ -266,7 +266,8 @@ def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    wanted = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)"}
+    wanted = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)",
+              "Input Shapes", "Output Shapes"}
     df = _read_csv(path, problems, usecols=lambda c: c.strip() in wanted)
     if "Name" not in df.columns or "Duration(us)" not in df.columns:
         raise InputError(path, "not a kernel_details.csv: missing Name or Duration(us)")
@@ -280,6 +281,8 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "stream": _floats(df["Stream ID"]) if "Stream ID" in df else math.nan,
         "start_ms": _floats(df["Start Time(us)"]) / US_PER_MS if "Start Time(us)" in df else math.nan,
         "dur_ms": _floats(df["Duration(us)"]) / US_PER_MS,
+        "input_shapes": df["Input Shapes"].str.strip('"') if "Input Shapes" in df else "",
+        "output_shapes": df["Output Shapes"].str.strip('"') if "Output Shapes" in df else "",
     })
 
 

@@ -97,8 +97,13 @@ def parse_memory_details(path, rank, problems: list) -> dict[str, pd.DataFrame]:
         problems.append((str(path), "no graph with a 'lines' list in the memory details; file skipped"))
         return {}
     g_col, i_col, v_col = [], [], []
+    marks = []
     bad = 0
     for gid, g in graphs:
+        for key, label in (("fp_start", "forward start"), ("bp_end", "backward end")):
+            x = _num(g.get(key)) if isinstance(g, dict) else math.nan
+            if not math.isnan(x):
+                marks.append({"rank": int(rank), "graph": gid, "mark": label, "node_index": int(x)})
         for i, v in enumerate(g["lines"]):
             x = _num(v)
             if math.isnan(x):
@@ -111,4 +116,7 @@ def parse_memory_details(path, rank, problems: list) -> dict[str, pd.DataFrame]:
         problems.append((str(path), f"{bad} non-numeric or negative memory line value(s) skipped"))
     if not v_col:
         return {}
-    return {"mi_memory_lines": pd.DataFrame({"rank": int(rank), "graph": g_col, "node_index": i_col, "mb": v_col})}
+    out = {"mi_memory_lines": pd.DataFrame({"rank": int(rank), "graph": g_col, "node_index": i_col, "mb": v_col})}
+    if marks:  # forward start / backward end node of each graph (MindSpore memory_usage_details)
+        out["mi_memory_marks"] = pd.DataFrame(marks)
+    return out

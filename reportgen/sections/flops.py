@@ -211,6 +211,49 @@ def _kineto(run: Run) -> dict:
                      if steps is not None else "FLOPs / span of the counted ops"}}
 
 
+_ASCEND_MATMUL = re.compile(r"matmul", re.I)
+
+
+def ascend_matmul_flops(input_shapes: str, output_shapes: str) -> float:
+    """2·M·N·K of one MatMul kernel from kernel_details shapes ("m,k;k,n" -> "m,n", batch dims allowed):
+    K = |A| / (|out| / N), so FLOPs = 2 · |A| · N. NaN when the shapes are not readable."""
+    try:
+        a = [int(x) for x in str(input_shapes).split(";")[0].split(",") if x.strip()]
+        out = [int(x) for x in str(output_shapes).split(";")[0].split(",") if x.strip()]
+    except ValueError:
+        return math.nan
+    if len(a) < 2 or len(out) < 2:
+        return math.nan
+    return 2.0 * _prod(a) * out[-1]
+
+
+def _ascend(run: Run) -> dict:
+    k = run.table("kernels")
+    if k is None or "input_shapes" not in k:
+        raise Unavailable("No FLOPs data: the Ascend run has no kernel_details.csv with Input Shapes "
+                          f"(profile with record_shapes=True). Sources: {SOURCES}.")
+    mm = k[k["type"].astype(str).str.contains(_ASCEND_MATMUL) & (k["core"] != "COMMUNICATION")].copy()
+    mm["flops"] = [ascend_matmul_flops(i, o) for i, o in zip(mm["input_shapes"], mm["output_shapes"])]
+    if not mm["flops"].notna().any():
+        raise Unavailable("No FLOPs data: kernel_details.csv has no MatMul kernels with readable shapes. "
+                          f"Sources: {SOURCES}.")
+    steps = run.table("step_time")
+    rows = []
+    for rank, o in mm.groupby("rank"):
+        total = float(o["flops"].sum())
+        st = steps[steps["rank"] == rank] if steps is not None else None
+        wall_ms = float(st["step_ms"].sum()) if st is not None and not st.empty else math.nan
+        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms,
+                     "flops_per_s": total / (wall_ms / 1e3) if wall_ms and wall_ms > 0 else math.nan,
+                     "ops_counted": int(o["flops"].notna().sum())})
+    by_op = mm.groupby(["rank", "type"], as_index=False).agg(calls=("flops", "size"), flops=("flops", "sum"),
+                                                              time_ms=("dur_ms", "sum"))
+    return {"per_rank": pd.DataFrame(rows), "ops": by_op.rename(columns={"type": "op"}), "per_rank_step": None,
+            "meta": {"flops_source": "estimated from kernel_details.csv MatMul shapes (2·M·N·K); attention and "
+                                     "vector kernels are not counted", "flops_estimate": True,
+                     "flops_per_s_basis": "FLOPs / device step time (step_trace_time)"}}
+
+
 def _mindinsight(run: Run) -> dict:
     mi = run.table("mi_flops").drop_duplicates("rank", keep="first").sort_values("rank").reset_index(drop=True)
     per_rank = mi[[c for c in ("rank", "flops", "flops_per_s", "utilization_ratio", "vec_utilization_ratio",
@@ -268,6 +311,8 @@ def analyze(run: Run, options=None) -> Analysis:
         d = _mindinsight(run)
     elif run.table("cpu_ops") is not None:
         d = _kineto(run)
+    elif run.source_format == "ascend":
+        d = _ascend(run)
     else:
         where = {"ascend": "This Ascend run has no flops_summary files (kernel_details.csv PMU columns are not "
                            "FLOP counts). ",
@@ -486,7 +531,10 @@ def present(a: Analysis) -> View:
                                                        ("utilization_pct", "Utilisation (%)", "pct")) if c in o]
         tables.append(Table.from_frame("flops-ops", "Per operator", o, ocols))
     notes = []
-    if est:
+    if est and m.get("family") == "ascend":
+        notes.append("FLOPs are an ESTIMATE: 2·M·N·K of every MatMul kernel in kernel_details.csv, from its input and "
+                     "output shapes; attention and vector kernels are not counted. FLOP/s = FLOPs / device step time.")
+    elif est:
         nested = ", ".join(f"{k} ×{v}" for k, v in m["ops_skipped_as_nested"].items()) or "none"
         notes.append(f"FLOPs are an ESTIMATE from the op shapes in the trace, counting {', '.join(m['ops_counted'])} "
                      f"(2·M·N·K for matmuls; convolutions assume stride 1 and 'same' padding). Ops containing "

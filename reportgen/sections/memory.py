@@ -60,15 +60,25 @@ def _mindinsight(run: Run) -> dict:
     s = s.groupby("rank", as_index=False).agg({"peak_mb": "max", "capacity_mb": "max", "static_mb": "max",
                                                "allocations": "max"})
     s["source"] = "memory_usage_summary peak_mem"
-    series = None
+    series, marks = None, None
     lines = run.table("mi_memory_lines")
     if lines is not None:
-        parts = []
+        parts, mark_parts = [], []
+        raw_marks = run.table("mi_memory_marks")
         for rank, g in lines.groupby("rank"):
             g = g.sort_values(["graph", "node_index"], kind="stable")
             parts.append(pd.DataFrame({"rank": rank, "x": np.arange(len(g), dtype=float), "mb": g["mb"].to_numpy()}))
+            if raw_marks is not None:
+                # x of a node = its position in the rank's concatenated graphs
+                offset = g.groupby("graph", sort=False).size().cumsum().shift(fill_value=0)
+                rm = raw_marks[raw_marks["rank"] == rank]
+                for mk in rm.itertuples():
+                    if mk.graph in offset.index:
+                        mark_parts.append({"rank": rank, "x": float(offset[mk.graph] + mk.node_index), "mark": mk.mark})
         series = pd.concat(parts, ignore_index=True)
-    return {"per_rank": s, "series": series, "x_kind": "node", "capacity_source": "memory_usage_summary capacity",
+        marks = pd.DataFrame(mark_parts) if mark_parts else None
+    return {"per_rank": s, "series": series, "marks": marks, "x_kind": "node",
+            "capacity_source": "memory_usage_summary capacity",
             "peak_definition": "MindSpore memory planner peak (memory_usage_summary peak_mem)"}
 
 
@@ -251,7 +261,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "timeline_trimmed": trimmed,
     }
     return Analysis(metrics=metrics, tables={"per_rank": pr},
-                    data={"timeline": timeline, "x_kind": d["x_kind"], "near": near, "off": off,
+                    data={"timeline": timeline, "x_kind": d["x_kind"], "marks": d.get("marks"), "near": near, "off": off,
                           "hosts_known": bool(pr["host"].notna().all() and pr["device"].notna().all())})
 
 
@@ -264,7 +274,7 @@ def present(a: Analysis) -> View:
     figures = [_grid(pr, ratio_known, a.data["hosts_known"])]
     tl = a.data.get("timeline")
     if tl is not None and not tl.empty:
-        figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"]))
+        figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks")))
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("device", "Device", "int"),
             Column("stage", "Stage", "int"), Column("peak_mb", "Peak (MB)", "mb"),
             Column("capacity_mb", "Capacity (MB)", "mb"), Column("peak_ratio", "Peak / capacity", "ratio"),
@@ -372,7 +382,8 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool) -> Figure:
                   alt="Grid of devices coloured by peak memory")
 
 
-def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str]) -> Figure:
+def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str],
+              marks: pd.DataFrame | None = None) -> Figure:
     df = tl.merge(pr[["rank", "stage"]].assign(stage=pd.to_numeric(pr["stage"], errors="coerce")), on="rank", how="left")
     x_title = "Node (execution order)" if x_kind == "node" else "Time since the rank's first sample (ms)"
     many = df["rank"].nunique() > 10
@@ -384,6 +395,14 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
                  alt.Tooltip("x:Q", title="ms" if x_kind == "time" else "Node", format=".4f"),
                  alt.Tooltip("mb:Q", title="MB", format=".4f")]).properties(width=760, height=260)
     caption = "The series each peak is taken from, one line per rank."
+    if marks is not None and not marks.empty:
+        m = marks[marks["rank"].isin(df["rank"].unique())].drop_duplicates(["x", "mark"])
+        rules = alt.Chart(m).mark_rule(strokeDash=[4, 3], opacity=0.6).encode(
+            x="x:Q", color=alt.value("#888"),
+            tooltip=[alt.Tooltip("mark:N", title="Mark"), alt.Tooltip("rank:O", title="Rank"),
+                     alt.Tooltip("x:Q", title="Node")])
+        chart = alt.layer(chart, rules)
+        caption += " Dashed lines mark forward start and backward end of each graph."
     if trimmed:
         caption += " Trimmed to stay small: " + "; ".join(trimmed) + "."
     return Figure("memory-timeline", "Memory over time per rank" if x_kind == "time" else
