@@ -128,3 +128,16 @@ class SectionOutcome:
     reason: str = ""
     analysis: Analysis | None = None
     view: View | None = None
+
+
+def rank_ranges(ranks) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5' (compact rank lists in texts and tooltips)."""
+    rs = sorted(set(int(r) for r in ranks))
+    out, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)

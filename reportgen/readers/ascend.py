@@ -31,6 +31,7 @@ from typing import Callable
 import pandas as pd
 
 from ..errors import InputError
+from ._files import read_text as _read_text
 from ..model import Run
 
 US_PER_MS = 1000.0
@@ -94,15 +95,6 @@ def group_kind(name: str) -> str:
 # --------------------------------------------------------------------------- small file helpers
 
 
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text (binary or corrupted file?)") from None
 
 
 def _read_json(path: Path):

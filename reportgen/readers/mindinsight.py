@@ -31,6 +31,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from ..errors import InputError
+from ._files import read_text as _read_text
 from ..model import Run
 
 #: 10 ns system-counter ticks per millisecond.
@@ -168,15 +169,6 @@ def _legacy_rank_table(root: Path) -> Path | None:
 # --------------------------------------------------------------------------- parsing
 
 
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text (is it a binary or corrupted file?)") from None
 
 
 def _num(text: str) -> float:

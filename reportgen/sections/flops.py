@@ -42,7 +42,7 @@ from .. import thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Figure, Finding, Table, View
+from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
 
 ID = "flops"
 TITLE = "FLOPs"
@@ -473,17 +473,7 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
         alt="Bar chart of FLOPs per rank by pipeline stage")
 
 
-def _ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
-    out, rs = [], sorted(set(int(r) for r in ranks))
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
+_ranges = rank_ranges
 
 
 def present(a: Analysis) -> View:

@@ -32,7 +32,7 @@ import pandas as pd
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Figure, Finding, Table, View
+from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -336,16 +336,7 @@ def present(a: Analysis) -> View:
     return View(summary=summary, figures=figures, tables=tables, findings=_findings(a))
 
 
-def _ranks_text(ranks: list[int]) -> str:
-    """Compact rank list: runs as a-b."""
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if j == i else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)
+_ranks_text = rank_ranges
 
 
 def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
