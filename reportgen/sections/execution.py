@@ -1,9 +1,451 @@
-"""Execution overview: not analysed by this version yet; the section says what it would read."""
+"""Execution overview: time overview per step (step time per rank, mean communication and wait) and a
+Marey view of one step (one lane per rank, operators from start to end, the same operator joined across ranks).
 
-from ._pending import pending
+Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3.7):
+
+* Time overview. Step time per rank and step: Ascend / PyTorch ``step_time`` (step_ms), MindSpore Insight
+  ``step_trace`` (step_ms). Communication and wait per rank and step: MindInsight ``mi_comm_rank_step``
+  (comm_ms, wait_ms); Ascend ``comm_ops`` summed per rank and step (elapse_ms, wait_ms); PyTorch
+  ``step_time`` comm_ms (no wait: NaN). ``comm_ms`` / ``wait_ms`` of the table are the per-step means over
+  ranks (what MindInsight plots); ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values.
+  **Departure:** MindInsight plots the step_trace total raw (10 ns ticks); we plot milliseconds.
+* Marey view. Operators: Ascend ``hccl_ops`` (communication) + ``device_ops`` (computation) within
+  ``trace_steps`` windows; PyTorch ``gpu_ops`` (kind comm = communication, other kinds computation) within
+  ``trace_steps``; MindInsight ``step_ops`` (communication ops of the step trace) with step windows from
+  ``step_trace`` start_ms / end_ms. Times are ms relative to each rank's step start, then aligned: per step,
+  every rank is shifted so that its first occurrence of the first communication op common to all ranks ends
+  when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When no op is
+  common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
+  op names, as the seed does); when nothing is shared, on the step start.
+  The n-th occurrence of the same op name on each rank is one "operator" joined across ranks.
+* Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn, steps are added while the marks
+  fit ``MAX_MARKS``; beyond that computation is dropped, then lanes are sampled evenly. The metrics say so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Control, Figure, Table, View
 
 ID = "execution"
 TITLE = "Execution overview"
-SOURCES = "MindSpore Insight: ascend_timeline_display_<rank>.json; Ascend: trace_view.json; PyTorch: GPU kernels in the trace"
 
-analyze, present = pending(("timeline_display", "trace_view"), SOURCES)
+#: marks in the Marey figure (bars + polygon vertices), over all steps drawn
+MAX_MARKS = 6_000
+#: ops shorter than this share of their step are not drawn
+MIN_DUR_SHARE = 0.005
+#: at most this many lanes (ranks) in the Marey figure; beyond, ranks are sampled evenly (keeping each stage)
+MAX_LANES = 128
+#: at most this many steps are drawn in the Marey figure
+MAX_STEPS = 20
+#: beyond this many ranks the time overview draws min / mean / max over ranks instead of one line per rank
+MAX_LINE_RANKS = 64
+
+UNAVAILABLE = (
+    "No step times or device timeline in this run. MindSpore Insight: step_trace_raw_<rank>_detail_time.csv "
+    "(step times and the communication ops of the step trace) and hccl_raw_<rank>.csv (communication / wait); "
+    "Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv, communication.json and trace_view.json (HCCL and "
+    "device ops, ProfilerStep windows); PyTorch: ProfilerStep annotations and GPU kernels in the trace.")
+
+
+# --------------------------------------------------------------------------- time overview
+
+
+def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
+    st = run.table("step_time")
+    source = "step_time"
+    if st is None or st["step_ms"].notna().sum() == 0:
+        st, source = run.table("step_trace"), "step_trace"
+    if st is None:
+        return None, ""
+    rows = st[["step", "rank", "step_ms"]].copy()
+    comm, comm_source = None, ""
+    if run.table("mi_comm_rank_step") is not None:
+        comm = run.table("mi_comm_rank_step")[["rank", "step", "comm_ms", "wait_ms"]]
+        comm_source = "mi_comm_rank_step (hccl_raw communication_cost, wait_cost)"
+    elif run.table("comm_ops") is not None:
+        comm = run.table("comm_ops").groupby(["rank", "step"], as_index=False)[["elapse_ms", "wait_ms"]].sum() \
+            .rename(columns={"elapse_ms": "comm_ms"})
+        comm_source = "comm_ops (communication.json elapse, wait summed per rank and step)"
+    elif "comm_ms" in st:
+        comm = st[["rank", "step", "comm_ms"]].assign(wait_ms=math.nan)
+        comm_source = "step_time comm_ms (no wait time in this source)"
+    if comm is not None:
+        # outer: a step the communication data has but the step table lacks still gets its means (MindInsight
+        # takes the steps of the time view from hccl_raw); its step_ms stays NaN
+        rows = rows.merge(comm.rename(columns={"comm_ms": "rank_comm_ms", "wait_ms": "rank_wait_ms"}),
+                          on=["rank", "step"], how="outer")
+        means = comm.groupby("step")[["comm_ms", "wait_ms"]].mean()
+        rows["comm_ms"] = rows["step"].map(means["comm_ms"])
+        rows["wait_ms"] = rows["step"].map(means["wait_ms"])
+    else:
+        rows["rank_comm_ms"], rows["rank_wait_ms"] = math.nan, math.nan
+        rows["comm_ms"], rows["wait_ms"] = math.nan, math.nan
+    rows = rows.sort_values(["step", "rank"]).reset_index(drop=True)
+    rows = rows[["step", "rank", "step_ms", "comm_ms", "wait_ms", "rank_comm_ms", "rank_wait_ms"]]
+    return rows, f"{source} step_ms; communication from {comm_source or 'nothing (no communication data)'}"
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+def _assign_steps(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Step of each op: the window of its rank that contains its start (ops outside every window dropped)."""
+    parts = []
+    for (rank, w) in windows.groupby("rank"):
+        o = ops[ops["rank"] == rank]
+        if o.empty:
+            continue
+        w = w.sort_values("start_ms")
+        idx = np.searchsorted(w["start_ms"].to_numpy(), o["start_ms"].to_numpy(), side="right") - 1
+        ok = idx >= 0
+        idx_c = np.clip(idx, 0, None)
+        inside = ok & (o["start_ms"].to_numpy() < w["end_ms"].to_numpy()[idx_c])
+        o = o[inside].copy()
+        o["step"] = w["step"].to_numpy()[idx_c[inside]]
+        parts.append(o)
+    return pd.concat(parts, ignore_index=True) if parts else ops.iloc[0:0].assign(step=[])
+
+
+def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
+    """(ops: rank, step, op, kind, start_ms, end_ms; windows: rank, step, start_ms, end_ms; source)."""
+    cols = ["rank", "step", "op", "match", "kind", "start_ms", "end_ms"]
+    steps = run.table("trace_steps")
+    if run.table("hccl_ops") is not None and steps is not None:
+        h = run.table("hccl_ops")
+        parts = [pd.DataFrame({"rank": h["rank"], "op": h["op"], "kind": "communication",
+                               "start_ms": h["start_ms"], "end_ms": h["start_ms"] + h["dur_ms"]})]
+        d = run.table("device_ops")
+        if d is not None:
+            comm = d["name"].str.lower().str.startswith("hcom") | d["stream"].astype(str).str.contains("Communication")
+            d = d[~comm]
+            parts.append(pd.DataFrame({"rank": d["rank"], "op": d["name"], "kind": "computation",
+                                       "start_ms": d["start_ms"], "end_ms": d["start_ms"] + d["dur_ms"]}))
+        ops = _assign_steps(pd.concat(parts, ignore_index=True), steps)
+        ops["match"] = ops["op"]
+        return ops[cols], steps[["rank", "step", "start_ms", "end_ms"]], "trace_view.json: hccl_ops + device_ops"
+    if run.table("gpu_ops") is not None and steps is not None:
+        g = run.table("gpu_ops")
+        ops = pd.DataFrame({"rank": g["rank"], "op": g["name"],
+                            "kind": np.where(g["kind"] == "comm", "communication", "computation"),
+                            "start_ms": g["start_ms"], "end_ms": g["start_ms"] + g["dur_ms"]})
+        ops = _assign_steps(ops, steps)
+        ops["match"] = ops["op"]
+        return ops[cols], steps[["rank", "step", "start_ms", "end_ms"]], "trace: gpu_ops in ProfilerStep windows"
+    so, trace = run.table("step_ops"), run.table("step_trace")
+    if so is not None and trace is not None and {"start_ms", "end_ms"} <= set(trace.columns):
+        # the step trace names an op stream_<stream>_<i>_<Type>-op<N>; the stream differs between ranks, the
+        # operator (<Type>-op<N>) is what is shared
+        match = so["op"].astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True)
+        ops = pd.DataFrame({"rank": so["rank"], "step": so["step"], "op": so["op"], "match": match,
+                            "kind": "communication",
+                            "start_ms": so["start_ms"], "end_ms": so["end_ms"]})
+        windows = trace[["rank", "step", "start_ms", "end_ms"]].dropna()
+        return ops[cols], windows, "step trace: communication ops (step_ops) in step_trace windows"
+    return None, None, ""
+
+
+def _groups(ops: pd.DataFrame, ranks: list[int], stage_of: dict) -> list[list[int]]:
+    """Alignment groups when no op is common to all ranks: pipeline stages, else ranks sharing op names."""
+    if ranks and all(stage_of.get(r) is not None for r in ranks):
+        out: dict = {}
+        for r in ranks:
+            out.setdefault(stage_of[r], []).append(r)
+        return [out[k] for k in sorted(out)]
+    names = ops[ops["kind"] == "communication"].groupby("rank")["match"].agg(set).to_dict()
+    groups: list[list[int]] = []
+    seen: set = set()
+    for r in ranks:  # the seed's heuristic: a rank joins the first group that shares an op name with it
+        if r in seen:
+            continue
+        grp = [r] + [o for o in ranks if o not in seen and o != r and names.get(r, set()) & names.get(o, set())]
+        seen.update(grp)
+        groups.append(grp)
+    return groups
+
+
+def _align_group(ops: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, float], str | None]:
+    """Shifts (ms) so the first comm op common to ``ranks`` ends together; the op used (None: step start)."""
+    c = ops[(ops["kind"] == "communication") & ops["rank"].isin(ranks)]
+    if len(ranks) < 2 or c.empty:
+        return {r: 0.0 for r in ranks}, None
+    counts = c.groupby("key")["rank"].nunique()
+    common = counts[counts == len(ranks)].index
+    if len(common) == 0:
+        return {r: 0.0 for r in ranks}, None
+    cc = c[c["key"].isin(common)]
+    key = cc.groupby("key")["start"].mean().idxmin()  # the first common op (earliest on average)
+    ends = cc[cc["key"] == key].groupby("rank")["end"].min()
+    ref = ends[ranks[0]]
+    return {r: float(ref - ends[r]) for r in ranks}, str(key)
+
+
+def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
+           stage_of: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
+    windows = windows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])
+    ops = ops.merge(windows.rename(columns={"start_ms": "step_start", "end_ms": "step_end"}),
+                    left_on=["rank", "step"], right_index=True, how="inner")
+    ops["start"] = ops["start_ms"] - ops["step_start"]
+    ops["end"] = ops["end_ms"] - ops["step_start"]
+    ops = ops.sort_values(["rank", "step", "start_ms"])
+    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
+    total_ops = len(ops)
+    all_steps = sorted(ops["step"].unique().tolist())
+    align_rows, drawn = [], []
+    marks = 0
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0}
+    lanes = list(lane_order)
+    if len(lanes) > MAX_LANES:
+        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
+        lanes = [lanes[i] for i in pick]
+        trimmed["lanes_sampled"] = True
+        ops = ops[ops["rank"].isin(lanes)]
+    for step in all_steps:
+        s = ops[ops["step"] == step].copy()
+        step_ranks = [r for r in lanes if r in set(s["rank"])]
+        shifts, used = _align_group(s, step_ranks)
+        how = "all ranks"
+        if used is None and len(step_ranks) > 1:
+            shifts, used_by = {}, []
+            for grp in _groups(s, step_ranks, stage_of):
+                sh, u = _align_group(s, grp)
+                shifts.update(sh)
+                if u:
+                    used_by.append(u)
+            if used_by:
+                used, how = "; ".join(dict.fromkeys(used_by)), "within stages" if all(
+                    stage_of.get(r) is not None for r in step_ranks) else "within groups sharing op names"
+        if used is None:
+            how = "step start"
+        align_rows.append({"step": int(step), "alignment_op": used, "aligned": how})
+        s["shift"] = s["rank"].map(shifts).fillna(0.0)
+        s["start"] += s["shift"]
+        s["end"] += s["shift"]
+        step_len = float((s["step_end"] - s["step_start"]).median())
+        keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
+        trimmed["below_threshold"] += int((~keep).sum())
+        s = s[keep]
+        cost = len(s) + int((s["kind"] == "communication").sum())
+        if drawn and marks + cost > MAX_MARKS:
+            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
+            break
+        if not drawn and cost > MAX_MARKS:  # first step alone is too big: computation first, then lanes
+            n_comp = int((s["kind"] == "computation").sum())
+            s = s[s["kind"] == "communication"]
+            trimmed["computation_dropped"] += n_comp
+            cost = 2 * len(s)
+            if cost > MAX_MARKS:
+                per_lane = cost / max(1, len(step_ranks))
+                n_keep = max(2, int(MAX_MARKS // max(per_lane, 1)))
+                pick = np.unique(np.linspace(0, len(step_ranks) - 1, n_keep).round().astype(int))
+                lanes = [step_ranks[i] for i in pick]
+                trimmed["lanes_sampled"] = True
+        if trimmed["lanes_sampled"]:
+            s = s[s["rank"].isin(lanes)]
+            cost = len(s) + int((s["kind"] == "communication").sum())
+            if drawn and marks + cost > MAX_MARKS:
+                trimmed["steps_left_out"] = len(all_steps) - len(drawn)
+                break
+        marks += cost
+        drawn.append(s)
+        if len(drawn) >= MAX_STEPS:
+            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
+            break
+    rows = pd.concat(drawn, ignore_index=True)
+    rows["stage"] = rows["rank"].map(stage_of)
+    rows["step_key"] = rows["step"].astype(int).astype(str)
+    rows["dur_ms"] = rows["end"] - rows["start"]
+    rows = rows.rename(columns={"start": "start_rel_ms", "end": "end_rel_ms", "shift": "shift_ms"})
+    rows = rows[["step", "step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms",
+                 "shift_ms"]].reset_index(drop=True)
+    align = pd.DataFrame(align_rows)
+    steps_shown = sorted(int(x) for x in rows["step"].unique())
+    first_op = next((r["alignment_op"] for r in align_rows if r["step"] == steps_shown[0]), None)
+    metrics = {
+        "marey_source_ops": int(total_ops), "marey_rows": int(len(rows)), "marey_marks": int(marks),
+        "marey_max_marks": MAX_MARKS, "marey_min_dur_share": MIN_DUR_SHARE,
+        "marey_trimmed_ops": int(total_ops - len(rows)), "marey_trim": trimmed,
+        "marey_steps_shown": steps_shown, "marey_steps_total": len(all_steps),
+        "marey_lanes": int(rows["rank"].nunique()), "marey_lanes_total": len(lane_order),
+        "alignment_op": first_op, "alignment": align_rows[0]["aligned"] if align_rows else "step start",
+    }
+    return rows, align, metrics
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    overview, overview_source = _time_overview(run)
+    ops, windows, tl_source = _timeline(run)
+    if overview is None and ops is None:
+        raise Unavailable(UNAVAILABLE)
+    stage_of = {r: run.stage_of(r) for r in run.ranks}
+    metrics: dict = {}
+    tables: dict = {}
+    data: dict = {}
+    if overview is not None:
+        tables["time_overview"] = overview
+        metrics.update({"time_overview_source": overview_source, "steps": int(overview["step"].nunique()),
+                        "ranks": int(overview["rank"].nunique()),
+                        "step_ms_mean": float(overview["step_ms"].mean())})
+    if ops is not None and not ops.empty:
+        ranks = sorted(int(r) for r in ops["rank"].unique())
+        lane_order = sorted(ranks, key=lambda r: (stage_of.get(r) is None, stage_of.get(r) or 0, r))
+        rows, align, mm = _marey(run, ops, windows, lane_order, stage_of)
+        if not rows.empty:
+            tables["marey_alignment"] = align
+            metrics.update(mm)
+            metrics["marey_source"] = tl_source
+            data["marey"] = rows
+            data["lanes"] = [r for r in lane_order if r in set(rows["rank"])]
+    if "marey" not in data:
+        metrics["marey_unavailable"] = ("no operator timeline: Ascend trace_view.json (hccl/device ops and "
+                                        "ProfilerStep), PyTorch GPU kernels with ProfilerStep, MindInsight "
+                                        "step_trace_raw_*_detail_time.csv with op columns")
+    if not tables and not data:
+        raise Unavailable(UNAVAILABLE)
+    return Analysis(metrics=metrics, tables=tables, data=data)
+
+
+# --------------------------------------------------------------------------- present
+
+
+def _overview_chart(ov: pd.DataFrame) -> Figure:
+    pick = alt.selection_point(fields=["step"], name="step_pick")
+    n_ranks = ov["rank"].nunique()
+    if n_ranks <= MAX_LINE_RANKS:
+        df = ov[["step", "rank", "step_ms"]].dropna()
+        left = alt.Chart(df).mark_line(point=True, strokeWidth=1).encode(
+            x=alt.X("step:O", title="Step"),
+            y=alt.Y("step_ms:Q", title="Step time per rank (ms)"),
+            detail="rank:N", color=alt.value("#4c78a8"),
+            opacity=alt.condition(pick, alt.value(0.9), alt.value(0.3)),
+            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
+                     alt.Tooltip("step_ms:Q", title="Step (ms)", format=".4f")],
+        ).add_params(pick)
+        how = "step time of every rank (one line per rank)"
+    else:  # many ranks: the spread over ranks per step (min, mean, max) keeps the file small
+        df = ov.groupby("step", as_index=False)["step_ms"].agg(["min", "mean", "max"]).dropna()
+        base = alt.Chart(df).encode(x=alt.X("step:O", title="Step"))
+        band = base.mark_area(opacity=0.25, color="#4c78a8").encode(
+            y=alt.Y("min:Q", title=f"Step time over {n_ranks} ranks (ms)"), y2="max:Q")
+        mean = base.mark_line(point=True, color="#4c78a8").encode(
+            y=alt.Y("mean:Q"), opacity=alt.condition(pick, alt.value(1.0), alt.value(0.4)),
+            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("min:Q", title="Min (ms)", format=".4f"),
+                     alt.Tooltip("mean:Q", title="Mean (ms)", format=".4f"),
+                     alt.Tooltip("max:Q", title="Max (ms)", format=".4f")]).add_params(pick)
+        left = alt.layer(band, mean)
+        how = f"step time over the {n_ranks} ranks (band min to max, line mean)"
+    means = ov.groupby("step", as_index=False)[["comm_ms", "wait_ms"]].first()
+    long = means.melt(id_vars="step", value_vars=["comm_ms", "wait_ms"], var_name="what", value_name="ms").dropna()
+    long["what"] = long["what"].map({"comm_ms": "Communication (mean over ranks)",
+                                     "wait_ms": "Waiting (mean over ranks)"})
+    right = alt.Chart(long).mark_line(point=True, strokeDash=[4, 2]).encode(
+        x=alt.X("step:O", title="Step"),
+        y=alt.Y("ms:Q", title="Communication / waiting time, mean over ranks (ms)"),
+        color=alt.Color("what:N", title=None, scale=alt.Scale(range=["#f58518", "#e45756"])),
+        tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("what:N", title="Series"),
+                 alt.Tooltip("ms:Q", title="ms", format=".4f")],
+    )
+    chart = alt.layer(left, right).resolve_scale(y="independent", color="independent").properties(width=640,
+                                                                                                   height=260)
+    return Figure("execution-time-overview", "Time overview per step", to_spec(chart),
+                  caption=f"Left axis: {how}. Right axis: communication and "
+                          "waiting time per step, mean over ranks. Pick a step with the Step control to see it "
+                          "in the Marey view.",
+                  alt="Step time per rank and mean communication and waiting time per step")
+
+
+def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict) -> Figure:
+    df = rows[["step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms"]].copy()
+    for c in ("start_rel_ms", "end_rel_ms", "dur_ms"):
+        df[c] = df[c].round(4)
+    stage_of = dict(zip(df["rank"], df["stage"]))
+
+    def lane(r):
+        st = stage_of.get(r)
+        return f"rank {r}" if st is None or pd.isna(st) else f"stage {int(st)} · rank {r}"
+
+    df["lane"] = df["rank"].map(lane)
+    staged = bool(df["stage"].notna().any())
+    df = df.drop(columns=["stage"])
+    lane_sort = [lane(r) for r in lanes]
+    tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("op:N", title="Operator"),
+               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("start_rel_ms:Q", title="Start (ms)", format=".4f"),
+               alt.Tooltip("end_rel_ms:Q", title="End (ms)", format=".4f"),
+               alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=".4f")]
+    y = alt.Y("lane:O", sort=lane_sort, title="Rank (sorted by stage, then rank)" if staged else "Rank",
+              axis=alt.Axis(labelOverlap=True))
+    base = alt.Chart(df).transform_filter("datum.step_key == step")
+    x = alt.X("start_rel_ms:Q", title="Time from step start, aligned (ms)")
+    poly = base.transform_filter("datum.kind == 'communication'").mark_area(
+        orient="horizontal", opacity=0.25, color="#f58518").encode(
+        x=x, x2="end_rel_ms:Q", y=alt.Y("lane:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
+        tooltip=tooltip)
+    bar_color = alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=["computation", "communication"],
+                                                                 range=["#4c78a8", "#f58518"]))
+    bars = base.mark_bar(height={"band": 0.6}).encode(
+        x=x, x2="end_rel_ms:Q", y=y, color=bar_color, tooltip=tooltip)
+    layers = [poly, bars]
+    n_lanes = len(lanes)
+    chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])))
+             .resolve_scale(color="independent")
+             .properties(width=760, height={"step": max(3, min(22, 640 // max(1, n_lanes)))}))
+    trims = []
+    t = m["marey_trim"]
+    if t["below_threshold"]:
+        trims.append(f"{t['below_threshold']:,} ops shorter than {MIN_DUR_SHARE * 100:.1f}% of their step left out")
+    if t["computation_dropped"]:
+        trims.append(f"{t['computation_dropped']:,} computation ops left out (communication only)")
+    if t["lanes_sampled"]:
+        trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
+    if t["steps_left_out"]:
+        trims.append(f"{t['steps_left_out']} later steps not drawn (mark budget {MAX_MARKS:,})")
+    align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
+             f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
+             "communication op common to the ranks)")
+    caption = (f"One lane per rank; bars from start to end, computation and communication in different colours; "
+               f"the same communication operator on different ranks is joined by a shaded polygon. Times are "
+               f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
+    return Figure("execution-marey", "Marey view of the selected step", to_spec(chart), caption=caption,
+                  alt="Operators per rank over the step, same operator joined across ranks")
+
+
+def present(a: Analysis) -> View:
+    m = a.metrics
+    figures, tables, controls, notes = [], [], [], []
+    ov = a.tables.get("time_overview")
+    if ov is not None:
+        figures.append(_overview_chart(ov))
+        tables.append(Table.from_frame(
+            "execution-steps", "Time overview per step and rank", ov,
+            [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step (ms)", "ms"),
+             Column("comm_ms", "Communication, step mean (ms)", "ms"), Column("wait_ms", "Waiting, step mean (ms)", "ms"),
+             Column("rank_comm_ms", "Communication, this rank (ms)", "ms"),
+             Column("rank_wait_ms", "Waiting, this rank (ms)", "ms")],
+            caption=m.get("time_overview_source", "")))
+    if "marey" in a.data:
+        steps = m["marey_steps_shown"]
+        controls.append(Control("step", "Step", [(str(s), f"Step {s}") for s in steps], str(steps[0])))
+        figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m))
+        tables.append(Table.from_frame(
+            "execution-alignment", "Alignment per step", a.tables["marey_alignment"],
+            [Column("step", "Step", "int"), Column("alignment_op", "Alignment op", "text"),
+             Column("aligned", "Aligned", "text")]))
+    else:
+        notes.append("Marey view: " + m.get("marey_unavailable", "no operator timeline"))
+    parts = []
+    if ov is not None:
+        parts.append(f"{m['steps']} steps on {m['ranks']} ranks, mean step time {m['step_ms_mean']:.2f} ms")
+    if "marey" in a.data:
+        parts.append(f"Marey view of {len(m['marey_steps_shown'])} step(s), {m['marey_lanes']} lanes, "
+                     f"{m['marey_marks']:,} marks" + (f", aligned on '{m['alignment_op']}'" if m.get("alignment_op")
+                                                      else ", aligned on the step start"))
+    return View(summary="; ".join(parts) + ".", figures=figures, tables=tables, controls=controls, notes=notes)

@@ -1,0 +1,112 @@
+"""Execution overview: time overview per step and rank, Marey view within its size budget, alignment named."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from reportgen import metrics
+from reportgen.model import Run
+from reportgen.readers import read_run
+from reportgen.sections import execution, run_sections
+from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+from conftest import fixture_dir
+
+ASCEND = ("ascend", "msinsight", "test", "data", "pytorch", "text", "level1")
+KINETO = ("kineto", "hta_tests_data", "tests", "data", "trace_filter")
+
+
+def _outcome(path):
+    run = read_run(path)
+    (out,) = run_sections(run, only=["execution"])
+    assert out.status == "ok", out.reason
+    return run, out
+
+
+def _marey_step_param(fig):
+    return [p for p in fig.spec.get("params", []) if p["name"] == "step"]
+
+
+def test_mindinsight_time_overview_equals_hccl_means(pp2x4):
+    run, out = _outcome(pp2x4)
+    ov = out.analysis.tables["time_overview"]
+    assert list(ov.columns[:5]) == ["step", "rank", "step_ms", "comm_ms", "wait_ms"]
+    st = run.table("step_trace")
+    assert len(ov) >= len(st)  # plus the steps only hccl_raw has (step_ms NaN)
+    merged = ov.merge(st[["rank", "step", "step_ms"]], on=["rank", "step"], suffixes=("", "_st"))
+    assert (merged["step_ms"] == merged["step_ms_st"]).all()
+    means = run.table("mi_comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
+    for step, row in means.iterrows():
+        got = ov[ov["step"] == step]
+        assert got["comm_ms"].nunique() == 1
+        assert got["comm_ms"].iloc[0] == pytest.approx(row["comm_ms"])
+        assert got["wait_ms"].iloc[0] == pytest.approx(row["wait_ms"])
+    # metrics JSON contract
+    doc = json.loads(metrics.dumps(metrics.build(run, [out])))
+    rows = doc["sections"]["execution"]["tables"]["time_overview"]
+    assert {"step", "rank", "step_ms", "comm_ms", "wait_ms"} <= set(rows[0])
+
+
+def test_mindinsight_marey_stages_and_controls(pp2x4):
+    run, out = _outcome(pp2x4)
+    m = out.analysis.metrics
+    assert m["alignment_op"] and m["alignment"] == "within stages"
+    assert m["marey_marks"] <= execution.MAX_MARKS
+    lanes = out.analysis.data["lanes"]
+    assert lanes == sorted(lanes, key=lambda r: (run.stage_of(r), r))
+    (ctrl,) = out.view.controls
+    assert ctrl.signal == "step" and ctrl.default == str(m["marey_steps_shown"][0])
+    assert all(isinstance(v, str) for v, _ in ctrl.options)
+    marey = next(f for f in out.view.figures if f.id == "execution-marey")
+    assert _marey_step_param(marey)[0]["value"] == ctrl.default
+    assert m["alignment_op"] in marey.caption
+    overview = next(f for f in out.view.figures if f.id == "execution-time-overview")
+    assert "step_pick" in json.dumps(overview.spec) and overview.spec["resolve"]["scale"]["y"] == "independent"
+
+
+def test_ascend_time_overview_and_alignment_on_allreduce():
+    run, out = _outcome(fixture_dir(*ASCEND))
+    ov = out.analysis.tables["time_overview"]
+    ops = run.table("comm_ops").groupby(["rank", "step"])[["elapse_ms", "wait_ms"]].sum()
+    assert ov["comm_ms"].iloc[0] == pytest.approx(ops["elapse_ms"].mean())
+    assert ov["wait_ms"].iloc[0] == pytest.approx(ops["wait_ms"].mean())
+    m = out.analysis.metrics
+    assert m["alignment_op"].startswith("hcom_allReduce") and m["alignment"] == "all ranks"
+    rows = out.analysis.data["marey"]
+    assert set(rows["kind"]) == {"computation", "communication"}
+    # the alignment op ends at the same aligned time on every rank
+    first = rows[rows["key"] == m["alignment_op"]]
+    assert first["rank"].nunique() == 2 and first["end_rel_ms"].max() - first["end_rel_ms"].min() < 1e-6
+
+
+def test_kineto_comm_from_step_time_and_no_wait():
+    run, out = _outcome(fixture_dir(*KINETO))
+    ov = out.analysis.tables["time_overview"]
+    assert ov["wait_ms"].isna().all()
+    st = run.table("step_time")
+    assert ov.groupby("step")["comm_ms"].first().to_dict() == pytest.approx(st.groupby("step")["comm_ms"].mean().to_dict())
+    assert out.analysis.metrics["alignment_op"].startswith("ncclKernel")
+
+
+def test_1024_ranks_stays_within_budget(tmp_path):
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=128, devices_per_host=8, steps=3, with_hccl=False))
+    run, out = _outcome(tmp_path)
+    m = out.analysis.metrics
+    assert len(out.analysis.tables["time_overview"]) == 1024 * 3
+    assert m["marey_marks"] <= execution.MAX_MARKS
+    assert m["marey_lanes"] <= execution.MAX_LANES and m["marey_trim"]["lanes_sampled"]
+    assert m["alignment_op"]
+    marey = next(f for f in out.view.figures if f.id == "execution-marey")
+    assert "ranks drawn" in marey.caption  # says it was trimmed
+    sizes = [len(json.dumps(f.spec)) for f in out.view.figures]
+    assert sum(sizes) < 600_000, sizes
+
+
+def test_unavailable_names_the_files():
+    run = Run(name="empty", source_format="kineto", source_path="/nowhere", ranks=[0])
+    (out,) = run_sections(run, only=["execution"])
+    assert out.status == "unavailable"
+    assert "step_trace" in out.reason and "trace_view.json" in out.reason
