@@ -46,10 +46,30 @@ def _parser() -> argparse.ArgumentParser:
                    help="device memory capacity (GB = 10^9 B) when the data does not record it")
     p.add_argument("--peak-tflops", type=float, default=None, metavar="TFLOPS",
                    help="peak TFLOP/s of one device, for MFU (overrides the peak known for the device the data names)")
+    p.add_argument("--ranks", default=None, metavar="LIST",
+                   help="ranks to show in the per-rank drill-down besides the slowest, fastest and median "
+                        "(e.g. 0,3,8-11)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
     return p
+
+
+def _parse_ranks(text: str) -> list[int]:
+    """'0,3,8-11' -> [0, 3, 8, 9, 10, 11]."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise InputError(None, f"--ranks {text!r}: expected numbers and ranges such as 0,3,8-11")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo or hi - lo > 100_000:
+            raise InputError(None, f"--ranks {text!r}: range {part} is not valid")
+        out.extend(range(lo, hi + 1))
+    return sorted(set(out))
 
 
 def _check_output(path: str) -> None:
@@ -128,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             value = getattr(args, name)
             if value is not None and not value > 0:
                 raise InputError(None, f"--{name.replace('_', '-')} must be a positive number")
-        options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops}
+        options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
+                   "ranks": _parse_ranks(args.ranks) if args.ranks else []}
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options)
         from . import metrics, render
 
