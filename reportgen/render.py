@@ -195,7 +195,11 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         sections.append(sec)
     order = {"high": 0, "medium": 1, "low": 2}
     findings.sort(key=lambda f: order.get(f["severity"], 3))
+    # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
+    drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
+                          if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
     return {
+        "drill_ranks": drill_ranks,
         "title": title or f"reportgen — {run.name}",
         "tool": {"name": "reportgen", "version": __version__},
         "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
