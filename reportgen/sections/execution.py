@@ -311,6 +311,10 @@ def analyze(run: Run, options=None) -> Analysis:
                                         "step_trace_raw_*_detail_time.csv with op columns")
     if not tables and not data:
         raise Unavailable(UNAVAILABLE)
+    # --- drill-down (reportgen/sections/drilldown.py): rank_blocks, drilldown_ops
+    from . import drilldown
+    drilldown.extend_analysis(run, options, metrics, tables, data)
+    # --- end drill-down
     return Analysis(metrics=metrics, tables=tables, data=data)
 
 
@@ -448,4 +452,8 @@ def present(a: Analysis) -> View:
         parts.append(f"Marey view of {len(m['marey_steps_shown'])} step(s), {m['marey_lanes']} lanes, "
                      f"{m['marey_marks']:,} marks" + (f", aligned on '{m['alignment_op']}'" if m.get("alignment_op")
                                                       else ", aligned on the step start"))
+    # --- drill-down (reportgen/sections/drilldown.py): rank-block strips after the Marey figure, per-rank tops
+    from . import drilldown
+    drilldown.extend_view(a, figures, tables)
+    # --- end drill-down
     return View(summary="; ".join(parts) + ".", figures=figures, tables=tables, controls=controls, notes=notes)

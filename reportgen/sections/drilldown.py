@@ -1,0 +1,343 @@
+"""Per-rank drill-down for the execution section (a helper module, not a registered section).
+
+* ``rank_blocks``: per rank, its share of the busiest rank's FLOPs (``flops_ratio``) and FLOPS
+  (``flops_per_s_ratio``), from :func:`reportgen.sections.flops.analyze`, and its peak memory over device
+  capacity (``peak_memory_ratio``, null when the capacity is unknown), from
+  :func:`reportgen.sections.memory.analyze`; plus the pipeline stage.
+* ``chosen_ranks``: the slowest, fastest and median rank by mean step time, plus the ranks the user asked
+  for (option ``ranks``), at most ``MAX_CHOSEN``.
+* ``top_operators``: per operator name and per operator type, count / total / mean / max time and share of
+  the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication kernels (Ascend core
+  COMMUNICATION / hcom_* types, Kineto kind comm) are left out, so the tops and shares are of computation time
+  (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Sources in order of preference:
+  Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
+  ``cpu_ops`` (CPU-only traces; name only), MindInsight ``step_ops`` (communication ops of the step trace;
+  type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
+
+``extend_analysis`` / ``extend_view`` are what ``execution.analyze`` / ``execution.present`` call.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import altair as alt
+import pandas as pd
+
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Figure, Table
+
+#: operators / types kept per rank and level (plus one "others" row)
+TOP_N = 15
+#: at most this many ranks are drilled into
+MAX_CHOSEN = 12
+
+BLOCKS = [("flops_ratio", "FLOPs / busiest rank"), ("flops_per_s_ratio", "FLOPS / fastest rank"),
+          ("peak_memory_ratio", "Peak memory / capacity")]
+OPS_COLUMNS = ["rank", "role", "level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]
+
+
+def _get(options, key, default=None):
+    return options.get(key, default) if options is not None else default
+
+
+def _stage(run: Run, r: int):
+    s = run.stage_of(int(r))
+    return None if s is None or (isinstance(s, float) and math.isnan(s)) else int(s)
+
+
+# --------------------------------------------------------------------------- rank blocks
+
+
+def rank_blocks(run: Run, options=None) -> pd.DataFrame | None:
+    """rank, stage, flops_ratio, flops_per_s_ratio, peak_memory_ratio (whichever the data allows)."""
+    from . import flops, memory  # late: keeps execution importable on its own
+    parts = []
+    try:
+        pr = flops.analyze(run, options).tables["per_rank"]
+        f = pd.DataFrame({"rank": pr["rank"].astype(int)})
+        for col, out in (("flops", "flops_ratio"), ("flops_per_s", "flops_per_s_ratio")):
+            if col in pr:
+                v = pd.to_numeric(pr[col], errors="coerce")
+                mx = v.max()
+                f[out] = (v / mx).to_numpy() if mx and mx > 0 else math.nan
+        parts.append(f)
+    except Unavailable:
+        pass
+    try:
+        pr = memory.analyze(run, options).tables["per_rank"]
+        parts.append(pd.DataFrame({"rank": pr["rank"].astype(int), "peak_mb": pr["peak_mb"].astype(float),
+                                   "peak_memory_ratio": pr["peak_ratio"].astype(float)}))
+    except Unavailable:
+        pass
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.merge(p, on="rank", how="outer")
+    out = out.drop_duplicates("rank")
+    out["stage"] = out["rank"].map(lambda r: _stage(run, r)).astype(object)
+    out = out.sort_values("rank").reset_index(drop=True)
+    cols = ["rank", "stage"] + [c for c, _ in BLOCKS if c in out] + (["peak_mb"] if "peak_mb" in out else [])
+    return out[cols]
+
+
+def lane_order(run: Run, ranks) -> list[int]:
+    """Ranks ordered like the Marey lanes: stage (unknown last), then rank."""
+    return sorted((int(r) for r in ranks), key=lambda r: (_stage(run, r) is None, _stage(run, r) or 0, r))
+
+
+def blocks_figure(blocks: pd.DataFrame, order: list[int]) -> Figure | None:
+    """Heat strips; the data is one short row per rank (folded into blocks in Vega) to stay small at 1000s of
+    ranks: r = rank, s = stage, o = lane position, one key per block with its share."""
+    keys = {"flops_ratio": "f", "flops_per_s_ratio": "p", "peak_memory_ratio": "m"}
+    shown = [(col, label) for col, label in BLOCKS if col in blocks and blocks[col].notna().any()]
+    if not shown:
+        return None
+    pos = {r: i for i, r in enumerate(order)}
+    rows = []
+    for rec in blocks.to_dict(orient="records"):
+        r = int(rec["rank"])
+        st = rec.get("stage")
+        row = {"r": r, "s": None if st is None or pd.isna(st) else int(st), "o": pos.get(r, len(pos) + r)}
+        for col, _ in shown:
+            v = rec.get(col)
+            row[keys[col]] = None if v is None or pd.isna(v) else round(float(v), 4)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    labels = {keys[c]: label for c, label in shown}
+    block_expr = " : ".join(f"datum.key == '{k}' ? '{lab}'" for k, lab in labels.items()) + " : datum.key"
+    n = len(df)
+    chart = alt.Chart(df).transform_fold(list(labels), as_=["key", "share"]).transform_filter(
+        "isValid(datum.share)").transform_calculate(
+        block=block_expr,
+        lane="isValid(datum.s) ? 'stage ' + datum.s + ' · rank ' + datum.r : 'rank ' + datum.r",
+    ).mark_rect(stroke="white", strokeWidth=0.5 if n <= 128 else 0).encode(
+        x=alt.X("lane:O", sort=alt.EncodingSortField(field="o", op="min"),
+                title="Rank (sorted by stage, then rank)", axis=alt.Axis(labelOverlap=True, labels=n <= 128)),
+        y=alt.Y("block:N", sort=[lab for _, lab in shown], title=None),
+        color=alt.Color("share:Q", title="Share", scale=alt.Scale(domain=[0, 1], scheme="blues")),
+        tooltip=[alt.Tooltip("r:O", title="Rank"), alt.Tooltip("s:O", title="Stage"),
+                 alt.Tooltip("block:N", title="Block"), alt.Tooltip("share:Q", title="Share", format=".4f")],
+    ).properties(width=max(200, min(760, 14 * n)), height=22 * len(shown))
+    missing = [label for col, label in BLOCKS if (col, label) not in shown]
+    caption = ("One cell per rank and block, ranks in the order of the Marey lanes (stage, then rank); darker = "
+               "larger share. FLOPs and FLOPS are relative to the largest rank; peak memory is relative to the "
+               "device capacity." + (f" Not available in this run: {', '.join(missing)}." if missing else ""))
+    return Figure("execution-rank-blocks", "Per-rank FLOPs, FLOPS and memory", to_spec(chart), caption=caption,
+                  alt="Heat strips of FLOPs share, FLOPS share and peak memory share per rank")
+
+
+# --------------------------------------------------------------------------- chosen ranks
+
+
+def _mean_step(run: Run, step_table: pd.DataFrame | None) -> pd.Series:
+    for t in (step_table, run.table("step_time"), run.table("step_trace")):
+        if t is not None and {"rank", "step_ms"} <= set(t.columns) and t["step_ms"].notna().any():
+            s = t.dropna(subset=["step_ms"]).groupby("rank")["step_ms"].mean()
+            s.index = s.index.astype(int)
+            return s
+    return pd.Series(dtype=float)
+
+
+def chosen_ranks(run: Run, step_table: pd.DataFrame | None, options=None) -> dict[int, str]:
+    """{rank: role}: slowest, fastest, median by mean step time, then the asked-for ranks (option ``ranks``)."""
+    out: dict[int, str] = {}
+
+    def add(r, role):
+        r = int(r)
+        if r in out:
+            if role not in out[r].split(", "):
+                out[r] += ", " + role
+        elif len(out) < MAX_CHOSEN:
+            out[r] = role
+
+    means = _mean_step(run, step_table)
+    if not means.empty:
+        s = means.sort_values(kind="stable")
+        add(s.idxmax(), "slowest")
+        add(s.index[0], "fastest")
+        add(s.index[(len(s) - 1) // 2], "median")
+    asked = _get(options, "ranks") or []
+    if isinstance(asked, (int, str)):
+        asked = [asked]
+    known = set(int(r) for r in run.ranks)
+    for r in asked:
+        try:
+            r = int(r)
+        except (TypeError, ValueError):
+            continue
+        if r in known:
+            add(r, "asked for")
+    return out
+
+
+# --------------------------------------------------------------------------- top operators
+
+
+def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
+    """df: key column, count, total_ms, max_ms -> top TOP_N by total plus 'others'."""
+    g = df.groupby(key, dropna=False).agg(count=("count", "sum"), total_ms=("total_ms", "sum"),
+                                          max_ms=("max_ms", "max")).reset_index().rename(columns={key: "name"})
+    g["name"] = g["name"].astype(str)
+    total = float(g["total_ms"].sum())
+    g = g.sort_values(["total_ms", "name"], ascending=[False, True], kind="stable")
+    top, rest = g.iloc[:TOP_N].copy(), g.iloc[TOP_N:]
+    if not rest.empty:
+        top = pd.concat([top, pd.DataFrame([{"name": "others", "count": rest["count"].sum(),
+                                             "total_ms": rest["total_ms"].sum(),
+                                             "max_ms": rest["max_ms"].max()}])], ignore_index=True)
+    top["count"] = top["count"].astype(int)
+    top["mean_ms"] = top["total_ms"] / top["count"].where(top["count"] > 0)
+    top["share_ratio"] = top["total_ms"] / total if total > 0 else math.nan
+    top["level"] = level
+    return top[["level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]]
+
+
+def _events(d: pd.DataFrame, name: str, typ: str | None) -> pd.DataFrame:
+    e = pd.DataFrame({"name": d[name].astype(str), "count": 1, "total_ms": d["dur_ms"].astype(float),
+                      "max_ms": d["dur_ms"].astype(float)})
+    if typ is not None:
+        e["type"] = d[typ].astype(str).to_numpy()
+    return e
+
+
+def _ascend_comm(t: pd.DataFrame, type_col: str) -> pd.Series:
+    comm = t[type_col].astype(str).str.lower().str.startswith("hcom")
+    if "core" in t:
+        comm |= t["core"].astype(str).str.upper().eq("COMMUNICATION")
+    return comm
+
+
+def _compute_only(t: pd.DataFrame, comm: pd.Series) -> pd.DataFrame:
+    """Computation rows only (communication has its own sections); all rows when nothing else is left."""
+    rest = t[~comm.to_numpy()]
+    return rest if not rest.empty else t
+
+
+def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
+    """Per-rank rows with name / type, count, total_ms, max_ms and the source name."""
+    def of(name):
+        t = run.table(name)
+        if t is None:
+            return None
+        t = t[t["rank"] == rank]
+        return None if t.empty else t
+
+    k = of("kernels")
+    if k is not None:
+        k = _compute_only(k, _ascend_comm(k, "type"))
+        return _events(k.dropna(subset=["dur_ms"]), "name", "type"), "kernels (communication kernels left out)"
+    s = of("op_stats")
+    if s is not None:
+        s = _compute_only(s, _ascend_comm(s, "op_type"))
+        return pd.DataFrame({"type": s["op_type"].astype(str), "count": s["count"].astype(int),
+                             "total_ms": s["total_ms"].astype(float), "max_ms": s["max_ms"].astype(float)}), \
+            "op_stats (communication left out)"
+    g = of("gpu_ops")
+    if g is not None:
+        g = _compute_only(g, g["kind"].astype(str) == "comm")
+        return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), "gpu_ops (communication kernels left out)"
+    c = of("cpu_ops")
+    if c is not None:
+        return _events(c.dropna(subset=["dur_ms"]), "name", None), "cpu_ops"
+    so = of("step_ops")
+    if so is not None:
+        e = _events(so.dropna(subset=["dur_ms"]), "op", None)
+        e["type"] = [re.sub(r"-op\d+$", "", re.sub(r"^stream_\d+_\d+_", "", n)) for n in e["name"]]
+        return e, "step_ops"
+    return None, ""
+
+
+def top_operators(run: Run, rank: int) -> pd.DataFrame | None:
+    """level ('operator' | 'type'), name, count, total_ms, mean_ms, max_ms, share_ratio (top TOP_N + others)."""
+    e, source = _source(run, int(rank))
+    if e is None or e.empty:
+        return None
+    parts = []
+    if "name" in e:
+        parts.append(_summarise(e, "name", "operator"))
+    if "type" in e:
+        parts.append(_summarise(e, "type", "type"))
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs["source"] = source
+    return out
+
+
+# --------------------------------------------------------------------------- execution hooks
+
+
+def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) -> None:
+    """Called at the end of ``execution.analyze``: adds rank_blocks, drilldown_ops and their metrics."""
+    blocks = rank_blocks(run, options)
+    if blocks is not None and not blocks.empty:
+        tables["rank_blocks"] = blocks
+        data["rank_block_order"] = lane_order(run, blocks["rank"])
+    chosen = chosen_ranks(run, tables.get("time_overview"), options)
+    parts, sources = [], {}
+    for r, role in chosen.items():
+        t = top_operators(run, r)
+        if t is None:
+            continue
+        sources[str(r)] = t.attrs.get("source", "")
+        parts.append(t.assign(rank=r, role=role))
+    metrics["drilldown_ranks"] = {str(r): role for r, role in chosen.items()}
+    metrics["drilldown_sources"] = sources
+    if parts:
+        tables["drilldown_ops"] = pd.concat(parts, ignore_index=True)[OPS_COLUMNS]
+
+
+def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
+    level = "type" if (ops["level"] == "type").any() else "operator"
+    df = ops[(ops["level"] == level) & (ops["name"] != "others")][["name", "count", "total_ms", "mean_ms",
+                                                                   "share_ratio"]].copy()
+    for c in ("total_ms", "mean_ms", "share_ratio"):
+        df[c] = df[c].astype(float).round(4)
+    what = "operator types" if level == "type" else "operators"
+    chart = alt.Chart(df).mark_bar(color="#4c78a8").encode(
+        y=alt.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=alt.Axis(labelLimit=260)),
+        x=alt.X("total_ms:Q", title="Total time (ms)"),
+        tooltip=[alt.Tooltip("name:N", title="Name"), alt.Tooltip("count:Q", title="Count"),
+                 alt.Tooltip("total_ms:Q", title="Total (ms)", format=".4f"),
+                 alt.Tooltip("mean_ms:Q", title="Mean (ms)", format=".4f"),
+                 alt.Tooltip("share_ratio:Q", title="Share of rank", format=".1%")],
+    ).properties(width=520, height={"step": 16})
+    return Figure(f"drill-rank-{rank}", f"Rank {rank} ({role}): top operators", to_spec(chart),
+                  caption=f"The {len(df)} {what} with the largest total time on rank {rank}; the rest are in the "
+                          "'others' row of the table below.",
+                  alt=f"Top {what} by total time on rank {rank}")
+
+
+def extend_view(a: Analysis, figures: list, tables: list) -> None:
+    """Called at the end of ``execution.present``: rank-block strips after the Marey figure, one bar chart and
+    one table per chosen rank."""
+    blocks = a.tables.get("rank_blocks")
+    if blocks is not None:
+        fig = blocks_figure(blocks, a.data.get("rank_block_order") or lane_order_fallback(blocks))
+        if fig is not None:
+            ids = [f.id for f in figures]
+            at = ids.index("execution-marey") + 1 if "execution-marey" in ids else len(figures)
+            figures.insert(at, fig)
+    ops = a.tables.get("drilldown_ops")
+    if ops is None:
+        return
+    sources = a.metrics.get("drilldown_sources", {})
+    for r in dict.fromkeys(ops["rank"].tolist()):
+        o = ops[ops["rank"] == r]
+        role = o["role"].iloc[0]
+        figures.append(_rank_figure(int(r), role, o))
+        tables.append(Table.from_frame(
+            f"drill-rank-{r}-table", f"Rank {r} ({role}): top operators", o,
+            [Column("level", "Level", "text"), Column("name", "Name", "text"), Column("count", "Count", "int"),
+             Column("total_ms", "Total (ms)", "ms"), Column("mean_ms", "Mean (ms)", "ms"),
+             Column("max_ms", "Max (ms)", "ms"), Column("share_ratio", "Share of rank", "ratio")],
+            caption=f"Top {TOP_N} per level by total time plus 'others'; source: {sources.get(str(r), '')}."))
+
+
+def lane_order_fallback(blocks: pd.DataFrame) -> list[int]:
+    st = blocks.set_index("rank")["stage"]
+    return sorted((int(r) for r in blocks["rank"]),
+                  key=lambda r: (pd.isna(st.get(r)), 0 if pd.isna(st.get(r)) else int(st.get(r)), r))

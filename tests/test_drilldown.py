@@ -1,0 +1,130 @@
+"""Per-rank drill-down in the execution section: rank blocks, chosen ranks, top operators per rank."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from reportgen.readers import read_run
+from reportgen.sections import Options, drilldown, run_sections
+
+from conftest import fixture_dir
+
+ASCEND = ("ascend", "msinsight", "test", "st", "level2")
+KINETO = ("kineto", "hta_tests_data", "tests", "data", "trace_filter")
+MINDINSIGHT = ("mindinsight", "mi_cluster_propose_pp2x4")
+
+
+def _execution(run, options=None):
+    (out,) = run_sections(run, options, only=["execution"])
+    assert out.status == "ok", out.reason
+    return out
+
+
+def _check_ids(out):
+    ops = out.analysis.tables["drilldown_ops"]
+    assert list(ops.columns) == drilldown.OPS_COLUMNS
+    fig_ids = [f.id for f in out.view.figures]
+    tab_ids = [t.id for t in out.view.tables]
+    for r in ops["rank"].unique():
+        assert f"drill-rank-{r}" in fig_ids
+        assert f"drill-rank-{r}-table" in tab_ids
+        fig = next(f for f in out.view.figures if f.id == f"drill-rank-{r}")
+        role = ops.loc[ops["rank"] == r, "role"].iloc[0]
+        assert fig.title == f"Rank {r} ({role}): top operators"
+    assert (ops.groupby(["rank", "level"]).size() <= drilldown.TOP_N + 1).all()
+    return ops
+
+
+def test_ascend_top_operators_match_kernels_groupby():
+    run = read_run(fixture_dir(*ASCEND))
+    k = run.table("kernels")
+    for rank in (0, 2):
+        t = drilldown.top_operators(run, rank)
+        assert t is not None
+        types = t[t["level"] == "type"].reset_index(drop=True)
+        assert types.loc[0, "name"] in ("FlashAttentionScoreGrad", "MatMulV3")
+        x = k[(k["rank"] == rank) & (k["core"] != "COMMUNICATION") & ~k["type"].str.lower().str.startswith("hcom")]
+        for level, col in (("type", "type"), ("operator", "name")):
+            g = x.groupby(col)["dur_ms"].agg(["count", "sum", "max"])
+            rows = t[(t["level"] == level) & (t["name"] != "others")].set_index("name")
+            assert len(rows) == min(drilldown.TOP_N, len(g))
+            assert (rows["count"] == g.loc[rows.index, "count"]).all()
+            assert rows["total_ms"].to_numpy() == pytest.approx(g.loc[rows.index, "sum"].to_numpy())
+            assert rows["max_ms"].to_numpy() == pytest.approx(g.loc[rows.index, "max"].to_numpy())
+            # top + others covers every kernel, shares add up to one
+            lv = t[t["level"] == level]
+            assert lv["count"].sum() == len(x)
+            assert lv["total_ms"].sum() == pytest.approx(x["dur_ms"].sum())
+            assert lv["share_ratio"].sum() == pytest.approx(1.0)
+
+
+def test_ascend_section_drilldown_and_asked_rank():
+    run = read_run(fixture_dir(*ASCEND))
+    out = _execution(run, Options({"ranks": [0, 99]}))
+    chosen = out.analysis.metrics["drilldown_ranks"]
+    assert "asked for" in chosen["0"] and "99" not in chosen
+    ops = _check_ids(out)
+    assert {0, 2} <= set(ops["rank"])
+    blocks = out.analysis.tables["rank_blocks"]
+    assert blocks["peak_memory_ratio"].isna().all()  # capacity unknown in this fixture
+    assert blocks.set_index("rank").loc[2, "flops_ratio"] == pytest.approx(1.0)
+
+
+def test_kineto_gpu_ops_drilldown():
+    run = read_run(fixture_dir(*KINETO))
+    out = _execution(run)
+    ops = _check_ids(out)
+    chosen = out.analysis.metrics["drilldown_ranks"]
+    roles = ", ".join(chosen.values())
+    assert "slowest" in roles and "fastest" in roles and "median" in roles
+    g = run.table("gpu_ops")
+    for r in ops["rank"].unique():
+        x = g[(g["rank"] == r) & (g["kind"] != "comm")]
+        lv = ops[(ops["rank"] == r) & (ops["level"] == "operator")]
+        assert lv["count"].sum() == len(x)
+        assert lv["total_ms"].sum() == pytest.approx(x["dur_ms"].sum())
+        assert set(ops[(ops["rank"] == r) & (ops["level"] == "type")]["name"]) <= set(x["kind"])
+
+
+def test_mindinsight_rank_blocks_and_chosen_ranks():
+    run = read_run(fixture_dir(*MINDINSIGHT))
+    blocks = drilldown.rank_blocks(run, Options())
+    fr = blocks.set_index("rank")["flops_ratio"]
+    assert fr.loc[[0, 1, 2, 3]].to_numpy() == pytest.approx([0.325069, 0.325064, 0.999988, 1.0], abs=1e-6)
+    assert list(blocks["stage"]) == [1, 1, 2, 2]
+
+    out = _execution(run, Options({"ranks": [1]}))
+    ov = out.analysis.tables["time_overview"]
+    means = ov.dropna(subset=["step_ms"]).groupby("rank")["step_ms"].mean()
+    chosen = drilldown.chosen_ranks(run, ov, Options({"ranks": [1, 42]}))
+    assert "slowest" in chosen[int(means.idxmax())] and "fastest" in chosen[int(means.idxmin())]
+    assert "asked for" in chosen[1] and 42 not in chosen
+    assert out.analysis.metrics["drilldown_ranks"]["1"] == chosen[1]
+    ops = _check_ids(out)
+    assert 1 in set(ops["rank"])
+    assert set(ops.loc[ops["level"] == "type", "name"]) <= {"Send", "Receive", "AllReduce", "AllGather",
+                                                             "ReduceScatter", "Broadcast", "others"} | set(
+        ops.loc[ops["level"] == "type", "name"])
+    # the rank-block strips come right after the Marey figure and carry the shares
+    ids = [f.id for f in out.view.figures]
+    assert ids[ids.index("execution-marey") + 1] == "execution-rank-blocks"
+    spec = out.view.figures[ids.index("execution-rank-blocks")].spec
+    vals = [v for d in spec.get("datasets", {}).values() for v in d]
+    assert {v["r"] for v in vals} == {0, 1, 2, 3}
+
+
+def test_chosen_ranks_capped_and_top_operators_absent():
+    run = read_run(fixture_dir(*MINDINSIGHT))
+    chosen = drilldown.chosen_ranks(run, None, Options({"ranks": list(range(40))}))
+    assert len(chosen) <= drilldown.MAX_CHOSEN
+    assert drilldown.top_operators(run, 77) is None
+
+
+def test_rank_cells_link_to_the_drill_down(tmp_path, pp2x4):
+    from reportgen import cli
+
+    out = tmp_path / "r.html"
+    assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
+    html = out.read_text()
+    assert 'id="drill-rank-' in html and 'href="#drill-rank-' in html
