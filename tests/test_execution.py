@@ -57,7 +57,7 @@ def test_mindinsight_marey_stages_and_controls(pp2x4):
     assert m["marey_marks"] <= execution.MAX_MARKS
     lanes = out.analysis.data["lanes"]
     assert lanes == sorted(lanes, key=lambda r: (run.stage_of(r), r))
-    (ctrl,) = out.view.controls
+    ctrl = next(c for c in out.view.controls if c.signal == "step")
     assert ctrl.signal == "step" and ctrl.default == str(m["marey_steps_shown"][0])
     assert all(isinstance(v, str) for v, _ in ctrl.options)
     marey = next(f for f in out.view.figures if f.id == "execution-marey")
@@ -110,3 +110,14 @@ def test_unavailable_names_the_files():
     (out,) = run_sections(run, only=["execution"])
     assert out.status == "unavailable"
     assert "step_trace" in out.reason and "trace_view.json" in out.reason
+
+
+def test_marey_zoom_and_stage_collapse(pp2x4):
+    run = read_run(pp2x4)
+    (o,) = run_sections(run, only=["execution"])
+    fig = next(f for f in o.view.figures if f.id.startswith("execution-marey") or "marey" in f.id)
+    spec = json.dumps(fig.spec)
+    assert '"bind": "scales"' in spec and "marey_view" in spec
+    assert {c.signal for c in o.view.controls} >= {"step", "marey_view"}
+    rows = [r for v in fig.spec["datasets"].values() for r in v if "lane_order" in r]
+    assert {r["stage"] for r in rows} == {1, 2} and "stage_lane" in spec

@@ -377,29 +377,36 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         st = stage_of.get(r)
         return f"rank {r}" if st is None or pd.isna(st) else f"stage {int(st)} · rank {r}"
 
-    df["lane"] = df["rank"].map(lane)
     staged = bool(df["stage"].notna().any())
-    df = df.drop(columns=["stage"])
-    lane_sort = [lane(r) for r in lanes]
+    order = {r: i for i, r in enumerate(lanes)}
+    df["lane_order"] = df["rank"].map(order)
+    # lane labels are built in the page (smaller file); the collapsed view puts every rank of a stage on one
+    # lane, which then shows the union of their intervals
+    lane_sort = alt.EncodingSortField(field="lane_order", op="min")
     tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("op:N", title="Operator"),
                alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("start_rel_ms:Q", title="Start (ms)", format=".4f"),
                alt.Tooltip("end_rel_ms:Q", title="End (ms)", format=".4f"),
                alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=".4f")]
-    y = alt.Y("lane:O", sort=lane_sort, title="Rank (sorted by stage, then rank)" if staged else "Rank",
+    y = alt.Y("lane_shown:O", sort=lane_sort, title="Rank (sorted by stage, then rank)" if staged else "Rank",
               axis=alt.Axis(labelOverlap=True))
-    base = alt.Chart(df).transform_filter("datum.step_key == step")
+    base = alt.Chart(df).transform_filter("datum.step_key == step").transform_calculate(
+        lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
+        stage_lane="isValid(datum.stage) ? 'stage ' + datum.stage : 'rank ' + datum.rank",
+    ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane")
     x = alt.X("start_rel_ms:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
         orient="horizontal", opacity=0.25, color="#f58518").encode(
-        x=x, x2="end_rel_ms:Q", y=alt.Y("lane:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
+        x=x, x2="end_rel_ms:Q", y=alt.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
         tooltip=tooltip)
     bar_color = alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=["computation", "communication"],
                                                                  range=["#4c78a8", "#f58518"]))
+    zoom = alt.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
     bars = base.mark_bar(height={"band": 0.6}).encode(
-        x=x, x2="end_rel_ms:Q", y=y, color=bar_color, tooltip=tooltip)
+        x=x, x2="end_rel_ms:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
     layers = [poly, bars]
     n_lanes = len(lanes)
-    chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])))
+    chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])),
+                                           alt.param(name="marey_view", value="ranks"))
              .resolve_scale(color="independent")
              .properties(width=760, height={"step": max(3, min(22, 640 // max(1, n_lanes)))}))
     trims = []
@@ -416,7 +423,8 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
     caption = (f"One lane per rank; bars from start to end, computation and communication in different colours; "
-               f"the same communication operator on different ranks is joined by a shaded polygon. Times are "
+               f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
+               f"to zoom in time, double-click to reset. Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
     return Figure("execution-marey", "Marey view of the selected step", to_spec(chart), caption=caption,
                   alt="Operators per rank over the step, same operator joined across ranks")
@@ -438,6 +446,10 @@ def present(a: Analysis) -> View:
     if "marey" in a.data:
         steps = m["marey_steps_shown"]
         controls.append(Control("step", "Step", [(str(s), f"Step {s}") for s in steps], str(steps[0])))
+        if a.data["marey"]["stage"].notna().any():
+            controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
+                                                                  ("stages", "One per stage (union of its ranks)")],
+                                    "ranks"))
         figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m))
         tables.append(Table.from_frame(
             "execution-alignment", "Alignment per step", a.tables["marey_alignment"],
