@@ -244,10 +244,7 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
                                        "ts_us": g["ts_us"], "dur_us": g["dur_us"]})
     c = t.get("collectives")
     if c is not None and not c.empty:
-        df = c.copy()
-        df.insert(0, "rank", rank)
-        df["start_ms"] = df.pop("ts_us") / 1e3
-        df["dur_ms"] = df.pop("dur_us") / 1e3
+        df = _ranked_ms(c, rank)
         for col in ("in_bytes", "out_bytes"):
             if col in df:
                 df[col.replace("_bytes", "_mb")] = df.pop(col) / 1e6
@@ -259,12 +256,17 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
             "allocated_mb": m["total_allocated"] / 1e6, "reserved_mb": m["total_reserved"] / 1e6})
     ops = t.get("cpu_ops")
     if ops is not None and not ops.empty:
-        df = ops.copy()
-        df.insert(0, "rank", rank)
-        df["start_ms"] = df.pop("ts_us") / 1e3
-        df["dur_ms"] = df.pop("dur_us") / 1e3
-        out["cpu_ops"] = df
+        out["cpu_ops"] = _ranked_ms(ops, rank)
     return out
+
+
+def _ranked_ms(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """A decoded table with its rank and µs ts/dur turned into start_ms/dur_ms."""
+    df = df.copy()
+    df.insert(0, "rank", rank)
+    df["start_ms"] = df.pop("ts_us") / 1e3
+    df["dur_ms"] = df.pop("dur_us") / 1e3
+    return df
 
 
 def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None) -> pd.DataFrame:
