@@ -128,3 +128,98 @@ def test_rank_cells_link_to_the_drill_down(tmp_path, pp2x4):
     assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
     html = out.read_text()
     assert 'id="drill-rank-' in html and 'href="#drill-rank-' in html
+
+
+# --------------------------------------------------------------------------- lines over one step
+
+HTA_MEMORY = ("kineto", "hta_tests_data", "tests", "data", "df_index_resolver")
+GLOO = ("generated", "torch_gloo_ddp4_baseline")
+
+
+def _lines_checks(out):
+    lines = out.analysis.tables["rank_step_lines"]
+    assert list(lines.columns) == drilldown.LINE_COLUMNS
+    assert (lines.groupby(["rank", "metric"]).size() <= drilldown.MAX_LINE_POINTS).all()
+    assert len(lines) <= drilldown.MAX_CHOSEN * 2 * drilldown.MAX_LINE_POINTS
+    ids = [f.id for f in out.view.figures]
+    for r in lines["rank"].unique():
+        assert f"drill-rank-{r}-lines" in ids
+    return lines
+
+
+def test_kineto_memory_line_inside_the_step_window():
+    run = read_run(fixture_dir(*HTA_MEMORY))
+    out = _execution(run)
+    lines = _lines_checks(out)
+    mem = lines[lines["metric"] == "memory_mb"]
+    assert not mem.empty
+    r = int(mem["rank"].iloc[0])
+    step = out.analysis.metrics["drilldown_line_steps"][str(r)]
+    assert step == out.analysis.metrics["marey_steps_shown"][0]
+    ts = run.table("trace_steps")
+    w = ts[(ts["rank"] == r) & (ts["step"] == step)].iloc[0]
+    span = w["end_ms"] - w["start_ms"]
+    m = mem[mem["rank"] == r]
+    assert (m["t_ms"] >= 0).all() and (m["t_ms"] <= span).all()
+    me = run.table("memory_events")
+    g = me[(me["rank"] == r) & (me["device_type"] == 1)]
+    inside = g[(g["ts_ms"] >= w["start_ms"]) & (g["ts_ms"] < w["end_ms"])]
+    assert m["value"].max() == pytest.approx(inside["allocated_mb"].max())  # the max survives downsampling
+    fig = next(f for f in out.view.figures if f.id == f"drill-rank-{r}-lines")
+    assert fig.title.endswith(f"over step {step}")
+
+
+def test_kineto_cumulative_flops_end_at_the_step_flops():
+    from reportgen.sections import flops
+
+    run = read_run(fixture_dir(*GLOO))
+    out = _execution(run)
+    lines = _lines_checks(out)
+    fl = lines[lines["metric"] == "flops_cumulative"]
+    assert not fl.empty
+    ops = flops.estimate_ops(run.table("cpu_ops"))
+    ops = ops[ops["innermost"]]
+    ts = run.table("trace_steps")
+    per_step = flops.analyze(run).tables.get("per_rank_step")
+    for r, f in fl.groupby("rank"):
+        step = out.analysis.metrics["drilldown_line_steps"][str(r)]
+        w = ts[(ts["rank"] == r) & (ts["step"] == step)].iloc[0]
+        o = ops[(ops["rank"] == r) & (ops["start_ms"] >= w["start_ms"]) & (ops["start_ms"] < w["end_ms"])]
+        f = f.sort_values("t_ms")
+        assert f["value"].is_monotonic_increasing
+        assert f["value"].iloc[-1] == pytest.approx(o["flops"].sum())
+        if per_step is not None:
+            ref = per_step[(per_step["rank"] == r) & (per_step["step"] == step)]["flops"]
+            assert f["value"].iloc[-1] == pytest.approx(float(ref.iloc[0]))
+
+
+def test_downsample_budget_keeps_max_and_last():
+    t = pd.Series(range(10_000), dtype=float) / 10
+    v = pd.Series([(i * 37) % 1001 for i in range(10_000)], dtype=float)
+    d = drilldown.downsample(t, v, "max", 1000.0)
+    assert len(d) <= drilldown.MAX_LINE_POINTS and d["value"].max() == v.max()
+    c = v.cumsum()
+    d = drilldown.downsample(t, c, "last", 1000.0)
+    assert len(d) <= drilldown.MAX_LINE_POINTS and d["value"].iloc[-1] == c.iloc[-1]
+    assert d["t_ms"].is_monotonic_increasing
+
+
+def test_no_lines_without_data():
+    # MindInsight: node-indexed memory only, no trace steps; Ascend level2: no trace_steps
+    for parts in (MINDINSIGHT, ASCEND):
+        run = read_run(fixture_dir(*parts))
+        out = _execution(run)
+        assert "rank_step_lines" not in out.analysis.tables
+        assert not any(f.id.endswith("-lines") for f in out.view.figures)
+    assert drilldown.rank_step_lines(read_run(fixture_dir(*MINDINSIGHT)), [0, 1])[0] is None
+
+
+def test_ascend_lines_over_the_step():
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level1"))
+    (o,) = run_sections(run, only=["execution"])
+    lines = o.analysis.tables["rank_step_lines"]
+    assert set(lines["metric"]) == {"memory_mb", "flops_cumulative"}
+    f = lines[lines["metric"] == "flops_cumulative"]
+    for _, g in f.groupby("rank"):
+        assert g.sort_values("t_ms")["value"].is_monotonic_increasing
+    assert {"drill-rank-0-lines", "drill-rank-1-lines"} <= {x.id for x in o.view.figures}

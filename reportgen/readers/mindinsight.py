@@ -82,6 +82,7 @@ EXTRA_PARSERS = {
     "flops_summary": "reportgen.readers.mindinsight_flops:parse_flops_summary",
     "flops_detail": "reportgen.readers.mindinsight_flops:parse_flops_detail",
     "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
+    "timeline_display": "reportgen.readers.mindinsight_timeline:parse_timeline_display",
 }
 
 

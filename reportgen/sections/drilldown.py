@@ -14,6 +14,14 @@
   ``cpu_ops`` (CPU-only traces; name only), MindInsight ``step_ops`` (communication ops of the step trace;
   type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
 
+* ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
+  else the rank's first step; windows from ``trace_steps``, so Ascend runs without a trace are skipped), memory
+  in use (MB; Ascend ``memory_record`` reserved_mb of the APP component, else the largest; Kineto
+  ``memory_events`` GPU rows, allocated_mb; MindInsight has none) and cumulative FLOPs (Ascend MatMul kernels
+  via :func:`reportgen.sections.flops.ascend_matmul_flops`; Kineto innermost ``estimate_ops`` of ``cpu_ops``,
+  counted by op start like the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank
+  and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
+
 ``extend_analysis`` / ``extend_view`` are what ``execution.analyze`` / ``execution.present`` call.
 """
 
@@ -34,6 +42,9 @@ from ..report import Analysis, Column, Figure, Table
 TOP_N = 15
 #: at most this many ranks are drilled into
 MAX_CHOSEN = 12
+#: at most this many points per rank and metric in rank_step_lines
+MAX_LINE_POINTS = 300
+LINE_COLUMNS = ["rank", "metric", "t_ms", "value"]
 
 BLOCKS = [("flops_ratio", "FLOPs / busiest rank"), ("flops_per_s_ratio", "FLOPS / fastest rank"),
           ("peak_memory_ratio", "Peak memory / capacity")]
@@ -267,6 +278,159 @@ def top_operators(run: Run, rank: int) -> pd.DataFrame | None:
     return out
 
 
+# --------------------------------------------------------------------------- lines over one step
+
+
+def step_window(run: Run, rank: int, preferred=None) -> tuple[int, float, float] | None:
+    """(step, start_ms, end_ms) of the rank: the first of ``preferred`` steps it has, else its first step."""
+    ts = run.table("trace_steps")
+    if ts is None or not {"rank", "step", "start_ms", "end_ms"} <= set(ts.columns):
+        return None
+    t = ts[ts["rank"] == rank].dropna(subset=["start_ms", "end_ms"]).sort_values(["step", "start_ms"])
+    if t.empty:
+        return None
+    for s in preferred or []:
+        hit = t[t["step"] == s]
+        if not hit.empty:
+            row = hit.iloc[0]
+            break
+    else:
+        row = t.iloc[0]
+    return int(row["step"]), float(row["start_ms"]), float(row["end_ms"])
+
+
+def downsample(t: pd.Series, v: pd.Series, how: str, span: float, n: int = MAX_LINE_POINTS) -> pd.DataFrame:
+    """t_ms, value with at most n points: equal-width time bins over [0, span], keeping per bin the row with the
+    max value (``how="max"``) or the last row (``how="last"``)."""
+    d = pd.DataFrame({"t_ms": t.to_numpy(dtype=float), "value": v.to_numpy(dtype=float)}).reset_index(drop=True)
+    if len(d) <= n:
+        return d
+    width = (span if span > 0 else float(d["t_ms"].max()) or 1.0) / n
+    b = (d["t_ms"] // width).clip(0, n - 1).astype(int)
+    keep = d.groupby(b)["value"].idxmax() if how == "max" else d.groupby(b).tail(1).index
+    return d.loc[sorted(keep)].reset_index(drop=True)
+
+
+def _memory_rows(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:
+    """ts_ms, mb of the rank's memory in use (all rows; the caller cuts the window)."""
+    mr = run.table("memory_record")
+    if mr is not None and {"component", "ts_ms", "reserved_mb"} <= set(mr.columns):
+        m = mr[mr["rank"] == rank].dropna(subset=["ts_ms", "reserved_mb"])
+        if not m.empty:
+            comps = m["component"].astype(str)
+            comp = "APP" if (comps.str.upper() == "APP").any() else m.groupby(comps)["reserved_mb"].max().idxmax()
+            m = m[comps.str.upper() == str(comp).upper()]
+            return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["reserved_mb"].astype(float)})
+    me = run.table("memory_events")
+    if me is not None and {"ts_ms", "device_type", "allocated_mb"} <= set(me.columns):
+        m = me[(me["rank"] == rank) & (pd.to_numeric(me["device_type"], errors="coerce") == 1)]
+        m = m.dropna(subset=["ts_ms", "allocated_mb"])
+        if not m.empty:
+            return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["allocated_mb"].astype(float)})
+    return None
+
+
+def memory_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:
+    """t_ms, value (MB in use) over [start, end): the level at the step start (last record before it) then
+    every record inside the window."""
+    m = _memory_rows(run, rank, start, end)
+    if m is None:
+        return None
+    m = m.sort_values("ts_ms", kind="stable")
+    inside = m[(m["ts_ms"] >= start) & (m["ts_ms"] < end)]
+    before = m[m["ts_ms"] < start]
+    if inside.empty and before.empty:
+        return None
+    if not before.empty:
+        inside = pd.concat([pd.DataFrame({"ts_ms": [start], "mb": [before["mb"].iloc[-1]]}), inside])
+    return downsample(inside["ts_ms"] - start, inside["mb"], "max", end - start)
+
+
+def _flops_events(run: Run, rank: int) -> pd.DataFrame | None:
+    """start_ms, flops of the counted ops of the rank (NaN FLOPs dropped)."""
+    from . import flops  # late: keeps execution importable on its own
+    k = run.table("kernels")
+    if k is not None and {"input_shapes", "output_shapes", "type", "start_ms"} <= set(k.columns):
+        mm = k[(k["rank"] == rank) & k["type"].astype(str).str.contains(flops._ASCEND_MATMUL)]
+        if "core" in mm:
+            mm = mm[mm["core"] != "COMMUNICATION"]
+        if not mm.empty:
+            f = [flops.ascend_matmul_flops(i, o) for i, o in zip(mm["input_shapes"], mm["output_shapes"])]
+            return pd.DataFrame({"start_ms": mm["start_ms"].astype(float).to_numpy(), "flops": f}).dropna()
+    c = run.table("cpu_ops")
+    if c is not None and "input_dims" in c:
+        c = c[c["rank"] == rank]
+        if not c.empty:
+            ops = flops.estimate_ops(c)
+            if not ops.empty:
+                ops = ops[ops["innermost"]]
+                return pd.DataFrame({"start_ms": ops["start_ms"].astype(float),
+                                     "flops": ops["flops"].astype(float)}).dropna()
+    return None
+
+
+def flops_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:
+    """t_ms, value (cumulative FLOPs of the ops starting in [start, end), from 0 at the step start)."""
+    e = _flops_events(run, rank)
+    if e is None:
+        return None
+    e = e[(e["start_ms"] >= start) & (e["start_ms"] < end)].sort_values("start_ms", kind="stable")
+    if e.empty:
+        return None
+    t = pd.concat([pd.Series([0.0]), e["start_ms"] - start], ignore_index=True)
+    v = pd.concat([pd.Series([0.0]), e["flops"].cumsum()], ignore_index=True)
+    return downsample(t, v, "last", end - start)
+
+
+def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame | None, dict]:
+    """(rank, metric, t_ms, value rows; {rank: step used}) for the ranks the data allows."""
+    parts, used = [], {}
+    for r in ranks:
+        r = int(r)
+        w = step_window(run, r, preferred_steps)
+        if w is None:
+            continue
+        step, start, end = w
+        got = False
+        for metric, fn in (("memory_mb", memory_line), ("flops_cumulative", flops_line)):
+            d = fn(run, r, start, end)
+            if d is not None and not d.empty:
+                parts.append(d.assign(rank=r, metric=metric))
+                got = True
+        if got:
+            used[str(r)] = step
+    if not parts:
+        return None, used
+    return pd.concat(parts, ignore_index=True)[LINE_COLUMNS], used
+
+
+def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | None:
+    labels = {"memory_mb": ("Memory in use (MB)", "#4c78a8", ".1f"),
+              "flops_cumulative": ("Cumulative FLOPs", "#f58518", ".3s")}
+    charts = []
+    for metric, (title, color, fmt) in labels.items():
+        d = lines[lines["metric"] == metric][["t_ms", "value"]].astype(float).round(4)
+        if d.empty:
+            continue
+        charts.append(alt.Chart(d).mark_line(color=color, interpolate="step-after" if metric == "memory_mb"
+                                             else "linear").encode(
+            x=alt.X("t_ms:Q", title="ms from the step start"),
+            y=alt.Y("value:Q", title=title, axis=alt.Axis(format=fmt)),
+            tooltip=[alt.Tooltip("t_ms:Q", title="ms", format=".3f"),
+                     alt.Tooltip("value:Q", title=title, format=fmt)],
+        ).properties(width=520, height=110))
+    if not charts:
+        return None
+    chart = alt.vconcat(*charts).resolve_scale(x="shared") if len(charts) > 1 else charts[0]
+    what = " and ".join(labels[m][0].lower() for m in labels if (lines["metric"] == m).any())
+    return Figure(f"drill-rank-{rank}-lines", f"Rank {rank} ({role}): memory and FLOPs over step {step}",
+                  to_spec(chart),
+                  caption=f"{what.capitalize()} over step {step} of rank {rank}, x = ms from the step start "
+                          f"(at most {MAX_LINE_POINTS} points per line: the max per time bin for memory, the "
+                          "last for cumulative FLOPs).",
+                  alt=f"Line charts of {what} over one step on rank {rank}")
+
+
 # --------------------------------------------------------------------------- execution hooks
 
 
@@ -288,6 +452,10 @@ def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) 
     metrics["drilldown_sources"] = sources
     if parts:
         tables["drilldown_ops"] = pd.concat(parts, ignore_index=True)[OPS_COLUMNS]
+    lines, used = rank_step_lines(run, chosen, metrics.get("marey_steps_shown"))
+    metrics["drilldown_line_steps"] = used
+    if lines is not None:
+        tables["rank_step_lines"] = lines
 
 
 def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
@@ -322,13 +490,26 @@ def extend_view(a: Analysis, figures: list, tables: list) -> None:
             at = ids.index("execution-marey") + 1 if "execution-marey" in ids else len(figures)
             figures.insert(at, fig)
     ops = a.tables.get("drilldown_ops")
-    if ops is None:
-        return
+    lines = a.tables.get("rank_step_lines")
+    roles = a.metrics.get("drilldown_ranks", {})
+    steps = a.metrics.get("drilldown_line_steps", {})
     sources = a.metrics.get("drilldown_sources", {})
-    for r in dict.fromkeys(ops["rank"].tolist()):
+    ranks = list(dict.fromkeys((ops["rank"].tolist() if ops is not None else [])
+                               + (lines["rank"].tolist() if lines is not None else [])))
+    for r in ranks:
+        role = roles.get(str(r), "")
+        lines_fig = None
+        if lines is not None and (lines["rank"] == r).any():
+            lines_fig = _lines_figure(int(r), role, steps.get(str(r)), lines[lines["rank"] == r])
+        if ops is None or not (ops["rank"] == r).any():
+            if lines_fig is not None:
+                figures.append(lines_fig)
+            continue
         o = ops[ops["rank"] == r]
         role = o["role"].iloc[0]
         figures.append(_rank_figure(int(r), role, o))
+        if lines_fig is not None:
+            figures.append(lines_fig)
         tables.append(Table.from_frame(
             f"drill-rank-{r}-table", f"Rank {r} ({role}): top operators", o,
             [Column("level", "Level", "text"), Column("name", "Name", "text"), Column("count", "Count", "int"),

@@ -140,6 +140,17 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
         ops = _assign_steps(ops, steps)
         ops["match"] = ops["op"]
         return ops[cols], steps[["rank", "step", "start_ms", "end_ms"]], "trace: gpu_ops in ProfilerStep windows"
+    # --- MindInsight ascend_timeline_display (reportgen/readers/mindinsight_timeline.py): computation +
+    # communication ops in the Steps-block windows, preferred over step_ops (communication only)
+    mo, ms = run.table("mi_timeline_ops"), run.table("mi_timeline_steps")
+    if mo is not None and ms is not None and not mo.empty and not ms.empty:
+        ops = pd.DataFrame({"rank": mo["rank"], "op": mo["name"], "kind": mo["kind"],
+                            "start_ms": mo["start_ms"], "end_ms": mo["start_ms"] + mo["dur_ms"]})
+        ops = _assign_steps(ops, ms)
+        ops["match"] = ops["op"]
+        return (ops[cols], ms[["rank", "step", "start_ms", "end_ms"]],
+                "timeline display: computation + communication ops in Steps windows")
+    # --- end MindInsight timeline display
     so, trace = run.table("step_ops"), run.table("step_trace")
     if so is not None and trace is not None and {"start_ms", "end_ms"} <= set(trace.columns):
         # the step trace names an op stream_<stream>_<i>_<Type>-op<N>; the stream differs between ranks, the
