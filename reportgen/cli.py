@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks", default=None, metavar="LIST",
                    help="ranks to show in the per-rank drill-down besides the slowest, fastest and median "
                         "(e.g. 0,3,8-11)")
+    p.add_argument("--static", action="store_true",
+                   help="pre-render every chart to inline SVG and use no JavaScript (for CI servers whose "
+                        "Content-Security-Policy blocks scripts, and for mail bodies)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
@@ -107,7 +110,8 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
 
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
-                 comm_patterns: tuple[str, ...] = (), options: dict | None = None) -> tuple[str, dict]:
+                 comm_patterns: tuple[str, ...] = (), options: dict | None = None,
+                 static: bool = False) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
@@ -123,7 +127,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     outcomes = run_sections(run, Options(dict(options or {})), progress=section_progress)
     progress.update("rendering HTML")
     ctx = render.build_context(run, outcomes, title=title)
-    html = render.render_html(ctx)
+    html = render.render_html(ctx, static=static)
     return html, metrics.build(run, outcomes)
 
 
@@ -150,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(None, f"--{name.replace('_', '-')} must be a positive number")
         options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
                    "ranks": _parse_ranks(args.ranks) if args.ranks else []}
-        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options)
+        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
+                                 static=args.static)
         from . import metrics, render
 
         json_text = metrics.dumps(doc) if args.json_path else None

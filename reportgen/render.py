@@ -11,13 +11,14 @@ import datetime as _dt
 import hashlib
 import math
 import os
+import re
 import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from . import __version__
 from .model import Run
@@ -226,15 +227,41 @@ def _table_ctx(t) -> dict[str, Any]:
     }
 
 
-def render_html(context: dict[str, Any]) -> str:
+_UNSAFE_SVG = re.compile(r"<\s*script|<\s*foreignobject|javascript:|\son[a-z]+\s*=|<\s*iframe|<\s*image|href\s*=",
+                         re.I)
+
+
+def static_svg(spec: dict[str, Any]) -> Markup:
+    """A chart pre-rendered to inline SVG by vl-convert (no JavaScript in the page).
+
+    vl-convert escapes text and writes presentation attributes only; the SVG is still checked for
+    anything that could run or load (script, event handlers, links, images) before it is trusted.
+    """
+    import vl_convert as vlc
+
+    try:
+        svg = vlc.vegalite_to_svg(spec)
+    except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
+        return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
+    if _UNSAFE_SVG.search(svg):
+        return Markup('<p class="rg-muted">This chart was left out of the static report (unexpected SVG content).</p>')
+    return Markup(svg)
+
+
+def render_html(context: dict[str, Any], static: bool = False) -> str:
+    """The page. ``static``: every chart as inline SVG and no JavaScript at all (for viewers whose
+    Content-Security-Policy blocks scripts, e.g. Jenkins artifacts, and for mail bodies)."""
     env = environment()
-    assets = {
-        "css": _safe_script(read_asset("report.css"), "report.css"),
-        "charts_js": _safe_script(read_asset("charts.js"), "charts.js"),
-        "table_js": _safe_script(read_asset("table.js"), "table.js"),
-        "vega_bundle": _safe_script(vega_bundle(), "vl-convert bundle"),
-    }
-    return env.get_template("report.html.j2").render(**context, assets=assets)
+    assets = {"css": _safe_script(read_asset("report.css"), "report.css")}
+    if static:
+        for sec in context["sections"]:
+            for fig in sec["figures"]:
+                fig["svg"] = static_svg(fig["spec"])
+    else:
+        assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
+                      table_js=_safe_script(read_asset("table.js"), "table.js"),
+                      vega_bundle=_safe_script(vega_bundle(), "vl-convert bundle"))
+    return env.get_template("report.html.j2").render(**context, assets=assets, static=static)
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
