@@ -200,6 +200,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
     return {
+        "baseline": None,
         "drill_ranks": drill_ranks,
         "title": title or f"reportgen — {run.name}",
         "tool": {"name": "reportgen", "version": __version__},

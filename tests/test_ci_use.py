@@ -1,0 +1,51 @@
+"""CI use: --baseline (run directory or metrics JSON) and --fail-on (exit code 3, report still written)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reportgen import cli
+
+
+def test_baseline_from_metrics_json_and_fail_on(tmp_path, pp2x4):
+    base = tmp_path / "base.json"
+    assert cli.main([str(pp2x4), "-o", str(tmp_path / "b.html"), "--json", str(base), "--quiet"]) == 0
+    out, js = tmp_path / "r.html", tmp_path / "r.json"
+    rc = cli.main(["demo", "-o", str(out), "--json", str(js), "--baseline", str(base),
+                   "--fail-on", "step_ms.median>1.01*baseline", "--fail-on", "step_ms.median>1e9", "--quiet"])
+    assert rc == 3 and out.exists()  # the report is still written for the CI artifact
+    doc = json.loads(js.read_text())
+    rows = {r["metric"]: r for r in doc["baseline"]["headline"]}
+    assert rows["step_ms.median"]["delta_ratio"] == pytest.approx(
+        rows["step_ms.median"]["value"] / rows["step_ms.median"]["baseline"] - 1)
+    assert doc["fail_on"] == [f"step_ms.median>1.01*baseline: step_ms.median = "
+                              f"{rows['step_ms.median']['value']:.6g} vs {1.01 * rows['step_ms.median']['baseline']:.6g}"]
+    assert "Compared with the baseline" in out.read_text()
+
+
+def test_baseline_from_a_run_directory_and_per_rank_deltas(tmp_path, pp2x4):
+    js = tmp_path / "r.json"
+    rc = cli.main([str(pp2x4), "-o", str(tmp_path / "r.html"), "--json", str(js), "--baseline", str(pp2x4),
+                   "--fail-on", "step_ms.median>1.0001*baseline", "--quiet"])
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    assert all(r["delta_ratio"] == 0 for r in doc["baseline"]["per_rank_step_ms"])
+    assert len(doc["baseline"]["per_rank_step_ms"]) == 4
+
+
+def test_severity_condition(tmp_path, pp2x4):
+    rc = cli.main([str(pp2x4), "-o", str(tmp_path / "r.html"), "--fail-on", "finding.severity>=high", "--quiet"])
+    assert rc == 3  # pp2x4 has high findings (pipeline between/within stage, slow link, stage FLOPs)
+
+
+@pytest.mark.parametrize("expr", ["nonsense", "step_ms.median>abc", "unknown_metric>1", "finding.severity>=huge"])
+def test_bad_fail_on_is_a_usage_error(tmp_path, pp2x4, expr):
+    rc = cli.main([str(pp2x4), "-o", str(tmp_path / "r.html"), "--fail-on", expr, "--quiet"])
+    assert rc == 2
+
+
+def test_baseline_expression_needs_a_baseline(tmp_path, pp2x4, capsys):
+    rc = cli.main([str(pp2x4), "-o", str(tmp_path / "r.html"), "--fail-on", "step_ms.median>baseline", "--quiet"])
+    assert rc == 2 and "--baseline" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
