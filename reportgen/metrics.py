@@ -67,6 +67,34 @@ def run_block(run: Run) -> dict[str, Any]:
     })
 
 
+def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
+    """The run in a few numbers: layout, step time median and spread, and the shares of the step spent
+    computing, in exposed (not overlapped) communication and free — means over ranks of the overlap
+    section's per-rank table, each divided by that rank's step time."""
+    by_id = {o.id: o for o in outcomes}
+    out: dict[str, Any] = {"ranks": len(run.ranks), "hosts": len(set(run.hosts.values())) or None,
+                           "mode": run.parallel.get("mode"), "stages": run.parallel.get("stages")}
+    tr = by_id.get("trajectory")
+    if tr is not None and tr.status == "ok":
+        m = tr.analysis.metrics
+        out.update(steps=m.get("steps"), step_ms_median=m.get("step_ms_median"),
+                   step_ms_spread_ratio=m.get("step_ms_spread_ratio"))
+    ov = by_id.get("overlap")
+    if ov is not None and ov.status == "ok":
+        pr = ov.analysis.tables["per_rank"]
+        step = pr["step_ms"] if "step_ms" in pr else None
+        if step is not None and (step > 0).all():
+            comp = pr["computing_ms"] if pr["computing_ms"].notna().any() else pr.get("computation_incl_free_ms")
+            parts = {"computing_share_ratio": comp, "exposed_comm_share_ratio": pr["comm_not_overlapped_ms"],
+                     "free_share_ratio": pr["free_ms"] if pr["free_ms"].notna().any() else None}
+            for key, col in parts.items():
+                if col is not None and col.notna().any():
+                    out[key] = float((col / step).mean())
+            if not pr["computing_ms"].notna().any():
+                out["computing_includes_free"] = True
+    return _clean(out)
+
+
 def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     sections: dict[str, Any] = {}
     findings: list[dict[str, Any]] = []
@@ -86,6 +114,7 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         "schema": SCHEMA,
         "tool": {"name": "reportgen", "version": __version__},
         "run": run_block(run),
+        "summary": summary(run, outcomes),
         "data_problems": [p.as_dict() for p in run.problems],
         "sections": sections,
         "findings": findings,

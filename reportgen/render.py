@@ -199,7 +199,11 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
+    from .metrics import summary
+
+    facts = summary(run, outcomes)
     return {
+        "summary_text": summary_text(facts, findings),
         "baseline": None,
         "drill_ranks": drill_ranks,
         "title": title or f"reportgen — {run.name}",
@@ -212,6 +216,30 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "sections": sections,
         "findings": findings,
     }
+
+
+def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
+    """The run in one paragraph (numbers from metrics.summary, which --json also carries)."""
+    parts = []
+    who = f"{facts['ranks']} rank{'s' if facts['ranks'] != 1 else ''}"
+    if facts.get("hosts"):
+        who += f" on {facts['hosts']} host{'s' if facts['hosts'] != 1 else ''}"
+    layout = ", ".join(x for x in (facts.get("mode"), f"{facts['stages']} stages" if facts.get("stages") else None) if x)
+    parts.append(who + (f" ({layout})" if layout else "") + ".")
+    if facts.get("step_ms_median") is not None:
+        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {facts.get('steps')} step(s), spread "
+                     f"{(facts.get('step_ms_spread_ratio') or 0) * 100:.2f}% across ranks.")
+    shares = [(k, label) for k, label in (("computing_share_ratio", "computation" + (" (incl. idle)" if
+                                           facts.get("computing_includes_free") else "")),
+                                          ("exposed_comm_share_ratio", "exposed communication"),
+                                          ("free_share_ratio", "free")) if facts.get(k) is not None]
+    if shares:
+        parts.append("Of the step: " + ", ".join(f"{label} {facts[k] * 100:.1f}%" for k, label in shares) + ".")
+    counts = {lvl: sum(1 for f in findings if f["severity"] == lvl) for lvl in ("high", "medium", "low")}
+    total = sum(counts.values())
+    parts.append(f"{total} finding{'s' if total != 1 else ''}" + (": " + ", ".join(
+        f"{n} {lvl}" for lvl, n in counts.items() if n) if total else "") + ".")
+    return " ".join(parts)
 
 
 def _table_ctx(t) -> dict[str, Any]:
