@@ -22,11 +22,10 @@ import csv
 import io
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import pandas as pd
 

@@ -28,9 +28,22 @@ class Options:
     """User options that sections may read (thresholds live in :mod:`reportgen.thresholds`)."""
 
     values: dict[str, Any] = field(default_factory=dict)
+    #: outcomes of the sections already run, so a later section reuses them instead of analysing twice
+    done: dict[str, SectionOutcome] = field(default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
+
+
+def analysis_of(section_id: str, run: Run, options: "Options | None"):
+    """Another section's analysis: the one already computed in this report, else computed now.
+    A section that was unavailable or failed is ``Unavailable`` here too (never a second traceback)."""
+    done = options.done.get(section_id) if isinstance(options, Options) else None
+    if done is not None:
+        if done.status != "ok":
+            raise Unavailable(done.reason)
+        return done.analysis
+    return load(section_id).analyze(run, options)
 
 
 def load(section_id: str):
@@ -59,4 +72,5 @@ def run_sections(run: Run, options: Options | None = None,
             reason = f"{type(exc).__name__}: {str(exc)[:200]} (at {where.name}, line {where.lineno}); " \
                      f"the other sections are unaffected"
             outcomes.append(SectionOutcome(sid, module.TITLE, "error", reason=reason))
+        options.done[sid] = outcomes[-1]
     return outcomes

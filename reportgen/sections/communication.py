@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
 from .. import thresholds as th

@@ -65,10 +65,10 @@ def _stage(run: Run, r: int):
 
 def rank_blocks(run: Run, options=None) -> pd.DataFrame | None:
     """rank, stage, flops_ratio, flops_per_s_ratio, peak_memory_ratio (whichever the data allows)."""
-    from . import flops, memory  # late: keeps execution importable on its own
+    from . import analysis_of  # late: keeps execution importable on its own
     parts = []
     try:
-        pr = flops.analyze(run, options).tables["per_rank"]
+        pr = analysis_of("flops", run, options).tables["per_rank"]
         f = pd.DataFrame({"rank": pr["rank"].astype(int)})
         for col, out in (("flops", "flops_ratio"), ("flops_per_s", "flops_per_s_ratio")):
             if col in pr:
@@ -79,7 +79,7 @@ def rank_blocks(run: Run, options=None) -> pd.DataFrame | None:
     except Unavailable:
         pass
     try:
-        pr = memory.analyze(run, options).tables["per_rank"]
+        pr = analysis_of("memory", run, options).tables["per_rank"]
         parts.append(pd.DataFrame({"rank": pr["rank"].astype(int), "peak_mb": pr["peak_mb"].astype(float),
                                    "peak_memory_ratio": pr["peak_ratio"].astype(float)}))
     except Unavailable:
