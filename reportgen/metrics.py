@@ -108,8 +108,9 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         sections[o.id] = block
         if o.view is not None:
             findings.extend(_clean(f.as_dict()) for f in o.view.findings)
-    order = {"high": 0, "medium": 1, "low": 2}
-    findings.sort(key=lambda f: order.get(f["severity"], 3))
+    from .sections.advisor import order_key
+
+    findings.sort(key=order_key)
     return {
         "schema": SCHEMA,
         "tool": {"name": "reportgen", "version": __version__},

@@ -194,8 +194,9 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         }
         findings.extend(sec["findings"])
         sections.append(sec)
-    order = {"high": 0, "medium": 1, "low": 2}
-    findings.sort(key=lambda f: order.get(f["severity"], 3))
+    from .sections.advisor import order_key
+
+    findings.sort(key=order_key)
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})

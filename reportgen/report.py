@@ -91,6 +91,7 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)  # {"metric", "value", "reference", ...}
     suggestion: str = ""
     figure: str | None = None  # element id of the chart that shows it
+    share_of_step: float | None = None  # share of the step time at stake (set by the advisor; None: not about time)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +104,7 @@ class Finding:
             "suggestion": self.suggestion,
             "evidence": dict(self.evidence),
             "figure": self.figure,
+            "share_of_step_ratio": self.share_of_step,
         }
 
 

@@ -43,6 +43,27 @@ STAGE_FLOPS_ABOVE_MEAN = 0.20
 FLOPS_SEVERITY_HIGH_GAP = 0.50
 FLOPS_SEVERITY_MEDIUM_GAP = 0.35
 
+#: msprof-analyze advisor SlowRankAnalyzer: (max - min) of computing / exposed communication / free time across
+#: ranks (here: within a pipeline stage) above this share of the mean step time flags a slow rank.
+SLOW_RANK_SPREAD = 0.05
+#: Collective vote (msprof-analyze slow_rank recipe): a rank is reported when it was the outlying fastest (= last
+#: to arrive) in at least this many collective instances, more often than chance allows: someone always arrives
+#: last, so under "nobody is slow" each vote falls on any of the n ranks of the group (p = 1/n); the rank's vote
+#: count must have a binomial tail probability below this (departure: msprof-analyze lists every rank with votes).
+VOTE_MIN_COUNT = 3
+VOTE_P_VALUE = 0.001
+#: msprof-analyze Packet Analysis: operations below these sizes are small (intra-node SDMA-class / RDMA) and
+#: more than this share of small operations is flagged.
+SMALL_PACKET_SDMA_MB = 16.0
+SMALL_PACKET_RDMA_MB = 1.0
+SMALL_PACKET_SHARE = 0.20
+#: Waiting for input (step interval / preparing) above this share of the step, mean over ranks.
+DATA_WAIT_SHARE = 0.05
+#: msprof-analyze slow dataloader: DataLoader __next__ above this per step (ms).
+DATALOADER_MS = 10.0
+#: Free (idle device) time above this share of the step, mean over ranks.
+LONG_FREE_SHARE = 0.10
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03
@@ -69,6 +90,15 @@ def as_dict() -> dict[str, float]:
         "memory_imbalance_ratio": MEMORY_IMBALANCE,
         "flops_below_mean_ratio": FLOPS_BELOW_MEAN,
         "stage_flops_above_mean_ratio": STAGE_FLOPS_ABOVE_MEAN,
+        "slow_rank_spread_ratio": SLOW_RANK_SPREAD,
+        "vote_min_count": VOTE_MIN_COUNT,
+        "vote_p_value": VOTE_P_VALUE,
+        "small_packet_sdma_mb": SMALL_PACKET_SDMA_MB,
+        "small_packet_rdma_mb": SMALL_PACKET_RDMA_MB,
+        "small_packet_share_ratio": SMALL_PACKET_SHARE,
+        "data_wait_share_ratio": DATA_WAIT_SHARE,
+        "dataloader_ms": DATALOADER_MS,
+        "long_free_share_ratio": LONG_FREE_SHARE,
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }

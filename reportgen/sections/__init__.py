@@ -1,4 +1,5 @@
-"""The seven sections, in report order, and the runner that isolates each one.
+"""The seven sections and the advisor (last: it reads their analyses), in report order, and the runner
+that isolates each one.
 
 Every section module has ``ID``, ``TITLE``, ``analyze(run, options) -> Analysis`` (numbers
 only; raises :class:`~reportgen.errors.Unavailable` when the run lacks its data) and
@@ -20,7 +21,7 @@ from ..report import SectionOutcome
 log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
-SECTION_IDS = ["trajectory", "overlap", "communication", "memory", "flops", "strategy", "execution"]
+SECTION_IDS = ["trajectory", "overlap", "communication", "memory", "flops", "strategy", "execution", "advisor"]
 
 
 @dataclass
@@ -73,4 +74,6 @@ def run_sections(run: Run, options: Options | None = None,
                      f"the other sections are unaffected"
             outcomes.append(SectionOutcome(sid, module.TITLE, "error", reason=reason))
         options.done[sid] = outcomes[-1]
+    if any(o.id == "advisor" for o in outcomes):
+        load("advisor").merge(outcomes)
     return outcomes

@@ -78,7 +78,8 @@ def _ascend(run: Run) -> dict:
         links = tot.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
         links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
     return {"ops": ops_out, "per_rank_step": prs, "links": links, "avg_source": "computed",
-            "wait_formula": "wait / (wait + transit)"}
+            "wait_formula": "wait / (wait + transit)",
+            "links_steps": max(1, int(m["step"].nunique())) if m is not None else 1}
 
 
 def _mindinsight(run: Run) -> dict:
@@ -207,7 +208,7 @@ def analyze(run: Run, options=None) -> Analysis:
     link_ops = _link_ops(run)
     if link_ops is not None and not link_ops.empty:
         tables["link_ops"] = link_ops
-    slow = _slow_links(links if links is not None else d.get("links_local"))
+    slow = _slow_links(links if links is not None else d.get("links_local"), d.get("links_steps", 1))
     metrics = {
         "avg_source": d["avg_source"], "wait_ratio_formula": d["wait_formula"],
         "comm_ms_mean": float(per_rank["comm_ms"].mean()), "wait_ms_mean": float(per_rank["wait_ms"].mean()),
@@ -219,7 +220,9 @@ def analyze(run: Run, options=None) -> Analysis:
     metrics["transit_outlier_ops"] = len(outliers)
     return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
                                                           "ranks": run.ranks, "transit_outliers": outliers,
-                                                          "family": run.source_format})
+                                                          "family": run.source_format,
+                                                          "ops_steps": int(d["ops"]["step"].nunique())
+                                                          if d.get("ops") is not None else 1})
 
 
 #: links shown in the per-link box plots (the busiest by total time)
@@ -270,8 +273,10 @@ def transit_outliers(ops: pd.DataFrame | None) -> list[dict]:
     return out
 
 
-def _slow_links(links: pd.DataFrame | None) -> list[dict]:
-    """Seed rule: per transport, links more than 20% below the mean bandwidth of that transport (worst first)."""
+def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
+    """Seed rule: per transport, links more than 20% below the mean bandwidth of that transport (worst first).
+    ``steps``: how many steps the links table sums (Ascend matrix totals: all profiled steps; MindInsight: the
+    per-step average row, 1); the excess time per step is what the link cost beyond the transport's mean."""
     if links is None or links.empty:
         return []
     src = "src_rank" if "src_rank" in links else "src_local"
@@ -289,7 +294,9 @@ def _slow_links(links: pd.DataFrame | None) -> list[dict]:
             out.append({"transport": transport, "src": int(worst[src]), "dst": int(worst[dst]),
                         "value": float(worst["bandwidth_gbps"]), "reference": mean, "percent": below * 100,
                         "local": src == "src_local", "group": worst.get("group"),
-                        "reported_by": int(worst["rank"]) if "rank" in worst else None})
+                        "reported_by": int(worst["rank"]) if "rank" in worst else None,
+                        "excess_ms_per_step": max(0.0, float(worst["time_ms"]) - float(worst["size_mb"]) / mean)
+                        / steps if mean > 0 else 0.0})
     return out
 
 
@@ -375,7 +382,9 @@ def _findings(a: Analysis) -> list[Finding]:
             f"{len(items)} operator(s); worst {worst['op']}: {worst['value']:.4f} ms against a median of "
             f"{worst['reference']:.4f} ms.",
             ranks=[rank], evidence={"metric": "transit_ms", "value": worst["value"], "reference": worst["reference"],
-                                    "operators": len(items), "group": worst["group"]},
+                                    "operators": len(items), "group": worst["group"],
+                                    "excess_ms_per_step": sum(x["value"] - x["reference"] for x in items)
+                                    / max(1, a.data.get("ops_steps") or 1)},
             suggestion="Look at this rank's links in the matrix and the links table (transport, bandwidth).",
             figure="communication-matrix"))
     for s in a.data["slow_links"]:
@@ -386,7 +395,9 @@ def _findings(a: Analysis) -> list[Finding]:
             f"{s['percent']:.2f}% below the mean of {s['transport']} links ({s['reference']:.4f} GB/s).",
             ranks=[] if s["local"] else [s["src"], s["dst"]], links=[] if s["local"] else [[s["src"], s["dst"]]],
             evidence={"metric": "bandwidth_gbps", "value": s["value"], "reference": s["reference"],
-                      "transport": s["transport"], "reported_by_rank": s["reported_by"]},
+                      "transport": s["transport"], "reported_by_rank": s["reported_by"],
+                      # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
+                      "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
             figure="communication-matrix" if not s["local"] else None))
     return out

@@ -1,0 +1,642 @@
+"""Advisor: one ranked list of findings across the sections, the cross-section rules, and the rule table.
+
+It runs after the seven sections and works only on their analyses (never on files):
+
+* **Time at stake.** Every finding gets ``share_of_step_ratio``: the share of the step time the problem costs
+  (what fixing it could give back). Time findings take their severity from it with the convention of
+  msprof-analyze's advisor (high >= 5 % of the step, medium >= 3 %, else low; ``thresholds.severity``);
+  findings that are not about time (memory headroom, layout) keep their own severity. The report and the
+  metrics list findings high -> medium -> low and, within a level, by time at stake.
+* **Rules of msprof-analyze's families** where the data allows (research/ascend-profiler-output-and-msprof-
+  analyze.md §3.4 and §4): slow rank by the spread of computing / exposed communication / free time, slow rank
+  by collective vote (Dixon's Q / 3σ on each collective's durations: the rank that waited least arrived last),
+  small packets, data waiting (preparing / step interval), slow data loader, long free time. Their findings are
+  added to the section whose chart shows the evidence.
+* **Rule table.** Every rule with its source, threshold and result (raised / passed / not applicable and why),
+  so a reader sees what was checked, not only what fired.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .. import thresholds as th
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Finding, SectionOutcome, Table, View, rank_ranges
+
+log = logging.getLogger(__name__)
+
+ID = "advisor"
+TITLE = "Advisor rules and thresholds"
+
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+# --------------------------------------------------------------------------------------------- statistics
+#: Dixon's Q critical values at alpha = 0.005 (99.5 %, the level msprof-analyze's slow_rank recipe uses), for the
+#: smallest value of a sample of n, with the ratio that suits n: r10 for n 3-7, r11 for 8-10, r21 for 11-13, r22
+#: for 14-25 (Dixon 1950/1951 as corrected by Rorabacher 1991; published tables). Beyond 25 ranks the 3σ rule.
+_DIXON_Q995 = {3: 0.994, 4: 0.926, 5: 0.821, 6: 0.740, 7: 0.680, 8: 0.725, 9: 0.677, 10: 0.639, 11: 0.713,
+               12: 0.675, 13: 0.649, 14: 0.674, 15: 0.647, 16: 0.624, 17: 0.605, 18: 0.589, 19: 0.575, 20: 0.562,
+               21: 0.551, 22: 0.541, 23: 0.532, 24: 0.524, 25: 0.516}
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): how likely k or more votes are by chance."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    if p <= 0:
+        return 0.0
+    if p >= 1 or k <= n * p:
+        return 1.0  # at or below the expected count: not significant (upper bound)
+    lp, lq = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):  # terms fall from i = k on (k above the mode); stop when they no longer count
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
+        total += term
+        if term < 1e-15 * total:
+            break
+    return min(1.0, total)
+
+
+def instance_outliers(o: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """:func:`smallest_is_outlier` for every instance at once (one row per instance: n, the rank with the
+    smallest value ``min_rank``, ``x1``, ``outlier``, ``waited_ms`` = median of the others - x1). Vectorised: a
+    1,000-rank run has ~10^5 instances."""
+    g = o.sort_values(key + ["elapse_ms"]).groupby(key, sort=False)["elapse_ms"]
+    pos = g.cumcount()
+    o2 = o.sort_values(key + ["elapse_ms"]).assign(pos=pos)
+    n = g.transform("size")
+    o2 = o2.assign(n=n, rpos=n - 1 - pos)
+    inst = o2.groupby(key, sort=False).agg(n=("n", "first"), mean=("elapse_ms", "mean"), sd=("elapse_ms", "std"))
+    inst["sd"] = inst["sd"] * np.sqrt((inst["n"] - 1) / inst["n"])  # population σ (ddof 0)
+
+    def at(col: str, idx: int) -> pd.Series:
+        return o2[o2[col] == idx].set_index(key)["elapse_ms"]
+    inst["x1"], inst["x2"], inst["x3"] = at("pos", 0), at("pos", 1), at("pos", 2)
+    inst["xn"], inst["xn1"], inst["xn2"] = at("rpos", 0), at("rpos", 1), at("rpos", 2)
+    inst["min_rank"] = o2[o2["pos"] == 0].set_index(key)["rank"]
+    n = inst["n"]
+    num = np.where(n <= 10, inst["x2"] - inst["x1"], inst["x3"] - inst["x1"])
+    den = np.select([n <= 7, n <= 13], [inst["xn"] - inst["x1"], inst["xn1"] - inst["x1"]],
+                    inst["xn2"] - inst["x1"])
+    crit = n.map(_DIXON_Q995).to_numpy(dtype=float)
+    ok = den > np.maximum(1e-9 * np.maximum(1.0, inst["xn"].abs()), 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dixon = ok & (num / np.where(ok, den, 1.0) > crit)
+    sigma = (n > 25) & (inst["sd"] > 0) & (inst["x1"] < inst["mean"] - 3 * inst["sd"])
+    inst["outlier"] = np.where(n > 25, sigma, dixon)
+    # median of the others = median of all when the smallest is removed: recompute only for the outliers
+    others_med = o2[o2["pos"] > 0].groupby(key, sort=False)["elapse_ms"].median()
+    inst["waited_ms"] = others_med - inst["x1"]
+    return inst
+
+
+def smallest_is_outlier(values) -> bool:
+    """Is the smallest of ``values`` an outlier? Dixon's Q test at 99.5 % for 3..25 values (ratio r10 / r11 / r21
+    / r22 by sample size), the 3σ rule beyond (smallest < mean - 3σ). Definition: msprof-analyze ``slow_rank``
+    recipe (research §3.4); it switches to 3σ at 100 values, we at 25 where the published Q tables end."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n < 3:
+        return False
+    if n > 25:
+        sd = float(x.std())
+        return sd > 0 and x[0] < float(x.mean()) - 3 * sd
+    if n <= 7:
+        num, den = x[1] - x[0], x[-1] - x[0]
+    elif n <= 10:
+        num, den = x[1] - x[0], x[-2] - x[0]
+    elif n <= 13:
+        num, den = x[2] - x[0], x[-2] - x[0]
+    else:
+        num, den = x[2] - x[0], x[-3] - x[0]
+    if den <= 0 or den < 1e-9 * max(1.0, abs(x[-1])):
+        return False
+    return num / den > _DIXON_Q995[n]
+
+
+# --------------------------------------------------------------------------------------------- context
+@dataclass
+class _Ctx:
+    run: Run
+    done: dict[str, SectionOutcome]
+    step_ms: float | None  # median step time over ranks and steps
+    steps: int
+    computing_share: float | None  # mean over ranks of computing / step
+
+    def analysis(self, sid: str) -> Analysis | None:
+        o = self.done.get(sid)
+        return o.analysis if o is not None and o.status == "ok" else None
+
+
+def _context(run: Run, done: dict[str, SectionOutcome]) -> _Ctx:
+    from ..metrics import summary
+
+    facts = summary(run, list(done.values()))
+    step = facts.get("step_ms_median")
+    steps = facts.get("steps") or len(run.steps) or 1
+    return _Ctx(run, done, float(step) if step else None, int(steps), facts.get("computing_share_ratio"))
+
+
+# --------------------------------------------------------------------------------------------- time at stake
+def share_of_step(f: Finding, ctx: _Ctx) -> float | None:
+    """The share of the step time a finding puts at stake (None when it is not about time).
+
+    * waiting / compute stragglers: the rule's own (value - reference) / step (evidence ``share_of_step_ratio``);
+    * exposed communication, receive between stages, collectives inside a stage: the share itself (all of that
+      time could be hidden or removed);
+    * slow link: time beyond what its bytes take at its transport's mean bandwidth, per step / step;
+    * transit outliers: Σ (transit - group median) per step / step;
+    * FLOP/s below the mean by p: p x the computing share (the computing time that a rank at the mean rate saves);
+      a stage p above the mean FLOPs: p / (1 + p) x the computing share.
+    """
+    ev = f.evidence or {}
+    if ev.get("share_of_step_ratio") is not None:
+        return float(ev["share_of_step_ratio"])
+    if f.id in ("comm_share", "pipeline_between_stage", "pipeline_within_stage"):
+        return float(ev["value"])
+    step = ctx.step_ms
+    if ev.get("excess_ms_per_step") is not None and step:
+        return float(ev["excess_ms_per_step"]) / step
+    comp = ctx.computing_share
+    if f.id == "flops_per_s_low" and comp is not None:
+        return float(ev.get("below_mean_ratio", 0.0)) * comp
+    if f.id == "stage_flops_imbalance" and comp is not None:
+        p = float(ev.get("above_mean_ratio", 0.0))
+        return p / (1 + p) * comp
+    return None
+
+
+def order_key(f: dict) -> tuple:
+    """High -> medium -> low; within a level the largest time at stake first; findings without one last."""
+    share = f.get("share_of_step_ratio")
+    return SEVERITY_ORDER.get(f.get("severity"), 3), -(share if share is not None else -1.0)
+
+
+# --------------------------------------------------------------------------------------------- rules
+def _per_rank(ctx: _Ctx) -> pd.DataFrame | None:
+    a = ctx.analysis("overlap")
+    if a is None:
+        return None
+    pr = a.tables.get("per_rank")
+    return None if pr is None or pr.empty or "step_ms" not in pr else pr
+
+
+def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
+    """msprof-analyze advisor ``SlowRankAnalyzer``: for computing, exposed communication and free time, the spread
+    (max - min) across ranks over the mean step time; above 5 % the metric is flagged.
+
+    Departure: ranks are compared within their pipeline stage (all ranks without stages). Across stages the
+    difference is the layer split, which the pipeline and stage-FLOPs rules judge; msprof-analyze compares every
+    rank (its 170.228 ms computing spread on the st_level2 4-rank set is stage 2 vs stage 1). The all-rank spread
+    is kept in the advisor's metrics (``spread``) for comparison. Per-rank means over the steps."""
+    pr = _per_rank(ctx)
+    if pr is None:
+        return []
+    out = []
+    metrics = [("computing_ms", "computing", "max"), ("comm_not_overlapped_ms", "exposed communication", "min"),
+               ("free_ms", "free (idle device)", "max")]
+    stages = pr["stage"] if "stage" in pr and pr["stage"].notna().all() else pd.Series(0, index=pr.index)
+    flagged = _flagged_compute_ranks(ctx)
+    for col, label, culprit in metrics:
+        if col not in pr or not pr[col].notna().all():
+            continue
+        best = None
+        for stage, g in pr.groupby(stages):
+            if len(g) < 2:
+                continue
+            diff = float(g[col].max() - g[col].min())
+            ratio = diff / float(g["step_ms"].mean()) if g["step_ms"].mean() > 0 else 0.0
+            if ratio > th.SLOW_RANK_SPREAD and (best is None or ratio > best[0]):
+                best = (ratio, diff, stage, g)
+        if best is None:
+            continue
+        ratio, diff, stage, g = best
+        hi, lo = g.loc[g[col].idxmax()], g.loc[g[col].idxmin()]
+        rank = int(hi["rank"] if culprit == "max" else lo["rank"])
+        if col == "computing_ms" and rank in flagged:
+            continue  # the trajectory's compute-straggler finding already names this rank
+        where = f" among the ranks of stage {int(stage)}" if stages.nunique() > 1 or stage != 0 else ""
+        why = ("the rank with the least exposed communication is the one the others wait for"
+               if culprit == "min" else f"rank {rank} has the most")
+        out.append(Finding(
+            "slow_rank_spread", "low", "overlap",
+            f"{label.capitalize()} time differs by {diff:.4f} ms between ranks{where} ({int(hi['rank'])}: "
+            f"{hi[col]:.4f} ms, {int(lo['rank'])}: {lo[col]:.4f} ms), {ratio * 100:.2f}% of the mean step; "
+            f"{why}.",
+            ranks=[rank], evidence={"metric": col, "value": float(hi[col]), "reference": float(lo[col]),
+                                    "spread_ms": diff, "share_of_step_ratio": ratio,
+                                    "stage": None if stage == 0 and stages.nunique() == 1 else int(stage)},
+            suggestion="Open the slow rank in the execution drill-down: compare its operators with a peer's "
+                       "(slower device, uneven work, host-side stalls).",
+            figure="overlap-bars"))
+    return out
+
+
+def _flagged_compute_ranks(ctx: _Ctx) -> set[int]:
+    o = ctx.done.get("trajectory")
+    if o is None or o.view is None:
+        return set()
+    return {r for f in o.view.findings if f.id == "slow_device_compute" for r in f.ranks}
+
+
+def spread_table(ctx: _Ctx) -> pd.DataFrame | None:
+    """Per step, the all-rank spread (max - min) of computing / exposed communication / free time in ms, as
+    msprof-analyze's advisor prints it (for comparison; the rule itself compares within stages)."""
+    a = ctx.analysis("overlap")
+    prs = a.tables.get("per_rank_step") if a is not None else None
+    if prs is None or prs.empty:
+        return None
+    rows = []
+    for step, g in prs.groupby("step"):
+        row = {"step": int(step), "step_ms_mean": float(g["step_ms"].mean())}
+        for col in ("computing_ms", "comm_not_overlapped_ms", "free_ms"):
+            if col in g and g[col].notna().all():
+                row[col.replace("_ms", "_spread_ms")] = float(g[col].max() - g[col].min())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rule_slow_rank_vote(ctx: _Ctx) -> list[Finding]:
+    """msprof-analyze ``slow_rank`` recipe: for each collective instance (same group, step, operator and
+    occurrence on every rank of the group; send / receive left out), the rank with the shortest duration arrived
+    last — the others waited for it — and gets a vote when that shortest duration is an outlier
+    (:func:`smallest_is_outlier`). Someone always arrives last, so a rank is reported only when its votes are
+    more than chance gives (:func:`binomial_tail` below ``VOTE_P_VALUE`` with p = 1 / group size per instance)
+    and at least ``VOTE_MIN_COUNT``. Time at stake: per step, the median of what the other ranks spent beyond it."""
+    a = ctx.analysis("communication")
+    ops = a.tables.get("ops") if a is not None else None
+    if ops is None or ops.empty or "elapse_ms" not in ops:
+        return []
+    o = ops.dropna(subset=["elapse_ms"])
+    if "kind" in o:
+        o = o[o["kind"] != "p2p"]
+    if "op_type" in o:
+        o = o[~o["op_type"].fillna("").astype(str).str.lower().isin(
+            ["send", "receive", "recv", "batchsendrecv", "send_recv", "sendrecv"])]
+    if o.empty:
+        return []
+    o = o.assign(group=o["group"].fillna("").astype(str) if "group" in o else "")
+    key = ["group", "step", "op", "occ"]
+    o = o.assign(occ=o.groupby(["rank", "group", "step", "op"]).cumcount())
+    o = o[o.groupby(key)["rank"].transform("size") >= 3]
+    if o.empty:
+        return []
+    inst = instance_outliers(o, key)
+    per = o.merge(inst[["n"]], left_on=key, right_index=True)
+    chance = (1.0 / per["n"]).groupby(per["rank"]).agg(["size", "sum"])  # instances per rank, expected votes
+    voted = inst[inst["outlier"]]
+    votes: dict[int, list] = {}
+    for row in voted.itertuples():
+        votes.setdefault(int(row.min_rank), []).append((row.Index, float(row.waited_ms), float(row.x1)))
+    out = []
+    step = ctx.step_ms
+    for rank, vs in sorted(votes.items(), key=lambda kv: -len(kv[1])):
+        n_inst = int(chance.at[rank, "size"])
+        p_chance = binomial_tail(len(vs), n_inst, float(chance.at[rank, "sum"]) / n_inst)
+        if len(vs) < th.VOTE_MIN_COUNT or p_chance >= th.VOTE_P_VALUE:
+            continue
+        waited = sum(v[1] for v in vs) / max(1, ctx.steps)
+        share = waited / step if step else None
+        worst = max(vs, key=lambda v: v[1])
+        out.append(Finding(
+            "slow_rank_vote", "low", "communication",
+            f"Rank {rank} arrived last at {len(vs)} of its {n_inst} collective operations: it had the outlying "
+            f"shortest duration while the other ranks waited (about {waited:.4f} ms per step; worst "
+            f"{worst[0][2]} in step {worst[0][1]}: the others took {worst[1]:.4f} ms longer).",
+            ranks=[rank], evidence={"metric": "slow_affect_count", "value": len(vs), "reference": n_inst,
+                                    "chance_p_value": p_chance, "waited_ms_per_step": waited,
+                                    "share_of_step_ratio": share},
+            suggestion="This rank reaches the collectives late: look at its computation and host activity before "
+                       "them (execution drill-down), not at the links.",
+            figure="communication-ranks"))
+    return out
+
+
+def rule_small_packets(ctx: _Ctx) -> list[Finding]:
+    """msprof-analyze advisor *Packet Analysis*: communication moved in small packets is latency-bound. Share of
+    data-carrying operations below 16 MB on intra-node transports (HCCS / PCIE / SIO / SDMA) or below 1 MB on RDMA;
+    above 20 % of the operations it is flagged. Departure: per operator and transport (what the run model keeps),
+    not per packet-size bucket. PyTorch traces: message size of each collective against 1 MB (no transport
+    known). Time at stake: the time of those operations per step and rank."""
+    a = ctx.analysis("communication")
+    if a is None:
+        return []
+    bw = ctx.run.table("comm_bandwidth")
+    rows = []
+    if bw is not None and not bw.empty:
+        x = bw[(bw["size_mb"] > 0) & (bw["transport"] != "LOCAL")]
+        for kind, mask, limit in (("intra-node (HCCS/PCIE/SIO/SDMA)", x["transport"] != "RDMA",
+                                   th.SMALL_PACKET_SDMA_MB),
+                                  ("RDMA", x["transport"] == "RDMA", th.SMALL_PACKET_RDMA_MB)):
+            g = x[mask]
+            if not g.empty:
+                rows.append((kind, limit, g["size_mb"], g["time_ms"], int(g["rank"].nunique())))
+    else:
+        ops = a.tables.get("ops")
+        if ops is not None and "size_mb" in ops and ops["size_mb"].notna().any():
+            g = ops[ops["size_mb"] > 0]
+            rows.append(("collective messages", th.SMALL_PACKET_RDMA_MB, g["size_mb"], g["elapse_ms"],
+                         int(g["rank"].nunique())))
+    out = []
+    for kind, limit, size, time, nranks in rows:
+        small = size < limit
+        ratio = float(small.mean())
+        if ratio <= th.SMALL_PACKET_SHARE:
+            continue
+        t = float(time[small].sum()) / max(1, ctx.steps) / max(1, nranks)
+        share = t / ctx.step_ms if ctx.step_ms else None
+        if share is not None and share < th.MIN_EXCESS_SHARE:
+            continue
+        out.append(Finding(
+            "small_packets", "low", "communication",
+            f"{ratio * 100:.2f}% of the {kind} communication operations move less than {limit:g} MB "
+            f"({int(small.sum())} of {len(small)}), {t:.4f} ms per step and rank.",
+            evidence={"metric": "small_op_ratio", "value": ratio, "reference": th.SMALL_PACKET_SHARE,
+                      "limit_mb": limit, "share_of_step_ratio": share},
+            suggestion="Fewer, larger messages: raise the gradient bucket / fusion size, the batch size or "
+                       "gradient accumulation; fused optimizers reduce the number of collectives.",
+            figure="communication-ranks"))
+    return out
+
+
+def _wait_column(ctx: _Ctx) -> tuple[pd.DataFrame, str, str] | None:
+    a = ctx.analysis("trajectory")
+    if a is None:
+        return None
+    pr = a.tables.get("per_rank")
+    for col, label in (("step_interval_ms", "step interval"), ("preparing_ms", "preparing time")):
+        if pr is not None and col in pr and pr[col].notna().any() and "step_ms" in pr:
+            return pr, col, label
+    return None
+
+
+def rule_data_wait(ctx: _Ctx) -> list[Finding]:
+    """Data loading / preparing (msprof-analyze's dataloader family; the seed's step interval): the mean over
+    ranks of the time before a step's first device work (MindInsight step interval, Ascend / PyTorch preparing)
+    over the step time; above 5 % the whole run waits for input. Time at stake: that share."""
+    got = _wait_column(ctx)
+    if got is None:
+        return []
+    pr, col, label = got
+    p = pr.dropna(subset=[col])
+    p = p[p["step_ms"] > 0]
+    if p.empty:
+        return []
+    share = float((p[col] / p["step_ms"]).mean())
+    if share <= th.DATA_WAIT_SHARE:
+        return []
+    top = p.sort_values(col, ascending=False)
+    return [Finding(
+        "data_wait", "low", "trajectory",
+        f"Ranks spend {share * 100:.2f}% of the step in the {label} (mean {p[col].mean():.4f} ms), waiting for "
+        f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({top[col].iloc[0]:.4f} ms).",
+        ranks=[int(r) for r in top["rank"].head(8)],
+        evidence={"metric": col, "value": float(p[col].mean()), "reference": th.DATA_WAIT_SHARE,
+                  "share_of_step_ratio": share},
+        suggestion="Prefetch and load data in parallel (more dataset / DataLoader workers, pinned memory, "
+                   "prefetch_factor), move preprocessing off the training step, check storage throughput.",
+        figure="trajectory-bars")]
+
+
+def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
+    """msprof-analyze advisor *slow dataloader*: ``enumerate(DataLoader)...__next__`` over 10 ms in a step (needs
+    the trace's CPU ops: table ``dataloader``). Time at stake: the mean per step and rank beyond 10 ms."""
+    dl = ctx.run.table("dataloader")
+    if dl is None or dl.empty:
+        return []
+    per = dl.groupby(["rank", "step"], as_index=False)["dur_ms"].sum()
+    slow = per[per["dur_ms"] > th.DATALOADER_MS]
+    if slow.empty:
+        return []
+    excess = float((per["dur_ms"] - th.DATALOADER_MS).clip(lower=0).mean())
+    share = excess / ctx.step_ms if ctx.step_ms else None
+    worst = slow.loc[slow["dur_ms"].idxmax()]
+    ranks = sorted(int(r) for r in slow["rank"].unique())
+    return [Finding(
+        "slow_dataloader", "low", "trajectory",
+        f"The DataLoader's __next__ takes more than {th.DATALOADER_MS:g} ms in {len(slow)} step(s) on rank(s) "
+        f"{rank_ranges(ranks)}; longest {worst['dur_ms']:.4f} ms (rank {int(worst['rank'])}, step "
+        f"{int(worst['step'])}).",
+        ranks=ranks, evidence={"metric": "dataloader_ms", "value": float(worst["dur_ms"]),
+                               "reference": th.DATALOADER_MS, "share_of_step_ratio": share},
+        suggestion="Use more DataLoader workers (num_workers), persistent_workers and pin_memory; prefetch.",
+        figure="trajectory-bars")]
+
+
+def rule_long_free(ctx: _Ctx) -> list[Finding]:
+    """Long free time (msprof-analyze's free_analysis / schedule family): the device is idle — neither computing
+    nor communicating — for more than 10 % of the step, mean over ranks. Time at stake: the free share."""
+    pr = _per_rank(ctx)
+    if pr is None or "free_ms" not in pr or not pr["free_ms"].notna().any():
+        return []
+    p = pr[pr["step_ms"] > 0]
+    share = float((p["free_ms"] / p["step_ms"]).mean())
+    if share <= th.LONG_FREE_SHARE:
+        return []
+    top = p.sort_values("free_ms", ascending=False)
+    return [Finding(
+        "long_free_time", "low", "overlap",
+        f"The devices are idle {share * 100:.2f}% of the step on average (neither computing nor communicating); "
+        f"most idle: rank {int(top['rank'].iloc[0])} ({top['free_ms'].iloc[0]:.4f} ms per step).",
+        ranks=[int(r) for r in top["rank"].head(8)],
+        evidence={"metric": "free_ms", "value": float(p["free_ms"].mean()), "reference": th.LONG_FREE_SHARE,
+                  "share_of_step_ratio": share},
+        suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
+                   "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
+        figure="overlap-bars")]
+
+
+# --------------------------------------------------------------------------------------------- rule table
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    source: str  # seed | msprof-analyze | reportgen
+    section: str
+    threshold: str
+    finding_ids: tuple[str, ...]
+    check: Callable[[_Ctx], list[Finding]] | None = None  # advisor rules; None = raised by the section
+    needs: str = ""  # what data the rule needs, shown when it cannot run
+    applies: Callable[[_Ctx], bool] | None = None
+
+
+def _pipeline(ctx: _Ctx) -> bool:
+    return (ctx.run.parallel.get("stages") or 0) > 1
+
+
+def _has_free(ctx: _Ctx) -> bool:
+    pr = _per_rank(ctx)
+    return pr is not None and "free_ms" in pr and bool(pr["free_ms"].notna().any())
+
+
+def _has_links(ctx: _Ctx) -> bool:
+    a = ctx.analysis("communication")
+    return a is not None and ("links" in a.tables or "links_local" in a.tables)
+
+
+def rules() -> list[Rule]:
+    pct = lambda v: f"{v * 100:g}%"  # noqa: E731
+    return [
+        Rule("step_interval", "Slow data loading / preparing per rank and host", "seed", "trajectory",
+             f"> {pct(th.STEP_INTERVAL_ABOVE_MEAN)} above the mean of ranks",
+             ("slow_step_interval", "slow_preparing", "slow_host"), needs="per-step timing"),
+        Rule("slow_device_compute", "Compute straggler within its stage", "reportgen", "trajectory",
+             f"> {pct(th.FP_BP_ABOVE_STAGE_PEERS)} above the stage peers' median", ("slow_device_compute",),
+             needs="per-step timing"),
+        Rule("comm_share", "Exposed communication share", "seed", "overlap", f"> {pct(th.COMM_SHARE)} of the step",
+             ("comm_share",), needs="a run without pipeline stages (pipelines: the two rules below)",
+             applies=lambda c: not _pipeline(c)),
+        Rule("pipeline_between_stage", "Receive between pipeline stages (bubble)", "seed", "overlap",
+             f"> {pct(th.COMM_SHARE)} of the step", ("pipeline_between_stage",), needs="pipeline stages",
+             applies=_pipeline),
+        Rule("pipeline_within_stage", "Collectives inside a pipeline stage", "seed", "overlap",
+             f"> {pct(th.COMM_SHARE)} of the stage time", ("pipeline_within_stage",), needs="pipeline stages",
+             applies=_pipeline),
+        Rule("cluster_link", "Slow link (bandwidth below its transport's mean)", "seed", "communication",
+             f"> {pct(th.LINK_BELOW_TYPE_MEAN)} below the mean; links moving >= {th.LINK_MIN_MB:g} MB",
+             ("slow_link",), needs="per-link data (communication matrix / hccl_raw)", applies=_has_links),
+        Rule("slow_link_transit", "Slow link by per-operator transit outliers", "msprof-analyze", "communication",
+             "transit > group median + 3 MAD and + 0.1 ms", ("slow_link_transit",),
+             needs="per-rank transit times of each operator (Ascend communication.json)",
+             applies=lambda c: c.run.source_format == "ascend"),
+        Rule("flops_per_second", "FLOP/s below the mean of ranks", "seed", "flops",
+             f"> {pct(th.FLOPS_BELOW_MEAN)} below the mean", ("flops_per_s_low",), needs="FLOPs data"),
+        Rule("pipeline_parallel_flops", "Stage FLOPs imbalance", "seed", "flops",
+             f"> {pct(th.STAGE_FLOPS_ABOVE_MEAN)} above the stage mean", ("stage_flops_imbalance",),
+             needs="FLOPs data and pipeline stages", applies=_pipeline),
+        Rule("memory_near_capacity", "Peak memory near device capacity", "msprof-analyze", "memory",
+             f"> {pct(th.MEMORY_NEAR_CAPACITY)} of capacity", ("memory_near_capacity",),
+             needs="memory data and the device capacity (--device-memory-gb)"),
+        Rule("memory_imbalance", "Peak memory far from the stage median", "reportgen", "memory",
+             f"> {pct(th.MEMORY_IMBALANCE)} from the median", ("memory_imbalance",), needs="memory data"),
+        Rule("slow_rank_spread", "Slow rank by computing / communication / free spread", "msprof-analyze", "overlap",
+             f"(max - min) > {pct(th.SLOW_RANK_SPREAD)} of the mean step, within a stage", ("slow_rank_spread",),
+             check=rule_slow_rank_spread, needs="per-rank computing / communication / free time"),
+        Rule("slow_rank_vote", "Slow rank by collective vote (Dixon's Q 99.5% / 3σ)", "msprof-analyze",
+             "communication",
+             f">= {th.VOTE_MIN_COUNT} votes, more than chance (binomial p < {th.VOTE_P_VALUE:g})",
+             ("slow_rank_vote",), check=rule_slow_rank_vote, needs="per-rank durations of each collective"),
+        Rule("small_packets", "Small communication packets", "msprof-analyze", "communication",
+             f"> {pct(th.SMALL_PACKET_SHARE)} of operations below {th.SMALL_PACKET_SDMA_MB:g} MB (intra-node) / "
+             f"{th.SMALL_PACKET_RDMA_MB:g} MB (RDMA, PyTorch)", ("small_packets",), check=rule_small_packets,
+             needs="operator sizes"),
+        Rule("data_wait", "Time waiting for input before the step's device work", "msprof-analyze", "trajectory",
+             f"> {pct(th.DATA_WAIT_SHARE)} of the step", ("data_wait",), check=rule_data_wait,
+             needs="step interval (MindInsight) or preparing time (Ascend, PyTorch)"),
+        Rule("slow_dataloader", "Slow DataLoader __next__", "msprof-analyze", "trajectory",
+             f"> {th.DATALOADER_MS:g} ms per step", ("slow_dataloader",), check=rule_slow_dataloader,
+             needs="DataLoader CPU ops in a PyTorch trace",
+             applies=lambda c: c.run.table("dataloader") is not None),
+        Rule("long_free_time", "Long free (idle device) time", "msprof-analyze", "overlap",
+             f"> {pct(th.LONG_FREE_SHARE)} of the step", ("long_free_time",), check=rule_long_free,
+             needs="a device timeline with free time (MindInsight counts idle time as computation)",
+             applies=lambda c: _has_free(c)),
+        Rule("bandwidth_contention", "Bandwidth contention while computing", "msprof-analyze", "communication",
+             "SDMA bandwidth < 0.8 x 18 GB/s while overlapping computation", ("bandwidth_contention",),
+             needs="per-task SDMA bandwidth with its overlap (not read by this version)",
+             applies=lambda c: False),
+    ]
+
+
+# --------------------------------------------------------------------------------------------- section API
+def analyze(run: Run, options=None) -> Analysis:
+    done = dict(getattr(options, "done", {}) or {})
+    if not any(o.status == "ok" for o in done.values()):
+        raise Unavailable("No section produced data, so no rule could be checked.")
+    ctx = _context(run, done)
+    new: list[Finding] = []
+    status_rows = []
+    existing = [f for o in done.values() if o.view is not None for f in o.view.findings]
+    for rule in rules():
+        sec = done.get(rule.section)
+        result, reason, raised = "passed", "", []
+        if sec is None or sec.status != "ok":
+            result = "not applicable"
+            reason = f"section {rule.section} is {sec.status if sec else 'not run'}; needs {rule.needs}"
+        elif rule.applies is not None and not rule.applies(ctx):
+            result, reason = "not applicable", f"needs {rule.needs}"
+        elif rule.check is not None:
+            try:
+                raised = rule.check(ctx)
+            except Exception as exc:  # one broken rule must not take the advisor down
+                log.debug("advisor rule %s failed", rule.id, exc_info=True)
+                result, reason = "error", f"{type(exc).__name__}: {str(exc)[:160]}"
+            new.extend(raised)
+        else:
+            raised = [f for f in existing if f.id in rule.finding_ids]
+        if raised:
+            result = "raised"
+        status_rows.append({"rule": rule.id, "title": rule.title, "source": rule.source, "section": rule.section,
+                            "threshold": rule.threshold, "result": result, "findings": len(raised),
+                            "reason": reason})
+    for f in existing + new:
+        share = share_of_step(f, ctx)
+        f.share_of_step = share
+        if share is not None:
+            f.severity = th.severity(share)
+    table = pd.DataFrame(status_rows)
+    tables = {"rules": table}
+    spread = spread_table(ctx)
+    if spread is not None:
+        tables["spread"] = spread
+    metrics = {"thresholds": th.as_dict(), "rules_checked": int((table["result"] != "not applicable").sum()),
+               "rules_raised": int((table["result"] == "raised").sum()),
+               "step_ms_reference": ctx.step_ms}
+    return Analysis(metrics=metrics, tables=tables, data={"new": new})
+
+
+def present(a: Analysis) -> View:
+    t = a.tables["rules"]
+    tables = [Table.from_frame(
+        "advisor-rules", "Rules checked", t,
+        [Column("rule", "Rule", "text"), Column("title", "What it checks", "text"), Column("source", "Source", "text"),
+         Column("section", "Section", "text"), Column("threshold", "Threshold", "text"),
+         Column("result", "Result", "text"), Column("findings", "Findings", "int"),
+         Column("reason", "Why not applicable", "text")],
+        caption="seed = MindInsight 2.3.1's cluster helper; msprof-analyze = its advisor and cluster recipes; "
+                "reportgen = our own rules. Thresholds live in reportgen/thresholds.py.")]
+    th_rows = pd.DataFrame([{"name": k, "value": v} for k, v in a.metrics["thresholds"].items()])
+    tables.append(Table.from_frame("advisor-thresholds", "Thresholds", th_rows,
+                                   [Column("name", "Name", "text"), Column("value", "Value", "float", digits=6)]))
+    if "spread" in a.tables:
+        sp = a.tables["spread"]
+        cols = [Column("step", "Step", "int"), Column("step_ms_mean", "Mean step (ms)", "ms")] + [
+            Column(c, label, "ms") for c, label in (("computing_spread_ms", "Computing spread (ms)"),
+                                                    ("comm_not_overlapped_spread_ms", "Exposed comm spread (ms)"),
+                                                    ("free_spread_ms", "Free spread (ms)")) if c in sp]
+        tables.append(Table.from_frame(
+            "advisor-spread", "Spread (max - min) across all ranks per step", sp, cols,
+            caption="As msprof-analyze's slow-rank analyser prints it (all ranks together); the slow_rank_spread "
+                    "rule compares ranks within their pipeline stage."))
+    m = a.metrics
+    summary = (f"{m['rules_checked']} rules checked, {m['rules_raised']} raised findings. Severity: high at >= "
+               f"{th.SEVERITY_HIGH_SHARE * 100:g}% of the step time at stake, medium at >= "
+               f"{th.SEVERITY_MEDIUM_SHARE * 100:g}%, otherwise low (findings not about time keep their rule's "
+               f"severity).")
+    return View(summary=summary, tables=tables)
+
+
+def merge(outcomes: list[SectionOutcome]) -> None:
+    """Put the advisor's new findings into the section whose chart shows them (or the advisor's own list when that
+    section is not ok) and order every section's findings (:func:`order_key`)."""
+    by_id = {o.id: o for o in outcomes}
+    adv = by_id.get(ID)
+    if adv is not None and adv.status == "ok":
+        for f in adv.analysis.data.get("new", []):
+            home = by_id.get(f.section)
+            (home.view if home is not None and home.view is not None else adv.view).findings.append(f)
+    for o in outcomes:
+        if o.view is not None:
+            o.view.findings.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio":
+                                                          f.share_of_step}))
