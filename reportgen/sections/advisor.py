@@ -299,28 +299,33 @@ def rule_slow_rank_vote(ctx: _Ctx) -> list[Finding]:
     votes: dict[int, list] = {}
     for row in voted.itertuples():
         votes.setdefault(int(row.min_rank), []).append((row.Index, float(row.waited_ms), float(row.x1)))
-    out = []
     step = ctx.step_ms
-    for rank, vs in sorted(votes.items(), key=lambda kv: -len(kv[1])):
+    slow = []
+    for rank, vs in sorted(votes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         n_inst = int(chance.at[rank, "size"])
         p_chance = binomial_tail(len(vs), n_inst, float(chance.at[rank, "sum"]) / n_inst)
-        if len(vs) < th.VOTE_MIN_COUNT or p_chance >= th.VOTE_P_VALUE:
-            continue
-        waited = sum(v[1] for v in vs) / max(1, ctx.steps)
-        share = waited / step if step else None
-        worst = max(vs, key=lambda v: v[1])
-        out.append(Finding(
-            "slow_rank_vote", "low", "communication",
-            f"Rank {rank} arrived last at {len(vs)} of its {n_inst} collective operations: it had the outlying "
-            f"shortest duration while the other ranks waited (about {waited:.4f} ms per step; worst "
-            f"{worst[0][2]} in step {worst[0][1]}: the others took {worst[1]:.4f} ms longer).",
-            ranks=[rank], evidence={"metric": "slow_affect_count", "value": len(vs), "reference": n_inst,
-                                    "chance_p_value": p_chance, "waited_ms_per_step": waited,
-                                    "share_of_step_ratio": share},
-            suggestion="This rank reaches the collectives late: look at its computation and host activity before "
-                       "them (execution drill-down), not at the links.",
-            figure="communication-ranks"))
-    return out
+        if len(vs) >= th.VOTE_MIN_COUNT and p_chance < th.VOTE_P_VALUE:
+            slow.append((rank, vs, n_inst, p_chance))
+    if not slow:
+        return []
+    rank, vs, n_inst, p_chance = slow[0]
+    waited = sum(v[1] for v in vs) / max(1, ctx.steps)
+    share = waited / step if step else None
+    worst = max(vs, key=lambda v: v[1])
+    others = [r for r, *_ in slow[1:]]
+    extra = (f" Also arrived last more often than chance: rank{'s' if len(others) > 1 else ''} "
+             f"{rank_ranges(others)}.") if others else ""
+    return [Finding(
+        "slow_rank_vote", "low", "communication",
+        f"Rank {rank} arrived last at {len(vs)} of its {n_inst} collective operations: it had the outlying "
+        f"shortest duration while the other ranks waited (about {waited:.4f} ms per step; worst "
+        f"{worst[0][2]} in step {worst[0][1]}: the others took {worst[1]:.4f} ms longer).{extra}",
+        ranks=[r for r, *_ in slow], evidence={"metric": "slow_affect_count", "value": len(vs), "reference": n_inst,
+                                               "chance_p_value": p_chance, "waited_ms_per_step": waited,
+                                               "share_of_step_ratio": share},
+        suggestion="This rank reaches the collectives late: look at its computation and host activity before "
+                   "them (execution drill-down), not at the links.",
+        figure="communication-ranks")]
 
 
 def rule_small_packets(ctx: _Ctx) -> list[Finding]:
@@ -402,8 +407,8 @@ def rule_data_wait(ctx: _Ctx) -> list[Finding]:
         f"Ranks spend {share * 100:.2f}% of the step in the {label} (mean {p[col].mean():.4f} ms), waiting for "
         f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({top[col].iloc[0]:.4f} ms).",
         ranks=[int(r) for r in top["rank"].head(8)],
-        evidence={"metric": col, "value": float(p[col].mean()), "reference": th.DATA_WAIT_SHARE,
-                  "share_of_step_ratio": share},
+        evidence={"metric": "wait_share_ratio", "value": share, "reference": th.DATA_WAIT_SHARE,
+                  "wait_metric": col, "mean_ms": float(p[col].mean()), "share_of_step_ratio": share},
         suggestion="Prefetch and load data in parallel (more dataset / DataLoader workers, pinned memory, "
                    "prefetch_factor), move preprocessing off the training step, check storage throughput.",
         figure="trajectory-bars")]
@@ -450,8 +455,8 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
         f"The devices are idle {share * 100:.2f}% of the step on average (neither computing nor communicating); "
         f"most idle: rank {int(top['rank'].iloc[0])} ({top['free_ms'].iloc[0]:.4f} ms per step).",
         ranks=[int(r) for r in top["rank"].head(8)],
-        evidence={"metric": "free_ms", "value": float(p["free_ms"].mean()), "reference": th.LONG_FREE_SHARE,
-                  "share_of_step_ratio": share},
+        evidence={"metric": "free_share_ratio", "value": share, "reference": th.LONG_FREE_SHARE,
+                  "free_ms_mean": float(p["free_ms"].mean()), "share_of_step_ratio": share},
         suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
                    "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
         figure="overlap-bars")]
