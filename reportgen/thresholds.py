@@ -64,6 +64,12 @@ DATALOADER_MS = 10.0
 #: Free (idle device) time above this share of the step, mean over ranks.
 LONG_FREE_SHARE = 0.10
 
+#: msprof-analyze Bandwidth Contention: an intra-node (SDMA-class) operation that overlaps computation for at least
+#: this share of its duration and moves its bytes below this fraction of the bandwidth the same transport reaches
+#: without computation running (the peer compares with a fixed 18 GB/s; we with the run's own uncontended ops).
+CONTENTION_OVERLAP = 0.5
+CONTENTION_BELOW = 0.8
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03
@@ -99,6 +105,8 @@ def as_dict() -> dict[str, float]:
         "data_wait_share_ratio": DATA_WAIT_SHARE,
         "dataloader_ms": DATALOADER_MS,
         "long_free_share_ratio": LONG_FREE_SHARE,
+        "contention_overlap_ratio": CONTENTION_OVERLAP,
+        "contention_below_ratio": CONTENTION_BELOW,
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }

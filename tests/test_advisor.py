@@ -130,7 +130,8 @@ def test_rule_table_and_thresholds(st4):
             "slow_dataloader", "long_free_time", "memory_near_capacity", "bandwidth_contention"} <= set(rules)
     assert rules["pipeline_between_stage"]["result"] == "raised"
     assert rules["comm_share"]["result"] == "not applicable"  # pipelines use the between/within rules
-    assert rules["bandwidth_contention"]["result"] == "not applicable" and rules["bandwidth_contention"]["reason"]
+    assert rules["bandwidth_contention"]["result"] == "not applicable"  # no device timeline in this set
+    assert "trace_view" in rules["bandwidth_contention"]["reason"]
     assert all(r["result"] != "error" for r in rules.values())
     raised = {f["id"] for f in st4["findings"]}
     for r in rules.values():
@@ -197,3 +198,31 @@ def test_binomial_tail():
         assert advisor.binomial_tail(k, n, p) == pytest.approx(exact, rel=1e-9)
     assert advisor.binomial_tail(2, 24, 0.125) == 1.0  # below the expected count
     assert advisor.binomial_tail(500, 100_000, 0.001) < 1e-100
+
+
+def test_bandwidth_contention_from_overlap_with_computation():
+    """Four 64 MB HCCS ops per rank: two run alone at 20 GB/s, two under computation at 8 GB/s."""
+    run = Run(name="t", source_format="ascend", source_path="/x")
+    bw, ops, ov = [], [], []
+    for r in range(2):
+        t = 0.0
+        for i, (contended, gbps) in enumerate([(False, 20.0), (True, 8.0), (False, 20.5), (True, 8.2),
+                                               (False, 19.5)]):
+            dur = 64.0 / gbps
+            bw.append({"rank": r, "step": 1, "op": f"hcom_allGather__{i}", "transport": "HCCS", "size_mb": 64.0,
+                       "time_ms": dur})
+            ops.append({"rank": r, "step": 1, "op": f"hcom_allGather__{i}", "start_ms": t, "elapse_ms": dur})
+            if contended:
+                ov.append({"rank": r, "kind": "computing", "start_ms": t - 1, "end_ms": t + dur + 1})
+            t += dur + 5
+    run.tables.update(comm_bandwidth=pd.DataFrame(bw), comm_ops=pd.DataFrame(ops), overlap_intervals=pd.DataFrame(ov))
+    ctx = advisor._Ctx(run, {}, 100.0, 1, None)
+    (f,) = advisor.rule_bandwidth_contention(ctx)
+    assert f.ranks == [0, 1] and f.evidence["operators"] == 4
+    assert f.evidence["reference"] == pytest.approx(20.0)
+    # per rank: 2 ops x (8 ms - 3.2 ms) and (7.80 - 3.2) -> ~9.4 ms of 100 ms
+    assert f.evidence["share_of_step_ratio"] == pytest.approx((64 / 8 + 64 / 8.2 - 2 * 3.2) / 100, rel=1e-6)
+    # without computation around them the same ops are not contended
+    run.tables["overlap_intervals"] = pd.DataFrame([{"rank": 0, "kind": "computing", "start_ms": -10.0,
+                                                     "end_ms": -5.0}])
+    assert advisor.rule_bandwidth_contention(ctx) == []

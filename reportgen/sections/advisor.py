@@ -462,6 +462,74 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
         figure="overlap-bars")]
 
 
+def contention_ops(run: Run) -> pd.DataFrame | None:
+    """Per operator instance on an intra-node transport: bandwidth (Σ size / Σ time over its SDMA-class rows) and
+    the share of its duration that overlaps computation (trace / DB computing intervals of its rank)."""
+    from .. import intervals as iv
+
+    bw, ops, ov = run.table("comm_bandwidth"), run.table("comm_ops"), run.table("overlap_intervals")
+    if bw is None or ops is None or ov is None or bw.empty or ops.empty:
+        return None
+    comp = ov[ov["kind"] == "computing"]
+    if comp.empty:
+        return None
+    x = bw[bw["transport"].isin(["HCCS", "PCIE", "SIO", "SDMA"]) & (bw["time_ms"] > 0)]
+    x = x.groupby(["rank", "step", "op"], as_index=False)[["size_mb", "time_ms"]].sum()
+    x = x[x["size_mb"] >= th.LINK_MIN_MB]
+    o = ops.drop_duplicates(["rank", "step", "op"])[["rank", "step", "op", "start_ms", "elapse_ms"]]
+    x = x.merge(o, on=["rank", "step", "op"])
+    if x.empty:
+        return None
+    parts = []
+    for rank, g in x.groupby("rank"):
+        c = comp[comp["rank"] == rank]
+        cu = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
+        frac = []
+        for s0, d in zip(g["start_ms"].to_numpy(float), g["elapse_ms"].to_numpy(float)):
+            s, e = iv.intersect((np.array([s0]), np.array([s0 + d])), cu)
+            frac.append(iv.length(s, e) / d if d > 0 else 0.0)
+        parts.append(g.assign(overlap_ratio=frac))
+    out = pd.concat(parts, ignore_index=True)
+    out["bandwidth_gbps"] = out["size_mb"] / out["time_ms"]
+    return out
+
+
+def rule_bandwidth_contention(ctx: _Ctx) -> list[Finding]:
+    """msprof-analyze advisor *Bandwidth Contention*: intra-node communication slowed down by computation running
+    at the same time (both compete for HBM and the SDMA engines). An operation that overlaps computation for at
+    least ``CONTENTION_OVERLAP`` of its duration and runs below ``CONTENTION_BELOW`` x the median bandwidth of the
+    operations that do not overlap computation (< 10 %) is contended. Departure: the peer's reference is a fixed
+    18 GB/s (one chip's HCCS); ours is the run's own uncontended bandwidth, so it holds on any chip. Time at stake:
+    the time those operations took beyond their bytes at the reference bandwidth, per step and rank."""
+    x = contention_ops(ctx.run)
+    if x is None:
+        return []
+    free = x[x["overlap_ratio"] < 0.1]
+    if len(free) < 3:
+        return []
+    ref = float(free["bandwidth_gbps"].median())
+    hit = x[(x["overlap_ratio"] >= th.CONTENTION_OVERLAP) & (x["bandwidth_gbps"] < th.CONTENTION_BELOW * ref)]
+    if hit.empty:
+        return []
+    excess = float((hit["time_ms"] - hit["size_mb"] / ref).clip(lower=0).sum())
+    per = excess / max(1, ctx.steps) / max(1, x["rank"].nunique())
+    share = per / ctx.step_ms if ctx.step_ms else None
+    if share is not None and share < th.MIN_EXCESS_SHARE:
+        return []
+    worst = hit.loc[hit["bandwidth_gbps"].idxmin()]
+    return [Finding(
+        "bandwidth_contention", "low", "communication",
+        f"{len(hit)} intra-node communication operation(s) overlapping computation ran below "
+        f"{th.CONTENTION_BELOW * 100:.0f}% of the {ref:.4f} GB/s the same transport reaches without computation; "
+        f"worst {worst['op']} on rank {int(worst['rank'])}: {worst['bandwidth_gbps']:.4f} GB/s.",
+        ranks=sorted(int(r) for r in hit["rank"].unique()),
+        evidence={"metric": "bandwidth_gbps", "value": float(worst["bandwidth_gbps"]), "reference": ref,
+                  "operators": int(len(hit)), "excess_ms_per_step": per, "share_of_step_ratio": share},
+        suggestion="Computation and communication compete for memory bandwidth: move the overlapped collectives "
+                   "next to lighter kernels, or reduce the overlap (communication stream priority, bucket order).",
+        figure="communication-ranks")]
+
+
 # --------------------------------------------------------------------------------------------- rule table
 @dataclass(frozen=True)
 class Rule:
@@ -548,9 +616,13 @@ def rules() -> list[Rule]:
              needs="a device timeline with free time (MindInsight counts idle time as computation)",
              applies=lambda c: _has_free(c)),
         Rule("bandwidth_contention", "Bandwidth contention while computing", "msprof-analyze", "communication",
-             "SDMA bandwidth < 0.8 x 18 GB/s while overlapping computation", ("bandwidth_contention",),
-             needs="per-task SDMA bandwidth with its overlap (not read by this version)",
-             applies=lambda c: False),
+             f"intra-node op overlapping computation >= {pct(th.CONTENTION_OVERLAP)} of its time and below "
+             f"{pct(th.CONTENTION_BELOW)} of the uncontended bandwidth", ("bandwidth_contention",),
+             check=rule_bandwidth_contention,
+             needs="per-operator intra-node bandwidth and a device timeline (Ascend communication.json + "
+                   "trace_view.json or a profiler DB)",
+             applies=lambda c: all(c.run.table(t) is not None
+                                   for t in ("comm_bandwidth", "comm_ops", "overlap_intervals"))),
     ]
 
 
