@@ -254,7 +254,9 @@ def test_hostile_name(tmp_path):
 
 def test_invalid_specs(tmp_path):
     for bad in (MindInsightSpec(stages=3), MindInsightSpec(layout="nested"), MindInsightSpec(steps=0),
-                MindInsightSpec(host_names=["a"]), MindInsightSpec(slow_ranks={16: 2.0})):
+                MindInsightSpec(host_names=["a"]), MindInsightSpec(slow_ranks={16: 2.0}),
+                MindInsightSpec(slow_links={(3, 9): 0.5}), MindInsightSpec(heavy_stages={3: 1.5}),
+                MindInsightSpec(stages=1, pipeline_bubble=0.2), MindInsightSpec(memory_peaks={0: 0.0})):
         with pytest.raises(ValueError):
             write_mindinsight_run(tmp_path, bad)
 
@@ -275,3 +277,51 @@ def test_1024_ranks(tmp_path):
     ends = [int(_read_csv(tmp_path / "profiler" / f"step_trace_raw_{r}_detail_time.csv")[3][2])
             for r in (0, 300, 600, 1023)]
     assert max(ends) - min(ends) < 5_000
+
+
+def _tree_sha(root: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_default_and_legacy_knob_runs_unchanged(tmp_path):
+    """Issue 8 added anomaly knobs; with them off the files are byte-identical to the generator before them
+    (digests taken from the generator as it was; the demo is covered by golden/demo.json too)."""
+    write_mindinsight_run(tmp_path / "a", MindInsightSpec())
+    assert _tree_sha(tmp_path / "a") == "e56e1cfad9fd2977782a090475be5e13080db4b7d42835fbbc27cd86ed0864e8"
+    write_mindinsight_run(tmp_path / "b", MindInsightSpec(slow_ranks={3: 3.0}, slow_fp_bp={9: 1.3},
+                                                          hostile_name='x"<y>'))
+    assert _tree_sha(tmp_path / "b") == "f064e297dfc352752096e1a998aa07095f4805036a8d39ee743c8d470d3a003c"
+
+
+def test_anomalies_in_ground_truth(tmp_path):
+    gt = write_mindinsight_run(tmp_path / "a", MindInsightSpec(hosts=1, devices_per_host=4, stages=2, steps=3))
+    assert gt["anomalies"] == [] and gt["clean"] is False and gt["micro_batches"] == 4
+    from reportgen.demo import DEMO_SLOW_FACTOR, DEMO_SLOW_RANK, demo_spec
+
+    gt = write_mindinsight_run(tmp_path / "demo", demo_spec())
+    assert gt["anomalies"] == [{"kind": "slow_rank_data_loading", "ranks": [DEMO_SLOW_RANK], "links": [],
+                                "stage": 2, "host": "node-b", "factor": DEMO_SLOW_FACTOR}]
+    gt = write_mindinsight_run(tmp_path / "b", MindInsightSpec(slow_fp_bp={9: 1.3}, slow_links={(8, 9): 0.5},
+                                                               memory_peaks={2: 0.95}))
+    kinds = [a["kind"] for a in gt["anomalies"]]
+    assert kinds == ["slow_rank", "slow_link", "memory_near_capacity"]
+    assert gt["anomalies"][1]["local_link"]["src_local"] == 0 and gt["anomalies"][1]["local_link"]["dst_local"] == 1
+
+
+def test_micro_batches_and_clean_preset(tmp_path):
+    gt = write_mindinsight_run(tmp_path, MindInsightSpec.clean_run())
+    assert gt["clean"] and gt["micro_batches"] == 8 and gt["layout"] == "legacy" and gt["world_size"] == 8
+    ops = gt["comm_ops"]
+    assert sum("Receive" in o for o in ops[1]) == 8 and sum("Receive" in o for o in ops[2]) == 8
+    assert sum("Send" in o for o in ops[1]) == 8
+    mem = [gt["memory"][r]["peak_mem"] for r in range(8)]
+    assert max(mem) < 1.01 * min(mem)
+    fl = [gt["flops"][r]["FLOPs"] for r in range(8)]
+    assert max(fl) < 1.01 * min(fl)

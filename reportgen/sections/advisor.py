@@ -204,11 +204,11 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
     if pr is None:
         return []
     out = []
-    metrics = [("computing_ms", "computing", "max"), ("comm_not_overlapped_ms", "exposed communication", "min"),
-               ("free_ms", "free (idle device)", "max")]
+    metrics = [("computing_ms", "computing"), ("comm_not_overlapped_ms", "exposed communication"),
+               ("free_ms", "free (idle device)")]
     stages = pr["stage"] if "stage" in pr and pr["stage"].notna().all() else pd.Series(0, index=pr.index)
     flagged = _flagged_compute_ranks(ctx)
-    for col, label, culprit in metrics:
+    for col, label in metrics:
         if col not in pr or not pr[col].notna().all():
             continue
         best = None
@@ -223,12 +223,18 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
             continue
         ratio, diff, stage, g = best
         hi, lo = g.loc[g[col].idxmax()], g.loc[g[col].idxmin()]
-        rank = int(hi["rank"] if culprit == "max" else lo["rank"])
+        # the rank farthest from the stage's median is the odd one (one light rank makes the others "the most")
+        if len(g) >= 3:
+            rank = int(g.loc[(g[col] - g[col].median()).abs().idxmax(), "rank"])
+        else:  # two ranks: the one others wait for has the least exposed communication, else the most time
+            rank = int(lo["rank"] if col == "comm_not_overlapped_ms" else hi["rank"])
         if col == "computing_ms" and rank in flagged:
             continue  # the trajectory's compute-straggler finding already names this rank
         where = f" among the ranks of stage {int(stage)}" if stages.nunique() > 1 or stage != 0 else ""
-        why = ("the rank with the least exposed communication is the one the others wait for"
-               if culprit == "min" else f"rank {rank} has the most")
+        low = rank == int(lo["rank"])
+        why = (f"rank {rank} " + ("is farthest from the median, with the " if len(g) >= 3 else "has the ")
+               + ("least" if low else "most") +
+               (" (the others wait for it)" if low and col == "comm_not_overlapped_ms" else ""))
         out.append(Finding(
             "slow_rank_spread", "low", "overlap",
             f"{label.capitalize()} time differs by {diff:.4f} ms between ranks{where} ({int(hi['rank'])}: "

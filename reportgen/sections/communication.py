@@ -392,8 +392,11 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
             f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at {s['value']:.4f} GB/s, "
-            f"{s['percent']:.2f}% below the mean of {s['transport']} links ({s['reference']:.4f} GB/s).",
-            ranks=[] if s["local"] else [s["src"], s["dst"]], links=[] if s["local"] else [[s["src"], s["dst"]]],
+            f"{s['percent']:.2f}% below the mean of {s['transport']} links ({s['reference']:.4f} GB/s)"
+            + (f", reported by rank {s['reported_by']}." if s["local"] and s["reported_by"] is not None else "."),
+            # group-local ends are not global ranks: name the (global) rank whose file reported the link
+            ranks=([s["reported_by"]] if s["reported_by"] is not None else []) if s["local"] else [s["src"], s["dst"]],
+            links=[] if s["local"] else [[s["src"], s["dst"]]],
             evidence={"metric": "bandwidth_gbps", "value": s["value"], "reference": s["reference"],
                       "transport": s["transport"], "reported_by_rank": s["reported_by"],
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)

@@ -129,6 +129,21 @@ def within_stage_shares(per_rank: pd.DataFrame) -> list[dict]:
     return out
 
 
+def most_receive_stage(per_rank: pd.DataFrame) -> dict | None:
+    """The stage whose ranks spend the largest share of their time in receives (the one the bubble hits most)."""
+    recv, _ = _receive_cols(per_rank)
+    if "stage" not in per_rank or per_rank["stage"].isna().all() or recv not in per_rank \
+            or not per_rank[recv].notna().any():
+        return None
+    best = None
+    for stage, grp in per_rank.groupby("stage"):
+        denom = (grp["computation_incl_free_ms"] + grp["comm_not_overlapped_ms"]).sum()
+        share = float(grp[recv].sum() / denom) if denom > 0 else 0.0
+        if best is None or share > best["share"]:
+            best = {"stage": int(stage), "ranks": sorted(int(r) for r in grp["rank"]), "share": share}
+    return best
+
+
 def stage_rows(rows: pd.DataFrame, value_cols: list[str]) -> pd.DataFrame:
     """Stage rows: the element-wise maximum over the stage's ranks, per step (msprof-analyze's rule)."""
     if rows["stage"].isna().all():
@@ -180,7 +195,8 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["gpu_time_definition"] = ("whole trace, float µs; *_hta columns apply HTA 0.5's conventions "
                                           "(whole-µs rounding, work of the last ProfilerStep dropped)")
     return Analysis(metrics=metrics, tables=tables, data={"pipeline": bool(run.stage_map) and
-                                                          (run.parallel.get("stages") or 1) > 1})
+                                                          (run.parallel.get("stages") or 1) > 1,
+                                                          "most_receive": most_receive_stage(per_rank)})
 
 
 def _gpu_time(run: Run) -> pd.DataFrame | None:
@@ -294,11 +310,16 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             figure="overlap-bars"))
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
+        most = data.get("most_receive") or {}
+        where = (f" Stage {most['stage']} waits most: {most['share'] * 100:.2f}% of its time in receives."
+                 if most else "")
         out.append(Finding(
             "pipeline_between_stage", th.severity(between - t), ID,
             f"Receive time between pipeline stages is {between * 100:.2f}% of the step over all ranks, above "
-            f"the {t * 100:.0f}% guideline: the pipeline bubble is large.",
-            evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t},
+            f"the {t * 100:.0f}% guideline: the pipeline bubble is large.{where}",
+            ranks=most.get("ranks", []),
+            evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t,
+                      "stage": most.get("stage")},
             suggestion="Balance the layers between stages and raise the number of micro-batches.",
             figure="overlap-bars"))
     if data["pipeline"]:

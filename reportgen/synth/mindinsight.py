@@ -16,6 +16,25 @@ The files follow the formats MindSpore's profiler writes and MindInsight's clust
 
 Everything is derived from one seeded ``numpy.random.Generator``; no clock, no environment, no
 dict-order dependence, so the same spec always produces byte-identical files.
+
+Injected anomalies (issue 8; all off by default, none draws random numbers, so runs without them are
+byte-identical to the generator before they existed); the ground truth lists them under ``anomalies``:
+
+* ``slow_rank`` (``slow_fp_bp``): the rank's fp+bp is multiplied; the ranks of its gradient group absorb
+  the delay as wait in their first gradient AllReduce (its own wait is the shortest); with ``clean`` the
+  other pipeline stages wait in their Receives instead (without it, in their AllReduces too).
+* ``slow_host_data_loading`` (``slow_hosts``): every rank of the host gets a longer step interval.
+* ``slow_link`` (``slow_links``): the link's bandwidth is scaled; ring AllReduces of its group take as
+  long as their slowest link (the other ranks wait), a slow p2p link lengthens the receiver's Receive.
+  hccl_raw names links by GROUP-LOCAL ranks, so the ground truth also gives ``local_link``.
+* ``pipeline_bubble`` (``pipeline_bubble``): extra receive wait inside fp+bp on every rank.
+* ``memory_near_capacity`` (``memory_peaks``): the rank's ``peak_mem`` = share x ``capacity``.
+* ``flops_imbalance`` (``heavy_stages``): the stage does x FLOPs and x compute; the other stages wait
+  for it in their Receives.
+
+``clean=True`` (see :meth:`MindInsightSpec.clean_run`) balances the stages (equal FLOPs and memory),
+halves the fp+bp noise, uses >= 16 MiB collectives (mirror AllReduces included) paced by the ring's
+slowest transport, and 4 MiB activations, so that reportgen raises no finding at all.
 """
 
 from __future__ import annotations
@@ -77,6 +96,23 @@ class MindInsightSpec:
     with_flops: bool = True
     with_memory: bool = True
     with_profiler_info: bool = True
+    # ---- issue 8: balanced preset and injected anomalies (defaults = off) ----------------------
+    clean: bool = False             # balanced preset (see module docstring); use clean_run()
+    micro_batches: int = 4          # pipeline micro-batches (Send/Receive ops per direction)
+    slow_hosts: dict[int, float] = field(default_factory=dict)    # host index -> added step interval
+                                                                   # (share of the base fp+bp, e.g. 0.15)
+    slow_links: dict[tuple[int, int], float] = field(default_factory=dict)  # (src, dst) -> bandwidth share
+    pipeline_bubble: float = 0.0    # added receive wait per step, share of the base fp+bp (stages >= 2)
+    memory_peaks: dict[int, float] = field(default_factory=dict)  # rank -> peak_mem / capacity
+    heavy_stages: dict[int, float] = field(default_factory=dict)  # stage (1-based) -> FLOPs/compute x
+
+    @classmethod
+    def clean_run(cls, **kw) -> "MindInsightSpec":
+        """A run reportgen raises no finding on: 2 hosts x 4 devices, legacy layout (host names known),
+        2 stages, 5 steps, 8 micro-batches, balanced; keyword arguments override (e.g. anomalies)."""
+        base = dict(hosts=2, devices_per_host=4, stages=2, steps=5, layout="legacy", clean=True, micro_batches=8)
+        base.update(kw)
+        return cls(**base)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +149,30 @@ def _validate(spec: MindInsightSpec) -> tuple[int, int, list[str]]:
                 raise ValueError(f"{label}: rank {r} outside 0..{world - 1}")
             if not m > 0:
                 raise ValueError(f"{label}: multiplier for rank {r} must be > 0")
+    if not 1 <= spec.micro_batches <= 64:
+        raise ValueError("micro_batches must be in 1..64")
+    for h, x in spec.slow_hosts.items():
+        if not (0 <= int(h) < spec.hosts) or not x > 0:
+            raise ValueError(f"slow_hosts: host {h} outside 0..{spec.hosts - 1} or share {x} not > 0")
+    for r, x in spec.memory_peaks.items():
+        if not (0 <= int(r) < world) or not 0 < x <= 1:
+            raise ValueError(f"memory_peaks: rank {r} outside 0..{world - 1} or share {x} not in (0, 1]")
+    for k, x in spec.heavy_stages.items():
+        if spec.stages < 2 or not (1 <= int(k) <= spec.stages) or not x > 0:
+            raise ValueError(f"heavy_stages: needs stages >= 2, stage {k} in 1..{spec.stages} and x > 0")
+    if spec.pipeline_bubble < 0 or (spec.pipeline_bubble > 0 and spec.stages < 2):
+        raise ValueError("pipeline_bubble must be >= 0 and needs stages >= 2")
+    if spec.pipeline_bubble > 1.5:
+        raise ValueError("pipeline_bubble must be <= 1.5")
+    per = world // spec.stages
+    for key, x in spec.slow_links.items():
+        src, dst = (int(v) for v in key)
+        k = dst // per
+        ring = per > 1 and src == k * per + (dst - k * per - 1) % per
+        p2p = src in (dst - per, dst + per) and 0 <= src < world
+        if not (0 <= dst < world) or not (ring or p2p) or not 0 < x <= 1:
+            raise ValueError(f"slow_links: {src}->{dst} is not a ring link of a stage group (predecessor -> "
+                             f"rank) nor a pipeline p2p link, or share {x} not in (0, 1]")
     if spec.hostile_name is not None:
         h = spec.hostile_name
         if not h or "," in h or "\r" in h or "\n" in h:
@@ -141,7 +201,7 @@ def _write(root: Path, rel: str, text: str, files: list[str]) -> None:
     files.append(rel)
 
 
-def _stage_ops(stage: int, stages: int, hostile: str | None) -> list[tuple[str, str, int]]:
+def _stage_ops(stage: int, stages: int, hostile: str | None, micro: int = _MICRO) -> list[tuple[str, str, int]]:
     """Communication ops of one pipeline stage in column order: (name, kind, index)."""
     k = stage
     base = 600 + 3000 * (k - 1)
@@ -149,14 +209,14 @@ def _stage_ops(stage: int, stages: int, hostile: str | None) -> list[tuple[str, 
     ar_base = 4542 + 12918 * (k - 1)
     ops: list[tuple[str, str, int]] = []
     if stages > 1 and k > 1:
-        ops += [(f"stream_11_{i}_Receive-op{base + 2000 + 131 * i}", "recv_prev", i) for i in range(_MICRO)]
+        ops += [(f"stream_11_{i}_Receive-op{base + 2000 + 131 * i}", "recv_prev", i) for i in range(micro)]
     if stages > 1 and k < stages:
-        ops += [(f"stream_48_{i}_Receive-op{base + 63 + 131 * i}", "recv_next", i) for i in range(_MICRO)]
+        ops += [(f"stream_48_{i}_Receive-op{base + 63 + 131 * i}", "recv_next", i) for i in range(micro)]
     ops += [(f"stream_{ar_stream}_{j}_AllReduce-op{ar_base + j}", "mirror", j) for j in range(_MIRROR_OPS)]
     if stages > 1 and k < stages:
-        ops += [(f"stream_49_{i}_Send-op{base + 10 + 127 * i}", "send_next", i) for i in range(_MICRO)]
+        ops += [(f"stream_49_{i}_Send-op{base + 10 + 127 * i}", "send_next", i) for i in range(micro)]
     if stages > 1 and k > 1:
-        ops += [(f"stream_12_{i}_Send-op{base + 2600 + 127 * i}", "send_prev", i) for i in range(_MICRO)]
+        ops += [(f"stream_12_{i}_Send-op{base + 2600 + 127 * i}", "send_prev", i) for i in range(micro)]
     grads = [(f"stream_{ar_stream + 1}_{j}_AllReduce-op{ar_base + _MIRROR_OPS + j}", "grad", j)
              for j in range(len(_GRAD_BUCKETS))]
     if hostile is not None:
@@ -165,6 +225,9 @@ def _stage_ops(stage: int, stages: int, hostile: str | None) -> list[tuple[str, 
 
 
 _SLOT_BASE = {"recv_prev": 0, "recv_next": 4, "send_next": 8, "send_prev": 12, "mirror": 16, "grad": 24}
+_CLEAN_GRAD_BUCKETS = (16_777_216,) * 4   # clean preset: 4 x 16 MiB gradient AllReduces
+_CLEAN_MIRROR_BYTES = 16_777_216
+_CLEAN_ACT_BYTES = 4_194_304
 
 
 def _link_entry(kind: str, t_ticks: int, size_bytes: float, rdma_wait_ticks: int = 0) -> list:
@@ -211,6 +274,21 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         slow_iv[int(r)] = float(m)
     for r, m in spec.slow_fp_bp.items():
         slow_fb[int(r)] = float(m)
+    clean = spec.clean
+    micro = spec.micro_batches
+    per_stage = world // S
+    stage_of = np.arange(world) // per_stage + 1
+    heavy = np.ones(world)                                          # FLOPs / compute multiplier
+    for k, m in spec.heavy_stages.items():
+        heavy[stage_of == int(k)] = float(m)
+    rwait = np.rint(spec.pipeline_bubble * _FB_BASE + (heavy.max() - heavy) * _FB_BASE).astype(np.int64)
+    iv_extra = np.zeros(world, dtype=np.int64)
+    for h, x in spec.slow_hosts.items():
+        iv_extra[host_of == int(h)] = int(round(float(x) * _FB_BASE))
+    link_fac = {(int(a), int(b)): float(x) for (a, b), x in spec.slow_links.items()}
+    mem_peak = {int(r): float(x) for r, x in spec.memory_peaks.items()}
+    grad_buckets = _CLEAN_GRAD_BUCKETS if clean else _GRAD_BUCKETS
+    act_bytes = _CLEAN_ACT_BYTES if clean else _ACT_BYTES
 
     rng = np.random.default_rng(spec.seed)
     t0 = _T0 + int(rng.integers(0, 50_000_000))
@@ -222,10 +300,16 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     n_mem = np.clip(rng.standard_normal(world), -3, 3)
 
     iv = np.rint(_IV_BASE * (1 + 0.03 * n_iv) * slow_iv[:, None]).astype(np.int64)
+    if iv_extra.any():
+        iv = iv + iv_extra[:, None]
     warm = np.ones(N)
     warm[0] = 1.06
-    fb = np.rint(_FB_BASE * (1 + step_jit)[None, :] * warm[None, :] * (1 + 0.004 * n_fb)
-                 * slow_fb[:, None]).astype(np.int64)
+    fb_sd = 0.002 if clean else 0.004
+    fb_mul = slow_fb * heavy if (heavy != 1).any() else slow_fb
+    fb = np.rint(_FB_BASE * (1 + step_jit)[None, :] * warm[None, :] * (1 + fb_sd * n_fb)
+                 * fb_mul[:, None]).astype(np.int64)
+    if rwait.any():
+        fb = fb + rwait[:, None]                                    # receive wait inside fp..bp
 
     # ---- pass 1, per stage: op noise and minimum tail (gradient AllReduce transfer) ----------
     stage_data = []
@@ -238,27 +322,40 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         ring_rdma = host_of[prev] != host_of[ranks]
         own_bw = np.where(ring_rdma, _RDMA_BW, _SDMA_BW)
         group_bw = _RDMA_BW if ring_rdma.any() else _SDMA_BW
+        if clean:
+            own_bw = np.full(G, float(group_bw))                    # the ring moves at its slowest transport's pace
+        ring_fac = np.array([link_fac.get((int(a), int(b)), 1.0) for a, b in zip(prev, ranks)]) if G > 1 \
+            else np.ones(G)
+        slowed = bool((ring_fac != 1).any())
+        if slowed:
+            own_bw = own_bw * ring_fac
         grad_dur, grad_link, grad_local = [], [], []
-        for j, size in enumerate(_GRAD_BUCKETS):
+        for j, size in enumerate(grad_buckets):
             f = 1 + 0.02 * nz[:, :, _SLOT_BASE["grad"] + j]
             traffic = 2 * (G - 1) / G * size
             local = np.rint((size / G) / (_LOCAL_BW / 1e8) * f + _LATENCY).astype(np.int64)
             if G > 1:
                 link = np.rint(traffic / (own_bw[:, None] / 1e8) * f + _LATENCY).astype(np.int64)
                 group = np.rint(traffic / (group_bw / 1e8) * f + _LATENCY).astype(np.int64)
+                if slowed:                                          # a ring is as slow as its slowest link
+                    group = np.maximum(group, link.max(axis=0)[None, :])
             else:
                 link = np.zeros((G, N), dtype=np.int64)
                 group = link
             grad_dur.append(group + local)
             grad_link.append(link)
             grad_local.append(local)
-        tail_min = _LEAD + sum(grad_dur) + _GAP * (len(_GRAD_BUCKETS) - 1) + _END_GAP
+        tail_min = _LEAD + sum(grad_dur) + _GAP * (len(grad_buckets) - 1) + _END_GAP
         stage_data.append(dict(k=k, ranks=ranks, nz=nz, nz2=nz2, prev=prev, ring_rdma=ring_rdma,
                                grad_dur=grad_dur, grad_link=grad_link, grad_local=grad_local,
-                               tail_min=tail_min))
+                               tail_min=tail_min, own_bw=own_bw))
 
     need = iv + fb + np.concatenate([sd["tail_min"] for sd in stage_data], axis=0)
     D = need.max(axis=0)                                            # synchronous step length
+    rw_all = np.broadcast_to(rwait[:, None], (world, N))
+    if clean and S > 1:     # a stage that is done early waits in its Receives, not in its own collectives
+        add = np.repeat(D[None, :] - need.reshape(S, per_stage, N).max(axis=1), per_stage, axis=0)
+        fb, rw_all = fb + add, rw_all + add
     E = np.concatenate([[t0], t0 + np.cumsum(D)])                   # nominal step ends
 
     # ---- per-rank layout ------------------------------------------------------------------
@@ -286,7 +383,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     for sd in stage_data:
         k, ranks, nz, nz2 = sd["k"], sd["ranks"], sd["nz"], sd["nz2"]
         n = len(ranks)
-        ops = _stage_ops(k, S, spec.hostile_name)
+        ops = _stage_ops(k, S, spec.hostile_name, micro)
         ops_by_stage[k] = [o[0] for o in ops]
         sk = skew[ranks][:, None]
         ivk, fbk = iv[ranks], fb[ranks]
@@ -299,14 +396,28 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         tail = end - bp
         extra = tail - sd["tail_min"]
 
-        fwd = fbk // 3
-        bwd = fbk - fwd
-        m_fwd = fwd // _MICRO
-        m_bwd = bwd // _MICRO
+        # receive wait (bubble): forward Receives of the last stage, backward ones of the first, halves between
+        rw = rw_all[ranks]
+        share_prev = 0.0 if k == 1 else (1.0 if k == S else 0.5)
+        rw_prev = np.rint(rw * share_prev).astype(np.int64)
+        rw_next = rw - rw_prev
+        w_prev, w_next = rw_prev // micro, rw_next // micro        # per Receive op
+        fbc = fbk - rw                                              # computation part of fp+bp
+        fwd = fbc // 3
+        bwd = fbc - fwd
+        m_fwd = fwd // micro
+        m_bwd = bwd // micro
+        s_fwd, s_bwd = m_fwd + w_prev, m_bwd + w_next                # micro-batch stride on the timeline
+        bwd0 = fwd + rw_prev                                         # backward phase start (from fp)
 
         # p2p links (pipeline): previous / next stage peer with the same in-stage index
         peer_prev_rdma = host_of[ranks - per_stage] != host_of[ranks] if k > 1 else np.zeros(n, bool)
         peer_next_rdma = (host_of[(ranks + per_stage) % world] != host_of[ranks]) if k < S else np.zeros(n, bool)
+        fac_prev = np.array([link_fac.get((int(r) - per_stage, int(r)), 1.0) for r in ranks])
+        fac_next = np.array([link_fac.get((int(r) + per_stage, int(r)), 1.0) for r in ranks])
+        if clean and n > 1:                                          # mirror AllReduces: 16 MiB each
+            m_traffic = 2 * (n - 1) / n * _CLEAN_MIRROR_BYTES
+            m_local = (_CLEAN_MIRROR_BYTES / n) / (_LOCAL_BW / 1e8) + _LATENCY
 
         op_dur: list[np.ndarray] = []
         op_start: list[np.ndarray] = []
@@ -314,27 +425,44 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         recv_sum = np.zeros((n, N), dtype=np.int64)
         grad_sum = np.zeros((n, N), dtype=np.int64)
         cursor = bp + _LEAD
+        mirror_own: dict[int, np.ndarray] = {}
         for name, kind, i in ops:
-            slot = _SLOT_BASE[kind] + i
+            slot = (_SLOT_BASE[kind] + i) % _SLOTS
             f = 1 + 0.02 * nz[:, :, slot]
             if kind in ("recv_prev", "recv_next"):
                 rdma = peer_prev_rdma if kind == "recv_prev" else peer_next_rdma
                 bw = np.where(rdma, _RDMA_BW, _SDMA_BW)[:, None] / 1e8
-                xfer = np.rint(_ACT_BYTES / bw * f + _LATENCY).astype(np.int64)
+                fac = fac_prev if kind == "recv_prev" else fac_next
+                if (fac != 1).any():
+                    bw = bw * fac[:, None]
+                xfer = np.rint(act_bytes / bw * f + _LATENCY).astype(np.int64)
                 if kind == "recv_prev" and i == 0:
                     wait = 0.5 * m_fwd * (k - 1) / (S - 1) * (1 + 0.03 * nz2[:, :, slot])
                 elif kind == "recv_prev":
                     wait = np.maximum(8_000 * (1 + 0.3 * nz2[:, :, slot]), 500)
                 else:
                     wait = np.maximum(20_000 * (1 + 0.3 * nz2[:, :, slot]), 500)
-                dur = xfer + np.rint(wait).astype(np.int64)
-                st = (fp + i * m_fwd + 1_000) if kind == "recv_prev" else (fp + fwd + i * m_bwd + 1_000)
+                dur = xfer + np.rint(wait).astype(np.int64) + (w_prev if kind == "recv_prev" else w_next)
+                st = (fp + i * s_fwd + 1_000) if kind == "recv_prev" else (fp + bwd0 + i * s_bwd + 1_000)
                 cost = xfer
                 recv_sum += dur
             elif kind in ("send_next", "send_prev"):
                 dur = np.rint(np.maximum(6_000 * (1 + 0.2 * nz[:, :, slot]), 1_000)).astype(np.int64)
-                st = (fp + (i + 1) * m_fwd - 60_000) if kind == "send_next" else (fp + fwd + (i + 1) * m_bwd - 60_000)
+                st = (fp + (i + 1) * s_fwd - 60_000) if kind == "send_next" else (fp + bwd0 + (i + 1) * s_bwd - 60_000)
                 cost = np.zeros((n, N), dtype=np.int64)
+            elif kind == "mirror" and clean:
+                if n > 1:
+                    own = np.rint(m_traffic / (sd["own_bw"][:, None] / 1e8) * f + _LATENCY).astype(np.int64)
+                    loc_t = np.rint(m_local * f).astype(np.int64)
+                    cost = own + loc_t
+                    dur = cost.max(axis=0)[None, :] \
+                        + np.rint(np.maximum(2_000 * (1 + 0.15 * nz2[:, :, slot]), 500)).astype(np.int64)
+                else:
+                    own = np.zeros((n, N), dtype=np.int64)
+                    cost = np.rint(_CLEAN_MIRROR_BYTES / (_LOCAL_BW / 1e8) * f + _LATENCY).astype(np.int64)
+                    dur = cost + 500
+                mirror_own[i] = own
+                st = np.rint(fp + 0.02 * fbk + i * (0.9 / _MIRROR_OPS) * fbk).astype(np.int64)
             elif kind == "mirror":
                 dur = np.rint(np.maximum(15_000 * (1 + 0.15 * nz[:, :, slot]), 2_000)).astype(np.int64)
                 st = fp + 0.02 * fbk + i * 60_000
@@ -381,7 +509,6 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
 
         # ---- cluster analyse (overlap) -------------------------------------------------------
         comm_alone = recv_sum + grad_sum
-        m_total = total / TICKS_PER_MS
         m_comm = comm_alone / TICKS_PER_MS
         m_recv = recv_sum / TICKS_PER_MS
         m_coll = grad_sum / TICKS_PER_MS
@@ -417,7 +544,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
             dur_l = [d.tolist() for d in op_dur]
             cost_l = [c.tolist() for c in op_cost]
             glink_l = [g.tolist() for g in sd["grad_link"]]
-            glocal_l = [g.tolist() for g in sd["grad_local"]]
+            mirror_l = {i: m.tolist() for i, m in mirror_own.items()}
             ring_rdma = sd["ring_rdma"].tolist()
             hdr = "step_num,communication_cost,wait_cost,link_info"
             hdr += "\r\n" if legacy else ",communication_operator_cost\r\n"
@@ -441,7 +568,16 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                             rdma = bool(peer_prev_rdma[li] if kind == "recv_prev" else peer_next_rdma[li])
                             key = "0-1" if kind == "recv_prev" else "1-0"
                             typ = "RDMA" if rdma else "SDMA"
-                            links = {key: {typ: _link_entry(typ, c_t, _ACT_BYTES, c_t // 20)}}
+                            links = {key: {typ: _link_entry(typ, c_t, act_bytes, c_t // 20)}}
+                            cost = c_t / TICKS_PER_MS
+                            wait = (d_t - c_t) / TICKS_PER_MS
+                        elif kind == "mirror" and clean:
+                            size = _CLEAN_MIRROR_BYTES
+                            lt = mirror_l[i][li][s]
+                            links = {}
+                            if n > 1:
+                                links[ring_key] = {ring_type: _link_entry(ring_type, lt, 2 * (n - 1) / n * size, lt // 20)}
+                            links[self_key] = {"SDMA": _link_entry("SDMA", c_t - lt, size / n)}
                             cost = c_t / TICKS_PER_MS
                             wait = (d_t - c_t) / TICKS_PER_MS
                         elif kind == "mirror":
@@ -455,7 +591,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                             cost = c_t / TICKS_PER_MS
                             wait = (d_t - c_t) / TICKS_PER_MS
                         else:  # grad
-                            size = _GRAD_BUCKETS[i]
+                            size = grad_buckets[i]
                             lt = min(glink_l[i][li][s], c_t)
                             lo = c_t - lt
                             links = {}
@@ -491,15 +627,27 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         # ---- flops / memory / profiler_info ----------------------------------------------------
         for li, r in enumerate(ranks.tolist()):
             if spec.with_flops:
-                mflops = _FLOPS_PER_STEP * (1 + 0.06 * (k - 1)) * (1 + 0.0005 * float(n_flops[r]))
-                gflops = mflops / truth_avg[r]["fp_bp_ms"]
+                stage_w = 1.0 if clean else 1 + 0.06 * (k - 1)
+                mflops = _FLOPS_PER_STEP * stage_w * (1 + 0.0005 * float(n_flops[r]))
+                if heavy[r] != 1:
+                    mflops *= float(heavy[r])
+                busy_ms = truth_avg[r]["fp_bp_ms"]
+                if rw_all[r].any():                                 # op rates: waiting is not computing
+                    busy_ms -= float(rw_all[r].mean()) / TICKS_PER_MS
+                gflops = mflops / busy_ms
                 fl = {"FLOPs": round(mflops, 3), "FLOPS": round(gflops, 3),
                       "FLOPS_Utilization": round(gflops / _PEAK_GFLOPS * 100, 3)}
                 flops_truth[r] = fl
                 _write(root, f"{prof_dir(r)}/flops_summary_{file_id(r)}.json", json.dumps(fl), files)
             if spec.with_memory:
-                static_b = int((5.5 + 0.3 * (k - 1)) * 2**30)
-                act_b = int(12.0 * 2**30 * (S - k + 1) / S * (1 + 0.002 * float(n_mem[r])))
+                if clean:
+                    static_b = int(5.5 * 2**30)
+                    act_b = int(9.0 * 2**30 * (1 + 0.002 * float(n_mem[r])))
+                else:
+                    static_b = int((5.5 + 0.3 * (k - 1)) * 2**30)
+                    act_b = int(12.0 * 2**30 * (S - k + 1) / S * (1 + 0.002 * float(n_mem[r])))
+                if r in mem_peak:                                   # near capacity: activations fill the rest
+                    act_b = int(mem_peak[r] * _CAPACITY_BYTES) - static_b
                 n_alloc = 4211 + 173 * (k - 1)
                 mem = {"capacity": _CAPACITY_BYTES / 2**30, "allocations": n_alloc, "deallocations": n_alloc,
                        "peak_mem": (static_b + act_b) / 2**30, "static_mem": static_b / 2**30}
@@ -551,5 +699,46 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         "hostile_name": spec.hostile_name,
         "slow_ranks": sorted(int(r) for r in spec.slow_ranks),
         "slow_fp_bp": sorted(int(r) for r in spec.slow_fp_bp),
+        "clean": clean,
+        "micro_batches": micro,
+        "anomalies": _anomalies(spec, world, per_stage, names, host_of, stage_of),
         "files": sorted(files),
     }
+
+
+def _anomalies(spec: MindInsightSpec, world: int, per_stage: int, names: list[str], host_of, stage_of) -> list[dict]:
+    """The injected anomalies, as the report can know them (hosts by name, stages 1-based)."""
+    S, out = spec.stages, []
+
+    def one(kind: str, ranks, links=(), stage=None, host=None, **extra) -> None:
+        out.append({"kind": kind, "ranks": sorted(int(r) for r in ranks), "links": [list(x) for x in links],
+                    "stage": stage, "host": host, **extra})
+
+    def at(r) -> dict:      # stage (pipeline only) and host of one rank
+        return {"stage": int(stage_of[int(r)]) if S > 1 else None, "host": names[host_of[int(r)]]}
+
+    for r, m in sorted(spec.slow_fp_bp.items()):
+        one("slow_rank", [r], **at(r), factor=float(m))
+    for r, m in sorted(spec.slow_ranks.items()):   # pre-issue-8 knob: one rank's step interval (not one of the six)
+        one("slow_rank_data_loading", [r], **at(r), factor=float(m))
+    for h, x in sorted(spec.slow_hosts.items()):
+        one("slow_host_data_loading", np.flatnonzero(host_of == int(h)), host=names[int(h)],
+            share_of_fp_bp=float(x))
+    for (a, b), x in sorted(spec.slow_links.items()):
+        a, b = int(a), int(b)
+        k = b // per_stage
+        if per_stage > 1 and a == k * per_stage + (b - k * per_stage - 1) % per_stage:
+            local = {"src_local": (b - k * per_stage - 1) % per_stage, "dst_local": b - k * per_stage,
+                     "group": f"stage {k + 1} gradient ring" if S > 1 else "data-parallel ring"}
+        else:   # p2p group of 2: the earlier stage's rank is local 0
+            local = {"src_local": 0 if a < b else 1, "dst_local": 1 if a < b else 0, "group": "pipeline p2p"}
+        local.update(reported_by=b, transport="RDMA" if host_of[a] != host_of[b] else "SDMA")
+        one("slow_link", [a, b], links=[(a, b)], stage=int(stage_of[b]) if S > 1 and local["group"] != "pipeline p2p"
+            else None, bandwidth_share=float(x), local_link=local)
+    if spec.pipeline_bubble > 0:
+        one("pipeline_bubble", range(world), share_of_fp_bp=float(spec.pipeline_bubble))
+    for r, x in sorted(spec.memory_peaks.items()):
+        one("memory_near_capacity", [r], **at(r), peak_share=float(x))
+    for k, m in sorted(spec.heavy_stages.items()):
+        one("flops_imbalance", np.flatnonzero(stage_of == int(k)), stage=int(k), factor=float(m))
+    return out
