@@ -200,6 +200,25 @@ TABLES: dict[str, dict[str, str]] = {
         "start_ms": "start, absolute (ms)",
         "dur_ms": "duration (ms)",
     },
+    # ---- PyTorch Kineto traces
+    "dataloader": {
+        "rank": "global rank id",
+        "step": "ProfilerStep the span starts in (-1 outside every step)",
+        "name": "enumerate(DataLoader)#...__next__ span name (untrusted text)",
+        "start_ms": "start, absolute (ms)",
+        "dur_ms": "duration (ms)",
+    },
+    "p2p_links": {
+        "group": "process group of the send/recv (its ranks, else its name)",
+        "src_rank": "GLOBAL sending rank (Dst Rank / Src Rank args of the NCCL p2p kernels)",
+        "dst_rank": "GLOBAL receiving rank",
+        "transport": "intra-host | inter-host (hosts known) | p2p",
+        "ops": "send/recv pairs seen",
+        "matched": "pairs with both the send and the recv kernel",
+        "size_mb": "bytes sent over matched pairs (MB)",
+        "time_ms": "transfer time: per pair the shorter of the two kernels, summed (ms)",
+        "bandwidth_gbps": "size / time (GB/s)",
+    },
     "files": {
         "rank": "global rank id the file belongs to (None for run-wide files)",
         "kind": "recognised file kind, e.g. step_trace, hccl_raw, flops_summary",

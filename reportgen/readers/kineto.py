@@ -10,6 +10,19 @@ run model (ms, MB = 10^6 B, global ranks).
 * Process groups: the union of every rank's ``distributedInfo.pg_config`` (each rank lists only the
   groups it belongs to). Kinds from ``pg_desc`` (``default_pg`` -> world, ``mesh_dp`` / ``dp`` -> dp, ...).
 * Ranks are independent: with ``jobs > 1`` they are decoded in parallel processes.
+* Hosts: the top-level ``host_name`` key torch writes (2.x; ``socket.gethostname()``), only when the files
+  name at least two different hosts (one host says nothing about placement, and the run model then keeps
+  ``hosts`` empty as before).
+* ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with
+  the ProfilerStep they start in (-1 outside every step).
+* ``p2p_links`` (group, src_rank, dst_rank, transport, ops, matched, size_mb, time_ms, bandwidth_gbps): one row
+  per directed pair of GLOBAL ranks that exchanged send/recv NCCL kernels carrying ``Dst Rank`` / ``Src Rank``
+  (torch >= ~2.4; older traces have no peer and give no table). The n-th send a->b is matched with the n-th
+  recv at b from a (NCCL keeps p2p order per peer); both kernels end when the data has arrived, so the
+  transfer time of the pair is the shorter of the two durations (the later one started when both were
+  ready). size = the send's message bytes; bandwidth = Σ size / Σ time over the matched pairs (MB/ms =
+  GB/s). transport = ``intra-host`` / ``inter-host`` when hosts are known, else ``p2p``. Real NCCL traces
+  carry no per-link (NVLink/IB) data: this is the only per-link view they allow.
 """
 
 from __future__ import annotations
@@ -123,6 +136,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     world = None
     pg_rows: dict[str, dict] = {}
     backends = set()
+    host_names: dict[int, str] = {}
     for path, decoded, probs in results:
         problems.extend(probs)
         if decoded is None:
@@ -152,6 +166,9 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
             problems.append((path, f"rank {rank} also in {by_rank[rank][0].name}; this file was skipped"))
             continue
         by_rank[rank] = (Path(path), decoded)
+        host = decoded.meta.get("host_name") if isinstance(decoded.meta, dict) else None
+        if isinstance(host, str) and host:
+            host_names[rank] = host
     if unranked:
         if not by_rank and len(unranked) == 1:
             by_rank[0] = unranked[0]
@@ -167,6 +184,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
                      + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
     run.ranks = sorted(by_rank)
     run.world_size = world
+    if len(set(host_names.values())) >= 2:
+        run.hosts = {r: h for r, h in host_names.items() if r in by_rank}
     expected = set(range(world)) if world else set()
     groups = pd.DataFrame(
         [{"group": k, "name": str(pg.get("pg_desc", "")), "kind": group_kind(str(pg.get("pg_desc", "")), k),
@@ -198,10 +217,15 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)
+    if "dataloader" in run.tables:
+        run.tables["dataloader"] = _assign_steps(run.tables["dataloader"], run.tables.get("trace_steps"))
     if "trace_steps" in run.tables:
         run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
-                                                 run.tables.get("collectives"))
+                                                 run.tables.get("collectives"), run.tables.get("dataloader"))
         run.steps = sorted(run.tables["trace_steps"]["step"].unique().tolist())
+    links = p2p_links(run.tables.get("collectives"), run.hosts)
+    if links is not None:
+        run.tables["p2p_links"] = links
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)
@@ -257,7 +281,61 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
     ops = t.get("cpu_ops")
     if ops is not None and not ops.empty:
         out["cpu_ops"] = _ranked_ms(ops, rank)
+    dl = t.get("dataloader")
+    if dl is not None and not dl.empty:
+        out["dataloader"] = _ranked_ms(dl, rank)[["rank", "name", "start_ms", "dur_ms"]]
     return out
+
+
+def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Add ``step``: the ProfilerStep window of the same rank that contains the row's start (-1 if none)."""
+    df = df.copy()
+    df["step"] = -1
+    if steps is not None:
+        for st in steps.itertuples():
+            inside = (df["rank"] == st.rank) & (df["start_ms"] >= st.start_ms) & (df["start_ms"] < st.end_ms)
+            df.loc[inside, "step"] = st.step
+    return df[["rank", "step", "name", "start_ms", "dur_ms"]]
+
+
+_P2P = ("send", "recv")
+
+
+def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame | None:
+    """Per directed pair of global ranks: bytes and transfer time of matched send/recv kernels (module doc)."""
+    if coll is None or "dst_rank" not in coll:
+        return None
+    k = coll[(coll["source"] == "gpu_kernel") & coll["collective"].isin(_P2P)]
+    sends = k[(k["collective"] == "send") & (k["dst_rank"] >= 0)].copy()
+    recvs = k[(k["collective"] == "recv") & (k["src_rank"] >= 0)].copy()
+    if sends.empty and recvs.empty:
+        return None
+    sends["src"], sends["dst"] = sends["rank"], sends["dst_rank"]
+    recvs["src"], recvs["dst"] = recvs["src_rank"], recvs["rank"]
+    sends, recvs = (df.sort_values("start_ms", kind="stable") for df in (sends, recvs))
+    for df in (sends, recvs):
+        df["n"] = df.groupby(["src", "dst"]).cumcount()
+    both = sends[["src", "dst", "n", "group_ranks", "group_name", "in_mb", "out_mb", "dur_ms"]].merge(
+        recvs[["src", "dst", "n", "group_ranks", "group_name", "in_mb", "out_mb", "dur_ms"]],
+        on=["src", "dst", "n"], how="outer", suffixes=("_s", "_r"))
+    both["matched"] = both["dur_ms_s"].notna() & both["dur_ms_r"].notna()
+    both["time_ms"] = both[["dur_ms_s", "dur_ms_r"]].min(axis=1).where(both["matched"])
+    size = both[["in_mb_s", "out_mb_s"]].max(axis=1)
+    both["size_mb"] = size.where(size.notna(), both[["in_mb_r", "out_mb_r"]].max(axis=1)).where(both["matched"])
+    ranks = both["group_ranks_s"].where(both["group_ranks_s"].notna(), both["group_ranks_r"]).fillna("")
+    names = both["group_name_s"].where(both["group_name_s"].notna(), both["group_name_r"]).fillna("")
+    both["group"] = ranks.where(ranks != "", names).astype(str)
+    rows = []
+    for (src, dst), g in both.groupby(["src", "dst"], sort=True):
+        src, dst = int(src), int(dst)
+        hs, hd = hosts.get(src), hosts.get(dst)
+        transport = "p2p" if not (hs and hd) else "intra-host" if hs == hd else "inter-host"
+        size_mb, time_ms = float(g["size_mb"].sum()), float(g["time_ms"].sum())
+        rows.append({"group": g["group"].iloc[0], "src_rank": src, "dst_rank": dst, "transport": transport,
+                     "ops": len(g), "matched": int(g["matched"].sum()), "size_mb": size_mb, "time_ms": time_ms,
+                     "bandwidth_gbps": size_mb / time_ms if time_ms > 0 else math.nan})
+    return pd.DataFrame(rows, columns=["group", "src_rank", "dst_rank", "transport", "ops", "matched", "size_mb",
+                                       "time_ms", "bandwidth_gbps"])
 
 
 def _ranked_ms(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -269,7 +347,8 @@ def _ranked_ms(df: pd.DataFrame, rank: int) -> pd.DataFrame:
     return df
 
 
-def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None) -> pd.DataFrame:
+def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None,
+                   dataloader: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and step: the step window is the ProfilerStep span (the step time users log).
 
     GPU traces: computing = |U(compute kernels) ∩ W|, communication = |U(comm kernels) ∩ W|,
@@ -277,11 +356,22 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
     free = |W| - |(U(compute) ∪ U(comm)) ∩ W| (memcpy / memset / idle), so step = computing +
     comm not overlapped + free — the same definitions as the Ascend family. Kernels are clipped to the
     window they run in, not to the step that launched them.
+    Pipelines (only when some rank has send/recv NCCL kernels with ``Collective name``): bubble (pure
+    receive) = |(U(recv kernels) \\ U(compute)) ∩ W|, the MindInsight receive_alone time; stage = step - bubble;
+    comm not overlapped excluding receive = comm not overlapped - bubble. Otherwise these stay NaN.
+    Preparing = the first GPU op (kernel, comm, memcpy, memset) starting in W minus the step start, for the ranks
+    whose trace shows the input loading (``enumerate(DataLoader)`` spans; NaN for the others and when no GPU
+    op starts in W) — the same "step start to first device op" as Ascend's Preparing.
     CPU-only traces (gloo): communication = |U(gloo collectives on any thread) ∩ W|; there is no device
     timeline, so computing / free are not defined (NaN) and the rest of the step is reported as
     ``other_ms``.
     """
     rows = []
+    p2p = None
+    if coll is not None and not coll.empty and "collective" in coll:
+        p2p = coll[(coll["source"] == "gpu_kernel") & coll["collective"].isin(_P2P)]
+        p2p = p2p if not p2p.empty else None
+    loaders = set(dataloader["rank"].unique()) if dataloader is not None and not dataloader.empty else set()
     for rank, st in steps.groupby("rank"):
         g = gpu[gpu["rank"] == rank] if gpu is not None else None
         has_gpu = g is not None and not g.empty
@@ -292,6 +382,11 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
             comp = union(comp_k["start_ms"].to_numpy(), (comp_k["start_ms"] + comp_k["dur_ms"]).to_numpy())
             both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
             overlap_iv = intersect(comm, comp)  # once per rank; each step clips it
+            first = np.sort(g["start_ms"].to_numpy())
+            if p2p is not None:
+                rv = p2p[(p2p["rank"] == rank) & (p2p["collective"] == "recv")]
+                recv = union(rv["start_ms"].to_numpy(), (rv["start_ms"] + rv["dur_ms"]).to_numpy())
+                recv_comp = intersect(recv, comp)
         else:
             c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
             comm = union(c["start_ms"].to_numpy(), (c["start_ms"] + c["dur_ms"]).to_numpy()) if c is not None \
@@ -306,13 +401,21 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
                 busy = length(*clip(both, s.start_ms, s.end_ms))
                 row.update(computing_ms=comp_w, comm_not_overlapped_ms=comm_w - overlap, overlapped_ms=overlap,
                            free_ms=w - busy, other_ms=math.nan)
+                if p2p is not None:
+                    bubble = length(*clip(recv, s.start_ms, s.end_ms)) - length(*clip(recv_comp, s.start_ms, s.end_ms))
+                    row.update(bubble_ms=bubble, stage_ms=w - bubble,
+                               comm_not_overlapped_exclude_receive_ms=comm_w - overlap - bubble)
+                if rank in loaders:
+                    i = np.searchsorted(first, s.start_ms, side="left")
+                    row["preparing_ms"] = first[i] - s.start_ms if i < len(first) and first[i] < s.end_ms \
+                        else math.nan
             else:
                 row.update(computing_ms=math.nan, comm_not_overlapped_ms=math.nan, overlapped_ms=math.nan,
                            free_ms=math.nan, other_ms=w - comm_w)
             rows.append(row)
     cols = ["rank", "step", "step_ms", "computing_ms", "comm_not_overlapped_ms", "overlapped_ms", "comm_ms",
             "free_ms", "other_ms"]
-    df = pd.DataFrame(rows, columns=cols)
-    for col in ("stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"):
-        df[col] = math.nan
+    extra = ["stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"]
+    df = pd.DataFrame(rows, columns=cols + extra)
+    df[extra] = df[extra].astype(float)
     return df

@@ -52,8 +52,8 @@ Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as fl
                  ``userbuffers`` (Transformer Engine comm-GEMM overlap). The fixtures themselves only
                  contain NCCL/RCCL names (``ncclKernel_*``, ``ncclDevKernel_*``, ``ncclDevKernel_Generic``).
 ``collectives``  source, name, ts_us, dur_us, tid, collective, in_nelems, out_nelems, dtype, elem_bytes,
-                 in_bytes, out_bytes, group_name, group_desc, group_ranks, group_size, seq — one row per
-                 collective as recorded:
+                 in_bytes, out_bytes, group_name, group_desc, group_ranks, group_size, seq, src_rank,
+                 dst_rank — one row per collective as recorded:
                  ``gpu_kernel``: kernels with a ``Collective name`` arg (NCCL with torch >= ~2.3);
                  ``record_param_comms``: that CPU op (also without args in older torch: collective "");
                  ``gloo``: ``gloo:<op>`` spans (torch CPU/gloo: the real communication interval, on a
@@ -70,13 +70,18 @@ Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as fl
                  ``float``/``long int``/``c10::BFloat16``); in/out_bytes = nelems x elem_bytes, NaN when
                  unknown; group_* from ``Process Group Name/Description/Ranks`` and ``Group size`` (-1 when
                  absent; older traces: ``Process Group ID`` as the name); seq = ``Seq`` (the collective
-                 sequence number, not the autograd ``Sequence number``) or -1.
+                 sequence number, not the autograd ``Sequence number``) or -1; src_rank / dst_rank = the
+                 GLOBAL peer of a p2p op from ``Src Rank`` (recv) / ``Dst Rank`` (send), which torch writes
+                 on ``record_param_comms`` and Kineto copies onto the NCCL kernel (torch >= ~2.4,
+                 ``saveNcclMeta``: ``groupRanks[peer]``), -1 when absent (collectives, older traces).
 ``cpu_ops``      name, ts_us, dur_us, tid, input_dims, input_types — only ``aten::`` mm, addmm, bmm,
                  baddbmm, matmul, linear, conv*, _convolution, cudnn_convolution*, mul, add (for FLOPs
                  estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
                  give the same text).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
+``dataloader``   name, ts_us, dur_us, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
+                 in real traces; the time the step waited for its input batch on the host).
 ``memory``       ts_us, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
                  instant events, values as written (NaN when absent; 2021 traces have no totals).
 
@@ -155,7 +160,8 @@ _CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
 _OP_NAMES = frozenset(f"aten::{n}" for n in (
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
 _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
-_KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::") + _OP_PREFIXES
+_DATALOADER_PREFIX = "enumerate(DataLoader)"
+_KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::", _DATALOADER_PREFIX) + _OP_PREFIXES
 _STEP_PREFIX = "ProfilerStep#"
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _NS_MEDIAN_DUR = 500.0
@@ -240,7 +246,8 @@ _COMM_FIELDS = (("stream", "stream"), ("device", "device"), ("correlation", "cor
                 ("out_nelems", "Out msg nelems"), ("dtype", "dtype"), ("group_size", "Group size"),
                 ("group_name", "Process Group Name"), ("group_desc", "Process Group Description"),
                 ("group_ranks", "Process Group Ranks"), ("group_id", "Process Group ID"), ("seq", "Seq"),
-                ("input_dims", "Input Dims"), ("input_types", "Input type"))
+                ("input_dims", "Input Dims"), ("input_types", "Input type"), ("src_rank", "Src Rank"),
+                ("dst_rank", "Dst Rank"))
 _MEM_FIELDS = (("device_type", "Device Type"), ("device_id", "Device Id"), ("bytes", "Bytes"),
                ("total_allocated", "Total Allocated"), ("total_reserved", "Total Reserved"))
 
@@ -722,6 +729,11 @@ class _Collector:
         self.o_dims: list = []
         self.o_types: list = []
         self.o_dropped = 0
+        # dataloader
+        self.d_name: list = []
+        self.d_ts = array("d")
+        self.d_dur = array("d")
+        self.d_tid: list = []
         # memory
         self.m_ts = array("d")
         self.m_dt = array("q")
@@ -850,6 +862,14 @@ class _Collector:
                 s = min(cur[0], tt[0])
                 self.steps[n] = (s, max(cur[0] + cur[1], tt[0] + tt[1]) - s)
             return
+        if name.startswith(_DATALOADER_PREFIX):
+            tt = self._times(e)
+            if tt is not None:
+                self.d_name.append(self._s(name))
+                self.d_ts.append(tt[0])
+                self.d_dur.append(tt[1])
+                self.d_tid.append(self._s(e.tid))
+            return
         if name == "record_param_comms":
             tt = self._times(e)
             if tt is not None:
@@ -917,7 +937,7 @@ class _Collector:
             source, self._s(name), tt[0], tt[1], self._s(tid), collective, in_n, out_n, self._s(dtype), eb,
             in_n * eb if in_n >= 0 else nan, out_n * eb if out_n >= 0 else nan,
             self._s(_text(group_name)), self._s(_text(a.group_desc)), self._s(_text(a.group_ranks)),
-            _int(a.group_size), _int(a.seq)))
+            _int(a.group_size), _int(a.seq), _int(a.src_rank), _int(a.dst_rank)))
 
     def _annotation_row(self, source, name, tt, tid, a) -> None:
         collective = canonical_collective(name)
@@ -977,11 +997,11 @@ class _Collector:
         if self.coll:
             cols = ["source", "name", "ts_us", "dur_us", "tid", "collective", "in_nelems", "out_nelems", "dtype",
                     "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
-                    "group_size", "seq"]
+                    "group_size", "seq", "src_rank", "dst_rank"]
             df = pd.DataFrame.from_records(self.coll, columns=cols)
             for c in ("ts_us", "dur_us", "elem_bytes", "in_bytes", "out_bytes"):
                 df[c] = df[c].astype(np.float64)
-            for c in ("in_nelems", "out_nelems", "group_size", "seq"):
+            for c in ("in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank"):
                 df[c] = df[c].astype(np.int64)
             if scale != 1.0:
                 df["ts_us"] *= scale
@@ -991,6 +1011,9 @@ class _Collector:
             out["cpu_ops"] = sort(pd.DataFrame({
                 "name": self.o_name, "ts_us": f64(self.o_ts), "dur_us": f64(self.o_dur), "tid": self.o_tid,
                 "input_dims": self.o_dims, "input_types": self.o_types}))
+        if self.d_name:
+            out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_us": f64(self.d_ts),
+                                                   "dur_us": f64(self.d_dur), "tid": self.d_tid}))
         if len(self.m_ts):
             out["memory"] = sort(pd.DataFrame({
                 "ts_us": f64(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
@@ -1003,6 +1026,7 @@ class _Collector:
         parts = [np.frombuffer(self.g_dur, dtype=np.float64) if len(self.g_dur) else np.zeros(0),
                  np.frombuffer(self.o_dur, dtype=np.float64) if len(self.o_dur) else np.zeros(0),
                  np.array([r[3] for r in self.coll], dtype=np.float64),
+                 np.frombuffer(self.d_dur, dtype=np.float64) if len(self.d_dur) else np.zeros(0),
                  np.array([v[1] for v in self.steps.values()], dtype=np.float64)]
         d = np.concatenate(parts)
         return d[d > 0]

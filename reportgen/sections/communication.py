@@ -168,7 +168,10 @@ def _kineto(run: Run) -> dict:
                    "bandwidth_gbps", "busbw_gbps"]]
     prs = ops.groupby(["rank", "step"], as_index=False)[["elapse_ms", "transit_ms", "wait_ms"]].sum().rename(
         columns={"elapse_ms": "comm_ms"})
-    return {"ops": ops_out, "per_rank_step": prs, "links": None, "avg_source": "computed",
+    # per-pair p2p links (send/recv matched by order, transfer = the shorter of the two kernels), when the trace
+    # names the peers; NCCL collectives carry no per-link data
+    return {"ops": ops_out, "per_rank_step": prs, "links": run.table("p2p_links"),
+            "links_steps": max(1, len(run.steps)), "avg_source": "computed",
             "wait_formula": "wait / (wait + transit)", "kineto_source": source,
             "sizes_known": bool(sel["size_mb"].notna().any())}
 
