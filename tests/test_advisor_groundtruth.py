@@ -5,6 +5,7 @@ nothing at all on the clean runs. (Each family's own generator tests check the f
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,12 @@ def _report(tmp: Path, family: str, stages: int, kind: str | None) -> tuple[dict
     gt, args = FAMILIES[family](run, stages, kind)
     out = tmp / "m.json"
     assert main([str(run), "-o", str(tmp / "r.html"), "--json", str(out), "-q"] + list(args)) == 0
-    return gt, json.loads(out.read_text(encoding="utf-8"))
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    ids = set(re.findall(r'id="([^"]+)"', (tmp / "r.html").read_text(encoding="utf-8")))
+    for f in doc["findings"]:  # every finding links to the chart (or table) that shows it
+        assert f["figure"] in ids, (f["id"], f["figure"])
+        assert f["suggestion"] and f["message"]
+    return gt, doc
 
 
 def _names(f: dict, a: dict) -> bool:

@@ -228,8 +228,8 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
             rank = int(g.loc[(g[col] - g[col].median()).abs().idxmax(), "rank"])
         else:  # two ranks: the one others wait for has the least exposed communication, else the most time
             rank = int(lo["rank"] if col == "comm_not_overlapped_ms" else hi["rank"])
-        if col == "computing_ms" and rank in flagged:
-            continue  # the trajectory's compute-straggler finding already names this rank
+        if rank in flagged:
+            continue  # the trajectory's compute-straggler finding already names this rank (same straggler)
         where = f" among the ranks of stage {int(stage)}" if stages.nunique() > 1 or stage != 0 else ""
         low = rank == int(lo["rank"])
         why = (f"rank {rank} " + ("is farthest from the median, with the " if len(g) >= 3 else "has the ")

@@ -405,7 +405,7 @@ def _findings(a: Analysis) -> list[Finding]:
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
-            figure="communication-matrix" if not s["local"] else None))
+            figure="communication-matrix" if not s["local"] else "communication-links-local"))
     return out
 
 
