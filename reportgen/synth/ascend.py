@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reportgen.readers.ascend import double_hash  # HCCL group hash (research §2.2); one definition
+
 __all__ = ["AscendSpec", "write_ascend_run", "double_hash", "ANOMALY_FINDINGS"]
 
 #: anomaly kind -> finding ids that report it (any one of them)
@@ -102,15 +104,6 @@ class AscendSpec:
     flops_imbalance: int | None = None
     flops_factor: float = 1.8
     flops_rank_factor: float = 0.6
-
-
-def double_hash(text: str) -> int:
-    """HCCL's group hash (the ``@`` suffix of op names), research §2.2."""
-    h1 = h2 = 0
-    for ch in text:
-        h1 = (h1 * 29 + ord(ch)) & 0xFFFFFFFF
-        h2 = (h2 * 131 + ord(ch)) & 0xFFFFFFFF
-    return (h1 << 32) | h2
 
 
 # --------------------------------------------------------------------------- intervals (int ns)
