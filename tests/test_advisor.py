@@ -226,3 +226,22 @@ def test_bandwidth_contention_from_overlap_with_computation():
     run.tables["overlap_intervals"] = pd.DataFrame([{"rank": 0, "kind": "computing", "start_ms": -10.0,
                                                      "end_ms": -5.0}])
     assert advisor.rule_bandwidth_contention(ctx) == []
+
+
+def test_every_finding_rule_has_a_suggestion_and_a_figure():
+    """Each Finding(...) built in the sections names a suggestion and the chart (or table) that shows it."""
+    import re
+    from pathlib import Path
+
+    import reportgen.sections as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        src = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"Finding\(", src):
+            i, depth = m.end(), 1
+            while depth:
+                depth += (src[i] == "(") - (src[i] == ")")
+                i += 1
+            body = src[m.start():i]
+            where = f"{path.name}:{src[:m.start()].count(chr(10)) + 1}"
+            assert "suggestion=" in body and "figure=" in body, where

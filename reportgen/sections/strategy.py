@@ -418,5 +418,7 @@ def _findings(a: Analysis) -> list[Finding]:
             "layout_size_conflict", "low", ID,
             f"The run states {c['kind']} size {c['declared']}, but its {c['kind']} groups have {c['groups']} ranks.",
             evidence={"metric": f"{c['kind']}_size", "value": c["groups"], "reference": c["declared"]},
+            suggestion="Check which is right: the launch configuration (parallel sizes) or the groups the profile "
+                       "recorded (ranks profiled before every group existed, or a group left out).",
             figure="strategy-mesh"))
     return out
