@@ -56,6 +56,22 @@ def intersect(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
+def covered(merged: tuple, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each window [start, end): how much of it the merged (sorted, disjoint) intervals cover. Vectorised with
+    the cumulative covered length C(t): covered = C(end) - C(start)."""
+    ms, me = merged
+    if len(ms) == 0:
+        return np.zeros(len(starts))
+    before = np.concatenate([[0.0], np.cumsum(me - ms)])  # covered length before interval i starts
+
+    def cum(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(ms, t, side="right")  # intervals starting at or before t
+        part = np.where(i > 0, np.clip(t - ms[np.maximum(i - 1, 0)], 0, (me - ms)[np.maximum(i - 1, 0)]), 0.0)
+        return before[np.maximum(i - 1, 0)] * (i > 0) + part
+
+    return cum(np.asarray(ends, float)) - cum(np.asarray(starts, float))
+
+
 def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     s, e = iv
     keep = (e > lo) & (s < hi)

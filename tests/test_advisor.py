@@ -174,7 +174,18 @@ def test_finding_dict_carries_share():
     assert f.as_dict()["share_of_step_ratio"] == 0.02
 
 
-def test_vectorised_outliers_equal_the_scalar_test():
+def _dixon_reference(values) -> bool:
+    """Textbook Dixon (r10 n<=7, r11 n<=10, r21 n<=13, r22 n<=25; 99.5 % table) and 3σ beyond, one sample."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n > 25:
+        return x.std() > 0 and x[0] < x.mean() - 3 * x.std()
+    num = x[1] - x[0] if n <= 10 else x[2] - x[0]
+    den = x[-1] - x[0] if n <= 7 else x[-2] - x[0] if n <= 13 else x[-3] - x[0]
+    return den > 0 and num / den > advisor._DIXON_Q995[n]
+
+
+def test_vectorised_outliers_equal_the_textbook_test():
     rng = np.random.default_rng(5)
     rows, expect = [], {}
     for inst in range(300):
@@ -184,7 +195,7 @@ def test_vectorised_outliers_equal_the_scalar_test():
             vals[int(rng.integers(0, n))] = 10 - rng.uniform(0.05, 3)
         for r, v in enumerate(vals):
             rows.append({"group": "g", "step": 0, "op": f"op{inst}", "occ": 0, "rank": r, "elapse_ms": float(v)})
-        expect[("g", 0, f"op{inst}", 0)] = advisor.smallest_is_outlier(vals)
+        expect[("g", 0, f"op{inst}", 0)] = bool(_dixon_reference(vals))
     got = advisor.instance_outliers(pd.DataFrame(rows), ["group", "step", "op", "occ"])
     assert {k: bool(v) for k, v in got["outlier"].items()} == expect
     assert 50 < sum(expect.values()) < 200
@@ -245,3 +256,16 @@ def test_every_finding_rule_has_a_suggestion_and_a_figure():
             body = src[m.start():i]
             where = f"{path.name}:{src[:m.start()].count(chr(10)) + 1}"
             assert "suggestion=" in body and "figure=" in body, where
+
+
+def test_covered_equals_intersection_length():
+    from reportgen import intervals as iv
+
+    rng = np.random.default_rng(0)
+    s = rng.uniform(0, 100, 50)
+    merged = iv.union(s, s + rng.uniform(0, 5, 50))
+    ws = rng.uniform(-5, 105, 300)
+    we = ws + rng.uniform(0, 20, 300)
+    ref = [iv.length(*iv.intersect((np.array([a]), np.array([b])), merged)) for a, b in zip(ws, we)]
+    assert np.allclose(iv.covered(merged, ws, we), ref)
+    assert iv.covered((np.empty(0), np.empty(0)), ws, we).tolist() == [0.0] * 300

@@ -69,15 +69,18 @@ def binomial_tail(k: int, n: int, p: float) -> float:
 
 
 def instance_outliers(o: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """:func:`smallest_is_outlier` for every instance at once (one row per instance: n, the rank with the
-    smallest value ``min_rank``, ``x1``, ``outlier``, ``waited_ms`` = median of the others - x1). Vectorised: a
-    1,000-rank run has ~10^5 instances."""
-    g = o.sort_values(key + ["elapse_ms"]).groupby(key, sort=False)["elapse_ms"]
+    """Is the smallest value of each instance (rows sharing ``key``) an outlier? Dixon's Q test at 99.5 % for
+    3..25 values (ratio r10 / r11 / r21 / r22 by sample size), the 3σ rule beyond (smallest < mean - 3σ).
+    Definition: msprof-analyze ``slow_rank`` recipe (research §3.4); it switches to 3σ at 100 values, we at 25
+    where the published Q tables end. One row per instance: n, the rank with the smallest value ``min_rank``,
+    ``x1``, ``outlier``, ``waited_ms`` = median of the others - x1. Vectorised: a 1,000-rank run has ~10^5
+    instances."""
+    o2 = o.sort_values(key + ["elapse_ms"])
+    g = o2.groupby(key, sort=False)["elapse_ms"]
     pos = g.cumcount()
-    o2 = o.sort_values(key + ["elapse_ms"]).assign(pos=pos)
     n = g.transform("size")
-    o2 = o2.assign(n=n, rpos=n - 1 - pos)
-    inst = o2.groupby(key, sort=False).agg(n=("n", "first"), mean=("elapse_ms", "mean"), sd=("elapse_ms", "std"))
+    o2 = o2.assign(pos=pos, rpos=n - 1 - pos)
+    inst = g.agg(["size", "mean", "std"]).rename(columns={"size": "n", "std": "sd"})
     inst["sd"] = inst["sd"] * np.sqrt((inst["n"] - 1) / inst["n"])  # population σ (ddof 0)
 
     def at(col: str, idx: int) -> pd.Series:
@@ -90,39 +93,19 @@ def instance_outliers(o: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     den = np.select([n <= 7, n <= 13], [inst["xn"] - inst["x1"], inst["xn1"] - inst["x1"]],
                     inst["xn2"] - inst["x1"])
     crit = n.map(_DIXON_Q995).to_numpy(dtype=float)
-    ok = den > np.maximum(1e-9 * np.maximum(1.0, inst["xn"].abs()), 0)
+    ok = (den > 1e-9 * np.maximum(1.0, inst["xn"].abs())).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         dixon = ok & (num / np.where(ok, den, 1.0) > crit)
-    sigma = (n > 25) & (inst["sd"] > 0) & (inst["x1"] < inst["mean"] - 3 * inst["sd"])
-    inst["outlier"] = np.where(n > 25, sigma, dixon)
-    # median of the others = median of all when the smallest is removed: recompute only for the outliers
-    others_med = o2[o2["pos"] > 0].groupby(key, sort=False)["elapse_ms"].median()
-    inst["waited_ms"] = others_med - inst["x1"]
+    sigma = (inst["sd"] > 0) & (inst["x1"] < inst["mean"] - 3 * inst["sd"])
+    inst["outlier"] = np.where(n > 25, sigma, dixon) & (n >= 3)
+    inst["waited_ms"] = o2[o2["pos"] > 0].groupby(key, sort=False)["elapse_ms"].median() - inst["x1"]
     return inst
 
 
 def smallest_is_outlier(values) -> bool:
-    """Is the smallest of ``values`` an outlier? Dixon's Q test at 99.5 % for 3..25 values (ratio r10 / r11 / r21
-    / r22 by sample size), the 3σ rule beyond (smallest < mean - 3σ). Definition: msprof-analyze ``slow_rank``
-    recipe (research §3.4); it switches to 3σ at 100 values, we at 25 where the published Q tables end."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n < 3:
-        return False
-    if n > 25:
-        sd = float(x.std())
-        return sd > 0 and x[0] < float(x.mean()) - 3 * sd
-    if n <= 7:
-        num, den = x[1] - x[0], x[-1] - x[0]
-    elif n <= 10:
-        num, den = x[1] - x[0], x[-2] - x[0]
-    elif n <= 13:
-        num, den = x[2] - x[0], x[-2] - x[0]
-    else:
-        num, den = x[2] - x[0], x[-3] - x[0]
-    if den <= 0 or den < 1e-9 * max(1.0, abs(x[-1])):
-        return False
-    return num / den > _DIXON_Q995[n]
+    """:func:`instance_outliers` for one list of values."""
+    x = pd.DataFrame({"i": 0, "rank": range(len(values)), "elapse_ms": np.asarray(values, dtype=float)})
+    return len(x) >= 3 and bool(instance_outliers(x, ["i"])["outlier"].iloc[0])
 
 
 # --------------------------------------------------------------------------------------------- context
@@ -347,10 +330,13 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
     rows = []
     if bw is not None and not bw.empty:
         x = bw[(bw["size_mb"] > 0) & (bw["transport"] != "LOCAL")]
-        for kind, mask, limit in (("intra-node (HCCS/PCIE/SIO/SDMA)", x["transport"] != "RDMA",
-                                   th.SMALL_PACKET_SDMA_MB),
-                                  ("RDMA", x["transport"] == "RDMA", th.SMALL_PACKET_RDMA_MB)):
-            g = x[mask]
+        # one operation per class: its intra-node transports summed (SDMA rows hold only the remainder beyond
+        # HCCS + PCIE + SIO, so they are a part of the same operation, not a small one of their own)
+        x = x.assign(cls=np.where(x["transport"] == "RDMA", "RDMA", "intra")) \
+            .groupby(["rank", "step", "op", "cls"], as_index=False)[["size_mb", "time_ms"]].sum()
+        for kind, cls, limit in (("intra-node (HCCS/PCIE/SIO/SDMA)", "intra", th.SMALL_PACKET_SDMA_MB),
+                                 ("RDMA", "RDMA", th.SMALL_PACKET_RDMA_MB)):
+            g = x[x["cls"] == cls]
             if not g.empty:
                 rows.append((kind, limit, g["size_mb"], g["time_ms"], int(g["rank"].nunique())))
     else:
@@ -392,29 +378,32 @@ def _wait_column(ctx: _Ctx) -> tuple[pd.DataFrame, str, str] | None:
     return None
 
 
+def _run_wide_share(p: pd.DataFrame, col: str, limit: float) -> tuple[float, pd.DataFrame] | None:
+    """Mean over ranks of col / step and the ranks by col (most first), when that mean is above ``limit``."""
+    p = p.dropna(subset=[col])
+    p = p[p["step_ms"] > 0]
+    if p.empty:
+        return None
+    share = float((p[col] / p["step_ms"]).mean())
+    return (share, p.sort_values(col, ascending=False)) if share > limit else None
+
+
 def rule_data_wait(ctx: _Ctx) -> list[Finding]:
     """Data loading / preparing (msprof-analyze's dataloader family; the seed's step interval): the mean over
     ranks of the time before a step's first device work (MindInsight step interval, Ascend / PyTorch preparing)
     over the step time; above 5 % the whole run waits for input. Time at stake: that share."""
     got = _wait_column(ctx)
-    if got is None:
+    hit = _run_wide_share(got[0], got[1], th.DATA_WAIT_SHARE) if got is not None else None
+    if hit is None:
         return []
-    pr, col, label = got
-    p = pr.dropna(subset=[col])
-    p = p[p["step_ms"] > 0]
-    if p.empty:
-        return []
-    share = float((p[col] / p["step_ms"]).mean())
-    if share <= th.DATA_WAIT_SHARE:
-        return []
-    top = p.sort_values(col, ascending=False)
+    (share, top), (_, col, label) = hit, got
     return [Finding(
         "data_wait", "low", "trajectory",
-        f"Ranks spend {share * 100:.2f}% of the step in the {label} (mean {p[col].mean():.4f} ms), waiting for "
+        f"Ranks spend {share * 100:.2f}% of the step in the {label} (mean {top[col].mean():.4f} ms), waiting for "
         f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({top[col].iloc[0]:.4f} ms).",
         ranks=[int(r) for r in top["rank"].head(8)],
         evidence={"metric": "wait_share_ratio", "value": share, "reference": th.DATA_WAIT_SHARE,
-                  "wait_metric": col, "mean_ms": float(p[col].mean()), "share_of_step_ratio": share},
+                  "wait_metric": col, "mean_ms": float(top[col].mean()), "share_of_step_ratio": share},
         suggestion="Prefetch and load data in parallel (more dataset / DataLoader workers, pinned memory, "
                    "prefetch_factor), move preprocessing off the training step, check storage throughput.",
         figure="trajectory-bars")]
@@ -449,20 +438,17 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
     """Long free time (msprof-analyze's free_analysis / schedule family): the device is idle — neither computing
     nor communicating — for more than 10 % of the step, mean over ranks. Time at stake: the free share."""
     pr = _per_rank(ctx)
-    if pr is None or "free_ms" not in pr or not pr["free_ms"].notna().any():
+    hit = _run_wide_share(pr, "free_ms", th.LONG_FREE_SHARE) if pr is not None and "free_ms" in pr else None
+    if hit is None:
         return []
-    p = pr[pr["step_ms"] > 0]
-    share = float((p["free_ms"] / p["step_ms"]).mean())
-    if share <= th.LONG_FREE_SHARE:
-        return []
-    top = p.sort_values("free_ms", ascending=False)
+    share, top = hit
     return [Finding(
         "long_free_time", "low", "overlap",
         f"The devices are idle {share * 100:.2f}% of the step on average (neither computing nor communicating); "
         f"most idle: rank {int(top['rank'].iloc[0])} ({top['free_ms'].iloc[0]:.4f} ms per step).",
         ranks=[int(r) for r in top["rank"].head(8)],
         evidence={"metric": "free_share_ratio", "value": share, "reference": th.LONG_FREE_SHARE,
-                  "free_ms_mean": float(p["free_ms"].mean()), "share_of_step_ratio": share},
+                  "free_ms_mean": float(top["free_ms"].mean()), "share_of_step_ratio": share},
         suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
                    "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
         figure="overlap-bars")]
@@ -490,11 +476,9 @@ def contention_ops(run: Run) -> pd.DataFrame | None:
     for rank, g in x.groupby("rank"):
         c = comp[comp["rank"] == rank]
         cu = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
-        frac = []
-        for s0, d in zip(g["start_ms"].to_numpy(float), g["elapse_ms"].to_numpy(float)):
-            s, e = iv.intersect((np.array([s0]), np.array([s0 + d])), cu)
-            frac.append(iv.length(s, e) / d if d > 0 else 0.0)
-        parts.append(g.assign(overlap_ratio=frac))
+        start, dur = g["start_ms"].to_numpy(float), g["elapse_ms"].to_numpy(float)
+        cov = iv.covered(cu, start, start + dur)
+        parts.append(g.assign(overlap_ratio=np.divide(cov, dur, out=np.zeros_like(cov), where=dur > 0)))
     out = pd.concat(parts, ignore_index=True)
     out["bandwidth_gbps"] = out["size_mb"] / out["time_ms"]
     return out

@@ -116,32 +116,31 @@ def comm_shares(per_rank: pd.DataFrame) -> dict:
     return out
 
 
-def within_stage_shares(per_rank: pd.DataFrame) -> list[dict]:
+def _stage_shares(per_rank: pd.DataFrame, col: str) -> list[dict]:
+    """Per stage: Σ col / Σ (computation + pure communication) over the stage's ranks (the helper's denominator)."""
     out = []
-    if "stage" not in per_rank or per_rank["stage"].isna().all():
+    if "stage" not in per_rank or per_rank["stage"].isna().all() or col not in per_rank:
         return out
-    _, coll = _receive_cols(per_rank)
     for stage, grp in per_rank.groupby("stage"):
         denom = (grp["computation_incl_free_ms"] + grp["comm_not_overlapped_ms"]).sum()
-        val = grp[coll].sum() / denom if denom > 0 else math.nan
         out.append({"stage": int(stage), "ranks": sorted(int(r) for r in grp["rank"]),
-                    "within_stage_share_ratio": float(val)})
+                    "share": float(grp[col].sum() / denom) if denom > 0 else math.nan})
     return out
+
+
+def within_stage_shares(per_rank: pd.DataFrame) -> list[dict]:
+    _, coll = _receive_cols(per_rank)
+    return [{"stage": x["stage"], "ranks": x["ranks"], "within_stage_share_ratio": x["share"]}
+            for x in _stage_shares(per_rank, coll)]
 
 
 def most_receive_stage(per_rank: pd.DataFrame) -> dict | None:
     """The stage whose ranks spend the largest share of their time in receives (the one the bubble hits most)."""
     recv, _ = _receive_cols(per_rank)
-    if "stage" not in per_rank or per_rank["stage"].isna().all() or recv not in per_rank \
-            or not per_rank[recv].notna().any():
+    if recv not in per_rank or not per_rank[recv].notna().any():
         return None
-    best = None
-    for stage, grp in per_rank.groupby("stage"):
-        denom = (grp["computation_incl_free_ms"] + grp["comm_not_overlapped_ms"]).sum()
-        share = float(grp[recv].sum() / denom) if denom > 0 else 0.0
-        if best is None or share > best["share"]:
-            best = {"stage": int(stage), "ranks": sorted(int(r) for r in grp["rank"]), "share": share}
-    return best
+    shares = [x for x in _stage_shares(per_rank, recv) if not math.isnan(x["share"])]
+    return max(shares, key=lambda x: x["share"], default=None)
 
 
 def stage_rows(rows: pd.DataFrame, value_cols: list[str]) -> pd.DataFrame:
