@@ -4,6 +4,22 @@ Units are fixed everywhere: time in milliseconds (``*_ms``), sizes in megabytes 
 10^6 bytes (``*_mb``), bandwidth in GB/s (``*_gbps``), ratios as fractions 0..1.
 Ranks are GLOBAL rank ids (never device ids, never group-local ids).
 
+Time base. Readers parse every timestamp exactly into integer nanoseconds (never through a float
+of the absolute value: an epoch time of ~1.7e15 µs held as a float resolves only 0.25 µs). The run's
+origin ``Run.time_origin_ns`` is the earliest such integer, and every absolute time column
+(``start_ms``, ``end_ms``, ``ts_ms``, ``alloc_ms``, ``release_ms``) holds
+``(t_ns - time_origin_ns) / 1e6``, made by :func:`rel_ms` and nowhere else. Equal instants therefore
+give equal floats, order is kept, and shifting every input timestamp by a constant changes only the
+origin, never a number. Durations (``*_ms`` that are lengths) are ``dur_ns / 1e6``.
+
+Steps. ``Run.step_source`` says where the steps come from: ``markers`` (ProfilerStep#N, Ascend step
+ids, MindInsight step_num), ``repeated_ops`` (the n-th occurrence of a repeated op sequence, when no
+marker exists), or ``whole_trace`` (no marker and no repetition: one window over the whole trace,
+HTA's default; its step id is 0). Work outside every step is never a step of its own: readers may
+keep it with step ``-1`` in event tables, and :mod:`reportgen.facts` leaves it out of every per-step
+number. Which steps are in scope, which are warm-up, per-rank step time and the slowest / median /
+fastest rank are computed once in :mod:`reportgen.facts` and read by every section.
+
 A reader fills ``Run.tables`` with the tables it can build; the documented columns of
 each table are in :data:`TABLES`. A table that the source cannot provide is simply
 absent (``run.table(name)`` returns ``None``), and the sections that need it say so.
@@ -14,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 #: Every table a reader may provide: name -> {column: meaning (unit)}.
@@ -200,6 +217,17 @@ TABLES: dict[str, dict[str, str]] = {
         "start_ms": "start, absolute (ms)",
         "dur_ms": "duration (ms)",
     },
+    # ---- every family: one device timeline (reportgen/timeline.py builds it from the tables above)
+    "device_timeline": {
+        "rank": "global rank id",
+        "step": "step the interval starts in (-1 outside every step)",
+        "start_ms": "start (ms, relative to the run origin)",
+        "end_ms": "end (ms, relative to the run origin)",
+        "kind": "compute | communication | receive | memcpy",
+        "name": "op / kernel name (untrusted text)",
+        "stream": "stream, plane or thread lane (text)",
+        "source": "trace (recorded intervals) | derived (e.g. MindInsight FP/BP span minus its communication ops)",
+    },
     # ---- PyTorch Kineto traces
     "dataloader": {
         "rank": "global rank id",
@@ -227,6 +255,18 @@ TABLES: dict[str, dict[str, str]] = {
 }
 
 
+def rel_ms(t_ns, origin_ns: int):
+    """Integer-ns absolute times (int, numpy int64 array or Series) -> ms relative to ``origin_ns``.
+
+    The only place absolute time becomes a float (module doc, "Time base"). The subtraction is done in
+    integers, so the result does not depend on where the clock's zero is."""
+    if isinstance(t_ns, (pd.Series, pd.Index)):
+        return (t_ns.astype("int64") - int(origin_ns)) / 1e6
+    if isinstance(t_ns, np.ndarray):
+        return (t_ns.astype(np.int64) - np.int64(origin_ns)) / 1e6
+    return (int(t_ns) - int(origin_ns)) / 1e6
+
+
 @dataclass
 class DataProblem:
     """Something in the input that was skipped or repaired; listed in the report and metrics."""
@@ -245,7 +285,11 @@ class Run:
     name: str
     source_format: str  # mindinsight | ascend | kineto
     source_path: str
-    layout: str = ""  # human description of how the data was found
+    layout: str = ""
+    #: integer ns on the readers' clock that every absolute ``*_ms`` column is relative to (module doc)
+    time_origin_ns: int = 0
+    #: markers | repeated_ops | whole_trace (module doc); "" when the run has no per-step data
+    step_source: str = ""  # human description of how the data was found
     world_size: int | None = None
     ranks: list[int] = field(default_factory=list)  # ranks found in the data
     missing_ranks: list[int] = field(default_factory=list)  # expected but not found
