@@ -18,3 +18,16 @@ def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     """
     with alt.data_transformers.disable_max_rows():
         return chart.to_dict(validate=os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1")
+
+
+def shade_in_scope(chart: alt.Chart, value_expr: str) -> alt.Chart:
+    """Colour value ``shade`` for heatmaps: ``value_expr`` (a Vega expression over the row, e.g. ``datum.x``)
+    clamped to the largest value of the rows that are not warm-up steps (``datum.warmup``), so a warm-up step
+    (reportgen/facts.py) does not saturate the scale. Rows keep ``value`` for their tooltip."""
+    return (chart.transform_calculate(value=value_expr)
+            .transform_calculate(scoped="datum.warmup ? null : datum.value")
+            .transform_joinaggregate(scale_max="max(scoped)")
+            .transform_calculate(shade="datum.scale_max == null ? datum.value : min(datum.value, datum.scale_max)"))
+
+
+WARMUP_CAPTION = " Warm-up steps are drawn in the darkest colour; the scale covers the other steps."

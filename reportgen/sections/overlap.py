@@ -29,7 +29,8 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
-from ..charts import to_spec
+from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -54,7 +55,7 @@ def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
         columns={"elapse_ms": "receive_incl_batch_ms"})
 
 
-def _ascend(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _ascend(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     st = run.table("step_time")
     rows = st[["rank", "step", "step_ms"] + ASCEND_COLS].copy()
     recv = _receive_incl_batch(run)
@@ -67,33 +68,35 @@ def _ascend(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     rows["receive_only_ms"] = rows["bubble_ms"]
     rows["computation_incl_free_ms"] = rows["step_ms"] - rows["comm_not_overlapped_ms"]
     cols = [c for c in rows.columns if c not in ("rank", "step")]
-    per_rank = rows.groupby("rank", as_index=False)[cols].mean()
-    return rows, per_rank, {"family": run.source_format, "average_source": "computed"}
+    return rows, _per_rank(rows, cols, F), {"family": run.source_format, "average_source": "computed"}
 
 
-def _mindinsight(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _per_rank(rows: pd.DataFrame, cols: list[str], F) -> pd.DataFrame:
+    """Per rank: the mean over the run's steps in scope (reportgen/facts.py); every step when the run has none."""
+    if F is None:
+        return rows.groupby("rank", as_index=False)[cols].mean()
+    return F.per_rank_mean(rows, cols)
+
+
+def _mindinsight(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     ov = run.table("cluster_overlap")
     rename = {"computation_ms": "computation_incl_free_ms", "comm_alone_ms": "comm_not_overlapped_ms",
               "receive_alone_ms": "receive_only_ms", "collective_comm_alone_ms": "comm_not_overlapped_exclude_receive_ms"}
     rows = ov.rename(columns=rename)[["rank", "step"] + MI_COLS].copy()
     rows["step_ms"] = rows["computation_incl_free_ms"] + rows["comm_not_overlapped_ms"]
+    meta = {"family": "mindinsight", "average_source": "computed"}
     avg = run.table("cluster_overlap_avg")
     if avg is not None and set(rows["rank"]) <= set(avg["rank"]):
-        per_rank = avg.rename(columns=rename)[["rank"] + MI_COLS].copy()
-        source = "file"
-    else:
-        per_rank = rows.groupby("rank", as_index=False)[MI_COLS].mean()
-        source = "computed"
-    per_rank["step_ms"] = per_rank["computation_incl_free_ms"] + per_rank["comm_not_overlapped_ms"]
+        # the file's own average row: MindInsight's helper rates come from it; kept as a reference, never the headline
+        ref = avg.rename(columns=rename)[["rank"] + MI_COLS].copy()
+        ref["stage"] = ref["rank"].map(run.stage_of)
+        meta["file_average_rates"] = {**comm_shares(ref), "within_stage": within_stage_shares(ref)}
     # MindInsight shows the step interval beside these (model / pipeline parallel view)
-    st, st_avg = run.table("step_trace"), run.table("step_trace_avg")
+    st = run.table("step_trace")
     if st is not None:
         rows = rows.merge(st[["rank", "step", "step_interval_ms"]], on=["rank", "step"], how="left")
-    if st_avg is not None and source == "file":
-        per_rank = per_rank.merge(st_avg[["rank", "step_interval_ms"]], on="rank", how="left")
-    elif "step_interval_ms" in rows:
-        per_rank = per_rank.merge(rows.groupby("rank", as_index=False)["step_interval_ms"].mean(), on="rank", how="left")
-    return rows, per_rank, {"family": "mindinsight", "average_source": source}
+    cols = [c for c in rows.columns if c not in ("rank", "step")]
+    return rows, _per_rank(rows, cols, F), meta
 
 
 def _receive_cols(per_rank: pd.DataFrame) -> tuple[str, str]:
@@ -156,16 +159,24 @@ def stage_rows(rows: pd.DataFrame, value_cols: list[str]) -> pd.DataFrame:
 
 def analyze(run: Run, options=None) -> Analysis:
     st = run.table("step_time")
-    if st is not None and st["comm_not_overlapped_ms"].notna().any():
-        rows, per_rank, meta = _ascend(run)
+    F = facts.of(run, options)
+    if st is not None and "comm_not_overlapped_ms" in st and st["comm_not_overlapped_ms"].notna().any():
+        rows, per_rank, meta = _ascend(run, F)
     elif run.table("cluster_overlap") is not None:
-        rows, per_rank, meta = _mindinsight(run)
+        rows, per_rank, meta = _mindinsight(run, F)
     else:
         raise Unavailable(
             "No computation/communication breakdown in this run. Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
             "(any profiler level); MindSpore Insight: ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv "
             "(written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace "
             "(a CPU-only trace has no device timeline to measure overlap on).")
+    if F is not None:  # the steps listed are the run's; a step only this source has is left out (and said)
+        extra = sorted(set(rows["step"]) - set(F.steps_all))
+        rows = F.listed(rows).copy()
+        rows["warmup"] = rows["step"].isin(F.warmup_steps)
+        if extra:
+            meta["steps_left_out"] = [int(x) for x in extra]
+        meta["warmup_steps"] = list(F.warmup_steps)
     stage_of = {r: run.stage_of(r) for r in run.ranks}
     for df in (rows, per_rank):
         df["stage"] = df["rank"].map(stage_of)
@@ -176,7 +187,7 @@ def analyze(run: Run, options=None) -> Analysis:
     shares = comm_shares(per_rank)
     within = within_stage_shares(per_rank)
     metrics = {**meta, **shares, "ranks": int(per_rank["rank"].nunique()),
-               "steps": int(rows["step"].nunique()), "within_stage": within,
+               "steps": len(F.steps) if F is not None else int(rows["step"].nunique()), "within_stage": within,
                "pure_comm_ms_mean": float(per_rank["comm_not_overlapped_ms"].mean()),
                "threshold_comm_share_ratio": th.COMM_SHARE}
     if meta["family"] == "ascend":
@@ -235,9 +246,11 @@ def present(a: Analysis) -> View:
         phases = [("computation_incl_free_ms", "Computation (incl. idle)"),
                   ("comm_not_overlapped_ms", "Pure communication")]
     steps = sorted(rows["step"].unique().tolist())
-    avg_label = "Average (file row)" if m["average_source"] == "file" else "Average (mean of steps)"
+    warm = set(m.get("warmup_steps") or [])
+    avg_label = "Average (steps in scope)" if warm and m["steps"] < len(steps) else "Average (mean of steps)"
     stage_values = sorted(int(s) for s in per_rank["stage"].dropna().unique())
-    controls = [Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}") for s in steps], "avg")]
+    controls = [Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+                                                         for s in steps], "avg")]
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
                                 [(str(s), f"Stage {s}") for s in stage_values], "all"))
@@ -282,8 +295,14 @@ def present(a: Analysis) -> View:
                      "count batchSendRecv as receive time too; both are shown.")
     if not ascend:
         notes.append("MindSpore's computation time is step time minus pure communication, so it includes idle time.")
-        if m["average_source"] == "file":
-            notes.append("Averages are the file's own last row (MindSpore 2.0+ leaves step 1 out of it).")
+        ref = m.get("file_average_rates")
+        if ref:
+            notes.append("MindInsight computes its rates from the file's own average row (MindSpore 2.0+ leaves step 1 "
+                         f"out of it): communication share {ref['comm_share_ratio'] * 100:.2f}% there. Ours average the "
+                         "steps in scope, like every other section.")
+    if m.get("steps_left_out"):
+        notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
+                     f"step data: left out so that every section covers the same steps.")
     findings = _findings(m, a.data)
     within = ", ".join(f"stage {w['stage']} {w['within_stage_share_ratio'] * 100:.2f}%" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {m['comm_share_ratio'] * 100:.2f}% of computation + pure "
@@ -370,23 +389,27 @@ def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool
 
 
 def _heat(rows: pd.DataFrame) -> Figure:
-    df = rows[["rank", "step", "comm_not_overlapped_ms"]].copy()
+    df = rows[["rank", "step", "comm_not_overlapped_ms"]].assign(
+        warmup=rows["warmup"] if "warmup" in rows else False)
     n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
     title = "Rank"
     if n_ranks * n_steps > MAX_CHART_ROWS:
         per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
         df["rank"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank", "step"], as_index=False)["comm_not_overlapped_ms"].max()
+        df = df.groupby(["rank", "step"], as_index=False)[["comm_not_overlapped_ms", "warmup"]].max()
         title = f"Rank (groups of {per_bin}, max shown)"
+    caption = "Communication not overlapped by computation; darker is more."
+    if df["warmup"].any() and not df["warmup"].all():
+        caption += WARMUP_CAPTION
     chart = (
-        alt.Chart(df).mark_rect()
+        shade_in_scope(alt.Chart(df), "datum.comm_not_overlapped_ms").mark_rect()
         .encode(x=alt.X("step:O", title="Step"), y=alt.Y("rank:O", title=title, axis=alt.Axis(labelOverlap=True)),
-                color=alt.Color("comm_not_overlapped_ms:Q", title="ms", scale=alt.Scale(scheme="purples")),
+                color=alt.Color("shade:Q", title="ms", scale=alt.Scale(scheme="purples")),
                 tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
                          alt.Tooltip("comm_not_overlapped_ms:Q", title="Exposed comm (ms)", format=".4f")])
         .properties(width={"step": max(4, min(40, 800 // max(1, n_steps)))},
                     height={"step": max(2, min(16, 600 // max(1, n_ranks)))})
     )
     return Figure("overlap-heatmap", "Exposed communication per rank and step", to_spec(chart),
-                  caption="Communication not overlapped by computation; darker is more.",
+                  caption=caption,
                   alt="Heatmap of exposed communication per rank and step")

@@ -28,7 +28,8 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
-from ..charts import to_spec
+from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -96,24 +97,27 @@ def labels_of(src: Source) -> dict[str, str]:
 
 def analyze(run: Run, options=None) -> Analysis:
     src = _source(run)
+    F = facts.of(run, options)
     st = run.table(src.table)
     metrics_cols = [c for c in metrics_of(src) if st[c].notna().any()]  # a column the source lacks is left out
     info = run.ranks_table()[["rank", "host", "stage"]]
-    per_rank_step = st[["rank", "step"] + metrics_cols].copy()
-
-    computed = per_rank_step.groupby("rank", as_index=False)[metrics_cols].mean()
+    # the steps listed are the run's (reportgen/facts.py); averages are over the steps in scope
+    per_rank_step = F.listed(st)[["rank", "step"] + metrics_cols].copy()
+    per_rank_step["warmup"] = per_rank_step["step"].isin(F.warmup_steps)
+    per_rank = F.per_rank_mean(st, metrics_cols)
+    ranks = sorted(per_rank["rank"].unique())
+    # the profiler's own average row (MindInsight '-'): kept as a reference table, never the headline (it averages
+    # steps that were not shipped, the warm-up step included)
     file_avg = run.table(src.avg_table) if src.avg_table else None
-    ranks = sorted(per_rank_step["rank"].unique())
+    avg_diff = math.nan
     if file_avg is not None and set(ranks) <= set(file_avg["rank"]):
-        per_rank = file_avg[file_avg["rank"].isin(ranks)][["rank"] + metrics_cols].reset_index(drop=True)
-        average_source = "file"
+        file_avg = file_avg[file_avg["rank"].isin(ranks)][["rank"] + metrics_cols].reset_index(drop=True)
+        both = file_avg.merge(per_rank, on="rank", suffixes=("", "_mean"))
+        with_steps = both["step_ms_mean"] > 0
+        avg_diff = float(((both["step_ms"] - both["step_ms_mean"]).abs() / both["step_ms_mean"])[with_steps].max()) \
+            if with_steps.any() else 0.0
     else:
-        per_rank = computed
-        average_source = "computed"
-    both = per_rank.merge(computed, on="rank", suffixes=("", "_mean"))
-    with_steps = both["step_ms_mean"] > 0
-    avg_diff = float(((both["step_ms"] - both["step_ms_mean"]).abs() / both["step_ms_mean"])[with_steps].max()) \
-        if with_steps.any() else 0.0
+        file_avg = None
 
     per_rank = per_rank.merge(info, on="rank", how="left")
     per_rank_step = per_rank_step.merge(info, on="rank", how="left")
@@ -121,20 +125,26 @@ def analyze(run: Run, options=None) -> Analysis:
     wait_mean = float(per_rank[src.wait].mean()) if src.wait in per_rank and per_rank[src.wait].notna().any() \
         else math.nan
     per_rank["wait_vs_mean_ratio"] = per_rank[src.wait] / wait_mean - 1 if wait_mean > 0 else math.nan
-    step_median = float(per_rank["step_ms"].median())
+    step_median = F.step_ms_median
 
     metrics = {
-        "average_source": average_source,
+        "average_source": "computed",
+        "average_steps": "steps in scope (warm-up steps left out)" if F.warmup_steps and not F.include_warmup
+        else "every step listed",
         "ranks": len(ranks),
-        "steps": int(per_rank_step["step"].nunique()),
-        "step_ms_mean": float(per_rank["step_ms"].mean()),
+        "steps": len(F.steps),
+        "steps_listed": list(F.steps_all),
+        "warmup_steps": list(F.warmup_steps),
+        "step_ms_mean": F.step_ms_mean,
         "step_ms_median": step_median,
         "step_ms_min": float(per_rank["step_ms"].min()),
         "step_ms_max": float(per_rank["step_ms"].max()),
         "step_ms_spread_ratio": float((per_rank["step_ms"].max() - per_rank["step_ms"].min()) / step_median)
         if step_median > 0 else 0.0,
         **{f"{c}_mean": float(per_rank[c].mean()) for c in metrics_cols[1:]},
-        "slowest_rank": int(per_rank.loc[per_rank["step_ms"].idxmax(), "rank"]),
+        "slowest_rank": F.slowest_rank,
+        "fastest_rank": F.fastest_rank,
+        "median_rank": F.median_rank,
         "file_average_vs_step_mean_max_diff_ratio": avg_diff,
         "wait_metric": src.wait,
         "source_format": run.source_format,
@@ -158,9 +168,11 @@ def analyze(run: Run, options=None) -> Analysis:
     data["slow_compute"] = _slow_compute(per_rank, src)
 
     tables = {
-        "per_rank_step": per_rank_step[["rank", "step"] + metrics_cols + ["host", "stage"]],
+        "per_rank_step": per_rank_step[["rank", "step"] + metrics_cols + ["host", "stage", "warmup"]],
         "per_rank": per_rank[["rank"] + metrics_cols + ["wait_vs_mean_ratio", "host", "stage"]],
     }
+    if file_avg is not None:
+        tables["per_rank_file_average"] = file_avg
     return Analysis(metrics=metrics, tables=tables, data=data)
 
 
@@ -254,9 +266,11 @@ def present(a: Analysis) -> View:
     shown_steps = steps if len(steps) <= max_steps else \
         [steps[round(i * (len(steps) - 1) / (max_steps - 1))] for i in range(max_steps)] if max_steps > 1 else [steps[0]]
     shown_steps = sorted(set(shown_steps))
-    avg_label = "Average (file '-' row)" if m["average_source"] == "file" else "Average (mean of steps)"
+    warm = set(m.get("warmup_steps") or [])
+    avg_label = "Average (steps in scope)" if warm and m["steps"] < len(steps) else "Average (mean of steps)"
     controls = [
-        Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}") for s in shown_steps], "avg"),
+        Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+                                                         for s in shown_steps], "avg"),
         Control("sort_by", "Sort ranks by", [("rank", "Rank id")] + [(k, labels[k]) for k in cols_m], "rank"),
         Control("heat_metric", "Heatmap shows", [(k, labels[k]) for k in cols_m], "step_ms"),
     ]
@@ -264,13 +278,16 @@ def present(a: Analysis) -> View:
     if len(shown_steps) < len(steps):
         notes.append(f"The step selector offers {len(shown_steps)} of {len(steps)} steps (evenly spaced) to keep the "
                      f"file small; every step is in the per-rank-step table and its CSV.")
-    if m["average_source"] == "file" and m["file_average_vs_step_mean_max_diff_ratio"] < 5e-4:
-        notes.append("Averages are the profiler's own average rows ('-'); here they equal the mean of the step rows.")
-    elif m["average_source"] == "file":
+    if warm and m["steps"] < len(steps):
+        notes.append(f"Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, sorted(warm)))}: left out of the "
+                     f"averages, the ranking of ranks and the heatmap's colour scale (the first step took more than "
+                     f"{th.WARMUP_STEP_FACTOR:g}x the later steps); reportgen --include-warmup keeps them.")
+    diff = m.get("file_average_vs_step_mean_max_diff_ratio")
+    if diff is not None and not math.isnan(diff):
         notes.append(
-            "Averages are the profiler's own average rows ('-'), as MindInsight shows them. They differ from the "
-            f"mean of the step rows in this data by up to {m['file_average_vs_step_mean_max_diff_ratio'] * 100:.2f}% "
-            "(step time), because the profiler averaged over steps that were not all kept.")
+            "The profiler also wrote its own average row ('-', the table 'profiler average row'); MindInsight shows "
+            f"that row. It differs from the mean of the steps in scope by up to {diff * 100:.2f}% (step time): "
+            "the profiler averaged steps that were not all kept, warm-up included.")
     if src is ASCEND and run_format(a) == "kineto":
         notes.append("Step time is the ProfilerStep span; computing, communication not overlapped and free "
                      "partition it (GPU kernels clipped to the window they run in; memcpy/memset count as free).")
@@ -303,6 +320,11 @@ def present(a: Analysis) -> View:
              Column("max_ms", "Max (ms)", "ms"), Column("max_rank", "Rank of max", "rank"),
              Column("max_vs_mean_ratio", "Max vs mean", "ratio")],
             caption="From the operator columns of the step trace; the slowest first.", max_html_rows=50))
+    if "per_rank_file_average" in a.tables:
+        fa = a.tables["per_rank_file_average"].merge(per_rank[["rank", "host", "stage"]], on="rank", how="left")
+        tables.append(Table.from_frame("trajectory-file-average", "Profiler average row ('-', as MindInsight shows it)",
+                                       fa, cols, caption="The profiler's own averages over the whole profiled run; "
+                                       "reference only."))
 
     parts = ", ".join(f"{labels[k].lower()} {m[k + '_mean']:.4f} ms" for k in cols_m[1:])
     summary = (f"{m['ranks']} ranks, {m['steps']} steps. Median step time {m['step_ms_median']:.4f} ms "
@@ -410,7 +432,7 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
 
 
 def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Figure:
-    df = per_rank_step[["rank", "step", "host"] + cols_m].copy()
+    df = per_rank_step[["rank", "step", "host", "warmup"] + cols_m].copy()
     df["host"] = df["host"].fillna("")
     ranks = sorted(df["rank"].unique())
     steps = df["step"].nunique()
@@ -419,21 +441,22 @@ def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Fig
     if len(ranks) * steps > MAX_CHART_ROWS:
         per_bin = math.ceil(len(ranks) * steps / MAX_CHART_ROWS)
         df["rank_bin"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank_bin", "step"], as_index=False)[cols_m].max()
+        df = df.groupby(["rank_bin", "step"], as_index=False).agg({**{c: "max" for c in cols_m}, "warmup": "max"})
         df["rank"] = df["rank_bin"]
         df["host"] = ""
         y_title = f"Rank (groups of {per_bin}, max shown)"
         caption += f" Ranks are grouped by {per_bin} to keep the file small; each cell shows the group's maximum."
     labels = labels_of(src)
     metric_param = alt.param(name="heat_metric", value="step_ms")
+    if df["warmup"].any() and not df["warmup"].all():
+        caption += WARMUP_CAPTION
     chart = (
-        alt.Chart(df)
-        .transform_calculate(value="datum[heat_metric]")
+        shade_in_scope(alt.Chart(df), "datum[heat_metric]")
         .mark_rect()
         .encode(
             x=alt.X("step:O", title="Step"),
             y=alt.Y("rank:O", title=y_title, axis=alt.Axis(labelOverlap=True)),
-            color=alt.Color("value:Q", title="ms", scale=alt.Scale(scheme="orangered")),
+            color=alt.Color("shade:Q", title="ms", scale=alt.Scale(scheme="orangered")),
             tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
                      alt.Tooltip("host:N", title="Host"), alt.Tooltip("value:Q", title="ms", format=".4f")]
             + [alt.Tooltip(f"{k}:Q", title=labels[k], format=".4f") for k in cols_m],
