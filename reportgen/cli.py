@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks", default=None, metavar="LIST",
                    help="ranks to show in the per-rank drill-down besides the slowest, fastest and median "
                         "(e.g. 0,3,8-11)")
+    p.add_argument("--include-warmup", action="store_true",
+                   help="keep warm-up steps (leading steps far slower than the rest) in averages, rankings and "
+                        "colour scales; by default they are listed, labelled and left out")
     p.add_argument("--baseline", metavar="RUN_OR_METRICS_JSON",
                    help="compare with another run directory or a metrics JSON written by --json")
     p.add_argument("--fail-on", action="append", default=[], metavar="EXPR",
@@ -174,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None and not value > 0:
                 raise InputError(None, f"--{name.replace('_', '-')} must be a positive number")
         options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
-                   "ranks": _parse_ranks(args.ranks) if args.ranks else []}
+                   "ranks": _parse_ranks(args.ranks) if args.ranks else [],
+                   "include_warmup": args.include_warmup}
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,

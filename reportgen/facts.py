@@ -143,10 +143,16 @@ def compute(run: Run, include_warmup: bool = False) -> RunFacts | None:
 
 
 def of(run: Run, options=None) -> RunFacts | None:
-    """The run's facts for this report, computed once and cached on the run."""
-    include = bool(options.get(INCLUDE_WARMUP_OPTION, False)) if options is not None and hasattr(options, "get") \
-        else False
+    """The run's facts for this report, computed once and cached on the run.
+
+    With ``options`` (what sections receive) the ``--include-warmup`` choice is read from them and becomes the
+    report's; without, the report's facts are returned (the summary and the metrics file use that)."""
     cache = run.__dict__.setdefault("_facts_cache", {})
+    if options is None or not hasattr(options, "get"):
+        include = cache.get("current", False)
+    else:
+        include = bool(options.get(INCLUDE_WARMUP_OPTION, False))
+        cache["current"] = include
     if include not in cache:
         cache[include] = compute(run, include)
     return cache[include]

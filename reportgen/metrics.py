@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import __version__
+from . import __version__, facts
 from .model import Run
 from .report import SectionOutcome
 
@@ -60,11 +60,19 @@ def run_block(run: Run) -> dict[str, Any]:
         "world_size": run.world_size,
         "ranks": run.ranks,
         "missing_ranks": run.missing_ranks,
-        "steps": run.steps,
+        "steps": list(facts.of(run).steps_all) if facts.of(run) is not None else run.steps,
         "hosts": {str(r): h for r, h in sorted(run.hosts.items())},
         "parallel": run.parallel,
         "is_demo": run.is_demo,
     })
+
+
+def facts_block(run: Run) -> dict[str, Any] | None:
+    """The run facts every section used (reportgen/facts.py): steps listed / in scope / warm-up, rank order."""
+    F = facts.of(run)
+    if F is None:
+        return None
+    return _clean({**F.as_dict(), "per_rank": table_rows(F.per_rank)})
 
 
 def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
@@ -74,11 +82,14 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     by_id = {o.id: o for o in outcomes}
     out: dict[str, Any] = {"ranks": len(run.ranks), "hosts": len(set(run.hosts.values())) or None,
                            "mode": run.parallel.get("mode"), "stages": run.parallel.get("stages")}
-    tr = by_id.get("trajectory")
-    if tr is not None and tr.status == "ok":
-        m = tr.analysis.metrics
-        out.update(steps=m.get("steps"), step_ms_median=m.get("step_ms_median"),
-                   step_ms_spread_ratio=m.get("step_ms_spread_ratio"))
+    F = facts.of(run)
+    if F is not None:
+        pr = F.per_rank["step_ms"]
+        out.update(steps=len(F.steps), steps_listed=len(F.steps_all), warmup_steps=list(F.warmup_steps),
+                   step_ms_median=F.step_ms_median,
+                   step_ms_spread_ratio=float((pr.max() - pr.min()) / F.step_ms_median) if F.step_ms_median > 0
+                   else 0.0,
+                   slowest_rank=F.slowest_rank, median_rank=F.median_rank, fastest_rank=F.fastest_rank)
     ov = by_id.get("overlap")
     if ov is not None and ov.status == "ok":
         pr = ov.analysis.tables["per_rank"]
@@ -116,6 +127,7 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         "tool": {"name": "reportgen", "version": __version__},
         "run": run_block(run),
         "summary": summary(run, outcomes),
+        "facts": facts_block(run),
         "data_problems": [p.as_dict() for p in run.problems],
         "sections": sections,
         "findings": findings,

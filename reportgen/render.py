@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__
+from . import __version__, facts
 from .model import Run
 from .report import Column, SectionOutcome
 
@@ -145,7 +145,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
+STEP_SOURCE_TEXT = {"markers": "", "repeated_ops": "steps from the repeated operator sequence (no step markers)",
+                    "whole_trace": "one window over the whole trace (no step markers)"}
+
+
 def run_summary(run: Run) -> dict[str, Any]:
+    F = facts.of(run)
     hosts: dict[str, list[int]] = {}
     for r in run.ranks:
         h = run.hosts.get(r)
@@ -161,7 +166,9 @@ def run_summary(run: Run) -> dict[str, Any]:
         "missing_ranks": list(run.missing_ranks),
         "hosts": [{"host": h, "ranks": rs} for h, rs in hosts.items()],
         "hosts_known": bool(hosts),
-        "steps": list(run.steps),
+        "steps": list(F.steps_all) if F is not None else list(run.steps),
+        "warmup_steps": list(F.warmup_steps) if F is not None else [],
+        "step_source": STEP_SOURCE_TEXT.get(F.step_source if F is not None else "", ""),
         "parallel": dict(run.parallel),
     }
 
@@ -228,8 +235,12 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
     layout = ", ".join(x for x in (facts.get("mode"), f"{facts['stages']} stages" if facts.get("stages") else None) if x)
     parts.append(who + (f" ({layout})" if layout else "") + ".")
     if facts.get("step_ms_median") is not None:
-        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {facts.get('steps')} step(s), spread "
-                     f"{(facts.get('step_ms_spread_ratio') or 0) * 100:.2f}% across ranks.")
+        n, warm = facts.get("steps") or 0, facts.get("warmup_steps") or []
+        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {n} step{'s' if n != 1 else ''}"
+                     + (f" (warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} left out)"
+                        if warm else "")
+                     + f", spread {(facts.get('step_ms_spread_ratio') or 0) * 100:.2f}% across ranks; slowest rank "
+                       f"{facts.get('slowest_rank')}, fastest {facts.get('fastest_rank')}.")
     shares = [(k, label) for k, label in (("computing_share_ratio", "computation" + (" (incl. idle)" if
                                            facts.get("computing_includes_free") else "")),
                                           ("exposed_comm_share_ratio", "exposed communication"),

@@ -31,6 +31,7 @@ import pandas as pd
 
 from .. import thresholds as th
 from ..charts import to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -189,10 +190,23 @@ def analyze(run: Run, options=None) -> Analysis:
             "data); Ascend: communication.json / communication_matrix.json (profiler_level Level1 or higher); "
             "PyTorch: NCCL kernels, gloo or record_param_comms events in the trace.")
     prs = d["per_rank_step"]
-    if "per_rank_avg" in d:
-        per_rank = d.pop("per_rank_avg")
+    F = facts.of(run, options)
+    ms_cols = [c for c in prs.columns if c.endswith("_ms")]
+    extra_meta = {}
+    if F is not None:
+        # the run's steps (reportgen/facts.py): per-step rows of other steps (work outside every step, an hccl_raw
+        # step the step trace lacks) are left out and counted; averages are over the steps in scope
+        left = sorted(int(x) for x in set(prs["step"]) - set(F.steps_all))
+        if left:
+            extra_meta["steps_left_out"] = left
+        prs = F.listed(prs).copy()
+        prs["warmup"] = prs["step"].isin(F.warmup_steps)
+        per_rank = F.per_rank_mean(prs, ms_cols)
+        extra_meta.update(steps=len(F.steps), warmup_steps=list(F.warmup_steps))
     else:
-        per_rank = prs.groupby("rank", as_index=False)[[c for c in prs.columns if c.endswith("_ms")]].mean()
+        inside = prs[prs["step"] != -1] if (prs["step"] != -1).any() else prs
+        per_rank = inside.groupby("rank", as_index=False)[ms_cols].mean()
+    file_avg = d.pop("per_rank_avg", None)
     if "transit_ms" in per_rank and per_rank["transit_ms"].notna().any():
         per_rank["wait_ratio"] = (per_rank["wait_ms"] / (per_rank["wait_ms"] + per_rank["transit_ms"])).where(
             (per_rank["wait_ms"] + per_rank["transit_ms"]) > 0)
@@ -201,6 +215,8 @@ def analyze(run: Run, options=None) -> Analysis:
             (per_rank["comm_ms"] + per_rank["wait_ms"]) > 0)
     per_rank["stage"] = per_rank["rank"].map(run.stage_of)
     tables = {"per_rank": per_rank, "per_rank_step": prs}
+    if file_avg is not None:
+        tables["per_rank_file_average"] = file_avg  # MindInsight's hccl_raw average row, a reference only
     if d.get("ops") is not None:
         tables["ops"] = d["ops"]
     links = d.get("links")
@@ -213,7 +229,7 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["link_ops"] = link_ops
     slow = _slow_links(links if links is not None else d.get("links_local"), d.get("links_steps", 1))
     metrics = {
-        "avg_source": d["avg_source"], "wait_ratio_formula": d["wait_formula"],
+        **extra_meta, "avg_source": "computed", "wait_ratio_formula": d["wait_formula"],
         "comm_ms_mean": float(per_rank["comm_ms"].mean()), "wait_ms_mean": float(per_rank["wait_ms"].mean()),
         "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
     }
@@ -310,8 +326,10 @@ def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     per_rank, prs = t["per_rank"], t["per_rank_step"]
     figures = [_rank_bars(per_rank, prs)]
-    controls = [Control("step", "Step", [("avg", "Average")] +
-                        [(str(s), f"Step {s}") for s in sorted(prs["step"].unique())], "avg")]
+    warm = set(m.get("warmup_steps") or [])
+    controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
+                        [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+                         for s in sorted(prs["step"].unique())], "avg")]
     links = t.get("links")
     if links is not None:
         figures.append(_matrix(links, "src_rank", "dst_rank", "Rank"))
@@ -367,6 +385,17 @@ def present(a: Analysis) -> View:
     findings = _findings(a)
     summary = (f"Mean communication time per rank {m['comm_ms_mean']:.4f} ms per step, of which waiting "
                f"{m['wait_ms_mean']:.4f} ms (wait ratio = {m['wait_ratio_formula']}).")
+    if m.get("steps_left_out"):
+        left = ["outside every step" if x == -1 else str(x) for x in m["steps_left_out"]]
+        notes.append(f"Communication of steps the run's step data lacks ({', '.join(left)}) is in the operator table "
+                     "but left out of the per-rank and per-step numbers, so every section covers the same steps.")
+    if "per_rank_file_average" in t:
+        notes.append("The hccl_raw files' own average rows are kept as the table 'profiler average row'; per-rank "
+                     "numbers here average the steps in scope, like every other section.")
+        tables.append(Table.from_frame("communication-file-average", "Profiler average row (hccl_raw)",
+                                       t["per_rank_file_average"], [Column("rank", "Rank", "rank"),
+                                                                    Column("comm_ms", "Communication (ms)", "ms"),
+                                                                    Column("wait_ms", "Wait (ms)", "ms")]))
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 

@@ -4,7 +4,7 @@
   (``flops_per_s_ratio``), from :func:`reportgen.sections.flops.analyze`, and its peak memory over device
   capacity (``peak_memory_ratio``, null when the capacity is unknown), from
   :func:`reportgen.sections.memory.analyze`; plus the pipeline stage.
-* ``chosen_ranks``: the slowest, fastest and median rank by mean step time, plus the ranks the user asked
+* ``chosen_ranks``: the run's slowest, fastest and median rank (reportgen/facts.py), plus the ranks the user asked
   for (option ``ranks``), at most ``MAX_CHOSEN``.
 * ``top_operators``: per operator name and per operator type, count / total / mean / max time and share of
   the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication kernels (Ascend core
@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..charts import to_spec
 from ..errors import Unavailable
+from .. import facts
 from ..model import Run
 from ..report import Analysis, Column, Figure, Table
 
@@ -145,17 +146,9 @@ def blocks_figure(blocks: pd.DataFrame, order: list[int]) -> Figure | None:
 # --------------------------------------------------------------------------- chosen ranks
 
 
-def _mean_step(run: Run, step_table: pd.DataFrame | None) -> pd.Series:
-    for t in (step_table, run.table("step_time"), run.table("step_trace")):
-        if t is not None and {"rank", "step_ms"} <= set(t.columns) and t["step_ms"].notna().any():
-            s = t.dropna(subset=["step_ms"]).groupby("rank")["step_ms"].mean()
-            s.index = s.index.astype(int)
-            return s
-    return pd.Series(dtype=float)
-
-
-def chosen_ranks(run: Run, step_table: pd.DataFrame | None, options=None) -> dict[int, str]:
-    """{rank: role}: slowest, fastest, median by mean step time, then the asked-for ranks (option ``ranks``)."""
+def chosen_ranks(run: Run, step_table: pd.DataFrame | None = None, options=None) -> dict[int, str]:
+    """{rank: role}: the run's slowest, fastest and median rank (reportgen/facts.py), then the asked-for ranks
+    (option ``ranks``). ``step_table`` is ignored (kept for callers)."""
     out: dict[int, str] = {}
 
     def add(r, role):
@@ -166,12 +159,11 @@ def chosen_ranks(run: Run, step_table: pd.DataFrame | None, options=None) -> dic
         elif len(out) < MAX_CHOSEN:
             out[r] = role
 
-    means = _mean_step(run, step_table)
-    if not means.empty:
-        s = means.sort_values(kind="stable")
-        add(s.idxmax(), "slowest")
-        add(s.index[0], "fastest")
-        add(s.index[(len(s) - 1) // 2], "median")
+    F = facts.of(run, options)  # one definition of slowest / fastest / median rank for the whole report
+    if F is not None and F.slowest_rank is not None:
+        add(F.slowest_rank, "slowest")
+        add(F.fastest_rank, "fastest")
+        add(F.median_rank, "median")
     asked = _get(options, "ranks") or []
     if isinstance(asked, (int, str)):
         asked = [asked]

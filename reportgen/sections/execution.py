@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..charts import to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View
@@ -79,10 +80,10 @@ def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
         comm = st[["rank", "step", "comm_ms"]].assign(wait_ms=math.nan)
         comm_source = "step_time comm_ms (no wait time in this source)"
     if comm is not None:
-        # outer: a step the communication data has but the step table lacks still gets its means (MindInsight
-        # takes the steps of the time view from hccl_raw); its step_ms stays NaN
+        # the steps are the run's (reportgen/facts.py): communication of a step the step table lacks is left out
+        # (MindInsight takes the steps of its time view from hccl_raw; we list the same steps in every section)
         rows = rows.merge(comm.rename(columns={"comm_ms": "rank_comm_ms", "wait_ms": "rank_wait_ms"}),
-                          on=["rank", "step"], how="outer")
+                          on=["rank", "step"], how="left")
         means = comm.groupby("step")[["comm_ms", "wait_ms"]].mean()
         rows["comm_ms"] = rows["step"].map(means["comm_ms"])
         rows["wait_ms"] = rows["step"].map(means["wait_ms"])
@@ -200,7 +201,7 @@ def _align_group(ops: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, float],
 
 
 def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
-           stage_of: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+           stage_of: dict, F=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
     windows = windows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])
     ops = ops.merge(windows.rename(columns={"start_ms": "step_start", "end_ms": "step_end"}),
@@ -211,6 +212,9 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     total_ops = len(ops)
     all_steps = sorted(ops["step"].unique().tolist())
+    if F is not None:  # the run's steps, those in scope first (the default view is never a warm-up step)
+        all_steps = [x for x in F.steps if x in set(all_steps)] + [x for x in F.steps_all
+                                                                    if x in set(all_steps) and x not in F.steps]
     align_rows, drawn = [], []
     marks = 0
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0}
@@ -279,7 +283,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     rows = rows[["step", "step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms",
                  "shift_ms"]].reset_index(drop=True)
     align = pd.DataFrame(align_rows)
-    steps_shown = sorted(int(x) for x in rows["step"].unique())
+    steps_shown = list(dict.fromkeys(int(x) for x in rows["step"]))  # drawing order: in scope first
     first_op = next((r["alignment_op"] for r in align_rows if r["step"] == steps_shown[0]), None)
     metrics = {
         "marey_source_ops": int(total_ops), "marey_rows": int(len(rows)), "marey_marks": int(marks),
@@ -301,15 +305,21 @@ def analyze(run: Run, options=None) -> Analysis:
     metrics: dict = {}
     tables: dict = {}
     data: dict = {}
+    F = facts.of(run, options)
     if overview is not None:
+        if F is not None:
+            overview = F.listed(overview).reset_index(drop=True)
+            overview["warmup"] = overview["step"].isin(F.warmup_steps)
         tables["time_overview"] = overview
-        metrics.update({"time_overview_source": overview_source, "steps": int(overview["step"].nunique()),
+        metrics.update({"time_overview_source": overview_source,
+                        "steps": len(F.steps) if F is not None else int(overview["step"].nunique()),
+                        "warmup_steps": list(F.warmup_steps) if F is not None else [],
                         "ranks": int(overview["rank"].nunique()),
-                        "step_ms_mean": float(overview["step_ms"].mean())})
+                        "step_ms_mean": F.step_ms_mean if F is not None else float(overview["step_ms"].mean())})
     if ops is not None and not ops.empty:
         ranks = sorted(int(r) for r in ops["rank"].unique())
         lane_order = sorted(ranks, key=lambda r: (stage_of.get(r) is None, stage_of.get(r) or 0, r))
-        rows, align, mm = _marey(run, ops, windows, lane_order, stage_of)
+        rows, align, mm = _marey(run, ops, windows, lane_order, stage_of, F)
         if not rows.empty:
             tables["marey_alignment"] = align
             metrics.update(mm)
@@ -456,7 +466,9 @@ def present(a: Analysis) -> View:
             caption=m.get("time_overview_source", "")))
     if "marey" in a.data:
         steps = m["marey_steps_shown"]
-        controls.append(Control("step", "Step", [(str(s), f"Step {s}") for s in steps], str(steps[0])))
+        warm = set(m.get("warmup_steps") or [])
+        controls.append(Control("step", "Step", [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+                                                 for s in sorted(steps)], str(steps[0])))
         if a.data["marey"]["stage"].notna().any():
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
                                                                   ("stages", "One per stage (union of its ranks)")],
@@ -470,7 +482,11 @@ def present(a: Analysis) -> View:
         notes.append("Marey view: " + m.get("marey_unavailable", "no operator timeline"))
     parts = []
     if ov is not None:
-        parts.append(f"{m['steps']} steps on {m['ranks']} ranks, mean step time {m['step_ms_mean']:.2f} ms")
+        n = m["steps"]
+        warm = m.get("warmup_steps") or []
+        parts.append(f"{n} step{'s' if n != 1 else ''} on {m['ranks']} rank{'s' if m['ranks'] != 1 else ''}, mean "
+                     f"step time {m['step_ms_mean']:.2f} ms" + (f" (warm-up step{'s' if len(warm) > 1 else ''} "
+                                                               f"{', '.join(map(str, warm))} left out)" if warm else ""))
     if "marey" in a.data:
         parts.append(f"Marey view of {len(m['marey_steps_shown'])} step(s), {m['marey_lanes']} lanes, "
                      f"{m['marey_marks']:,} marks" + (f", aligned on '{m['alignment_op']}'" if m.get("alignment_op")
