@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 
 from . import __version__, facts
 from .model import Run
-from .report import Column, SectionOutcome
+from .report import Column, SectionOutcome, count
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -229,14 +229,14 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
 def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
     """The run in one paragraph (numbers from metrics.summary, which --json also carries)."""
     parts = []
-    who = f"{facts['ranks']} rank{'s' if facts['ranks'] != 1 else ''}"
+    who = count(facts['ranks'], 'rank')
     if facts.get("hosts"):
-        who += f" on {facts['hosts']} host{'s' if facts['hosts'] != 1 else ''}"
+        who += ' on ' + count(facts['hosts'], 'host')
     layout = ", ".join(x for x in (facts.get("mode"), f"{facts['stages']} stages" if facts.get("stages") else None) if x)
     parts.append(who + (f" ({layout})" if layout else "") + ".")
     if facts.get("step_ms_median") is not None:
         n, warm = facts.get("steps") or 0, facts.get("warmup_steps") or []
-        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {n} step{'s' if n != 1 else ''}"
+        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {count(n, 'step')}"
                      + (f" (warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} left out)"
                         if warm else "")
                      + f", spread {(facts.get('step_ms_spread_ratio') or 0) * 100:.2f}% across ranks; slowest rank "

@@ -19,6 +19,11 @@ Severity = Literal["high", "medium", "low"]
 Status = Literal["ok", "unavailable", "error"]
 
 
+def count(n, noun: str, plural: str | None = None) -> str:
+    """``1 step``, ``4 steps``: the one way a count is written in page text."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 @dataclass
 class Analysis:
     """What ``analyze`` returns: numbers only.

@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .. import facts
 from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import Run
@@ -121,14 +122,21 @@ class _Ctx:
         o = self.done.get(sid)
         return o.analysis if o is not None and o.status == "ok" else None
 
+    def in_scope(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Rows of the run's steps in scope (reportgen/facts.py); rows outside every step (-1) never count."""
+        F = facts.of(self.run)
+        if F is None or "step" not in df:
+            return df
+        return F.in_scope(df)
+
 
 def _context(run: Run, done: dict[str, SectionOutcome]) -> _Ctx:
     from ..metrics import summary
 
-    facts = summary(run, list(done.values()))
-    step = facts.get("step_ms_median")
-    steps = facts.get("steps") or len(run.steps) or 1
-    return _Ctx(run, done, float(step) if step else None, int(steps), facts.get("computing_share_ratio"))
+    s = summary(run, list(done.values()))
+    step = s.get("step_ms_median")
+    steps = s.get("steps") or len(run.steps) or 1
+    return _Ctx(run, done, float(step) if step else None, int(steps), s.get("computing_share_ratio"))
 
 
 # --------------------------------------------------------------------------------------------- time at stake
@@ -267,7 +275,7 @@ def rule_slow_rank_vote(ctx: _Ctx) -> list[Finding]:
     ops = a.tables.get("ops") if a is not None else None
     if ops is None or ops.empty or "elapse_ms" not in ops:
         return []
-    o = ops.dropna(subset=["elapse_ms"])
+    o = ctx.in_scope(ops).dropna(subset=["elapse_ms"])
     if "kind" in o:
         o = o[o["kind"] != "p2p"]
     if "op_type" in o:
@@ -415,7 +423,7 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
     dl = ctx.run.table("dataloader")
     if dl is None or dl.empty:
         return []
-    per = dl.groupby(["rank", "step"], as_index=False)["dur_ms"].sum()
+    per = ctx.in_scope(dl).groupby(["rank", "step"], as_index=False)["dur_ms"].sum()
     slow = per[per["dur_ms"] > th.DATALOADER_MS]
     if slow.empty:
         return []

@@ -34,7 +34,7 @@ from ..charts import to_spec
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Table, View
+from ..report import Analysis, Column, Control, Figure, Table, View, count
 
 ID = "execution"
 TITLE = "Execution overview"
@@ -484,7 +484,7 @@ def present(a: Analysis) -> View:
     if ov is not None:
         n = m["steps"]
         warm = m.get("warmup_steps") or []
-        parts.append(f"{n} step{'s' if n != 1 else ''} on {m['ranks']} rank{'s' if m['ranks'] != 1 else ''}, mean "
+        parts.append(f"{count(n, 'step')} on {count(m['ranks'], 'rank')}, mean "
                      f"step time {m['step_ms_mean']:.2f} ms" + (f" (warm-up step{'s' if len(warm) > 1 else ''} "
                                                                f"{', '.join(map(str, warm))} left out)" if warm else ""))
     if "marey" in a.data:

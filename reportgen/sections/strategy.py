@@ -32,7 +32,7 @@ import pandas as pd
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
+from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View, count
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -292,8 +292,8 @@ def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     figures = [_mesh_figure(t["mesh"], m)]
     dims = " × ".join(f"{k} {m[f'{k}_size']}" for k in DIMS if f"{k}_size" in m)
-    summary = (f"Mode {m['mode']}, {m['stages']} pipeline stage(s), {m['world_size']} ranks"
-               + (f" ({dims})" if dims else "") + f"; {m['groups']} process group(s).")
+    summary = (f"Mode {m['mode']}, {count(m['stages'] or 1, 'pipeline stage')}, {count(m['world_size'], 'rank')}"
+               + (f" ({dims})" if dims else "") + f"; {count(m['groups'], 'process group')}.")
     tables = [Table.from_frame(
         "strategy-groups", "Process groups", t["groups"].assign(ranks_text=[_ranks_text(r) for r in t["groups"]["ranks"]]),
         [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),

@@ -32,7 +32,7 @@ from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
 
 ID = "trajectory"
 TITLE = "Step trajectory"
@@ -327,7 +327,9 @@ def present(a: Analysis) -> View:
                                        "reference only."))
 
     parts = ", ".join(f"{labels[k].lower()} {m[k + '_mean']:.4f} ms" for k in cols_m[1:])
-    summary = (f"{m['ranks']} ranks, {m['steps']} steps. Median step time {m['step_ms_median']:.4f} ms "
+    summary = (f"{count(m['ranks'], 'rank')}, {count(m['steps'], 'step')}"
+               + (f" (warm-up step {', '.join(map(str, sorted(warm)))} left out)" if warm and m["steps"] < len(steps)
+                  else "") + f". Median step time {m['step_ms_median']:.4f} ms "
                f"(spread {m['step_ms_spread_ratio'] * 100:.2f}% of the median); mean {parts}.")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
