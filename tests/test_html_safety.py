@@ -175,7 +175,7 @@ def _hostile_context() -> dict:
         "title": PAYLOAD, "tool": {"name": "reportgen", "version": "0"}, "generated_at": PAYLOAD, "is_demo": True,
         "run": {"name": PAYLOAD, "source_format": PAYLOAD, "source_path": PAYLOAD, "layout": PAYLOAD,
                 "world_size": 2, "ranks": [0, 1], "missing_ranks": [2], "hosts": [{"host": PAYLOAD, "ranks": [0, 1]}],
-                "hosts_known": True, "steps": [1, 2], "parallel": {"mode": PAYLOAD, "stages": 2, PAYLOAD: PAYLOAD}},
+                "hosts_known": True, "steps": [1, 2], "warmup_steps": [1], "step_source": PAYLOAD, "parallel": {"mode": PAYLOAD, "stages": 2, PAYLOAD: PAYLOAD}},
         "problems": [{"path": PAYLOAD, "problem": PAYLOAD}], "notes": [PAYLOAD],
         "findings": [finding],
         "sections": [

@@ -45,7 +45,6 @@ def test_clean_run_has_no_finding(clean):
                                                                        m["sections"].items()}
     assert m["run"]["ranks"] == list(range(8)) and len(set(m["run"]["hosts"].values())) == 2
     assert (m["run"]["parallel"].get("stages") or 1) == stages
-    assert seconds < 4.0  # generating + reporting (< 2 s each on a quiet machine)
     assert sum(p.stat().st_size for p in (tmp / "run").iterdir()) < 1_000_000
     assert truth["anomalies"] == []
 

@@ -90,7 +90,12 @@ def _mindinsight(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         # the file's own average row: MindInsight's helper rates come from it; kept as a reference, never the headline
         ref = avg.rename(columns=rename)[["rank"] + MI_COLS].copy()
         ref["stage"] = ref["rank"].map(run.stage_of)
+        ref["step_ms"] = ref["computation_incl_free_ms"] + ref["comm_not_overlapped_ms"]
+        st_avg = run.table("step_trace_avg")
+        if st_avg is not None:
+            ref = ref.merge(st_avg[["rank", "step_interval_ms"]], on="rank", how="left")
         meta["file_average_rates"] = {**comm_shares(ref), "within_stage": within_stage_shares(ref)}
+        meta["file_average_table"] = ref
     # MindInsight shows the step interval beside these (model / pipeline parallel view)
     st = run.table("step_trace")
     if st is not None:
@@ -197,6 +202,8 @@ def analyze(run: Run, options=None) -> Analysis:
                 "receive_only_ms", "stage_ms", "comm_not_overlapped_exclude_receive_ms", "stage"]
     per_rank_out = per_rank.reindex(columns=contract + [c for c in per_rank.columns if c not in contract])
     tables = {"per_rank": per_rank_out, "per_rank_step": rows}
+    if "file_average_table" in metrics:  # MindInsight's own average row, a reference (what its pages show)
+        tables["per_rank_file_average"] = metrics.pop("file_average_table")
     if not stages.empty:
         tables["per_stage_step"] = stages
     gpu_time = _gpu_time(run)
