@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reportgen import metrics
 from reportgen.readers import read_run
 from reportgen.sections import run_sections
