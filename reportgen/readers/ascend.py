@@ -44,6 +44,8 @@ _PROF_DIR = re.compile(r"ascend_(pt|ms)$")
 _INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 _MAX_DEPTH = 10
 
+#: step id of step_trace_time rows written without one (no profiler schedule); never left in the run model
+NO_STEP_ID = -1
 #: step_trace_time.csv header -> step_time column (ms after /1000)
 STEP_TIME_COLUMNS = {
     "Computing": "computing_ms",
@@ -155,7 +157,8 @@ def _floats(series: pd.Series) -> pd.Series:
 def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame:
     """``step_trace_time.csv``: one row per step (µs) -> step_time rows (ms).
 
-    Optional ``Device_id`` and ``Preparing`` columns; ``Step`` may be empty (no schedule): step 0.
+    Optional ``Device_id`` and ``Preparing`` columns; ``Step`` may be empty (no schedule): step
+    :data:`NO_STEP_ID` here, made the whole-trace step 0 by :func:`whole_trace_steps` once every rank is read.
     ``step_ms`` = Computing + Communication(Not Overlapped) + Free, the device end-to-end time
     (identity verified on the fixtures: equals Stage + Bubble to < 1 µs).
     """
@@ -167,7 +170,7 @@ def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame
     steps = _floats(df[step_col]) if step_col else pd.Series([math.nan] * len(df))
     if steps.isna().any():
         problems.append((str(path), "rows without a step number (no profiler schedule) are counted as step 0"))
-    out = pd.DataFrame({"rank": [rank] * len(df), "step": steps.fillna(0).astype(int).to_numpy()})
+    out = pd.DataFrame({"rank": [rank] * len(df), "step": steps.fillna(NO_STEP_ID).astype(int).to_numpy()})
     for src, dst in STEP_TIME_COLUMNS.items():
         out[dst] = _floats(df[src]).to_numpy() / US_PER_MS if src in df.columns else math.nan
     out["step_ms"] = out["computing_ms"] + out["comm_not_overlapped_ms"] + out["free_ms"]
@@ -522,6 +525,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                                  " were derived from trace_view.json (Overlap Analysis), as torch_npu derives "
                                  "step_trace_time.csv; that file was absent.")
     if "step_time" in run.tables:
+        whole_trace_steps(run)
         st = run.tables["step_time"].sort_values(["rank", "step"]).reset_index(drop=True)
         run.tables["step_time"] = st
         run.steps = sorted(st["step"].unique().tolist())
@@ -529,6 +533,17 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def whole_trace_steps(run: Run) -> None:
+    """Step ids of ``step_time``: rows the profiler wrote without a step id (no schedule; :data:`NO_STEP_ID`) are the
+    whole-trace window, step 0 (the key communication.json gives them too). ``run.step_source`` is ``whole_trace``
+    when no row has an id, else ``markers``."""
+    st = run.tables["step_time"]
+    none = st["step"] == NO_STEP_ID
+    run.step_source = "whole_trace" if none.all() else "markers"
+    if none.any():
+        run.tables["step_time"] = st.assign(step=st["step"].where(~none, 0))
 
 
 def _merge_metadata(args, groups, dist_args: dict, group_info: dict) -> None:

@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .ascend import OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, double_hash
+from .ascend import NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, double_hash
 
 NS_PER_MS = 1e6
 US_PER_MS = 1e3
@@ -473,10 +473,11 @@ def _step_time(ctx: _Rank) -> pd.DataFrame | None:
         return None
     df = ctx.pick_device(db, df, "deviceid", "StepTraceTime")
     raw = df["step"].tolist() if "step" in df.columns else [None] * len(df)
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip().lower() in ("", "step")
-           for v in raw):
+    no_id = [v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip().lower() in ("", "step")
+             for v in raw]
+    if any(no_id):
         ctx.problem(db, "StepTraceTime rows without a step number (no profiler schedule) are counted as step 0")
-    steps = [_parse_step(v) for v in raw]
+    steps = [NO_STEP_ID if none else _parse_step(v) for v, none in zip(raw, no_id)]
     keep = [s is not None for s in steps]
     if not all(keep):
         ctx.problem(db, f"{keep.count(False)} StepTraceTime row(s) with an unreadable step skipped")
@@ -512,7 +513,7 @@ def _step_time_from_tasks(ctx: _Rank) -> pd.DataFrame | None:
         if not ends:
             return None
         allv = np.concatenate(ends)
-        windows = [(0, None, int(allv.min()), int(allv.max()))]
+        windows = [(NO_STEP_ID, None, int(allv.min()), int(allv.max()))]
     rows = []
     for step, host_start, lo, hi in windows:
         part = {k: _clip(iv[k], lo, hi) for k in OVERLAP_TYPES.values()}

@@ -13,6 +13,12 @@ run model (ms, MB = 10^6 B, global ranks).
 * Hosts: the top-level ``host_name`` key torch writes (2.x; ``socket.gethostname()``), only when the files
   name at least two different hosts (one host says nothing about placement, and the run model then keeps
   ``hosts`` empty as before).
+* ``memory_events`` (rank, ts_ms, device_type, device_id, allocated_mb, reserved_mb): the ``[memory]`` events;
+  device memory is every :data:`ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, MTIA,
+  PrivateUse1 such as torch_npu, ...), host memory is CPU 0.
+* Steps: ``trace_steps`` from the ``ProfilerStep#N`` spans (``run.step_source = "markers"``); without any marker,
+  one whole-trace window per rank, step 0 (:func:`whole_trace_windows`, ``"whole_trace"``). GPU work outside every
+  ProfilerStep belongs to no step (tables that carry a step give it -1).
 * ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with
   the ProfilerStep they start in (-1 outside every step).
 * ``p2p_links`` (group, src_rank, dst_rank, transport, ops, matched, size_mb, time_ms, bandwidth_gbps): one row
@@ -47,6 +53,11 @@ _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
 _MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough to read (process start-up costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+#: ``[memory]`` "Device Type" values that are accelerator (device) memory: the accelerator entries of
+#: c10::DeviceType (c10/core/DeviceType.h). CPU (0) is host memory; MKLDNN/IDEEP/Meta/Lazy hold no device memory.
+ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
+    1: "CUDA", 6: "HIP", 7: "FPGA", 8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 15: "HPU",
+    16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
 def _looks_like_trace(path: Path) -> bool:
@@ -217,6 +228,16 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)
+    if "trace_steps" in run.tables:
+        run.step_source = "markers"
+    else:
+        windows = whole_trace_windows(run.tables)
+        if windows is not None:
+            run.tables["trace_steps"] = windows
+            run.step_source = "whole_trace"
+            run.notes.append("No ProfilerStep markers in the trace: each rank is one whole-trace window (step 0), "
+                             "from its first to its last GPU op (HTA's default; CPU-only ranks: first to last event "
+                             "read).")
     if "dataloader" in run.tables:
         run.tables["dataloader"] = _assign_steps(run.tables["dataloader"], run.tables.get("trace_steps"))
     if "trace_steps" in run.tables:
@@ -230,6 +251,31 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+    """``trace_steps`` rows for a trace without ProfilerStep markers: per rank one window, step 0, from the first
+    GPU op's start to the last GPU op's end (HTA's whole-trace span, research/kineto-traces-and-hta.md §1.1); a rank
+    without GPU ops: from the first to the last event read (collectives, aten ops, DataLoader spans, [memory])."""
+    spans = []
+    gpu = tables.get("gpu_ops")
+    if gpu is not None and not gpu.empty:
+        spans.append(gpu.assign(end_ms=gpu["start_ms"] + gpu["dur_ms"]).groupby("rank").agg(
+            start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
+    gpu_ranks = set(spans[0].index) if spans else set()
+    host = [df.assign(end_ms=df["start_ms"] + df["dur_ms"])[["rank", "start_ms", "end_ms"]]
+            for df in (tables.get(n) for n in ("collectives", "cpu_ops", "dataloader")) if df is not None]
+    mem = tables.get("memory_events")
+    if mem is not None:
+        host.append(pd.DataFrame({"rank": mem["rank"], "start_ms": mem["ts_ms"], "end_ms": mem["ts_ms"]}))
+    host = [df[~df["rank"].isin(gpu_ranks)] for df in host]
+    if any(not df.empty for df in host):
+        spans.append(pd.concat(host).groupby("rank").agg(start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
+    if not spans:
+        return None
+    out = pd.concat(spans).reset_index()
+    out.insert(1, "step", 0)
+    return out[["rank", "step", "start_ms", "end_ms"]].sort_values("rank", ignore_index=True)
 
 
 def _parallel_layout(run: Run, groups: pd.DataFrame) -> None:

@@ -474,6 +474,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         df = pd.DataFrame(step_rows)[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ms", "end_ms"]]
         run.tables["step_trace"] = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
         run.steps = sorted(df["step"].unique().tolist())
+        run.step_source = "markers"
     if avg_rows:
         run.tables["step_trace_avg"] = (
             pd.DataFrame(avg_rows)[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]

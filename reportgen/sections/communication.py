@@ -140,6 +140,11 @@ def _kineto(run: Run) -> dict:
             if not sel.empty:
                 source = label
                 break
+    if sel.empty:
+        raise Unavailable(
+            "This PyTorch trace records no communication: no NCCL/RCCL kernels (nor kernels matching a "
+            "--comm-pattern), no gloo operations and no record_param_comms ops. A single-process run has none; for "
+            "a distributed run, profile every rank with the CUDA activity (NCCL kernels) or CPU activity (gloo).")
     sel = sel.copy()
     if "in_mb" not in sel or sel["in_mb"].isna().all():
         sel["in_mb"] = math.nan

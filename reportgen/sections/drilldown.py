@@ -17,7 +17,7 @@
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from ``trace_steps``, so Ascend runs without a trace are skipped), memory
   in use (MB; Ascend ``memory_record`` reserved_mb of the APP component, else the largest; Kineto
-  ``memory_events`` GPU rows, allocated_mb; MindInsight has none) and cumulative FLOPs (Ascend MatMul kernels
+  ``memory_events`` accelerator rows, allocated_mb; MindInsight has none) and cumulative FLOPs (Ascend MatMul kernels
   via :func:`reportgen.sections.flops.ascend_matmul_flops`; Kineto innermost ``estimate_ops`` of ``cpu_ops``,
   counted by op start like the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank
   and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
@@ -37,6 +37,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from .. import facts
 from ..model import Run
+from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
 
 #: operators / types kept per rank and level (plus one "others" row)
@@ -315,7 +316,8 @@ def _memory_rows(run: Run, rank: int, start: float, end: float) -> pd.DataFrame 
             return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["reserved_mb"].astype(float)})
     me = run.table("memory_events")
     if me is not None and {"ts_ms", "device_type", "allocated_mb"} <= set(me.columns):
-        m = me[(me["rank"] == rank) & (pd.to_numeric(me["device_type"], errors="coerce") == 1)]
+        m = me[(me["rank"] == rank) & pd.to_numeric(me["device_type"], errors="coerce").isin(
+            list(ACCELERATOR_DEVICE_TYPES))]
         m = m.dropna(subset=["ts_ms", "allocated_mb"])
         if not m.empty:
             return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["allocated_mb"].astype(float)})

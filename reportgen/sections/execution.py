@@ -275,7 +275,12 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         if len(drawn) >= MAX_STEPS:
             trimmed["steps_left_out"] = len(all_steps) - len(drawn)
             break
-    rows = pd.concat(drawn, ignore_index=True)
+    rows = pd.concat(drawn, ignore_index=True) if drawn else ops.iloc[0:0]
+    if rows.empty:
+        why = (f"every one of the {total_ops} operators is shorter than {MIN_DUR_SHARE:.1%} of its step, the drawing "
+               "threshold (e.g. a decode or graph-replay step of thousands of short kernels)"
+               if trimmed["below_threshold"] else "no operator starts inside a step of the run")
+        return rows, pd.DataFrame(align_rows), {"marey_unavailable": why + ": nothing to draw"}
     rows["stage"] = rows["rank"].map(stage_of)
     rows["step_key"] = rows["step"].astype(int).astype(str)
     rows["dur_ms"] = rows["end"] - rows["start"]
@@ -320,13 +325,15 @@ def analyze(run: Run, options=None) -> Analysis:
         ranks = sorted(int(r) for r in ops["rank"].unique())
         lane_order = sorted(ranks, key=lambda r: (stage_of.get(r) is None, stage_of.get(r) or 0, r))
         rows, align, mm = _marey(run, ops, windows, lane_order, stage_of, F)
-        if not rows.empty:
+        if rows.empty:
+            metrics.update(mm)
+        else:
             tables["marey_alignment"] = align
             metrics.update(mm)
             metrics["marey_source"] = tl_source
             data["marey"] = rows
             data["lanes"] = [r for r in lane_order if r in set(rows["rank"])]
-    if "marey" not in data:
+    if "marey" not in data and "marey_unavailable" not in metrics:
         metrics["marey_unavailable"] = ("no operator timeline: Ascend trace_view.json (hccl/device ops and "
                                         "ProfilerStep), PyTorch GPU kernels with ProfilerStep, MindInsight "
                                         "step_trace_raw_*_detail_time.csv with op columns")

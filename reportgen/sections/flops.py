@@ -18,7 +18,14 @@ Sources and definitions:
   Nested ops are counted once: a counted op that contains another counted op on the same thread (aten::linear
   -> aten::addmm, aten::matmul -> aten::mm) is dropped and only the innermost op counts. Element-wise ops
   (mul, add, torch counts them as one FLOP per element) and attention kernels (SDPA) are not counted.
-  FLOP/s = FLOPs / wall time of the profiled steps (ProfilerStep spans; the counted ops' span without them).
+* FLOP/s (every family) = FLOPs / DEVICE time (:func:`device_rate`), never a CPU span: the host enqueues work
+  long before the device runs it (asynchronous launches, CUDA-graph replay), so the span of the CPU ops can be a
+  small fraction of the device time (one MI300X trace gave 7,676 TFLOP/s that way). PyTorch: the FLOPs of the ops
+  launched in the run's step windows / the windows' total length, the windows being the ProfilerStep spans on the
+  common clock (the windows the device timeline is cut by in overlap and trajectory) or, without markers, the
+  whole-trace window from the first to the last GPU op (HTA's kernel span; every op counts; a CPU-only trace has
+  no other device: its first to last event). Ascend: MatMul FLOPs / Σ device step time (step_trace_time).
+  MindSpore Insight: the profiler's own FLOPS (above).
 * Ascend (torch_npu / MindSpore 2.x ``ASCEND_PROFILER_OUTPUT``): kernel_details.csv PMU columns (aic_mac_ratio,
   ...) are utilisation ratios, not FLOP counts: without ``flops_summary`` files there is nothing to count.
 * MFU (PyTorch only) = FLOP/s / peak, peak from ``options["peak_tflops"]`` or from the device name
@@ -61,10 +68,11 @@ SEVERITY_MEDIUM_GAP = th.FLOPS_SEVERITY_MEDIUM_GAP
 
 #: Dense 16-bit (BF16/FP16) tensor-core peak, TFLOP/s, by device-name pattern (first match wins). Sources:
 #: NVIDIA A100 datasheet (312 dense BF16), H100 datasheet (SXM 989, PCIe 756 dense BF16), V100 datasheet
-#: (125 FP16 tensor), A10 datasheet (125 dense FP16 tensor), L4 datasheet (121 dense FP16 = 242 sparse / 2).
+#: (125 FP16 tensor), A10 datasheet (125 dense FP16 tensor), L4 datasheet (121 dense FP16 = 242 sparse / 2); AMD
+#: Instinct MI300X / MI325X datasheets (1307.4 dense FP16/BF16), MI250X (383), MI250 (362.1).
 PEAK_TFLOPS: list[tuple[str, float]] = [
     (r"H100.*PCIe", 756.0), (r"H100", 989.0), (r"A100", 312.0), (r"V100", 125.0), (r"\bA10\b", 125.0),
-    (r"\bL4\b", 121.0),
+    (r"\bL4\b", 121.0), (r"MI300X|MI325X", 1307.4), (r"MI250X", 383.0), (r"MI250", 362.1),
 ]
 
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}
@@ -163,6 +171,11 @@ def estimate_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     return ops.reset_index(drop=True)
 
 
+def device_rate(flops: float, device_ms: float) -> float:
+    """FLOP/s = FLOPs / device time in seconds (the module docstring's definition); NaN without device time."""
+    return flops / (device_ms / 1e3) if device_ms and device_ms > 0 else math.nan
+
+
 def _kineto(run: Run) -> dict:
     ops = estimate_ops(run.table("cpu_ops"))
     if ops.empty or not ops["flops"].notna().any():
@@ -173,29 +186,32 @@ def _kineto(run: Run) -> dict:
     inner = ops[ops["innermost"]]
     uncomputed = int(inner["flops"].isna().sum())
     steps = run.table("trace_steps")
+    whole = run.step_source == "whole_trace"
+    basis = "whole-trace window (first to last GPU op; CPU-only: first to last event)" if whole \
+        else "ProfilerStep windows"
     rows, step_rows = [], []
     for rank in sorted(ops["rank"].unique()):
         o = inner[inner["rank"] == rank]
         total = float(o["flops"].sum())
         st = steps[steps["rank"] == rank].sort_values("start_ms") if steps is not None else None
+        in_steps, wall_ms = math.nan, math.nan
         if st is not None and not st.empty:
-            wall_ms, basis = float((st["end_ms"] - st["start_ms"]).sum()), "profiled steps"
-            idx = np.searchsorted(st["start_ms"].to_numpy(), o["start_ms"].to_numpy(), side="right") - 1
-            ok = idx >= 0
-            ok[ok] &= o["start_ms"].to_numpy()[ok] < st["end_ms"].to_numpy()[idx[ok]]
-            per = pd.DataFrame({"step": st["step"].to_numpy()[idx[ok]], "flops": o["flops"].to_numpy()[ok]}) \
-                .groupby("step")["flops"].sum()
+            wall_ms = float((st["end_ms"] - st["start_ms"]).sum())
+            if whole:  # one window over the whole trace: every op is in it, even one launched before the first kernel
+                per = pd.Series({int(st["step"].iloc[0]): total})
+            else:
+                idx = np.searchsorted(st["start_ms"].to_numpy(), o["start_ms"].to_numpy(), side="right") - 1
+                ok = idx >= 0
+                ok[ok] &= o["start_ms"].to_numpy()[ok] < st["end_ms"].to_numpy()[idx[ok]]
+                per = pd.DataFrame({"step": st["step"].to_numpy()[idx[ok]], "flops": o["flops"].to_numpy()[ok]}) \
+                    .groupby("step")["flops"].sum()
+            in_steps = float(per.sum())
             for s in st.itertuples():
                 f = float(per.get(s.step, 0.0))
-                ms = float(s.end_ms - s.start_ms)
-                step_rows.append({"rank": int(rank), "step": int(s.step), "flops": f, "step_ms": ms,
-                                  "flops_per_s": f / (ms / 1e3) if ms > 0 else math.nan})
-        else:
-            wall_ms = float((o["start_ms"] + o["dur_ms"]).max() - o["start_ms"].min()) if len(o) else math.nan
-            basis = "span of the counted ops"
+                step_rows.append({"rank": int(rank), "step": int(s.step), "flops": f, "step_ms": s.end_ms - s.start_ms,
+                                  "flops_per_s": device_rate(f, s.end_ms - s.start_ms)})
         rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "time_basis": basis,
-                     "flops_per_s": total / (wall_ms / 1e3) if wall_ms and wall_ms > 0 else math.nan,
-                     "ops_counted": int(o["flops"].notna().sum())})
+                     "flops_per_s": device_rate(in_steps, wall_ms), "ops_counted": int(o["flops"].notna().sum())})
     per_rank = pd.DataFrame(rows)
     by_op = inner.groupby(["rank", "name"], as_index=False).agg(calls=("flops", "size"), flops=("flops", "sum"),
                                                                  time_ms=("dur_ms", "sum"))
@@ -207,8 +223,7 @@ def _kineto(run: Run) -> dict:
                      "ops_counted": sorted(inner["name"].unique().tolist()),
                      "ops_skipped_as_nested": {k: int(v) for k, v in sorted(outer.items())},
                      "ops_without_shapes": uncomputed,
-                     "flops_per_s_basis": "FLOPs / wall time of the profiled steps"
-                     if steps is not None else "FLOPs / span of the counted ops"}}
+                     "flops_per_s_basis": f"FLOPs launched in the {basis} / their length on the device clock"}}
 
 
 _ASCEND_MATMUL = re.compile(r"matmul", re.I)
@@ -243,8 +258,7 @@ def _ascend(run: Run) -> dict:
         total = float(o["flops"].sum())
         st = steps[steps["rank"] == rank] if steps is not None else None
         wall_ms = float(st["step_ms"].sum()) if st is not None and not st.empty else math.nan
-        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms,
-                     "flops_per_s": total / (wall_ms / 1e3) if wall_ms and wall_ms > 0 else math.nan,
+        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "flops_per_s": device_rate(total, wall_ms),
                      "ops_counted": int(o["flops"].notna().sum())})
     by_op = mm.groupby(["rank", "type"], as_index=False).agg(calls=("flops", "size"), flops=("flops", "sum"),
                                                               time_ms=("dur_ms", "sum"))

@@ -14,8 +14,9 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1):
   says which). ``npu_module_mem.csv`` alone: peak = the largest sum over CANN modules at one sample time.
   The files carry no capacity: it comes from the ``device_memory_gb`` option (GB = 10^9 B) or stays unknown.
 * PyTorch (Kineto) ``[memory]`` events with ``profile_memory=True``: peak = the maximum "Total Reserved"
-  of the rank's CUDA device (device_type 1; what the caching allocator holds, the figure nvidia-smi is
-  closest to); capacity = ``deviceProperties.totalGlobalMem`` of that device.
+  of the rank's accelerator device (any accelerator c10::DeviceType, ``readers.kineto.ACCELERATOR_DEVICE_TYPES``:
+  CUDA 1, HIP 6 on ROCm, XPU, HPU, ...; what the caching allocator holds, the figure nvidia-smi / amd-smi is
+  closest to); capacity = ``deviceProperties.totalGlobalMem`` of that device. CPU (0) events are host memory.
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null).
 * Imbalance reference = the median peak of the rank's pipeline stage (all ranks when there are no stages):
   stages legitimately hold different activations, so only peers are compared.
@@ -33,6 +34,7 @@ from .. import thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
+from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Finding, Table, View
 
 ID = "memory"
@@ -112,13 +114,19 @@ def _module_mem(run: Run) -> dict:
 
 def _kineto(run: Run) -> dict:
     me = run.table("memory_events")
-    cuda = me[(me["device_type"] == 1) & me["reserved_mb"].notna()]
-    if cuda.empty:
-        raise Unavailable("The trace's [memory] events are all CPU (device_type 0): no device memory to analyse. "
-                          "Profile with profile_memory=True on the GPU (torch.profiler activities CUDA).")
+    dev_rows = me[me["device_type"].isin(list(ACCELERATOR_DEVICE_TYPES))]
+    if dev_rows.empty:
+        raise Unavailable("The trace's [memory] events are all host (CPU) memory: no device memory to analyse. "
+                          "Profile with profile_memory=True and the accelerator activity (torch.profiler "
+                          "ProfilerActivity.CUDA, also on ROCm).")
+    device = dev_rows[dev_rows["reserved_mb"].notna()]
+    if device.empty:
+        raise Unavailable("The trace's device [memory] events carry no Total Reserved / Total Allocated (PyTorch "
+                          "before 1.10 wrote only the bytes of each allocation): the memory in use is unknown. "
+                          "Profile with a newer PyTorch and profile_memory=True.")
     props = run.table("device_properties")
     rows, parts = [], []
-    for rank, g in cuda.groupby("rank"):
+    for rank, g in device.groupby("rank"):
         dev_peaks = g.groupby("device_id")["reserved_mb"].max()
         dev = dev_peaks.idxmax()
         sel = g[g["device_id"] == dev]
@@ -130,12 +138,13 @@ def _kineto(run: Run) -> dict:
                 cap = float(match["total_memory_mb"].iloc[0])
             elif p["total_memory_mb"].nunique() == 1:
                 cap = float(p["total_memory_mb"].iloc[0])  # every device of the rank is the same model
+        kind = ACCELERATOR_DEVICE_TYPES[int(sel["device_type"].iloc[0])]
         rows.append({"rank": int(rank), "peak_mb": float(dev_peaks.max()), "capacity_mb": cap,
-                     "source": f"CUDA device {int(dev)} total reserved", "trace_device": int(dev)})
+                     "source": f"{kind} device {int(dev)} total reserved", "trace_device": int(dev)})
         parts.append(pd.DataFrame({"rank": int(rank), "ts": sel["ts_ms"].to_numpy(), "mb": sel["reserved_mb"].to_numpy()}))
     return {"per_rank": pd.DataFrame(rows), "series": pd.concat(parts, ignore_index=True), "x_kind": "time",
             "capacity_source": "deviceProperties totalGlobalMem",
-            "peak_definition": "maximum total reserved of the rank's CUDA device (caching allocator)"}
+            "peak_definition": "maximum total reserved of the rank's accelerator device (caching allocator)"}
 
 
 # --------------------------------------------------------------------------- analysis helpers

@@ -16,6 +16,7 @@ one_op                 one rank, one ProfilerStep, one GEMM kernel (and its aten
 tiny_ops               one rank, every GPU op shorter than 0.1% of its step (all below the Marey threshold)
 no_markers             two ranks with NCCL, every ProfilerStep removed (HTA's whole-trace case)
 zero_length_steps      one rank, every ProfilerStep with dur 0
+work_outside_steps     two ranks with NCCL, the first ProfilerStep removed: its work lies outside every step
 rocm_no_markers        one MI300X rank: HIP kernel names, ``[memory]`` device type 6, no ProfilerStep, the CPU
                        launching every op in a burst long before the device runs it (FLOP/s must use device time)
 cpu_only               one rank, no device event at all (kernels, memcpy, runtime calls removed; memory on CPU)
@@ -65,6 +66,7 @@ KINETO_CASES: dict[str, tuple[dict, tuple[str, ...], str]] = {
     "tiny_ops": ({}, ("tiny_ops",), "markers"),
     "no_markers": ({"devices_per_host": 2}, ("drop_markers",), "whole_trace"),
     "zero_length_steps": ({}, ("zero_steps",), "markers"),
+    "work_outside_steps": ({"devices_per_host": 2}, ("drop_first_marker",), "markers"),
     "rocm_no_markers": ({}, ("rocm", "cpu_burst", "drop_markers"), "whole_trace"),
     "cpu_only": ({}, ("drop_device",), "markers"),
     "cpu_only_no_markers": ({}, ("drop_device", "drop_markers"), "whole_trace"),
@@ -170,6 +172,11 @@ def _drop_markers(doc, events):
     return [e for e in events if not _is_step(e)]
 
 
+def _drop_first_marker(doc, events):
+    first = min(int(e["name"].split("#")[1]) for e in events if _is_step(e))
+    return [e for e in events if e.get("name") != f"ProfilerStep#{first}"]
+
+
 def _drop_device(doc, events):
     doc.pop("deviceProperties", None)
     for e in events:
@@ -237,5 +244,6 @@ def _cpu_burst(doc, events):
 
 
 _EDITS = {"drop_comm": _drop_comm, "drop_compute": _drop_compute, "drop_markers": _drop_markers,
+          "drop_first_marker": _drop_first_marker,
           "drop_device": _drop_device, "one_op": _one_op, "tiny_ops": _tiny_ops, "zero_steps": _zero_steps,
           "empty_steps": _empty_steps, "rocm": _rocm, "cpu_burst": _cpu_burst}
