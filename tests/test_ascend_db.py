@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reportgen.readers.ascend import parse_communication, parse_matrix, parse_step_trace_time
+from reportgen.readers.ascend import NO_STEP_ID, parse_communication, parse_matrix, parse_step_trace_time
 from reportgen.readers.ascend_db import COLUMNS, read_db_rank
 
 from conftest import fixture_dir, tree_digest
@@ -169,7 +169,8 @@ def test_msprof_db_fixtures():
     problems: list = []
     got = read_db_rank(base / "multiDevice" / "msprof_db", 0, ALL, problems)
     st = got["step_time"]
-    assert len(st) == 1 and st["step"].iloc[0] == 0 and st["computing_ms"].iloc[0] == pytest.approx(0.07572)
+    # no STEP_TIME: the rank reader marks the row "no step id"; read_run makes it the whole-trace step 0
+    assert len(st) == 1 and st["step"].iloc[0] == NO_STEP_ID and st["computing_ms"].iloc[0] == pytest.approx(0.07572)
     text = " | ".join(p[1] for p in problems)
     assert "devices 0, 1, 2, 3" in text and "without any known profiler table" in text
     assert "no profiler DB" in text
