@@ -121,8 +121,9 @@ def _kineto(run: Run) -> dict:
                           "ProfilerActivity.CUDA, also on ROCm).")
     device = dev_rows[dev_rows["reserved_mb"].notna()]
     if device.empty:
-        raise Unavailable("The trace's device [memory] events carry no Total Reserved / Total Allocated (PyTorch "
-                          "before 1.10 wrote only the bytes of each allocation): the memory in use is unknown. "
+        raise Unavailable("The trace's device [memory] events carry no Total Reserved / Total Allocated (older "
+                          "PyTorch, e.g. 2021 traces, wrote only the bytes of each allocation): the memory in use is "
+                          "unknown. "
                           "Profile with a newer PyTorch and profile_memory=True.")
     props = run.table("device_properties")
     rows, parts = [], []
