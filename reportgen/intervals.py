@@ -1,15 +1,16 @@
 """Interval arithmetic and the GPU time metrics built on it (one place for every formula).
 
-Definitions follow HTA 0.5.0 (../shared/research/kineto-traces-and-hta.md §1.1-1.2), with our
-conventions by default: float µs (no rounding) and the whole trace (the last step is kept).
-``hta_compat=True`` applies HTA's two conventions so its numbers can be reproduced exactly:
-``ts = ceil(ts)``, ``end = floor(ts + dur)`` in µs, and — when there are >= 2 ProfilerSteps — only
-GPU work launched (by correlation) before the start of the last step.
+Definitions follow HTA 0.5.0 (../shared/research/kineto-traces-and-hta.md §1.1-1.2). :func:`gpu_time_metrics`
+uses our conventions: exact times, the whole trace (the last step is kept), our kernel classification.
+:func:`hta_gpu_time_metrics` reproduces HTA's printed numbers: whole-µs rounding (``ts = ceil(ts)``,
+``end = floor(ts + dur)``), with >= 2 ProfilerSteps only GPU work launched (by correlation) before the start
+of the last step, every row with a ``stream`` arg as GPU work, and HTA's own kernel classes by name.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -80,46 +81,129 @@ def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 
-def gpu_time_metrics(gpu: pd.DataFrame, steps: pd.DataFrame | None = None, launches: pd.DataFrame | None = None,
-                     hta_compat: bool = False) -> dict:
-    """Temporal breakdown and comm/comp overlap of one rank's GPU ops (``gpu`` in ms, run-model units).
+def _temporal(s: np.ndarray, e: np.ndarray, comp_mask: np.ndarray, comm_mask: np.ndarray) -> dict:
+    """HTA's temporal breakdown on intervals [s, e) (any unit; the values come back in it).
+
+    kernel span = last end - first start of the merged intervals; idle = span - |U(all)|; compute = |U(compute)|;
+    non-compute = span - compute - idle. Ratios are 0..1 of the span."""
+    alls = union(s, e)
+    comp = union(s[comp_mask], e[comp_mask])
+    span = float(alls[1][-1] - alls[0][0])
+    idle = span - length(*alls)
+    compute = length(*comp)
+    return {"kernel_span": span, "idle": idle, "compute": compute, "non_compute": span - compute - idle,
+            "idle_ratio": idle / span if span else math.nan, "compute_ratio": compute / span if span else math.nan,
+            "non_compute_ratio": (span - compute - idle) / span if span else math.nan}
+
+
+def gpu_time_metrics(gpu: pd.DataFrame) -> dict:
+    """Temporal breakdown and comm/comp overlap of one rank's GPU ops (``gpu`` in ms, run-model units; our
+    conventions: exact times, the whole trace, our kernel classification ``kind``).
 
     kernel span = last end - first start of all GPU ops (kernels, comm kernels, memcpy, memset);
     idle = span - |U(all)|; compute = |U(compute kernels)|; non-compute = span - compute - idle;
     overlap = |U(comm) ∩ U(compute)| / |U(comm)| (HTA ``comp_comm_overlap_pctg``). Ratios are 0..1.
     """
-    g = gpu
-    if hta_compat:
-        if steps is not None and steps["step"].nunique() >= 2:
-            last = steps["start_ms"].max()
-            if launches is not None and not launches.empty:
-                kept = set(launches.loc[launches["start_ms"] < last, "correlation"])
-                g = g[g["correlation"].isin(kept)]
-            else:  # no launch events: approximate "launched before" by "started before"
-                g = g[g["start_ms"] < last]
-        # on the file's own µs values (the ms columns cannot round-trip them exactly)
-        ts = np.ceil(g["ts_us"].to_numpy())
-        end = np.floor((g["ts_us"] + g["dur_us"]).to_numpy())
-        g = g.assign(start_ms=ts / 1e3, dur_ms=(end - ts) / 1e3)
-    if g.empty:
+    if gpu.empty:
         return {}
-    s = g["start_ms"].to_numpy()
-    e = (g["start_ms"] + g["dur_ms"]).to_numpy()
-    alls = union(s, e)
-    comp_mask = (g["kind"] == "kernel").to_numpy()
-    comm_mask = (g["kind"] == "comm").to_numpy()
-    comp = union(s[comp_mask], e[comp_mask])
+    s = gpu["start_ms"].to_numpy()
+    e = gpu["end_ms"].to_numpy() if "end_ms" in gpu else (gpu["start_ms"] + gpu["dur_ms"]).to_numpy()
+    comp_mask = (gpu["kind"] == "kernel").to_numpy()
+    comm_mask = (gpu["kind"] == "comm").to_numpy()
+    t = _temporal(s, e, comp_mask, comm_mask)
     comm = union(s[comm_mask], e[comm_mask])
-    span = float(alls[1].max() - alls[0].min())
-    busy = length(*alls)
-    compute = length(*comp)
-    idle = span - busy
     comm_len = length(*comm)
-    overlap = length(*intersect(comm, comp))
-    return {
-        "kernel_span_ms": span, "idle_ms": idle, "compute_ms": compute, "non_compute_ms": span - compute - idle,
-        "idle_ratio": idle / span if span else math.nan, "compute_ratio": compute / span if span else math.nan,
-        "non_compute_ratio": (span - compute - idle) / span if span else math.nan,
-        "comm_kernel_ms": comm_len, "comm_comp_overlap_ms": overlap,
-        "comm_comp_overlap_ratio": overlap / comm_len if comm_len else math.nan,
-    }
+    overlap = length(*intersect(comm, union(s[comp_mask], e[comp_mask])))
+    return {"kernel_span_ms": t["kernel_span"], "idle_ms": t["idle"], "compute_ms": t["compute"],
+            "non_compute_ms": t["non_compute"], "idle_ratio": t["idle_ratio"], "compute_ratio": t["compute_ratio"],
+            "non_compute_ratio": t["non_compute_ratio"], "comm_kernel_ms": comm_len, "comm_comp_overlap_ms": overlap,
+            "comm_comp_overlap_ratio": overlap / comm_len if comm_len else math.nan}
+
+
+# ---- HTA 0.5.0's conventions (research §1.0-1.2), reproduced exactly; the spec is hta/common/trace.py,
+# trace_parser.py, utils/utils.py and analyzers/{breakdown,communication}_analysis.py of that release.
+
+#: HTA 0.5 kernel classes by name (``hta/utils/utils.py``): communication only by NCCL's name; compute is
+#: everything that is not NCCL, not a memcpy/memset and not a sync. So DeepEP, custom all-reduce and RCCL
+#: kernels are HTA *compute*, whatever reportgen's own ``kind`` says.
+HTA_COMM = re.compile(r"^nccl.*Kernel")
+HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+#: GPU-side sync rows that HTA keeps with the GPU kernels even without a stream
+HTA_DEVICE_SYNC = ("Event Sync", "Context Sync")
+
+
+def hta_profiler_steps(names) -> int:
+    """How many distinct ``ProfilerStep`` names HTA's symbol table holds (its last-step filter needs >= 2)."""
+    return len({n for n in names if "ProfilerStep" in n})
+
+
+def hta_gpu_time_metrics(gpu: pd.DataFrame, events: pd.DataFrame | None = None,
+                         drop_last_step: bool = False) -> dict:
+    """One rank's temporal breakdown and overlap exactly as HTA 0.5.0 prints them (ms; ratios 0..1).
+
+    ``gpu``: the rank's ``gpu_ops`` (name, stream, correlation, ts_ns, dur_ns on the file's clock); ``events``:
+    its ``hta_events`` (kineto_decode: launches, other rows with a stream, ProfilerStep marks). HTA's rules:
+
+    * times: ``ts = ceil(ts)``, ``end = floor(ts + dur)`` in whole µs (computed here from the exact ns, in
+      integers; HTA does it on floats, which can differ by 1 µs for epoch times);
+    * GPU work = every row with ``stream != -1``: our GPU ops plus the ``gpu`` events (Triton launchers, syncs);
+    * ``drop_last_step`` (HTA: >= 2 distinct ProfilerStep names over all ranks): rows with ``stream >= 0`` and
+      ``correlation >= 0`` (and Event/Context Sync) are kept when their correlation belongs to a CPU row (any
+      other row) starting before the last ProfilerStep start of the rank; CPU rows when they start before it;
+    * classes by kernel name (:data:`HTA_COMM`, :data:`HTA_NOT_COMPUTE`); span = end of the last merged
+      interval - start of the first; overlap = HTA's +1/-1 (comm), +2/-2 (compute) sweep over the merged
+      intervals, time where the sum is 3, over Σ merged comm lengths.
+    """
+    cols = ["name", "stream", "correlation", "ts_ns", "dur_ns"]
+    parts = [gpu[cols]]
+    h = events if events is not None else pd.DataFrame(columns=["role"] + cols)
+    if (h["role"] == "gpu").any():
+        parts.append(h.loc[h["role"] == "gpu", cols])
+    rows = pd.concat(parts, ignore_index=True)
+    ts_ns, end_ns = rows["ts_ns"].to_numpy(np.int64), (rows["ts_ns"] + rows["dur_ns"]).to_numpy(np.int64)
+    ts = -((-ts_ns) // 1000)  # ceil, µs
+    end = end_ns // 1000  # floor, µs
+    stream, corr = rows["stream"].to_numpy(np.int64), rows["correlation"].to_numpy(np.int64)
+    keep = np.ones(len(rows), dtype=bool)
+    if drop_last_step:
+        marks = h[h["role"] == "mark"]
+        if marks.empty:  # no step on this rank: HTA's comparison with NaN keeps nothing
+            return {}
+        last = int((-((-marks["ts_ns"].to_numpy(np.int64)) // 1000)).max())
+        gpu_row = ((stream >= 0) & (corr >= 0)) | rows["name"].isin(HTA_DEVICE_SYNC).to_numpy()
+        other = h[h["role"] != "gpu"]
+        cpu_ts = np.concatenate([ts[~gpu_row], -((-other["ts_ns"].to_numpy(np.int64)) // 1000)])
+        cpu_corr = np.concatenate([corr[~gpu_row], np.where(other["role"] == "mark", -1,
+                                                            other["correlation"].to_numpy(np.int64))])
+        kept = np.unique(cpu_corr[cpu_ts < last])
+        keep = np.where(gpu_row, np.isin(corr, kept), ts < last)
+    keep &= stream != -1
+    if not keep.any():
+        return {}
+    ts, end, names = ts[keep], end[keep], rows["name"].to_numpy()[keep]
+    comm_mask = np.array([bool(HTA_COMM.match(n)) for n in names], dtype=bool)
+    comp_mask = np.array([not HTA_NOT_COMPUTE.match(n) for n in names], dtype=bool)
+    t = _temporal(ts, end, comp_mask, comm_mask)
+    comm, comp = union(ts[comm_mask], end[comm_mask]), union(ts[comp_mask], end[comp_mask])
+    comm_len = length(*comm)
+    overlap = _hta_sweep_overlap(comm, comp)
+    out = {k: v for k, v in t.items() if k.endswith("_ratio")}
+    out.update({f"{k}_ms": t[k] / 1e3 for k in ("kernel_span", "idle", "compute", "non_compute")})
+    out.update(comm_kernel_ms=comm_len / 1e3, comm_comp_overlap_ms=overlap / 1e3,
+               comm_comp_overlap_ratio=overlap / comm_len if comm_len else math.nan)
+    return out
+
+
+def _hta_sweep_overlap(comm: tuple, comp: tuple) -> float:
+    """HTA's overlap time: sweep +1/-1 at merged comm starts/ends, +2/-2 at compute ones; sum the segments after
+    a point where the running total is 3. (Equals |comm ∩ comp| unless a merged interval has end < start, which
+    whole-µs rounding makes for sub-µs kernels.)"""
+    times = np.concatenate([comm[0], comm[1], comp[0], comp[1]])
+    if len(times) < 2:
+        return 0.0
+    delta = np.concatenate([np.full(len(comm[0]), 1), np.full(len(comm[1]), -1), np.full(len(comp[0]), 2),
+                            np.full(len(comp[1]), -2)])
+    order = np.argsort(times, kind="stable")
+    t, running = times[order], np.cumsum(delta[order])
+    seg = t[1:] - t[:-1]
+    return float(seg[running[:-1] == 3].sum())

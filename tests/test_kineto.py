@@ -100,15 +100,40 @@ def test_gpu_time_metrics_equal_the_reference_formulas(tmp_path, case):
         assert _pct(m, "comm_comp_overlap_ratio") == pytest.approx(overlap, abs=0.05)
 
 
-def test_hta_compat_mode_reproduces_hta_on_nccl_data(tmp_path):
-    """With HTA's conventions (µs rounding, work of the last step dropped) we get HTA's printed numbers."""
-    run = read_run(_copy(tmp_path, fixture_dir(*HTA_CASES["single_nccl_data"][0])))
-    m = gpu_time_metrics(run.tables["gpu_ops"], run.tables["trace_steps"], run.tables.get("launches"), hta_compat=True)
-    rows, over = _hta_rows("single_nccl_data")
-    ref = rows[0]
-    assert (_pct(m, "idle_ratio"), _pct(m, "compute_ratio"), _pct(m, "non_compute_ratio")) == (
-        float(ref["idle_time_pctg"]), float(ref["compute_time_pctg"]), float(ref["non_compute_time_pctg"]))
-    assert _pct(m, "comm_comp_overlap_ratio") == float(over["0"])
+#: every Kineto fixture with HTA 0.5 numbers in shared/reference/hta: case -> trace files
+HTA_REFERENCES = {
+    "single_nccl_data": [(*HTA_DATA, "nccl_parser_config", "nccl_data.json.gz")],
+    "single_negq_rank0": [(*HTA_DATA, "negative_queue_length_values_check", "rank0.json.gz")],
+    "single_b200_eager": [("kineto", "tracelens_selected", "tests", "traces", "b200", "eager_trace.json.gz")],
+    "trace_filter2": [(*HTA_DATA, "trace_filter", f"sampled_rank-{r}.json.gz") for r in (0, 1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(HTA_REFERENCES))
+def test_hta_columns_reproduce_hta(tmp_path, case):
+    """The overlap section's *_hta columns are HTA 0.5's printed temporal breakdown and overlap to the digit, and
+    the times behind them equal HTA's whole-µs values exactly (b200: HTA counts the 73 multimem all-reduce kernels
+    and a Triton launcher cpu_op as compute; negq: 5 steps, work launched in the last one dropped by correlation)."""
+    from reportgen.intervals import hta_gpu_time_metrics, hta_profiler_steps
+
+    from reportgen.sections.overlap import _gpu_time
+
+    run = read_run(_copy(tmp_path, *(fixture_dir(*parts) for parts in HTA_REFERENCES[case])))
+    gpu = {r["rank"]: r for r in _gpu_time(run).to_dict("records")}  # the section's gpu_time table
+    rows, over = _hta_rows(case)
+    ev = run.tables["hta_events"]
+    drop = hta_profiler_steps(ev.loc[ev["role"] == "mark", "name"]) >= 2
+    for ref in rows:
+        rank = int(ref["rank"])
+        g = gpu[rank]
+        assert round(g["idle_hta_ratio"] * 100, 2) == float(ref["idle_time_pctg"])
+        assert round(g["compute_hta_ratio"] * 100, 2) == float(ref["compute_time_pctg"])
+        assert round(g["non_compute_hta_ratio"] * 100, 2) == float(ref["non_compute_time_pctg"])
+        assert round(g["comm_comp_overlap_hta_ratio"] * 100, 2) == float(over[ref["rank"]])
+        ops = run.tables["gpu_ops"]
+        m = hta_gpu_time_metrics(ops[ops["rank"] == rank], ev[ev["rank"] == rank], drop)
+        assert [round(m[f"{k}_ms"] * 1e3, 6) for k in ("idle", "compute", "non_compute", "kernel_span")] == \
+            [float(ref[k]) for k in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)")]
 
 
 def test_custom_all_reduce_kernels_count_as_communication(tmp_path):
@@ -130,20 +155,6 @@ def test_two_of_128_ranks_pair(tmp_path):
     r0 = gpu_time_metrics(g[g["rank"] == 0])
     assert _pct(r0, "comm_comp_overlap_ratio") == pytest.approx(14.95, abs=0.05)  # research §6.4, whole trace
     assert float(over["0"]) == 11.81  # HTA drops the last of the two steps
-
-
-def test_hta_compat_mode_reproduces_hta_on_the_two_rank_pair():
-    """Per rank, both conventions applied: HTA's printed temporal breakdown and overlap, to the digit."""
-    run = read_run(fixture_dir(*HTA_DATA, "trace_filter"))
-    doc = json.loads(metrics.dumps(metrics.build(run, run_sections(run, only=["overlap"]))))
-    gpu = {r["rank"]: r for r in doc["sections"]["overlap"]["tables"]["gpu_time"]}
-    rows, over = _hta_rows("trace_filter2")
-    for ref in rows:
-        g = gpu[int(ref["rank"])]
-        assert round(g["idle_hta_ratio"] * 100, 2) == float(ref["idle_time_pctg"])
-        assert round(g["compute_hta_ratio"] * 100, 2) == float(ref["compute_time_pctg"])
-        assert round(g["non_compute_hta_ratio"] * 100, 2) == float(ref["non_compute_time_pctg"])
-        assert round(g["comm_comp_overlap_hta_ratio"] * 100, 2) == float(over[ref["rank"]])
 
 
 def test_user_comm_pattern_and_parallel_jobs_give_the_same_tables(tmp_path, monkeypatch):

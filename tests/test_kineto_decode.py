@@ -14,6 +14,7 @@ import pytest
 
 from reportgen.readers import kineto_decode as kd
 from reportgen.readers.kineto_decode import DEFAULT_COMM_PATTERNS, DecodedTrace, decode_trace
+from reportgen.timebase import to_ns
 
 from conftest import fixture_dir, shared_root
 
@@ -48,7 +49,7 @@ def reference(path: Path) -> dict:
     """Independent counts from a whole-file json.load."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as fh:
-        doc = json.load(fh)
+        doc = json.load(fh, parse_float=str)  # float literals as text: ts/dur compared exactly (to_ns)
     ev = [e for e in doc["traceEvents"] if isinstance(e, dict)]
     steps = set()
     for e in ev:
@@ -95,8 +96,8 @@ def test_every_real_fixture_decodes_without_problems():
         assert "distributedInfo" in d.meta and isinstance(d.meta["deviceProperties"], list)
         for name, df in d.tables.items():
             assert len(df), (p, name)
-            assert df["ts_us"].is_monotonic_increasing, (p, name)
-            assert df["ts_us"].dtype == "float64"
+            assert df["ts_ns"].is_monotonic_increasing, (p, name)
+            assert df["ts_ns"].dtype == "int64" and df.get("dur_ns", df["ts_ns"]).dtype == "int64"
 
 
 def test_nccl_data_counts_match_json_load():
@@ -122,9 +123,10 @@ def test_nccl_data_counts_match_json_load():
     assert set(c["source"]) == {"gpu_kernel", "record_param_comms", "annotation", "c10d"}
     # float µs with ns decimals kept exactly as written
     with gzip.open(p, "rb") as fh:
-        first_kernel = next(e for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel")
+        first_kernel = next(e for e in json.load(fh, parse_float=str)["traceEvents"] if e.get("cat") == "kernel")
     row = g[g["correlation"] == first_kernel["args"]["correlation"]].iloc[0]
-    assert row["ts_us"] == first_kernel["ts"] and row["dur_us"] == first_kernel["dur"]
+    assert "." in first_kernel["ts"] and row["ts_ns"] == to_ns(first_kernel["ts"])
+    assert row["dur_ns"] == to_ns(first_kernel["dur"])
     assert row["stream"] == first_kernel["args"]["stream"] and row["device"] == first_kernel["args"]["device"]
     # metadata written after traceEvents by Kineto
     assert {"traceName", "displayTimeUnit", "baseTimeNanoseconds"} <= set(d.meta)
@@ -194,8 +196,11 @@ def test_triton_launchers_with_stream_arg_are_not_gpu_ops():
     assert len(launchers) >= 2000
     g = d.tables["gpu_ops"]
     assert len(g) == ref["gpu"] == 8066  # kernel + gpu_memcpy + gpu_memset events only
-    gpu_spans = set(zip(g["ts_us"], g["dur_us"]))
-    assert not any((e["ts"], e["dur"]) in gpu_spans for e in launchers)
+    gpu_spans = set(zip(g["ts_ns"], g["dur_ns"]))
+    assert not any((to_ns(e["ts"]), to_ns(e["dur"])) in gpu_spans for e in launchers)
+    # ... but HTA does: they are its "gpu" rows
+    h = d.tables["hta_events"]
+    assert (h["role"] == "gpu").sum() == len(launchers) and set(h.loc[h["role"] == "gpu", "stream"]) == {0}
     assert set(g["kind"]) <= {"kernel", "memcpy", "memset", "comm"}
 
 
@@ -233,7 +238,7 @@ def test_ns_display_unit_with_microsecond_values_is_not_rescaled():
     d, problems = decoded(p)
     assert problems == () and d.meta["displayTimeUnit"] == "ns" and "ts_converted_from_ns" not in d.meta
     steps = d.tables["steps"]
-    assert steps["ts_us"].iloc[0] == 1712195495502094.5 and steps["dur_us"].iloc[0] == 35115.869
+    assert steps["ts_ns"].iloc[0] == 1712195495502094_565 and steps["dur_ns"].iloc[0] == 35115_869
 
 
 def test_gloo_cpu_traces_give_collectives_with_sizes():
@@ -261,8 +266,8 @@ def test_gloo_cpu_traces_give_collectives_with_sizes():
         # every gloo event is kept with its ts/dur and thread exactly as written
         first = min(ref["gloo"], key=lambda e: e["ts"])
         row = gloo.iloc[0]
-        assert (row["ts_us"], row["dur_us"], row["tid"], row["name"]) == (first["ts"], first["dur"], str(first["tid"]),
-                                                                          first["name"])
+        assert (row["ts_ns"], row["dur_ns"], row["tid"], row["name"]) == (
+            to_ns(first["ts"]), to_ns(first["dur"]), str(first["tid"]), first["name"])
         # the c10d ops show what gloo's events cannot: reduce_scatter (run by gloo as a full all_reduce)
         rs = c[(c["source"] == "c10d") & (c["collective"] == "reduce_scatter")]
         assert len(rs) == 40 and (rs["out_nelems"] * 2 == rs["in_nelems"]).all()
@@ -344,7 +349,7 @@ def test_metadata_after_trace_events_and_all_tables(tmp_path, chunking):
     assert d.meta["baseTimeNanoseconds"] == 1700000000000000000 and d.meta["schemaVersion"] == 1
     assert d.meta["deviceProperties"] == [] and "metadata" not in d.meta and "INFO" not in d.meta
     t = d.tables
-    assert t["steps"].to_dict("records") == [{"step": 7, "ts_us": 100.5, "dur_us": 50.25}]
+    assert t["steps"].to_dict("records") == [{"step": 7, "ts_ns": 100_500, "dur_ns": 50_250}]
     g = t["gpu_ops"]
     assert list(g["kind"]) == ["comm", "comm", "kernel", "memcpy"]
     assert list(g["stream"]) == [7, 9, 7, 7] and list(g["correlation"]) == [42, -1, -1, 43]
@@ -357,9 +362,9 @@ def test_metadata_after_trace_events_and_all_tables(tmp_path, chunking):
     assert (gl["collective"], gl["in_nelems"], gl["in_bytes"], gl["group_size"], gl["seq"], gl["group_name"]) == \
         ("all_reduce", 6, 24.0, -1, -1, "")
     ops = t["cpu_ops"]
-    assert ops.to_dict("records") == [{"name": "aten::mm", "ts_us": 101.0, "dur_us": 2.0, "tid": "1",
+    assert ops.to_dict("records") == [{"name": "aten::mm", "ts_ns": 101_000, "dur_ns": 2_000, "tid": "1",
                                        "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]'}]
-    assert t["memory"].to_dict("records") == [{"ts_us": 114.0, "device_type": 1, "device_id": 0, "bytes": 512.0,
+    assert t["memory"].to_dict("records") == [{"ts_ns": 114_000, "device_type": 1, "device_id": 0, "bytes": 512.0,
                                                "total_allocated": 1024.0, "total_reserved": 2048.0}]
 
 
@@ -398,8 +403,8 @@ def test_float_ns_ts_strings_and_bad_ts(tmp_path, chunking):
     d, problems = decode(write_trace(tmp_path / "t.json", events))
     assert problems == [(str(tmp_path / "t.json"), "3 events without a numeric ts/dur were skipped")]
     g = d.tables["gpu_ops"]
-    assert list(g["name"]) == ["k1", "k2"] and list(g["ts_us"]) == [1001.333, 1002.5] and list(g["dur_us"]) == [0.001, 3.0]
-    assert d.tables["steps"]["ts_us"].iloc[0] == 1000.125
+    assert list(g["name"]) == ["k1", "k2"] and list(g["ts_ns"]) == [1001_333, 1002_500] and list(g["dur_ns"]) == [1, 3000]
+    assert d.tables["steps"]["ts_ns"].iloc[0] == 1000_125
 
 
 def test_ns_values_are_converted_only_when_they_look_like_ns(tmp_path):
@@ -407,11 +412,11 @@ def test_ns_values_are_converted_only_when_they_look_like_ns(tmp_path):
           ev("k", "kernel", 5_000_001_000, 4_000, args={"stream": 7})]
     d, problems = decode(write_trace(tmp_path / "ns.json", ns, after={"displayTimeUnit": "ns"}))
     assert problems == [] and d.meta["ts_converted_from_ns"] is True
-    assert d.tables["gpu_ops"]["ts_us"].iloc[0] == 5_000_001.0 and d.tables["gpu_ops"]["dur_us"].iloc[0] == 4.0
-    assert d.tables["steps"]["dur_us"].iloc[0] == 20_000.0
+    assert d.tables["gpu_ops"]["ts_ns"].iloc[0] == 5_000_001_000 and d.tables["gpu_ops"]["dur_ns"].iloc[0] == 4_000
+    assert d.tables["steps"]["dur_ns"].iloc[0] == 20_000_000
     us = [ev("k", "kernel", 5_000_001, 4, args={"stream": 7})]  # integer µs, short: not ns
     d, _ = decode(write_trace(tmp_path / "us.json", us, after={"displayTimeUnit": "ns"}))
-    assert "ts_converted_from_ns" not in d.meta and d.tables["gpu_ops"]["ts_us"].iloc[0] == 5_000_001.0
+    assert "ts_converted_from_ns" not in d.meta and d.tables["gpu_ops"]["ts_ns"].iloc[0] == 5_000_001_000
 
 
 def test_truncated_gz_keeps_what_was_read(tmp_path):

@@ -144,13 +144,15 @@ def _last_cut(buf: bytes, lo: int, hi: int) -> int:
     return -1
 
 
-_decoder = json.JSONDecoder()
+_decoder = json.JSONDecoder(parse_float=str)  # float literals as their text: times stay exact (timebase.py)
 #: Longest number/literal/escape that a cut can leave unfinished at the end of the buffer.
 _LAST_TOKEN = 64
 
 
-def _one_event(buf: bytes, pos: int, eof: bool):
+def _one_event(buf: bytes, pos: int, eof: bool, decoder: json.JSONDecoder = _decoder):
     """Parse the single value starting at ``buf[pos]``: (value, end byte), or None if it is incomplete.
+
+    Float literals come back as their text (``decoder``'s parse_float), so times stay exact.
 
     Raises _Stop when the data there is not valid JSON, UnicodeDecodeError when it is not UTF-8.
     Looks at a growing window so that a run of small non-object items stays linear.
@@ -162,7 +164,7 @@ def _one_event(buf: bytes, pos: int, eof: bool):
         last = hi >= n
         text, _used = codecs.utf_8_decode(buf[pos:hi], "strict", eof and last)
         try:
-            value, end = _decoder.raw_decode(text)
+            value, end = decoder.raw_decode(text)
         except RecursionError:
             raise _Stop(f"JSON nested too deeply at byte {pos}") from None
         except json.JSONDecodeError as exc:

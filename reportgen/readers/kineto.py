@@ -46,7 +46,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..intervals import clip, intersect, length, union
-from ..model import Run
+from ..model import Run, rel_ms
+from ..timebase import origin
 
 _TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
@@ -208,6 +209,9 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     run.missing_ranks = sorted(expected - set(by_rank))
     _parallel_layout(run, groups)
 
+    # one origin for the whole run: the earliest exact timestamp of any rank (model doc, "Time base")
+    t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for df in decoded.tables.values()))
+    run.time_origin_ns = t0 if t0 is not None else 0
     frames: dict[str, list[pd.DataFrame]] = {}
     files = []
     props = []
@@ -220,7 +224,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
                               if isinstance(dp.get("totalGlobalMem"), (int, float)) else math.nan,
                               "sm_count": dp.get("numSms"), "compute_capability":
                               f"{dp.get('computeMajor', '')}.{dp.get('computeMinor', '')}"})
-        for name, df in _rank_tables(rank, decoded).items():
+        for name, df in _rank_tables(rank, decoded, run.time_origin_ns).items():
             frames.setdefault(name, []).append(df)
     if props:
         run.tables["device_properties"] = pd.DataFrame(props)
@@ -298,23 +302,26 @@ def _parallel_layout(run: Run, groups: pd.DataFrame) -> None:
     run.stage_map = stage_of
 
 
-def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
+def _rank_tables(rank: int, decoded, t0: int) -> dict[str, pd.DataFrame]:
+    """One rank's decoded tables (exact int ns) -> run-model tables in ms relative to the run origin ``t0``."""
     t = decoded.tables
     out = {}
     steps = t.get("steps")
     if steps is not None and not steps.empty:
         out["trace_steps"] = pd.DataFrame({"rank": rank, "step": steps["step"].astype(int),
-                                           "start_ms": steps["ts_us"] / 1e3,
-                                           "end_ms": (steps["ts_us"] + steps["dur_us"]) / 1e3})
+                                           "start_ms": rel_ms(steps["ts_ns"], t0),
+                                           "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
     g = t.get("gpu_ops")
     if g is not None and not g.empty:
+        # ts_ns/dur_ns: the file's exact times on its own clock, for HTA's whole-µs convention (intervals.py)
         out["gpu_ops"] = pd.DataFrame({"rank": rank, "name": g["name"], "kind": g["kind"], "stream": g["stream"],
-                                       "start_ms": g["ts_us"] / 1e3, "dur_ms": g["dur_us"] / 1e3,
+                                       "start_ms": rel_ms(g["ts_ns"], t0), "dur_ms": g["dur_ns"] / 1e6,
+                                       "end_ms": rel_ms(g["ts_ns"] + g["dur_ns"], t0),
                                        "correlation": g.get("correlation", -1),
-                                       "ts_us": g["ts_us"], "dur_us": g["dur_us"]})
+                                       "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"]})
     c = t.get("collectives")
     if c is not None and not c.empty:
-        df = _ranked_ms(c, rank)
+        df = _ranked_ms(c, rank, t0)
         for col in ("in_bytes", "out_bytes"):
             if col in df:
                 df[col.replace("_bytes", "_mb")] = df.pop(col) / 1e6
@@ -322,14 +329,18 @@ def _rank_tables(rank: int, decoded) -> dict[str, pd.DataFrame]:
     m = t.get("memory")
     if m is not None and not m.empty:
         out["memory_events"] = pd.DataFrame({
-            "rank": rank, "ts_ms": m["ts_us"] / 1e3, "device_type": m["device_type"], "device_id": m["device_id"],
-            "allocated_mb": m["total_allocated"] / 1e6, "reserved_mb": m["total_reserved"] / 1e6})
+            "rank": rank, "ts_ms": rel_ms(m["ts_ns"], t0), "device_type": m["device_type"],
+            "device_id": m["device_id"], "allocated_mb": m["total_allocated"] / 1e6,
+            "reserved_mb": m["total_reserved"] / 1e6})
     ops = t.get("cpu_ops")
     if ops is not None and not ops.empty:
-        out["cpu_ops"] = _ranked_ms(ops, rank)
+        out["cpu_ops"] = _ranked_ms(ops, rank, t0)
+    h = t.get("hta_events")
+    if h is not None and not h.empty:  # file clock ns, only for HTA's conventions (intervals.hta_gpu_time_metrics)
+        out["hta_events"] = h.assign(rank=rank)
     dl = t.get("dataloader")
     if dl is not None and not dl.empty:
-        out["dataloader"] = _ranked_ms(dl, rank)[["rank", "name", "start_ms", "dur_ms"]]
+        out["dataloader"] = _ranked_ms(dl, rank, t0)[["rank", "name", "start_ms", "dur_ms"]]
     return out
 
 
@@ -384,12 +395,14 @@ def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame 
                                        "time_ms", "bandwidth_gbps"])
 
 
-def _ranked_ms(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """A decoded table with its rank and µs ts/dur turned into start_ms/dur_ms."""
+def _ranked_ms(df: pd.DataFrame, rank: int, t0: int) -> pd.DataFrame:
+    """A decoded table with its rank and int-ns ts/dur turned into start_ms/dur_ms/end_ms (relative to t0)."""
     df = df.copy()
     df.insert(0, "rank", rank)
-    df["start_ms"] = df.pop("ts_us") / 1e3
-    df["dur_ms"] = df.pop("dur_us") / 1e3
+    ts, dur = df.pop("ts_ns"), df.pop("dur_ns")
+    df["start_ms"] = rel_ms(ts, t0)
+    df["dur_ms"] = dur / 1e6
+    df["end_ms"] = rel_ms(ts + dur, t0)
     return df
 
 
@@ -424,18 +437,18 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
         if has_gpu:
             comm_k = g[g["kind"] == "comm"]
             comp_k = g[g["kind"] == "kernel"]
-            comm = union(comm_k["start_ms"].to_numpy(), (comm_k["start_ms"] + comm_k["dur_ms"]).to_numpy())
-            comp = union(comp_k["start_ms"].to_numpy(), (comp_k["start_ms"] + comp_k["dur_ms"]).to_numpy())
+            comm = union(comm_k["start_ms"].to_numpy(), comm_k["end_ms"].to_numpy())
+            comp = union(comp_k["start_ms"].to_numpy(), comp_k["end_ms"].to_numpy())
             both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
             overlap_iv = intersect(comm, comp)  # once per rank; each step clips it
             first = np.sort(g["start_ms"].to_numpy())
             if p2p is not None:
                 rv = p2p[(p2p["rank"] == rank) & (p2p["collective"] == "recv")]
-                recv = union(rv["start_ms"].to_numpy(), (rv["start_ms"] + rv["dur_ms"]).to_numpy())
+                recv = union(rv["start_ms"].to_numpy(), rv["end_ms"].to_numpy())
                 recv_comp = intersect(recv, comp)
         else:
             c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
-            comm = union(c["start_ms"].to_numpy(), (c["start_ms"] + c["dur_ms"]).to_numpy()) if c is not None \
+            comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None \
                 and not c.empty else (np.empty(0), np.empty(0))
         for s in st.itertuples():
             w = s.end_ms - s.start_ms

@@ -14,8 +14,12 @@ bench/kineto_decoders.py, see bench/README.md):
   decoded (into typed structs) only for the events that are kept. 2-4x faster than chunked orjson at
   the same memory (62 MB GPU trace: 0.11 s vs 0.37 s; 281 MB synthetic: 1.0 s vs 2.2 s, 150 MB peak
   RSS with the tables, vs 1.6 GB for whole-file json.load).
-* ``orjson`` (a declared dependency): each chunk becomes dicts (what ascend_trace does).
-* ``json`` (stdlib): same, slower (~1.4x orjson).
+* ``json`` (stdlib): each chunk becomes dicts (``parse_float=str``), ~5x slower than msgspec.
+
+Both keep every float literal as its text (msgspec ``float_hook=str``, json ``parse_float=str``), so
+``ts``/``dur`` become exact integer ns (:func:`reportgen.timebase.to_ns`), never a float of an epoch
+time. orjson is not a backend: it has no hook for float literals, and a double keeps ~16 significant
+digits where Kineto's epoch µs with ns decimals (``1704458676522690.655``) need 19.
 Invalid UTF-8 inside an event becomes U+FFFD instead of ending the file (old Kineto wrote some).
 
 Chunking reuses :mod:`.ascend_trace`'s helpers: a chunk is cut at the last ``}, {`` boundary
@@ -30,10 +34,11 @@ string ``tid`` such as ``"stream 7"``, ``[memory]`` events without a category), 
 decimals), 2025-2026 (``ncclDevKernel_*``, Triton ``cpu_op`` launchers). ``ts``/``dur`` may be numbers
 or numeric strings.
 
-Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as float µs, sorted by ts):
+Tables (empty ones are omitted; ``ts_ns``/``dur_ns`` are the file's values as exact int64 ns on the
+file's own clock, sorted by ts):
 
-``steps``        step, ts_us, dur_us — ``ProfilerStep#N`` CPU spans (duplicates merged to the widest).
-``gpu_ops``      name, kind, ts_us, dur_us, stream, device, correlation — every event whose category is
+``steps``        step, ts_ns, dur_ns — ``ProfilerStep#N`` CPU spans (duplicates merged to the widest).
+``gpu_ops``      name, kind, ts_ns, dur_ns, stream, device, correlation — every event whose category is
                  ``kernel``/``Kernel`` (kind ``kernel``, or ``comm``), ``gpu_memcpy``/``Memcpy``
                  (``memcpy``), ``gpu_memset``/``Memset`` (``memset``). Only the category decides: CPU
                  events that merely carry a ``stream`` arg (Triton launcher ``cpu_op`` s) are NOT GPU
@@ -51,7 +56,7 @@ Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as fl
                  (TensorRT-LLM / FlashInfer custom all-reduce), ``mscclpp::`` (MSCCL++),
                  ``userbuffers`` (Transformer Engine comm-GEMM overlap). The fixtures themselves only
                  contain NCCL/RCCL names (``ncclKernel_*``, ``ncclDevKernel_*``, ``ncclDevKernel_Generic``).
-``collectives``  source, name, ts_us, dur_us, tid, collective, in_nelems, out_nelems, dtype, elem_bytes,
+``collectives``  source, name, ts_ns, dur_ns, tid, collective, in_nelems, out_nelems, dtype, elem_bytes,
                  in_bytes, out_bytes, group_name, group_desc, group_ranks, group_size, seq, src_rank,
                  dst_rank — one row per collective as recorded:
                  ``gpu_kernel``: kernels with a ``Collective name`` arg (NCCL with torch >= ~2.3);
@@ -74,15 +79,22 @@ Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as fl
                  GLOBAL peer of a p2p op from ``Src Rank`` (recv) / ``Dst Rank`` (send), which torch writes
                  on ``record_param_comms`` and Kineto copies onto the NCCL kernel (torch >= ~2.4,
                  ``saveNcclMeta``: ``groupRanks[peer]``), -1 when absent (collectives, older traces).
-``cpu_ops``      name, ts_us, dur_us, tid, input_dims, input_types — only ``aten::`` mm, addmm, bmm,
+``cpu_ops``      name, ts_ns, dur_ns, tid, input_dims, input_types — only ``aten::`` mm, addmm, bmm,
                  baddbmm, matmul, linear, conv*, _convolution, cudnn_convolution*, mul, add (for FLOPs
                  estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
                  give the same text).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
-``dataloader``   name, ts_us, dur_us, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
+``dataloader``   name, ts_ns, dur_ns, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
                  in real traces; the time the step waited for its input batch on the host).
-``memory``       ts_us, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
+``hta_events``   role, name, stream, correlation, ts_ns, dur_ns — what HTA 0.5 sees beyond ``gpu_ops``, for its
+                 conventions in :func:`reportgen.intervals.hta_gpu_time_metrics`: ``launch`` = runtime/driver
+                 API calls (categories ``cuda_runtime``, ``cuda_driver``, ``*_runtime``, ``*_driver``) with
+                 their ``correlation``; ``gpu`` = any other complete event whose ``stream`` arg HTA reads as
+                 an int other than -1 (Triton launcher ``cpu_op`` s with ``"stream": 0``, ``cuda_sync`` rows,
+                 ``mtia_ccp_events``); ``mark`` = ``ProfilerStep#N`` spans, CPU ones and GPU-side
+                 ``gpu_user_annotation`` ones. stream/correlation as HTA reads them (``int()``, else -1).
+``memory``       ts_ns, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
                  instant events, values as written (NaN when absent; 2021 traces have no totals).
 
 ``meta``: ``distributedInfo`` (dict or None) and ``deviceProperties`` (list) always; plus whichever of
@@ -92,7 +104,7 @@ are skipped: they can hold secrets (a TraceLens H100 trace had an HF token there
 
 Time unit: Chrome-trace ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says (it only sets the
 viewer's display), and Kineto writes µs even with ``"displayTimeUnit": "ns"`` (HTA's ns_resolution
-fixture: float µs with ns decimals). Values are converted from ns to µs only when
+fixture: float µs with ns decimals). Values are read as ns (not µs) only when
 ``displayTimeUnit == "ns"`` AND every kept ts/dur is an integer AND the median kept duration is at
 least 500 (a µs trace has median op/kernel durations of a few µs to tens of µs); ``meta`` then gets
 ``"ts_converted_from_ns": True``.
@@ -116,16 +128,13 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
 
-try:  # optional: the fastest backend (see the module docstring and bench/kineto_decoders.py)
+try:  # declared dependency; the fastest backend (see the module docstring and bench/kineto_decoders.py)
     import msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
     _msgspec = None
-try:  # declared dependency of reportgen, but keep working without it
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
 
 __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS", "BACKENDS"]
 
@@ -163,7 +172,10 @@ _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::", _DATALOADER_PREFIX) + _OP_PREFIXES
 _STEP_PREFIX = "ProfilerStep#"
+#: categories of runtime / driver API calls (the CPU side of a kernel launch; also any ``*_runtime``/``*_driver``)
+_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+_MAX_US = _INT64[1] // NS_PER_US  # larger µs values do not fit int64 ns
 _NS_MEDIAN_DUR = 500.0
 
 # collective name -> canonical (letters only, lower case; first prefix match wins)
@@ -248,6 +260,7 @@ _COMM_FIELDS = (("stream", "stream"), ("device", "device"), ("correlation", "cor
                 ("group_ranks", "Process Group Ranks"), ("group_id", "Process Group ID"), ("seq", "Seq"),
                 ("input_dims", "Input Dims"), ("input_types", "Input type"), ("src_rank", "Src Rank"),
                 ("dst_rank", "Dst Rank"))
+_HTA_FIELDS = (("stream", "stream"), ("correlation", "correlation"))
 _MEM_FIELDS = (("device_type", "Device Type"), ("device_id", "Device Id"), ("bytes", "Bytes"),
                ("total_allocated", "Total Allocated"), ("total_reserved", "Total Reserved"))
 
@@ -284,15 +297,17 @@ if _msgspec is not None:
     _MemArgs = _struct("_MemArgs", _MEM_FIELDS)
     _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type")),
                       raw=("input_dims", "input_types"))
-    _EV_LIST = _msgspec.json.Decoder(list[_Ev])
+    # events: float literals (ts/dur) arrive as their text (float_hook), so times are parsed exactly
+    _EV_LIST = _msgspec.json.Decoder(list[_Ev], float_hook=str)
+    _ANY_EV_DEC = _msgspec.json.Decoder(float_hook=str)
     _ARG_DEC = {"comm": _msgspec.json.Decoder(_CommArgs), "mem": _msgspec.json.Decoder(_MemArgs),
-                "op": _msgspec.json.Decoder(_OpArgs)}
+                "op": _msgspec.json.Decoder(_OpArgs), "hta": _msgspec.json.Decoder(_struct("_HtaArgs", _HTA_FIELDS))}
     _ANY_DEC = _msgspec.json.Decoder()
 else:  # pragma: no cover - depends on the environment
     _Raw = None
 
 _ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
-               "op": (("input_dims", "Input Dims"), ("input_types", "Input type"))}
+               "op": (("input_dims", "Input Dims"), ("input_types", "Input type")), "hta": _HTA_FIELDS}
 
 
 def _args(args, kind: str):
@@ -342,7 +357,7 @@ def _run_msgspec(piece: bytes) -> list:
         return _EV_LIST.decode(piece)
     except _msgspec.ValidationError:  # items that are not objects (or odd args): decode untyped
         try:
-            return _wrap(_ANY_DEC.decode(piece))
+            return _wrap(_ANY_EV_DEC.decode(piece))
         except _msgspec.DecodeError as exc:
             m = _BYTE_POS.search(str(exc))
             raise _RunError(int(m.group(1)) if m else None) from None
@@ -351,25 +366,18 @@ def _run_msgspec(piece: bytes) -> list:
         raise _RunError(int(m.group(1)) if m else None) from None
 
 
-def _run_orjson(piece: bytes) -> list:
-    try:
-        return _wrap(_orjson.loads(piece))
-    except _orjson.JSONDecodeError as exc:
-        raise _RunError(getattr(exc, "pos", None)) from None
-
-
 def _run_json(piece: bytes) -> list:
     try:
-        return _wrap(json.loads(piece))
+        return _wrap(json.loads(piece, parse_float=str))
     except json.JSONDecodeError as exc:
         raise _RunError(exc.pos) from None
 
 
+#: Both keep float literals as text (exact times). orjson is not one: it has no hook for float literals,
+#: and a double keeps ~16 significant digits where an epoch-µs time with ns decimals has 19.
 BACKENDS: dict[str, Callable[[bytes], list]] = {}
 if _msgspec is not None:
     BACKENDS["msgspec"] = _run_msgspec
-if _orjson is not None:
-    BACKENDS["orjson"] = _run_orjson
 BACKENDS["json"] = _run_json
 
 
@@ -448,10 +456,11 @@ class _Reader:
             want = min(want * 2, MAX_EVENT)
 
 
-_decoder = json.JSONDecoder()
+_decoder = json.JSONDecoder()  # metadata values
+_ev_decoder = json.JSONDecoder(parse_float=str)  # events: float literals as text (exact times)
 
 
-def _one_lenient(buf: bytes, pos: int, eof: bool):
+def _one_lenient(buf: bytes, pos: int, eof: bool, decoder: json.JSONDecoder = _decoder):
     """``_one_event`` (one JSON value at pos: (value, end) or None if incomplete), tolerating invalid UTF-8.
 
     ``_one_event`` decodes a window of text after pos strictly, so a bad byte anywhere in that window
@@ -460,18 +469,18 @@ def _one_lenient(buf: bytes, pos: int, eof: bool):
     turn the bad bytes into U+FFFD in the value.
     """
     try:
-        return _one_event(buf, pos, eof)
+        return _one_event(buf, pos, eof, decoder)
     except UnicodeDecodeError as exc:
         lim = pos + exc.start  # every window of _one_event starts at pos
     try:
-        one = _one_event(buf[:lim], pos, False)
+        one = _one_event(buf[:lim], pos, False, decoder)
     except (UnicodeDecodeError, _Stop):
         one = None
     if one is not None and one[1] < lim:
         return one
     text = buf[pos:].decode("utf-8", "surrogateescape")
     try:
-        value, end = _decoder.raw_decode(text)
+        value, end = decoder.raw_decode(text)
     except RecursionError:
         raise _Stop(f"JSON nested too deeply at byte {pos}") from None
     except json.JSONDecodeError as err:
@@ -479,7 +488,7 @@ def _one_lenient(buf: bytes, pos: int, eof: bool):
             return None  # incomplete
         raise _Stop(f"malformed JSON ({err.msg})") from None
     fixed = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return json.loads(fixed), pos + len(text[:end].encode("utf-8", "surrogateescape"))
+    return json.loads(fixed, parse_float=decoder.parse_float), pos + len(text[:end].encode("utf-8", "surrogateescape"))
 
 
 def _open(path: Path):
@@ -510,15 +519,19 @@ def _read_events(r: _Reader, feed, state: dict, run_decode) -> None:
             got = _parse_run(buf, pos, run_decode) if c == 0x7B else None
             if got is None:  # the item at pos on its own (the last of the buffer, broken, or not an object)
                 try:
-                    one = _one_lenient(buf, pos, r.eof)
+                    one = _one_lenient(buf, pos, r.eof, _ev_decoder)
                 except _Stop as stop:
                     raise _Stop(f"{r.where(stop.message)} after {state['count']} events; the rest was skipped") from None
                 if one is not None and (one[1] < len(buf) or r.eof):
                     got = _wrap([one[0]]), one[1]
             if got is not None:
-                items, r.pos = got
+                items, end = got
+                # how many "stream" keys the events have: the collector checks other events' args for a
+                # stream (HTA counts them as GPU work) only when there are more than the GPU events hold
+                stream_keys = buf.count(b'"stream"', pos, end)
+                r.pos = end
                 state["count"] += len(items)
-                feed(items)
+                feed(items, stream_keys)
                 want = r.chunk
                 continue
         if r.eof:
@@ -549,7 +562,7 @@ def _parse_run(buf: bytes, pos: int, run_decode):
             raise _Stop(f"JSON nested too deeply after byte {pos}") from None
         except UnicodeDecodeError:
             try:
-                return _wrap(json.loads(piece.decode("utf-8", "replace"))), cut
+                return _wrap(json.loads(piece.decode("utf-8", "replace"), parse_float=str)), cut
             except (ValueError, RecursionError):
                 err = None
         except _RunError as exc:
@@ -680,6 +693,17 @@ def _int(v, default: int = -1) -> int:
     return default
 
 
+def _hta_int(v) -> int:
+    """HTA 0.5's ``stream``/``correlation`` value: ``int(v)``, -1 when absent or when int() refuses it."""
+    if v is None:
+        return -1
+    try:
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+    return n if _INT64[0] <= n <= _INT64[1] else -1
+
+
 def _numel(dims) -> int:
     """Elements of one tensor's dims ``[a, b]`` or of a tensor list ``[[a, b], [c]]``; -1 if unknown."""
     if not isinstance(dims, list) or not dims:
@@ -710,12 +734,12 @@ class _Collector:
         self.comm_cache: dict = {}
         self.intern: dict = {}
         self.canon: dict = {}
-        self.steps: dict[int, tuple[float, float]] = {}
+        self.steps: dict[int, tuple[int, int]] = {}
         # gpu_ops
         self.g_name: list = []
         self.g_kind: list = []
-        self.g_ts = array("d")
-        self.g_dur = array("d")
+        self.g_ts = array("q")
+        self.g_dur = array("q")
         self.g_stream = array("q")
         self.g_dev = array("q")
         self.g_corr = array("q")
@@ -723,24 +747,32 @@ class _Collector:
         self.coll: list = []
         # cpu_ops
         self.o_name: list = []
-        self.o_ts = array("d")
-        self.o_dur = array("d")
+        self.o_ts = array("q")
+        self.o_dur = array("q")
         self.o_tid: list = []
         self.o_dims: list = []
         self.o_types: list = []
         self.o_dropped = 0
         # dataloader
         self.d_name: list = []
-        self.d_ts = array("d")
-        self.d_dur = array("d")
+        self.d_ts = array("q")
+        self.d_dur = array("q")
         self.d_tid: list = []
         # memory
-        self.m_ts = array("d")
+        self.m_ts = array("q")
         self.m_dt = array("q")
         self.m_di = array("q")
         self.m_bytes = array("d")
         self.m_alloc = array("d")
         self.m_res = array("d")
+        # hta_events
+        self.launch_cat: dict = {}
+        self.h_role: list = []
+        self.h_name: list = []
+        self.h_stream = array("q")
+        self.h_corr = array("q")
+        self.h_ts = array("q")
+        self.h_dur = array("q")
         # checks
         self.bad_time = 0
         self.not_objects = 0
@@ -753,14 +785,15 @@ class _Collector:
         return self.intern.setdefault(v, v)
 
     def _times(self, e):
+        """(ts, dur) in exact integer ns (the file's µs; timebase.to_ns), or None (counted as bad)."""
         t = e.ts
-        t = t if t.__class__ is float and t - t == 0.0 else _num(t)  # (t - t != 0 for NaN/inf)
+        t = t * NS_PER_US if t.__class__ is int and -_MAX_US <= t <= _MAX_US else to_ns(t)
         d = e.dur
-        d = 0.0 if d is None else (d if d.__class__ is float and d - d == 0.0 else _num(d))
+        d = 0 if d is None else (d * NS_PER_US if d.__class__ is int and -_MAX_US <= d <= _MAX_US else to_ns(d))
         if t is None or d is None:
             self.bad_time += 1
             return None
-        if self.all_integral and not (t.is_integer() and d.is_integer()):
+        if self.all_integral and (t % NS_PER_US or d % NS_PER_US):
             self.all_integral = False
         return t, d
 
@@ -793,11 +826,15 @@ class _Collector:
         return hit
 
     # -- the hot loop
-    def feed(self, batch) -> None:
+    def feed(self, batch, stream_keys: int | None = None) -> None:
+        """Keep what reportgen needs from a list of events. ``stream_keys``: occurrences of ``"stream"`` in the
+        events' text (None: unknown), see :meth:`_hta_streams`."""
         gpu_kind = _GPU_KIND
         cpu_cats = _CPU_CATS
         op_names = _OP_NAMES
         keep = _KEEP_PREFIXES
+        launch = self.launch_cat
+        seen = 0  # events whose args were decoded here and hold a "stream" key
         for e in batch:
             if e is None:
                 self.not_objects += 1
@@ -807,23 +844,77 @@ class _Collector:
                 k = gpu_kind.get(cat)
                 if k is not None:
                     if e.ph == "X":
-                        self._gpu(e, k)
+                        seen += self._gpu(e, k)
                     continue
                 if cat in cpu_cats:
                     name = e.name
                     if name.__class__ is str and (name in op_names or name.startswith(keep)) and e.ph == "X":
                         self._cpu(e, name, cat)
                     continue
+                is_launch = launch.get(cat)
+                if is_launch is None:
+                    is_launch = launch[cat] = cat in _LAUNCH_CATS or cat.endswith(("_runtime", "_driver"))
+                if is_launch:
+                    if e.ph == "X":
+                        seen += self._launch(e)
+                    continue
+                if cat == "gpu_user_annotation":
+                    name = e.name
+                    if name.__class__ is str and name.startswith(_STEP_PREFIX) and e.ph == "X":
+                        self._hta_row("mark", e, name)
+                    continue
                 if cat != "cpu_instant_event":
                     continue
             if e.name == "[memory]" and (e.ph == "i" or e.ph == "I"):
                 self._memory(e)
+        if stream_keys is None or stream_keys > seen:
+            self._hta_streams(batch)
+
+    def _hta_streams(self, batch) -> None:
+        """HTA 0.5 counts every complete event with a ``stream`` arg other than -1 as GPU work (Triton launcher
+        ``cpu_op`` s with ``"stream": 0``, ``cuda_sync`` rows, MTIA ``mtia_ccp_events``): keep those as ``gpu``
+        rows of ``hta_events``. Only run on batches whose text has more ``"stream"`` keys than the GPU events
+        and launches decoded in :meth:`feed` hold, so traces without such events pay nothing."""
+        for e in batch:
+            if e is None or e.ph != "X":
+                continue
+            cat = e.cat
+            if cat.__class__ is str and (cat in _GPU_KIND or self.launch_cat.get(cat)):
+                continue
+            args = e.args
+            if args is None or (type(args) is dict and "stream" not in args):
+                continue
+            a = _args(args, "hta")
+            if a.stream is not None and _hta_int(a.stream) != -1:
+                self._hta_row("gpu", e, self._s(e.name), a)
 
     # -- handlers
-    def _gpu(self, e, kind: str) -> None:
+    def _hta_row(self, role: str, e, name: str, a=None) -> None:
+        """One ``hta_events`` row (module doc); a = the event's decoded hta args (None: no stream/correlation)."""
         tt = self._times(e)
         if tt is None:
             return
+        self.h_role.append(role)
+        self.h_name.append(self._s(name))
+        self.h_stream.append(-1 if a is None else _hta_int(a.stream))
+        self.h_corr.append(-1 if a is None else _hta_int(a.correlation))
+        self.h_ts.append(tt[0])
+        self.h_dur.append(tt[1])
+
+    def _launch(self, e) -> int:
+        """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
+        a = _args(e.args, "hta")
+        stream = _hta_int(a.stream)
+        if stream != -1:  # HTA takes any row with a stream for GPU work (ROCm writes "0x0", which int() refuses)
+            self._hta_row("gpu", e, self._s(e.name), a)
+        elif a.correlation is not None:
+            self._hta_row("launch", e, "", a)
+        return a.stream is not None
+
+    def _gpu(self, e, kind: str) -> int:
+        tt = self._times(e)
+        if tt is None:
+            return 0
         name = e.name
         name = self._s(name)
         a = _args(e.args, "comm")
@@ -845,6 +936,7 @@ class _Collector:
         self.g_corr.append(_int(a.correlation))
         if coll is not None:
             self._coll_row("gpu_kernel", name, tt, e.tid, a)
+        return a.stream is not None
 
     def _cpu(self, e, name: str, cat: str) -> None:
         if name.startswith(_STEP_PREFIX):
@@ -855,6 +947,7 @@ class _Collector:
             if tt is None:
                 return
             n = int(m.group(1))
+            self._hta_row("mark", e, name)
             cur = self.steps.get(n)
             if cur is None:
                 self.steps[n] = tt  # (ts, dur) exactly as written
@@ -906,11 +999,11 @@ class _Collector:
             self.o_types.append(self._canon(a.input_types))
 
     def _memory(self, e) -> None:
-        t = _num(e.ts)
+        t = to_ns(e.ts)
         if t is None:
             self.bad_time += 1
             return
-        if self.all_integral and not t.is_integer():
+        if self.all_integral and t % NS_PER_US:
             self.all_integral = False
         a = _args(e.args, "mem")
         nan = float("nan")
@@ -970,65 +1063,70 @@ class _Collector:
         self._coll_row("c10d", name, tt, tid, a, collective, in_n, out_n, dtype)
 
     # -- tables
-    def tables(self, scale: float) -> dict[str, pd.DataFrame]:
+    def tables(self, from_ns: bool = False) -> dict[str, pd.DataFrame]:
+        """The tables, times as exact int64 ns (``ts_ns``/``dur_ns``); ``from_ns``: the file wrote ns, not µs."""
         out: dict[str, pd.DataFrame] = {}
 
-        def f64(a) -> np.ndarray:
-            x = np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
-            return x * scale if scale != 1.0 else x.copy()
+        def ns(a) -> np.ndarray:
+            x = np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
+            return x // NS_PER_US if from_ns else x
 
         def i64(a) -> np.ndarray:
             return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
 
         def sort(df: pd.DataFrame) -> pd.DataFrame:
-            return df.sort_values("ts_us", kind="stable").reset_index(drop=True)
+            return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
         if self.steps:
             order = sorted(self.steps)
             out["steps"] = pd.DataFrame({
                 "step": np.array(order, dtype=np.int64),
-                "ts_us": np.array([self.steps[n][0] for n in order], dtype=np.float64) * scale,
-                "dur_us": np.array([self.steps[n][1] for n in order], dtype=np.float64) * scale,
+                "ts_ns": ns(array("q", (self.steps[n][0] for n in order))),
+                "dur_ns": ns(array("q", (self.steps[n][1] for n in order))),
             })
         if self.g_name:
             out["gpu_ops"] = sort(pd.DataFrame({
-                "name": self.g_name, "kind": self.g_kind, "ts_us": f64(self.g_ts), "dur_us": f64(self.g_dur),
+                "name": self.g_name, "kind": self.g_kind, "ts_ns": ns(self.g_ts), "dur_ns": ns(self.g_dur),
                 "stream": i64(self.g_stream), "device": i64(self.g_dev), "correlation": i64(self.g_corr)}))
         if self.coll:
-            cols = ["source", "name", "ts_us", "dur_us", "tid", "collective", "in_nelems", "out_nelems", "dtype",
+            cols = ["source", "name", "ts_ns", "dur_ns", "tid", "collective", "in_nelems", "out_nelems", "dtype",
                     "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
                     "group_size", "seq", "src_rank", "dst_rank"]
             df = pd.DataFrame.from_records(self.coll, columns=cols)
-            for c in ("ts_us", "dur_us", "elem_bytes", "in_bytes", "out_bytes"):
+            for c in ("elem_bytes", "in_bytes", "out_bytes"):
                 df[c] = df[c].astype(np.float64)
-            for c in ("in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank"):
+            for c in ("ts_ns", "dur_ns", "in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank"):
                 df[c] = df[c].astype(np.int64)
-            if scale != 1.0:
-                df["ts_us"] *= scale
-                df["dur_us"] *= scale
+            if from_ns:
+                df["ts_ns"] //= NS_PER_US
+                df["dur_ns"] //= NS_PER_US
             out["collectives"] = sort(df)
         if self.o_name:
             out["cpu_ops"] = sort(pd.DataFrame({
-                "name": self.o_name, "ts_us": f64(self.o_ts), "dur_us": f64(self.o_dur), "tid": self.o_tid,
+                "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
                 "input_dims": self.o_dims, "input_types": self.o_types}))
         if self.d_name:
-            out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_us": f64(self.d_ts),
-                                                   "dur_us": f64(self.d_dur), "tid": self.d_tid}))
+            out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
+                                                   "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
+        if self.h_role:
+            out["hta_events"] = sort(pd.DataFrame({
+                "role": self.h_role, "name": self.h_name, "stream": i64(self.h_stream),
+                "correlation": i64(self.h_corr), "ts_ns": ns(self.h_ts), "dur_ns": ns(self.h_dur)}))
         if len(self.m_ts):
             out["memory"] = sort(pd.DataFrame({
-                "ts_us": f64(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
+                "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
                 "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
                 "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
         return out
 
-    def kept_durations(self) -> np.ndarray:
-        parts = [np.frombuffer(self.g_dur, dtype=np.float64) if len(self.g_dur) else np.zeros(0),
-                 np.frombuffer(self.o_dur, dtype=np.float64) if len(self.o_dur) else np.zeros(0),
-                 np.array([r[3] for r in self.coll], dtype=np.float64),
-                 np.frombuffer(self.d_dur, dtype=np.float64) if len(self.d_dur) else np.zeros(0),
-                 np.array([v[1] for v in self.steps.values()], dtype=np.float64)]
-        d = np.concatenate(parts)
+    def kept_durations_us(self) -> np.ndarray:
+        parts = [np.frombuffer(self.g_dur, dtype=np.int64) if len(self.g_dur) else np.zeros(0, dtype=np.int64),
+                 np.frombuffer(self.o_dur, dtype=np.int64) if len(self.o_dur) else np.zeros(0, dtype=np.int64),
+                 np.array([r[3] for r in self.coll], dtype=np.int64),
+                 np.frombuffer(self.d_dur, dtype=np.int64) if len(self.d_dur) else np.zeros(0, dtype=np.int64),
+                 np.array([v[1] for v in self.steps.values()], dtype=np.int64)]
+        d = np.concatenate(parts) / NS_PER_US
         return d[d > 0]
 
 
@@ -1110,14 +1208,14 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         problems.append((where, f"cpu_ops capped at {MAX_CPU_OPS} rows; {col.o_dropped} more matching ops "
                                 "were not kept"))
     meta = _finish_meta(meta, where, problems)
-    scale = 1.0
+    from_ns = False
     if meta.get("displayTimeUnit") == "ns" and col.all_integral:
-        d = col.kept_durations()
+        d = col.kept_durations_us()
         if len(d) and float(np.median(d)) >= _NS_MEDIAN_DUR:
             # ts/dur written in ns (integers, long durations) although Chrome traces use µs: convert
-            scale = 1e-3
+            from_ns = True
             meta["ts_converted_from_ns"] = True
-    return DecodedTrace(meta, col.tables(scale))
+    return DecodedTrace(meta, col.tables(from_ns))
 
 
 def _drain(r: _Reader, where: str, problems: list, state: dict) -> None:

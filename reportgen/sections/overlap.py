@@ -209,27 +209,29 @@ def analyze(run: Run, options=None) -> Analysis:
     gpu_time = _gpu_time(run)
     if gpu_time is not None:
         tables["gpu_time"] = gpu_time
-        metrics["gpu_time_definition"] = ("whole trace, float µs; *_hta columns apply HTA 0.5's conventions "
-                                          "(whole-µs rounding, work of the last ProfilerStep dropped)")
+        metrics["gpu_time_definition"] = ("whole trace, exact times, reportgen's kernel classes; *_hta columns "
+                                          "reproduce HTA 0.5 (whole-µs rounding, work of the last ProfilerStep "
+                                          "dropped, HTA's own kernel classes: only NCCL kernels are communication)")
     return Analysis(metrics=metrics, tables=tables, data={"pipeline": bool(run.stage_map) and
                                                           (run.parallel.get("stages") or 1) > 1,
                                                           "most_receive": most_receive_stage(per_rank)})
 
 
 def _gpu_time(run: Run) -> pd.DataFrame | None:
-    """Per-rank GPU temporal breakdown and comm/comp overlap (HTA's formulas; reportgen/intervals.py)."""
-    from ..intervals import gpu_time_metrics
+    """Per-rank GPU temporal breakdown and comm/comp overlap (HTA's formulas; reportgen/intervals.py): our
+    columns with our conventions and kernel classes, the ``*_hta`` ones exactly as HTA 0.5 prints them."""
+    from ..intervals import gpu_time_metrics, hta_gpu_time_metrics, hta_profiler_steps
 
     gpu = run.table("gpu_ops")
     if gpu is None:
         return None
-    steps, launches = run.table("trace_steps"), run.table("launches")
+    events = run.table("hta_events")
+    drop_last = events is not None and hta_profiler_steps(events.loc[events["role"] == "mark", "name"]) >= 2
     rows = []
     for rank, g in gpu.groupby("rank"):
-        st = steps[steps["rank"] == rank] if steps is not None else None
-        la = launches[launches["rank"] == rank] if launches is not None else None
+        ev = events[events["rank"] == rank] if events is not None else None
         ours = gpu_time_metrics(g)
-        hta = gpu_time_metrics(g, st, la, hta_compat=True)
+        hta = hta_gpu_time_metrics(g, ev, drop_last) if "ts_ns" in g else {}
         row = {"rank": int(rank), **ours}
         row.update({f"{k.removesuffix('_ratio')}_hta_ratio": v for k, v in hta.items() if k.endswith("_ratio")})
         rows.append(row)

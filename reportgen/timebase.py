@@ -1,0 +1,164 @@
+"""Exact timestamps: profiler text -> integer nanoseconds, and the run origin (model doc, "Time base").
+
+Profilers write absolute times as decimal text whose value a float cannot hold: Kineto ``ts`` in epoch
+µs with ns decimals (``1704458676522690.655``, 19 significant digits; a double keeps ~16, i.e. 0.25 µs at
+that size), Ascend CSV/trace strings the same way, Ascend DBs integer ns, MindInsight integer 10-ns
+system-counter ticks. Everything here works on the digits, never on a float of the absolute value:
+
+* :func:`to_ns` - one value (int, numeric string, or a str handed over by a JSON decoder's float hook)
+  -> int ns, exactly. Digits below 1 ns are rounded half up (``floor(x + 1/2)``), which commutes with
+  shifting every timestamp by a whole number of ns.
+* :func:`column_ns` - the same for a column of strings (CSV cells), vectorised; NaN/empty -> missing.
+* :func:`origin` - the earliest of several int64 arrays (the run's ``time_origin_ns``).
+* :func:`to_rel_ms` - turn a table's absolute int-ns columns into the documented ``*_ms`` columns via
+  :func:`reportgen.model.rel_ms`.
+
+A Python float (JSON decoded without a hook, a DB ``REAL``) is taken through its shortest ``repr``: exact
+whenever the float holds the value that was written (durations, relative times), best effort otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+
+import numpy as np
+import pandas as pd
+
+from .model import rel_ms
+
+__all__ = ["NS_PER_US", "NS_PER_MS", "to_ns", "column_ns", "origin", "to_rel_ms", "ceil_div"]
+
+NS_PER_US = 1000
+NS_PER_MS = 1_000_000
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_DIGITS = frozenset("0123456789")
+
+
+def _decimal_ns(text: str, unit_ns: int) -> int | None:
+    """General path: any decimal/exponent form, rounded half up to whole ns."""
+    try:
+        d = Decimal(text)
+    except (InvalidOperation, ValueError):
+        return None
+    if not d.is_finite():
+        return None
+    n = int((d * unit_ns + Decimal("0.5")).to_integral_value(rounding=ROUND_FLOOR))
+    return n if _INT64[0] <= n <= _INT64[1] else None
+
+
+def _scale(unit_ns: int) -> int:
+    """Decimal digits below the unit that still are whole ns (1000 -> 3); -1 when unit_ns is not 10^k."""
+    t = str(unit_ns)
+    return len(t) - 1 if unit_ns > 0 and t.rstrip("0") == "1" else -1
+
+
+def to_ns(v, unit_ns: int = NS_PER_US) -> int | None:
+    """Exact integer ns of one time value written in units of ``unit_ns`` ns (default µs); None if not a number.
+
+    Accepts int (not bool), numeric str (surrounding spaces/tabs allowed, ``-``/``+``, any number of
+    decimals, exponent form) and float (through ``repr``). Fast path: plain ``[-]digits[.digits]``
+    with at most as many decimals as whole ns allow."""
+    c = v.__class__
+    if c is int or (c is not bool and isinstance(v, (int, np.integer))):
+        n = int(v) * unit_ns
+        return n if _INT64[0] <= n <= _INT64[1] else None
+    if c is float or isinstance(v, (float, np.floating)):
+        v = float(v)
+        if not math.isfinite(v):
+            return None
+        if v.is_integer() and abs(v) < 2 ** 53:
+            return to_ns(int(v), unit_ns)
+        v = repr(v)
+    elif not isinstance(v, str):
+        return None
+    s = v.strip()
+    neg = s[:1] == "-"
+    body = s[1:] if neg or s[:1] == "+" else s
+    whole, _dot, frac = body.partition(".")
+    scale = _scale(unit_ns)
+    if (whole or frac) and _DIGITS.issuperset(whole) and _DIGITS.issuperset(frac) and len(frac) <= scale:
+        n = (int(whole) if whole else 0) * unit_ns + (int(frac) * 10 ** (scale - len(frac)) if frac else 0)
+        n = -n if neg else n
+        return n if _INT64[0] <= n <= _INT64[1] else None
+    return _decimal_ns(s, unit_ns)
+
+
+def column_ns(values, unit_ns: int = NS_PER_US) -> pd.Series:
+    """Exact ns of a column of time values (strings as read from a CSV, or numbers) -> nullable ``Int64``.
+
+    Vectorised for the usual ``[-]digits[.digits]`` text; cells that are not numbers (``N/A``, empty)
+    become missing (``<NA>``); other forms (exponents, more decimals) go through :func:`to_ns`."""
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if s.dtype.kind in "iu":
+        return (s.astype("int64") * unit_ns).astype("Int64")
+    out = pd.Series(pd.NA, index=s.index, dtype="Int64")
+    if s.empty:
+        return out
+    if s.dtype.kind == "f" or s.dtype == "Int64" or s.dtype == "Float64":
+        out[:] = [to_ns(x, unit_ns) if pd.notna(x) else None for x in s.tolist()]
+        return out
+    txt = s.astype(str).str.strip()
+    whole, sep, frac = (txt.str.partition(".")[i] for i in range(3))
+    neg = whole.str.startswith("-")
+    digits = whole.where(~neg, whole.str[1:])
+    scale = max(_scale(unit_ns), 0)
+    plain = digits.str.isdigit() & digits.str.isascii() & (
+        (sep == "") | (frac.str.isdigit() & frac.str.isascii() & (frac.str.len() <= scale)))
+    if plain.any():
+        w = digits[plain].astype("int64").to_numpy()
+        f = frac[plain].str.ljust(scale, "0")
+        fi = f.where(f != "", "0").astype("int64").to_numpy()
+        n = w * unit_ns + fi
+        out[plain] = np.where(neg[plain].to_numpy(), -n, n)
+    rest = ~plain & (txt != "")
+    if rest.any():
+        out[rest] = [to_ns(x, unit_ns) for x in txt[rest].tolist()]
+    return out
+
+
+def origin(*arrays) -> int | None:
+    """The earliest value over int ns arrays / Series (missing values ignored); None when all are empty."""
+    best = None
+    for a in arrays:
+        if a is None:
+            continue
+        if isinstance(a, pd.Series):
+            a = a.dropna()
+            if a.empty:
+                continue
+            m = int(a.min())
+        else:
+            a = np.asarray(a)
+            if a.size == 0:
+                continue
+            m = int(a.min())
+        best = m if best is None else min(best, m)
+    return best
+
+
+def ceil_div(a, b: int):
+    """ceil(a / b) for integers (scalars or int64 arrays), exactly."""
+    return -((-a) // b)
+
+
+def to_rel_ms(df: pd.DataFrame, origin_ns: int, columns: dict[str, str]) -> pd.DataFrame:
+    """Replace absolute int-ns columns by ms relative to the run origin: ``{"start_ns": "start_ms", ...}``.
+
+    Missing values (nullable Int64) become NaN. The ns columns are dropped."""
+    out = df.copy()
+    for src, dst in columns.items():
+        if src not in out:
+            continue
+        loc = out.columns.get_loc(src)
+        col = out.pop(src)
+        if col.dtype == "Int64":
+            vals = col.to_numpy(dtype="float64", na_value=np.nan)
+            mask = np.isnan(vals)
+            ints = col.fillna(int(origin_ns)).to_numpy(dtype=np.int64)
+            ms = rel_ms(ints, origin_ns)
+            ms[mask] = np.nan
+        else:
+            ms = rel_ms(col.to_numpy(dtype=np.int64), origin_ns)
+        out.insert(loc, dst, ms)
+    return out
