@@ -27,7 +27,11 @@ import pandas as pd
 
 from .model import rel_ms
 
-__all__ = ["NS_PER_US", "NS_PER_MS", "to_ns", "column_ns", "origin", "to_rel_ms", "ceil_div"]
+__all__ = ["NS_PER_US", "NS_PER_MS", "ABS_COLUMNS", "to_ns", "column_ns", "origin", "to_rel_ms"]
+
+#: absolute int-ns columns as readers first build them -> the run model's columns relative to the run origin
+ABS_COLUMNS = {"start_ns": "start_ms", "end_ns": "end_ms", "ts_ns": "ts_ms", "alloc_ns": "alloc_ms",
+               "release_ns": "release_ms"}
 
 NS_PER_US = 1000
 NS_PER_MS = 1_000_000
@@ -90,12 +94,12 @@ def column_ns(values, unit_ns: int = NS_PER_US) -> pd.Series:
     Vectorised for the usual ``[-]digits[.digits]`` text; cells that are not numbers (``N/A``, empty)
     become missing (``<NA>``); other forms (exponents, more decimals) go through :func:`to_ns`."""
     s = values if isinstance(values, pd.Series) else pd.Series(values)
-    if s.dtype.kind in "iu":
-        return (s.astype("int64") * unit_ns).astype("Int64")
+    if s.dtype.kind in "iu":  # int64 or nullable Int64: exact already
+        return s.astype("Int64") * unit_ns
     out = pd.Series(pd.NA, index=s.index, dtype="Int64")
     if s.empty:
         return out
-    if s.dtype.kind == "f" or s.dtype == "Int64" or s.dtype == "Float64":
+    if s.dtype.kind == "f":
         out[:] = [to_ns(x, unit_ns) if pd.notna(x) else None for x in s.tolist()]
         return out
     txt = s.astype(str).str.strip()
@@ -115,6 +119,11 @@ def column_ns(values, unit_ns: int = NS_PER_US) -> pd.Series:
     if rest.any():
         out[rest] = [to_ns(x, unit_ns) for x in txt[rest].tolist()]
     return out
+
+
+def abs_columns(df: pd.DataFrame) -> list:
+    """The absolute int-ns columns (:data:`ABS_COLUMNS`) a table has."""
+    return [df[c] for c in ABS_COLUMNS if c in df.columns]
 
 
 def origin(*arrays) -> int | None:
@@ -137,28 +146,20 @@ def origin(*arrays) -> int | None:
     return best
 
 
-def ceil_div(a, b: int):
-    """ceil(a / b) for integers (scalars or int64 arrays), exactly."""
-    return -((-a) // b)
-
-
-def to_rel_ms(df: pd.DataFrame, origin_ns: int, columns: dict[str, str]) -> pd.DataFrame:
-    """Replace absolute int-ns columns by ms relative to the run origin: ``{"start_ns": "start_ms", ...}``.
-
-    Missing values (nullable Int64) become NaN. The ns columns are dropped."""
+def to_rel_ms(df: pd.DataFrame, origin_ns: int, columns: dict[str, str] = ABS_COLUMNS) -> pd.DataFrame:
+    """Replace absolute int-ns columns by ms relative to the run origin (:func:`reportgen.model.rel_ms`), in place
+    of the ns column: ``{"start_ns": "start_ms", ...}``. Missing values (nullable Int64) become NaN."""
     out = df.copy()
     for src, dst in columns.items():
         if src not in out:
             continue
         loc = out.columns.get_loc(src)
         col = out.pop(src)
-        if col.dtype == "Int64":
-            vals = col.to_numpy(dtype="float64", na_value=np.nan)
-            mask = np.isnan(vals)
-            ints = col.fillna(int(origin_ns)).to_numpy(dtype=np.int64)
-            ms = rel_ms(ints, origin_ns)
-            ms[mask] = np.nan
-        else:
+        if col.dtype.kind == "i" and col.dtype != "Int64":
             ms = rel_ms(col.to_numpy(dtype=np.int64), origin_ns)
+        else:  # nullable: missing -> NaN
+            col = col.astype("Int64")
+            ms = rel_ms(col.fillna(int(origin_ns)).to_numpy(dtype=np.int64), origin_ns)
+            ms[col.isna().to_numpy()] = np.nan
         out.insert(loc, dst, ms)
     return out

@@ -61,9 +61,10 @@ def test_analysis_db_equals_text_files(rank):
 # --------------------------------------------------------------------------- DB-only exports
 
 
-def _clipped_sums(intervals: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
-    s, e = intervals["start_ms"].clip(lo, hi), intervals["end_ms"].clip(lo, hi)
-    return (e - s).groupby(intervals["kind"]).sum().to_dict()
+def _clipped_sums(intervals: pd.DataFrame, lo: int, hi: int) -> dict[str, float]:
+    """ms per kind inside [lo, hi) (exact int ns)."""
+    s, e = intervals["start_ns"].clip(lo, hi), intervals["end_ns"].clip(lo, hi)
+    return ((e - s).groupby(intervals["kind"]).sum() / 1e6).to_dict()
 
 
 @pytest.mark.parametrize("level", ["level0", "level1", "level2"])
@@ -95,10 +96,9 @@ def test_db_only_export_tables(level, rank):
 
     steps = got["trace_steps"]
     assert steps["step"].tolist() == [50]
-    lo, hi = steps["start_ms"].iloc[0], steps["end_ms"].iloc[0]
-    assert 100 < hi - lo < 200
-    # the overlap intervals inside the step add up to StepTraceTime (absolute ms in float64 have
-    # ~0.24 µs resolution, so a few hundred intervals carry a few µs of rounding)
+    lo, hi = steps["start_ns"].iloc[0], steps["end_ns"].iloc[0]
+    assert 100 < (hi - lo) / 1e6 < 200
+    # the overlap intervals inside the step add up to StepTraceTime (which uses the device step window)
     sums = _clipped_sums(got["overlap_intervals"], lo, hi)
     assert sums["computing"] == pytest.approx(row["computing_ms"], abs=0.01)
     assert sums["communication"] == pytest.approx(row["comm_ms"], abs=0.01)
@@ -108,7 +108,7 @@ def test_db_only_export_tables(level, rank):
     ops = got["comm_ops"]
     assert len(ops) == 4 and set(ops["kind"]) == {"collective"} and set(ops["op_type"]) == {"allreduce"}
     assert ops["group_hash"].str.fullmatch(r"\d+").all() and (ops["step"] == 50).all()
-    assert ((ops["start_ms"] >= lo) & (ops["start_ms"] <= hi)).all()
+    assert ((ops["start_ns"] >= lo) & (ops["start_ns"] <= hi)).all()
     if level != "level0":
         assert (ops["elapse_ms"] >= ops["transit_ms"] + ops["wait_ms"] - 1e-9).all()
         bw = got["comm_bandwidth"]
@@ -126,7 +126,7 @@ def test_db_only_export_tables(level, rank):
         cores = {"N/A": 187, "HCCL": 4}
     assert k["core"].value_counts().to_dict() == cores
     assert k.loc[k["core"] == "HCCL", "type"].eq("N/A" if level == "level0" else "hcom_allReduce_").all()
-    assert ((k["start_ms"] >= lo) & (k["start_ms"] <= hi)).all()
+    assert ((k["start_ns"] >= lo) & (k["start_ns"] <= hi)).all()
 
     mem = got["memory_record"]
     assert {"APP", "PTA", "GE", "PTA+GE"} == set(mem["component"])
@@ -138,8 +138,8 @@ def test_db_only_export_tables(level, rank):
     assert {"APP", "HCCL", "RUNTIME"} <= set(mod["component"]) and (mod["reserved_mb"] >= 0).all()
     opm = got["operator_memory"]
     assert len(opm) == 184 and (opm["size_mb"] > 0).all()
-    done = opm.dropna(subset=["release_ms"])
-    assert (done["duration_ms"] - (done["release_ms"] - done["alloc_ms"])).abs().max() < 1e-3
+    done = opm.dropna(subset=["release_ns"])
+    assert ((done["release_ns"] - done["alloc_ns"]) / 1e6 == done["duration_ms"]).all()  # exact ns
 
     assert len(got["hccl_ops"]) == 4
     dev = got["device_ops"]

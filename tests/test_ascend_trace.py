@@ -11,6 +11,7 @@ import pytest
 
 from reportgen.readers import ascend_trace as at
 from reportgen.readers.ascend_trace import COLUMNS, rank_from_framework, read_trace_view
+from reportgen.timebase import to_ns
 
 from conftest import fixture_dir
 
@@ -115,15 +116,15 @@ def test_overlap_sums_match_step_trace_time_csv(level, rank):
     steps = tables["trace_steps"]
     assert steps["rank"].tolist() == [rank]
     assert steps["step"].tolist() == [int(row["Step"])] == [50]
-    s0, s1 = steps["start_ms"].iloc[0], steps["end_ms"].iloc[0]
-    assert 100 < s1 - s0 < 200  # ms, one ResNet step
+    s0, s1 = steps["start_ns"].iloc[0], steps["end_ns"].iloc[0]
+    assert 100 < (s1 - s0) / 1e6 < 200  # ms, one ResNet step
     ov = tables["overlap_intervals"]
     assert set(ov["kind"]) == set(KIND_COLUMNS)
-    inside = ov[(ov["start_ms"] >= s0) & (ov["start_ms"] <= s1)]
+    inside = ov[(ov["start_ns"] >= s0) & (ov["start_ns"] <= s1)]
     assert len(inside) == len(ov)
     for kind, column in KIND_COLUMNS.items():
         part = inside[inside["kind"] == kind]
-        total = float((part["end_ms"] - part["start_ms"]).sum())
+        total = float((part["end_ns"] - part["start_ns"]).sum()) / 1e6
         expected = float(row[column]) / 1000.0
         assert abs(total - expected) <= 1e-3 * max(1, len(part)), (kind, total, expected)
         assert abs(total - expected) < 2e-3  # what we actually find: <= 1.3 us
@@ -141,10 +142,10 @@ def test_hccl_ops_and_device_ops(level, rank):
     assert set(hccl["lane"]) == {"Group 0 Communication"}  # the Plane 0..7 lanes (level1/2) are not taken
     assert all(re.fullmatch(r"hcom_allReduce__\d+_\d+_1", op) for op in hccl["op"])
     assert (hccl["rank"] == rank).all()
-    assert hccl["start_ms"].is_monotonic_increasing
+    assert hccl["start_ns"].is_monotonic_increasing
     # The 4 allReduce ops lie within the Communication overlap intervals' span.
     comm = tables["overlap_intervals"].query("kind == 'communication'")
-    assert abs(hccl["dur_ms"].sum() - (comm["end_ms"] - comm["start_ms"]).sum()) < 0.01
+    assert abs(hccl["dur_ms"].sum() - (comm["end_ns"] - comm["start_ns"]).sum() / 1e6) < 0.01
     dev = tables["device_ops"]
     assert set(dev["stream"]) <= {"Stream 0", "Stream 2", "Stream 3", "Stream 4"}
     assert not dev["name"].isin(["EVENT_WAIT", "EVENT_RECORD", "Notify Wait", "Write Value",
@@ -196,11 +197,11 @@ def test_mindspore_cpu_traces_parse():
         assert (dev["rank"] == 7).all()
         if "dp4" in str(prof):
             assert dev["name"].str.contains("AllReduce").any()
-        # dur is a string in these files: "23916.200" us -> 23.9162 ms
+        # ts and dur are strings in these files ("1795304183225386.795", "23916.200" us): exact ns
         e = cpu_ops[0]
-        row = dev[(dev["name"] == e["name"]) & ((dev["start_ms"] - float(e["ts"]) / 1000).abs() < 1e-6)]
-        assert abs(row["dur_ms"].iloc[0] - float(e["dur"]) / 1000) < 1e-12
-        assert dev["start_ms"].is_monotonic_increasing  # sorted although the file is grouped by op
+        row = dev[(dev["name"] == e["name"]) & (dev["start_ns"] == to_ns(e["ts"]))]
+        assert len(row) == 1 and row["dur_ms"].iloc[0] == to_ns(e["dur"]) / 1e6
+        assert dev["start_ns"].is_monotonic_increasing  # sorted although the file is grouped by op
 
 
 def test_rank_from_framework_matches_msrun_logs():
@@ -278,12 +279,12 @@ def test_trailing_whitespace_in_ts_and_string_dur(tmp_path):
     assert problems == []
     ov = tables["overlap_intervals"]
     assert ov["kind"].tolist() == ["free", "free"]
-    # absolute ms as float64: a 2**-12 ms (0.24 us) grid at this magnitude
-    assert ov["start_ms"].tolist() == pytest.approx([1736408883688.17793, 1736408883688.2], abs=2.5e-4)
-    assert (ov["end_ms"] - ov["start_ms"]).tolist() == pytest.approx([0.0025, 0.00125], abs=2.5e-4)
+    # exact ns (a float of these µs would resolve only 0.25 µs)
+    assert ov["start_ns"].tolist() == [1736408883688177930, 1736408883688200000]
+    assert (ov["end_ns"] - ov["start_ns"]).tolist() == [2500, 1250]
     st = tables["trace_steps"]
     assert st["step"].tolist() == [7]
-    assert (st["end_ms"] - st["start_ms"]).iloc[0] == pytest.approx(0.5, abs=1e-6)
+    assert (st["end_ns"] - st["start_ns"]).iloc[0] == 500_000
 
 
 def test_metadata_after_x_events(tmp_path):
@@ -329,8 +330,8 @@ def test_trace_events_object_is_accepted(tmp_path):
     text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x.json", "more": [{"a": 1}, {"b": 2}]})
     tables, problems = read(write(tmp_path, text))
     assert problems == []
-    assert tables["device_ops"][["name", "stream", "start_ms", "dur_ms"]].values.tolist() == [
-        ["MatMul", "CPU OP Thread 0", 1.0, 0.003]]
+    assert tables["device_ops"][["name", "stream", "start_ns", "dur_ms"]].values.tolist() == [
+        ["MatMul", "CPU OP Thread 0", 1_000_000, 0.003]]
 
 
 @pytest.mark.parametrize("content,message", [
@@ -406,12 +407,12 @@ def test_bad_times_are_counted_not_fatal(tmp_path):
 
 
 def test_standard_json_fallback_gives_the_same_tables(tmp_path, monkeypatch):
-    """orjson is optional (not a declared dependency): the json-module path must agree, breakage included."""
+    """Without msgspec the json-module path must agree, breakage included."""
     path = torch_trace("level2", 1)
     data = path.read_bytes()
     cut = write(tmp_path, data[: len(data) // 3], "cut.json")
     ref = {p: read(p) for p in (path, cut)}
-    monkeypatch.setattr(at, "_orjson", None)
+    monkeypatch.setattr(at, "_msgspec", None)
     monkeypatch.setattr(at, "CHUNK", 5000)
     for p, (tables, problems) in ref.items():
         got, got_problems = read(p)

@@ -32,6 +32,7 @@ import pandas as pd
 from ..errors import InputError
 from ._files import read_text as _read_text
 from ..model import Run
+from ..timebase import abs_columns, column_ns, origin, to_ns, to_rel_ms
 
 US_PER_MS = 1000.0
 #: torch_npu writes memory "MB" as bytes / 1024**2 (values are multiples of 1/64 MiB): to MB of 10^6 B.
@@ -98,12 +99,13 @@ def group_kind(name: str) -> str:
 
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, exact: bool = False):
+    """A JSON file; ``exact``: float literals come back as their text (times parsed with timebase.to_ns)."""
     text = _read_text(path)
     if not text.strip():
         raise InputError(path, "empty file")
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=str) if exact else json.loads(text)
     except ValueError as exc:
         raise InputError(path, f"invalid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
 
@@ -188,7 +190,7 @@ def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataF
     Times are in ms already; sizes in MB (10^6 B); ``Total Op Info`` entries are skipped (they are
     sums we recompute). SDMA is HCCS+PCIE+SIO aggregated: kept as its own transport row.
     """
-    doc = _read_json(path)
+    doc = _read_json(path, exact=True)
     if not isinstance(doc, dict):
         raise InputError(path, "expected a JSON object keyed by step")
     ops, bws = [], []
@@ -207,7 +209,7 @@ def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataF
                 op, _, ghash = key.partition("@")
                 t = info.get("Communication Time Info") or {}
                 ops.append((rank, step, kind, op, _op_type(op), ghash,
-                            _num(t.get("Start Timestamp(us)")) / US_PER_MS, _num(t.get("Elapse Time(ms)")),
+                            to_ns(t.get("Start Timestamp(us)")), _num(t.get("Elapse Time(ms)")),
                             _num(t.get("Transit Time(ms)")), _num(t.get("Wait Time(ms)")),
                             _num(t.get("Synchronization Time(ms)")), _num(t.get("Idle Time(ms)"))))
                 for transport, b in (info.get("Communication Bandwidth Info") or {}).items():
@@ -218,8 +220,9 @@ def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataF
                         continue
                     bws.append((rank, step, kind, op, ghash, transport, size, time,
                                 _num(b.get("Bandwidth(GB/s)")), _num(b.get("Large Packet Ratio"))))
-    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ms",
+    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
                                         "elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"])
+    ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
     bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport", "size_mb",
                                        "time_ms", "bandwidth_gbps", "large_packet_ratio"])
     return ops_df, bw_df
@@ -273,7 +276,7 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "type": df["Type"] if "Type" in df else "",
         "core": df["Accelerator Core"] if "Accelerator Core" in df else "",
         "stream": _floats(df["Stream ID"]) if "Stream ID" in df else math.nan,
-        "start_ms": _floats(df["Start Time(us)"]) / US_PER_MS if "Start Time(us)" in df else math.nan,
+        "start_ns": column_ns(df["Start Time(us)"]) if "Start Time(us)" in df else pd.NA,
         "dur_ms": _floats(df["Duration(us)"]) / US_PER_MS,
         "input_shapes": df["Input Shapes"].str.strip('"') if "Input Shapes" in df else "",
         "output_shapes": df["Output Shapes"].str.strip('"') if "Output Shapes" in df else "",
@@ -305,7 +308,7 @@ def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
         return _floats(df[col]) * MIB_TO_MB if col in df.columns else math.nan
     return pd.DataFrame({
         "rank": [rank] * len(df), "component": df["Component"],
-        "ts_ms": _floats(df["Timestamp(us)"]) / US_PER_MS,
+        "ts_ns": column_ns(df["Timestamp(us)"]),
         "allocated_mb": mib("Total Allocated(MB)"), "reserved_mb": mib("Total Reserved(MB)"),
         "active_mb": mib("Total Active(MB)"),
     })
@@ -316,7 +319,7 @@ def parse_npu_module_mem(path: Path, rank: int, problems: list) -> pd.DataFrame:
     if "Component" not in df.columns or "Total Reserved(MB)" not in df.columns:
         raise InputError(path, "not an npu_module_mem.csv: missing Component/Total Reserved(MB)")
     return pd.DataFrame({"rank": [rank] * len(df), "component": df["Component"],
-                         "ts_ms": _floats(df["Timestamp(us)"]) / US_PER_MS,
+                         "ts_ns": column_ns(df["Timestamp(us)"]),
                          "reserved_mb": _floats(df["Total Reserved(MB)"]) * MIB_TO_MB})
 
 
@@ -327,14 +330,31 @@ def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame
     return pd.DataFrame({
         "rank": [rank] * len(df), "name": df["Name"],
         "size_mb": _floats(df["Size(KB)"]) * KIB_TO_MB,
-        "alloc_ms": _floats(df["Allocation Time(us)"]) / US_PER_MS if "Allocation Time(us)" in df else math.nan,
-        "release_ms": _floats(df["Release Time(us)"]) / US_PER_MS if "Release Time(us)" in df else math.nan,
+        "alloc_ns": column_ns(df["Allocation Time(us)"]) if "Allocation Time(us)" in df else pd.NA,
+        "release_ns": column_ns(df["Release Time(us)"]) if "Release Time(us)" in df else pd.NA,
         "duration_ms": _floats(df["Duration(us)"]) / US_PER_MS if "Duration(us)" in df else math.nan,
     })
 
 
 #: Tables parsed only when a section asks for them (large per-rank CSVs).
 LAZY_TABLES = {"kernels", "op_stats", "memory_record", "module_mem", "operator_memory"}
+#: the absolute-time column of each lazily parsed file (its first rows fix the run origin when nothing else has one)
+LAZY_TIME_COLUMNS = {"kernels": "Start Time(us)", "memory_record": "Timestamp(us)", "module_mem": "Timestamp(us)",
+                     "operator_memory": "Allocation Time(us)"}
+
+
+def _first_times_ns(path: Path, table: str, rows: int = 64) -> pd.Series | None:
+    """Exact ns of the time column in the first rows of a lazily parsed CSV (None if it has none)."""
+    col = LAZY_TIME_COLUMNS.get(table)
+    if col is None:
+        return None
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, nrows=rows, on_bad_lines="skip",
+                         encoding="utf-8-sig", encoding_errors="replace")
+    except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
+    df.columns = [c.strip() for c in df.columns]
+    return column_ns(df[col]) if col in df.columns else None
 
 #: ASCEND_PROFILER_OUTPUT file -> (table, parser). communication files are handled separately.
 TEXT_FILES = {
@@ -491,6 +511,13 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     lazy: dict[str, list] = {}
     for table, path, parser, rank in tables.pop("_lazy", []):
         lazy.setdefault(table, []).append((path, parser, rank))
+    eager = [df for parts in tables.values() for df in parts if df is not None]
+    t0 = origin(*(c for df in eager for c in abs_columns(df)))
+    if t0 is None:  # absolute times only in the lazily parsed files: their first ones fix the origin
+        t0 = origin(*(_first_times_ns(path, table) for table, items in lazy.items() for path, _p, _r in items))
+    run.time_origin_ns = t0 if t0 is not None else 0
+    for name, parts in tables.items():
+        tables[name] = [to_rel_ms(df, run.time_origin_ns) if df is not None else None for df in parts]
     for table, items in lazy.items():
         run.loaders[table] = _lazy_loader(run, items, tables.pop(table, []))
     for name, parts in tables.items():
@@ -603,7 +630,7 @@ def _lazy_loader(run: Run, items: list, eager_parts: list):
         for path, parser, rank in items:
             df = _guarded(path, problems, parser, rank, problems)
             if df is not None and not df.empty:
-                parts.append(df)
+                parts.append(to_rel_ms(df, run.time_origin_ns))
         for path, problem in problems:
             run.problem(path, problem)
         return pd.concat(parts, ignore_index=True) if parts else None

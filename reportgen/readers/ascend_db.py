@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..timebase import column_ns
 from .ascend import NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, double_hash
 
 NS_PER_MS = 1e6
@@ -70,20 +71,20 @@ OVERLAP_ORDER = ["comm_not_overlapped", "communication", "computing", "free"]
 #: Output columns of every table this module can produce.
 COLUMNS = {
     "step_time": STEP_TIME_ORDER,
-    "comm_ops": ["rank", "step", "kind", "op", "op_type", "group_hash", "start_ms", "elapse_ms", "transit_ms",
+    "comm_ops": ["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns", "elapse_ms", "transit_ms",
                  "wait_ms", "sync_ms", "idle_ms"],
     "comm_bandwidth": ["rank", "step", "kind", "op", "group_hash", "transport", "size_mb", "time_ms",
                        "bandwidth_gbps", "large_packet_ratio"],
     "comm_matrix": ["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local", "dst_local", "transport",
                     "size_mb", "time_ms", "bandwidth_gbps", "op_name"],
-    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ms", "dur_ms"],
-    "memory_record": ["rank", "component", "ts_ms", "allocated_mb", "reserved_mb", "active_mb"],
-    "module_mem": ["rank", "component", "ts_ms", "reserved_mb"],
-    "operator_memory": ["rank", "name", "size_mb", "alloc_ms", "release_ms", "duration_ms"],
-    "trace_steps": ["rank", "step", "start_ms", "end_ms"],
-    "overlap_intervals": ["rank", "kind", "start_ms", "end_ms"],
-    "hccl_ops": ["rank", "op", "lane", "start_ms", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ms", "dur_ms"],
+    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ns", "dur_ms"],
+    "memory_record": ["rank", "component", "ts_ns", "allocated_mb", "reserved_mb", "active_mb"],
+    "module_mem": ["rank", "component", "ts_ns", "reserved_mb"],
+    "operator_memory": ["rank", "name", "size_mb", "alloc_ns", "release_ns", "duration_ms"],
+    "trace_steps": ["rank", "step", "start_ns", "end_ns"],
+    "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
+    "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
     "metadata": ["rank", "name", "value"],
 }
 
@@ -142,9 +143,16 @@ class _Db:
         return None
 
     def read(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+        """Query -> DataFrame; integer columns with NULLs become nullable Int64, not float (ns times stay exact)."""
         cur = self.conn.execute(sql, params)
         names = [d[0] for d in cur.description]
-        return pd.DataFrame.from_records(cur.fetchall(), columns=names)
+        df = pd.DataFrame.from_records(rows := cur.fetchall(), columns=names)
+        for i, name in enumerate(names):
+            if df[name].dtype.kind == "f":
+                vals = [r[i] for r in rows]
+                if all(v is None or type(v) is int for v in vals):
+                    df[name] = pd.array(vals, dtype="Int64")
+        return df
 
     def whole(self, table: str) -> pd.DataFrame:
         """All columns of a table, renamed to their normalised names."""
@@ -260,6 +268,13 @@ def _parse_step(value) -> int | None:
     if not m:
         return None
     return int(m.group(1)) if m.group(1) else 0
+
+
+def _exact_se(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows with both ``s`` and ``e`` (ns) as exact int64 (INTEGER, TEXT or NUMERIC cells; timebase.column_ns)."""
+    s, e = column_ns(df["s"], 1), column_ns(df["e"], 1)
+    keep = (s.notna() & e.notna()).to_numpy()
+    return df[keep].assign(s=s[keep].astype("int64"), e=e[keep].astype("int64"))
 
 
 def _nums(series) -> pd.Series:
@@ -399,9 +414,8 @@ class _Rank:
                     joins += join
                 else:
                     sel.append(f"'' AS {_q(out_name)}")
-            df = db.read(f"SELECT {', '.join(sel)} FROM {_q(c)} c JOIN {_q(t)} t "
-                         f"ON t.{_q(db.col(t, 'globalTaskId'))} = c.{_q(db.col(c, 'globalTaskId'))}{joins}")
-            df = df.dropna(subset=["s", "e"])
+            df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(c)} c JOIN {_q(t)} t "
+                                   f"ON t.{_q(db.col(t, 'globalTaskId'))} = c.{_q(db.col(c, 'globalTaskId'))}{joins}"))
             df = self.pick_device(db, df, "device", "TASK")
             df = df.sort_values("s", kind="stable").reset_index(drop=True)
         self._cache["compute"] = df
@@ -425,8 +439,8 @@ class _Rank:
                     joins += join
                 else:
                     sel.append(f"'' AS {_q(out_name)}")
-            df = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} o{joins}")
-            df = df.dropna(subset=["s", "e"]).sort_values("s", kind="stable").reset_index(drop=True)
+            df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} o{joins}"))
+            df = df.sort_values("s", kind="stable").reset_index(drop=True)
         self._cache["comm"] = df
         return df
 
@@ -440,8 +454,7 @@ class _Rank:
         if t and db.col(t, "startNs") and db.col(t, "endNs") and db.col(t, "type"):
             sel = f"{_q(db.col(t, 'startNs'))} AS s, {_q(db.col(t, 'endNs'))} AS e, {_q(db.col(t, 'type'))} AS k"
             sel += f", {_q(db.col(t, 'deviceId'))} AS device" if db.col(t, "deviceId") else ""
-            df = self.pick_device(db, db.read(f"SELECT {sel} FROM {_q(t)}").dropna(subset=["s", "e"]),
-                                  "device", "OVERLAP_ANALYSIS")
+            df = self.pick_device(db, _exact_se(db.read(f"SELECT {sel} FROM {_q(t)}")), "device", "OVERLAP_ANALYSIS")
             if not df.empty:
                 res = {}
                 for code, kind in OVERLAP_TYPES.items():
@@ -563,7 +576,8 @@ def _comm_ops(ctx: _Rank) -> pd.DataFrame | None:
         "kind": _kind(ops, df["type"] if "type" in df.columns else None),
         "op": ops, "op_type": [_op_type(o) for o in ops],
         "group_hash": [_group_hash(g) for g in df.get("groupname", pd.Series([""] * len(df)))],
-        "start_ms": col("starttimestamp", US_PER_MS), "elapse_ms": col("elapsetime"),
+        "start_ns": column_ns(df["starttimestamp"]) if "starttimestamp" in df.columns else pd.NA,
+        "elapse_ms": col("elapsetime"),
         "transit_ms": col("transittime"), "wait_ms": col("waittime"),
         "sync_ms": col("synchronizationtime"), "idle_ms": col("idletime"),
     }, columns=COLUMNS["comm_ops"])
@@ -597,7 +611,7 @@ def _comm_ops_from_profiler(ctx: _Rank) -> pd.DataFrame | None:
         "rank": [ctx.rank] * len(comm), "step": np.nan_to_num(steps, nan=0.0).astype(int),
         "kind": _kind(ops), "op": ops, "op_type": [_op_type(o) for o in ops],
         "group_hash": [_group_hash(g) for g in comm["group"]],
-        "start_ms": s / NS_PER_MS, "elapse_ms": (e - s) / NS_PER_MS,
+        "start_ns": s, "elapse_ms": (e - s) / NS_PER_MS,
         "transit_ms": nan, "wait_ms": nan, "sync_ms": nan, "idle_ms": nan,
     }, columns=COLUMNS["comm_ops"])
 
@@ -712,7 +726,7 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
     return pd.DataFrame({
         "rank": [ctx.rank] * len(df), "step": _step_of(ctx, s, end_inclusive=True),
         "name": df["name"], "type": df["type"], "core": df["core"], "stream": df["stream"].astype(float),
-        "start_ms": s / NS_PER_MS, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS,
+        "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS,
     }, columns=COLUMNS["kernels"])
 
 
@@ -730,7 +744,7 @@ def _memory_record(ctx: _Rank) -> pd.DataFrame | None:
                           f"FROM {_q(n)} m{join}")
             app = app[app["kind"].astype(str).str.strip().str.lower() == "app"]
             app = ctx.pick_device(db, app, "device", "NPU_MEM")
-            parts.append(pd.DataFrame({"component": "APP", "ts_ms": _nums(app["ts"]).to_numpy() / NS_PER_MS,
+            parts.append(pd.DataFrame({"component": "APP", "ts_ns": column_ns(app["ts"], 1).array,
                                        "allocated_mb": math.nan,
                                        "reserved_mb": _nums(app["reserved"]).to_numpy() / BYTES_PER_MB,
                                        "active_mb": math.nan}))
@@ -744,7 +758,7 @@ def _memory_record(ctx: _Rank) -> pd.DataFrame | None:
             sel.append(f"m.{_q(col)} AS {_q(out_name)}" if col else f"NULL AS {_q(out_name)}")
         rec = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
         parts.append(pd.DataFrame({"component": rec["component"].astype(str),
-                                   "ts_ms": _nums(rec["ts"]).to_numpy() / NS_PER_MS,
+                                   "ts_ns": column_ns(rec["ts"], 1).array,
                                    "allocated_mb": _nums(rec["allocated"]).to_numpy() / BYTES_PER_MB,
                                    "reserved_mb": _nums(rec["reserved"]).to_numpy() / BYTES_PER_MB,
                                    "active_mb": _nums(rec["active"]).to_numpy() / BYTES_PER_MB}))
@@ -775,7 +789,7 @@ def _module_mem(ctx: _Rank) -> pd.DataFrame | None:
     df = db.read(f"SELECT {comp} AS component, m.{_q(ts)} AS ts, m.{_q(res)} AS reserved{dev} FROM {_q(t)} m{join}")
     df = ctx.pick_device(db, df, "device", "NPU_MODULE_MEM")
     return pd.DataFrame({"rank": [ctx.rank] * len(df), "component": df["component"].astype(str).to_numpy(),
-                         "ts_ms": _nums(df["ts"]).to_numpy() / NS_PER_MS,
+                         "ts_ns": column_ns(df["ts"], 1).array,
                          "reserved_mb": _nums(df["reserved"]).to_numpy() / BYTES_PER_MB},
                         columns=COLUMNS["module_mem"])
 
@@ -794,8 +808,8 @@ def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
     df = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
     return pd.DataFrame({"rank": [ctx.rank] * len(df), "name": df["name"].astype(str).to_numpy(),
                          "size_mb": _nums(df["size"]).to_numpy() / BYTES_PER_MB,
-                         "alloc_ms": _nums(df["alloc"]).to_numpy() / NS_PER_MS,
-                         "release_ms": _nums(df["release"]).to_numpy() / NS_PER_MS,
+                         "alloc_ns": column_ns(df["alloc"], 1).array,
+                         "release_ns": column_ns(df["release"], 1).array,
                          "duration_ms": _nums(df["duration"]).to_numpy() / NS_PER_MS},
                         columns=COLUMNS["operator_memory"])
 
@@ -806,7 +820,8 @@ def _trace_steps(ctx: _Rank) -> pd.DataFrame | None:
         ctx.problem(ctx.prof, "no STEP_TIME rows (no profiler schedule?): no step ranges")
         return None
     return pd.DataFrame({"rank": [ctx.rank] * len(steps), "step": [s[0] for s in steps],
-                         "start_ms": [s[1] / NS_PER_MS for s in steps], "end_ms": [s[2] / NS_PER_MS for s in steps]},
+                         "start_ns": np.array([s[1] for s in steps], dtype=np.int64),
+                         "end_ns": np.array([s[2] for s in steps], dtype=np.int64)},
                         columns=COLUMNS["trace_steps"])
 
 
@@ -823,7 +838,8 @@ def _overlap_intervals(ctx: _Rank) -> pd.DataFrame | None:
         ends.append(e)
     s, e = np.concatenate(starts), np.concatenate(ends)
     return pd.DataFrame({"rank": np.full(len(s), ctx.rank, dtype=np.int64), "kind": kinds,
-                         "start_ms": s / NS_PER_MS, "end_ms": e / NS_PER_MS}, columns=COLUMNS["overlap_intervals"])
+                         "start_ns": s.astype(np.int64), "end_ns": e.astype(np.int64)},
+                        columns=COLUMNS["overlap_intervals"])
 
 
 def _hccl_ops(ctx: _Rank) -> pd.DataFrame | None:
@@ -832,7 +848,7 @@ def _hccl_ops(ctx: _Rank) -> pd.DataFrame | None:
         return None
     s, e = comm["s"].to_numpy(np.int64), comm["e"].to_numpy(np.int64)
     return pd.DataFrame({"rank": [ctx.rank] * len(comm), "op": comm["op"].astype(str),
-                         "lane": comm["group"].fillna("").astype(str), "start_ms": s / NS_PER_MS,
+                         "lane": comm["group"].fillna("").astype(str), "start_ns": s,
                          "dur_ms": (e - s) / NS_PER_MS}, columns=COLUMNS["hccl_ops"])
 
 
@@ -872,7 +888,7 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
             joins += join
         else:
             sel.append(f"NULL AS {_q(out_name)}")
-    df = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} t{joins}").dropna(subset=["s", "e"])
+    df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} t{joins}"))
     df = ctx.pick_device(db, df, "device", "TASK")
     name = df["cname"].where(df["cname"].notna(), df["hname"]).where(lambda x: x.notna(), df["task_type"])
     keep = ~(_sync(name) | _sync(df["task_type"]))
@@ -881,7 +897,7 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
     s = df["s"].to_numpy(np.int64)
     return pd.DataFrame({"rank": [ctx.rank] * len(df), "name": df["name"].to_numpy(),
                          "stream": [f"Stream {int(x)}" if pd.notna(x) else "Stream ?" for x in df["stream"]],
-                         "start_ms": s / NS_PER_MS, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS},
+                         "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS},
                         columns=COLUMNS["device_ops"])
 
 

@@ -12,20 +12,22 @@ Format facts: ../shared/research/ascend-profiler-output-and-msprof-analyze.md se
   (torch_npu Level0 writes the CANN layer that way); such processes are not used.
 * The events are not sorted by time (MindSpore CPU traces are grouped by operator).
 
-Tables (all times in ms as float; absolute times = the file's microseconds / 1000):
+Tables: absolute times are exact int64 ns (``*_ns``, the file's µs text parsed by :func:`reportgen.timebase.to_ns`,
+never through a float); durations in ms. The reader makes the ``*_ns`` columns ``*_ms`` relative to the run
+origin.
 
-``trace_steps``  rank, step, start_ms, end_ms
+``trace_steps``  rank, step, start_ns, end_ns
     ``ProfilerStep#N`` X events. Taken from the ``Python`` process if it has any, else ``MindSpore``,
     else any other process (one row per step; duplicates within a process are merged to the widest span).
-``overlap_intervals``  rank, kind, start_ms, end_ms
+``overlap_intervals``  rank, kind, start_ns, end_ns
     ``Overlap Analysis`` process; thread ``Computing`` -> ``computing``, ``Communication`` ->
     ``communication``, ``Communication(Not Overlapped)`` -> ``comm_not_overlapped``, ``Free`` -> ``free``
     (the event name is used when the thread has no name). torch_npu's step_trace_time.csv columns are the
     sums of these durations over the intervals that START inside the step window.
-``hccl_ops``  rank, op, lane, start_ms, dur_ms
+``hccl_ops``  rank, op, lane, start_ns, dur_ms
     ``HCCL`` process, every lane except ``Plane <k>`` (small tasks); real lanes are
     ``Group <n> Communication``. An HCCL thread without a name is used only for ``hcom_*`` events.
-``device_ops``  rank, name, stream, start_ms, dur_ms
+``device_ops``  rank, name, stream, start_ns, dur_ms
     ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
     pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
     (``PROFILING_ENABLE`` markers) and ``Write Value`` (notify writes). Kernels (AI_CORE, MIX_*,
@@ -38,7 +40,8 @@ Tables (all times in ms as float; absolute times = the file's microseconds / 100
     and are not used.
 
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
-(``orjson.loads`` when orjson is importable, else ``json.loads``) on the bytes from the first event to
+(msgspec with ``float_hook=str`` when importable, else ``json.loads(parse_float=str)``: float literals stay
+text, so times are exact) on the bytes from the first event to
 the last ``}`` that is followed by ``, {``; if that cut lands inside a string the parse fails and an
 earlier cut (before the reported error position) is tried; the last, incomplete event of a chunk is
 finished with ``json.JSONDecoder.raw_decode`` once more data is read. Only (name, ts, dur) of X events
@@ -59,10 +62,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-try:  # optional (not a declared dependency): ~1.5x faster than the json module here, see the bench
-    import orjson as _orjson
+from ..timebase import to_ns
+
+try:  # declared dependency: as fast as orjson here and ~2x the json module, with float literals kept as text
+    import msgspec as _msgspec
+    _DICTS = _msgspec.json.Decoder(float_hook=str)
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+    _msgspec = None
 
 #: Read size. Small chunks measured fastest (a chunk's decoded dicts stay in the CPU cache): 200 MB
 #: synthetic trace with orjson, 16-64 KiB 0.8-0.9 s, 1 MiB 1.2-2.5 s, 4 MiB 1.8 s (bench/trace_decoders.py).
@@ -83,11 +89,13 @@ _WS = b" \t\r\n"
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _RANK_FILE = re.compile(r"^cpu_[a-z_]+?_(\d+)\.(?:csv|txt)$")
 
+#: Columns as read: absolute times are exact int ns on the profiler's clock (``*_ns``); the reader turns them into
+#: the run model's ``*_ms`` relative to the run origin (:data:`reportgen.timebase.ABS_COLUMNS`).
 COLUMNS = {
-    "trace_steps": ["rank", "step", "start_ms", "end_ms"],
-    "overlap_intervals": ["rank", "kind", "start_ms", "end_ms"],
-    "hccl_ops": ["rank", "op", "lane", "start_ms", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ms", "dur_ms"],
+    "trace_steps": ["rank", "step", "start_ns", "end_ns"],
+    "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
+    "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
 }
 
 
@@ -111,10 +119,22 @@ class _Stop(Exception):
         self.keep = keep  # False: the file is unusable, drop what was parsed
 
 
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+
+
 def _loads(data: bytes):
-    if _orjson is not None:
-        return _orjson.loads(data)
-    return json.loads(data)
+    """JSON text -> Python values, float literals as their text (exact times, :mod:`reportgen.timebase`).
+
+    Bad JSON raises ValueError with ``pos`` (the offset of the error, when known)."""
+    if _msgspec is not None:
+        try:
+            return _DICTS.decode(data)
+        except _msgspec.DecodeError as exc:
+            m = _BYTE_POS.search(str(exc))
+            err = ValueError(str(exc))
+            err.pos = int(m.group(1)) if m else None
+            raise err from None
+    return json.loads(data, parse_float=str)
 
 
 def _skip(buf: bytes, pos: int, chars: bytes = _WS) -> int:
@@ -195,7 +215,7 @@ def _parse_run(buf: bytes, pos: int):
             return _loads(b"[" + buf[pos:cut] + b"]"), cut
         except RecursionError:
             raise _Stop(f"JSON nested too deeply after byte {pos}") from None
-        except ValueError as exc:  # orjson.JSONDecodeError, json.JSONDecodeError, UnicodeDecodeError
+        except ValueError as exc:  # msgspec (via _loads), json.JSONDecodeError, UnicodeDecodeError
             if "utf-8" in str(exc).lower():
                 raise _Stop("not UTF-8 text", keep=False) from None
             # The boundary was inside a string (or the data is broken). The reported position counts
@@ -246,7 +266,7 @@ def _iter_batches(fh, state: dict):
             c = buf[pos]
             if c == 0x5D:  # ']': end of the array; whatever follows is ignored
                 return
-            # Runs of objects go to orjson in one call; anything else (a stray string or number, or
+            # Runs of objects are decoded in one call; anything else (a stray string or number, or
             # an event that is the last one in the buffer) is parsed on its own.
             got = _parse_run(buf, pos) if c == 0x7B else None
             if got is None:  # the event at pos on its own
@@ -309,8 +329,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
         state = {"count": 0}
     pnames: dict = {}      # pid -> process name
     tnames: dict = {}      # (pid, tid) -> thread name
-    groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), times in us
-    steps: list = []       # (pid, name, start_us, dur_us)
+    groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), exact int ns
+    steps: list = []       # (pid, name, start_ns, dur_ns)
     skip_pids: set = set()
     skip_keys: set = set()
     bad_time = 0
@@ -330,17 +350,16 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     pid = ev.get("pid")
                     name = ev.get("name")
                     if type(name) is str and name.startswith(_STEP_PREFIX):
-                        try:
-                            steps.append((pid, name, float(ev["ts"]), float(ev.get("dur", 0.0))))
-                        except (KeyError, TypeError, ValueError):
+                        t, d = to_ns(ev.get("ts")), to_ns(ev.get("dur", 0))
+                        if t is None or d is None:
                             bad_time += 1
+                        else:
+                            steps.append((pid, name, t, d))
                         continue
                     if pid in skip_pids:
                         continue
-                    try:
-                        t = float(ev["ts"])
-                        d = float(ev.get("dur", 0.0))
-                    except (KeyError, TypeError, ValueError):
+                    t, d = to_ns(ev.get("ts")), to_ns(ev.get("dur", 0))
+                    if t is None or d is None:
                         bad_time += 1
                         continue
                     args = ev.get("args")
@@ -354,7 +373,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     if g is None and key in skip_keys:
                         continue
                     if g is None:
-                        g = groups[key] = ([], array("d"), array("d"))
+                        g = groups[key] = ([], array("q"), array("q"))
                     if type(name) is not str:
                         name = "" if name is None else str(name)
                     g[0].append(intern.setdefault(name, name))
@@ -414,7 +433,7 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
             name = pnames.get(pid)
             return 0 if name == "Python" else 1 if name == "MindSpore" else 2
         best = min(pref(s[0]) for s in steps)
-        spans: dict[int, list[float]] = {}
+        spans: dict[int, list[int]] = {}
         for pid, name, t, d in steps:
             if pref(pid) != best:
                 continue
@@ -422,7 +441,7 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
             if not m:
                 continue
             n = int(m.group(1))
-            s, e = t / 1000.0, (t + d) / 1000.0
+            s, e = t, t + d
             if n in spans:
                 spans[n] = [min(spans[n][0], s), max(spans[n][1], e)]
             else:
@@ -432,8 +451,8 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
             out["trace_steps"] = pd.DataFrame({
                 "rank": np.full(len(order), rank, dtype=np.int64),
                 "step": np.array(order, dtype=np.int64),
-                "start_ms": np.array([spans[n][0] for n in order], dtype=np.float64),
-                "end_ms": np.array([spans[n][1] for n in order], dtype=np.float64),
+                "start_ns": np.array([spans[n][0] for n in order], dtype=np.int64),
+                "end_ns": np.array([spans[n][1] for n in order], dtype=np.int64),
             })
 
     overlap, hccl, device, cpu = [], [], [], []
@@ -448,7 +467,7 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
                 keep = [i for i, n in enumerate(names) if n in OVERLAP_KINDS]
                 if keep:
                     overlap.append(([OVERLAP_KINDS[names[i]] for i in keep],
-                                    array("d", (ts[i] for i in keep)), array("d", (dur[i] for i in keep))))
+                                    array("q", (ts[i] for i in keep)), array("q", (dur[i] for i in keep))))
         elif proc == "HCCL":
             if thread is not None:
                 if not thread.startswith("Plane"):
@@ -458,7 +477,7 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
                 if keep:
                     lane = f"Thread {tid}"
                     hccl.append(([names[i] for i in keep], [lane] * len(keep),
-                                 array("d", (ts[i] for i in keep)), array("d", (dur[i] for i in keep))))
+                                 array("q", (ts[i] for i in keep)), array("q", (dur[i] for i in keep))))
         elif proc == "Ascend Hardware":
             stream = thread if thread is not None else f"Stream {tid}"
             device.append((names, [stream] * len(names), ts, dur))
@@ -469,26 +488,27 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
         device = cpu
 
     def cat(arrays) -> np.ndarray:
-        return np.concatenate([np.frombuffer(a, dtype=np.float64) for a in arrays]) if arrays else np.zeros(0)
+        return np.concatenate([np.frombuffer(a, dtype=np.int64) for a in arrays]) if arrays \
+            else np.zeros(0, dtype=np.int64)
 
     if overlap:
-        t = cat([g[1] for g in overlap]) / 1000.0
-        d = cat([g[2] for g in overlap]) / 1000.0
+        t = cat([g[1] for g in overlap])
+        d = cat([g[2] for g in overlap])
         df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64),
                            "kind": [k for g in overlap for k in g[0]],
-                           "start_ms": t, "end_ms": t + d})
-        out["overlap_intervals"] = df.sort_values(["kind", "start_ms"], kind="stable").reset_index(drop=True)
+                           "start_ns": t, "end_ns": t + d})
+        out["overlap_intervals"] = df.sort_values(["kind", "start_ns"], kind="stable").reset_index(drop=True)
     for table, rows, label in (("hccl_ops", hccl, "op"), ("device_ops", device, "name")):
         if not rows:
             continue
-        t = cat([g[2] for g in rows]) / 1000.0
-        d = cat([g[3] for g in rows]) / 1000.0
+        t = cat([g[2] for g in rows])
+        d = cat([g[3] for g in rows])
         lane = "lane" if table == "hccl_ops" else "stream"
         df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64),
                            label: [n for g in rows for n in g[0]],
                            lane: [s for g in rows for s in g[1]],
-                           "start_ms": t, "dur_ms": d})
-        out[table] = df.sort_values(["start_ms"], kind="stable").reset_index(drop=True)
+                           "start_ns": t, "dur_ms": d / 1e6})
+        out[table] = df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
     return out
 
 

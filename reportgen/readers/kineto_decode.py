@@ -767,12 +767,12 @@ class _Collector:
         self.m_res = array("d")
         # hta_events
         self.launch_cat: dict = {}
-        self.h_role: list = []
-        self.h_name: list = []
-        self.h_stream = array("q")
-        self.h_corr = array("q")
-        self.h_ts = array("q")
-        self.h_dur = array("q")
+        self.hta_role: list = []
+        self.hta_name: list = []
+        self.hta_stream = array("q")
+        self.hta_corr = array("q")
+        self.hta_ts = array("q")
+        self.hta_dur = array("q")
         # checks
         self.bad_time = 0
         self.not_objects = 0
@@ -894,12 +894,12 @@ class _Collector:
         tt = self._times(e)
         if tt is None:
             return
-        self.h_role.append(role)
-        self.h_name.append(self._s(name))
-        self.h_stream.append(-1 if a is None else _hta_int(a.stream))
-        self.h_corr.append(-1 if a is None else _hta_int(a.correlation))
-        self.h_ts.append(tt[0])
-        self.h_dur.append(tt[1])
+        self.hta_role.append(role)
+        self.hta_name.append(self._s(name))
+        self.hta_stream.append(-1 if a is None else _hta_int(a.stream))
+        self.hta_corr.append(-1 if a is None else _hta_int(a.correlation))
+        self.hta_ts.append(tt[0])
+        self.hta_dur.append(tt[1])
 
     def _launch(self, e) -> int:
         """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
@@ -1108,10 +1108,10 @@ class _Collector:
         if self.d_name:
             out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
                                                    "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
-        if self.h_role:
+        if self.hta_role:
             out["hta_events"] = sort(pd.DataFrame({
-                "role": self.h_role, "name": self.h_name, "stream": i64(self.h_stream),
-                "correlation": i64(self.h_corr), "ts_ns": ns(self.h_ts), "dur_ns": ns(self.h_dur)}))
+                "role": self.hta_role, "name": self.hta_name, "stream": i64(self.hta_stream),
+                "correlation": i64(self.hta_corr), "ts_ns": ns(self.hta_ts), "dur_ns": ns(self.hta_dur)}))
         if len(self.m_ts):
             out["memory"] = sort(pd.DataFrame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),

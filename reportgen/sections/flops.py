@@ -160,13 +160,16 @@ def estimate_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
         return cache[key]
 
     ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]
-    ops = ops.sort_values(["rank", "tid", "start_ms", "dur_ms"], ascending=[True, True, True, False])
-    end = (ops["start_ms"] + ops["dur_ms"]).to_numpy()
+    if "end_ms" not in ops:
+        ops["end_ms"] = ops["start_ms"] + ops["dur_ms"]
+    # start/end come from exact integer times through one monotone map (model.rel_ms), so equal instants are
+    # equal floats and the nesting test needs no tolerance: a child ending in the same ns as its parent nests
+    ops = ops.sort_values(["rank", "tid", "start_ms", "end_ms"], ascending=[True, True, True, False])
+    end = ops["end_ms"].to_numpy()
     start = ops["start_ms"].to_numpy()
     same = (ops["rank"].to_numpy()[1:] == ops["rank"].to_numpy()[:-1]) & \
         (ops["tid"].astype(str).to_numpy()[1:] == ops["tid"].astype(str).to_numpy()[:-1])
-    eps = 1e-6
-    contains_next = same & (start[1:] < end[:-1] - eps) & (end[1:] <= end[:-1] + eps)
+    contains_next = same & (start[1:] < end[:-1]) & (end[1:] <= end[:-1])
     ops["innermost"] = ~np.append(contains_next, False)
     return ops.reset_index(drop=True)
 

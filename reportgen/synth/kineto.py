@@ -556,3 +556,53 @@ def _anomalies(spec: KinetoSpec, world: int, names: list[str], host_of: dict, st
     for r, f in sorted(spec.light_ranks.items()):
         one("flops_imbalance", [r], host=names[host_of[r]], factor=float(f))
     return out
+
+
+def write_nested_ops_run(root: str | Path, ranks: int = 8, steps: int = 3, pairs: int = 16,
+                         t0_us: int = 1_700_000_000_000_000, ns_decimals: bool = False, seed: int = 0) -> dict:
+    """Identical ranks whose ``aten::linear`` ops each contain an ``aten::addmm`` that ends in the same µs.
+
+    The case of issue 12 (a V100 DLRM run): epoch-µs timestamps (~1.7e15 µs: a float of them in ms resolves only
+    0.24 µs), every parent and child ending at one instant, rank clocks a few ms apart. Each rank writes
+    ``rank<r>.pt.trace.json`` with ``ProfilerStep#N`` spans, ``pairs`` linear/addmm pairs per step on the main
+    thread (``Input Dims`` [[B, K], [N, K], [N]] / [[N], [B, K], [K, N]]) and one GEMM kernel per addmm. Times are
+    integer µs, or with ``ns_decimals`` µs with three decimals written as text (``1700000000123456.789``).
+    Ground truth: ``flops_per_rank`` = steps · pairs · 2·B·K·N (the innermost ops only), the same on every rank.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    b, k, n = 512, 1024, 4096
+    shapes = [(int(rng.integers(4, 60)), int(rng.integers(1, 4)), int(rng.integers(0, 1000))) for _ in range(pairs)]
+
+    def num(t_ns: int) -> str:  # the exact text of a µs value
+        return f"{t_ns // 1000}.{t_ns % 1000:03d}" if ns_decimals else str(t_ns // 1000)
+
+    for r in range(ranks):
+        unit = 1 if ns_decimals else 1000  # ns per tick of the written values
+        t = (t0_us * 1000 + r * 3_141_593_000 + r * 7 * unit) // unit * unit
+        events, corr = [], 0
+        for s in range(steps):
+            step_start = t
+            t += 50_000
+            for dur_us, lead_us, extra in shapes:
+                dur = dur_us * 1000 + (extra if ns_decimals else 0)
+                lead = lead_us * 1000
+                events.append(("cpu_op", "aten::linear", t, dur, {"Input Dims": [[b, k], [n, k], [n]],
+                                                                  "Input type": ["float", "float", "float"]}))
+                events.append(("cpu_op", "aten::addmm", t + lead, dur - lead,
+                               {"Input Dims": [[n], [b, k], [k, n]], "Input type": ["float", "float", "float"]}))
+                corr += 1
+                events.append(("kernel", "volta_sgemm_128x64_tn", t + dur + 5_000, dur - lead,
+                               {"stream": 7, "device": 0, "correlation": corr}))
+                t += dur + 20_000
+            events.append(("user_annotation", f"ProfilerStep#{s + 1}", step_start, t - step_start, {}))
+            t += 10_000
+        lines = [f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {r if cat == "kernel" else 100 + r}, '
+                 f'"tid": {7 if cat == "kernel" else 1}, "ts": {num(ts)}, "dur": {num(d)}, "args": {json.dumps(a)}}}'
+                 for cat, name, ts, d, a in sorted(events, key=lambda e: e[2])]
+        head = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks},
+                "displayTimeUnit": "ms"}
+        text = json.dumps(head)[:-1] + ', "traceEvents": [\n' + ",\n".join(lines) + "\n]}\n"
+        (root / f"rank{r}.pt.trace.json").write_text(text)
+    return {"ranks": ranks, "flops_per_rank": float(steps * pairs * 2 * b * k * n)}
