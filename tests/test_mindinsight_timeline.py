@@ -48,12 +48,12 @@ def test_parse_21_steps_ops_units_exclusions(tmp_path):
     out = parse_timeline_display(p, 0, problems)
     assert problems == []
     steps = out["mi_timeline_steps"]
-    assert steps[["step", "start_ms", "end_ms"]].values.tolist() == [[1, 2.0, 3.0], [2, 3.0, 4.0]]
+    assert steps[["step", "start_ns", "end_ns"]].values.tolist() == [[1, 2_000_000, 3_000_000], [2, 3_000_000, 4_000_000]]
     ops = out["mi_timeline_ops"]
-    assert list(ops.columns) == ["rank", "name", "kind", "stream", "start_ms", "dur_ms"]
+    assert list(ops.columns) == ["rank", "name", "kind", "stream", "start_ns", "dur_ms"]
     assert set(ops["name"]) == {"Conv2D-op1", "MatMul-op2", "GetNext-op3", "AllReduce-op10"}
     conv = ops[ops["name"] == "Conv2D-op1"].iloc[0]
-    assert conv["start_ms"] == pytest.approx(2.01) and conv["dur_ms"] == pytest.approx(0.2)
+    assert conv["start_ns"] == 2_010_000 and conv["dur_ms"] == pytest.approx(0.2)
     assert conv["kind"] == "computation" and conv["stream"] == 5
     assert set(ops.loc[ops["name"] == "AllReduce-op10", "kind"]) == {"communication"}
 
@@ -72,8 +72,8 @@ def test_parse_23_trace_events_dict(tmp_path):
     out = parse_timeline_display(p, 3, problems)
     ops = out["mi_timeline_ops"].set_index("name")
     assert ops.loc["hcom_broadcast-op3", "kind"] == "communication"
-    assert ops.loc["Add-op4", "kind"] == "computation" and ops.loc["Add-op4", "start_ms"] == pytest.approx(1.2)
-    assert out["mi_timeline_steps"].values.tolist() == [[3, 1, 1.0, 1.5]]
+    assert ops.loc["Add-op4", "kind"] == "computation" and ops.loc["Add-op4", "start_ns"] == 1_200_000
+    assert out["mi_timeline_steps"].values.tolist() == [[3, 1, 1_000_000, 1_500_000]]
 
 
 def test_truncated_file_is_a_problem(tmp_path):

@@ -13,7 +13,9 @@ Two layouts are found:
   (host, device id) -> global rank comes from the rank table.
 
 Step trace values are system-counter ticks of 10 ns: ``ms = ticks / 1e5``
-(MindInsight ``PER_MS_SYSCNT = 100000``).
+(MindInsight ``PER_MS_SYSCNT = 100000``); absolute ones (start/end points) are read exactly as
+``ticks x 10`` ns and, like the timeline's times, made relative to the run origin (the earliest of them;
+model doc, "Time base").
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ import pandas as pd
 from ..errors import InputError
 from ._files import read_text as _read_text
 from ..model import Run
+from ..timebase import abs_columns, origin, to_ns, to_rel_ms
 
 #: 10 ns system-counter ticks per millisecond.
 TICKS_PER_MS = 1e5
+NS_PER_TICK = 10
 
 #: Recognised per-rank files: kind -> pattern whose last group is the rank (device id in legacy).
 FILE_PATTERNS: dict[str, re.Pattern] = {
@@ -180,9 +184,9 @@ def _num(text: str) -> float:
 
 @dataclass
 class StepTrace:
-    rows: list[dict]  # per step, ms
+    rows: list[dict]  # per step: durations in ms, start_ns / end_ns exact (absolute ticks x 10)
     average: dict | None  # the file's own average row, ms
-    ops: list[tuple]  # (step, op, stream, start_ms, end_ms, dur_ms)
+    ops: list[tuple]  # (step, op, stream, start_ns, end_ns, dur_ms)
 
 
 def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
@@ -232,8 +236,8 @@ def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
             "step_interval_ms": vals["iteration_interval"] / TICKS_PER_MS,
             "fp_bp_ms": vals["fp_and_bp"] / TICKS_PER_MS,
             "tail_ms": vals["tail"] / TICKS_PER_MS,
-            "start_ms": vals["start_point"] / TICKS_PER_MS,
-            "end_ms": vals["end_point"] / TICKS_PER_MS,
+            "start_ns": to_ns(r[index["start_point"]], NS_PER_TICK),
+            "end_ns": to_ns(r[index["end_point"]], NS_PER_TICK),
         }
         if step_text == "-" or (last and step_text == "0"):
             average = ms
@@ -259,7 +263,8 @@ def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
                 continue
             if math.isnan(dur):
                 dur = end - start
-            ops.append((step, name, stream, start / TICKS_PER_MS, end / TICKS_PER_MS, dur / TICKS_PER_MS))
+            ops.append((step, name, stream, to_ns(r[i_start], NS_PER_TICK), to_ns(r[i_end], NS_PER_TICK),
+                        dur / TICKS_PER_MS))
     if not rows and average is None:
         raise InputError(path, "no step rows")
     return StepTrace(rows, average, ops)
@@ -471,7 +476,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     run.missing_ranks = sorted(expected - set(found_ranks)) if expected else []
 
     if step_rows:
-        df = pd.DataFrame(step_rows)[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ms", "end_ms"]]
+        df = pd.DataFrame(step_rows)[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ns", "end_ns"]]
         run.tables["step_trace"] = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
         run.steps = sorted(df["step"].unique().tolist())
         run.step_source = "markers"
@@ -480,7 +485,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             pd.DataFrame(avg_rows)[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]
             .sort_values("rank").reset_index(drop=True))
     if op_rows:
-        run.tables["step_ops"] = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ms", "end_ms", "dur_ms"])
+        run.tables["step_ops"] = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
     ov_cols = ["computation_ms", "comm_alone_ms", "stage_ms", "receive_alone_ms", "collective_comm_alone_ms"]
     if ov_rows:
         df = pd.DataFrame(ov_rows)
@@ -497,6 +502,12 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                          "ms / MB / GB/s)")
         if len(generations) > 1:
             run.problem(str(root), "hccl_raw files of both unit generations in one run; each was converted on its own")
+    # one origin for every absolute time (step trace ticks, timeline µs): model doc, "Time base"
+    t0 = origin(*(c for df in run.tables.values() for c in abs_columns(df)))
+    run.time_origin_ns = t0 if t0 is not None else 0
+    for name, df in run.tables.items():
+        if abs_columns(df):
+            run.tables[name] = to_rel_ms(df, run.time_origin_ns)
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

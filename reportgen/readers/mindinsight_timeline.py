@@ -22,22 +22,24 @@ process is named as communication / HCCL), else "computation".
 Steps: the events named by a step number on the Steps block (tid 100000, or a thread / process named
 "Steps") -> one window per step.
 
-Output (ms): ``mi_timeline_ops`` (rank, name, kind, stream, start_ms, dur_ms) and ``mi_timeline_steps``
-(rank, step, start_ms, end_ms). Bad input (unreadable, truncated or not a trace) -> a ``(path, problem)`` line
+Output: ``mi_timeline_ops`` (rank, name, kind, stream, start_ns, dur_ms) and ``mi_timeline_steps``
+(rank, step, start_ns, end_ns), absolute times as exact int ns (the reader makes them ms relative to the run
+origin). Bad input (unreadable, truncated or not a trace) -> a ``(path, problem)`` line
 and ``{}``; never an exception.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
-OPS_COLUMNS = ["rank", "name", "kind", "stream", "start_ms", "dur_ms"]
-STEPS_COLUMNS = ["rank", "step", "start_ms", "end_ms"]
+from ..timebase import to_ns
+
+OPS_COLUMNS = ["rank", "name", "kind", "stream", "start_ns", "dur_ms"]
+STEPS_COLUMNS = ["rank", "step", "start_ns", "end_ns"]
 
 STEPS_TID = 100000
 COMM_PID = 10000
@@ -47,12 +49,6 @@ _COMM = re.compile(r"AllReduce|AllGather|ReduceScatter|Send|Receive|Broadcast|Al
 _COMM_PROCESS = re.compile(r"hccl|communication", re.IGNORECASE)
 
 
-def _num(v) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _int_or_str(v):
@@ -66,7 +62,7 @@ def parse_timeline_display(path, rank, problems) -> dict:
     path = Path(path)
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            doc = json.load(fh)
+            doc = json.load(fh, parse_float=str)  # float literals as text: exact times (timebase.to_ns)
     except (OSError, ValueError) as exc:
         problems.append((str(path), f"timeline display not readable as JSON ({type(exc).__name__}: {exc}); "
                                     f"file skipped"))
@@ -94,7 +90,7 @@ def parse_timeline_display(path, rank, problems) -> dict:
         name = e.get("name")
         if not isinstance(name, str) or "tid" not in e:
             continue
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
+        ts, dur = to_ns(e.get("ts")), to_ns(e.get("dur"))
         if ts is None or dur is None:
             bad += 1
             continue
@@ -104,7 +100,7 @@ def parse_timeline_display(path, rank, problems) -> dict:
         on_steps = tid == str(STEPS_TID) or tname.strip().lower() == "steps" or pname.strip().lower() == "steps"
         if on_steps:
             if name.strip().isdigit():
-                steps.append((rank, int(name), ts / 1000.0, (ts + dur) / 1000.0))
+                steps.append((rank, int(name), ts, ts + dur))
             continue
         if "-op" not in name or any(x in name for x in _EXCLUDED):
             continue
@@ -116,7 +112,7 @@ def parse_timeline_display(path, rank, problems) -> dict:
         short = name.rsplit("/", 1)[-1]
         comm = bool(_COMM.search(short)) or pid == str(COMM_PID) or bool(_COMM_PROCESS.search(pname))
         ops.append((rank, short, "communication" if comm else "computation", _int_or_str(e.get("tid")),
-                    ts / 1000.0, dur / 1000.0))
+                    ts, dur / 1e6))
     if bad:
         problems.append((str(path), f"{bad} timeline event(s) without numeric ts/dur ignored"))
     out = {}
