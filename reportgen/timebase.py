@@ -74,6 +74,8 @@ def to_ns(v, unit_ns: int = NS_PER_US) -> int | None:
         if v.is_integer() and abs(v) < 2 ** 53:
             return to_ns(int(v), unit_ns)
         v = repr(v)
+    elif isinstance(v, Decimal):  # ijson and friends
+        v = str(v)
     elif not isinstance(v, str):
         return None
     s = v.strip()

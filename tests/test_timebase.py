@@ -231,3 +231,25 @@ def test_identical_ranks_get_the_same_flops(tmp_path, ns_decimals):
     assert [r["rank"] for r in per_rank] == list(range(truth["ranks"]))
     assert {r["flops"] for r in per_rank} == {truth["flops_per_rank"]}
     assert doc["sections"]["flops"]["metrics"]["ops_skipped_as_nested"] == {"aten::linear": 3 * 16 * 8}
+
+
+def test_origin_from_lazy_files_only(tmp_path):
+    """Ascend text output without trace_view.json / communication.json: only the lazily parsed CSVs carry times; the
+    origin comes from their first rows, and the report is still shift-invariant."""
+    src = tmp_path / "src" / "level0"
+    shutil.copytree(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level0"), src)
+    for p in src.rglob("trace_view.json"):
+        p.unlink()
+    run = read_run(src)
+    assert "trace_steps" not in run.tables
+    firsts = []
+    for name, col in (("kernel_details.csv", "Start Time(us)"), ("memory_record.csv", "Timestamp(us)"),
+                      ("npu_module_mem.csv", "Timestamp(us)"), ("operator_memory.csv", "Allocation Time(us)")):
+        for p in src.rglob(name):
+            rows = list(csv.DictReader(p.open(encoding="utf-8-sig")))[:64]
+            firsts += [to_ns(r[col]) for r in rows if to_ns(r[col]) is not None]
+    assert run.time_origin_ns == min(firsts)
+    assert run.table("kernels")["start_ms"].notna().all()
+    ref = _doc(src)
+    got = _doc(shifted_copy(src, tmp_path / "shifted" / "level0"))
+    assert not list(_diff(got, ref))

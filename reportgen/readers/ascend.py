@@ -10,6 +10,10 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
 * World size and expected ranks: ``profiler_metadata.json`` ``distributed_args.world_size``, else the
   union of every rank's ``parallel_group_info``.
 * Everything is parsed by header name, never by position. Units become ms / MB (10^6 B) / GB/s.
+* Times (model doc, "Time base"): parsers give absolute times as exact int ns (``*_ns``: CSV / JSON µs text via
+  :mod:`reportgen.timebase`, DB ns integers); the run origin is the earliest of them over the tables read at once
+  (trace_view.json, communication.json, the DB), or, when only the lazily parsed CSVs carry times, the earliest
+  of their first rows; every table, lazy ones when parsed, gets ``*_ms`` relative to it.
 * Communication op names end in ``@<hash>`` where hash = HCCL ``double_hash`` of the group key; the
   map back to the group comes from hashing every ``parallel_group_info`` key. Matrix links use
   group-local indices; they are mapped to global ranks through the group's sorted ``global_ranks``.

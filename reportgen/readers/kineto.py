@@ -9,6 +9,12 @@ run model (ms, MB = 10^6 B, global ranks).
   without either is rank 0. World size: ``distributedInfo.world_size``.
 * Process groups: the union of every rank's ``distributedInfo.pg_config`` (each rank lists only the
   groups it belongs to). Kinds from ``pg_desc`` (``default_pg`` -> world, ``mesh_dp`` / ``dp`` -> dp, ...).
+* Times (model doc, "Time base"): the decoder's exact int ns; the run origin is the earliest timestamp of any
+  rank, every ``start_ms`` / ``end_ms`` / ``ts_ms`` is :func:`~reportgen.model.rel_ms` of it, and ``end_ms`` comes
+  from ``ts + dur`` in integers (so a child ending with its parent ends at the same float). ``gpu_ops`` keeps
+  ``ts_ns`` / ``dur_ns`` on the file's clock and ``hta_events`` (rank, role, name, stream, correlation, ts_ns,
+  dur_ns) holds what else HTA 0.5 reads, both only for its whole-µs conventions
+  (:func:`reportgen.intervals.hta_gpu_time_metrics`).
 * Ranks are independent: with ``jobs > 1`` they are decoded in parallel processes.
 * Hosts: the top-level ``host_name`` key torch writes (2.x; ``socket.gethostname()``), only when the files
   name at least two different hosts (one host says nothing about placement, and the run model then keeps
