@@ -20,6 +20,7 @@ whenever the float holds the value that was written (durations, relative times),
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 
 import numpy as np
@@ -37,6 +38,8 @@ NS_PER_US = 1000
 NS_PER_MS = 1_000_000
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _DIGITS = frozenset("0123456789")
+_MAX_NS = _INT64[1]
+_DECIMALS_NS = (0, 100, 10, 1)  # ns per unit of the last of 1, 2, 3 µs decimals
 
 
 def _decimal_ns(text: str, unit_ns: int) -> int | None:
@@ -51,6 +54,7 @@ def _decimal_ns(text: str, unit_ns: int) -> int | None:
     return n if _INT64[0] <= n <= _INT64[1] else None
 
 
+@lru_cache(maxsize=None)
 def _scale(unit_ns: int) -> int:
     """Decimal digits below the unit that still are whole ns (1000 -> 3); -1 when unit_ns is not 10^k."""
     t = str(unit_ns)
@@ -64,6 +68,12 @@ def to_ns(v, unit_ns: int = NS_PER_US) -> int | None:
     decimals, exponent form) and float (through ``repr``). Fast path: plain ``[-]digits[.digits]``
     with at most as many decimals as whole ns allow."""
     c = v.__class__
+    if c is str and unit_ns == NS_PER_US:  # the usual profiler text, "1704458676522690.655": no call below
+        w, _dot, f = v.partition(".")
+        if len(f) <= 3 and len(w) <= 16 and w.isdecimal() and (f.isdecimal() or not f):
+            n = int(w) * NS_PER_US + (int(f) * _DECIMALS_NS[len(f)] if f else 0)
+            if n <= _MAX_NS:
+                return n
     if c is int or (c is not bool and isinstance(v, (int, np.integer))):
         n = int(v) * unit_ns
         return n if _INT64[0] <= n <= _INT64[1] else None

@@ -174,6 +174,9 @@ _KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d
 _STEP_PREFIX = "ProfilerStep#"
 #: categories of runtime / driver API calls (the CPU side of a kernel launch; also any ``*_runtime``/``*_driver``)
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+#: categories that never carry a stream arg (skipped when looking for HTA's other GPU rows)
+_NO_STREAM_CATS = frozenset({"python_function", "user_annotation", "gpu_user_annotation", "Trace", "ac2g",
+                             "fwdbwd", "overhead", "python"})
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _MAX_US = _INT64[1] // NS_PER_US  # larger µs values do not fit int64 ns
 _NS_MEDIAN_DUR = 500.0
@@ -773,6 +776,8 @@ class _Collector:
         self.hta_corr = array("q")
         self.hta_ts = array("q")
         self.hta_dur = array("q")
+        self.launch_ts = array("q")
+        self.launch_corr = array("q")
         # checks
         self.bad_time = 0
         self.not_objects = 0
@@ -868,25 +873,32 @@ class _Collector:
             if e.name == "[memory]" and (e.ph == "i" or e.ph == "I"):
                 self._memory(e)
         if stream_keys is None or stream_keys > seen:
-            self._hta_streams(batch)
+            self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
 
-    def _hta_streams(self, batch) -> None:
+    def _hta_streams(self, batch, extra: int | None) -> None:
         """HTA 0.5 counts every complete event with a ``stream`` arg other than -1 as GPU work (Triton launcher
         ``cpu_op`` s with ``"stream": 0``, ``cuda_sync`` rows, MTIA ``mtia_ccp_events``): keep those as ``gpu``
         rows of ``hta_events``. Only run on batches whose text has more ``"stream"`` keys than the GPU events
-        and launches decoded in :meth:`feed` hold, so traces without such events pay nothing."""
+        and launches decoded in :meth:`feed` hold (``extra`` = how many more; None: unknown), so traces without
+        such events pay nothing, and it stops once it has seen them all."""
         for e in batch:
             if e is None or e.ph != "X":
                 continue
             cat = e.cat
-            if cat.__class__ is str and (cat in _GPU_KIND or self.launch_cat.get(cat)):
+            if cat.__class__ is str and (cat in _GPU_KIND or cat in _NO_STREAM_CATS or self.launch_cat.get(cat)):
                 continue
             args = e.args
             if args is None or (type(args) is dict and "stream" not in args):
                 continue
             a = _args(args, "hta")
-            if a.stream is not None and _hta_int(a.stream) != -1:
+            if a.stream is None:
+                continue
+            if _hta_int(a.stream) != -1:
                 self._hta_row("gpu", e, self._s(e.name), a)
+            if extra is not None:
+                extra -= 1
+                if extra <= 0:
+                    return
 
     # -- handlers
     def _hta_row(self, role: str, e, name: str, a=None) -> None:
@@ -904,11 +916,14 @@ class _Collector:
     def _launch(self, e) -> int:
         """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
         a = _args(e.args, "hta")
-        stream = _hta_int(a.stream)
-        if stream != -1:  # HTA takes any row with a stream for GPU work (ROCm writes "0x0", which int() refuses)
-            self._hta_row("gpu", e, self._s(e.name), a)
+        if a.stream is not None and _hta_int(a.stream) != -1:  # HTA: any row with a stream is GPU work
+            self._hta_row("gpu", e, self._s(e.name), a)  # (ROCm writes "0x0", which int() refuses: not one)
         elif a.correlation is not None:
-            self._hta_row("launch", e, "", a)
+            t = e.ts
+            t = t * NS_PER_US if t.__class__ is int and -_MAX_US <= t <= _MAX_US else to_ns(t)
+            if t is not None:
+                self.launch_ts.append(t)
+                self.launch_corr.append(_hta_int(a.correlation))
         return a.stream is not None
 
     def _gpu(self, e, kind: str) -> int:
@@ -1108,10 +1123,14 @@ class _Collector:
         if self.d_name:
             out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
                                                    "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
-        if self.hta_role:
+        if self.hta_role or len(self.launch_ts):
+            n = len(self.launch_ts)
             out["hta_events"] = sort(pd.DataFrame({
-                "role": self.hta_role, "name": self.hta_name, "stream": i64(self.hta_stream),
-                "correlation": i64(self.hta_corr), "ts_ns": ns(self.hta_ts), "dur_ns": ns(self.hta_dur)}))
+                "role": self.hta_role + ["launch"] * n, "name": self.hta_name + [""] * n,
+                "stream": np.concatenate([i64(self.hta_stream), np.full(n, -1, dtype=np.int64)]),
+                "correlation": np.concatenate([i64(self.hta_corr), i64(self.launch_corr)]),
+                "ts_ns": np.concatenate([ns(self.hta_ts), ns(self.launch_ts)]),
+                "dur_ns": np.concatenate([ns(self.hta_dur), np.zeros(n, dtype=np.int64)])}))
         if len(self.m_ts):
             out["memory"] = sort(pd.DataFrame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
