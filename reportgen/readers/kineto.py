@@ -270,10 +270,9 @@ def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
     spans = []
     gpu = tables.get("gpu_ops")
     if gpu is not None and not gpu.empty:
-        spans.append(gpu.assign(end_ms=gpu["start_ms"] + gpu["dur_ms"]).groupby("rank").agg(
-            start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
+        spans.append(gpu.groupby("rank").agg(start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
     gpu_ranks = set(spans[0].index) if spans else set()
-    host = [df.assign(end_ms=df["start_ms"] + df["dur_ms"])[["rank", "start_ms", "end_ms"]]
+    host = [(df if "end_ms" in df else df.assign(end_ms=df["start_ms"] + df["dur_ms"]))[["rank", "start_ms", "end_ms"]]
             for df in (tables.get(n) for n in ("collectives", "cpu_ops", "dataloader")) if df is not None]
     mem = tables.get("memory_events")
     if mem is not None:
