@@ -80,6 +80,11 @@ Tables (empty ones are omitted; ``ts_us``/``dur_us`` are the file's values as fl
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
                  give the same text).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
+``host_ops``     name, ts_us, dur_us, tid — the main thread's top-level CPU op spans (category ``cpu_op`` /
+                 ``Operator``; the main thread is the one with the ``ProfilerStep#`` spans, else the one with the
+                 most ops; top-level = not inside an earlier op of that thread). What the host computes between
+                 collectives in CPU-only (gloo) traces. At most :data:`MAX_HOST_OPS` ops are looked at (a problem
+                 line says when the cap is hit and the trace has no GPU ops).
 ``dataloader``   name, ts_us, dur_us, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
                  in real traces; the time the step waited for its input batch on the host).
 ``memory``       ts_us, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
@@ -134,6 +139,8 @@ __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS",
 CHUNK = {"msgspec": 256 << 10, "orjson": 64 << 10, "json": 64 << 10}
 #: cpu_ops rows kept at most (the rest are counted in a problem line).
 MAX_CPU_OPS = 2_000_000
+#: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
+MAX_HOST_OPS = 1_000_000
 
 BUILTIN_COMM_PATTERNS = (r"^nccl", r"ncclDevKernel", r"ncclKernel", r"^rccl")
 DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
@@ -157,6 +164,7 @@ META_KEYS = frozenset({
 _GPU_KIND = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
              "gpu_memset": "memset", "Memset": "memset"}
 _CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
+_HOST_CATS = frozenset({"cpu_op", "Operator"})
 _OP_NAMES = frozenset(f"aten::{n}" for n in (
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
 _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
@@ -729,6 +737,13 @@ class _Collector:
         self.o_dims: list = []
         self.o_types: list = []
         self.o_dropped = 0
+        # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
+        self.h_name: list = []
+        self.h_ts = array("d")
+        self.h_dur = array("d")
+        self.h_tid: list = []
+        self.h_dropped = 0
+        self.step_tids: dict = {}
         # dataloader
         self.d_name: list = []
         self.d_ts = array("d")
@@ -798,6 +813,7 @@ class _Collector:
         cpu_cats = _CPU_CATS
         op_names = _OP_NAMES
         keep = _KEEP_PREFIXES
+        host_cats = _HOST_CATS
         for e in batch:
             if e is None:
                 self.not_objects += 1
@@ -811,8 +827,11 @@ class _Collector:
                     continue
                 if cat in cpu_cats:
                     name = e.name
-                    if name.__class__ is str and (name in op_names or name.startswith(keep)) and e.ph == "X":
-                        self._cpu(e, name, cat)
+                    if e.ph == "X":
+                        if cat in host_cats:
+                            self._host(e, name)
+                        if name.__class__ is str and (name in op_names or name.startswith(keep)):
+                            self._cpu(e, name, cat)
                     continue
                 if cat != "cpu_instant_event":
                     continue
@@ -820,6 +839,21 @@ class _Collector:
                 self._memory(e)
 
     # -- handlers
+    def _host(self, e, name) -> None:
+        if len(self.h_ts) >= MAX_HOST_OPS:
+            self.h_dropped += 1
+            return
+        t, d = e.ts, e.dur
+        if t.__class__ is not float or d.__class__ is not float or t - t or d - d:  # the hot path: finite floats
+            tt = self._times(e)
+            if tt is None:
+                return
+            t, d = tt
+        self.h_name.append(self.intern.setdefault(name, name) if name.__class__ is str else self._s(name))
+        self.h_ts.append(t)
+        self.h_dur.append(d)
+        self.h_tid.append(e.tid)
+
     def _gpu(self, e, kind: str) -> None:
         tt = self._times(e)
         if tt is None:
@@ -855,6 +889,8 @@ class _Collector:
             if tt is None:
                 return
             n = int(m.group(1))
+            tid = self._s(e.tid)
+            self.step_tids[tid] = self.step_tids.get(tid, 0) + 1
             cur = self.steps.get(n)
             if cur is None:
                 self.steps[n] = tt  # (ts, dur) exactly as written
@@ -1011,6 +1047,9 @@ class _Collector:
             out["cpu_ops"] = sort(pd.DataFrame({
                 "name": self.o_name, "ts_us": f64(self.o_ts), "dur_us": f64(self.o_dur), "tid": self.o_tid,
                 "input_dims": self.o_dims, "input_types": self.o_types}))
+        host = self._host_ops(f64)
+        if host is not None:
+            out["host_ops"] = host
         if self.d_name:
             out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_us": f64(self.d_ts),
                                                    "dur_us": f64(self.d_dur), "tid": self.d_tid}))
@@ -1021,6 +1060,28 @@ class _Collector:
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
                 "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
         return out
+
+    def _host_ops(self, f64) -> pd.DataFrame | None:
+        """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
+        if not self.h_name:
+            return None
+        tid = np.array([self._s(t) for t in self.h_tid], dtype=object)
+        if self.step_tids:
+            main = max(self.step_tids, key=self.step_tids.get)
+        else:
+            names, counts = np.unique(tid.astype(str), return_counts=True)
+            main = names[np.argmax(counts)]
+        on = tid == main
+        if not on.any():
+            return None
+        ts, dur = f64(self.h_ts)[on], f64(self.h_dur)[on]
+        order = np.lexsort((-dur, ts))  # by start, the enclosing (longer) span first
+        ts, dur = ts[order], dur[order]
+        end = ts + dur
+        before = np.maximum.accumulate(np.concatenate([[-np.inf], end[:-1]]))
+        top = end > before  # not inside an earlier span of the thread
+        names = np.array(self.h_name, dtype=object)[on][order][top]
+        return pd.DataFrame({"name": names, "ts_us": ts[top], "dur_us": dur[top], "tid": main})
 
     def kept_durations(self) -> np.ndarray:
         parts = [np.frombuffer(self.g_dur, dtype=np.float64) if len(self.g_dur) else np.zeros(0),
@@ -1106,6 +1167,9 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
     if col.bad_time:
         problems.append((where, f"{col.bad_time} events without a numeric ts/dur were skipped"))
+    if col.h_dropped and not col.g_name:
+        problems.append((where, f"host_ops: only the first {MAX_HOST_OPS} CPU ops were looked at; {col.h_dropped} "
+                                "more were not (the main thread's compute timeline ends early)"))
     if col.o_dropped:
         problems.append((where, f"cpu_ops capped at {MAX_CPU_OPS} rows; {col.o_dropped} more matching ops "
                                 "were not kept"))
