@@ -266,7 +266,7 @@ def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
             start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
     gpu_ranks = set(spans[0].index) if spans else set()
     host = [df.assign(end_ms=df["start_ms"] + df["dur_ms"])[["rank", "start_ms", "end_ms"]]
-            for df in (tables.get(n) for n in ("collectives", "cpu_ops", "dataloader")) if df is not None]
+            for df in (tables.get(n) for n in ("collectives", "cpu_ops", "host_ops", "dataloader")) if df is not None]
     mem = tables.get("memory_events")
     if mem is not None:
         host.append(pd.DataFrame({"rank": mem["rank"], "start_ms": mem["ts_ms"], "end_ms": mem["ts_ms"]}))
