@@ -211,8 +211,11 @@ def assign_steps(df: pd.DataFrame, windows: pd.DataFrame | None, col: str = "sta
 
 def build(run: Run) -> pd.DataFrame | None:
     """The device timeline of the run (module doc), or None when no source has intervals."""
-    tl = next((df for df in map(lambda b: b(run), BUILDERS) if df is not None and not df.empty), None)
-    if tl is None:
+    for builder in BUILDERS:
+        tl = builder(run)
+        if tl is not None and not tl.empty:
+            break
+    else:
         return None
     tl = tl[tl["end_ms"].notna() & tl["start_ms"].notna()].copy()
     tl["step"] = assign_steps(tl, step_windows(run))
@@ -249,7 +252,8 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
             w = s.end_ms - s.start_ms
             comm_w = length(*clip(comm, s.start_ms, s.end_ms))
             over = length(*clip(overlap, s.start_ms, s.end_ms))
-            row = {"rank": rank, "step": s.step, "step_ms": w, "computing_ms": length(*clip(comp, s.start_ms, s.end_ms)),
+            row = {"rank": rank, "step": s.step, "step_ms": w,
+                   "computing_ms": length(*clip(comp, s.start_ms, s.end_ms)),
                    "comm_not_overlapped_ms": comm_w - over, "overlapped_ms": over, "comm_ms": comm_w,
                    "free_ms": w - length(*clip(both, s.start_ms, s.end_ms))}
             if receive:

@@ -213,7 +213,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         c = pd.DataFrame({"rank": ops_df["rank"][comm], "start_ms": start[comm]})
         t = typ[comm]
         run.tables["comm_ops"] = pd.DataFrame({
-            "rank": c["rank"], "step": assign_steps(c, steps), "kind": np.where(t.str.contains(_P2P), "p2p", "collective"),
+            "rank": c["rank"], "step": assign_steps(c, steps),
+            "kind": np.where(t.str.contains(_P2P), "p2p", "collective"),
             "op": ops_df["name"][comm], "op_type": np.where(t.str.contains(RECEIVE), "receive", t.str.lower()),
             "group": "", "start_ms": c["start_ms"], "elapse_ms": dur[comm], "transit_ms": math.nan,
             "wait_ms": math.nan, "sync_ms": math.nan, "idle_ms": math.nan}).reset_index(drop=True)

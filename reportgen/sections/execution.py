@@ -13,9 +13,9 @@ Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3
   collectives and main-thread CPU ops, Ascend HCCL and device ops, MindSpore CPU host ops, MindInsight timeline
   files or the step trace's communication ops with the FP/BP span minus them as derived computation), in the
   step windows of :func:`reportgen.timeline.step_windows`. Times are ms relative to each rank's step start, then
-  aligned: per step, every rank is shifted so that its first occurrence of the first communication op common to all ranks ends
-  when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When no op is
-  common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
+  aligned: per step, every rank is shifted so that its first occurrence of the first communication op common to
+  all ranks ends when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When
+  no op is common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
   op names, as the seed does); when nothing is shared, on the step start.
   The n-th occurrence of the same op name on each rank is one "operator" joined across ranks.
 * Derived computation (no recorded compute ops: the gaps between a step trace's communication ops) is drawn merged
