@@ -73,6 +73,14 @@ def covered(merged: tuple, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return cum(np.asarray(ends, float)) - cum(np.asarray(starts, float))
 
 
+def difference(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` minus ``b`` for merged (sorted, disjoint) interval lists: ``a`` intersected with the gaps of ``b``."""
+    bs, be = b
+    gaps = (np.concatenate([[-np.inf], be]), np.concatenate([bs, [np.inf]]))
+    keep = gaps[0] < gaps[1]
+    return intersect(a, (gaps[0][keep], gaps[1][keep]))
+
+
 def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     s, e = iv
     keep = (e > lo) & (s < hi)

@@ -229,6 +229,13 @@ TABLES: dict[str, dict[str, str]] = {
         "source": "trace (recorded intervals) | derived (e.g. MindInsight FP/BP span minus its communication ops)",
     },
     # ---- PyTorch Kineto traces
+    "host_ops": {
+        "rank": "global rank id",
+        "name": "CPU op name (untrusted text)",
+        "tid": "thread id as written (the main thread: the one with the ProfilerStep spans)",
+        "start_ms": "start (ms)",
+        "dur_ms": "duration (ms)",
+    },
     "dataloader": {
         "rank": "global rank id",
         "step": "ProfilerStep the span starts in (-1 outside every step)",

@@ -103,7 +103,7 @@ def test_marey_uses_timeline_display(tmp_path, pp2x4):
     (out,) = run_sections(run, only=["execution"])
     assert out.status == "ok", out.reason
     m = out.analysis.metrics
-    assert m["marey_source"].startswith("timeline display")
+    assert m["marey_source"].startswith("device_timeline") and "derived" not in m["marey_source"]
     rows = out.analysis.data["marey"]
     assert set(rows["kind"]) == {"computation", "communication"}
     assert "Conv2D-op1" in set(rows["op"]) and not rows["op"].str.contains("AtomicAddrClean").any()
@@ -114,4 +114,5 @@ def test_marey_uses_timeline_display(tmp_path, pp2x4):
 def test_without_timeline_step_ops_still_used(pp2x4):
     run = read_run(pp2x4)
     (out,) = run_sections(run, only=["execution"])
-    assert out.analysis.metrics["marey_source"].startswith("step trace")
+    assert out.analysis.metrics["marey_source"].startswith("device_timeline: communication")
+    assert "derived compute" in out.analysis.metrics["marey_source"]

@@ -7,10 +7,11 @@ from typing import Callable
 
 from ..errors import InputError
 from ..model import Run
-from . import ascend, kineto, mindinsight
+from .. import timeline
+from . import ascend, kineto, mindinsight, mindspore_cpu
 
 #: (family name, module) in detection order.
-FAMILIES = [("mindinsight", mindinsight), ("ascend", ascend), ("kineto", kineto)]
+FAMILIES = [("mindinsight", mindinsight), ("mindspore_cpu", mindspore_cpu), ("ascend", ascend), ("kineto", kineto)]
 
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
@@ -28,8 +29,11 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
     for _name, module in FAMILIES:
         if module.detect(root):
             if module is kineto:
-                return module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
-            return module.read(root, progress=progress)
+                run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
+            else:
+                run = module.read(root, progress=progress)
+            timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
+            return run
     raise InputError(
         root,
         "no profiler output recognised (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the "

@@ -457,9 +457,8 @@ def _rank_dir(path: Path, problems: list) -> RankDir:
 # --------------------------------------------------------------------------- the reader
 
 
-def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
-    root = Path(root)
-    problems: list[tuple[str, str]] = []
+def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
+    """One profiler directory per rank (module doc, "Discovery"); raises :class:`InputError` when none is usable."""
     dirs = [_rank_dir(p, problems) for p in _walk_prof_dirs(root)]
     if not dirs:
         raise InputError(root, "no *_ascend_pt / *_ascend_ms profiler directory found")
@@ -481,6 +480,13 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                                           f"this directory was skipped"))
     if not chosen:
         raise InputError(root, "profiler directories found, but none says which rank it is")
+    return chosen
+
+
+def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
+    root = Path(root)
+    problems: list[tuple[str, str]] = []
+    chosen = choose_rank_dirs(root, problems)
 
     frameworks = {d.framework for d in chosen.values()}
     run = Run(name=root.resolve().name or str(root), source_format="ascend", source_path=str(root),

@@ -25,6 +25,8 @@ run model (ms, MB = 10^6 B, global ranks).
 * Steps: ``trace_steps`` from the ``ProfilerStep#N`` spans (``run.step_source = "markers"``); without any marker,
   one whole-trace window per rank, step 0 (:func:`whole_trace_windows`, ``"whole_trace"``). GPU work outside every
   ProfilerStep belongs to no step (tables that carry a step give it -1).
+* ``host_ops`` (rank, name, tid, start_ms, dur_ms): the main thread's top-level CPU op spans
+  (:mod:`.kineto_decode`), the host compute of CPU-only (gloo) traces in the device timeline.
 * ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with
   the ProfilerStep they start in (-1 outside every step).
 * ``p2p_links`` (group, src_rank, dst_rank, transport, ops, matched, size_mb, time_ms, bandwidth_gbps): one row
@@ -51,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..intervals import clip, intersect, length, union
+from ..intervals import clip, length, union
 from ..model import Run, rel_ms
 from ..timebase import origin
 
@@ -273,7 +275,7 @@ def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
         spans.append(gpu.groupby("rank").agg(start_ms=("start_ms", "min"), end_ms=("end_ms", "max")))
     gpu_ranks = set(spans[0].index) if spans else set()
     host = [(df if "end_ms" in df else df.assign(end_ms=df["start_ms"] + df["dur_ms"]))[["rank", "start_ms", "end_ms"]]
-            for df in (tables.get(n) for n in ("collectives", "cpu_ops", "dataloader")) if df is not None]
+            for df in (tables.get(n) for n in ("collectives", "cpu_ops", "host_ops", "dataloader")) if df is not None]
     mem = tables.get("memory_events")
     if mem is not None:
         host.append(pd.DataFrame({"rank": mem["rank"], "start_ms": mem["ts_ms"], "end_ms": mem["ts_ms"]}))
@@ -343,6 +345,9 @@ def _rank_tables(rank: int, decoded, t0: int) -> dict[str, pd.DataFrame]:
     h = t.get("hta_events")
     if h is not None and not h.empty:  # file clock ns, only for HTA's conventions (intervals.hta_gpu_time_metrics)
         out["hta_events"] = h.assign(rank=rank)
+    h = t.get("host_ops")
+    if h is not None and not h.empty:
+        out["host_ops"] = _ranked_ms(h, rank, t0)
     dl = t.get("dataloader")
     if dl is not None and not dl.empty:
         out["dataloader"] = _ranked_ms(dl, rank, t0)[["rank", "name", "start_ms", "dur_ms"]]
@@ -415,71 +420,56 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
                    dataloader: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and step: the step window is the ProfilerStep span (the step time users log).
 
-    GPU traces: computing = |U(compute kernels) ∩ W|, communication = |U(comm kernels) ∩ W|,
-    comm not overlapped = |(U(comm) \\ U(compute)) ∩ W|, overlapped = communication - not overlapped,
-    free = |W| - |(U(compute) ∪ U(comm)) ∩ W| (memcpy / memset / idle), so step = computing +
-    comm not overlapped + free — the same definitions as the Ascend family. Kernels are clipped to the
-    window they run in, not to the step that launched them.
-    Pipelines (only when some rank has send/recv NCCL kernels with ``Collective name``): bubble (pure
-    receive) = |(U(recv kernels) \\ U(compute)) ∩ W|, the MindInsight receive_alone time; stage = step - bubble;
-    comm not overlapped excluding receive = comm not overlapped - bubble. Otherwise these stay NaN.
+    GPU traces: computing, communication, comm not overlapped, overlapped and free (memcpy / memset / idle) are
+    measured on the ranks' device timeline by :func:`reportgen.timeline.breakdown` (the definitions, the same as
+    the Ascend family's: step = computing + comm not overlapped + free; kernels clipped to the window they run in,
+    not to the step that launched them). Pipelines (only when some rank has send/recv NCCL kernels with
+    ``Collective name``): bubble (pure receive), stage and comm not overlapped excluding receive, likewise;
+    otherwise these stay NaN.
     Preparing = the first GPU op (kernel, comm, memcpy, memset) starting in W minus the step start, for the ranks
     whose trace shows the input loading (``enumerate(DataLoader)`` spans; NaN for the others and when no GPU
     op starts in W) — the same "step start to first device op" as Ascend's Preparing.
-    CPU-only traces (gloo): communication = |U(gloo collectives on any thread) ∩ W|; there is no device
-    timeline, so computing / free are not defined (NaN) and the rest of the step is reported as
-    ``other_ms``.
+    CPU-only traces (gloo): communication = |U(gloo collectives on any thread) ∩ W| and the rest of the step is
+    ``other_ms``; computing / free are NaN here and measured afterwards on the device timeline (main-thread CPU
+    ops against the gloo spans, :func:`reportgen.timeline.fill_step_time`) when the trace has those ops.
     """
-    rows = []
-    p2p = None
-    if coll is not None and not coll.empty and "collective" in coll:
-        p2p = coll[(coll["source"] == "gpu_kernel") & coll["collective"].isin(_P2P)]
-        p2p = p2p if not p2p.empty else None
+    from ..timeline import breakdown, gpu_rows
+
+    p2p = coll is not None and not coll.empty and "collective" in coll and \
+        (coll["source"].eq("gpu_kernel") & coll["collective"].isin(_P2P)).any()
     loaders = set(dataloader["rank"].unique()) if dataloader is not None and not dataloader.empty else set()
-    for rank, st in steps.groupby("rank"):
-        g = gpu[gpu["rank"] == rank] if gpu is not None else None
-        has_gpu = g is not None and not g.empty
-        if has_gpu:
-            comm_k = g[g["kind"] == "comm"]
-            comp_k = g[g["kind"] == "kernel"]
-            comm = union(comm_k["start_ms"].to_numpy(), comm_k["end_ms"].to_numpy())
-            comp = union(comp_k["start_ms"].to_numpy(), comp_k["end_ms"].to_numpy())
-            both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
-            overlap_iv = intersect(comm, comp)  # once per rank; each step clips it
-            first = np.sort(g["start_ms"].to_numpy())
-            if p2p is not None:
-                rv = p2p[(p2p["rank"] == rank) & (p2p["collective"] == "recv")]
-                recv = union(rv["start_ms"].to_numpy(), rv["end_ms"].to_numpy())
-                recv_comp = intersect(recv, comp)
-        else:
-            c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
-            comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None \
-                and not c.empty else (np.empty(0), np.empty(0))
+    gpu_ranks = set(gpu["rank"]) if gpu is not None else set()
+    parts = []
+    if gpu_ranks:
+        bd = breakdown(gpu_rows(gpu, coll), steps[steps["rank"].isin(gpu_ranks)], receive=bool(p2p))
+        bd["other_ms"] = math.nan
+        bd["preparing_ms"] = math.nan
+        win = bd[["rank", "step"]].merge(steps, on=["rank", "step"], how="left")
+        for rank in loaders & gpu_ranks:  # the first GPU op starting in the window
+            m = (win["rank"] == rank).to_numpy()
+            first = np.sort(gpu.loc[gpu["rank"] == rank, "start_ms"].to_numpy())
+            w0, w1 = win.loc[m, "start_ms"].to_numpy(), win.loc[m, "end_ms"].to_numpy()
+            i = np.searchsorted(first, w0, side="left")
+            f = first[np.minimum(i, len(first) - 1)]
+            bd.loc[m, "preparing_ms"] = np.where((i < len(first)) & (f < w1), f - w0, math.nan)
+        parts.append(bd)
+    rows = []
+    for rank, st in steps[~steps["rank"].isin(gpu_ranks)].groupby("rank"):
+        c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
+        comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None \
+            and not c.empty else (np.empty(0), np.empty(0))
         for s in st.itertuples():
             w = s.end_ms - s.start_ms
             comm_w = length(*clip(comm, s.start_ms, s.end_ms))
-            row = {"rank": rank, "step": s.step, "step_ms": w, "comm_ms": comm_w}
-            if has_gpu:
-                comp_w = length(*clip(comp, s.start_ms, s.end_ms))
-                overlap = length(*clip(overlap_iv, s.start_ms, s.end_ms))
-                busy = length(*clip(both, s.start_ms, s.end_ms))
-                row.update(computing_ms=comp_w, comm_not_overlapped_ms=comm_w - overlap, overlapped_ms=overlap,
-                           free_ms=w - busy, other_ms=math.nan)
-                if p2p is not None:
-                    bubble = length(*clip(recv, s.start_ms, s.end_ms)) - length(*clip(recv_comp, s.start_ms, s.end_ms))
-                    row.update(bubble_ms=bubble, stage_ms=w - bubble,
-                               comm_not_overlapped_exclude_receive_ms=comm_w - overlap - bubble)
-                if rank in loaders:
-                    i = np.searchsorted(first, s.start_ms, side="left")
-                    row["preparing_ms"] = first[i] - s.start_ms if i < len(first) and first[i] < s.end_ms \
-                        else math.nan
-            else:
-                row.update(computing_ms=math.nan, comm_not_overlapped_ms=math.nan, overlapped_ms=math.nan,
-                           free_ms=math.nan, other_ms=w - comm_w)
-            rows.append(row)
+            rows.append({"rank": rank, "step": s.step, "step_ms": w, "comm_ms": comm_w, "computing_ms": math.nan,
+                         "comm_not_overlapped_ms": math.nan, "overlapped_ms": math.nan, "free_ms": math.nan,
+                         "other_ms": w - comm_w})
+    if rows:
+        parts.append(pd.DataFrame(rows))
     cols = ["rank", "step", "step_ms", "computing_ms", "comm_not_overlapped_ms", "overlapped_ms", "comm_ms",
             "free_ms", "other_ms"]
     extra = ["stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"]
-    df = pd.DataFrame(rows, columns=cols + extra)
+    df = pd.concat(parts, ignore_index=True).reindex(columns=cols + extra) if parts \
+        else pd.DataFrame(columns=cols + extra)
     df[extra] = df[extra].astype(float)
-    return df
+    return df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)

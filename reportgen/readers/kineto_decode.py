@@ -85,6 +85,11 @@ file's own clock, sorted by ts):
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
                  give the same text).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
+``host_ops``     name, ts_ns, dur_ns, tid — the main thread's top-level CPU op spans (category ``cpu_op`` /
+                 ``Operator``; the main thread is the one with the ``ProfilerStep#`` spans, else the one with the
+                 most ops; top-level = not inside an earlier op of that thread). What the host computes between
+                 collectives in CPU-only (gloo) traces. At most :data:`MAX_HOST_OPS` ops are looked at (a problem
+                 line says when the cap is hit and the trace has no GPU ops).
 ``dataloader``   name, ts_ns, dur_ns, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
                  in real traces; the time the step waited for its input batch on the host).
 ``hta_events``   role, name, stream, correlation, ts_ns, dur_ns — what HTA 0.5 sees beyond ``gpu_ops``, for its
@@ -143,6 +148,8 @@ __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS",
 CHUNK = {"msgspec": 256 << 10, "orjson": 64 << 10, "json": 64 << 10}
 #: cpu_ops rows kept at most (the rest are counted in a problem line).
 MAX_CPU_OPS = 2_000_000
+#: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
+MAX_HOST_OPS = 1_000_000
 
 BUILTIN_COMM_PATTERNS = (r"^nccl", r"ncclDevKernel", r"ncclKernel", r"^rccl")
 DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
@@ -166,6 +173,7 @@ META_KEYS = frozenset({
 _GPU_KIND = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
              "gpu_memset": "memset", "Memset": "memset"}
 _CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
+_HOST_CATS = frozenset({"cpu_op", "Operator"})
 _OP_NAMES = frozenset(f"aten::{n}" for n in (
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
 _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
@@ -756,6 +764,13 @@ class _Collector:
         self.o_dims: list = []
         self.o_types: list = []
         self.o_dropped = 0
+        # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
+        self.h_name: list = []
+        self.h_ts = array("q")
+        self.h_dur = array("q")
+        self.h_tid: list = []
+        self.h_dropped = 0
+        self.step_tids: dict = {}
         # dataloader
         self.d_name: list = []
         self.d_ts = array("q")
@@ -840,6 +855,7 @@ class _Collector:
         keep = _KEEP_PREFIXES
         launch = self.launch_cat
         seen = 0  # events whose args were decoded here and hold a "stream" key
+        host_cats = _HOST_CATS
         for e in batch:
             if e is None:
                 self.not_objects += 1
@@ -853,8 +869,11 @@ class _Collector:
                     continue
                 if cat in cpu_cats:
                     name = e.name
-                    if name.__class__ is str and (name in op_names or name.startswith(keep)) and e.ph == "X":
-                        self._cpu(e, name, cat)
+                    if e.ph == "X":
+                        if cat in host_cats:
+                            self._host(e, name)
+                        if name.__class__ is str and (name in op_names or name.startswith(keep)):
+                            self._cpu(e, name, cat)
                     continue
                 is_launch = launch.get(cat)
                 if is_launch is None:
@@ -901,6 +920,18 @@ class _Collector:
                     return
 
     # -- handlers
+    def _host(self, e, name) -> None:
+        if len(self.h_ts) >= MAX_HOST_OPS:
+            self.h_dropped += 1
+            return
+        tt = self._times(e)
+        if tt is None:
+            return
+        self.h_name.append(self.intern.setdefault(name, name) if name.__class__ is str else self._s(name))
+        self.h_ts.append(tt[0])
+        self.h_dur.append(tt[1])
+        self.h_tid.append(e.tid)
+
     def _hta_row(self, role: str, e, name: str, a=None) -> None:
         """One ``hta_events`` row (module doc); a = the event's decoded hta args (None: no stream/correlation)."""
         tt = self._times(e)
@@ -963,6 +994,8 @@ class _Collector:
                 return
             n = int(m.group(1))
             self._hta_row("mark", e, name)
+            tid = self._s(e.tid)
+            self.step_tids[tid] = self.step_tids.get(tid, 0) + 1
             cur = self.steps.get(n)
             if cur is None:
                 self.steps[n] = tt  # (ts, dur) exactly as written
@@ -1120,6 +1153,9 @@ class _Collector:
             out["cpu_ops"] = sort(pd.DataFrame({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
                 "input_dims": self.o_dims, "input_types": self.o_types}))
+        host = self._host_ops(ns)
+        if host is not None:
+            out["host_ops"] = host
         if self.d_name:
             out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
                                                    "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
@@ -1138,6 +1174,28 @@ class _Collector:
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
                 "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
         return out
+
+    def _host_ops(self, ns) -> pd.DataFrame | None:
+        """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
+        if not self.h_name:
+            return None
+        tid = np.array([self._s(t) for t in self.h_tid], dtype=object)
+        if self.step_tids:
+            main = max(self.step_tids, key=self.step_tids.get)
+        else:
+            names, counts = np.unique(tid.astype(str), return_counts=True)
+            main = names[np.argmax(counts)]
+        on = tid == main
+        if not on.any():
+            return None
+        ts, dur = ns(self.h_ts)[on], ns(self.h_dur)[on]
+        order = np.lexsort((-dur, ts))  # by start, the enclosing (longer) span first
+        ts, dur = ts[order], dur[order]
+        end = ts + dur
+        before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
+        top = end > before  # not inside an earlier span of the thread
+        names = np.array(self.h_name, dtype=object)[on][order][top]
+        return pd.DataFrame({"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": main})
 
     def kept_durations_us(self) -> np.ndarray:
         parts = [np.frombuffer(self.g_dur, dtype=np.int64) if len(self.g_dur) else np.zeros(0, dtype=np.int64),
@@ -1223,6 +1281,9 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
     if col.bad_time:
         problems.append((where, f"{col.bad_time} events without a numeric ts/dur were skipped"))
+    if col.h_dropped and not col.g_name:
+        problems.append((where, f"host_ops: only the first {MAX_HOST_OPS} CPU ops were looked at; {col.h_dropped} "
+                                "more were not (the main thread's compute timeline ends early)"))
     if col.o_dropped:
         problems.append((where, f"cpu_ops capped at {MAX_CPU_OPS} rows; {col.o_dropped} more matching ops "
                                 "were not kept"))

@@ -11,11 +11,12 @@
   COMMUNICATION / hcom_* types, Kineto kind comm) are left out, so the tops and shares are of computation time
   (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Sources in order of preference:
   Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
-  ``cpu_ops`` (CPU-only traces; name only), MindInsight ``step_ops`` (communication ops of the step trace;
-  type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
+  ``cpu_ops`` (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (MindSpore CPU
+  host ops, MindInsight timeline files; type = ``<Type>`` of ``.../<Type>-op<N>``), MindInsight ``step_ops``
+  (communication ops of the step trace; type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
-  else the rank's first step; windows from ``trace_steps``, so Ascend runs without a trace are skipped), memory
+  else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
   in use (MB; Ascend ``memory_record`` reserved_mb of the APP component, else the largest; Kineto
   ``memory_events`` accelerator rows, allocated_mb; MindInsight has none) and cumulative FLOPs (Ascend MatMul kernels
   via :func:`reportgen.sections.flops.ascend_matmul_flops`; Kineto innermost ``estimate_ops`` of ``cpu_ops``,
@@ -39,6 +40,7 @@ from .. import facts
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
+from ..timeline import op_type, step_windows
 
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
@@ -248,6 +250,13 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
     c = of("cpu_ops")
     if c is not None:
         return _events(c.dropna(subset=["dur_ms"]), "name", None), "cpu_ops"
+    t = of("device_timeline")
+    if t is not None:
+        t = t[(t["kind"] == "compute") & (t["source"] == "trace")]
+        if not t.empty:
+            e = _events(t.assign(dur_ms=t["end_ms"] - t["start_ms"]), "name", None)
+            e["type"] = op_type(t["name"]).to_numpy()
+            return e, "device_timeline (compute intervals)"
     so = of("step_ops")
     if so is not None:
         e = _events(so.dropna(subset=["dur_ms"]), "op", None)
@@ -276,8 +285,8 @@ def top_operators(run: Run, rank: int) -> pd.DataFrame | None:
 
 def step_window(run: Run, rank: int, preferred=None) -> tuple[int, float, float] | None:
     """(step, start_ms, end_ms) of the rank: the first of ``preferred`` steps it has, else its first step."""
-    ts = run.table("trace_steps")
-    if ts is None or not {"rank", "step", "start_ms", "end_ms"} <= set(ts.columns):
+    ts = step_windows(run)
+    if ts is None:
         return None
     t = ts[ts["rank"] == rank].dropna(subset=["start_ms", "end_ms"]).sort_values(["step", "start_ms"])
     if t.empty:

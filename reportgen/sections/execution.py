@@ -9,15 +9,17 @@ Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3
   ``step_time`` comm_ms (no wait: NaN). ``comm_ms`` / ``wait_ms`` of the table are the per-step means over
   ranks (what MindInsight plots); ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values.
   **Departure:** MindInsight plots the step_trace total raw (10 ns ticks); we plot milliseconds.
-* Marey view. Operators: Ascend ``hccl_ops`` (communication) + ``device_ops`` (computation) within
-  ``trace_steps`` windows; PyTorch ``gpu_ops`` (kind comm = communication, other kinds computation) within
-  ``trace_steps``; MindInsight ``step_ops`` (communication ops of the step trace) with step windows from
-  ``step_trace`` start_ms / end_ms. Times are ms relative to each rank's step start, then aligned: per step,
-  every rank is shifted so that its first occurrence of the first communication op common to all ranks ends
-  when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When no op is
-  common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
+* Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: Kineto GPU kernels, gloo
+  collectives and main-thread CPU ops, Ascend HCCL and device ops, MindSpore CPU host ops, MindInsight timeline
+  files or the step trace's communication ops with the FP/BP span minus them as derived computation), in the
+  step windows of :func:`reportgen.timeline.step_windows`. Times are ms relative to each rank's step start, then
+  aligned: per step, every rank is shifted so that its first occurrence of the first communication op common to
+  all ranks ends when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When
+  no op is common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
   op names, as the seed does); when nothing is shared, on the step start.
   The n-th occurrence of the same op name on each rank is one "operator" joined across ranks.
+* Derived computation (no recorded compute ops: the gaps between a step trace's communication ops) is drawn merged
+  across gaps shorter than ``MIN_DUR_SHARE`` of the step: those gaps hold only communication ops too short to draw.
 * Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn, steps are added while the marks
   fit ``MAX_MARKS``; beyond that computation is dropped, then lanes are sampled evenly. The metrics say so.
 """
@@ -35,6 +37,7 @@ from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
+from ..timeline import DERIVED_NAME, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
@@ -98,71 +101,27 @@ def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
 # --------------------------------------------------------------------------- timeline
 
 
-def _assign_steps(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """Step of each op: the window of its rank that contains its start (ops outside every window dropped)."""
-    parts = []
-    for (rank, w) in windows.groupby("rank"):
-        o = ops[ops["rank"] == rank]
-        if o.empty:
-            continue
-        w = w.sort_values("start_ms")
-        idx = np.searchsorted(w["start_ms"].to_numpy(), o["start_ms"].to_numpy(), side="right") - 1
-        ok = idx >= 0
-        idx_c = np.clip(idx, 0, None)
-        inside = ok & (o["start_ms"].to_numpy() < w["end_ms"].to_numpy()[idx_c])
-        o = o[inside].copy()
-        o["step"] = w["step"].to_numpy()[idx_c[inside]]
-        parts.append(o)
-    return pd.concat(parts, ignore_index=True) if parts else ops.iloc[0:0].assign(step=[])
-
-
 def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
-    """(ops: rank, step, op, kind, start_ms, end_ms; windows: rank, step, start_ms, end_ms; source)."""
-    cols = ["rank", "step", "op", "match", "kind", "start_ms", "end_ms"]
-    steps = run.table("trace_steps")
-    if run.table("hccl_ops") is not None and steps is not None:
-        h = run.table("hccl_ops")
-        parts = [pd.DataFrame({"rank": h["rank"], "op": h["op"], "kind": "communication",
-                               "start_ms": h["start_ms"], "end_ms": h["start_ms"] + h["dur_ms"]})]
-        d = run.table("device_ops")
-        if d is not None:
-            comm = d["name"].str.lower().str.startswith("hcom") | d["stream"].astype(str).str.contains("Communication")
-            d = d[~comm]
-            parts.append(pd.DataFrame({"rank": d["rank"], "op": d["name"], "kind": "computation",
-                                       "start_ms": d["start_ms"], "end_ms": d["start_ms"] + d["dur_ms"]}))
-        ops = _assign_steps(pd.concat(parts, ignore_index=True), steps)
-        ops["match"] = ops["op"]
-        return ops[cols], steps[["rank", "step", "start_ms", "end_ms"]], "trace_view.json: hccl_ops + device_ops"
-    if run.table("gpu_ops") is not None and steps is not None:
-        g = run.table("gpu_ops")
-        ops = pd.DataFrame({"rank": g["rank"], "op": g["name"],
-                            "kind": np.where(g["kind"] == "comm", "communication", "computation"),
-                            "start_ms": g["start_ms"], "end_ms": g["start_ms"] + g["dur_ms"]})
-        ops = _assign_steps(ops, steps)
-        ops["match"] = ops["op"]
-        return ops[cols], steps[["rank", "step", "start_ms", "end_ms"]], "trace: gpu_ops in ProfilerStep windows"
-    # --- MindInsight ascend_timeline_display (reportgen/readers/mindinsight_timeline.py): computation +
-    # communication ops in the Steps-block windows, preferred over step_ops (communication only)
-    mo, ms = run.table("mi_timeline_ops"), run.table("mi_timeline_steps")
-    if mo is not None and ms is not None and not mo.empty and not ms.empty:
-        ops = pd.DataFrame({"rank": mo["rank"], "op": mo["name"], "kind": mo["kind"],
-                            "start_ms": mo["start_ms"], "end_ms": mo["start_ms"] + mo["dur_ms"]})
-        ops = _assign_steps(ops, ms)
-        ops["match"] = ops["op"]
-        return (ops[cols], ms[["rank", "step", "start_ms", "end_ms"]],
-                "timeline display: computation + communication ops in Steps windows")
-    # --- end MindInsight timeline display
-    so, trace = run.table("step_ops"), run.table("step_trace")
-    if so is not None and trace is not None and {"start_ms", "end_ms"} <= set(trace.columns):
-        # the step trace names an op stream_<stream>_<i>_<Type>-op<N>; the stream differs between ranks, the
-        # operator (<Type>-op<N>) is what is shared
-        match = so["op"].astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True)
-        ops = pd.DataFrame({"rank": so["rank"], "step": so["step"], "op": so["op"], "match": match,
-                            "kind": "communication",
-                            "start_ms": so["start_ms"], "end_ms": so["end_ms"]})
-        windows = trace[["rank", "step", "start_ms", "end_ms"]].dropna()
-        return ops[cols], windows, "step trace: communication ops (step_ops) in step_trace windows"
-    return None, None, ""
+    """(ops: rank, step, op, match, kind, start_ms, end_ms; windows: rank, step, start_ms, end_ms; source) from the
+    device timeline (:mod:`reportgen.timeline`), intervals outside every step left out. Communication and receive
+    are drawn as communication, compute and memcpy as computation. ``match`` drops the step trace's
+    ``stream_<s>_<i>_`` prefix: the stream differs between ranks, the operator (``<Type>-op<N>``) is shared."""
+    tl, windows = run.table("device_timeline"), step_windows(run)
+    if tl is None or windows is None:
+        return None, None, ""
+    tl = tl[tl["step"] >= 0]
+    if tl.empty:
+        return None, None, ""
+    ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"],
+                        "match": tl["name"].astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True),
+                        "kind": np.where(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
+                        "start_ms": tl["start_ms"], "end_ms": tl["end_ms"], "derived": tl["source"] == "derived"})
+    derived = ops["derived"]
+    parts = [f"{k} ({n:,})" for k, n in tl.loc[~derived, "kind"].value_counts().sort_index().items()]
+    if derived.any():
+        parts.append(f"derived compute ({int(derived.sum()):,}: {DERIVED_NAME})")
+    source = "device_timeline: " + ", ".join(parts)
+    return ops.reset_index(drop=True), windows, source
 
 
 def _groups(ops: pd.DataFrame, ranks: list[int], stage_of: dict) -> list[list[int]]:
@@ -200,6 +159,22 @@ def _align_group(ops: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, float],
     return {r: float(ref - ends[r]) for r in ranks}, str(key)
 
 
+def _merge_derived(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
+    """One step's rows with each rank's derived computation merged across gaps shorter than ``gap`` (module doc);
+    and how many derived intervals were merged into others."""
+    d = s["derived"].to_numpy(dtype=bool)
+    if not d.any():
+        return s, 0
+    g = s[d].sort_values(["rank", "start"], kind="stable")
+    gaps = g["start"].to_numpy()[1:] - g["end"].to_numpy()[:-1]
+    new = np.concatenate([[True], (gaps >= gap) | (g["rank"].to_numpy()[1:] != g["rank"].to_numpy()[:-1])])
+    block = np.cumsum(new)
+    first = g[new].copy()
+    first["end"] = g.groupby(block)["end"].max().to_numpy()
+    first["end_ms"] = g.groupby(block)["end_ms"].max().to_numpy()
+    return pd.concat([s[~d], first]), int(len(g) - len(first))
+
+
 def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
            stage_of: dict, F=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
@@ -217,7 +192,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
                                                                     if x in set(all_steps) and x not in F.steps]
     align_rows, drawn = [], []
     marks = 0
-    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0}
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0,
+               "derived_merged": 0}
     lanes = list(lane_order)
     if len(lanes) > MAX_LANES:
         pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
@@ -246,6 +222,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         s["start"] += s["shift"]
         s["end"] += s["shift"]
         step_len = float((s["step_end"] - s["step_start"]).median())
+        s, merged = _merge_derived(s, MIN_DUR_SHARE * step_len)
+        trimmed["derived_merged"] += merged
         keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
         trimmed["below_threshold"] += int((~keep).sum())
         s = s[keep]
@@ -396,41 +374,41 @@ def _overview_chart(ov: pd.DataFrame) -> Figure:
 
 
 def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict) -> Figure:
-    df = rows[["step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms"]].copy()
-    for c in ("start_rel_ms", "end_rel_ms", "dur_ms"):
-        df[c] = df[c].round(4)
-    stage_of = dict(zip(df["rank"], df["stage"]))
-
-    def lane(r):
-        st = stage_of.get(r)
-        return f"rank {r}" if st is None or pd.isna(st) else f"stage {int(st)} · rank {r}"
-
-    staged = bool(df["stage"].notna().any())
+    # smaller file: short field names, the stage and lane position looked up per rank, the duration computed in
+    # the page, the key kept only where communication is joined by it
+    df = rows[["step_key", "rank", "op", "key", "kind"]].rename(columns={"step_key": "sk"})
+    df["key"] = df["key"].where(df["kind"] == "communication", "")
+    df["t0"], df["t1"] = rows["start_rel_ms"].round(4), rows["end_rel_ms"].round(4)
+    per_rank = rows.drop_duplicates("rank")
+    staged = bool(per_rank["stage"].notna().any())
     order = {r: i for i, r in enumerate(lanes)}
-    df["lane_order"] = df["rank"].map(order)
+    lane_of = pd.DataFrame({"rank": per_rank["rank"], "stage": per_rank["stage"],
+                            "lane_order": per_rank["rank"].map(order)})
     # lane labels are built in the page (smaller file); the collapsed view puts every rank of a stage on one
     # lane, which then shows the union of their intervals
     lane_sort = alt.EncodingSortField(field="lane_order", op="min")
     tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("op:N", title="Operator"),
-               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("start_rel_ms:Q", title="Start (ms)", format=".4f"),
-               alt.Tooltip("end_rel_ms:Q", title="End (ms)", format=".4f"),
+               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("t0:Q", title="Start (ms)", format=".4f"),
+               alt.Tooltip("t1:Q", title="End (ms)", format=".4f"),
                alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=".4f")]
     y = alt.Y("lane_shown:O", sort=lane_sort, title="Rank (sorted by stage, then rank)" if staged else "Rank",
               axis=alt.Axis(labelOverlap=True))
-    base = alt.Chart(df).transform_filter("datum.step_key == step").transform_calculate(
+    base = alt.Chart(df).transform_filter("datum.sk == step").transform_lookup(
+        lookup="rank", from_=alt.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
         lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
         stage_lane="isValid(datum.stage) ? 'stage ' + datum.stage : 'rank ' + datum.rank",
-    ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane")
-    x = alt.X("start_rel_ms:Q", title="Time from step start, aligned (ms)")
+    ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane",
+                          dur_ms="datum.t1 - datum.t0")
+    x = alt.X("t0:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
         orient="horizontal", opacity=0.25, color="#f58518").encode(
-        x=x, x2="end_rel_ms:Q", y=alt.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
+        x=x, x2="t1:Q", y=alt.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
         tooltip=tooltip)
     bar_color = alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=["computation", "communication"],
                                                                  range=["#4c78a8", "#f58518"]))
     zoom = alt.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
     bars = base.mark_bar(height={"band": 0.6}).encode(
-        x=x, x2="end_rel_ms:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
+        x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
     layers = [poly, bars]
     n_lanes = len(lanes)
     chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])),
@@ -441,6 +419,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     t = m["marey_trim"]
     if t["below_threshold"]:
         trims.append(f"{t['below_threshold']:,} ops shorter than {MIN_DUR_SHARE * 100:.1f}% of their step left out")
+    if t.get("derived_merged"):
+        trims.append(f"derived computation merged across {t['derived_merged']:,} communication gaps shorter than "
+                     f"{MIN_DUR_SHARE * 100:.1f}% of their step")
     if t["computation_dropped"]:
         trims.append(f"{t['computation_dropped']:,} computation ops left out (communication only)")
     if t["lanes_sampled"]:

@@ -1,0 +1,318 @@
+"""One device timeline per run (``device_timeline``, columns in :data:`reportgen.model.TABLES`), built here and
+nowhere else from the tables the readers fill, and the step breakdown measured on it.
+
+:func:`attach` (called at the end of :func:`reportgen.readers.read_run`) registers the table as a lazy loader and
+fills ``step_time`` where the family wrote no breakdown of its own (:func:`fill_step_time`).
+
+Rows per family; a run gets its rows from the first source below that has data (one source per run, so that
+every rank's intervals and step windows come from the same kind of file):
+
+* Kineto GPU ``gpu_ops``: kernel -> compute, comm -> communication, or receive for a p2p recv (the kernel's
+  ``collectives`` row says ``recv``; without collective args, a name with Recv and without Send), memcpy and
+  memset -> memcpy. stream = ``stream <n>``.
+* Kineto CPU (gloo), ranks without GPU ops: the ``gloo:<op>`` spans of ``collectives`` -> communication
+  (``gloo:recv`` -> receive), on the thread that ran them; ``host_ops`` (the main thread's top-level CPU ops)
+  -> compute, except ``c10d::`` ops (the enqueue of a collective, or a blocking send/recv around its gloo span:
+  communication, not computation). stream = ``thread <tid>``.
+* Ascend trace_view.json / DB: ``hccl_ops`` -> communication (``hcom_receive`` -> receive), lane as stream;
+  ``device_ops`` -> compute, copies (``MEMCPY*``, ``SDMA``, ``PCIE_DMA``) -> memcpy. With ``hccl_ops``, device ops
+  that are ``hcom*`` or on a Communication stream are left to ``hccl_ops``; without (MindSpore CPU: collectives
+  are host ops), an op whose type (``Default/AllReduce-op0`` -> ``AllReduce``) is a collective / p2p op ->
+  communication (Receive -> receive).
+* MindSpore Insight ``mi_timeline_ops`` (timeline display files, the ranks whose file has Steps blocks):
+  computation -> compute, communication -> communication (Receive -> receive).
+* MindSpore Insight without timeline files: ``step_ops`` (the step trace's communication ops) -> communication
+  (Receive -> receive), source trace; and per step the FP/BP span (``step_trace``: forward start = start +
+  step interval, backward end = forward start + fp_bp) minus the union of the rank's communication ops ->
+  compute, ``source = "derived"`` (name ``FP/BP minus communication``).
+
+Step: the window of the rank the interval starts in (:func:`step_windows`), -1 outside every window.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .intervals import clip, difference, intersect, length, union
+from .model import TABLES, Run
+
+COLUMNS = list(TABLES["device_timeline"])
+WINDOW_COLUMNS = ["rank", "step", "start_ms", "end_ms"]
+#: collective / p2p op types (MindSpore op names, HCCL names)
+COMM_TYPE = re.compile(r"AllReduce|AllGather|ReduceScatter|Send|Receive|Broadcast|AllToAll|Barrier|hcom",
+                       re.IGNORECASE)
+RECEIVE = re.compile(r"Receive|hcom_receive|^gloo:recv", re.IGNORECASE)
+COPY = re.compile(r"^(?:MEMCPY|Memcpy|SDMA|PCIE_DMA)", re.IGNORECASE)
+DERIVED_NAME = "FP/BP minus communication"
+BREAKDOWN_COLS = ["computing_ms", "comm_not_overlapped_ms", "overlapped_ms", "comm_ms", "free_ms"]
+RECEIVE_COLS = ["stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms"]
+
+
+
+def _end(df: pd.DataFrame) -> pd.Series:
+    """End times: the reader's exact ``end_ms`` (from integer ns) where it has one, else start + duration."""
+    return df["end_ms"] if "end_ms" in df else df["start_ms"] + df["dur_ms"]
+
+def op_type(name: pd.Series) -> pd.Series:
+    """``Gradients/Default/Grad_MatMul/MatMul-op3`` -> ``MatMul``; ``MatMul`` stays."""
+    return name.astype(str).str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+$", "", regex=True)
+
+
+def _rows(rank, start, end, kind, name, stream, source="trace") -> pd.DataFrame:
+    return pd.DataFrame({"rank": np.asarray(rank, dtype=np.int64), "start_ms": np.asarray(start, dtype=float),
+                         "end_ms": np.asarray(end, dtype=float), "kind": kind, "name": np.asarray(name, dtype=object),
+                         "stream": np.asarray(stream, dtype=object), "source": source})
+
+
+def _comm_kind(names: pd.Series) -> np.ndarray:
+    return np.where(names.astype(str).str.contains(RECEIVE), "receive", "communication")
+
+
+# --------------------------------------------------------------------------- per family
+
+
+def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
+    """Kineto ``gpu_ops`` (and the ``collectives`` that say which kernels are p2p receives) -> timeline rows."""
+    kind = g["kind"].map({"kernel": "compute", "comm": "communication", "memcpy": "memcpy", "memset": "memcpy"})
+    comm = (g["kind"] == "comm").to_numpy()
+    recv, has_args = np.zeros(len(g), bool), set()
+    if coll is not None and "collective" in coll:
+        rv = coll[(coll["source"] == "gpu_kernel") & (coll["collective"] == "recv")]
+        if not rv.empty:
+            recv = pd.MultiIndex.from_frame(g[["rank", "name", "start_ms"]]).isin(
+                pd.MultiIndex.from_frame(rv[["rank", "name", "start_ms"]]))
+        has_args = set(coll.loc[coll["source"] == "gpu_kernel", "rank"])
+    low = g["name"].astype(str).str.lower()
+    by_name = (low.str.contains("recv") & ~low.str.contains("send") & ~g["rank"].isin(has_args)).to_numpy()
+    kind = kind.where(~(comm & (recv | by_name)), "receive").fillna("compute")
+    return _rows(g["rank"], g["start_ms"], _end(g), kind.to_numpy(), g["name"],
+                 "stream " + g["stream"].astype(str))
+
+
+def _kineto_gpu(run: Run) -> pd.DataFrame | None:
+    g = run.table("gpu_ops")
+    return None if g is None else gpu_rows(g, run.table("collectives"))
+
+
+def _gloo(run: Run) -> pd.DataFrame | None:
+    coll, host = run.table("collectives"), run.table("host_ops")
+    parts = []
+    if coll is not None and "source" in coll:
+        c = coll[coll["source"] == "gloo"]
+        parts.append(_rows(c["rank"], c["start_ms"], _end(c), _comm_kind(c["name"]), c["name"],
+                           "thread " + c["tid"].astype(str)))
+    if host is not None:
+        h = host[~host["name"].astype(str).str.startswith("c10d::")]
+        parts.append(_rows(h["rank"], h["start_ms"], _end(h), "compute", h["name"],
+                           "thread " + h["tid"].astype(str)))
+    parts = [p for p in parts if not p.empty]
+    if not parts or not any((p["kind"] == "compute").any() for p in parts):
+        return None  # collectives without the host's compute: nothing to set them against
+    return pd.concat(parts, ignore_index=True)
+
+
+def _ascend(run: Run) -> pd.DataFrame | None:
+    h, d = run.table("hccl_ops"), run.table("device_ops")
+    parts = []
+    with_hccl = set()
+    if h is not None:
+        with_hccl = set(h["rank"])
+        parts.append(_rows(h["rank"], h["start_ms"], _end(h), _comm_kind(h["op"]), h["op"],
+                           h["lane"].astype(str)))
+    if d is not None:
+        mine = d["rank"].isin(with_hccl)
+        hcom = d["name"].astype(str).str.lower().str.startswith("hcom") | \
+            d["stream"].astype(str).str.contains("Communication")
+        d = d[~(mine & hcom)]
+        mine = d["rank"].isin(with_hccl).to_numpy()
+        typ = op_type(d["name"])
+        kind = np.where(d["name"].astype(str).str.contains(COPY), "memcpy", "compute")
+        comm = ~mine & typ.str.contains(COMM_TYPE).to_numpy()
+        kind = np.where(comm, _comm_kind(typ), kind)
+        parts.append(_rows(d["rank"], d["start_ms"], _end(d), kind, d["name"],
+                           d["stream"].astype(str)))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _mindinsight(run: Run) -> pd.DataFrame | None:
+    mo, ms = run.table("mi_timeline_ops"), run.table("mi_timeline_steps")
+    if mo is None or ms is None:
+        return None
+    mo = mo[mo["rank"].isin(set(ms["rank"]))]  # without Steps blocks the ops are in no step
+    if mo.empty:
+        return None
+    kind = np.where(mo["kind"] == "communication", _comm_kind(mo["name"]), "compute")
+    return _rows(mo["rank"], mo["start_ms"], _end(mo), kind, mo["name"],
+                 mo["stream"].astype(str))
+
+
+def _derived(run: Run) -> pd.DataFrame | None:
+    """MindInsight step trace: its communication ops, and the FP/BP span minus them as derived compute."""
+    so, st = run.table("step_ops"), run.table("step_trace")
+    parts = []
+    if so is not None:
+        parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], _comm_kind(so["op"]), so["op"],
+                           "stream " + so["stream"].astype(str)))
+    if st is not None and {"start_ms", "step_interval_ms", "fp_bp_ms"} <= set(st.columns):
+        st = st.dropna(subset=["start_ms", "step_interval_ms", "fp_bp_ms"])
+        for rank, s in st.groupby("rank"):
+            c = so[so["rank"] == rank] if so is not None else None
+            comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None and not c.empty \
+                else (np.empty(0), np.empty(0))
+            fp = (s["start_ms"] + s["step_interval_ms"]).to_numpy()
+            bp = fp + s["fp_bp_ms"].to_numpy()
+            ok = bp > fp
+            comp = difference(union(fp[ok], bp[ok]), comm)
+            if len(comp[0]):
+                parts.append(_rows(np.full(len(comp[0]), rank), comp[0], comp[1], "compute", DERIVED_NAME,
+                                   "derived", source="derived"))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+#: in order of preference (the first with data gives the run's timeline)
+BUILDERS = (_kineto_gpu, _gloo, _ascend, _mindinsight, _derived)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def step_windows(run: Run) -> pd.DataFrame | None:
+    """Step windows (rank, step, start_ms, end_ms): ``trace_steps`` (ProfilerStep, Ascend steps, repeated ops);
+    else the MindInsight timeline's Steps blocks when the timeline files give the run's intervals (:func:`build`);
+    else the step trace's start / end."""
+    ts = run.table("trace_steps")
+    if ts is not None:
+        return ts[WINDOW_COLUMNS]
+    if _mindinsight(run) is not None:
+        return run.table("mi_timeline_steps")[WINDOW_COLUMNS]
+    st = run.table("step_trace")
+    if st is not None and {"start_ms", "end_ms"} <= set(st.columns):
+        st = st[WINDOW_COLUMNS].dropna()
+        return None if st.empty else st
+    return None
+
+
+def assign_steps(df: pd.DataFrame, windows: pd.DataFrame | None, col: str = "start_ms") -> np.ndarray:
+    """Per row: the step of the rank's window that contains ``df[col]`` (start <= t < end), -1 outside all."""
+    out = np.full(len(df), -1, dtype=np.int64)
+    if windows is None or windows.empty or df.empty:
+        return out
+    ranks = df["rank"].to_numpy()
+    t = df[col].to_numpy(dtype=float)
+    for rank, w in windows.groupby("rank"):
+        rows = np.flatnonzero(ranks == rank)
+        if not len(rows):
+            continue
+        w = w.sort_values("start_ms", kind="stable")
+        i = np.searchsorted(w["start_ms"].to_numpy(), t[rows], side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = (i >= 0) & (t[rows] < w["end_ms"].to_numpy()[ic])
+        out[rows[inside]] = w["step"].to_numpy()[ic[inside]]
+    return out
+
+
+def build(run: Run) -> pd.DataFrame | None:
+    """The device timeline of the run (module doc), or None when no source has intervals."""
+    for builder in BUILDERS:
+        tl = builder(run)
+        if tl is not None and not tl.empty:
+            break
+    else:
+        return None
+    tl = tl[tl["end_ms"].notna() & tl["start_ms"].notna()].copy()
+    tl["step"] = assign_steps(tl, step_windows(run))
+    return tl.sort_values(["rank", "start_ms", "end_ms"], kind="stable").reset_index(drop=True)[COLUMNS]
+
+
+# --------------------------------------------------------------------------- breakdown
+
+
+def _iv(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    return union(df["start_ms"].to_numpy(dtype=float), df["end_ms"].to_numpy(dtype=float))
+
+
+def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = None) -> pd.DataFrame:
+    """Per rank and step window W (the definitions of every family's breakdown: Ascend step_trace_time.csv,
+    Kineto GPU via :func:`reportgen.readers.kineto.step_breakdown`, gloo and MindSpore CPU via :func:`fill_step_time`):
+    computing = |U(compute) ∩ W|, communication = |U(communication ∪ receive) ∩ W|,
+    comm not overlapped = |(U(comm) \\ U(compute)) ∩ W|, overlapped = communication - not overlapped,
+    free = |W| - |(U(compute) ∪ U(comm)) ∩ W| (memcpy / idle), so step = computing + comm not overlapped + free.
+    When ``receive`` (default: the timeline has receive rows): bubble (pure receive) = |(U(receive) \\ U(compute))
+    ∩ W|, stage = step - bubble, comm not overlapped excluding receive = comm not overlapped - bubble; else NaN.
+    Intervals are clipped to the window they run in."""
+    if receive is None:
+        receive = bool((tl["kind"] == "receive").any())
+    rows = []
+    for rank, win in windows.groupby("rank"):
+        t = tl[tl["rank"] == rank]
+        comp = _iv(t[t["kind"] == "compute"])
+        comm = _iv(t[t["kind"].isin(["communication", "receive"])])
+        both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
+        overlap = intersect(comm, comp)
+        bubble_iv = difference(_iv(t[t["kind"] == "receive"]), comp) if receive else None
+        for s in win.itertuples():
+            w = s.end_ms - s.start_ms
+            comm_w = length(*clip(comm, s.start_ms, s.end_ms))
+            over = length(*clip(overlap, s.start_ms, s.end_ms))
+            row = {"rank": rank, "step": s.step, "step_ms": w,
+                   "computing_ms": length(*clip(comp, s.start_ms, s.end_ms)),
+                   "comm_not_overlapped_ms": comm_w - over, "overlapped_ms": over, "comm_ms": comm_w,
+                   "free_ms": w - length(*clip(both, s.start_ms, s.end_ms))}
+            if receive:
+                bubble = length(*clip(bubble_iv, s.start_ms, s.end_ms))
+                row.update(bubble_ms=bubble, stage_ms=w - bubble,
+                           comm_not_overlapped_exclude_receive_ms=comm_w - over - bubble)
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=["rank", "step", "step_ms"] + BREAKDOWN_COLS + RECEIVE_COLS)
+    df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
+    return df
+
+
+def fill_step_time(run: Run) -> None:
+    """``step_time`` breakdown from the device timeline where the family wrote none (gloo, MindSpore CPU): the
+    rows whose computing_ms is NaN, or every ``trace_steps`` window when there is no ``step_time`` at all.
+    Only ranks whose timeline has compute intervals are filled (without them nothing is measured against the
+    communication). MindSpore Insight runs keep their own ``cluster_overlap`` breakdown."""
+    if run.table("cluster_overlap") is not None:
+        return
+    st, windows = run.table("step_time"), run.table("trace_steps")
+    if windows is None:
+        return
+    todo = windows[WINDOW_COLUMNS]
+    if st is not None:
+        missing = st.loc[st["computing_ms"].isna(), ["rank", "step"]]
+        todo = todo.merge(missing, on=["rank", "step"])
+    if todo.empty:
+        return
+    tl = run.table("device_timeline")
+    if tl is None:
+        return
+    todo = todo[todo["rank"].isin(set(tl.loc[tl["kind"] == "compute", "rank"]))]
+    if todo.empty:
+        return
+    bd = breakdown(tl, todo)
+    if st is None:
+        from .readers.ascend import STEP_TIME_ORDER
+
+        run.tables["step_time"] = bd.reindex(columns=STEP_TIME_ORDER).sort_values(["rank", "step"]) \
+            .reset_index(drop=True)
+        run.steps = sorted(set(run.steps) | set(bd["step"].tolist()))
+    else:
+        cols = BREAKDOWN_COLS + [c for c in RECEIVE_COLS if bd[c].notna().any()]
+        key = ["rank", "step"]
+        st = st.set_index(key)
+        st.loc[pd.MultiIndex.from_frame(bd[key]), cols] = bd[cols].to_numpy()
+        run.tables["step_time"] = st.reset_index()
+    run.notes.append("Computing / communication / overlap of rank(s) " +
+                     ", ".join(map(str, sorted(int(r) for r in bd["rank"].unique()))) +
+                     " were measured on the device timeline (no breakdown was written by the profiler).")
+
+
+def attach(run: Run) -> None:
+    """Register ``device_timeline`` as a lazy table of ``run`` and fill ``step_time`` from it where needed."""
+    if "device_timeline" not in run.tables:
+        run.loaders["device_timeline"] = lambda: build(run)
+    fill_step_time(run)

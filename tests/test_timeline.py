@@ -1,0 +1,240 @@
+"""The device timeline (reportgen/timeline.py) per family, the step breakdown measured on it, and the MindSpore CPU
+reader (reportgen/readers/mindspore_cpu.py)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen import timeline
+from reportgen.intervals import clip, intersect, length, union
+from reportgen.model import TABLES, Run
+from reportgen.readers import mindspore_cpu, read_run
+from reportgen.readers.ascend_trace import rank_from_framework
+from reportgen.sections import run_sections
+from reportgen.synth import KinetoSpec, write_kineto_run
+
+from conftest import fixture_dir
+
+GLOO = ("generated", "torch_gloo_ddp4_baseline")
+MESH = ("kineto", "generated_cpu_gloo_4rank_mesh2x2")
+MS_GRAPH = ("generated", "mindspore_cpu_ms_dp4_graph")
+MS_OTHERS = [("generated", "mindspore_cpu_ms_dp4_pynative"), ("generated", "mindspore_cpu_ms_single_new_graph")]
+ASCEND = [("ascend", "msinsight", "test", "data", "pytorch", "text", "level1"),
+          ("ascend", "msinsight", "test", "data", "pytorch", "db", "level1")]
+KINETO_GPU = ("kineto", "hta_tests_data", "tests", "data", "nccl_parser_config")
+
+
+def _status(run: Run) -> dict:
+    return {o.id: o.status for o in run_sections(run)}
+
+
+def _iv(df: pd.DataFrame):
+    return union(df["start_ms"].to_numpy(float), df["end_ms"].to_numpy(float))
+
+
+def _check_table(tl: pd.DataFrame, run: Run) -> None:
+    assert list(tl.columns) == list(TABLES["device_timeline"])
+    assert set(tl["kind"]) <= {"compute", "communication", "receive", "memcpy"}
+    assert set(tl["source"]) <= {"trace", "derived"}
+    assert (tl["end_ms"] >= tl["start_ms"]).all()
+    # the step is the window the interval starts in, -1 outside every window
+    w = timeline.step_windows(run)
+    for row in tl.sample(min(len(tl), 300), random_state=0).itertuples():
+        inside = w[(w["rank"] == row.rank) & (w["start_ms"] <= row.start_ms) & (row.start_ms < w["end_ms"])]
+        assert row.step == (int(inside["step"].iloc[0]) if len(inside) else -1)
+
+
+def test_kineto_gpu_timeline_is_the_gpu_ops():
+    run = read_run(fixture_dir(*KINETO_GPU))
+    tl, g = run.table("device_timeline"), run.table("gpu_ops")
+    _check_table(tl, run)
+    assert len(tl) == len(g) and set(tl["source"]) == {"trace"}
+    kinds = tl["kind"].value_counts()
+    assert kinds["compute"] == (g["kind"] == "kernel").sum()
+    assert kinds.get("memcpy", 0) == g["kind"].isin(["memcpy", "memset"]).sum()
+    assert kinds["communication"] + kinds.get("receive", 0) == (g["kind"] == "comm").sum()
+
+
+def test_breakdown_on_the_timeline_equals_the_kineto_reader(tmp_path):
+    """Same definitions as readers/kineto.py step_breakdown, receive (bubble) included: a GPU pipeline."""
+    truth = write_kineto_run(tmp_path, KinetoSpec(hosts=1, devices_per_host=4, stages=2, steps=2))
+    run = read_run(tmp_path)
+    tl = run.table("device_timeline")
+    assert (tl["kind"] == "receive").any()
+    bd = timeline.breakdown(tl, run.table("trace_steps")).set_index(["rank", "step"]).sort_index()
+    st = run.table("step_time").set_index(["rank", "step"]).sort_index()
+    for col in timeline.BREAKDOWN_COLS + ["bubble_ms", "stage_ms", "step_ms"]:
+        assert np.allclose(bd[col], st.loc[bd.index, col], atol=1e-9), col
+    assert truth  # the generator's own truth is checked against the reader in test_synth_kineto
+
+
+@pytest.mark.parametrize("parts", [GLOO, MESH], ids=["ddp4", "mesh2x2"])
+def test_gloo_timeline_and_overlap_ok(parts):
+    run = read_run(fixture_dir(*parts))
+    tl = run.table("device_timeline")
+    _check_table(tl, run)
+    comp = tl[tl["kind"] == "compute"]
+    assert not comp.empty and not comp["name"].str.startswith("c10d::").any()
+    comm = tl[tl["kind"].isin(["communication", "receive"])]
+    assert comm["name"].str.startswith("gloo:").all()
+    st = run.table("step_time")
+    assert st["computing_ms"].notna().all() and st["comm_not_overlapped_ms"].notna().all()
+    assert np.allclose(st["computing_ms"] + st["comm_not_overlapped_ms"] + st["free_ms"], st["step_ms"])
+    assert np.allclose(st["overlapped_ms"] + st["comm_not_overlapped_ms"], st["comm_ms"])
+    assert _status(run)["overlap"] == "ok"
+
+
+def test_gloo_breakdown_matches_the_step_summary():
+    """step_summary.txt (the generator's check, ../shared/tools/gen/torch_ddp/summarize_run.py): per rank and
+    ProfilerStep, the union of gloo spans and of the main thread's cpu_op spans (both: spans starting in the step).
+    Communication = the gloo union. Computing leaves out the c10d:: ops (the enqueue of a collective, or a blocking
+    send/recv around its gloo span), so computing together with those c10d spans is the main-thread union."""
+    root = fixture_dir(*GLOO)
+    run = read_run(root)
+    st = run.table("step_time").set_index(["rank", "step"])
+    host = run.table("host_ops")
+    lines = [l.split() for l in (root / "step_summary.txt").read_text().splitlines()[1:] if "ProfilerStep#" in l]
+    assert len(lines) == 20
+    for rank, step, _dur, gloo, main_ops, _ in lines:
+        key = (int(rank), int(step.split("#")[1]))
+        row = st.loc[key]
+        assert row["comm_ms"] == pytest.approx(float(gloo), abs=0.11), key
+        h = host[host["rank"] == key[0]]
+        all_ops = union(h["start_ms"].to_numpy(), (h["start_ms"] + h["dur_ms"]).to_numpy())
+        ts = run.table("trace_steps").set_index(["rank", "step"]).loc[key]
+        main = length(*clip(all_ops, ts["start_ms"], ts["end_ms"]))
+        assert main == pytest.approx(float(main_ops), abs=0.11), key
+        assert row["computing_ms"] <= main + 1e-9
+        c10d = h[h["name"].str.startswith("c10d::")]
+        c10d_iv = clip(union(c10d["start_ms"].to_numpy(), (c10d["start_ms"] + c10d["dur_ms"]).to_numpy()),
+                       ts["start_ms"], ts["end_ms"])
+        assert row["computing_ms"] + length(*c10d_iv) == pytest.approx(main, abs=1e-6), key
+
+
+@pytest.mark.parametrize("parts", ASCEND, ids=["text", "db"])
+def test_ascend_timeline_hccl_and_device_ops(parts):
+    run = read_run(fixture_dir(*parts))
+    tl = run.table("device_timeline")
+    _check_table(tl, run)
+    h = run.table("hccl_ops")
+    comm = tl[tl["kind"].isin(["communication", "receive"])]
+    assert len(comm) == len(h)
+    comp = tl[tl["kind"] == "compute"]
+    assert not comp["name"].str.lower().str.startswith("hcom").any()
+    copies = tl[tl["kind"] == "memcpy"]
+    assert not copies.empty and copies["name"].str.contains("MEMCPY|Memcpy|SDMA", regex=True).all()
+
+
+def test_mindinsight_derived_compute_is_fp_bp_minus_communication(pp2x4):
+    run = read_run(pp2x4)
+    tl = run.table("device_timeline")
+    _check_table(tl, run)
+    derived = tl[tl["source"] == "derived"]
+    assert set(derived["kind"]) == {"compute"} and set(derived["name"]) == {timeline.DERIVED_NAME}
+    assert set(tl.loc[tl["source"] == "trace", "kind"]) == {"communication", "receive"}
+    assert (tl.loc[tl["kind"] == "receive", "name"].str.contains("Receive")).all()
+    st = run.table("step_trace")
+    for rank in run.ranks:
+        d, c = derived[derived["rank"] == rank], tl[(tl["rank"] == rank) & (tl["source"] == "trace")]
+        assert not d.empty
+        assert length(*intersect(_iv(d), _iv(c))) == pytest.approx(0.0, abs=1e-9)  # never under a comm op
+        s = st[st["rank"] == rank]
+        fp = s["start_ms"] + s["step_interval_ms"]
+        fpbp = union(fp.to_numpy(), (fp + s["fp_bp_ms"]).to_numpy())
+        assert length(*intersect(_iv(d), fpbp)) == pytest.approx(length(*_iv(d)))  # inside the FP/BP spans
+        # FP/BP = derived compute + the communication inside FP/BP
+        assert length(*_iv(d)) + length(*intersect(_iv(c), fpbp)) == pytest.approx(length(*fpbp))
+
+
+def test_pp2x4_marey_draws_computation_on_every_stage(pp2x4):
+    run = read_run(pp2x4)
+    (out,) = run_sections(run, only=["execution"])
+    rows = out.analysis.data["marey"]
+    comp = rows[rows["kind"] == "computation"]
+    assert set(comp["stage"]) == {1, 2}
+    for stage in (1, 2):
+        assert (comp.loc[comp["stage"] == stage, "step"] >= 2).any()  # not only the warm-up step
+    assert "derived compute" in out.analysis.metrics["marey_source"]
+
+
+def _type_info(d) -> dict[str, tuple[int, int]]:
+    path = next((d / "FRAMEWORK").glob("cpu_op_type_info_*.csv"))
+    with open(path, newline="") as fh:
+        return {r["op_type"]: (int(r["type_occurrences"]), int(r["execution_frequency(per-step)"]))
+                for r in csv.DictReader(fh)}
+
+
+def test_mindspore_cpu_dp4_graph_sections_and_steps():
+    root = fixture_dir(*MS_GRAPH)
+    run = read_run(root)
+    assert run.source_format == "ascend" and "MindSpore CPU" in run.layout
+    assert run.ranks == [0, 1, 2, 3] and run.step_source == "repeated_ops" and run.steps == [1, 2, 3, 4, 5]
+    status = _status(run)
+    for sec in ("trajectory", "overlap", "communication", "execution"):
+        assert status[sec] == "ok", sec
+    assert "error" not in status.values()
+    # the profiler's own per-type counts: occurrences / executions per step = the step count; the comm ops per step
+    for d in sorted(root.glob("prof/*_ascend_ms")):
+        info = _type_info(d)
+        assert {occ // per for occ, per in info.values()} == {5}
+        rank = rank_from_framework(d)
+        ops = run.table("comm_ops")
+        ops = ops[ops["rank"] == rank]
+        per_step = ops.groupby("step").size()
+        want = sum(info[t][1] for t in ("AllReduce", "AllGather", "Broadcast"))
+        assert per_step.to_dict() == {s: want for s in range(1, 6)}
+        assert (ops.loc[ops["op"].str.contains("AllReduce"), "op_type"] == "allreduce").all()
+    tl = run.table("device_timeline")
+    _check_table(tl, run)
+    allreduce = tl[tl["name"].str.contains("AllReduce")]
+    assert len(allreduce) == 4 * 5 * 7 and (allreduce["kind"] == "communication").all()
+    assert (tl["step"] >= 1).all()  # graph mode: every op execution belongs to a step
+    st = run.table("step_time")
+    assert np.allclose(st["computing_ms"] + st["comm_not_overlapped_ms"] + st["free_ms"], st["step_ms"])
+    tr = run.table("trace_steps")
+    assert np.allclose(st.sort_values(["rank", "step"])["step_ms"].to_numpy(),
+                       (tr["end_ms"] - tr["start_ms"]).to_numpy())
+
+
+@pytest.mark.parametrize("parts", MS_OTHERS, ids=["dp4_pynative", "single_new_graph"])
+def test_mindspore_cpu_other_runs_every_section_ok_or_unavailable(parts):
+    run = read_run(fixture_dir(*parts))
+    assert run.steps == [1, 2, 3, 4, 5]
+    outs = run_sections(run)
+    for o in outs:
+        assert o.status in ("ok", "unavailable"), (o.id, o.status, o.reason)
+        if o.status == "unavailable":
+            assert o.reason
+    assert {o.id: o.status for o in outs}["overlap"] == "ok"
+
+
+def test_mindspore_cpu_exact_times():
+    assert mindspore_cpu.decimal_ns("0.005537", 1_000_000) == 5537
+    assert mindspore_cpu.decimal_ns("21.2912", 1_000_000) == 21_291_200
+    assert mindspore_cpu.decimal_ns("1795304183225386.795", 1_000) == 1795304183225386795
+    run = read_run(fixture_dir(*MS_GRAPH))
+    assert isinstance(run.time_origin_ns, int) and run.time_origin_ns > 1_700_000_000 * 10**9
+    assert run.table("device_ops")["start_ms"].min() == 0.0 or run.table("memory_record")["ts_ms"].min() == 0.0
+
+
+def test_repeated_steps_counts_and_whole_trace():
+    def ops(names):
+        rows = [(0, n, i * 10, 5) for i, n in enumerate(names)]
+        return pd.DataFrame(rows, columns=["rank", "name", "start_ns", "dur_ns"])
+
+    # A once per step, B twice per step, C once in the whole trace: 3 steps
+    n, w = mindspore_cpu.repeated_steps(ops(["A", "B", "B", "C"] + ["A", "B", "B"] * 2))
+    assert n == 3 and w["step"].tolist() == [1, 2, 3]
+    assert w["start_ns"].tolist() == [0, 40, 70] and w["end_ns"].tolist() == [25, 65, 95]
+    n, w = mindspore_cpu.repeated_steps(ops(["A", "B", "C"]))
+    assert n == 1 and w[["step", "start_ns", "end_ns"]].values.tolist() == [[0, 0, 25]]
+
+
+def test_no_tables_no_timeline():
+    run = Run(name="empty", source_format="kineto", source_path="/nowhere", ranks=[0])
+    timeline.attach(run)
+    assert run.table("device_timeline") is None and run.table("step_time") is None
