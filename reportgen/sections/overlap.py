@@ -298,7 +298,7 @@ def present(a: Analysis) -> View:
             caption="Ours: float µs over the whole trace. HTA 0.5 rounds every kernel to whole µs and drops the work "
                     "of the last ProfilerStep; its numbers are shown beside ours so neither is hidden."))
     notes = []
-    if ascend and "receive_incl_batch_ms" in per_rank:
+    if ascend and "receive_incl_batch_ms" in per_rank and "bubble_ms" in per_rank and per_rank["bubble_ms"].notna().any():
         notes.append("Bubble is the profiler's own column: torch_npu counts only hcom_receive ops, so a pipeline "
                      "built on batch_isend_irecv (hcom_batchSendRecv) shows Bubble 0. The columns marked (ours) "
                      "count batchSendRecv as receive time too; both are shown.")
