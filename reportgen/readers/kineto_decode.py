@@ -145,7 +145,7 @@ __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS",
 
 #: Bytes read per chunk (bench/kineto_decoders.py: msgspec 64-256 KiB fastest and +3 MB RSS, 1 MiB +12 MB,
 #: 4 MiB slower and +45 MB; orjson 64 KiB, 1 MiB is 1.5-4x slower).
-CHUNK = {"msgspec": 256 << 10, "orjson": 64 << 10, "json": 64 << 10}
+CHUNK = {"msgspec": 256 << 10, "json": 64 << 10}
 #: cpu_ops rows kept at most (the rest are counted in a problem line).
 MAX_CPU_OPS = 2_000_000
 #: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
