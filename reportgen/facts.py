@@ -36,6 +36,11 @@ from .model import Run
 INCLUDE_WARMUP_OPTION = "include_warmup"
 
 
+def step_label(step, warmup_steps) -> str:
+    """How a step is named wherever steps are listed (page controls): ``Step 1 (warm-up)``, ``Step 2``."""
+    return f"Step {step} (warm-up)" if step in set(warmup_steps or ()) else f"Step {step}"
+
+
 @dataclass(frozen=True)
 class RunFacts:
     step_source: str
@@ -52,10 +57,6 @@ class RunFacts:
     step_ms_median: float
     step_ms_mean: float
     notes: tuple[str, ...] = field(default=())
-
-    def step_label(self, step: int) -> str:
-        """How a step is named wherever steps are listed."""
-        return f"step {step} (warm-up)" if step in self.warmup_steps else f"step {step}"
 
     def in_scope(self, df: pd.DataFrame, step_col: str = "step") -> pd.DataFrame:
         """The rows of a per-step table whose step is in scope (never -1, never a warm-up step by default)."""

@@ -356,12 +356,9 @@ def _rank_tables(rank: int, decoded, t0: int) -> dict[str, pd.DataFrame]:
 
 def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     """Add ``step``: the ProfilerStep window of the same rank that contains the row's start (-1 if none)."""
-    df = df.copy()
-    df["step"] = -1
-    if steps is not None:
-        for st in steps.itertuples():
-            inside = (df["rank"] == st.rank) & (df["start_ms"] >= st.start_ms) & (df["start_ms"] < st.end_ms)
-            df.loc[inside, "step"] = st.step
+    from ..timeline import assign_steps
+
+    df = df.assign(step=assign_steps(df, steps))
     return df[["rank", "step", "name", "start_ms", "dur_ms"]]
 
 

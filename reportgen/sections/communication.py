@@ -33,6 +33,7 @@ from .. import thresholds as th
 from ..charts import to_spec
 from .. import facts
 from ..errors import Unavailable
+from ..timeline import assign_steps
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
 
@@ -164,11 +165,7 @@ def _kineto(run: Run) -> dict:
     sel["bandwidth_gbps"] = (sel["size_mb"] / sel["dur_ms"]).where(sel["dur_ms"] > 0)  # MB/ms = GB/s
     sel["busbw_gbps"] = sel["bandwidth_gbps"] * [busbw_factor(c, int(k)) for c, k in zip(sel["collective"], n)]
     steps = run.table("trace_steps")
-    sel["step"] = -1
-    if steps is not None:
-        for st in steps.itertuples():
-            inside = (sel["rank"] == st.rank) & (sel["start_ms"] >= st.start_ms) & (sel["start_ms"] < st.end_ms)
-            sel.loc[inside, "step"] = st.step
+    sel["step"] = assign_steps(sel, steps)  # the rank's step window holding the op's start; -1 outside every step
     ops = sel.rename(columns={"collective": "op_type"}).assign(op=sel["name"], elapse_ms=sel["dur_ms"])
     ops_out = ops[["rank", "op", "group", "step", "op_type", "elapse_ms", "transit_ms", "wait_ms", "size_mb",
                    "bandwidth_gbps", "busbw_gbps"]]
@@ -333,7 +330,7 @@ def present(a: Analysis) -> View:
     figures = [_rank_bars(per_rank, prs)]
     warm = set(m.get("warmup_steps") or [])
     controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
-                        [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+                        [(str(s), facts.step_label(s, warm))
                          for s in sorted(prs["step"].unique())], "avg")]
     links = t.get("links")
     if links is not None:

@@ -455,7 +455,7 @@ def present(a: Analysis) -> View:
     if "marey" in a.data:
         steps = m["marey_steps_shown"]
         warm = set(m.get("warmup_steps") or [])
-        controls.append(Control("step", "Step", [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+        controls.append(Control("step", "Step", [(str(s), facts.step_label(s, warm))
                                                  for s in sorted(steps)], str(steps[0])))
         if a.data["marey"]["stage"].notna().any():
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),

@@ -258,7 +258,7 @@ def present(a: Analysis) -> View:
     warm = set(m.get("warmup_steps") or [])
     avg_label = "Average (steps in scope)" if warm and m["steps"] < len(steps) else "Average (mean of steps)"
     stage_values = sorted(int(s) for s in per_rank["stage"].dropna().unique())
-    controls = [Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+    controls = [Control("step", "Step", [("avg", avg_label)] + [(str(s), facts.step_label(s, warm))
                                                          for s in steps], "avg")]
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +

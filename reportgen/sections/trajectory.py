@@ -269,7 +269,7 @@ def present(a: Analysis) -> View:
     warm = set(m.get("warmup_steps") or [])
     avg_label = "Average (steps in scope)" if warm and m["steps"] < len(steps) else "Average (mean of steps)"
     controls = [
-        Control("step", "Step", [("avg", avg_label)] + [(str(s), f"Step {s}" + (" (warm-up)" if s in warm else ""))
+        Control("step", "Step", [("avg", avg_label)] + [(str(s), facts.step_label(s, warm))
                                                          for s in shown_steps], "avg"),
         Control("sort_by", "Sort ranks by", [("rank", "Rank id")] + [(k, labels[k]) for k in cols_m], "rank"),
         Control("heat_metric", "Heatmap shows", [(k, labels[k]) for k in cols_m], "step_ms"),
