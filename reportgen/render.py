@@ -246,19 +246,19 @@ def _clean(value: Any) -> Any:
 
 
 def _table_ctx(t) -> dict[str, Any]:
-    """A table for the template: one unit per column chosen from all its values (fmt.unit_for), the header
+    """A table for the template: one unit per column chosen from its shown values (fmt.unit_for), the header
     naming it, every HTML cell formatted by fmt.cell in that unit; ``rows`` keep the raw values (base units,
     no float noise) for the CSV download and data-sort."""
     rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows]
+    shown = rows[: t.max_html_rows]
     cols = []
     for i, c in enumerate(t.columns):
-        unit, factor = fmt.unit_for(c.kind, [row[i] for row in rows])
+        unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read
         cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
-                     "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind),
-                     "numeric": c.kind != "text"})
+                     "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
     cells = [[fmt.quantity(v, fmt.metric_kind(r.get(c.kind_from))) if c.kind == "quantity"
               else fmt.cell(v, c.kind, col["factor"]) for c, col, v in zip(t.columns, cols, row)]
-             for r, row in zip(t.rows[: t.max_html_rows], rows)]
+             for r, row in zip(t.rows, shown)]
     return {
         "id": t.id,
         "title": t.title,
