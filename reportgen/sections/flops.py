@@ -504,7 +504,7 @@ def present(a: Analysis) -> View:
             Column("device_id", "Device", "int"),
             Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
             Column("flops_per_s", "Rate", "flops"), Column("ratio_to_max", "FLOPs / max", "ratio"),
-            Column("below_mean_flops_per_s_ratio", "FLOP/s below mean", "ratio")]
+            Column("below_mean_flops_per_s_ratio", "Rate below mean", "ratio")]
     if "utilization_ratio" in pr and pr["utilization_ratio"].notna().any():
         cols.append(Column("utilization_ratio", "Utilisation (profiler)", "ratio",
                            help="The profiler's FLOPS_Utilization (cube for MindSpore 2.0) as a fraction"))
