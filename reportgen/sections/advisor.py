@@ -518,7 +518,8 @@ def rule_bandwidth_contention(ctx: _Ctx) -> list[Finding]:
     return [Finding(
         "bandwidth_contention", "low", "communication",
         f"{len(hit)} intra-node communication operation(s) overlapping computation ran below "
-        f"{fmt.percent(th.CONTENTION_BELOW)} of the {fmt.quantity(ref, 'gbps')} the same transport reaches without computation; "
+        f"{fmt.percent(th.CONTENTION_BELOW)} of the {fmt.quantity(ref, 'gbps')} the same transport reaches without "
+        f"computation; "
         f"worst {worst['op']} on rank {int(worst['rank'])}: {fmt.quantity(worst['bandwidth_gbps'], 'gbps')}.",
         ranks=sorted(int(r) for r in hit["rank"].unique()),
         evidence={"metric": "bandwidth_gbps", "value": float(worst["bandwidth_gbps"]), "reference": ref,
@@ -599,8 +600,9 @@ def rules() -> list[Rule]:
              f">= {th.VOTE_MIN_COUNT} votes, more than chance (binomial p < {fmt.number(th.VOTE_P_VALUE)})",
              ("slow_rank_vote",), check=rule_slow_rank_vote, needs="per-rank durations of each collective"),
         Rule("small_packets", "Small communication packets", "msprof-analyze", "communication",
-             f"> {pct(th.SMALL_PACKET_SHARE)} of operations below {fmt.quantity(th.SMALL_PACKET_SDMA_MB, 'mb')} (intra-node) / "
-             f"{fmt.quantity(th.SMALL_PACKET_RDMA_MB, 'mb')} (RDMA, PyTorch)", ("small_packets",), check=rule_small_packets,
+             f"> {pct(th.SMALL_PACKET_SHARE)} of operations below {fmt.quantity(th.SMALL_PACKET_SDMA_MB, 'mb')} "
+             f"(intra-node) / {fmt.quantity(th.SMALL_PACKET_RDMA_MB, 'mb')} (RDMA, PyTorch)", ("small_packets",),
+             check=rule_small_packets,
              needs="operator sizes"),
         Rule("data_wait", "Time waiting for input before the step's device work", "msprof-analyze", "trajectory",
              f"> {pct(th.DATA_WAIT_SHARE)} of the step", ("data_wait",), check=rule_data_wait,
@@ -683,7 +685,8 @@ def present(a: Analysis) -> View:
                 "reportgen = our own rules. Thresholds live in reportgen/thresholds.py.")]
     th_rows = pd.DataFrame([{"name": k, "value": v} for k, v in a.metrics["thresholds"].items()])
     tables.append(Table.from_frame("advisor-thresholds", "Thresholds", th_rows,
-                                   [Column("name", "Name", "text"), Column("value", "Value", "quantity", kind_from="name")]))
+                                   [Column("name", "Name", "text"),
+                                    Column("value", "Value", "quantity", kind_from="name")]))
     if "spread" in a.tables:
         sp = a.tables["spread"]
         cols = [Column("step", "Step", "int"), Column("step_ms_mean", "Mean step time", "ms")] + [

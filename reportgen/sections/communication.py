@@ -425,7 +425,8 @@ def _findings(a: Analysis) -> list[Finding]:
         ends = "group-local ranks" if s["local"] else "ranks"
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
-            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at {fmt.quantity(s['value'], 'gbps')}, "
+            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at "
+            f"{fmt.quantity(s['value'], 'gbps')}, "
             f"{fmt.quantity(s['percent'], 'pct')} below the mean of {s['transport']} links "
             f"({fmt.quantity(s['reference'], 'gbps')})"
             + (f", reported by rank {s['reported_by']}." if s["local"] and s["reported_by"] is not None else "."),

@@ -307,7 +307,8 @@ def present(a: Analysis) -> View:
         ref = m.get("file_average_rates")
         if ref:
             notes.append("MindInsight computes its rates from the file's own average row (MindSpore 2.0+ leaves step 1 "
-                         f"out of it): communication share {fmt.percent(ref['comm_share_ratio'])} there. Ours average the "
+                         f"out of it): communication share {fmt.percent(ref['comm_share_ratio'])} there. Ours average "
+                         "the "
                          "steps in scope, like every other section.")
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
@@ -316,7 +317,8 @@ def present(a: Analysis) -> View:
     within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +
-               (f"; receive between stages {fmt.percent(m['between_stage_share_ratio'])}" if m.get("between_stage_share_ratio")
+               (f"; receive between stages {fmt.percent(m['between_stage_share_ratio'])}"
+                if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)

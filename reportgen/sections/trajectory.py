@@ -342,7 +342,8 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
         share = (h["value"] - h["reference"]) / step
         out.append(Finding(
             "slow_host", th.severity(share), ID,
-            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {fmt.ms(h['value'])} per step on "
+            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {fmt.ms(h['value'])} per step "
+            f"on "
             f"average, {fmt.percent(h['value'] / h['reference'] - 1)} above the mean of all ranks "
             f"({fmt.ms(h['reference'])}).",
             ranks=h["ranks"],
@@ -360,7 +361,8 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
                 f"{' …' if len(others) > 20 else ''}." if others else ""
         out.append(Finding(
             src.wait_finding, th.severity(share), ID,
-            f"The {src.wait_label} of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} above the mean of "
+            f"The {src.wait_label} of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} "
+            f"above the mean of "
             f"ranks ({fmt.ms(w['reference'])}): it waits longer before its step's work starts.{extra}",
             ranks=[x["rank"] for x in slow],
             evidence={"metric": src.wait, "value": w["value"], "reference": w["reference"],
@@ -377,7 +379,8 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
         extra = f" Also slow: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:20]))}." if others else ""
         out.append(Finding(
             "slow_device_compute", th.severity(share), ID,
-            f"The {src.compute_label} time of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} above the "
+            f"The {src.compute_label} time of rank {w['rank']} is {fmt.ms(w['value'])}, "
+            f"{fmt.quantity(w['percent'], 'pct')} above the "
             f"median of the other ranks{stage} ({fmt.ms(w['reference'])}).{extra}",
             ranks=[x["rank"] for x in slow],
             evidence={"metric": src.compute, "value": w["value"], "reference": w["reference"],
