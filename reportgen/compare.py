@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import fmt
 from .errors import InputError
 
 #: headline name -> (section, metric key); the names --fail-on accepts
@@ -72,7 +73,9 @@ def comparison(doc: dict, base: dict, source: str) -> dict[str, Any]:
         v, b = now[name], then.get(name)
         delta = v - b if v is not None and b is not None else None
         ratio = (v / b - 1) if v is not None and b not in (None, 0) else None
-        rows.append({"metric": name, "value": v, "baseline": b, "delta": delta, "delta_ratio": ratio})
+        kind = fmt.metric_kind(HEADLINE[name][1]) if name in HEADLINE else "int"  # findings.*: counts
+        rows.append({"metric": name, "value": v, "baseline": b, "delta": delta, "delta_ratio": ratio,
+                     "kind": kind or "float"})
     ranks_now, ranks_then = _per_rank_step_ms(doc), _per_rank_step_ms(base)
     per_rank = [{"rank": r, "step_ms": ranks_now[r], "baseline_step_ms": ranks_then[r],
                  "delta_ratio": ranks_now[r] / ranks_then[r] - 1 if ranks_then[r] else None}

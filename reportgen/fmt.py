@@ -28,6 +28,7 @@ plain numbers in one unit named in the title) and ``D3_FORMAT`` is the matching 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Iterable
 
 SIG = 4  #: significant digits shown to people
@@ -100,6 +101,12 @@ def unit_for(kind: str, values: Iterable[Any] = ()) -> tuple[str, float]:
     for u in units:
         if med >= u[1] * 0.9995:
             chosen = u
+    # never more than 4 integer digits for the largest value (a wide-ranging column reads 0.01 .. 500 ms,
+    # not 10 .. 500,000 µs)
+    for u in units[units.index(chosen):]:
+        chosen = u
+        if mags[-1] < u[1] * 9999.5:
+            break
     return chosen
 
 
@@ -140,16 +147,26 @@ def cell(v: Any, kind: str, factor: float = 1.0, sig: int = SIG) -> str:
     return number(f / factor, sig)
 
 
+def csv_header(label: str, kind: str) -> str:
+    """A CSV / JSON column header: the CSV keeps values in the kind's base unit (ratios as fractions)."""
+    if kind == "ratio":
+        return f"{label} (fraction)"
+    return header(label, kind, BASE_UNIT.get(kind, ""))
+
+
 def header(label: str, kind: str, unit: str) -> str:
     """A column header or axis title with its unit: header('Step time', 'ms', 'ms') -> 'Step time (ms)'."""
     if kind == "ratio" or kind == "pct":
         unit = "%"
+    if unit and label.endswith(")") and "(" in label:  # 'Free (idle device)' -> 'Free (idle device, ms)'
+        return f"{label[:-1]}, {unit})"
     return f"{label} ({unit})" if unit else label
 
 
-def percent(ratio: Any, sig: int = 3) -> str:
-    """0.0329 -> '3.29%', 3.6002 -> '360%' (ratios are 0..1 in the model)."""
-    return quantity(ratio, "ratio", sig)
+def percent(ratio: Any, sig: int = 3, signed: bool = False) -> str:
+    """0.0329 -> '3.29%', 3.6002 -> '360%' (ratios are 0..1 in the model); ``signed``: '+3.29%' for a change."""
+    text = quantity(ratio, "ratio", sig)
+    return "+" + text if signed and (_finite(ratio) or 0) > 0 else text
 
 
 def ms(v: Any) -> str:
@@ -157,5 +174,59 @@ def ms(v: Any) -> str:
     return quantity(v, "ms")
 
 
+#: unit words of metric names (the metrics JSON convention: the unit is the last unit word of the name)
+_NAME_KIND = {"ms": "ms", "us": "us", "mb": "mb", "gbps": "gbps", "ratio": "ratio", "pct": "pct", "bytes": "bytes",
+              "flop": "flop", "flops": "flop", "count": "int"}
+
+
+def metric_kind(name: Any) -> str:
+    """The kind of a metric from its name (the metrics JSON's unit suffixes): 'step_ms_median' -> 'ms',
+    'excess_ms_per_step' -> 'ms', 'peak_ratio' -> 'ratio', 'flops_per_rank' -> 'flop', 'flops_per_s_mean' ->
+    'flops', 'slow_affect_count' -> 'int'; '' when the name carries no unit."""
+    words = re.split(r"[_.]", str(name).lower())
+    for i in range(len(words) - 1, -1, -1):
+        if words[i] in ("flops", "flop") and words[i + 1:i + 3] == ["per", "s"]:
+            return "flops"
+        if words[i] in _NAME_KIND:
+            return _NAME_KIND[words[i]]
+    return ""
+
+
+def text(v: Any, kind: str = "") -> str:
+    """Any value for a sentence or an evidence line: numbers with their kind's unit (``quantity``), integers
+    of unit-less kinds as integers, strings as they are, lists and mappings item by item."""
+    if v is None:
+        return "–"
+    if isinstance(v, (bool, str)):
+        return str(v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {text(x, metric_kind(k))}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(text(x, kind) for x in v)
+    if kind in ("", "int", "float") and isinstance(v, int):
+        return str(v) if abs(v) < 10000 else f"{v:,}"
+    f = _finite(v)
+    if f is None:
+        return str(v) if not isinstance(v, float) else "–"
+    return quantity(f, kind or "float")
+
+
+def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio", "kind")) -> list[tuple[str, str]]:
+    """A finding's evidence as (key, text) pairs: value and reference in the unit of the evidence's metric
+    (``ev['kind']`` when given, else from the metric's name), every other number in the unit its own key names."""
+    kind = ev.get("kind") or metric_kind(ev.get("metric", ""))
+    pair = [ev.get(k) for k in ("value", "reference")]
+    unit, factor = unit_for(kind, pair) if kind in UNITS and all(_finite(x) is not None for x in pair) else ("", 0)
+    out = []
+    for k, v in ev.items():
+        if k in skip:
+            continue
+        if k in ("value", "reference") and factor and _finite(v) is not None:
+            out.append((str(k), f"{number(_finite(v) / factor)} {unit}"))  # one unit for the pair: comparable
+        else:
+            out.append((str(k), text(v, kind if k in ("value", "reference") else metric_kind(k))))
+    return out
+
+
 __all__ = ["SIG", "D3_FORMAT", "D3_PCT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for", "quantity", "cell",
-           "header", "percent", "ms"]
+           "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import __version__, facts
+from . import __version__, facts, fmt
 from .model import Run
 from .report import SectionOutcome
 
@@ -19,11 +19,12 @@ SCHEMA = "reportgen.metrics/1"
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> null, numpy scalars -> Python, keys -> str."""
+    """JSON-safe: NaN/inf -> null, numpy scalars -> Python, keys -> str; floats without arithmetic noise
+    (fmt.clean: the shortest repr that round-trips, 0.04222999999999999 -> 0.04223)."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, float):
-        return None if (math.isnan(value) or math.isinf(value)) else value
+        return None if (math.isnan(value) or math.isinf(value)) else fmt.clean(float(value))
     if isinstance(value, int):
         return value
     if isinstance(value, dict):

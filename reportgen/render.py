@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__, facts
+from . import __version__, facts, fmt
 from .model import Run
 from .report import Column, SectionOutcome, count
 
@@ -84,28 +84,10 @@ def vega_bundle() -> str:
     return text
 
 
-def format_value(value: Any, kind: str = "float", digits: int = 4) -> str:
-    """The one place numbers are formatted for people (the JSON keeps full precision)."""
-    if value is None:
-        return "–"
-    if isinstance(value, float) and math.isnan(value):
-        return "–"
-    if kind in ("text",):
-        return str(value)
-    if kind in ("int", "rank"):
-        try:
-            return str(int(value))
-        except (TypeError, ValueError):
-            return str(value)
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if kind == "pct":
-        return f"{v:.{min(digits, 2)}f}%"
-    if kind == "ratio":
-        return f"{v * 100:.2f}%"
-    return f"{v:,.{digits}f}"
+def format_value(value: Any, kind: str = "float") -> str:
+    """One value for people, in its kind's base unit without the unit (a table cell of a column in that unit);
+    sentences use fmt.quantity, tables fmt.cell with the column's unit (:func:`_table_ctx`)."""
+    return fmt.cell(value, kind)
 
 
 def sort_key(value: Any) -> Any:
@@ -140,6 +122,9 @@ def environment() -> jinja2.Environment:
     )
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
     env.filters["fmt"] = format_value
+    env.filters["quantity"] = fmt.quantity
+    env.filters["text"] = fmt.text
+    env.filters["evidence"] = fmt.evidence
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
     return env
@@ -236,17 +221,17 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
     parts.append(who + (f" ({layout})" if layout else "") + ".")
     if facts.get("step_ms_median") is not None:
         n, warm = facts.get("steps") or 0, facts.get("warmup_steps") or []
-        parts.append(f"Median step time {facts['step_ms_median']:.4f} ms over {count(n, 'step')}"
+        parts.append(f"Median step time {fmt.ms(facts['step_ms_median'])} over {count(n, 'step')}"
                      + (f" (warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} left out)"
                         if warm else "")
-                     + f", spread {(facts.get('step_ms_spread_ratio') or 0) * 100:.2f}% across ranks; slowest rank "
+                     + f", spread {fmt.percent(facts.get('step_ms_spread_ratio') or 0)} across ranks; slowest rank "
                        f"{facts.get('slowest_rank')}, fastest {facts.get('fastest_rank')}.")
     shares = [(k, label) for k, label in (("computing_share_ratio", "computation" + (" (incl. idle)" if
                                            facts.get("computing_includes_free") else "")),
                                           ("exposed_comm_share_ratio", "exposed communication"),
                                           ("free_share_ratio", "free")) if facts.get(k) is not None]
     if shares:
-        parts.append("Of the step: " + ", ".join(f"{label} {facts[k] * 100:.1f}%" for k, label in shares) + ".")
+        parts.append("Of the step: " + ", ".join(f"{label} {fmt.percent(facts[k])}" for k, label in shares) + ".")
     counts = {lvl: sum(1 for f in findings if f["severity"] == lvl) for lvl in ("high", "medium", "low")}
     total = sum(counts.values())
     parts.append(f"{total} finding{'s' if total != 1 else ''}" + (": " + ", ".join(
@@ -254,16 +239,33 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
     return " ".join(parts)
 
 
+def _clean(value: Any) -> Any:
+    """JSON-safe and without float noise (fmt.clean): the CSV's cells."""
+    value = _json_safe(value)
+    return fmt.clean(value) if isinstance(value, float) else value
+
+
 def _table_ctx(t) -> dict[str, Any]:
-    cols = [{"key": c.key, "label": c.label, "kind": c.kind, "digits": c.digits, "help": c.help} for c in t.columns]
-    rows = [[_json_safe(r.get(c.key)) for c in t.columns] for r in t.rows]
+    """A table for the template: one unit per column chosen from its shown values (fmt.unit_for), the header
+    naming it, every HTML cell formatted by fmt.cell in that unit; ``rows`` keep the raw values (base units,
+    no float noise) for the CSV download and data-sort."""
+    rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows]
+    shown = rows[: t.max_html_rows]
+    cols = []
+    for i, c in enumerate(t.columns):
+        unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read
+        cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
+                     "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
+    cells = [[fmt.quantity(v, fmt.metric_kind(r.get(c.kind_from))) if c.kind == "quantity"
+              else fmt.cell(v, c.kind, col["factor"]) for c, col, v in zip(t.columns, cols, row)]
+             for r, row in zip(t.rows, shown)]
     return {
         "id": t.id,
         "title": t.title,
         "caption": t.caption,
         "columns": cols,
-        "rows": rows,  # all rows, for the CSV download (JSON script tag)
-        "html_rows": rows[: t.max_html_rows],
+        "rows": rows,  # all rows, raw, for the CSV download (JSON script tag) and data-sort
+        "cells": cells,  # the first max_html_rows rows as people read them (the HTML table)
         "truncated": max(0, len(rows) - t.max_html_rows),
     }
 

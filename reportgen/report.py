@@ -14,7 +14,12 @@ from typing import Any, Literal
 
 import pandas as pd
 
-ColumnKind = Literal["text", "int", "rank", "float", "ms", "mb", "gbps", "ratio", "pct"]
+#: how a column's values read (reportgen/fmt.py): text; int / rank (integers); float (4 significant digits, no unit);
+#: a quantity kind of fmt.UNITS (ms, us, mb, bytes, gbps, flop, flops: one unit per column, named in the header);
+#: ratio (0..1, shown in %) / pct (already in %); quantity (each cell with its own unit: the kind comes from the
+#: metric name in the row's ``kind_from`` column, fmt.metric_kind)
+ColumnKind = Literal["text", "int", "rank", "float", "ms", "us", "mb", "bytes", "gbps", "flop", "flops", "ratio",
+                     "pct", "quantity"]
 Severity = Literal["high", "medium", "low"]
 Status = Literal["ok", "unavailable", "error"]
 
@@ -39,11 +44,14 @@ class Analysis:
 
 @dataclass
 class Column:
+    """A table column. ``label`` names the quantity without its unit: the renderer picks one unit per column
+    from its values (fmt.unit_for) and writes it in the header ("Step time" + ms values -> "Step time (ms)")."""
+
     key: str
     label: str
     kind: ColumnKind = "float"
-    digits: int = 4
     help: str = ""
+    kind_from: str = ""  # kind "quantity": the key of the row's metric name
 
 
 @dataclass

@@ -168,9 +168,12 @@ def _hostile_context() -> dict:
     finding = {"id": "slow_rank", "severity": "high", "section": "sec1", "ranks": [1], "links": [[0, 1]],
                "message": PAYLOAD, "suggestion": PAYLOAD, "evidence": {"metric": PAYLOAD, "value": 1.5},
                "figure": "sec1-fig"}
-    cols = [{"key": "op", "label": PAYLOAD, "kind": "text", "digits": 0, "help": PAYLOAD},
-            {"key": "ms", "label": "ms", "kind": "ms", "digits": 2, "help": ""}]
+    cols = [{"key": "op", "label": PAYLOAD, "kind": "text", "help": PAYLOAD, "unit": "", "factor": 1.0,
+             "header": PAYLOAD, "csv_header": PAYLOAD},
+            {"key": "ms", "label": "Time", "kind": "ms", "help": "", "unit": PAYLOAD, "factor": 1.0,
+             "header": f"Time ({PAYLOAD})", "csv_header": "Time (ms)"}]
     rows = [[PAYLOAD, 1.5], ["=cmd|' /C calc'!A0", None], ["y", -2.0]]
+    cells = [[PAYLOAD, "1.5"], ["=cmd|' /C calc'!A0", "–"]]
     return {
         "title": PAYLOAD, "tool": {"name": "reportgen", "version": "0"}, "generated_at": PAYLOAD, "is_demo": True,
         "run": {"name": PAYLOAD, "source_format": PAYLOAD, "source_path": PAYLOAD, "layout": PAYLOAD,
@@ -185,7 +188,7 @@ def _hostile_context() -> dict:
                            "default": 1}],
              "figures": [{"id": "sec1-fig", "title": PAYLOAD, "caption": PAYLOAD, "alt": PAYLOAD, "spec": spec}],
              "tables": [{"id": "sec1-t", "title": PAYLOAD, "caption": PAYLOAD, "columns": cols, "rows": rows,
-                         "html_rows": rows[:2], "truncated": 1}],
+                         "cells": cells, "truncated": 1}],
              "findings": [finding]},
             {"id": "sec2", "title": PAYLOAD, "status": "unavailable", "reason": PAYLOAD, "summary": "", "notes": [],
              "controls": [], "figures": [], "tables": [], "findings": []},

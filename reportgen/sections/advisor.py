@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .. import facts
+from .. import facts, fmt
 from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import Run
@@ -228,8 +228,8 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
                (" (the others wait for it)" if low and col == "comm_not_overlapped_ms" else ""))
         out.append(Finding(
             "slow_rank_spread", "low", "overlap",
-            f"{label.capitalize()} time differs by {diff:.4f} ms between ranks{where} ({int(hi['rank'])}: "
-            f"{hi[col]:.4f} ms, {int(lo['rank'])}: {lo[col]:.4f} ms), {ratio * 100:.2f}% of the mean step; "
+            f"{label.capitalize()} time differs by {fmt.ms(diff)} between ranks{where} ({int(hi['rank'])}: "
+            f"{fmt.ms(hi[col])}, {int(lo['rank'])}: {fmt.ms(lo[col])}), {fmt.percent(ratio)} of the mean step; "
             f"{why}.",
             ranks=[rank], evidence={"metric": col, "value": float(hi[col]), "reference": float(lo[col]),
                                     "spread_ms": diff, "share_of_step_ratio": ratio,
@@ -315,8 +315,8 @@ def rule_slow_rank_vote(ctx: _Ctx) -> list[Finding]:
     return [Finding(
         "slow_rank_vote", "low", "communication",
         f"Rank {rank} arrived last at {len(vs)} of its {n_inst} collective operations: it had the outlying "
-        f"shortest duration while the other ranks waited (about {waited:.4f} ms per step; worst "
-        f"{worst[0][2]} in step {worst[0][1]}: the others took {worst[1]:.4f} ms longer).{extra}",
+        f"shortest duration while the other ranks waited (about {fmt.ms(waited)} per step; worst "
+        f"{worst[0][2]} in step {worst[0][1]}: the others took {fmt.ms(worst[1])} longer).{extra}",
         ranks=[r for r, *_ in slow], evidence={"metric": "slow_affect_count", "value": len(vs), "reference": n_inst,
                                                "chance_p_value": p_chance, "waited_ms_per_step": waited,
                                                "share_of_step_ratio": share},
@@ -365,8 +365,8 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
             continue
         out.append(Finding(
             "small_packets", "low", "communication",
-            f"{ratio * 100:.2f}% of the {kind} communication operations move less than {limit:g} MB "
-            f"({int(small.sum())} of {len(small)}), {t:.4f} ms per step and rank.",
+            f"{fmt.percent(ratio)} of the {kind} communication operations move less than {fmt.quantity(limit, 'mb')} "
+            f"({int(small.sum())} of {len(small)}), {fmt.ms(t)} per step and rank.",
             evidence={"metric": "small_op_ratio", "value": ratio, "reference": th.SMALL_PACKET_SHARE,
                       "limit_mb": limit, "share_of_step_ratio": share},
             suggestion="Fewer, larger messages: raise the gradient bucket / fusion size, the batch size or "
@@ -407,8 +407,8 @@ def rule_data_wait(ctx: _Ctx) -> list[Finding]:
     (share, top), (_, col, label) = hit, got
     return [Finding(
         "data_wait", "low", "trajectory",
-        f"Ranks spend {share * 100:.2f}% of the step in the {label} (mean {top[col].mean():.4f} ms), waiting for "
-        f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({top[col].iloc[0]:.4f} ms).",
+        f"Ranks spend {fmt.percent(share)} of the step in the {label} (mean {fmt.ms(top[col].mean())}), waiting for "
+        f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({fmt.ms(top[col].iloc[0])}).",
         ranks=[int(r) for r in top["rank"].head(8)],
         evidence={"metric": "wait_share_ratio", "value": share, "reference": th.DATA_WAIT_SHARE,
                   "wait_metric": col, "mean_ms": float(top[col].mean()), "share_of_step_ratio": share},
@@ -433,8 +433,8 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
     ranks = sorted(int(r) for r in slow["rank"].unique())
     return [Finding(
         "slow_dataloader", "low", "trajectory",
-        f"The DataLoader's __next__ takes more than {th.DATALOADER_MS:g} ms in {len(slow)} step(s) on rank(s) "
-        f"{rank_ranges(ranks)}; longest {worst['dur_ms']:.4f} ms (rank {int(worst['rank'])}, step "
+        f"The DataLoader's __next__ takes more than {fmt.ms(th.DATALOADER_MS)} in {len(slow)} step(s) on rank(s) "
+        f"{rank_ranges(ranks)}; longest {fmt.ms(worst['dur_ms'])} (rank {int(worst['rank'])}, step "
         f"{int(worst['step'])}).",
         ranks=ranks, evidence={"metric": "dataloader_ms", "value": float(worst["dur_ms"]),
                                "reference": th.DATALOADER_MS, "share_of_step_ratio": share},
@@ -452,8 +452,8 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
     share, top = hit
     return [Finding(
         "long_free_time", "low", "overlap",
-        f"The devices are idle {share * 100:.2f}% of the step on average (neither computing nor communicating); "
-        f"most idle: rank {int(top['rank'].iloc[0])} ({top['free_ms'].iloc[0]:.4f} ms per step).",
+        f"The devices are idle {fmt.percent(share)} of the step on average (neither computing nor communicating); "
+        f"most idle: rank {int(top['rank'].iloc[0])} ({fmt.ms(top['free_ms'].iloc[0])} per step).",
         ranks=[int(r) for r in top["rank"].head(8)],
         evidence={"metric": "free_share_ratio", "value": share, "reference": th.LONG_FREE_SHARE,
                   "free_ms_mean": float(top["free_ms"].mean()), "share_of_step_ratio": share},
@@ -518,8 +518,9 @@ def rule_bandwidth_contention(ctx: _Ctx) -> list[Finding]:
     return [Finding(
         "bandwidth_contention", "low", "communication",
         f"{len(hit)} intra-node communication operation(s) overlapping computation ran below "
-        f"{th.CONTENTION_BELOW * 100:.0f}% of the {ref:.4f} GB/s the same transport reaches without computation; "
-        f"worst {worst['op']} on rank {int(worst['rank'])}: {worst['bandwidth_gbps']:.4f} GB/s.",
+        f"{fmt.percent(th.CONTENTION_BELOW)} of the {fmt.quantity(ref, 'gbps')} the same transport reaches without "
+        f"computation; "
+        f"worst {worst['op']} on rank {int(worst['rank'])}: {fmt.quantity(worst['bandwidth_gbps'], 'gbps')}.",
         ranks=sorted(int(r) for r in hit["rank"].unique()),
         evidence={"metric": "bandwidth_gbps", "value": float(worst["bandwidth_gbps"]), "reference": ref,
                   "operators": int(len(hit)), "excess_ms_per_step": per, "share_of_step_ratio": share},
@@ -557,7 +558,7 @@ def _has_links(ctx: _Ctx) -> bool:
 
 
 def rules() -> list[Rule]:
-    pct = lambda v: f"{v * 100:g}%"  # noqa: E731
+    pct = fmt.percent
     return [
         Rule("step_interval", "Slow data loading / preparing per rank and host", "seed", "trajectory",
              f"> {pct(th.STEP_INTERVAL_ABOVE_MEAN)} above the mean of ranks",
@@ -575,7 +576,7 @@ def rules() -> list[Rule]:
              f"> {pct(th.COMM_SHARE)} of the stage time", ("pipeline_within_stage",), needs="pipeline stages",
              applies=_pipeline),
         Rule("cluster_link", "Slow link (bandwidth below its transport's mean)", "seed", "communication",
-             f"> {pct(th.LINK_BELOW_TYPE_MEAN)} below the mean; links moving >= {th.LINK_MIN_MB:g} MB",
+             f"> {pct(th.LINK_BELOW_TYPE_MEAN)} below the mean; links moving >= {fmt.quantity(th.LINK_MIN_MB, 'mb')}",
              ("slow_link",), needs="per-link data (communication matrix / hccl_raw)", applies=_has_links),
         Rule("slow_link_transit", "Slow link by per-operator transit outliers", "msprof-analyze", "communication",
              "transit > group median + 3 MAD and + 0.1 ms", ("slow_link_transit",),
@@ -596,17 +597,18 @@ def rules() -> list[Rule]:
              check=rule_slow_rank_spread, needs="per-rank computing / communication / free time"),
         Rule("slow_rank_vote", "Slow rank by collective vote (Dixon's Q 99.5% / 3σ)", "msprof-analyze",
              "communication",
-             f">= {th.VOTE_MIN_COUNT} votes, more than chance (binomial p < {th.VOTE_P_VALUE:g})",
+             f">= {th.VOTE_MIN_COUNT} votes, more than chance (binomial p < {fmt.number(th.VOTE_P_VALUE)})",
              ("slow_rank_vote",), check=rule_slow_rank_vote, needs="per-rank durations of each collective"),
         Rule("small_packets", "Small communication packets", "msprof-analyze", "communication",
-             f"> {pct(th.SMALL_PACKET_SHARE)} of operations below {th.SMALL_PACKET_SDMA_MB:g} MB (intra-node) / "
-             f"{th.SMALL_PACKET_RDMA_MB:g} MB (RDMA, PyTorch)", ("small_packets",), check=rule_small_packets,
+             f"> {pct(th.SMALL_PACKET_SHARE)} of operations below {fmt.quantity(th.SMALL_PACKET_SDMA_MB, 'mb')} "
+             f"(intra-node) / {fmt.quantity(th.SMALL_PACKET_RDMA_MB, 'mb')} (RDMA, PyTorch)", ("small_packets",),
+             check=rule_small_packets,
              needs="operator sizes"),
         Rule("data_wait", "Time waiting for input before the step's device work", "msprof-analyze", "trajectory",
              f"> {pct(th.DATA_WAIT_SHARE)} of the step", ("data_wait",), check=rule_data_wait,
              needs="step interval (MindInsight) or preparing time (Ascend, PyTorch)"),
         Rule("slow_dataloader", "Slow DataLoader __next__", "msprof-analyze", "trajectory",
-             f"> {th.DATALOADER_MS:g} ms per step", ("slow_dataloader",), check=rule_slow_dataloader,
+             f"> {fmt.ms(th.DATALOADER_MS)} per step", ("slow_dataloader",), check=rule_slow_dataloader,
              needs="DataLoader CPU ops in a PyTorch trace",
              applies=lambda c: c.run.table("dataloader") is not None),
         Rule("long_free_time", "Long free (idle device) time", "msprof-analyze", "overlap",
@@ -683,21 +685,22 @@ def present(a: Analysis) -> View:
                 "reportgen = our own rules. Thresholds live in reportgen/thresholds.py.")]
     th_rows = pd.DataFrame([{"name": k, "value": v} for k, v in a.metrics["thresholds"].items()])
     tables.append(Table.from_frame("advisor-thresholds", "Thresholds", th_rows,
-                                   [Column("name", "Name", "text"), Column("value", "Value", "float", digits=6)]))
+                                   [Column("name", "Name", "text"),
+                                    Column("value", "Value", "quantity", kind_from="name")]))
     if "spread" in a.tables:
         sp = a.tables["spread"]
-        cols = [Column("step", "Step", "int"), Column("step_ms_mean", "Mean step (ms)", "ms")] + [
-            Column(c, label, "ms") for c, label in (("computing_spread_ms", "Computing spread (ms)"),
-                                                    ("comm_not_overlapped_spread_ms", "Exposed comm spread (ms)"),
-                                                    ("free_spread_ms", "Free spread (ms)")) if c in sp]
+        cols = [Column("step", "Step", "int"), Column("step_ms_mean", "Mean step time", "ms")] + [
+            Column(c, label, "ms") for c, label in (("computing_spread_ms", "Computing spread"),
+                                                    ("comm_not_overlapped_spread_ms", "Exposed comm spread"),
+                                                    ("free_spread_ms", "Free spread")) if c in sp]
         tables.append(Table.from_frame(
             "advisor-spread", "Spread (max - min) across all ranks per step", sp, cols,
             caption="As msprof-analyze's slow-rank analyser prints it (all ranks together); the slow_rank_spread "
                     "rule compares ranks within their pipeline stage."))
     m = a.metrics
     summary = (f"{m['rules_checked']} rules checked, {m['rules_raised']} raised findings. Severity: high at >= "
-               f"{th.SEVERITY_HIGH_SHARE * 100:g}% of the step time at stake, medium at >= "
-               f"{th.SEVERITY_MEDIUM_SHARE * 100:g}%, otherwise low (findings not about time keep their rule's "
+               f"{fmt.percent(th.SEVERITY_HIGH_SHARE)} of the step time at stake, medium at >= "
+               f"{fmt.percent(th.SEVERITY_MEDIUM_SHARE)}, otherwise low (findings not about time keep their rule's "
                f"severity).")
     return View(summary=summary, tables=tables)
 

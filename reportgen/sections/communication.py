@@ -31,7 +31,7 @@ import pandas as pd
 
 from .. import thresholds as th
 from ..charts import to_spec
-from .. import facts
+from .. import facts, fmt
 from ..errors import Unavailable
 from ..timeline import assign_steps
 from ..model import Run
@@ -346,34 +346,34 @@ def present(a: Analysis) -> View:
                                     "bandwidth_gbps"))
     tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
                                [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
-                                Column("comm_ms", "Communication (ms)", "ms"), Column("wait_ms", "Wait (ms)", "ms"),
+                                Column("comm_ms", "Communication", "ms"), Column("wait_ms", "Wait", "ms"),
                                 Column("wait_ratio", "Wait ratio", "ratio")])]
     ops = t.get("ops")
     if ops is not None:
         top = ops.sort_values("elapse_ms", ascending=False)
         cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), Column("group", "Group", "text"),
-                Column("step", "Step", "int"), Column("elapse_ms", "Elapse (ms)", "ms"),
-                Column("transit_ms", "Transit (ms)", "ms"), Column("wait_ms", "Wait (ms)", "ms"),
-                Column("size_mb", "Size (MB)", "mb"), Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")]
+                Column("step", "Step", "int"), Column("elapse_ms", "Elapse", "ms"),
+                Column("transit_ms", "Transit", "ms"), Column("wait_ms", "Wait", "ms"),
+                Column("size_mb", "Size", "mb"), Column("bandwidth_gbps", "Bandwidth", "gbps")]
         if "busbw_gbps" in ops:
-            cols.append(Column("busbw_gbps", "Bus bandwidth (GB/s)", "gbps"))
+            cols.append(Column("busbw_gbps", "Bus bandwidth", "gbps"))
         if "sync_ms" in ops:
-            cols.insert(7, Column("sync_ms", "Synchronisation (ms)", "ms"))
+            cols.insert(7, Column("sync_ms", "Synchronisation", "ms"))
         tables.append(Table.from_frame("communication-ops", "Operators (longest first)", top, cols, max_html_rows=100))
     if links is not None:
         tables.append(Table.from_frame(
             "communication-links", "Links (global ranks; summed over operators and steps)", links,
             [Column("group", "Group", "text"), Column("src_rank", "Source", "rank"), Column("dst_rank", "Destination", "rank"),
-             Column("transport", "Transport", "text"), Column("size_mb", "Size (MB)", "mb"), Column("time_ms", "Time (ms)", "ms"),
-             Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")],
+             Column("transport", "Transport", "text"), Column("size_mb", "Size", "mb"), Column("time_ms", "Time", "ms"),
+             Column("bandwidth_gbps", "Bandwidth", "gbps")],
             caption="Filter by typing a rank, a transport (HCCS, RDMA, PCIE, LOCAL...) or a group."))
     if "links_local" in t:
         tables.append(Table.from_frame(
             "communication-links-local", "Links as the profiler wrote them (group-local ranks)", t["links_local"],
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
-             Column("time_ms", "Time (ms)", "ms"), Column("size_mb", "Size (MB)", "mb"),
-             Column("bandwidth_gbps", "Bandwidth (GB/s)", "gbps")],
+             Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
+             Column("bandwidth_gbps", "Bandwidth", "gbps")],
             caption="MindSpore's hccl_raw files give each link's ends as ranks inside its communication group and do "
                     "not say which group; they cannot be turned into global ranks, so they are shown as written."))
     notes = []
@@ -385,8 +385,8 @@ def present(a: Analysis) -> View:
         notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
                      "order; transit = the shortest duration among those ranks, wait = the rest.")
     findings = _findings(a)
-    summary = (f"Mean communication time per rank {m['comm_ms_mean']:.4f} ms per step, of which waiting "
-               f"{m['wait_ms_mean']:.4f} ms (wait ratio = {m['wait_ratio_formula']}).")
+    summary = (f"Mean communication time per rank {fmt.ms(m['comm_ms_mean'])} per step, of which waiting "
+               f"{fmt.ms(m['wait_ms_mean'])} (wait ratio = {m['wait_ratio_formula']}).")
     if m.get("steps_left_out"):
         left = ["outside every step" if x == -1 else str(x) for x in m["steps_left_out"]]
         notes.append(f"Communication of steps the run's step data lacks ({', '.join(left)}) is in the operator table "
@@ -396,8 +396,8 @@ def present(a: Analysis) -> View:
                      "numbers here average the steps in scope, like every other section.")
         tables.append(Table.from_frame("communication-file-average", "Profiler average row (hccl_raw)",
                                        t["per_rank_file_average"], [Column("rank", "Rank", "rank"),
-                                                                    Column("comm_ms", "Communication (ms)", "ms"),
-                                                                    Column("wait_ms", "Wait (ms)", "ms")]))
+                                                                    Column("comm_ms", "Communication", "ms"),
+                                                                    Column("wait_ms", "Wait", "ms")]))
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 
@@ -413,8 +413,8 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "slow_link_transit", "medium", ID,
             f"Rank {rank} needed clearly longer transfer (transit) time than the other ranks of the group in "
-            f"{len(items)} operator(s); worst {worst['op']}: {worst['value']:.4f} ms against a median of "
-            f"{worst['reference']:.4f} ms.",
+            f"{len(items)} operator(s); worst {worst['op']}: {fmt.ms(worst['value'])} against a median of "
+            f"{fmt.ms(worst['reference'])}.",
             ranks=[rank], evidence={"metric": "transit_ms", "value": worst["value"], "reference": worst["reference"],
                                     "operators": len(items), "group": worst["group"],
                                     "excess_ms_per_step": sum(x["value"] - x["reference"] for x in items)
@@ -425,8 +425,10 @@ def _findings(a: Analysis) -> list[Finding]:
         ends = "group-local ranks" if s["local"] else "ranks"
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
-            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at {s['value']:.4f} GB/s, "
-            f"{s['percent']:.2f}% below the mean of {s['transport']} links ({s['reference']:.4f} GB/s)"
+            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at "
+            f"{fmt.quantity(s['value'], 'gbps')}, "
+            f"{fmt.quantity(s['percent'], 'pct')} below the mean of {s['transport']} links "
+            f"({fmt.quantity(s['reference'], 'gbps')})"
             + (f", reported by rank {s['reported_by']}." if s["local"] and s["reported_by"] is not None else "."),
             # group-local ends are not global ranks: name the (global) rank whose file reported the link
             ranks=([s["reported_by"]] if s["reported_by"] is not None else []) if s["local"] else [s["src"], s["dst"]],

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..charts import to_spec
 from ..errors import Unavailable
-from .. import facts
+from .. import facts, fmt
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
@@ -516,8 +516,8 @@ def extend_view(a: Analysis, figures: list, tables: list) -> None:
         tables.append(Table.from_frame(
             f"drill-rank-{r}-table", f"Rank {r} ({role}): top operators", o,
             [Column("level", "Level", "text"), Column("name", "Name", "text"), Column("count", "Count", "int"),
-             Column("total_ms", "Total (ms)", "ms"), Column("mean_ms", "Mean (ms)", "ms"),
-             Column("max_ms", "Max (ms)", "ms"), Column("share_ratio", "Share of rank", "ratio")],
+             Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms"),
+             Column("max_ms", "Max", "ms"), Column("share_ratio", "Share of rank", "ratio")],
             caption=f"Top {TOP_N} per level by total time plus 'others'; source: {sources.get(str(r), '')}."))
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..charts import to_spec
-from .. import facts
+from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
@@ -418,10 +418,10 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     trims = []
     t = m["marey_trim"]
     if t["below_threshold"]:
-        trims.append(f"{t['below_threshold']:,} ops shorter than {MIN_DUR_SHARE * 100:.1f}% of their step left out")
+        trims.append(f"{t['below_threshold']:,} ops shorter than {fmt.percent(MIN_DUR_SHARE)} of their step left out")
     if t.get("derived_merged"):
         trims.append(f"derived computation merged across {t['derived_merged']:,} communication gaps shorter than "
-                     f"{MIN_DUR_SHARE * 100:.1f}% of their step")
+                     f"{fmt.percent(MIN_DUR_SHARE)} of their step")
     if t["computation_dropped"]:
         trims.append(f"{t['computation_dropped']:,} computation ops left out (communication only)")
     if t["lanes_sampled"]:
@@ -447,10 +447,10 @@ def present(a: Analysis) -> View:
         figures.append(_overview_chart(ov))
         tables.append(Table.from_frame(
             "execution-steps", "Time overview per step and rank", ov,
-            [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step (ms)", "ms"),
-             Column("comm_ms", "Communication, step mean (ms)", "ms"), Column("wait_ms", "Waiting, step mean (ms)", "ms"),
-             Column("rank_comm_ms", "Communication, this rank (ms)", "ms"),
-             Column("rank_wait_ms", "Waiting, this rank (ms)", "ms")],
+            [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step time", "ms"),
+             Column("comm_ms", "Communication, step mean", "ms"), Column("wait_ms", "Waiting, step mean", "ms"),
+             Column("rank_comm_ms", "Communication, this rank", "ms"),
+             Column("rank_wait_ms", "Waiting, this rank", "ms")],
             caption=m.get("time_overview_source", "")))
     if "marey" in a.data:
         steps = m["marey_steps_shown"]
@@ -473,7 +473,7 @@ def present(a: Analysis) -> View:
         n = m["steps"]
         warm = m.get("warmup_steps") or []
         parts.append(f"{count(n, 'step')} on {count(m['ranks'], 'rank')}, mean "
-                     f"step time {m['step_ms_mean']:.2f} ms" + (f" (warm-up step{'s' if len(warm) > 1 else ''} "
+                     f"step time {fmt.ms(m['step_ms_mean'])}" + (f" (warm-up step{'s' if len(warm) > 1 else ''} "
                                                                f"{', '.join(map(str, warm))} left out)" if warm else ""))
     if "marey" in a.data:
         parts.append(f"Marey view of {len(m['marey_steps_shown'])} step(s), {m['marey_lanes']} lanes, "

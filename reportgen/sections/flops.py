@@ -45,7 +45,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import thresholds as th
+from .. import fmt, thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -391,9 +391,9 @@ def findings(a: Analysis) -> list[Finding]:
         others = f" (also ranks {', '.join(str(int(r)) for r in low['rank'].iloc[1:])})" if len(low) > 1 else ""
         out.append(Finding(
             "flops_per_s_low", severity(p), ID,
-            f"Rank {int(w['rank'])} computes at {w['flops_per_s'] / 1e9:.2f} GFLOP/s, {p * 100:.2f}% below the mean "
-            f"of the ranks ({a.metrics['flops_per_s_mean'] / 1e9:.2f} GFLOP/s; guideline "
-            f"{FLOPS_BELOW_MEAN * 100:.0f}%){others}.",
+            f"Rank {int(w['rank'])} computes at {fmt.quantity(w['flops_per_s'], 'flops')}, {fmt.percent(p)} below "
+            f"the mean of the ranks ({fmt.quantity(a.metrics['flops_per_s_mean'], 'flops')}; guideline "
+            f"{fmt.percent(FLOPS_BELOW_MEAN)}){others}.",
             ranks=[int(r) for r in low["rank"]],
             evidence={"metric": "flops_per_s", "value": float(w["flops_per_s"]),
                       "reference": a.metrics["flops_per_s_mean"], "below_mean_ratio": p},
@@ -408,9 +408,9 @@ def findings(a: Analysis) -> list[Finding]:
             ranks = pr[pr["stage"] == w["stage"]]["rank"].astype(int).tolist()
             out.append(Finding(
                 "stage_flops_imbalance", severity(p), ID,
-                f"Pipeline stage {int(w['stage'])} does {w['flops_per_rank'] / 1e9:.2f} GFLOP per rank, "
-                f"{p * 100:.2f}% above the mean over stages ({st['flops_per_rank'].mean() / 1e9:.2f} GFLOP; "
-                f"guideline {STAGE_FLOPS_ABOVE_MEAN * 100:.0f}%): the stages are unbalanced.",
+                f"Pipeline stage {int(w['stage'])} does {fmt.quantity(w['flops_per_rank'], 'flop')} per rank, "
+                f"{fmt.percent(p)} above the mean over stages ({fmt.quantity(st['flops_per_rank'].mean(), 'flop')}; "
+                f"guideline {fmt.percent(STAGE_FLOPS_ABOVE_MEAN)}): the stages are unbalanced.",
                 ranks=ranks,
                 evidence={"metric": "flops_per_rank", "value": float(w["flops_per_rank"]),
                           "reference": float(st["flops_per_rank"].mean()), "above_mean_ratio": p,
@@ -502,9 +502,9 @@ def present(a: Analysis) -> View:
         figures.append(_stage_chart(a.tables["per_stage"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"), Column("host", "Host", "text"),
             Column("device_id", "Device", "int"),
-            Column("flops", "FLOPs" + (" (estimate)" if est else ""), "float", 6),
-            Column("flops_per_s", "FLOP/s", "float", 6), Column("ratio_to_max", "FLOPs / max", "ratio"),
-            Column("below_mean_flops_per_s_ratio", "FLOP/s below mean", "ratio")]
+            Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
+            Column("flops_per_s", "Rate", "flops"), Column("ratio_to_max", "FLOPs / max", "ratio"),
+            Column("below_mean_flops_per_s_ratio", "Rate below mean", "ratio")]
     if "utilization_ratio" in pr and pr["utilization_ratio"].notna().any():
         cols.append(Column("utilization_ratio", "Utilisation (profiler)", "ratio",
                            help="The profiler's FLOPS_Utilization (cube for MindSpore 2.0) as a fraction"))
@@ -518,24 +518,23 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "flops-per-stage", "Per pipeline stage", a.tables["per_stage"],
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "int"),
-             Column("flops_sum", "Σ FLOPs", "float", 6), Column("flops_per_rank", "FLOPs per rank", "float", 6),
+             Column("flops_sum", "Σ FLOPs", "flop"), Column("flops_per_rank", "FLOPs per rank", "flop"),
              Column("above_stage_mean_ratio", "vs mean of stages", "ratio"),
-             Column("flops_per_s_mean", "Mean FLOP/s", "float", 6)],
+             Column("flops_per_s_mean", "Mean rate", "flops")],
             caption="FLOPs per rank = Σ FLOPs of the stage's ranks / the ranks with data (MindInsight divides by "
                     "world size / stages; the same when no rank is missing)."))
     if "per_rank_step" in a.tables:
         tables.append(Table.from_frame(
             "flops-per-rank-step", "Per rank and profiled step", a.tables["per_rank_step"],
-            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"), Column("flops", "FLOPs (estimate)",
-                                                                                  "float", 6),
-             Column("step_ms", "Step (ms)", "ms"), Column("flops_per_s", "FLOP/s", "float", 6)]))
+            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"), Column("flops", "FLOPs, estimate", "flop"),
+             Column("step_ms", "Step time", "ms"), Column("flops_per_s", "Rate", "flops")]))
     if "ops" in a.tables:
         o = a.tables["ops"]
         ocols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"),
-                 Column("flops", "FLOPs" + (" (estimate)" if est else ""), "float", 6)]
-        ocols += [Column(c, lbl, k) for c, lbl, k in (("calls", "Calls", "int"), ("time_ms", "CPU time (ms)", "ms"),
-                                                       ("flops_per_s", "FLOP/s", "float"),
-                                                       ("utilization_pct", "Utilisation (%)", "pct")) if c in o]
+                 Column("flops", "FLOPs" + (", estimate" if est else ""), "flop")]
+        ocols += [Column(c, lbl, k) for c, lbl, k in (("calls", "Calls", "int"), ("time_ms", "CPU time", "ms"),
+                                                       ("flops_per_s", "Rate", "flops"),
+                                                       ("utilization_pct", "Utilisation", "pct")) if c in o]
         tables.append(Table.from_frame("flops-ops", "Per operator", o, ocols))
     notes = []
     if est and m.get("family") == "ascend":
@@ -557,8 +556,8 @@ def present(a: Analysis) -> View:
     if a.data["missing_ranks"]:
         notes.append(f"{len(a.data['missing_ranks'])} rank(s) without data: {_ranges(a.data['missing_ranks'])}.")
     pr_max = pr.loc[pr["flops"].idxmax()]
-    summary = (f"{'Estimated ' if est else ''}FLOPs per rank average {m['flops_per_rank_mean'] / 1e9:.2f} GFLOP "
-               f"(largest on rank {int(pr_max['rank'])}, smallest at {pr['ratio_to_max'].min() * 100:.1f}% of it); "
-               f"mean rate {m['flops_per_s_mean'] / 1e9:.2f} GFLOP/s"
-               + (f", MFU {m['mfu_ratio_mean'] * 100:.2f}%" if m.get("mfu_ratio_mean") is not None else "") + ".")
+    summary = (f"{'Estimated ' if est else ''}FLOPs per rank average {fmt.quantity(m['flops_per_rank_mean'], 'flop')} "
+               f"(largest on rank {int(pr_max['rank'])}, smallest at {fmt.percent(pr['ratio_to_max'].min())} of it); "
+               f"mean rate {fmt.quantity(m['flops_per_s_mean'], 'flops')}"
+               + (f", MFU {fmt.percent(m['mfu_ratio_mean'])}" if m.get("mfu_ratio_mean") is not None else "") + ".")
     return View(summary=summary, figures=figures, tables=tables, findings=findings(a), notes=notes)

@@ -30,7 +30,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import thresholds as th
+from .. import fmt, thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -286,11 +286,11 @@ def present(a: Analysis) -> View:
     if tl is not None and not tl.empty:
         figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks")))
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("device", "Device", "int"),
-            Column("stage", "Stage", "int"), Column("peak_mb", "Peak (MB)", "mb"),
-            Column("capacity_mb", "Capacity (MB)", "mb"), Column("peak_ratio", "Peak / capacity", "ratio"),
+            Column("stage", "Stage", "int"), Column("peak_mb", "Peak", "mb"),
+            Column("capacity_mb", "Capacity", "mb"), Column("peak_ratio", "Peak / capacity", "ratio"),
             Column("source", "Peak from", "text"), Column("capacity_source", "Capacity from", "text")]
     if "static_mb" in pr:
-        cols.insert(6, Column("static_mb", "Static (MB)", "mb"))
+        cols.insert(6, Column("static_mb", "Static", "mb"))
     tables = [Table.from_frame("memory-per-rank", "Peak memory per rank", pr, cols,
                                caption="MB = 10^6 bytes. Capacity is blank when neither the data nor the "
                                        "device_memory_gb option gives it.")]
@@ -305,9 +305,10 @@ def present(a: Analysis) -> View:
     if a.data["x_kind"] == "node" and tl is not None and not tl.empty:
         notes.append("MindSpore's memory details are per graph node in execution order, not per time.")
     findings = _findings(a)
-    summary = f"Peak device memory per rank: largest {m['peak_mb_max']:.4f} MB, mean {m['peak_mb_mean']:.4f} MB"
+    summary = (f"Peak device memory per rank: largest {fmt.quantity(m['peak_mb_max'], 'mb')}, "
+               f"mean {fmt.quantity(m['peak_mb_mean'], 'mb')}")
     if m["peak_ratio_max"] is not None:
-        summary += f"; highest peak / capacity {m['peak_ratio_max'] * 100:.2f}%"
+        summary += f"; highest peak / capacity {fmt.percent(m['peak_ratio_max'])}"
     summary += f" (peak = {m['peak_definition']})."
     return View(summary=summary, figures=figures, tables=tables, findings=findings, notes=notes,
                 controls=[])
@@ -326,9 +327,9 @@ def _findings(a: Analysis) -> list[Finding]:
         ranks = sorted(int(r) for r in near["rank"])
         out.append(Finding(
             "memory_near_capacity", "high" if worst["peak_ratio"] >= 0.97 else "medium", ID,
-            f"{len(ranks)} rank(s) peak above {NEAR_CAPACITY_RATIO * 100:.0f}% of device memory "
-            f"({_ranks_text(ranks)}); highest rank {int(worst['rank'])} at {worst['peak_ratio'] * 100:.2f}% "
-            f"({worst['peak_mb']:.4f} of {worst['capacity_mb']:.4f} MB).",
+            f"{len(ranks)} rank(s) peak above {fmt.percent(NEAR_CAPACITY_RATIO)} of device memory "
+            f"({_ranks_text(ranks)}); highest rank {int(worst['rank'])} at {fmt.percent(worst['peak_ratio'])} "
+            f"({fmt.quantity(worst['peak_mb'], 'mb')} of {fmt.quantity(worst['capacity_mb'], 'mb')}).",
             ranks=ranks, evidence={"metric": "peak_ratio", "value": float(worst["peak_ratio"]),
                                    "reference": NEAR_CAPACITY_RATIO, "peak_mb": float(worst["peak_mb"]),
                                    "capacity_mb": float(worst["capacity_mb"])},
@@ -342,9 +343,10 @@ def _findings(a: Analysis) -> list[Finding]:
         dev = float(worst["deviation_ratio"])
         out.append(Finding(
             "memory_imbalance", "medium" if abs(dev) > 0.5 else "low", ID,
-            f"{len(ranks)} rank(s) differ from {ref} peak by more than {IMBALANCE_RATIO * 100:.0f}% "
-            f"({_ranks_text(ranks)}); largest: rank {int(worst['rank'])} peaks at {worst['peak_mb']:.4f} MB against "
-            f"{worst['reference_mb']:.4f} MB ({dev * 100:+.2f}%).",
+            f"{len(ranks)} rank(s) differ from {ref} peak by more than {fmt.percent(IMBALANCE_RATIO)} "
+            f"({_ranks_text(ranks)}); largest: rank {int(worst['rank'])} peaks at "
+            f"{fmt.quantity(worst['peak_mb'], 'mb')} against {fmt.quantity(worst['reference_mb'], 'mb')} "
+            f"({fmt.percent(dev, signed=True)}).",
             ranks=ranks, evidence={"metric": "peak_mb", "value": float(worst["peak_mb"]),
                                    "reference": float(worst["reference_mb"]), "deviation_ratio": dev,
                                    "stage": None if pd.isna(worst["stage"]) else int(worst["stage"])},

@@ -30,7 +30,7 @@ import pandas as pd
 
 from .. import thresholds as th
 from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
-from .. import facts
+from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -274,7 +274,7 @@ def present(a: Analysis) -> View:
               "step_interval_ms": "Step interval", "step_ms": "Step"}
     present_cols = [c for c in labels if c in per_rank.columns and per_rank[c].notna().any()]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
-        [Column(c, labels[c] + " (ms)", "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
+        [Column(c, labels[c], "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
     tables = [Table.from_frame("overlap-per-rank", f"Per rank ({avg_label.lower()})", per_rank, cols),
               Table.from_frame("overlap-per-rank-step", "Per rank and step", rows,
                                cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
@@ -283,13 +283,13 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "overlap-per-stage", "Per stage and step (maximum over the stage's ranks)", st,
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +
-            [Column(c, labels[c] + " (ms)", "ms") for c in present_cols if c in st.columns],
+            [Column(c, labels[c], "ms") for c in present_cols if c in st.columns],
             caption="As msprof-analyze's stage rows: each value is the largest among the stage's ranks."))
     if "gpu_time" in a.tables:
         gt = a.tables["gpu_time"]
         tables.append(Table.from_frame(
             "overlap-gpu-time", "GPU time over the whole trace (HTA's temporal breakdown and overlap)", gt,
-            [Column("rank", "Rank", "rank"), Column("kernel_span_ms", "GPU span (ms)", "ms"),
+            [Column("rank", "Rank", "rank"), Column("kernel_span_ms", "GPU span", "ms"),
              Column("idle_ratio", "Idle", "ratio"), Column("compute_ratio", "Compute", "ratio"),
              Column("non_compute_ratio", "Non-compute", "ratio"),
              Column("comm_comp_overlap_ratio", "Comm overlapped by compute", "ratio"),
@@ -307,16 +307,18 @@ def present(a: Analysis) -> View:
         ref = m.get("file_average_rates")
         if ref:
             notes.append("MindInsight computes its rates from the file's own average row (MindSpore 2.0+ leaves step 1 "
-                         f"out of it): communication share {ref['comm_share_ratio'] * 100:.2f}% there. Ours average the "
+                         f"out of it): communication share {fmt.percent(ref['comm_share_ratio'])} there. Ours average "
+                         "the "
                          "steps in scope, like every other section.")
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
     findings = _findings(m, a.data)
-    within = ", ".join(f"stage {w['stage']} {w['within_stage_share_ratio'] * 100:.2f}%" for w in m["within_stage"])
-    summary = (f"Pure (exposed) communication is {m['comm_share_ratio'] * 100:.2f}% of computation + pure "
+    within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
+    summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +
-               (f"; receive between stages {m['between_stage_share_ratio'] * 100:.2f}%" if m.get("between_stage_share_ratio")
+               (f"; receive between stages {fmt.percent(m['between_stage_share_ratio'])}"
+                if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
@@ -329,8 +331,8 @@ def _findings(m: dict, data: dict) -> list[Finding]:
     if share is not None and not math.isnan(share) and share > t and not data["pipeline"]:
         out.append(Finding(
             "comm_share", th.severity(share - t), ID,
-            f"Pure (not overlapped) communication takes {share * 100:.2f}% of the step over all ranks, above the "
-            f"{t * 100:.0f}% guideline.",
+            f"Pure (not overlapped) communication takes {fmt.percent(share)} of the step over all ranks, above the "
+            f"{fmt.percent(t)} guideline.",
             evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
             suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
                        "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
@@ -338,12 +340,12 @@ def _findings(m: dict, data: dict) -> list[Finding]:
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
         most = data.get("most_receive") or {}
-        where = (f" Stage {most['stage']} waits most: {most['share'] * 100:.2f}% of its time in receives."
+        where = (f" Stage {most['stage']} waits most: {fmt.percent(most['share'])} of its time in receives."
                  if most else "")
         out.append(Finding(
             "pipeline_between_stage", th.severity(between - t), ID,
-            f"Receive time between pipeline stages is {between * 100:.2f}% of the step over all ranks, above "
-            f"the {t * 100:.0f}% guideline: the pipeline bubble is large.{where}",
+            f"Receive time between pipeline stages is {fmt.percent(between)} of the step over all ranks, above "
+            f"the {fmt.percent(t)} guideline: the pipeline bubble is large.{where}",
             ranks=most.get("ranks", []),
             evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t,
                       "stage": most.get("stage")},
@@ -355,8 +357,8 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             v = worst["within_stage_share_ratio"]
             out.append(Finding(
                 "pipeline_within_stage", th.severity(v - t), ID,
-                f"Pure collective communication inside stage {worst['stage']} is {v * 100:.2f}% of its time, above "
-                f"the {t * 100:.0f}% guideline.",
+                f"Pure collective communication inside stage {worst['stage']} is {fmt.percent(v)} of its time, above "
+                f"the {fmt.percent(t)} guideline.",
                 ranks=worst["ranks"], evidence={"metric": "within_stage_share_ratio", "value": v, "reference": t,
                                                 "stage": worst["stage"]},
                 suggestion="Revisit the operator sharding inside the stage (model-parallel splits that need large "

@@ -29,7 +29,7 @@ import pandas as pd
 
 from .. import thresholds as th
 from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
-from .. import facts
+from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
@@ -281,12 +281,12 @@ def present(a: Analysis) -> View:
     if warm and m["steps"] < len(steps):
         notes.append(f"Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, sorted(warm)))}: left out of the "
                      f"averages, the ranking of ranks and the heatmap's colour scale (the first step took more than "
-                     f"{th.WARMUP_STEP_FACTOR:g}x the later steps); reportgen --include-warmup keeps them.")
+                     f"{fmt.number(th.WARMUP_STEP_FACTOR)}x the later steps); reportgen --include-warmup keeps them.")
     diff = m.get("file_average_vs_step_mean_max_diff_ratio")
     if diff is not None and not math.isnan(diff):
         notes.append(
             "The profiler also wrote its own average row ('-', the table 'profiler average row'); MindInsight shows "
-            f"that row. It differs from the mean of the steps in scope by up to {diff * 100:.2f}% (step time): "
+            f"that row. It differs from the mean of the steps in scope by up to {fmt.percent(diff)} (step time): "
             "the profiler averaged steps that were not all kept, warm-up included.")
     if src is ASCEND and run_format(a) == "kineto":
         notes.append("Step time is the ProfilerStep span; computing, communication not overlapped and free "
@@ -304,7 +304,7 @@ def present(a: Analysis) -> View:
     findings = _findings(m, d, src)
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
-        [Column(k, f"{labels[k]} (ms)", "ms") for k in cols_m]
+        [Column(k, labels[k], "ms") for k in cols_m]
     tables = [
         Table.from_frame("trajectory-per-rank", "Per rank (" + avg_label.lower() + ")", per_rank,
                          cols + [Column("wait_vs_mean_ratio", f"{src.wait_label.split(' (')[0].capitalize()} vs mean",
@@ -316,8 +316,8 @@ def present(a: Analysis) -> View:
     if ops is not None and not ops.empty:
         tables.append(Table.from_frame(
             "trajectory-step-ops", "Communication operators on the step timeline (mean over steps)", ops,
-            [Column("op", "Operator", "text"), Column("ranks", "Ranks", "int"), Column("mean_ms", "Mean (ms)", "ms"),
-             Column("max_ms", "Max (ms)", "ms"), Column("max_rank", "Rank of max", "rank"),
+            [Column("op", "Operator", "text"), Column("ranks", "Ranks", "int"), Column("mean_ms", "Mean", "ms"),
+             Column("max_ms", "Max", "ms"), Column("max_rank", "Rank of max", "rank"),
              Column("max_vs_mean_ratio", "Max vs mean", "ratio")],
             caption="From the operator columns of the step trace; the slowest first.", max_html_rows=50))
     if "per_rank_file_average" in a.tables:
@@ -326,11 +326,11 @@ def present(a: Analysis) -> View:
                                        fa, cols, caption="The profiler's own averages over the whole profiled run; "
                                        "reference only."))
 
-    parts = ", ".join(f"{labels[k].lower()} {m[k + '_mean']:.4f} ms" for k in cols_m[1:])
+    parts = ", ".join(f"{labels[k].lower()} {fmt.ms(m[k + '_mean'])}" for k in cols_m[1:])
     summary = (f"{count(m['ranks'], 'rank')}, {count(m['steps'], 'step')}"
                + (f" (warm-up step {', '.join(map(str, sorted(warm)))} left out)" if warm and m["steps"] < len(steps)
-                  else "") + f". Median step time {m['step_ms_median']:.4f} ms "
-               f"(spread {m['step_ms_spread_ratio'] * 100:.2f}% of the median); mean {parts}.")
+                  else "") + f". Median step time {fmt.ms(m['step_ms_median'])} "
+               f"(spread {fmt.percent(m['step_ms_spread_ratio'])} of the median); mean {parts}.")
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 
@@ -342,9 +342,10 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
         share = (h["value"] - h["reference"]) / step
         out.append(Finding(
             "slow_host", th.severity(share), ID,
-            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {h['value']:.4f} ms per step on "
-            f"average, {(h['value'] / h['reference'] - 1) * 100:.2f}% above the mean of all ranks "
-            f"({h['reference']:.4f} ms).",
+            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {fmt.ms(h['value'])} per step "
+            f"on "
+            f"average, {fmt.percent(h['value'] / h['reference'] - 1)} above the mean of all ranks "
+            f"({fmt.ms(h['reference'])}).",
             ranks=h["ranks"],
             evidence={"metric": src.wait, "value": h["value"], "reference": h["reference"], "host": h["host"],
                       "share_of_step_ratio": share},
@@ -360,8 +361,9 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
                 f"{' …' if len(others) > 20 else ''}." if others else ""
         out.append(Finding(
             src.wait_finding, th.severity(share), ID,
-            f"The {src.wait_label} of rank {w['rank']} is {w['value']:.4f} ms, {w['percent']:.2f}% above the mean of "
-            f"ranks ({w['reference']:.4f} ms): it waits longer before its step's work starts.{extra}",
+            f"The {src.wait_label} of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} "
+            f"above the mean of "
+            f"ranks ({fmt.ms(w['reference'])}): it waits longer before its step's work starts.{extra}",
             ranks=[x["rank"] for x in slow],
             evidence={"metric": src.wait, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},
@@ -377,8 +379,9 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
         extra = f" Also slow: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:20]))}." if others else ""
         out.append(Finding(
             "slow_device_compute", th.severity(share), ID,
-            f"The {src.compute_label} time of rank {w['rank']} is {w['value']:.4f} ms, {w['percent']:.2f}% above the "
-            f"median of the other ranks{stage} ({w['reference']:.4f} ms).{extra}",
+            f"The {src.compute_label} time of rank {w['rank']} is {fmt.ms(w['value'])}, "
+            f"{fmt.quantity(w['percent'], 'pct')} above the "
+            f"median of the other ranks{stage} ({fmt.ms(w['reference'])}).{extra}",
             ranks=[x["rank"] for x in slow],
             evidence={"metric": src.compute, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},

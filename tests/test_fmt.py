@@ -1,0 +1,155 @@
+"""reportgen/fmt.py: the one number formatter (issue 13, "Numbers")."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from reportgen import fmt
+
+
+# ---- significant digits ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("v, text", [
+    (187.8737, "187.9"), (0.04222999999999999, "0.04223"), (1.7156, "1.716"), (0.2, "0.2"), (0.200000, "0.2"),
+    (12.5, "12.5"), (0, "0"), (-3.5, "-3.5"), (9.9996, "10"), (0.000123456, "0.0001235"), (1234.4, "1,234"),
+    (None, "–"), (float("nan"), "–"), (float("inf"), "–"), ("abc", "–"),
+])
+def test_number_has_at_most_4_significant_digits(v, text):
+    assert fmt.number(v) == text
+
+
+# ---- unit choice --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, values, unit", [
+    ("ms", [187.8, 190.1, 2200.0], "ms"),  # the warm-up step does not move the unit of a column
+    ("ms", [0.004, 0.012, 0.02], "µs"),
+    ("ms", [1500.0, 2500.0], "s"),
+    ("ms", [0.0000005], "ns"),
+    ("mb", [18780.4464, 18000.0], "GB"),
+    ("mb", [0.5], "kB"),
+    ("bytes", [3e9], "GB"),
+    ("gbps", [0.02], "MB/s"),
+    ("flop", [12008762441000.0], "TFLOP"),
+    ("flops", [13361751626115.6, 1.2e13], "TFLOP/s"),
+    ("flops", [5e6], "MFLOP/s"),
+    ("us", [1500.0], "ms"),
+])
+def test_unit_for_picks_the_unit_of_the_median(kind, values, unit):
+    assert fmt.unit_for(kind, values)[0] == unit
+
+
+def test_unit_for_a_wide_column_keeps_the_largest_value_under_10000_units():
+    # median 10 µs, largest 4.5 s: µs would print 4,500,000; the column goes up until the largest fits
+    unit, factor = fmt.unit_for("ms", [0.01, 0.012, 0.02, 4500.0])
+    assert unit == "ms" and factor == 1.0
+    assert all(len(fmt.cell(v, "ms", factor).replace(",", "").split(".")[0]) <= 4 for v in (0.01, 4500.0))
+
+
+def test_unit_for_without_values_and_unitless_kinds():
+    assert fmt.unit_for("ms", []) == ("ms", 1.0)
+    assert fmt.unit_for("ms", [0, None, float("nan")]) == ("ms", 1.0)
+    assert fmt.unit_for("flop", []) == ("FLOP", 1.0)
+    assert fmt.unit_for("float", [1e9]) == ("", 1.0)
+    assert fmt.unit_for("ratio", [0.5]) == ("%", 1.0)
+    assert fmt.unit_for("text", ["a"]) == ("", 1.0)
+
+
+# ---- cells, headers, quantities -----------------------------------------------------------------
+
+def test_cell_in_the_column_unit():
+    unit, factor = fmt.unit_for("flop", [12008762441000.0, 3.3e12])
+    assert unit == "TFLOP" and fmt.cell(12008762441000.0, "flop", factor) == "12.01"
+    assert fmt.cell(0.04222999999999999, "ratio") == "4.22"
+    assert fmt.cell(3.6002, "ratio") == "360"
+    assert fmt.cell(12345, "int") == "12,345" and fmt.cell(12, "rank") == "12" and fmt.cell(3.0, "rank") == "3"
+    assert fmt.cell(None, "ms") == "–" and fmt.cell(float("nan"), "ms") == "–"
+    assert fmt.cell("HCCS", "text") == "HCCS"
+
+
+def test_header_names_the_unit():
+    assert fmt.header("Step time", "ms", "ms") == "Step time (ms)"
+    assert fmt.header("Wait ratio", "ratio", "") == "Wait ratio (%)"
+    assert fmt.header("Utilisation", "pct", "") == "Utilisation (%)"
+    assert fmt.header("Free (idle device)", "ms", "µs") == "Free (idle device, µs)"
+    assert fmt.header("Rank", "rank", "") == "Rank"
+
+
+def test_csv_header_names_the_base_unit_of_the_raw_values():
+    assert fmt.csv_header("Step time", "ms") == "Step time (ms)"
+    assert fmt.csv_header("Peak", "mb") == "Peak (MB)"
+    assert fmt.csv_header("Wait ratio", "ratio") == "Wait ratio (fraction)"
+    assert fmt.csv_header("Rank", "rank") == "Rank"
+
+
+@pytest.mark.parametrize("v, kind, text", [
+    (329.61e9, "flop", "329.6 GFLOP"), (13361751626115.6, "flops", "13.36 TFLOP/s"), (0.0125, "ms", "12.5 µs"),
+    (187.8737, "ms", "187.9 ms"), (2200.0, "ms", "2.2 s"), (18780.4464, "mb", "18.78 GB"), (0.25, "ratio", "25%"),
+    (3.6002, "ratio", "360%"), (74.26, "pct", "74.3%"), (107.9105, "gbps", "107.9 GB/s"), (1234567, "int", "1,234,567"),
+    (0.2, "float", "0.2"),
+])
+def test_quantity(v, kind, text):
+    assert fmt.quantity(v, kind) == text
+
+
+def test_percent_and_ms():
+    assert fmt.percent(0.0329) == "3.29%"
+    assert fmt.percent(0.2) == "20%"
+    assert fmt.percent(0.123, signed=True) == "+12.3%" and fmt.percent(-0.123, signed=True) == "-12.3%"
+    assert fmt.percent(0, signed=True) == "0%"
+    assert fmt.ms(187.8737) == "187.9 ms"
+
+
+# ---- metric names, evidence ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, kind", [
+    ("step_ms_median", "ms"), ("excess_ms_per_step", "ms"), ("transit_ms", "ms"), ("peak_ratio", "ratio"),
+    ("share_of_step_ratio", "ratio"), ("flops_per_rank", "flop"), ("flops", "flop"), ("flops_total", "flop"),
+    ("flops_per_s", "flops"), ("flops_per_s_mean", "flops"), ("bandwidth_gbps", "gbps"), ("limit_mb", "mb"),
+    ("utilization_pct", "pct"), ("slow_affect_count", "int"), ("step_ms.median", "ms"), ("chance_p_value", ""),
+    ("operators", ""), ("group", ""),
+])
+def test_metric_kind_from_the_name(name, kind):
+    assert fmt.metric_kind(name) == kind
+
+
+def test_evidence_shows_value_and_reference_in_one_unit():
+    ev = {"metric": "transit_ms", "value": 12.3456, "reference": 0.0123, "operators": 3, "group": "g1",
+          "excess_ms_per_step": 1234.5, "share_of_step_ratio": 0.1}
+    items = dict(fmt.evidence(ev))
+    assert items == {"metric": "transit_ms", "value": "12.35 ms", "reference": "0.0123 ms", "operators": "3",
+                     "group": "g1", "excess_ms_per_step": "1.234 s"}  # share_of_step is shown as "At stake"
+    assert dict(fmt.evidence({"metric": "small_op_ratio", "value": 0.6, "reference": 0.2, "limit_mb": 16.0})) == \
+        {"metric": "small_op_ratio", "value": "60%", "reference": "20%", "limit_mb": "16 MB"}
+    assert dict(fmt.evidence({"metric": "slow_affect_count", "value": 12, "reference": 40,
+                              "chance_p_value": 0.000123456})) == \
+        {"metric": "slow_affect_count", "value": "12", "reference": "40", "chance_p_value": "0.0001235"}
+    # an explicit kind wins over the name; None stays a dash
+    assert dict(fmt.evidence({"metric": "x", "kind": "mb", "value": 2048.0, "reference": None})) == \
+        {"metric": "x", "value": "2.048 GB", "reference": "–"}
+
+
+def test_text_of_any_value():
+    assert fmt.text(None) == "–" and fmt.text(True) == "True" and fmt.text("a<b") == "a<b"
+    assert fmt.text(3) == "3" and fmt.text(123456) == "123,456" and fmt.text(0.123456) == "0.1235"
+    assert fmt.text([1, 2.5]) == "1, 2.5" and fmt.text({"size_mb": 2048.0}) == "size_mb 2.048 GB"
+
+
+# ---- clean: JSON / CSV precision ----------------------------------------------------------------
+
+@pytest.mark.parametrize("v, out", [
+    (0.04222999999999999, 0.04223), (0.1 + 0.2, 0.3), (187.8737, 187.8737), (1 / 3, 0.333333333333333),
+    (16535907799258.898, 16535907799258.9), (0.0, 0.0), (5, 5), (None, None),
+])
+def test_clean_removes_float_noise(v, out):
+    assert fmt.clean(v) == out
+
+
+def test_clean_keeps_what_a_double_means():
+    for v in (187.8737, 1e-12, 123456789.123, 2.5e300, 1 / 7):
+        c = fmt.clean(v)
+        assert math.isclose(c, v, rel_tol=1e-14) and json.loads(json.dumps(c)) == c
+    assert json.dumps(fmt.clean(0.04222999999999999)) == "0.04223"
+    assert math.isnan(fmt.clean(float("nan")))
