@@ -63,10 +63,17 @@ def _finite(v: Any) -> float | None:
 
 
 def clean(v: float) -> float:
-    """``v`` without arithmetic noise: 0.04222999999999999 -> 0.04223 (15 significant digits, the
-    most a double holds exactly for every decimal; Python's repr then writes the shortest form)."""
+    """``v`` without arithmetic noise: 0.04222999999999999 -> 0.04223, 48.3092480000003 -> 48.309248.
+
+    Sums of doubles drift in the last 2-3 of their ~16 significant digits. The shortest decimal of
+    13 significant digits is taken when it lies within 1e-14 (relative, ~50 ulps) of ``v``, below any
+    measured precision (1 ns in 10^4 s is 1e-13) - else 15 digits, the most a double holds exactly
+    for every decimal. Python's repr then writes the shortest round-trip form."""
     if not isinstance(v, float) or not math.isfinite(v) or v == 0:
         return v
+    short = float(f"{v:.13g}")
+    if abs(short - v) <= abs(v) * 1e-14:
+        return short
     return float(f"{v:.15g}")
 
 

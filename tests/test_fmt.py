@@ -153,3 +153,11 @@ def test_clean_keeps_what_a_double_means():
         assert math.isclose(c, v, rel_tol=1e-14) and json.loads(json.dumps(c)) == c
     assert json.dumps(fmt.clean(0.04222999999999999)) == "0.04223"
     assert math.isnan(fmt.clean(float("nan")))
+
+
+def test_clean_drops_accumulated_noise_but_keeps_real_digits():
+    """Noise from sums (a few ulps) goes; a real 15-digit value (1/3, a FLOP count) keeps its digits."""
+    assert fmt.clean(48.3092480000003) == 48.309248
+    assert fmt.clean(0.1 + 0.2) == 0.3
+    assert fmt.clean(1 / 3) == 0.333333333333333
+    assert fmt.clean(16535907799258.898) == 16535907799258.9
