@@ -3,29 +3,29 @@ finds.
 
 Generated deterministically by :mod:`reportgen.synth` in the legacy MindInsight layout (rank table + host mapping), so
 the report shows hosts as well as ranks. The base is the generator's balanced preset (``MindInsightSpec.clean_run``,
-on which reportgen raises no finding), so every finding of the demo comes from one of these injections:
+on which reportgen raises no finding), so every finding of the demo comes from one of these injections (anomaly:
+what is injected -> the finding, with its advisor rule in brackets):
 
-========================  =========================================================  ==============================
-anomaly                   injected                                                   finding (rule)
-========================  =========================================================  ==============================
-slow data-loading rank    rank 11's step interval x 6                                slow_step_interval (step_interval)
-slow host                 every rank of node-d waits 9 % of a base fp+bp longer      slow_host (step_interval)
-slow link                 RDMA link rank 5 -> rank 13 at 20 % of its bandwidth        slow_link (cluster_link)
-pipeline bubble           every rank waits 10 % of a base fp+bp more in its Receives  pipeline_between_stage
-exposed communication     stage 1's gradient AllReduces move 5x the bytes             pipeline_within_stage
-memory near capacity      rank 6 peaks at 96 % of device memory                      memory_near_capacity (and
-                                                                                     memory_imbalance, same rank)
-FLOPs imbalance           stage 2 does 1.6x the FLOPs and compute of stage 1         stage_flops_imbalance
-========================  =========================================================  ==============================
+* slow data-loading rank: rank 11's step interval x 6 -> ``slow_step_interval`` (step_interval);
+* slow host: every rank of node-d waits 9 % of a base forward+backward (15 ms) longer for data -> ``slow_host``
+  (step_interval);
+* slow link: the RDMA p2p link rank 5 -> rank 13 at 20 % of its bandwidth -> ``slow_link`` (cluster_link);
+* pipeline bubble: every rank waits 10 % of a base forward+backward (17 ms) more in its Receives ->
+  ``pipeline_between_stage``;
+* exposed communication: stage 1's gradient AllReduces move 5x the bytes -> ``pipeline_within_stage``;
+* memory near capacity: rank 6 peaks at 96 % of device memory -> ``memory_near_capacity`` (and
+  ``memory_imbalance``, same rank);
+* FLOPs imbalance: stage 2 does 1.6x the FLOPs and compute of stage 1, which waits for it in its Receives (most of
+  the bubble) -> ``stage_flops_imbalance`` (pipeline_parallel_flops).
 
-Step 1 is a warm-up step (5x forward+backward, like a graph compilation), so the report labels it and leaves it out.
+Step 1 is a warm-up step (5x forward+backward, like a graph compilation): the report labels it and leaves it out.
 
-Placement: hosts are not stages (node-a, node-b hold stage 1; node-c, node-d stage 2), so a host finding and a stage
-finding never name the same ranks. Effects that must not add up: the slow host and rank 11 are both late for stage 2's
-gradient AllReduce, and the slow link ends on node-d (rank 13), so the spread of exposed communication inside each
-stage stays below the slow-rank-spread rule's 5 % (no finding that mixes two anomalies). The steps are synchronous:
-every rank has the same step time (the others wait), so the slow host and rank 11 show in the step interval, not in
-the step time.
+Placement: hosts are not stages (node-a and node-b hold stage 1, node-c and node-d stage 2), so a host finding and a
+stage finding never name the same ranks. Effects that would add up are kept apart: node-d and rank 11 are both late
+for stage 2's gradient AllReduce (the others wait for the later of them, not for both), and the slow link ends on
+node-d (rank 13), whose ranks wait least, so the spread of exposed communication inside each stage stays below the
+slow-rank-spread rule's 5 % (no finding that mixes two anomalies). The steps are synchronous: every rank has the same
+step time (the others wait), so the slow host and rank 11 show in the step interval, not in the step time.
 """
 
 from __future__ import annotations
