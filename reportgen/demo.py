@@ -87,8 +87,8 @@ def demo_note() -> str:
         f"purpose, one of each kind the advisor finds: rank {DEMO_SLOW_RANK} waits {DEMO_SLOW_FACTOR:g}x longer for "
         f"its data; every rank of host {DEMO_HOSTS[DEMO_SLOW_HOST]} waits "
         f"{DEMO_SLOW_HOST_SHARE * FP_BP_BASE_MS:.0f} ms longer for its data per step; the link from rank {src} to rank "
-        f"{dst} runs at {DEMO_SLOW_LINK_SHARE:.0%} of its bandwidth; every rank waits {DEMO_BUBBLE * FP_BP_BASE_MS:.0f} "
-        f"ms more per step in its pipeline receives (bubble); stage {DEMO_COMM_STAGE}'s gradient AllReduces move "
+        f"{dst} runs at {DEMO_SLOW_LINK_SHARE:.0%} of its bandwidth; every rank waits "
+        f"{DEMO_BUBBLE * FP_BP_BASE_MS:.0f} ms more per step in its pipeline receives (bubble); stage {DEMO_COMM_STAGE}'s gradient AllReduces move "
         f"{DEMO_COMM_FACTOR:g}x the bytes after backward (exposed communication); rank {DEMO_MEMORY_RANK} peaks at "
         f"{DEMO_MEMORY_SHARE:.0%} of device memory; stage {DEMO_HEAVY_STAGE} does {DEMO_HEAVY_FACTOR:g}x the FLOPs "
         f"and compute of stage {light}, which waits for it.")

@@ -62,7 +62,8 @@ def _names(f: dict, a: dict, gt: dict) -> bool:
     if kind == "slow_link":  # hccl_raw links are group-local: local ends, reporting rank and transport
         loc = a["local_link"]
         return (f["ranks"] == [loc["reported_by"]] and ev.get("reported_by_rank") == loc["reported_by"]
-                and ev.get("transport") == loc["transport"] and f"{loc['src_local']} → {loc['dst_local']}" in f["message"])
+                and ev.get("transport") == loc["transport"]
+                and f"{loc['src_local']} → {loc['dst_local']}" in f["message"])
     if kind == "pipeline_bubble":  # run-wide; the stage that waits most is the one the heavy stage keeps waiting
         heavy = {x["stage"] for x in gt["anomalies"] if x["kind"] == "flops_imbalance"}
         return ev.get("stage") not in heavy and f["ranks"] == [r for r in gt["ranks"] if gt["stages"][r] == ev["stage"]]
