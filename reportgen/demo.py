@@ -1,18 +1,94 @@
-"""The embedded demo run: 16 ranks on 2 hosts, pipeline parallel with 2 stages, one slow rank.
+"""The embedded demo run: 16 ranks on 4 hosts, pipeline parallel with 2 stages, one anomaly of each kind the advisor
+finds.
 
-Generated deterministically by :mod:`reportgen.synth` in the legacy MindInsight layout (rank
-table + host mapping), so the report shows hosts as well as ranks.
+Generated deterministically by :mod:`reportgen.synth` in the legacy MindInsight layout (rank table + host mapping), so
+the report shows hosts as well as ranks. The base is the generator's balanced preset (``MindInsightSpec.clean_run``,
+on which reportgen raises no finding), so every finding of the demo comes from one of these injections (anomaly:
+what is injected -> the finding, with its advisor rule in brackets):
+
+* slow data-loading rank: rank 11's step interval x 6 -> ``slow_step_interval`` (step_interval);
+* slow host: every rank of node-d waits 9 % of a base forward+backward (15 ms) longer for data -> ``slow_host``
+  (step_interval);
+* slow link: the RDMA p2p link rank 5 -> rank 13 at 20 % of its bandwidth -> ``slow_link`` (cluster_link);
+* pipeline bubble: every rank waits 10 % of a base forward+backward (17 ms) more in its Receives ->
+  ``pipeline_between_stage``;
+* exposed communication: stage 1's gradient AllReduces move 5x the bytes -> ``pipeline_within_stage``;
+* memory near capacity: rank 6 peaks at 96 % of device memory -> ``memory_near_capacity`` (and
+  ``memory_imbalance``, same rank);
+* FLOPs imbalance: stage 2 does 1.6x the FLOPs and compute of stage 1, which waits for it in its Receives (most of
+  the bubble) -> ``stage_flops_imbalance`` (pipeline_parallel_flops).
+
+Step 1 is a warm-up step (5x forward+backward, like a graph compilation): the report labels it and leaves it out.
+
+Placement: hosts are not stages (node-a and node-b hold stage 1, node-c and node-d stage 2), so a host finding and a
+stage finding never name the same ranks. Effects that would add up are kept apart: node-d and rank 11 are both late
+for stage 2's gradient AllReduce (the others wait for the later of them, not for both), and the slow link ends on
+node-d (rank 13), whose ranks wait least, so the spread of exposed communication inside each stage stays below the
+slow-rank-spread rule's 5 % (no finding that mixes two anomalies). The steps are synchronous: every rank has the same
+step time (the others wait), so the slow host and rank 11 show in the step interval, not in the step time.
 """
 
 from __future__ import annotations
 
-#: The rank whose data loading is slowed down on purpose.
+DEMO_HOSTS = ("node-a", "node-b", "node-c", "node-d")
+DEMO_DEVICES_PER_HOST = 4
+DEMO_STAGES = 2
+DEMO_STEPS = 8
+#: step 1's forward+backward multiplier (graph compilation): the report labels step 1 warm-up
+DEMO_WARMUP = 5.0
+
+#: The rank whose data loading is slowed down on purpose, and by how much (step interval multiplier).
 DEMO_SLOW_RANK = 11
 DEMO_SLOW_FACTOR = 6.0
+#: The host whose ranks all load data slowly (index into DEMO_HOSTS) and the added step interval (share of fp+bp).
+DEMO_SLOW_HOST = 3
+DEMO_SLOW_HOST_SHARE = 0.09
+#: The slow link (source rank, destination rank): a pipeline p2p link, and its share of the nominal bandwidth.
+DEMO_SLOW_LINK = (5, 13)
+DEMO_SLOW_LINK_SHARE = 0.2
+#: Extra receive wait of every rank per step (share of fp+bp): the pipeline bubble.
+DEMO_BUBBLE = 0.1
+#: The stage whose gradient AllReduces move more bytes (exposed communication), and how many times more.
+DEMO_COMM_STAGE = 1
+DEMO_COMM_FACTOR = 5.0
+#: The rank whose peak memory is near capacity, and its peak as a share of capacity.
+DEMO_MEMORY_RANK = 6
+DEMO_MEMORY_SHARE = 0.96
+#: The stage that does more FLOPs (and compute), and how many times more.
+DEMO_HEAVY_STAGE = 2
+DEMO_HEAVY_FACTOR = 1.6
 
 
 def demo_spec():
     from .synth import MindInsightSpec
 
-    return MindInsightSpec(hosts=2, devices_per_host=8, stages=2, steps=8, seed=7, layout="legacy",
-                           host_names=["node-a", "node-b"], slow_ranks={DEMO_SLOW_RANK: DEMO_SLOW_FACTOR})
+    return MindInsightSpec.clean_run(
+        hosts=len(DEMO_HOSTS), devices_per_host=DEMO_DEVICES_PER_HOST, stages=DEMO_STAGES, steps=DEMO_STEPS,
+        seed=7, host_names=list(DEMO_HOSTS), warmup=DEMO_WARMUP,
+        slow_ranks={DEMO_SLOW_RANK: DEMO_SLOW_FACTOR}, slow_hosts={DEMO_SLOW_HOST: DEMO_SLOW_HOST_SHARE},
+        slow_links={DEMO_SLOW_LINK: DEMO_SLOW_LINK_SHARE}, pipeline_bubble=DEMO_BUBBLE,
+        exposed_comm={DEMO_COMM_STAGE: DEMO_COMM_FACTOR}, memory_peaks={DEMO_MEMORY_RANK: DEMO_MEMORY_SHARE},
+        heavy_stages={DEMO_HEAVY_STAGE: DEMO_HEAVY_FACTOR})
+
+
+def demo_note() -> str:
+    """The run note the demo report opens with: what the data is and what was injected (from the constants above)."""
+    from .synth.mindinsight import FP_BP_BASE_MS
+
+    world = len(DEMO_HOSTS) * DEMO_DEVICES_PER_HOST
+    per_stage = world // DEMO_STAGES
+    stages = ", ".join(f"stage {k + 1} ranks {k * per_stage}-{(k + 1) * per_stage - 1}" for k in range(DEMO_STAGES))
+    src, dst = DEMO_SLOW_LINK
+    light = 1 if DEMO_HEAVY_STAGE != 1 else 2
+    return (
+        f"Demo data generated by reportgen's own generator, not a real run: {world} ranks on {len(DEMO_HOSTS)} hosts "
+        f"({', '.join(DEMO_HOSTS)}; {DEMO_DEVICES_PER_HOST} ranks each), pipeline parallel with {DEMO_STAGES} stages "
+        f"({stages}), {DEMO_STEPS} steps; step 1 is a warm-up step ({DEMO_WARMUP:g}x forward+backward). Injected on "
+        f"purpose, one of each kind the advisor finds: rank {DEMO_SLOW_RANK} waits {DEMO_SLOW_FACTOR:g}x longer for "
+        f"its data; every rank of host {DEMO_HOSTS[DEMO_SLOW_HOST]} waits "
+        f"{DEMO_SLOW_HOST_SHARE * FP_BP_BASE_MS:.0f} ms longer for its data per step; the link from rank {src} to rank "
+        f"{dst} runs at {DEMO_SLOW_LINK_SHARE:.0%} of its bandwidth; every rank waits "
+        f"{DEMO_BUBBLE * FP_BP_BASE_MS:.0f} ms more per step in its pipeline receives (bubble); stage {DEMO_COMM_STAGE}'s gradient AllReduces move "
+        f"{DEMO_COMM_FACTOR:g}x the bytes after backward (exposed communication); rank {DEMO_MEMORY_RANK} peaks at "
+        f"{DEMO_MEMORY_SHARE:.0%} of device memory; stage {DEMO_HEAVY_STAGE} does {DEMO_HEAVY_FACTOR:g}x the FLOPs "
+        f"and compute of stage {light}, which waits for it.")

@@ -55,7 +55,7 @@ def test_run_summary_paragraph_and_metrics(tmp_path):
     out, js = tmp_path / "d.html", tmp_path / "d.json"
     assert cli.main(["demo", "-o", str(out), "--json", str(js), "--quiet"]) == 0
     s = json.loads(js.read_text())["summary"]
-    assert s["ranks"] == 16 and s["hosts"] == 2 and s["stages"] == 2
+    assert s["ranks"] == 16 and s["hosts"] == 4 and s["stages"] == 2
     assert s["computing_share_ratio"] + s["exposed_comm_share_ratio"] == pytest.approx(1.0, abs=1e-9)
     html = out.read_text()
-    assert "16 ranks on 2 hosts (pipeline-parallel, 2 stages). Median step time" in html
+    assert "16 ranks on 4 hosts (pipeline-parallel, 2 stages). Median step time" in html

@@ -306,8 +306,8 @@ def test_anomalies_in_ground_truth(tmp_path):
     from reportgen.demo import DEMO_SLOW_FACTOR, DEMO_SLOW_RANK, demo_spec
 
     gt = write_mindinsight_run(tmp_path / "demo", demo_spec())
-    assert gt["anomalies"] == [{"kind": "slow_rank_data_loading", "ranks": [DEMO_SLOW_RANK], "links": [],
-                                "stage": 2, "host": "node-b", "factor": DEMO_SLOW_FACTOR}]
+    assert gt["anomalies"][0] == {"kind": "slow_rank_data_loading", "ranks": [DEMO_SLOW_RANK], "links": [],
+                                  "stage": 2, "host": "node-c", "factor": DEMO_SLOW_FACTOR}  # the rest: test_demo.py
     gt = write_mindinsight_run(tmp_path / "b", MindInsightSpec(slow_fp_bp={9: 1.3}, slow_links={(8, 9): 0.5},
                                                                memory_peaks={2: 0.95}))
     kinds = [a["kind"] for a in gt["anomalies"]]

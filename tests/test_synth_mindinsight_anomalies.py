@@ -15,7 +15,7 @@ from reportgen.readers import read_run
 from reportgen.synth import MindInsightSpec, write_mindinsight_run
 
 KINDS = {"slow_rank", "slow_host_data_loading", "slow_link", "pipeline_bubble", "memory_near_capacity",
-         "flops_imbalance"}
+         "flops_imbalance", "exposed_communication"}
 
 
 def _run(tmp: Path, spec: MindInsightSpec) -> tuple[dict, dict, Path]:
@@ -98,6 +98,8 @@ CASES = {
     "memory_dp": (dict(stages=1, memory_peaks={1: 0.96}), ["memory_near_capacity"]),
     "flops_stage2": (dict(heavy_stages={2: 1.6}), ["stage_flops_imbalance", "flops_per_s_low"]),
     "flops_stage1": (dict(heavy_stages={1: 1.6}), ["stage_flops_imbalance", "flops_per_s_low"]),
+    "exposed_comm": (dict(exposed_comm={2: 5.0}), ["pipeline_within_stage"]),
+    "exposed_comm_dp": (dict(stages=1, exposed_comm={1: 5.0}), ["comm_share"]),
 }
 
 
@@ -113,7 +115,9 @@ def _names_anomaly(f: dict, a: dict, gt: dict) -> bool:
                 and f["evidence"].get("transport") == loc["transport"])
     if kind == "pipeline_bubble":
         return True     # a run-wide finding
-    if kind == "flops_imbalance":
+    if kind == "exposed_communication" and a["stage"] is None:
+        return True     # data-parallel: a run-wide finding
+    if kind in ("flops_imbalance", "exposed_communication"):
         return f["evidence"].get("stage") == a["stage"] or set(f["ranks"]) == set(a["ranks"])
     if kind == "slow_host_data_loading" and f["id"] == "slow_host":
         return f["ranks"] == a["ranks"] and f["evidence"].get("host") == a["host"]
@@ -136,7 +140,7 @@ def test_anomaly_alone_is_found(tmp_path, case):
 def test_anomaly_ground_truth_fields(tmp_path):
     gt = write_mindinsight_run(tmp_path, MindInsightSpec.clean_run(
         slow_fp_bp={1: 1.4}, slow_hosts={1: 0.15}, slow_links={(2, 3): 0.3, (0, 4): 0.5}, pipeline_bubble=0.25,
-        memory_peaks={6: 0.96}, heavy_stages={2: 1.6}))
+        memory_peaks={6: 0.96}, heavy_stages={2: 1.6}, exposed_comm={1: 3.0}))
     json.dumps(gt)
     by = {a["kind"]: a for a in gt["anomalies"] if a["kind"] != "slow_link"}
     assert by["slow_rank"] == {"kind": "slow_rank", "ranks": [1], "links": [], "stage": 1, "host": "host-0",
@@ -145,6 +149,8 @@ def test_anomaly_ground_truth_fields(tmp_path):
     assert by["pipeline_bubble"]["ranks"] == list(range(8)) and by["pipeline_bubble"]["stage"] is None
     assert by["memory_near_capacity"]["ranks"] == [6] and by["memory_near_capacity"]["stage"] == 2
     assert by["flops_imbalance"]["ranks"] == [4, 5, 6, 7] and by["flops_imbalance"]["stage"] == 2
+    assert by["exposed_communication"] == {"kind": "exposed_communication", "ranks": [0, 1, 2, 3], "links": [],
+                                           "stage": 1, "host": None, "bytes_factor": 3.0}
     links = [a for a in gt["anomalies"] if a["kind"] == "slow_link"]
     assert [a["links"] for a in links] == [[[0, 4]], [[2, 3]]]
     assert links[0]["local_link"] == {"src_local": 0, "dst_local": 1, "group": "pipeline p2p", "reported_by": 4,
@@ -156,13 +162,15 @@ def test_anomaly_ground_truth_fields(tmp_path):
 
 def test_all_anomalies_at_once(tmp_path):
     spec = MindInsightSpec.clean_run(slow_fp_bp={1: 1.6}, slow_hosts={1: 0.3}, slow_links={(2, 3): 0.3},
-                                     pipeline_bubble=0.3, memory_peaks={6: 0.96}, heavy_stages={2: 1.6})
+                                     pipeline_bubble=0.3, memory_peaks={6: 0.96}, heavy_stages={2: 1.6},
+                                     exposed_comm={1: 5.0})
     gt, m, _ = _run(tmp_path, spec)
     assert {a["kind"] for a in gt["anomalies"]} == KINDS
     expect = {"slow_rank": ["slow_device_compute"], "slow_host_data_loading": ["slow_host"],
               "slow_link": ["slow_link", "slow_link_transit"], "pipeline_bubble": ["pipeline_between_stage"],
               "memory_near_capacity": ["memory_near_capacity"],
-              "flops_imbalance": ["stage_flops_imbalance", "flops_per_s_low"]}
+              "flops_imbalance": ["stage_flops_imbalance", "flops_per_s_low"],
+              "exposed_communication": ["pipeline_within_stage"]}
     for a in gt["anomalies"]:
         assert any(f["id"] in expect[a["kind"]] and _names_anomaly(f, a, gt) for f in m["findings"]), a["kind"]
 
@@ -170,7 +178,8 @@ def test_all_anomalies_at_once(tmp_path):
 def test_invalid_anomalies(tmp_path):
     for bad in (dict(stages=1, heavy_stages={1: 1.6}), dict(stages=1, pipeline_bubble=0.3),
                 dict(slow_links={(0, 2): 0.3}), dict(slow_links={(1, 2): 1.5}), dict(slow_hosts={2: 0.1}),
-                dict(memory_peaks={8: 0.9}), dict(memory_peaks={1: 1.2}), dict(micro_batches=0)):
+                dict(memory_peaks={8: 0.9}), dict(memory_peaks={1: 1.2}), dict(micro_batches=0),
+                dict(exposed_comm={3: 2.0}), dict(exposed_comm={1: 0.5}), dict(warmup=0.5)):
         with pytest.raises(ValueError):
             write_mindinsight_run(tmp_path, MindInsightSpec.clean_run(**bad))
 
@@ -180,7 +189,7 @@ def test_invalid_anomalies(tmp_path):
 
 def test_deterministic_with_anomalies(tmp_path):
     kw = dict(slow_fp_bp={1: 1.4}, slow_links={(2, 3): 0.3}, pipeline_bubble=0.2, memory_peaks={6: 0.96},
-              heavy_stages={2: 1.6}, slow_hosts={0: 0.1})
+              heavy_stages={2: 1.6}, slow_hosts={0: 0.1}, exposed_comm={1: 3.0}, warmup=4.0)
     gt_a = write_mindinsight_run(tmp_path / "a", MindInsightSpec.clean_run(**kw))
     gt_b = write_mindinsight_run(tmp_path / "b", MindInsightSpec.clean_run(**kw))
     a, b = _all_bytes(tmp_path / "a"), _all_bytes(tmp_path / "b")
@@ -247,5 +256,5 @@ def test_ground_truth_equals_report_clean(clean):
 def test_ground_truth_equals_report_with_anomalies(tmp_path):
     gt, m, _ = _run(tmp_path, MindInsightSpec.clean_run(
         slow_fp_bp={1: 1.4}, slow_links={(2, 3): 0.3}, pipeline_bubble=0.25, memory_peaks={6: 0.96},
-        heavy_stages={2: 1.6}, slow_hosts={1: 0.15}))
+        heavy_stages={2: 1.6}, slow_hosts={1: 0.15}, exposed_comm={1: 3.0}))
     _check_readback(gt, m)

@@ -31,6 +31,12 @@ byte-identical to the generator before they existed); the ground truth lists the
 * ``memory_near_capacity`` (``memory_peaks``): the rank's ``peak_mem`` = share x ``capacity``.
 * ``flops_imbalance`` (``heavy_stages``): the stage does x FLOPs and x compute; the other stages wait
   for it in their Receives.
+* ``exposed_communication`` (``exposed_comm``): the stage's gradient AllReduces move x times the bytes at the
+  same bandwidth (larger unsharded layers, unfused gradients), all after backward, so none of it is hidden.
+
+``warmup`` multiplies step 1's fp+bp (graph compilation). reportgen labels a first step that takes more than
+2x the later steps warm-up and leaves it out of its averages (the clean preset needs ``warmup`` >= ~2.2); the
+default 1.06 is not a warm-up step.
 
 ``clean=True`` (see :meth:`MindInsightSpec.clean_run`) balances the stages (equal FLOPs and memory),
 halves the fp+bp noise, uses >= 16 MiB collectives (mirror AllReduces included) paced by the ring's
@@ -58,6 +64,8 @@ TICKS_PER_MS = 100_000
 _T0 = 1_162_400_000_000          # clock origin, like the real fixture (~1.16e12)
 _IV_BASE = 150_000               # step interval (data loading wait): 1.5 ms
 _FB_BASE = 16_800_000            # forward + backward: 168 ms
+#: the base forward+backward time in ms (shares of it size the injected delays)
+FP_BP_BASE_MS = _FB_BASE / TICKS_PER_MS
 _LEAD = 20_000                   # bp -> first gradient AllReduce
 _GAP = 1_000                     # between gradient AllReduces
 _END_GAP = 20_000                # last gradient AllReduce -> step end (optimizer update)
@@ -105,6 +113,8 @@ class MindInsightSpec:
     pipeline_bubble: float = 0.0    # added receive wait per step, share of the base fp+bp (stages >= 2)
     memory_peaks: dict[int, float] = field(default_factory=dict)  # rank -> peak_mem / capacity
     heavy_stages: dict[int, float] = field(default_factory=dict)  # stage (1-based) -> FLOPs/compute x
+    exposed_comm: dict[int, float] = field(default_factory=dict)  # stage (1-based) -> gradient AllReduce bytes x
+    warmup: float = 1.06            # step 1's fp+bp multiplier (compilation)
 
     @classmethod
     def clean_run(cls, **kw) -> "MindInsightSpec":
@@ -160,6 +170,11 @@ def _validate(spec: MindInsightSpec) -> tuple[int, int, list[str]]:
     for k, x in spec.heavy_stages.items():
         if spec.stages < 2 or not (1 <= int(k) <= spec.stages) or not x > 0:
             raise ValueError(f"heavy_stages: needs stages >= 2, stage {k} in 1..{spec.stages} and x > 0")
+    for k, x in spec.exposed_comm.items():
+        if not (1 <= int(k) <= spec.stages) or not 1 <= x <= 64:
+            raise ValueError(f"exposed_comm: stage {k} outside 1..{spec.stages} or bytes multiplier {x} not in [1, 64]")
+    if not 1 <= spec.warmup <= 100:
+        raise ValueError("warmup must be in [1, 100]")
     if spec.pipeline_bubble < 0 or (spec.pipeline_bubble > 0 and spec.stages < 2):
         raise ValueError("pipeline_bubble must be >= 0 and needs stages >= 2")
     if spec.pipeline_bubble > 1.5:
@@ -288,6 +303,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     link_fac = {(int(a), int(b)): float(x) for (a, b), x in spec.slow_links.items()}
     mem_peak = {int(r): float(x) for r, x in spec.memory_peaks.items()}
     grad_buckets = _CLEAN_GRAD_BUCKETS if clean else _GRAD_BUCKETS
+    comm_mul = {int(k): float(x) for k, x in spec.exposed_comm.items()}
     act_bytes = _CLEAN_ACT_BYTES if clean else _ACT_BYTES
 
     rng = np.random.default_rng(spec.seed)
@@ -303,7 +319,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     if iv_extra.any():
         iv = iv + iv_extra[:, None]
     warm = np.ones(N)
-    warm[0] = 1.06
+    warm[0] = spec.warmup
     fb_sd = 0.002 if clean else 0.004
     fb_mul = slow_fb * heavy if (heavy != 1).any() else slow_fb
     fb = np.rint(_FB_BASE * (1 + step_jit)[None, :] * warm[None, :] * (1 + fb_sd * n_fb)
@@ -330,7 +346,8 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         if slowed:
             own_bw = own_bw * ring_fac
         grad_dur, grad_link, grad_local = [], [], []
-        for j, size in enumerate(grad_buckets):
+        buckets = grad_buckets if k not in comm_mul else tuple(int(round(b * comm_mul[k])) for b in grad_buckets)
+        for j, size in enumerate(buckets):
             f = 1 + 0.02 * nz[:, :, _SLOT_BASE["grad"] + j]
             traffic = 2 * (G - 1) / G * size
             local = np.rint((size / G) / (_LOCAL_BW / 1e8) * f + _LATENCY).astype(np.int64)
@@ -348,7 +365,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
         tail_min = _LEAD + sum(grad_dur) + _GAP * (len(grad_buckets) - 1) + _END_GAP
         stage_data.append(dict(k=k, ranks=ranks, nz=nz, nz2=nz2, prev=prev, ring_rdma=ring_rdma,
                                grad_dur=grad_dur, grad_link=grad_link, grad_local=grad_local,
-                               tail_min=tail_min, own_bw=own_bw))
+                               tail_min=tail_min, own_bw=own_bw, buckets=buckets))
 
     need = iv + fb + np.concatenate([sd["tail_min"] for sd in stage_data], axis=0)
     D = need.max(axis=0)                                            # synchronous step length
@@ -591,7 +608,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                             cost = c_t / TICKS_PER_MS
                             wait = (d_t - c_t) / TICKS_PER_MS
                         else:  # grad
-                            size = grad_buckets[i]
+                            size = sd["buckets"][i]
                             lt = min(glink_l[i][li][s], c_t)
                             lo = c_t - lt
                             links = {}
@@ -741,4 +758,7 @@ def _anomalies(spec: MindInsightSpec, world: int, per_stage: int, names: list[st
         one("memory_near_capacity", [r], **at(r), peak_share=float(x))
     for k, m in sorted(spec.heavy_stages.items()):
         one("flops_imbalance", np.flatnonzero(stage_of == int(k)), stage=int(k), factor=float(m))
+    for k, m in sorted(spec.exposed_comm.items()):
+        one("exposed_communication", np.flatnonzero(stage_of == int(k)), stage=int(k) if S > 1 else None,
+            bytes_factor=float(m))
     return out
