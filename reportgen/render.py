@@ -8,6 +8,7 @@ is on, so untrusted strings (op names, paths, host names, titles) are only ever 
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import replace
 import hashlib
 import math
 import os
@@ -22,7 +23,7 @@ from markupsafe import Markup, escape
 
 from . import __version__, facts
 from .model import Run
-from .report import Column, SectionOutcome, count
+from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -115,6 +116,17 @@ def sort_key(value: Any) -> Any:
     return value
 
 
+_BREAK_AFTER = re.compile(r"([/_.\-]+)(?=[^/_.\-])")
+
+
+def breakable(value: Any) -> Any:
+    """Long names (operators, paths) may wrap after ``/ _ - .`` instead of mid-word: the text is escaped
+    first, then ``<wbr>`` goes after each separator. Short values are returned unchanged."""
+    if not isinstance(value, str) or len(value) < 16:
+        return value
+    return Markup(_BREAK_AFTER.sub(r"\1<wbr>", str(escape(value))))
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
@@ -142,6 +154,7 @@ def environment() -> jinja2.Environment:
     env.filters["fmt"] = format_value
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
+    env.filters["breakable"] = breakable
     return env
 
 
@@ -254,8 +267,40 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
     return " ".join(parts)
 
 
+_EMPTY_TEXT = {"", "-", "–", "—"}
+_ID_KINDS = ("rank", "int", "text")
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() in _EMPTY_TEXT)
+
+
+def arrange_columns(t: Table) -> tuple[Table, list[str]]:
+    """``t`` without the columns that hold no value in any row (all None / NaN / "-": a host or device the
+    run never recorded), key columns first; and the labels of the columns left out."""
+    if not t.rows:
+        return t, []
+    blank = [all(_empty(r.get(c.key)) for r in t.rows) for c in t.columns]
+    kept = [c for c, b in zip(t.columns, blank) if not b]
+    dropped = [c.label for c, b in zip(t.columns, blank) if b]
+    kept.sort(key=lambda c: c.priority != KEY)  # stable: explicit key columns move first, the rest keep their order
+    return (t if kept == t.columns else replace(t, columns=kept)), dropped
+
+
+def _column_layout(cols: list[dict[str, Any]], columns: list[Column]) -> None:
+    """Add ``group`` and ``priority`` to the column dicts; the leading identifier columns (up to three of
+    rank / int / text kind) are key columns unless the section said otherwise."""
+    lead = True
+    for i, (d, c) in enumerate(zip(cols, columns)):
+        lead = lead and i < 3 and c.kind in _ID_KINDS
+        d["group"] = c.group
+        d["priority"] = c.priority if c.priority is not None else (KEY if lead else SHOWN)
+
+
 def _table_ctx(t) -> dict[str, Any]:
+    t, empty_columns = arrange_columns(t)
     cols = [{"key": c.key, "label": c.label, "kind": c.kind, "digits": c.digits, "help": c.help} for c in t.columns]
+    _column_layout(cols, t.columns)
     rows = [[_json_safe(r.get(c.key)) for c in t.columns] for r in t.rows]
     return {
         "id": t.id,
@@ -265,6 +310,7 @@ def _table_ctx(t) -> dict[str, Any]:
         "rows": rows,  # all rows, for the CSV download (JSON script tag)
         "html_rows": rows[: t.max_html_rows],
         "truncated": max(0, len(rows) - t.max_html_rows),
+        "empty_columns": empty_columns,
     }
 
 
