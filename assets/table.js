@@ -344,6 +344,8 @@
       col.style.visibility = hidden[i] ? "collapse" : "";
       if (!hidden[i]) shown += 1;
     });
+    /* a collapsed column still paints positioned content (the sort button): hide it with the column */
+    this.ths.forEach(function (th, i) { th.classList.toggle("rg-col-off", hidden[i]); });
     if (this.boxes) this.boxes.forEach(function (b, i) { b.checked = !hidden[i]; });
     if (this.picker) {
       this.picker.textContent = "Columns " + shown + " of " + this.cols.length;
