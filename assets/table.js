@@ -242,6 +242,7 @@
     if (this.trs.length < total) text += " · " + listed + " listed here";
     if (this.count) this.count.textContent = text;
     if (this.clear) this.clear.hidden = !active;
+    this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
   };
 
   Table.prototype.orderedRows = function () {

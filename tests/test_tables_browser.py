@@ -292,7 +292,12 @@ def test_print_keeps_every_column_and_repeats_headers(reports, open_report, tmp_
     page.locator(f"#{tid} .rg-colpick summary").click()
     page.locator(f"#{tid} .rg-colpick button", has_text="Key columns only").click()
     assert page.locator(f"#{tid} col").evaluate_all("cs => cs.filter(c => c.style.visibility === 'collapse').length") > 10
+    _filter(page, "communication-links", "Transport").select_option("=HCCS")
     page.emulate_media(media="print")
+    # rows filtered out on screen stay out on paper, and the paper says so
+    count = page.locator("#communication-links .rg-filter-count")
+    assert count.is_visible() and " of 51 rows" in count.inner_text()
+    assert not page.locator("#strategy-groups .rg-filter-count").is_visible()
     tables = page.evaluate(PRINT_JS)
     assert tables
     for t in tables:
