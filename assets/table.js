@@ -1,64 +1,397 @@
-/* reportgen tables: sort (click or Enter on a header), filter, CSV download of all rows.
- * Sorting uses the raw values in data-sort (numbers numerically, empty cells last).
- * The CSV is built here from the table's JSON script tag, which holds every row. */
+/* reportgen tables: per-column filters, natural sort, a column picker, key columns kept in view, and CSV
+ * downloads of the rows shown or of every row.
+ *
+ * The data is the table's JSON script tag (<div id=T> holds <script id=T-data>): every row at full precision,
+ * in the section's order. The page lists the first rows of it; each <tr data-i> names its JSON row. Filters,
+ * sorting and the CSVs work on the JSON values, never on the formatted cells. Numeric filters read numbers in
+ * the unit of the column's header: a header cell's data-scale is what a raw value is divided by for display.
+ * No HTML is ever built from strings here: text goes in with textContent only. */
 (function () {
   "use strict";
   var doc = document;
   var collator = window.Intl ? new Intl.Collator(undefined, { numeric: true, sensitivity: "base" }) : null;
   var NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
+  var NUM = "([-+]?(?:\\d+\\.?\\d*|\\.\\d+)(?:[eE][-+]?\\d+)?)";
+  var COMPARISON = new RegExp("^(<=|>=|<|>|==|=)?" + NUM + "$");
+  var RANGE = new RegExp("^" + NUM + "(?:\\.\\.|–|-)" + NUM + "$");
+  var SELECT_MAX = 24; /* a column with at most this many distinct values (that repeat) gets a <select> */
+  var MIN_FILTER_ROWS = 4; /* smaller tables get no filter row */
+  var PIN_SHARE = 0.4; /* key columns stay in view while they take at most this share of the box */
+  var NUMBER_HELP = "Numbers in the header's unit: >5, <=2, 3-7 (inclusive) or 810.2 (as shown); " +
+    "several conditions separated by spaces must all hold";
+  var tables = {};
 
-  function keyOf(td) {
-    if (!td) return "";
-    var k = td.getAttribute("data-sort");
-    return k === null ? td.textContent.trim() : k;
+  function empty(v) {
+    return v === null || v === undefined || v === "" || v === "-" || v === "–";
   }
 
+  function valueKey(v) {
+    return empty(v) ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+  }
+
+  /* Raw values: empty last (whatever the direction is, see sortBy), numbers numerically before text,
+   * text in natural order (group_name_2 before group_name_10). */
   function compare(a, b) {
-    var an = NUMBER.test(a), bn = NUMBER.test(b);
-    if (an && bn) return Number(a) - Number(b);
-    if (an !== bn) return an ? -1 : 1; /* numbers before text */
-    if (collator) return collator.compare(a, b);
-    return a < b ? -1 : a > b ? 1 : 0;
+    var an = typeof a === "number", bn = typeof b === "number";
+    if (an && bn) return a - b;
+    if (an !== bn) return an ? -1 : 1;
+    var x = valueKey(a), y = valueKey(b);
+    if (collator) return collator.compare(x, y);
+    return x < y ? -1 : x > y ? 1 : 0;
   }
 
-  function sortBy(th) {
-    var table = th.closest("table");
-    if (!table || !table.tBodies.length) return;
-    var tbody = table.tBodies[0];
-    var headers = th.parentNode.children;
-    var idx = Array.prototype.indexOf.call(headers, th);
+  /* ---------------------------------------------------------------- numeric filter expressions */
+
+  function decimals(text) {
+    var m = /\.(\d+)/.exec(text.replace(/[eE].*$/, ""));
+    return m ? m[1].length : 0;
+  }
+
+  /* One condition -> predicate on the displayed number, or null when the text is not a condition. */
+  function condition(term) {
+    var m = RANGE.exec(term);
+    if (m) {
+      var lo = Math.min(Number(m[1]), Number(m[2])), hi = Math.max(Number(m[1]), Number(m[2]));
+      return function (v) { return v >= lo && v <= hi; };
+    }
+    m = COMPARISON.exec(term);
+    if (!m) return null;
+    var x = Number(m[2]);
+    switch (m[1]) {
+      case "<": return function (v) { return v < x; };
+      case "<=": return function (v) { return v <= x; };
+      case ">": return function (v) { return v > x; };
+      case ">=": return function (v) { return v >= x; };
+      default: /* exact, as written: 810.2 matches what is shown as 810.2 */
+        var tol = 0.5 * Math.pow(10, -decimals(m[2])) * (1 + 1e-9);
+        return function (v) { return Math.abs(v - x) <= tol; };
+    }
+  }
+
+  /* "" -> null (no filter); text -> predicate on the displayed number, or false when it does not parse. */
+  function numberFilter(text) {
+    var s = text.replace(/,/g, "").trim();
+    if (!s) return null;
+    s = s.replace(/(<=|>=|==|<|>|=)\s+/g, "$1").replace(/\s*(\.\.|–)\s*/g, "$1")
+      .replace(/(\d)\s+-\s+(?=[-+.\d])/g, "$1-");
+    var preds = s.split(/\s+/).map(condition);
+    if (preds.some(function (p) { return p === null; })) return false;
+    return function (v) { return preds.every(function (p) { return p(v); }); };
+  }
+
+  /* ---------------------------------------------------------------- one table */
+
+  function Table(box, data) {
+    this.box = box;
+    this.data = data;
+    this.table = box.querySelector("table.rg-sortable");
+    this.scroll = box.querySelector(".rg-table-scroll");
+    var labelRow = this.table.tHead.querySelector("tr.rg-label-row") || this.table.tHead.rows[0];
+    this.ths = Array.prototype.slice.call(labelRow.cells);
+    this.cols = Array.prototype.slice.call(this.table.querySelectorAll("colgroup col"));
+    this.tbody = this.table.tBodies[0];
+    this.trs = Array.prototype.filter.call(this.tbody.rows, function (tr) { return tr.hasAttribute("data-i"); });
+    this.order = data.rows.map(function (_, i) { return i; });
+    this.match = data.rows.map(function () { return true; });
+    this.filters = this.ths.map(function () { return null; });
+    this.hidden = this.ths.map(function (th) { return th.getAttribute("data-priority") === "3"; });
+    this.columns = this.ths.map(this.describe, this);
+    this.count = box.querySelector(".rg-filter-count");
+    this.table.classList.add("rg-live");
+  }
+
+  /* What a column holds, from its JSON values: numbers or text, and its distinct values. */
+  Table.prototype.describe = function (th, i) {
+    var seen = {}, values = [], numeric = true, integer = true, blanks = 0;
+    this.data.rows.forEach(function (row) {
+      var v = row[i];
+      if (empty(v)) { blanks += 1; return; }
+      if (typeof v !== "number") numeric = false;
+      else if (Math.floor(v) !== v) integer = false;
+      var k = valueKey(v);
+      if (!(k in seen)) { seen[k] = 0; values.push(v); }
+      seen[k] += 1;
+    });
+    values.sort(compare);
+    var n = this.data.rows.length, distinct = values.length + (blanks ? 1 : 0);
+    var kind = "none";
+    if (distinct > 1) {
+      if (distinct <= SELECT_MAX && distinct < n && (!numeric || integer)) kind = "select";
+      else kind = numeric ? "number" : "text";
+    }
+    return {
+      label: this.data.columns[i], numeric: numeric && values.length > 0, kind: kind, values: values,
+      counts: seen, blanks: blanks, scale: Number(th.getAttribute("data-scale")) || 1,
+      priority: th.getAttribute("data-priority") || "2", group: th.getAttribute("data-group") || "",
+    };
+  };
+
+  Table.prototype.build = function () {
+    if (this.data.rows.length >= MIN_FILTER_ROWS && this.columns.some(function (c) { return c.kind !== "none"; })) {
+      this.buildFilters();
+    }
+    this.buildTools();
+    this.showColumns();
+    this.apply();
+  };
+
+  Table.prototype.buildFilters = function () {
+    var self = this, tr = doc.createElement("tr");
+    tr.className = "rg-filter-row";
+    this.columns.forEach(function (c, i) {
+      var td = doc.createElement("td"), control = null;
+      if (c.kind === "select") {
+        control = doc.createElement("select");
+        var all = doc.createElement("option");
+        all.value = "";
+        all.textContent = "all";
+        control.appendChild(all);
+        c.values.forEach(function (v) {
+          var o = doc.createElement("option"), k = valueKey(v);
+          o.value = "=" + k;
+          o.textContent = k + " (" + c.counts[k] + ")";
+          control.appendChild(o);
+        });
+        if (c.blanks) {
+          var b = doc.createElement("option");
+          b.value = "=";
+          b.textContent = "(empty) (" + c.blanks + ")";
+          control.appendChild(b);
+        }
+        control.addEventListener("change", function () { self.setFilter(i, control); });
+      } else if (c.kind !== "none") {
+        control = doc.createElement("input");
+        control.type = "search";
+        control.autocomplete = "off";
+        control.spellcheck = false;
+        control.placeholder = c.kind === "number" ? ">5, 3-7" : "contains";
+        control.title = c.kind === "number" ? NUMBER_HELP : "Rows whose " + c.label + " contains this text";
+        control.addEventListener("input", function () { self.setFilter(i, control); });
+      }
+      if (control) {
+        var wrap = doc.createElement("div");
+        wrap.className = "rg-filter-box";
+        control.className = "rg-col-filter";
+        control.setAttribute("aria-label", "Filter " + c.label);
+        wrap.appendChild(control);
+        td.appendChild(wrap);
+      }
+      tr.appendChild(td);
+    });
+    this.filterRow = tr;
+    this.table.tHead.appendChild(tr);
+  };
+
+  Table.prototype.setFilter = function (i, control) {
+    var c = this.columns[i], text = control.value, pred = null;
+    if (c.kind === "select") {
+      if (text) {
+        var want = text.slice(1);
+        pred = function (v) { return valueKey(v) === want; };
+      }
+    } else if (c.kind === "number") {
+      var f = numberFilter(text);
+      control.setAttribute("aria-invalid", f === false ? "true" : "false");
+      if (f) {
+        pred = function (v) {
+          return typeof v === "number" && f(Number((v / c.scale).toPrecision(12)));
+        };
+      }
+    } else {
+      var needle = text.trim().toLowerCase();
+      if (needle) pred = function (v) { return !empty(v) && valueKey(v).toLowerCase().indexOf(needle) !== -1; };
+    }
+    this.filters[i] = pred;
+    this.apply();
+  };
+
+  Table.prototype.clearFilters = function () {
+    if (this.filterRow) {
+      Array.prototype.forEach.call(this.filterRow.querySelectorAll(".rg-col-filter"), function (el) {
+        el.value = "";
+        el.removeAttribute("aria-invalid");
+      });
+    }
+    this.filters = this.filters.map(function () { return null; });
+    this.apply();
+  };
+
+  Table.prototype.active = function () {
+    return this.filters.some(function (f) { return f; });
+  };
+
+  /* Filter every JSON row; show the page's rows that pass; stripe the visible ones; count. */
+  Table.prototype.apply = function () {
+    var filters = this.filters, rows = this.data.rows, matched = 0;
+    this.match = rows.map(function (row) {
+      var ok = filters.every(function (f, i) { return !f || f(row[i]); });
+      if (ok) matched += 1;
+      return ok;
+    });
+    var listed = 0;
+    this.orderedRows().forEach(function (tr) {
+      var ok = this.match[Number(tr.getAttribute("data-i"))];
+      tr.hidden = !ok;
+      if (ok) {
+        tr.classList.toggle("rg-alt", listed % 2 === 1);
+        listed += 1;
+      }
+    }, this);
+    var total = rows.length, active = this.active(), text;
+    text = active ? matched + " of " + total + " rows" : total + (total === 1 ? " row" : " rows");
+    if (this.trs.length < total) text += " · " + listed + " listed here";
+    if (this.count) this.count.textContent = text;
+    if (this.clear) this.clear.hidden = !active;
+    this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
+  };
+
+  Table.prototype.orderedRows = function () {
+    return Array.prototype.filter.call(this.tbody.rows, function (tr) { return tr.hasAttribute("data-i"); });
+  };
+
+  Table.prototype.sortBy = function (th) {
+    var idx = this.ths.indexOf(th);
+    if (idx < 0) return;
     var dir = th.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending";
-    Array.prototype.forEach.call(headers, function (h) { h.setAttribute("aria-sort", "none"); });
+    this.ths.forEach(function (h) { h.setAttribute("aria-sort", "none"); });
     th.setAttribute("aria-sort", dir);
-    var sign = dir === "ascending" ? 1 : -1;
-    var rows = Array.prototype.map.call(tbody.rows, function (tr, i) {
-      return { tr: tr, key: keyOf(tr.cells[idx]), i: i };
+    var sign = dir === "ascending" ? 1 : -1, rows = this.data.rows;
+    this.order.sort(function (x, y) {
+      var a = rows[x][idx], b = rows[y][idx], ae = empty(a), be = empty(b);
+      if (ae || be) return ae && be ? x - y : (ae ? 1 : -1); /* empty cells stay last */
+      return compare(a, b) * sign || x - y;
     });
-    rows.sort(function (x, y) {
-      var xe = x.key === "", ye = y.key === "";
-      if (xe || ye) return xe && ye ? x.i - y.i : (xe ? 1 : -1); /* empty cells stay last */
-      return compare(x.key, y.key) * sign || x.i - y.i;
-    });
+    var pos = [];
+    this.order.forEach(function (r, p) { pos[r] = p; });
     var frag = doc.createDocumentFragment();
-    rows.forEach(function (r) { frag.appendChild(r.tr); });
-    tbody.appendChild(frag);
-  }
+    this.trs.slice().sort(function (a, b) {
+      return pos[Number(a.getAttribute("data-i"))] - pos[Number(b.getAttribute("data-i"))];
+    }).forEach(function (tr) { frag.appendChild(tr); });
+    this.tbody.appendChild(frag);
+    this.apply();
+  };
 
-  function filter(input) {
-    var table = doc.getElementById(input.getAttribute("data-filter-for") || "");
-    if (!table || !table.tBodies.length) return;
-    var terms = input.value.toLowerCase().split(/\s+/).filter(Boolean);
-    var shown = 0, total = 0;
-    Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
-      var text = tr.textContent.toLowerCase();
-      var hit = terms.every(function (t) { return text.indexOf(t) !== -1; });
-      tr.hidden = !hit;
-      total += 1;
-      if (hit) shown += 1;
+  /* ---------------------------------------------------------------- columns: picker, hiding, key columns */
+
+  Table.prototype.buildTools = function () {
+    var self = this, tools = this.box.querySelector(".rg-table-tools");
+    if (!tools) return;
+    var clear = doc.createElement("button");
+    clear.type = "button";
+    clear.className = "rg-button rg-filter-clear";
+    clear.textContent = "Clear filters";
+    clear.hidden = true;
+    clear.addEventListener("click", function () { self.clearFilters(); });
+    tools.insertBefore(clear, this.count ? this.count.nextSibling : tools.firstChild);
+    this.clear = clear;
+    var optional = this.columns.some(function (c) { return c.priority === "3"; });
+    if (this.columns.length < 8 && !optional) return;
+
+    var details = doc.createElement("details"), summary = doc.createElement("summary");
+    details.className = "rg-colpick";
+    summary.className = "rg-button";
+    details.appendChild(summary);
+    var panel = doc.createElement("div");
+    panel.className = "rg-colpick-panel";
+    panel.setAttribute("role", "group");
+    panel.setAttribute("aria-label", "Columns to show");
+    details.appendChild(panel);
+    var bar = doc.createElement("div");
+    bar.className = "rg-colpick-bar";
+    [["Show all", function () { return false; }],
+     ["Key columns only", function (c) { return c.priority !== "1"; }]].forEach(function (b) {
+      var btn = doc.createElement("button");
+      btn.type = "button";
+      btn.className = "rg-button";
+      btn.textContent = b[0];
+      btn.addEventListener("click", function () {
+        self.hidden = self.columns.map(b[1]);
+        self.showColumns();
+      });
+      bar.appendChild(btn);
     });
-    var count = input.parentNode.querySelector(".rg-filter-count");
-    if (count) count.textContent = terms.length ? shown + " of " + total + " rows" : "";
-  }
+    panel.appendChild(bar);
+    this.boxes = [];
+    var groupBox = null, group = null;
+    this.columns.forEach(function (c, i) {
+      if (!groupBox || c.group !== group) {
+        group = c.group;
+        groupBox = doc.createElement("fieldset");
+        var legend = doc.createElement("legend");
+        legend.textContent = group || (c.priority === "1" ? "Key" : "Columns");
+        groupBox.appendChild(legend);
+        panel.appendChild(groupBox);
+      }
+      var label = doc.createElement("label"), box = doc.createElement("input");
+      box.type = "checkbox";
+      box.disabled = c.priority === "1";
+      if (box.disabled) label.title = "A key column: it identifies the row";
+      box.addEventListener("change", function () {
+        self.hidden[i] = !box.checked;
+        self.showColumns();
+      });
+      label.appendChild(box);
+      label.appendChild(doc.createTextNode(" " + c.label));
+      groupBox.appendChild(label);
+      self.boxes[i] = box;
+    });
+    tools.insertBefore(details, tools.querySelector(".rg-csv"));
+    this.picker = summary;
+  };
+
+  Table.prototype.showColumns = function () {
+    var hidden = this.hidden, shown = 0;
+    this.cols.forEach(function (col, i) {
+      col.style.visibility = hidden[i] ? "collapse" : "";
+      if (!hidden[i]) shown += 1;
+    });
+    /* a collapsed column still paints positioned content (the sort button): hide it with the column */
+    this.ths.forEach(function (th, i) { th.classList.toggle("rg-col-off", hidden[i]); });
+    if (this.boxes) this.boxes.forEach(function (b, i) { b.checked = !hidden[i]; });
+    if (this.picker) {
+      this.picker.textContent = "Columns " + shown + " of " + this.cols.length;
+      this.picker.title = shown < this.cols.length ? "Some columns are hidden on screen (all are printed)" : "";
+    }
+    this.layout();
+  };
+
+  /* Key columns (leading, data-priority=1) stay in view while the table scrolls sideways. */
+  Table.prototype.layout = function () {
+    var self = this, scroll = this.scroll;
+    Array.prototype.forEach.call(this.table.querySelectorAll(".rg-pin"), function (el) {
+      el.classList.remove("rg-pin", "rg-pin-last");
+      el.style.left = "";
+    });
+    var wide = scroll.scrollWidth > scroll.clientWidth + 1;
+    scroll.classList.toggle("rg-wide", wide);
+    this.edges();
+    if (!wide) return;
+    var left = 0, limit = scroll.clientWidth * PIN_SHARE, last = null;
+    for (var k = 0; k < this.ths.length && this.columns[k].priority === "1"; k++) {
+      var w = this.ths[k].getBoundingClientRect().width;
+      if (left + w > limit) break;
+      var cells = [];
+      Array.prototype.forEach.call(this.table.rows, function (tr) {
+        if (tr.classList.contains("rg-group-row")) return;
+        if (tr.cells.length === self.ths.length) cells.push(tr.cells[k]);
+      });
+      cells.forEach(function (c) {
+        c.classList.add("rg-pin");
+        c.style.left = left + "px";
+      });
+      last = cells;
+      left += w;
+    }
+    if (last) last.forEach(function (c) { c.classList.add("rg-pin-last"); });
+  };
+
+  /* A fade on the right edge while more columns lie beyond it. */
+  Table.prototype.edges = function () {
+    var s = this.scroll;
+    s.classList.toggle("rg-more-right", s.scrollLeft + s.clientWidth < s.scrollWidth - 2);
+  };
+
+  /* ---------------------------------------------------------------- CSV */
 
   /* One CSV field. Text that a spreadsheet would run as a formula gets a leading quote. */
   function csvCell(v) {
@@ -80,12 +413,25 @@
     return lines.join("\r\n") + "\r\n";
   }
 
+  /* {columns, rows} of what the CSV holds: "all" = every row and column in the section's order;
+   * "shown" = the rows that pass the filters, in the order on screen, with the columns on screen. */
+  Table.prototype.csvData = function (which) {
+    var data = this.data;
+    if (which === "all") return { columns: data.columns, rows: data.rows };
+    var keep = [], match = this.match, hidden = this.hidden;
+    data.columns.forEach(function (_, i) { if (!hidden[i]) keep.push(i); });
+    var pick = function (row) { return keep.map(function (i) { return row[i]; }); };
+    return {
+      columns: pick(data.columns),
+      rows: this.order.filter(function (r) { return match[r]; }).map(function (r) { return pick(data.rows[r]); }),
+    };
+  };
+
   function download(button) {
-    var id = button.getAttribute("data-csv-for") || "";
-    var holder = doc.getElementById(id + "-data");
-    if (!holder) return;
-    var data = JSON.parse(holder.textContent);
-    var blob = new Blob(["\ufeff" + csvText(data)], { type: "text/csv;charset=utf-8" });
+    var t = tables[button.getAttribute("data-csv-for") || ""];
+    if (!t) return;
+    var text = csvText(t.csvData(button.getAttribute("data-csv-rows") || "all"));
+    var blob = new Blob(["\ufeff" + text], { type: "text/csv;charset=utf-8" });
     var url = URL.createObjectURL(blob);
     var a = doc.createElement("a");
     a.href = url;
@@ -97,6 +443,24 @@
     window.setTimeout(function () { URL.revokeObjectURL(url); }, 5000);
   }
 
+  /* ---------------------------------------------------------------- wiring */
+
+  function tableOf(el) {
+    var box = el.closest(".rg-table");
+    return box ? tables[box.id] : null;
+  }
+
+  function init() {
+    Array.prototype.forEach.call(doc.querySelectorAll(".rg-table"), function (box) {
+      var holder = doc.getElementById(box.id + "-data");
+      if (!holder || !box.querySelector("table.rg-sortable")) return;
+      var t = new Table(box, JSON.parse(holder.textContent));
+      tables[box.id] = t;
+      t.build();
+      t.scroll.addEventListener("scroll", function () { t.edges(); }, { passive: true });
+    });
+  }
+
   doc.addEventListener("click", function (ev) {
     var t = ev.target;
     if (!t || !t.closest) return;
@@ -105,21 +469,34 @@
       download(csv);
       return;
     }
-    var th = t.closest("table.rg-sortable thead th");
-    if (th) sortBy(th);
+    var th = t.closest("table.rg-sortable thead tr.rg-label-row th");
+    var table = th && tableOf(th);
+    if (table) table.sortBy(th);
   });
   /* headers hold a <button>, so Enter and Space already click; this covers a focused <th> */
   doc.addEventListener("keydown", function (ev) {
     var t = ev.target;
-    if (ev.key === "Enter" && t && t.matches && t.matches("table.rg-sortable thead th")) {
-      ev.preventDefault();
-      sortBy(t);
+    if (ev.key === "Enter" && t && t.matches && t.matches("table.rg-sortable thead tr.rg-label-row th")) {
+      var table = tableOf(t);
+      if (table) {
+        ev.preventDefault();
+        table.sortBy(t);
+      }
     }
   });
-  doc.addEventListener("input", function (ev) {
-    var t = ev.target;
-    if (t && t.matches && t.matches("input[data-filter-for]")) filter(t);
+  var pending = false;
+  window.addEventListener("resize", function () {
+    if (pending) return;
+    pending = true;
+    window.requestAnimationFrame(function () {
+      pending = false;
+      Object.keys(tables).forEach(function (id) { tables[id].layout(); });
+    });
   });
 
-  window.reportgenTables = { csvText: csvText, csvCell: csvCell };
+  init();
+  window.reportgenTables = {
+    csvText: csvText, csvCell: csvCell, numberFilter: numberFilter, compare: compare,
+    csv: function (id, which) { return tables[id] ? csvText(tables[id].csvData(which || "shown")) : null; },
+  };
 })();

@@ -71,10 +71,9 @@ def clean(v: float) -> float:
     for every decimal. Python's repr then writes the shortest round-trip form."""
     if not isinstance(v, float) or not math.isfinite(v) or v == 0:
         return v
-    short = float(f"{v:.13g}")
-    if abs(short - v) <= abs(v) * 1e-14:
-        return short
-    return float(f"{v:.15g}")
+    v15 = float(f"{v:.15g}")  # deciding on the 15-digit form makes clean idempotent: clean(clean(v)) == clean(v)
+    short = float(f"{v15:.13g}")
+    return short if abs(short - v15) <= abs(v15) * 1e-14 else v15
 
 
 def number(v: Any, sig: int = SIG) -> str:

@@ -8,6 +8,7 @@ is on, so untrusted strings (op names, paths, host names, titles) are only ever 
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import replace
 import hashlib
 import math
 import os
@@ -22,7 +23,7 @@ from markupsafe import Markup, escape
 
 from . import __version__, facts, fmt
 from .model import Run
-from .report import Column, SectionOutcome, count
+from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -97,6 +98,17 @@ def sort_key(value: Any) -> Any:
     return value
 
 
+_BREAK_AFTER = re.compile(r"([/_.\-]+)(?=[^/_.\-])")
+
+
+def breakable(value: Any) -> Any:
+    """Long names (operators, paths) may wrap after ``/ _ - .`` instead of mid-word: the text is escaped
+    first, then ``<wbr>`` goes after each separator. Short values are returned unchanged."""
+    if not isinstance(value, str) or len(value) < 16:
+        return value
+    return Markup(_BREAK_AFTER.sub(r"\1<wbr>", str(escape(value))))
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
@@ -127,6 +139,7 @@ def environment() -> jinja2.Environment:
     env.filters["evidence"] = fmt.evidence
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
+    env.filters["breakable"] = breakable
     return env
 
 
@@ -245,10 +258,42 @@ def _clean(value: Any) -> Any:
     return fmt.clean(value) if isinstance(value, float) else value
 
 
+_EMPTY_TEXT = {"", "-", "–", "—"}
+_ID_KINDS = ("rank", "int", "text")
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() in _EMPTY_TEXT)
+
+
+def arrange_columns(t: Table) -> tuple[Table, list[str]]:
+    """``t`` without the columns that hold no value in any row (all None / NaN / "-": a host or device the
+    run never recorded), key columns first; and the labels of the columns left out."""
+    if not t.rows:
+        return t, []
+    blank = [all(_empty(r.get(c.key)) for r in t.rows) for c in t.columns]
+    kept = [c for c, b in zip(t.columns, blank) if not b]
+    dropped = [c.label for c, b in zip(t.columns, blank) if b]
+    kept.sort(key=lambda c: c.priority != KEY)  # stable: explicit key columns move first, the rest keep their order
+    return (t if kept == t.columns else replace(t, columns=kept)), dropped
+
+
+def _column_layout(cols: list[dict[str, Any]], columns: list[Column]) -> None:
+    """Add ``group`` and ``priority`` to the column dicts; the leading identifier columns (up to three of
+    rank / int / text kind) are key columns unless the section said otherwise."""
+    lead = True
+    for i, (d, c) in enumerate(zip(cols, columns)):
+        lead = lead and i < 3 and c.kind in _ID_KINDS
+        d["group"] = c.group
+        d["priority"] = c.priority if c.priority is not None else (KEY if lead else SHOWN)
+
+
 def _table_ctx(t) -> dict[str, Any]:
-    """A table for the template: one unit per column chosen from its shown values (fmt.unit_for), the header
+    """A table for the template: columns empty in every row left out and key columns first
+    (``arrange_columns``), one unit per column chosen from its shown values (fmt.unit_for), the header
     naming it, every HTML cell formatted by fmt.cell in that unit; ``rows`` keep the raw values (base units,
-    no float noise) for the CSV download and data-sort."""
+    no float noise) for the CSV download, the filters and data-sort."""
+    t, empty_columns = arrange_columns(t)
     rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows]
     shown = rows[: t.max_html_rows]
     cols = []
@@ -256,6 +301,7 @@ def _table_ctx(t) -> dict[str, Any]:
         unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read
         cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
                      "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
+    _column_layout(cols, t.columns)
     cells = [[fmt.quantity(v, fmt.metric_kind(r.get(c.kind_from))) if c.kind == "quantity"
               else fmt.cell(v, c.kind, col["factor"]) for c, col, v in zip(t.columns, cols, row)]
              for r, row in zip(t.rows, shown)]
@@ -267,6 +313,7 @@ def _table_ctx(t) -> dict[str, Any]:
         "rows": rows,  # all rows, raw, for the CSV download (JSON script tag) and data-sort
         "cells": cells,  # the first max_html_rows rows as people read them (the HTML table)
         "truncated": max(0, len(rows) - t.max_html_rows),
+        "empty_columns": empty_columns,
     }
 
 

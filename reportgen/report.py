@@ -9,6 +9,7 @@ Analyses and findings into the ``--json`` file.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,6 +43,12 @@ class Analysis:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+#: Column.priority values: a key column identifies the row (shown first, kept in view while the table
+#: scrolls sideways, never hidden); a shown column is on screen until the reader hides it; an optional
+#: column starts hidden on screen (listed in the table's column picker) and is always printed.
+KEY, SHOWN, OPTIONAL = 1, 2, 3
+
+
 @dataclass
 class Column:
     """A table column. ``label`` names the quantity without its unit: the renderer picks one unit per column
@@ -52,11 +59,15 @@ class Column:
     kind: ColumnKind = "float"
     help: str = ""
     kind_from: str = ""  # kind "quantity": the key of the row's metric name
+    group: str = ""  # header band over adjacent columns with the same group (wide tables)
+    priority: int | None = None  # KEY / SHOWN / OPTIONAL; None: the leading identifier columns are KEY
 
 
 @dataclass
 class Table:
-    """A sortable, filterable table with a CSV download of all its rows."""
+    """A sortable table with per-column filters and CSV downloads (of the rows shown, or of all rows).
+
+    Columns without a value in any row are left out of the page (render.arrange_columns)."""
 
     id: str
     title: str
@@ -156,3 +167,22 @@ def rank_ranges(ranks) -> str:
         out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
+def natural_key(value) -> tuple:
+    """Sort key in natural order, as the page's tables sort: numbers by value, text with its digit runs
+    compared as numbers ('group_name_2' before 'group_name_10'), empty values last."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ((2, ""),)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ((0, value),)
+    return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in _DIGIT_RUNS.split(str(value)) if p)
+
+
+def natural_order(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``df``'s rows in natural order of ``columns`` (for a table's initial order)."""
+    keys = [tuple(natural_key(v) for v in row) for row in df[columns].itertuples(index=False, name=None)]
+    return df.iloc[sorted(range(len(df)), key=keys.__getitem__)]

@@ -161,3 +161,12 @@ def test_clean_drops_accumulated_noise_but_keeps_real_digits():
     assert fmt.clean(0.1 + 0.2) == 0.3
     assert fmt.clean(1 / 3) == 0.333333333333333
     assert fmt.clean(16535907799258.898) == 16535907799258.9
+
+
+def test_clean_is_idempotent():
+    import random
+    rng = random.Random(1)
+    for _ in range(20000):
+        v = rng.random() * 10 ** rng.randint(-8, 14)
+        assert fmt.clean(fmt.clean(v)) == fmt.clean(v)
+    assert fmt.clean(fmt.clean(0.120597327120001)) == fmt.clean(0.120597327120001)

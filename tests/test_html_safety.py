@@ -26,7 +26,7 @@ ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "a", "div", "nav", "p", "ol", "ul", "li", "span", "main",
     "header", "h1", "h2", "h3", "noscript", "dl", "dt", "dd", "code", "section", "details", "summary", "strong",
     "label", "select", "option", "figure", "figcaption", "script", "input", "button", "table", "thead", "tbody",
-    "tr", "th", "td", "footer",
+    "tr", "th", "td", "footer", "colgroup", "col", "wbr",
 }
 
 

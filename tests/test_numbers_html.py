@@ -56,6 +56,8 @@ class Page(HTMLParser):
             self._table["rows"].append([])
         elif tag in ("th", "td") and self._table is not None:
             self._cell = {"kind": a.get("data-kind"), "unit": a.get("data-unit"), "text": ""}
+            if a.get("scope") == "colgroup":  # a column-group band over the header: not a column
+                return
             (self._table["headers"] if tag == "th" else self._table["rows"][-1]).append(self._cell)
 
     def handle_endtag(self, tag):

@@ -35,7 +35,7 @@ from .. import facts, fmt
 from ..errors import Unavailable
 from ..timeline import assign_steps
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View, natural_order
 
 ID = "communication"
 TITLE = "Communication"
@@ -362,11 +362,13 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame("communication-ops", "Operators (longest first)", top, cols, max_html_rows=100))
     if links is not None:
         tables.append(Table.from_frame(
-            "communication-links", "Links (global ranks; summed over operators and steps)", links,
+            "communication-links", "Links (global ranks; summed over operators and steps)",
+            natural_order(links, ["group", "src_rank", "dst_rank"]),
             [Column("group", "Group", "text"), Column("src_rank", "Source", "rank"), Column("dst_rank", "Destination", "rank"),
              Column("transport", "Transport", "text"), Column("size_mb", "Size", "mb"), Column("time_ms", "Time", "ms"),
              Column("bandwidth_gbps", "Bandwidth", "gbps")],
-            caption="Filter by typing a rank, a transport (HCCS, RDMA, PCIE, LOCAL...) or a group."))
+            caption="One row per link of each communication group; the transport (HCCS, RDMA, PCIE, LOCAL...) as the "
+                    "profiler wrote it."))
     if "links_local" in t:
         tables.append(Table.from_frame(
             "communication-links-local", "Links as the profiler wrote them (group-local ranks)", t["links_local"],

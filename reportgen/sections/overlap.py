@@ -272,9 +272,19 @@ def present(a: Analysis) -> View:
               "receive_incl_batch_ms": "Receive incl. batchSendRecv (ours)", "stage_incl_batch_ms": "Stage (ours)",
               "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)",
               "step_interval_ms": "Step interval", "step_ms": "Step"}
-    present_cols = [c for c in labels if c in per_rank.columns and per_rank[c].notna().any()]
+    # column groups (a band over the header): the pipeline's receive / bubble columns, which its findings cite,
+    # come right after rank and stage when the run is a pipeline
+    pipe_keys = ["bubble_ms", "receive_only_ms", "receive_incl_batch_ms", "stage_ms", "stage_incl_batch_ms",
+                 "comm_not_overlapped_exclude_receive_ms", "comm_not_overlapped_exclude_receive_incl_batch_ms"]
+    total_keys = ["step_interval_ms", "step_ms"]
+    groups = {k: "Pipeline: receive and bubble" for k in pipe_keys}
+    groups.update({k: "Step" for k in total_keys})
+    order = [k for k in labels if k not in pipe_keys + total_keys]
+    order = (pipe_keys + order if stage_values else order + pipe_keys) + total_keys
+    present_cols = [c for c in order if c in per_rank.columns and per_rank[c].notna().any()]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
-        [Column(c, labels[c], "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
+        [Column(c, labels[c], "ms", group=groups.get(c, "Step breakdown")) for c in present_cols] + \
+        [Column("pure_comm_ratio", "Pure comm share", "ratio", group="Step")]
     tables = [Table.from_frame("overlap-per-rank", f"Per rank ({avg_label.lower()})", per_rank, cols),
               Table.from_frame("overlap-per-rank-step", "Per rank and step", rows,
                                cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
@@ -283,7 +293,7 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "overlap-per-stage", "Per stage and step (maximum over the stage's ranks)", st,
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +
-            [Column(c, labels[c], "ms") for c in present_cols if c in st.columns],
+            [c for c in cols[2:-1] if c.key in st.columns],
             caption="As msprof-analyze's stage rows: each value is the largest among the stage's ranks."))
     if "gpu_time" in a.tables:
         gt = a.tables["gpu_time"]

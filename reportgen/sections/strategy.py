@@ -32,7 +32,7 @@ import pandas as pd
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View, count
+from ..report import Analysis, Column, Figure, Finding, Table, View, count, natural_order, rank_ranges
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -294,8 +294,9 @@ def present(a: Analysis) -> View:
     dims = " × ".join(f"{k} {m[f'{k}_size']}" for k in DIMS if f"{k}_size" in m)
     summary = (f"Mode {m['mode']}, {count(m['stages'] or 1, 'pipeline stage')}, {count(m['world_size'], 'rank')}"
                + (f" ({dims})" if dims else "") + f"; {count(m['groups'], 'process group')}.")
+    groups = natural_order(t["groups"], ["group"])
     tables = [Table.from_frame(
-        "strategy-groups", "Process groups", t["groups"].assign(ranks_text=[_ranks_text(r) for r in t["groups"]["ranks"]]),
+        "strategy-groups", "Process groups", groups.assign(ranks_text=[_ranks_text(r) for r in groups["ranks"]]),
         [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
          Column("size", "Size", "int"), Column("ranks_text", "Ranks", "text")],
         caption="Derived from MindSpore's stage devices (the files name no group ranks)." if a.data["derived"] else ""),
