@@ -58,23 +58,25 @@ CASES = [(r, m, c) for r in REPORTS for m in _renderings(r) for c in quality.che
 
 
 class _Reports:
-    """Every report generated once, in order, by one worker process (spawned: it shares neither the GIL nor
-    any state with the browser driver; ``-j 1``: no process pool of its own); ``path`` waits for the one
-    asked for. A missing fixture's skip (or failure under CI) is raised again in the tests that need it."""
+    """The reports the selected tests need, generated once each, in the order the tests need them, by one
+    worker process (spawned: it shares neither the GIL nor any state with the browser driver; ``-j 1``: no
+    process pool of its own); ``path`` waits for the one asked for. A missing fixture's skip (or failure
+    under CI) is raised again in the tests that need it."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, wanted: list[tuple[str, bool]]):
         self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         self.jobs: dict[tuple[str, bool], tuple[Future, Path, list[str]]] = {}
         self.missing: dict[str, BaseException] = {}
-        for name, source in REPORTS.items():
-            try:
-                run = source()
-            except (pytest.skip.Exception, pytest.fail.Exception) as exc:
-                self.missing[name] = exc
-                continue
-            for static in (False, True) if "static" in _renderings(name) else (False,):
+        runs: dict[str, str] = {}
+        for name, static in wanted:
+            if name not in runs and name not in self.missing:
+                try:
+                    runs[name] = REPORTS[name]()
+                except (pytest.skip.Exception, pytest.fail.Exception) as exc:
+                    self.missing[name] = exc
+            if name in runs:
                 out = tmp / f"{name}{'-static' if static else ''}.html"
-                argv = [run, "-o", str(out), "--quiet", "-j", "1"] + (["--static"] if static else [])
+                argv = [runs[name], "-o", str(out), "--quiet", "-j", "1"] + (["--static"] if static else [])
                 self.jobs[(name, static)] = (self.pool.submit(main, argv), out, argv)
 
     def path(self, name: str, static: bool) -> Path:
@@ -89,8 +91,24 @@ class _Reports:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    r = _Reports(tmp_path_factory.mktemp("quality"))
+def selected(request) -> list[tuple[str, str]]:
+    """(report, rendering) of the selected report tests (-k may pick a few), in run order; print needs light."""
+    out: list[tuple[str, str]] = []
+    for item in request.session.items:
+        params = item.callspec.params if getattr(item, "module", None) is request.module and hasattr(
+            item, "callspec") else {}
+        if "rendering" in params:
+            r = params["report"]
+            for rendering in ("light", "print") if params["rendering"] == "print" else (params["rendering"],):
+                if (r, rendering) not in out:
+                    out.append((r, rendering))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory, selected):
+    wanted = list(dict.fromkeys((r, rendering == "static") for r, rendering in selected))
+    r = _Reports(tmp_path_factory.mktemp("quality"), wanted)
     yield r
     r.close()
 
@@ -114,23 +132,23 @@ def qbrowser():
 
 
 @pytest.fixture(scope="module")
-def facts(qbrowser, reports):
+def facts(reports, qbrowser, selected):
     """facts(report, rendering) -> the raw facts of that rendering. The first call for a report opens all
-    its renderings at once (their charts draw in parallel), then collects each; print is the light page
-    turned to print after its light facts are taken."""
+    its selected renderings at once (their charts draw in parallel), then collects each; print is the light
+    page turned to print after its light facts are taken."""
     cache: dict[tuple[str, str], dict] = {}
 
     def load(name: str) -> None:
         opened = {}
         try:
             for rendering in _renderings(name):
-                if rendering != "print":
+                if rendering != "print" and (name, rendering) in selected:
                     path = reports.path(name, rendering == "static")
                     opened[rendering] = quality.Opening(qbrowser, path, _medium(rendering))
             for rendering, o in opened.items():
                 page = o.ready()
                 cache[(name, rendering)] = quality.collect(page, _medium(rendering))
-                if rendering == "light":
+                if rendering == "light" and (name, "print") in selected:
                     quality.to_print(page)
                     cache[(name, "print")] = quality.collect(page, "print")
         finally:
