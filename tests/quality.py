@@ -147,7 +147,9 @@ COLLECT_JS = r"""
     if (!shown(table)) continue;
     // leaf header of each column: the lowest header row's cell there (grouped headers span columns)
     const taken = [];
-    Array.from(table.tHead ? table.tHead.rows : []).forEach((tr, ri) => {
+    // the per-column filter row (table.js) holds controls, not column names
+    Array.from(table.tHead ? table.tHead.rows : []).filter(tr => !tr.classList.contains('rg-filter-row'))
+      .forEach((tr, ri) => {
       let c = 0;
       for (const th of tr.cells) {
         while (taken[ri] && taken[ri][c]) c++;
