@@ -21,6 +21,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from . import __version__, facts
+from .charts import static_spec
 from .model import Run
 from .report import Column, SectionOutcome, count
 
@@ -281,7 +282,7 @@ def static_svg(spec: dict[str, Any]) -> Markup:
     import vl_convert as vlc
 
     try:
-        svg = vlc.vegalite_to_svg(spec)
+        svg = vlc.vegalite_to_svg(static_spec(spec))  # no container to measure: a fixed width
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
         return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
     if _UNSAFE_SVG.search(svg):
