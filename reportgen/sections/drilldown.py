@@ -493,7 +493,7 @@ def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
         x=alt.X("total_ms_u:Q", axis=alt.Axis(**axis("Total time", unit))),
         color=role_color("kind", kinds, title="Kind (from the name)"),
         tooltip=[alt.Tooltip("name:N", title="Name"), alt.Tooltip("kind:N", title="Kind"),
-                 alt.Tooltip("count:Q", title="Count", format=",d"),
+                 alt.Tooltip("count:Q", title="Count", format=fmt.D3_INT),
                  tip("total_ms_u", "Total", unit), tip("mean_ms_u", "Mean", m_unit),
                  tip("share_ratio", "Share of rank", kind="ratio")],
     )

@@ -496,12 +496,12 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("flops_per_rank_u:Q", axis=alt.Axis(**axis("FLOPs per rank", unit))),
         color=stage_color("stage_key", sorted(df["stage_key"], key=natural_key), legend=False),
-        tooltip=[alt.Tooltip("stage_key:N", title="Stage"), alt.Tooltip("ranks:Q", title="Ranks"),
+        tooltip=[alt.Tooltip("stage_key:N", title="Stage"), alt.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
                  tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
                  alt.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
     rule = alt.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
     return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec((bars + rule).properties(
-        width={"step": 60}, height=220)), caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
+        width={"step": band(len(df), 60, 8)}, height=220)), caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
         alt="Bar chart of FLOPs per rank by pipeline stage")
 
 

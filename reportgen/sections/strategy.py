@@ -29,7 +29,7 @@ from collections import Counter
 import altair as alt
 import pandas as pd
 
-from .. import palette
+from .. import fmt, palette
 from ..charts import band, cell_labels, natural_key, scale_position, sequential, to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -373,7 +373,7 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     tips.append(alt.Tooltip("groups:N", title="Groups"))
     keep = ["rank", "stage_label", "column", "host", "groups", "colour_key", "ink"] + [f"{k}_index" for k in DIMS]
     d = d[keep]
-    step = band(ncols, 36, 3, 900)
+    step = band(ncols, 36, 3)
     axis_labels = ncols <= 64
     gap = alt.Scale(paddingInner=0.08 if step > 6 else 0)
     base = alt.Chart(d).encode(
@@ -403,12 +403,12 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
     c["to"] = "stage " + c["recv_stage"].astype(int).astype(str)
     c = c[["from", "to", "pairs"]]
     tips = [alt.Tooltip("from:N", title="From"), alt.Tooltip("to:N", title="To"),
-            alt.Tooltip("pairs:Q", title="Pairs", format=",d")]
+            alt.Tooltip("pairs:Q", title="Pairs", format=fmt.D3_INT)]
     base = scale_position(alt.Chart(c), "pairs").encode(
         x=alt.X("to:O", title="Receiving stage", axis=alt.Axis(labelAngle=0)), y=alt.Y("from:O", title="Sending stage"))
     chart = (base.mark_rect().encode(color=alt.Color("pairs:Q", title="Pairs", scale=sequential()), tooltip=tips)
-             + cell_labels(base, alt.Text("pairs:Q", format=",d"), tips)).properties(
-        width={"step": 60}, height={"step": 30})
+             + cell_labels(base, alt.Text("pairs:Q", format=fmt.D3_INT), tips)).properties(
+        width={"step": band(c["to"].nunique(), 60, 8)}, height={"step": 30})
     return Figure("strategy-pairs", "Pipeline send/receive pairs between stages", to_spec(chart),
                   caption="Matched send/receive operator pairs from each sending stage to each receiving stage.",
                   alt="Matrix of send/receive pairs between pipeline stages")
