@@ -29,8 +29,11 @@ from . import thresholds as th
 PLOT_MAX_WIDTH = 760
 #: Width of a ``"container"`` chart in the ``--static`` SVG, which has no container to measure.
 STATIC_WIDTH = 900
-#: Autosize of a chart sized to its container: the axes, titles and legends fit inside the container too.
-FIT = {"type": "fit-x", "contains": "padding"}
+#: Autosize of a chart sized to its container: the axes, titles and legends fit inside the container too, and
+#: the layout is redone when a control changes the labels (a longer legend label must not be cut).
+FIT = {"type": "fit-x", "contains": "padding", "resize": True}
+#: Autosize of every other chart: grows with its labels, also after a control changed them.
+PAD = {"type": "pad", "resize": True}
 
 
 def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
@@ -43,6 +46,7 @@ def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     """
     with alt.data_transformers.disable_max_rows():
         spec = chart.to_dict(validate=os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1")
+    spec.setdefault("autosize", dict(PAD))
     config = spec.setdefault("config", {})
     for key, value in CONFIG.items():
         config[key] = {**value, **config.get(key, {})}
@@ -53,15 +57,23 @@ def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 CONFIG = {"axis": {"labelOverlap": True, "labelSeparation": 4}}
 
 
+#: Room around a pre-rendered SVG: vl-convert measures text with its own font, the page draws it with the
+#: reader's, so a title measured to end at the edge can end a few px beyond it.
+STATIC_PADDING = {"left": 24, "right": 24, "top": 8, "bottom": 8}
+
+
 def static_spec(spec: dict[str, Any], width: int = STATIC_WIDTH) -> dict[str, Any]:
-    """``spec`` with every ``width: "container"`` replaced by ``width`` px, for the pre-rendered SVG."""
+    """``spec`` for the pre-rendered SVG: every ``width: "container"`` replaced by ``width`` px, and room around
+    the chart for text that the page's font draws wider (``STATIC_PADDING``, unless the spec sets a padding)."""
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             return {k: (width if k == "width" and v == "container" else walk(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [walk(v) for v in node]
         return node
-    return walk(copy.deepcopy(spec))
+    out = walk(copy.deepcopy(spec))
+    out.setdefault("padding", dict(STATIC_PADDING))
+    return out
 
 
 # --------------------------------------------------------------------------- sizes
@@ -261,7 +273,8 @@ def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "R
         .properties(width={"step": band(n_steps, 48)}, height={"step": band(n_ranks, 24, 2, 600)}))
 
 
-WARMUP_CAPTION = " Warm-up steps are left out of the colour scale (they take its slowest colour)."
+WARMUP_CAPTION = (" Warm-up steps are left out of the scale's median and span; a value beyond the span takes the "
+                  "end colour.")
 MEDIAN_CAPTION = (f" Colour = difference from the median of the steps in scope: blue below it, red above it, "
                   f"light near it; the scale spans at least ±{th.HEATMAP_MIN_SPAN * 100:g}% of the median step time, "
                   "so jitter stays pale.")

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 SIG = 4  #: significant digits shown to people
 D3_FORMAT = ",.4~r"  #: d3-format for a value already divided by its unit's factor (4 significant digits)
 D3_PCT = ".3~p"  #: d3-format for ratios (0..1) shown as percent, 3 significant digits (0.56421 -> 56.4%)
-D3_SHORT = ",.3~r"  #: d3-format for a value written inside a small chart cell (3 significant digits)
+D3_SHORT = ",.3~g"  #: d3-format for a value written inside a small chart cell (3 significant digits, 9.6e-8 when tiny)
 D3_INT = ",d"  #: d3-format for counts
 
 _SI = [("n", 1e-9), ("µ", 1e-6), ("m", 1e-3), ("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12),

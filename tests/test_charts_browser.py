@@ -1,6 +1,7 @@
-"""The charts of test_charts.py drawn by Chromium (issue 13): in light and dark, each fits its figure, no text is
-drawn over another text, and in dark mode every chart text and line (axes, rules, whiskers, graph edges, legend
-symbols) has a contrast of at least 3:1 with what is behind it. Uses test_browser.py's browser."""
+"""The charts of test_charts.py drawn by Chromium (issue 13): in light and dark, for every choice of the page's
+controls, each fits its figure, no text is drawn over another text or cut at the chart's edge, and in dark mode
+every chart text and line (axes, rules, whiskers, graph edges, legend symbols) has a contrast of at least 3:1
+with what is behind it. Uses test_browser.py's browser."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ MEASURE_JS = r"""
   for (const fig of document.querySelectorAll('figure.rg-figure')) {
     if (!prefixes.some(p => fig.id.startsWith(p))) continue;
     const el = fig.querySelector('.rg-chart'); const svg = el && el.querySelector('svg');
-    const r = {id: fig.id, box: el.clientWidth, content: el.scrollWidth, overlaps: [], low: []};
+    const r = {id: fig.id, box: el.clientWidth, content: el.scrollWidth, overlaps: [], low: [], outside: []};
     out.push(r);
     if (!svg) continue;
     const bgEl = svg.querySelector('.background');
@@ -36,6 +37,10 @@ MEASURE_JS = r"""
     if (!bg || bg.a === 0) bg = rgb(getComputedStyle(document.body).backgroundColor);
     const texts = Array.from(svg.querySelectorAll('text')).filter(t => t.textContent.trim() && alpha(t, svg) > 0.05);
     const boxes = texts.map(t => t.getBoundingClientRect());
+    const frame = svg.getBoundingClientRect();
+    texts.forEach((t, i) => { const b = boxes[i];
+      if (b.left < frame.left - 1 || b.right > frame.right + 1 || b.top < frame.top - 1 || b.bottom > frame.bottom + 1)
+        r.outside.push(t.textContent); });
     for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
       const a = boxes[i], b = boxes[j];
       const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
@@ -83,9 +88,23 @@ def test_charts_fit_do_not_overlap_and_read_in_dark(level2_report, open_report, 
     figs = page.evaluate(MEASURE_JS, list(OWN_PREFIXES))
     assert {"communication-graph", "communication-matrix", "communication-link-boxes", "trajectory-heatmap",
             "memory-grid", "flops-bars", "strategy-mesh"} <= {f["id"] for f in figs}
-    for f in figs:
-        assert f["content"] <= f["box"] + 1, f"{f['id']} is {f['content']} px wide in a {f['box']} px box"
-        assert not f["overlaps"], f"{f['id']}: text drawn over text: {f['overlaps'][:5]}"
-        if scheme == "dark":
-            assert not f["low"], f"{f['id']}: below 3:1 on the dark page: {f['low'][:5]}"
+    _check(figs, scheme, "as drawn")
+    # every choice of every control (metric, step, sort) keeps the charts inside their box and legible
+    selects = page.locator("select[data-signal]")
+    for i in range(selects.count()):
+        sel = selects.nth(i)
+        for value in sel.locator("option").evaluate_all("os => os.map(o => o.value)"):
+            sel.select_option(value)
+            page.wait_for_timeout(150)
+            _check(page.evaluate(MEASURE_JS, list(OWN_PREFIXES)), scheme,
+                   f"with {sel.get_attribute('data-signal')} = {value}")
     assert not log.problems(), log.problems()
+
+
+def _check(figs: list[dict], scheme: str, when: str) -> None:
+    for f in figs:
+        assert f["content"] <= f["box"] + 1, f"{f['id']} {when} is {f['content']} px wide in a {f['box']} px box"
+        assert not f["overlaps"], f"{f['id']} {when}: text drawn over text: {f['overlaps'][:5]}"
+        assert not f["outside"], f"{f['id']} {when}: text cut at the chart's edge: {f['outside'][:5]}"
+        if scheme == "dark":
+            assert not f["low"], f"{f['id']} {when}: below 3:1 on the dark page: {f['low'][:5]}"

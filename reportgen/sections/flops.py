@@ -448,10 +448,11 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
         n = max(1, df["device_id"].nunique())
     else:
         x = alt.X("rank:O", title="Rank", scale=gap, axis=alt.Axis(labelOverlap=True, labelAngle=0))
-        y, title = alt.Y(), "ranks"
+        y, title = None, "ranks"
         n = max(1, len(df))
     base = scale_position(in_unit(alt.Chart(df), f_factor, "flops").transform_calculate(
-        flops_per_s_u=f"datum.flops_per_s / {float(r_factor)!r}"), "ratio_to_max", [0, 1]).encode(x=x, y=y)
+        flops_per_s_u=f"datum.flops_per_s / {float(r_factor)!r}"), "ratio_to_max", [0, 1]).encode(
+        x=x, **({"y": y} if y is not None else {}))
     chart = base.mark_rect().encode(color=color, tooltip=tips)
     if n <= GRID_TEXT_MAX:
         chart = chart + cell_labels(base, alt.Text("ratio_to_max:Q", format=fmt.D3_PCT), tips)
