@@ -385,7 +385,7 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
         chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=alt.Color("ink:N", scale=None),
                                                            tooltip=tips)
     chart = chart.properties(width={"step": step}, height={"step": band(d["stage_label"].nunique(), 36, 12, 400)})
-    how = {"Host": "colour = host", "dp index": "colour = dp index (one colour per tp group position)",
+    how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
            "Stage": "colour = pipeline stage"}.get(title, "")
     return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
                   caption="One cell per rank (its rank id written in it): row = pipeline stage, column = position in "
