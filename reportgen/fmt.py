@@ -33,7 +33,8 @@ from typing import Any, Iterable
 SIG = 4  #: significant digits shown to people
 D3_FORMAT = ",.4~r"  #: d3-format for a value already divided by its unit's factor (4 significant digits)
 D3_PCT = ".3~p"  #: d3-format for ratios (0..1) shown as percent, 3 significant digits (0.56421 -> 56.4%)
-D3_SHORT = ",.3~g"  #: d3-format for a value written inside a small chart cell (3 significant digits, 9.6e-8 when tiny)
+#: d3-format for a value written inside a small chart cell (3 significant digits; 9.6e-8 when tiny, to stay short)
+D3_SHORT = ",.3~g"
 D3_INT = ",d"  #: d3-format for counts
 
 _SI = [("n", 1e-9), ("µ", 1e-6), ("m", 1e-3), ("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12),
@@ -159,5 +160,5 @@ def ms(v: Any) -> str:
     return quantity(v, "ms")
 
 
-__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for", "quantity", "cell",
-           "header", "percent", "ms"]
+__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+           "quantity", "cell", "header", "percent", "ms"]

@@ -118,6 +118,6 @@ def column_parts(phases: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(label, ROLE_OF_COLUMN[col]) for col, label in phases]
 
 
-__all__ = ["ROLE", "IDENTITY", "SEQUENTIAL", "SEQUENTIAL_ON_BACKGROUND", "DIVERGING", "DIVERGING_REVERSE", "INK_ON_LIGHT", "INK_ON_DARK",
-           "SEQUENTIAL_LIGHT_FROM", "ALL", "ROLE_OF_COLUMN", "ink", "role_scale", "identity", "identity_scale",
-           "column_parts"]
+__all__ = ["ROLE", "IDENTITY", "SEQUENTIAL", "SEQUENTIAL_ON_BACKGROUND", "DIVERGING", "DIVERGING_REVERSE",
+           "INK_ON_LIGHT", "INK_ON_DARK", "SEQUENTIAL_LIGHT_FROM", "ALL", "ROLE_OF_COLUMN", "ink", "role_scale",
+           "identity", "identity_scale", "column_parts"]

@@ -22,9 +22,12 @@ MEASURE_JS = r"""
     const p = m[1].split(',').map(Number); return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
     return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
-  const contrast = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const contrast = (a, b) => { const x = lum(a), y = lum(b);
+    return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
   const blend = (c, bg, a) => ({r: c.r * a + bg.r * (1 - a), g: c.g * a + bg.g * (1 - a), b: c.b * a + bg.b * (1 - a)});
-  const alpha = (el, svg) => { let o = 1; for (let e = el; e && e !== svg; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity || '1'); return o; };
+  const alpha = (el, svg) => { let o = 1;
+    for (let e = el; e && e !== svg; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity || '1');
+    return o; };
   const out = [];
   for (const fig of document.querySelectorAll('figure.rg-figure')) {
     if (!prefixes.some(p => fig.id.startsWith(p))) continue;
@@ -43,13 +46,15 @@ MEASURE_JS = r"""
         r.outside.push(t.textContent); });
     for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
       const a = boxes[i], b = boxes[j];
-      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
       if (w > 1 && h > 1) r.overlaps.push([texts[i].textContent, texts[j].textContent]);
     }
     const cells = Array.from(svg.querySelectorAll('g.role-mark path, g.role-mark rect')).map(e => {
       const cs = getComputedStyle(e), f = rgb(cs.fill);
       return f && f.a > 0 && cs.fill !== 'none'
-        ? {b: e.getBoundingClientRect(), c: blend(f, bg, f.a * parseFloat(cs.fillOpacity || '1') * alpha(e, svg))} : null;
+        ? {b: e.getBoundingClientRect(), c: blend(f, bg, f.a * parseFloat(cs.fillOpacity || '1') * alpha(e, svg))}
+        : null;
     }).filter(x => x && x.b.width > 0);
     const behind = t => { const b = t.getBoundingClientRect(), x = b.left + b.width / 2, y = b.top + b.height / 2;
       let under = bg;

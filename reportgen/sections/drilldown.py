@@ -132,7 +132,8 @@ def blocks_figure(blocks: pd.DataFrame, order: list[int]) -> Figure | None:
         block=block_expr,
         lane="isValid(datum.s) ? 'stage ' + datum.s + ' · rank ' + datum.r : 'rank ' + datum.r",
     ).mark_rect().encode(
-        x=alt.X("lane:O", sort=alt.EncodingSortField(field="o", op="min"), scale=alt.Scale(paddingInner=0.06 if n <= 128 else 0),
+        x=alt.X("lane:O", sort=alt.EncodingSortField(field="o", op="min"),
+                scale=alt.Scale(paddingInner=0.06 if n <= 128 else 0),
                 title="Rank (sorted by stage, then rank)", axis=alt.Axis(labelOverlap=True, labels=n <= 128)),
         y=alt.Y("block:N", sort=[lab for _, lab in shown], title=None, scale=alt.Scale(paddingInner=0.1)),
         color=alt.Color("share:Q", scale=sequential([0, 1]), legend=alt.Legend(**axis("Share", kind="ratio"))),
@@ -409,7 +410,8 @@ def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame
 
 
 def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | None:
-    labels = {"memory_mb": ("Memory in use", "mb", "memory"), "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}
+    labels = {"memory_mb": ("Memory in use", "mb", "memory"),
+              "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}
     t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
     charts = []
     for metric, (title, kind, role_) in labels.items():

@@ -501,9 +501,10 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
                  tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
                  alt.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
     rule = alt.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
-    return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec((bars + rule).properties(
-        width={"step": band(len(df), 60, 8)}, height=220)), caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
-        alt="Bar chart of FLOPs per rank by pipeline stage")
+    chart = (bars + rule).properties(width={"step": band(len(df), 60, 8)}, height=220)
+    return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec(chart),
+                  caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
+                  alt="Bar chart of FLOPs per rank by pipeline stage")
 
 
 _ranges = rank_ranges
