@@ -73,12 +73,39 @@
     var loader = offlineLoader();
     if (loader) opts.loader = loader;
     if (dark) {
-      /* the page colour, not transparent: printed on white paper, light text needs its dark box */
-      var bg = window.getComputedStyle(doc.body).backgroundColor;
       opts.theme = "dark";
-      opts.config = { background: bg && bg !== "rgba(0, 0, 0, 0)" ? bg : "#15181c" };
+      opts.config = darkConfig();
     }
     return opts;
+  }
+
+  /* Theme: chart text, axes, rules (whiskers, mean lines, graph edges without a colour of their own) and
+   * legends take the page's own colours (report.css custom properties), so they stay readable on the dark
+   * page (>= 3:1). Data colours come from the specs (reportgen/palette.py) and do not change. */
+  function cssColor(name, fallback) {
+    var v = window.getComputedStyle(root).getPropertyValue(name);
+    return v && v.trim() ? v.trim() : fallback;
+  }
+  function darkConfig() {
+    /* the page colour, not transparent: printed on white paper, light text needs its dark box */
+    var bg = window.getComputedStyle(doc.body).backgroundColor;
+    var fg = cssColor("--fg", "#e2e6ea");
+    var muted = cssColor("--muted", "#9aa4ae");
+    var faint = cssColor("--border", "#3a424b");
+    var line = { color: fg };
+    return {
+      background: bg && bg !== "rgba(0, 0, 0, 0)" ? bg : "#15181c",
+      title: { color: fg, subtitleColor: muted },
+      style: { "guide-label": { fill: fg }, "guide-title": { fill: fg } },
+      axis: { domainColor: muted, tickColor: muted, gridColor: faint, labelColor: fg, titleColor: fg },
+      legend: { labelColor: fg, titleColor: fg },
+      view: { stroke: muted },
+      text: { color: fg },
+      rule: line,
+      tick: line,
+      boxplot: { rule: line, ticks: line },
+      errorbar: { rule: line, ticks: line }
+    };
   }
 
   /* Names of the top-level variable params (Vega-Lite) or signals (Vega) a spec declares. */

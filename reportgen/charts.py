@@ -1,11 +1,39 @@
-"""Chart helpers shared by the sections: Altair chart -> Vega-Lite dict (the contract)."""
+"""Chart helpers shared by the sections: Altair chart -> Vega-Lite dict (the contract), sizes that fit the
+page, units on every axis, and the colour scales of reportgen/palette.py.
+
+Sizes: a chart either takes its container's width (``fit``: ``width: "container"``, drawn to the figure's box
+and redrawn when the window changes) or is computed from its rank / step count with a maximum
+(``band``, ``PLOT_MAX_WIDTH``) so that at the reference width (1400 px window, 1070 px figure box) nothing
+is cut. ``static_spec`` gives the ``--static`` renderer (no container there) a fixed width instead.
+
+Units: values stay in their base unit in the embedded data (ms, MB, FLOP...); ``in_unit`` divides them in the
+page by the factor fmt.unit_for chose, and the axis / legend / tooltip titles name that unit
+(``fmt.header``); numbers are formatted with ``fmt.D3_FORMAT`` / ``fmt.D3_PCT``.
+"""
 
 from __future__ import annotations
 
+import copy
 import os
-from typing import Any
+import re
+import statistics
+from typing import Any, Iterable
 
 import altair as alt
+
+from . import fmt, palette
+from . import thresholds as th
+
+#: Widest plot area (px) of a chart whose size is computed (heatmaps, matrices, small multiples): with its axis
+#: and legend it fits the 1070 px figure box of a 1400 px window.
+PLOT_MAX_WIDTH = 760
+#: Width of a ``"container"`` chart in the ``--static`` SVG, which has no container to measure.
+STATIC_WIDTH = 900
+#: Autosize of a chart sized to its container: the axes, titles and legends fit inside the container too, and
+#: the layout is redone when a control changes the labels (a longer legend label must not be cut).
+FIT = {"type": "fit-x", "contains": "padding", "resize": True}
+#: Autosize of every other chart: grows with its labels, also after a control changed them.
+PAD = {"type": "pad", "resize": True}
 
 
 def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
@@ -17,7 +45,179 @@ def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     budget (MAX_CHART_ROWS, see ../shared/research/offline-html-report.md §2.2).
     """
     with alt.data_transformers.disable_max_rows():
-        return chart.to_dict(validate=os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1")
+        spec = chart.to_dict(validate=os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1")
+    spec.setdefault("autosize", dict(PAD))
+    config = spec.setdefault("config", {})
+    for key, value in CONFIG.items():
+        config[key] = {**value, **config.get(key, {})}
+    return spec
+
+
+#: Defaults of every chart: axis labels that would touch another are dropped (never drawn over each other).
+CONFIG = {"axis": {"labelOverlap": True, "labelSeparation": 4}}
+
+
+#: Room around a pre-rendered SVG: vl-convert measures text with its own font, the page draws it with the
+#: reader's, so a title measured to end at the edge can end a few px beyond it.
+STATIC_PADDING = {"left": 24, "right": 24, "top": 8, "bottom": 8}
+
+
+def static_spec(spec: dict[str, Any], width: int = STATIC_WIDTH) -> dict[str, Any]:
+    """``spec`` for the pre-rendered SVG: every ``width: "container"`` replaced by ``width`` px, and room around
+    the chart for text that the page's font draws wider (``STATIC_PADDING``, unless the spec sets a padding)."""
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (width if k == "width" and v == "container" else walk(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+    out = walk(copy.deepcopy(spec))
+    out.setdefault("padding", dict(STATIC_PADDING))
+    return out
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def fit(chart: alt.TopLevelMixin, height: int | dict) -> alt.TopLevelMixin:
+    """``chart`` as wide as its figure (axes and legends included), ``height`` px (or ``{"step": n}``)."""
+    return chart.properties(width="container", height=height, autosize=FIT)
+
+
+def fit_concat(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """A concatenation of ``fit``-width views: the whole stays inside the figure."""
+    return chart.properties(autosize=FIT)
+
+
+def band(n: int, most: int = 40, least: int = 4, total: int = PLOT_MAX_WIDTH) -> int:
+    """Band (cell) size in px for ``n`` discrete positions: as large as ``most`` but ``n`` of them within
+    ``total`` px, and never below ``least`` (then the chart scrolls rather than drawing invisible cells)."""
+    return max(least, min(most, total // max(1, n)))
+
+
+# --------------------------------------------------------------------------- units
+
+
+def in_unit(chart: alt.Chart, factor: float, *fields: str, suffix: str = "_u") -> alt.Chart:
+    """``chart`` with ``<field><suffix> = datum[field] / factor`` for each field (drawn in the unit whose
+    factor fmt.unit_for chose; the data keeps the base unit)."""
+    return chart.transform_calculate(**{f + suffix: f"datum['{f}'] / {float(factor)!r}" for f in fields})
+
+
+def tip(field: str, title: str, unit: str = "", kind: str = "", **kw) -> alt.Tooltip:
+    """A tooltip row: quantitative ``field`` with its unit in the title and the report's number format
+    (``kind='ratio'`` shows a 0..1 field as percent)."""
+    if kind == "ratio":
+        return alt.Tooltip(f"{field}:Q", title=title, format=fmt.D3_PCT, **kw)
+    return alt.Tooltip(f"{field}:Q", title=fmt.header(title, kind, unit) if unit else title, format=fmt.D3_FORMAT,
+                       **kw)
+
+
+def axis(title: str, unit: str = "", kind: str = "", **kw) -> dict:
+    """Title and number format of a quantitative axis (or legend) in ``unit``."""
+    return {"title": fmt.header(title, kind, unit) if (unit or kind in ("ratio", "pct")) else title,
+            "format": fmt.D3_PCT if kind == "ratio" else fmt.D3_FORMAT, **kw}
+
+
+def metric_switch(param: str, metrics: dict[str, tuple[str, str, Any]]) -> tuple[str, alt.Parameter]:
+    """For a chart whose metric a control switches (signal ``param``): ``metrics`` = {column: (label, fmt kind,
+    values)}; each column gets its own unit (fmt.unit_for). Returns the Vega expression of the drawn value
+    (``datum[column] / factor``) and the parameter ``<param>_units`` = {column: [title with unit, factor]}; the
+    title of the chosen metric is ``<param>_units[<param>][0]`` (for a title, an axis or legend labelExpr)."""
+    units = {}
+    for col, (label, kind, values) in metrics.items():
+        unit, factor = fmt.unit_for(kind, values)
+        units[col] = [fmt.header(label, kind, unit), factor]
+    return (f"datum[{param}] / {param}_units[{param}][1]",
+            alt.param(name=f"{param}_units", value=units))
+
+
+def natural_key(text: Any) -> list:
+    """Sort key that orders the numbers inside text by value: 'rank 2' < 'rank 10'."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(text)) if t]
+
+
+# --------------------------------------------------------------------------- colour
+
+
+def role_color(field: str, parts: Iterable[tuple[str, str]], title: str | None = None,
+               legend: bool = True) -> alt.Color:
+    """Colour by the meaning of each part: ``parts`` = [(label, palette role), ...] in stacking/legend order."""
+    parts = list(parts)
+    return alt.Color(f"{field}:N", title=title, sort=[label for label, _ in parts],
+                     scale=alt.Scale(**palette.role_scale(parts)),
+                     legend=alt.Legend(orient="top") if legend else None)
+
+
+def stage_color(field: str, stages: Iterable, title: str = "Stage", legend: bool = True) -> alt.Color:
+    """Colour by pipeline stage: ``stages`` = the field's values, stage numbers as text ("0", "1", ...);
+    anything else ("none") takes the 'other' colour."""
+    values = list(dict.fromkeys(stages))
+    scale = {"domain": values, "range": [palette.identity(int(v)) if str(v).isdigit() else palette.ROLE["other"]
+                                         for v in values]}
+    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(**scale),
+                     legend=alt.Legend(orient="top") if legend else None)
+
+
+def identity_color(field: str, values: Iterable, title: str, legend: bool = True) -> alt.Color:
+    """Colour by an identity (host, group index), in the given order."""
+    values = list(dict.fromkeys(values))
+    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(**palette.identity_scale(values)),
+                     legend=alt.Legend(orient="top", columns=10) if legend else None)
+
+
+def sequential(domain: list | None = None) -> alt.Scale:
+    """Scale for an amount (palette.SEQUENTIAL): over ``domain``, by default from zero to the largest value (an
+    amount read from its min to its max would make a 0.1% difference look like the whole range)."""
+    return alt.Scale(scheme=palette.SEQUENTIAL, **({"domain": domain} if domain is not None else {"domainMin": 0}))
+
+
+def median_domain(values: Iterable[Any], reference: float | None = None) -> list[float] | None:
+    """[low, median, high] of a diverging heatmap scale: centred on the median of ``values`` (the steps in
+    scope), as wide as the largest deviation but never narrower than ±th.HEATMAP_MIN_SPAN × ``reference``
+    (default: the median itself; heatmaps of parts of a step pass the median step time) and never below zero.
+    None without a finite value."""
+    vals = [float(v) for v in values if v is not None and v == v and abs(float(v)) != float("inf")]
+    if not vals:
+        return None
+    mid = statistics.median(vals)
+    ref = abs(reference if reference is not None else mid)
+    span = max(max(abs(v - mid) for v in vals), th.HEATMAP_MIN_SPAN * ref)
+    if span == 0:
+        span = 1.0  # every value 0: any span keeps the scale valid
+    return [fmt.clean(max(0.0, mid - span)), fmt.clean(mid), fmt.clean(mid + span)]
+
+
+def diverging(domain: list | dict) -> alt.Scale:
+    """Scale for "below / above the median" (palette.DIVERGING): ``domain`` = [low, median, high] (or an
+    expression giving it); values beyond it take the end colours."""
+    return alt.Scale(domain=domain, scheme=palette.DIVERGING, reverse=palette.DIVERGING_REVERSE, clamp=True)
+
+
+def ink(position_expr: str, diverging_scale: bool = False) -> alt.Color:
+    """Colour of text drawn on a coloured cell, from the cell's position on its scale (a Vega expression
+    0..1): light ink on the dark end(s) of the scale, dark ink elsewhere."""
+    if diverging_scale:
+        dark = f"abs(({position_expr}) - 0.5) > 0.3"
+    else:
+        dark = f"({position_expr}) < {palette.SEQUENTIAL_LIGHT_FROM}"
+    return alt.condition(dark, alt.value(palette.INK_ON_DARK), alt.value(palette.INK_ON_LIGHT))
+
+
+def scale_position(chart: alt.Chart, field: str, domain: list | None = None) -> alt.Chart:
+    """``chart`` with ``pos`` = where ``field`` sits on its ``sequential`` colour scale (0..1): on ``domain`` when
+    the scale has a fixed one, else from zero to the rows' largest value (the scale's default domain)."""
+    if domain is None:
+        return (chart.transform_joinaggregate(vmax=f"max({field})")
+                .transform_calculate(pos=f"datum.vmax > 0 ? clamp(datum['{field}'] / datum.vmax, 0, 1) : 0"))
+    lo, hi = float(domain[0]), float(domain[-1])
+    return chart.transform_calculate(pos=f"clamp((datum['{field}'] - {lo!r}) / {hi - lo!r}, 0, 1)")
+
+
+def cell_labels(base: alt.Chart, text: alt.Text, tooltip: list | None = None, size: int = 10) -> alt.Chart:
+    """Values written on the cells of a sequential heatmap whose rows carry ``pos`` (``scale_position``), in the
+    ink that reads on each cell."""
+    return base.mark_text(fontSize=size).encode(text=text, color=ink("datum.pos"), tooltip=tooltip or [])
 
 
 def shade_in_scope(chart: alt.Chart, value_expr: str) -> alt.Chart:
@@ -30,4 +230,51 @@ def shade_in_scope(chart: alt.Chart, value_expr: str) -> alt.Chart:
             .transform_calculate(shade="datum.scale_max == null ? datum.value : min(datum.value, datum.scale_max)"))
 
 
-WARMUP_CAPTION = " Warm-up steps are drawn in the darkest colour; the scale covers the other steps."
+def stacked_parts(base: alt.Chart, parts: list[tuple[str, str]], x: alt.X, unit: str, factor: float,
+                  tooltip: list, height: int = 280) -> alt.TopLevelMixin:
+    """Per-rank stacked bars of the parts of a step, as wide as the figure. ``base`` rows (already filtered to
+    one step) carry ``ms`` (the part, base unit), ``step_ms``, ``phase`` (the part's label) and ``order``;
+    ``parts`` = [(label, palette role)] in stacking order; ``tooltip`` = the rows' identifying fields."""
+    chart = in_unit(base, factor, "ms", "step_ms").mark_bar().encode(
+        x=x, y=alt.Y("ms_u:Q", stack="zero", axis=alt.Axis(**axis("Time", unit))),
+        color=role_color("phase", parts), order=alt.Order("order:Q"),
+        tooltip=tooltip + [alt.Tooltip("phase:N", title="Part"), tip("ms_u", "Time", unit),
+                           tip("step_ms_u", "Step", unit)])
+    return fit(chart, height)
+
+
+def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "Rank", reference: str | None = None,
+                   tooltip: list | None = None, legend_title: str = "Time") -> alt.Chart:
+    """Rank × step heatmap of times, coloured by the difference from the median (``diverging``).
+
+    ``df``: one row per (rank, step) with ``warmup`` and the ``metrics`` columns (base unit ms; {column: label});
+    the signal ``param`` picks the metric drawn (its first column by default). Each metric's scale is centred on
+    the median of the steps in scope (warm-up steps left out: they take the end colour, ``shade_in_scope``),
+    with at least ±th.HEATMAP_MIN_SPAN × the median of the ``reference`` column (the step time) as its span.
+    ``tooltip``: the rows' identifying fields besides rank and step."""
+    cols = list(metrics)
+    unit, factor = fmt.unit_for("ms", df[cols].to_numpy().ravel())
+    warm = df["warmup"].astype(bool)
+    scope = df[~warm] if not warm.all() else df
+    ref = float(scope[reference].median()) / factor if reference and reference in scope else None
+    domains = {k: median_domain(scope[k] / factor, ref) or [0.0, 0.5, 1.0] for k in cols}
+    n_steps, n_ranks = df["step"].nunique(), df["rank"].nunique()
+    legend = alt.Legend(**axis(legend_title, unit), values={"expr": f"{param}_domains[{param}]"}, gradientLength=120)
+    return (
+        in_unit(shade_in_scope(alt.Chart(df), f"datum[{param}] / {float(factor)!r}"), factor, *cols)
+        .mark_rect()
+        .encode(
+            x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("rank:O", title=y_title),
+            color=alt.Color("shade:Q", scale=diverging({"expr": f"{param}_domains[{param}]"}), legend=legend),
+            tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step")] + (tooltip or [])
+            + [tip(f"{k}_u", label, unit) for k, label in metrics.items()])
+        .add_params(alt.param(name=param, value=cols[0]), alt.param(name=f"{param}_domains", value=domains))
+        .properties(width={"step": band(n_steps, 48)}, height={"step": band(n_ranks, 24, 2, 600)}))
+
+
+WARMUP_CAPTION = (" Warm-up steps are left out of the scale's median and span; a value beyond the span takes the "
+                  "end colour.")
+MEDIAN_CAPTION = (f" Colour = difference from the median of the steps in scope: blue below it, red above it, "
+                  f"light near it; the scale spans at least ±{th.HEATMAP_MIN_SPAN * 100:g}% of the median step time, "
+                  "so jitter stays pale.")

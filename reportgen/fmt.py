@@ -33,7 +33,10 @@ from typing import Any, Iterable
 
 SIG = 4  #: significant digits shown to people
 D3_FORMAT = ",.4~r"  #: d3-format for a value already divided by its unit's factor (4 significant digits)
-D3_PCT = ".3~%"  #: d3-format for ratios (0..1) shown as percent
+D3_PCT = ".3~p"  #: d3-format for ratios (0..1) shown as percent, 3 significant digits (0.56421 -> 56.4%)
+#: d3-format for a value written inside a small chart cell (3 significant digits; 9.6e-8 when tiny, to stay short)
+D3_SHORT = ",.3~g"
+D3_INT = ",d"  #: d3-format for counts
 
 _SI = [("n", 1e-9), ("µ", 1e-6), ("m", 1e-3), ("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12),
        ("P", 1e15), ("E", 1e18)]
@@ -234,5 +237,6 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
     return out
 
 
-__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for", "quantity", "cell",
+__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+           "quantity", "cell",
            "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence"]

@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from . import __version__, facts, fmt
+from .charts import static_spec
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
@@ -330,7 +331,7 @@ def static_svg(spec: dict[str, Any]) -> Markup:
     import vl_convert as vlc
 
     try:
-        svg = vlc.vegalite_to_svg(spec)
+        svg = vlc.vegalite_to_svg(static_spec(spec))  # no container to measure: a fixed width
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
         return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
     if _UNSAFE_SVG.search(svg):

@@ -76,6 +76,14 @@ CONTENTION_BELOW = 0.8
 #: jitter stays well under 2x.
 WARMUP_STEP_FACTOR = 2.0
 
+#: Heatmaps of time per rank and step colour the deviation from the median (diverging scale, median = neutral).
+#: The colour saturates at the largest deviation, but never before this share of the median step time: a
+#: one-step Ascend run whose ranks took 809.4-810.2 ms (0.1% apart) must not look like a straggler. Healthy
+#: ranks jitter well under 1% of the step; the slow-rank rule starts at 5% (SLOW_RANK_SPREAD), so at a 2% span
+#: jitter stays pale and anything approaching a finding is clearly coloured. A chart setting, not a finding
+#: threshold: it is not in as_dict().
+HEATMAP_MIN_SPAN = 0.02
+
 #: Severity by the share of step time at stake (issue #8 advisor convention).
 SEVERITY_HIGH_SHARE = 0.05
 SEVERITY_MEDIUM_SHARE = 0.03

@@ -30,8 +30,10 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
-from ..charts import to_spec
-from .. import facts, fmt
+from .. import fmt, palette
+from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_switch, natural_key, scale_position,
+                      sequential, tip, to_spec)
+from .. import facts
 from ..errors import Unavailable
 from ..timeline import assign_steps
 from ..model import Run
@@ -324,6 +326,11 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
 # --------------------------------------------------------------------------- present
 
 
+#: The link charts' metric (each chart titles the chosen metric with its unit).
+LINK_METRIC_CONTROL = Control("link_metric", "Link metric", [("time_ms", "Time"), ("size_mb", "Size"),
+                                                             ("bandwidth_gbps", "Bandwidth")], "bandwidth_gbps")
+
+
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     per_rank, prs = t["per_rank"], t["per_rank_step"]
@@ -336,14 +343,11 @@ def present(a: Analysis) -> View:
     if links is not None:
         figures.append(_matrix(links, "src_rank", "dst_rank", "Rank"))
         figures.append(_graph(per_rank, links))
-        controls.append(Control("link_metric", "Link metric", [("time_ms", "Time (ms)"), ("size_mb", "Size (MB)"),
-                                                               ("bandwidth_gbps", "Bandwidth (GB/s)")], "bandwidth_gbps"))
+        controls.append(LINK_METRIC_CONTROL)
     if "link_ops" in t:
         figures.append(_boxes(t["link_ops"]))
         if not any(c.signal == "link_metric" for c in controls):
-            controls.append(Control("link_metric", "Link metric", [("time_ms", "Time (ms)"), ("size_mb", "Size (MB)"),
-                                                                   ("bandwidth_gbps", "Bandwidth (GB/s)")],
-                                    "bandwidth_gbps"))
+            controls.append(LINK_METRIC_CONTROL)
     tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
                                [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
                                 Column("comm_ms", "Communication", "ms"), Column("wait_ms", "Wait", "ms"),
@@ -444,26 +448,48 @@ def _findings(a: Analysis) -> list[Finding]:
     return out
 
 
+#: Communication and wait get their own y scale when one series' largest value is this many times the other's:
+#: on one linear axis a 2 ms bar next to 1000 ms ones is invisible.
+SEPARATE_SCALES_RATIO = 10.0
+
+
 def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
     avg = per_rank.assign(step_key="avg")[["rank", "step_key", "comm_ms", "wait_ms"]]
     per = prs.assign(step_key=prs["step"].astype(str))[["rank", "step_key", "comm_ms", "wait_ms"]]
     wide = pd.concat([avg, per], ignore_index=True)
-    long = pd.concat([wide.assign(ms=wide["comm_ms"], part="Communication", order=0),
-                      wide.assign(ms=wide["wait_ms"], part="Wait", order=1)], ignore_index=True)
-    n = max(1, per_rank["rank"].nunique())
-    chart = (
-        alt.Chart(long).transform_filter("datum.step_key == step").mark_bar()
-        .encode(x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)),
-                xOffset=alt.XOffset("part:N"),
-                y=alt.Y("ms:Q", title="Time (ms)"),
-                color=alt.Color("part:N", title=None, legend=alt.Legend(orient="top")),
-                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("part:N", title="Part"),
-                         alt.Tooltip("ms:Q", title="ms", format=".4f")])
-        .add_params(alt.param(name="step", value="avg"))
-        .properties(width={"step": max(4, min(40, 900 // n))}, height=240))
+    top = {c: float(wide[c].abs().max()) if wide[c].notna().any() else 0.0 for c in ("comm_ms", "wait_ms")}
+    hi, lo = max(top.values()), min(top.values())
+    separate = lo > 0 and hi / lo >= SEPARATE_SCALES_RATIO
+    shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_ms"], wide["wait_ms"]]))
+    base = alt.Chart(wide).transform_filter("datum.step_key == step")
+    rows = []
+    for i, (col, label, role) in enumerate((("comm_ms", "Communication", "comm"), ("wait_ms", "Wait", "wait"))):
+        unit, factor = fmt.unit_for("ms", wide[col]) if separate else shared_unit
+        last = i == 1
+        rows.append(in_unit(base, factor, col).mark_bar(color=palette.ROLE[role]).encode(
+            x=alt.X("rank:O", title="Rank" if last else None,
+                    axis=alt.Axis(labelOverlap=True, labelAngle=0, labels=last, ticks=last)),
+            y=alt.Y(f"{col}_u:Q", axis=alt.Axis(**axis(label, unit))),
+            tooltip=[alt.Tooltip("rank:O", title="Rank"), tip(f"{col}_u", label, unit)],
+        ).properties(width="container", height=150 if separate else 120))
+    chart = fit_concat(alt.vconcat(*rows, spacing=6).add_params(alt.param(name="step", value="avg"))
+                       .resolve_scale(y="independent" if separate else "shared"))
+    how = ("each on its own scale (one is over " f"{SEPARATE_SCALES_RATIO:g}× the other)" if separate
+           else "on the same scale")
     return Figure("communication-ranks", "Communication and waiting time per rank", to_spec(chart),
-                  caption="Side by side per rank, for the selected step or the average.",
+                  caption=f"Communication (top) and waiting (bottom) per rank, {how}, for the selected step or the "
+                          "average.",
                   alt="Bars of communication and wait time per rank")
+
+
+#: The link matrix writes each cell's value in it up to this many ranks a side.
+MATRIX_TEXT_MAX_SIDE = 16
+
+
+def _link_metrics(df: pd.DataFrame) -> dict:
+    """{column: (label, fmt kind, values)} of the link metrics the 'Link metric' control switches."""
+    return {"time_ms": ("Time", "ms", df["time_ms"]), "size_mb": ("Size", "mb", df["size_mb"]),
+            "bandwidth_gbps": ("Bandwidth", "gbps", df["bandwidth_gbps"])}
 
 
 def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
@@ -477,33 +503,48 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
         lk = lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
         lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
-    cell = max(3, min(24, 640 // max(1, side if side <= MATRIX_MAX_SIDE else MATRIX_MAX_SIDE)))
-    chart = (
-        alt.Chart(lk).transform_calculate(value="datum[link_metric]").mark_rect()
-        .encode(x=alt.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=alt.Axis(labelOverlap=True)),
-                y=alt.Y(f"{src}:O", title=f"Source {title.lower()}", axis=alt.Axis(labelOverlap=True)),
-                color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
-                tooltip=[alt.Tooltip(f"{src}:O", title="Source"), alt.Tooltip(f"{dst}:O", title="Destination"),
-                         alt.Tooltip("time_ms:Q", title="Time (ms)", format=".4f"),
-                         alt.Tooltip("size_mb:Q", title="Size (MB)", format=".4f"),
-                         alt.Tooltip("bandwidth_gbps:Q", title="Bandwidth (GB/s)", format=".4f")])
-        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"))
-        .properties(width={"step": cell}, height={"step": cell}))
+    shown = min(side, MATRIX_MAX_SIDE)
+    cell = band(shown, 48, 3, 640)
+    value, units = metric_switch("link_metric", _link_metrics(lk))
+    text = shown <= MATRIX_TEXT_MAX_SIDE
+    base = scale_position(alt.Chart(lk).transform_calculate(value=value), "value").encode(
+        x=alt.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+        y=alt.Y(f"{src}:O", title=f"Source {title.lower()}", axis=alt.Axis(labelOverlap=True)))
+    tips = [alt.Tooltip(f"{src}:O", title="Source"), alt.Tooltip(f"{dst}:O", title="Destination"),
+            tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
+    chart = base.mark_rect().encode(
+        color=alt.Color("value:Q", scale=sequential(), legend=alt.Legend(title=None, format=fmt.D3_FORMAT)),
+        tooltip=tips)
+    if text:
+        chart = chart + cell_labels(base, alt.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
+    chart = chart.add_params(alt.param(name="link_metric", value="bandwidth_gbps"), units).properties(
+        width={"step": cell}, height={"step": cell},
+        title=alt.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start", fontSize=12))
+    if text:
+        caption += " Each cell shows its value in the unit of the title."
     return Figure("communication-matrix", "Link matrix", to_spec(chart), caption=caption,
                   alt="Adjacency matrix of links between ranks")
 
 
 def _boxes(link_ops: pd.DataFrame) -> Figure:
+    value, units = metric_switch("link_metric", _link_metrics(link_ops))
+    links = sorted(link_ops["link"].unique(), key=natural_key)
     chart = (
-        alt.Chart(link_ops).transform_calculate(value="datum[link_metric]")
-        .mark_boxplot(extent=1.5)
-        .encode(x=alt.X("link:N", title="Link", sort="ascending", axis=alt.Axis(labelAngle=-45, labelLimit=160)),
-                y=alt.Y("value:Q", title=None))
-        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"))
-        .properties(width={"step": 22}, height=220))
-    return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth", to_spec(chart),
+        alt.Chart(link_ops).transform_calculate(value=value)
+        .mark_boxplot(extent=1.5, color=palette.ROLE["comm"], size=12)
+        .encode(y=alt.Y("link:N", title="Link", sort=links, axis=alt.Axis(labelLimit=240)),
+                x=alt.X("value:Q", title=None, axis=alt.Axis(format=fmt.D3_FORMAT)))
+        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"), units)
+        .properties(title=alt.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start",
+                                          fontSize=12)))
+    return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth",
+                  to_spec(fit(chart, {"step": 20})),
                   caption=f"One box per link (the {BOX_LINKS} busiest): quartiles, whiskers at 1.5 × IQR, outliers as "
                           "dots; switch the metric with 'Link metric'.", alt="Box plots per link")
+
+
+#: Graph nodes sit on the unit circle, their labels on this radius.
+LABEL_RADIUS = 1.15
 
 
 def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
@@ -512,29 +553,42 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
     angle = {r: 2 * math.pi * i / max(1, len(ranks)) for i, r in enumerate(ranks)}
     pos = {r: (math.cos(a), math.sin(a)) for r, a in angle.items()}
     pr = per_rank.set_index("rank")
-    nodes = pd.DataFrame({"rank": ranks, "x": [pos[r][0] for r in ranks], "y": [pos[r][1] for r in ranks]})
+    nodes = pd.DataFrame({"rank": ranks, "x": [pos[r][0] for r in ranks], "y": [pos[r][1] for r in ranks],
+                          # labels just outside the circle, away from the node and its edges
+                          "lx": [LABEL_RADIUS * pos[r][0] for r in ranks],
+                          "ly": [LABEL_RADIUS * pos[r][1] for r in ranks]})
     nodes["comm_ms"] = [float(pr["comm_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
     nodes["wait_ms"] = [float(pr["wait_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
     total = nodes["comm_ms"] + nodes["wait_ms"]
-    nodes["comm_share"] = (nodes["comm_ms"] / total).where(total > 0)
+    nodes["wait_share"] = (nodes["wait_ms"] / total).where(total > 0)
     e = links[links["src_rank"] != links["dst_rank"]].groupby(["src_rank", "dst_rank"], as_index=False)[
         ["size_mb", "time_ms"]].sum()
     e["x"], e["y"] = e["src_rank"].map(lambda r: pos[r][0]), e["src_rank"].map(lambda r: pos[r][1])
     e["x2"], e["y2"] = e["dst_rank"].map(lambda r: pos[r][0]), e["dst_rank"].map(lambda r: pos[r][1])
-    axis = alt.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
-    edges = alt.Chart(e).mark_rule(opacity=0.4).encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), x2="x2:Q", y2="y2:Q",
-        strokeWidth=alt.StrokeWidth("size_mb:Q", title="Size (MB)", scale=alt.Scale(range=[0.5, 6])),
+    size_unit, size_f = fmt.unit_for("mb", e["size_mb"])
+    time_unit, time_f = fmt.unit_for("ms", nodes["comm_ms"])
+    hidden = alt.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
+    extent = alt.Scale(domain=[-LABEL_RADIUS - 0.1, LABEL_RADIUS + 0.1])
+    x, y = alt.X("x:Q", axis=hidden, scale=extent), alt.Y("y:Q", axis=hidden, scale=extent)
+    edges = in_unit(alt.Chart(e), size_f, "size_mb").mark_rule(opacity=0.6, color=palette.ROLE["comm"]).encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q",
+        strokeWidth=alt.StrokeWidth("size_mb_u:Q", scale=alt.Scale(range=[0.5, 6]),
+                                    legend=alt.Legend(**axis("Size", size_unit))),
         tooltip=[alt.Tooltip("src_rank:O", title="Source"), alt.Tooltip("dst_rank:O", title="Destination"),
-                 alt.Tooltip("size_mb:Q", format=".4f"), alt.Tooltip("time_ms:Q", format=".4f")])
-    points = alt.Chart(nodes).mark_circle(opacity=0.9).encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis),
-        size=alt.Size("comm_ms:Q", title="Communication (ms)", scale=alt.Scale(range=[40, 600])),
-        color=alt.Color("comm_share:Q", title="comm / (comm + wait)", scale=alt.Scale(scheme="redyellowgreen")),
-        tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("comm_ms:Q", format=".4f"),
-                 alt.Tooltip("wait_ms:Q", format=".4f"), alt.Tooltip("comm_share:Q", format=".2%")])
-    labels = alt.Chart(nodes).mark_text(dy=-12, fontSize=10).encode(x="x:Q", y="y:Q", text="rank:O")
-    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=420, height=420)
+                 tip("size_mb_u", "Size", size_unit), tip("time_ms", "Time", "ms")])
+    points = in_unit(alt.Chart(nodes), time_f, "comm_ms", "wait_ms").mark_circle(opacity=0.95).encode(
+        x=x, y=y,
+        size=alt.Size("comm_ms_u:Q", scale=alt.Scale(range=[40, 600]),
+                      legend=alt.Legend(**axis("Communication", time_unit), symbolFillColor=palette.ROLE["comm"])),
+        color=alt.Color("wait_share:Q", scale=alt.Scale(scheme=palette.SEQUENTIAL_ON_BACKGROUND, domain=[0, 1]),
+                        legend=alt.Legend(**axis("Waiting share", kind="ratio"))),
+        tooltip=[alt.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", "Communication", time_unit),
+                 tip("wait_ms_u", "Wait", time_unit), tip("wait_share", "Waiting share", kind="ratio")])
+    labels = alt.Chart(nodes).mark_text(fontSize=11).encode(x=alt.X("lx:Q", axis=hidden, scale=extent),
+                                                            y=alt.Y("ly:Q", axis=hidden, scale=extent), text="rank:O")
+    side = 420 if len(ranks) <= 16 else 560
+    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side)
     return Figure("communication-graph", "Who talks to whom", to_spec(chart),
-                  caption="Node size = communication time; colour = communication / (communication + wait): red ranks "
-                          "mostly wait; edge width = bytes moved.", alt="Node-link graph of ranks and links")
+                  caption="Node size = communication time; colour = share of waiting in communication + waiting "
+                          "(light ranks mostly wait); edge width = bytes moved.",
+                  alt="Node-link graph of ranks and links")

@@ -34,13 +34,14 @@ import re
 import altair as alt
 import pandas as pd
 
-from ..charts import to_spec
+from .. import fmt, palette
+from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color, sequential, tip, to_spec
 from ..errors import Unavailable
-from .. import facts, fmt
+from .. import facts
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
-from ..timeline import op_type, step_windows
+from ..timeline import COMM_TYPE, COPY, RECEIVE, op_type, step_windows
 
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
@@ -130,17 +131,18 @@ def blocks_figure(blocks: pd.DataFrame, order: list[int]) -> Figure | None:
         "isValid(datum.share)").transform_calculate(
         block=block_expr,
         lane="isValid(datum.s) ? 'stage ' + datum.s + ' · rank ' + datum.r : 'rank ' + datum.r",
-    ).mark_rect(stroke="white", strokeWidth=0.5 if n <= 128 else 0).encode(
+    ).mark_rect().encode(
         x=alt.X("lane:O", sort=alt.EncodingSortField(field="o", op="min"),
+                scale=alt.Scale(paddingInner=0.06 if n <= 128 else 0),
                 title="Rank (sorted by stage, then rank)", axis=alt.Axis(labelOverlap=True, labels=n <= 128)),
-        y=alt.Y("block:N", sort=[lab for _, lab in shown], title=None),
-        color=alt.Color("share:Q", title="Share", scale=alt.Scale(domain=[0, 1], scheme="blues")),
+        y=alt.Y("block:N", sort=[lab for _, lab in shown], title=None, scale=alt.Scale(paddingInner=0.1)),
+        color=alt.Color("share:Q", scale=sequential([0, 1]), legend=alt.Legend(**axis("Share", kind="ratio"))),
         tooltip=[alt.Tooltip("r:O", title="Rank"), alt.Tooltip("s:O", title="Stage"),
-                 alt.Tooltip("block:N", title="Block"), alt.Tooltip("share:Q", title="Share", format=".4f")],
-    ).properties(width=max(200, min(760, 14 * n)), height=22 * len(shown))
+                 alt.Tooltip("block:N", title="Block"), tip("share", "Share", kind="ratio")],
+    ).properties(width=max(200, min(PLOT_MAX_WIDTH, 24 * n)), height=26 * len(shown))
     missing = [label for col, label in BLOCKS if (col, label) not in shown]
-    caption = ("One cell per rank and block, ranks in the order of the Marey lanes (stage, then rank); darker = "
-               "larger share. FLOPs and FLOPS are relative to the largest rank; peak memory is relative to the "
+    caption = ("One cell per rank and block, ranks in the order of the Marey lanes (stage, then rank); colour = "
+               "share (legend). FLOPs and FLOPS are relative to the largest rank; peak memory is relative to the "
                "device capacity." + (f" Not available in this run: {', '.join(missing)}." if missing else ""))
     return Figure("execution-rank-blocks", "Per-rank FLOPs, FLOPS and memory", to_spec(chart), caption=caption,
                   alt="Heat strips of FLOPs share, FLOPS share and peak memory share per rank")
@@ -408,27 +410,29 @@ def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame
 
 
 def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | None:
-    labels = {"memory_mb": ("Memory in use (MB)", "#4c78a8", ".1f"),
-              "flops_cumulative": ("Cumulative FLOPs", "#f58518", ".3s")}
+    labels = {"memory_mb": ("Memory in use", "mb", "memory"),
+              "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}
+    t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
     charts = []
-    for metric, (title, color, fmt) in labels.items():
+    for metric, (title, kind, role_) in labels.items():
         d = lines[lines["metric"] == metric][["t_ms", "value"]].astype(float).round(4)
         if d.empty:
             continue
-        charts.append(alt.Chart(d).mark_line(color=color, interpolate="step-after" if metric == "memory_mb"
-                                             else "linear").encode(
-            x=alt.X("t_ms:Q", title="ms from the step start"),
-            y=alt.Y("value:Q", title=title, axis=alt.Axis(format=fmt)),
-            tooltip=[alt.Tooltip("t_ms:Q", title="ms", format=".3f"),
-                     alt.Tooltip("value:Q", title=title, format=fmt)],
-        ).properties(width=520, height=110))
+        unit, factor = fmt.unit_for(kind, d["value"])
+        charts.append(in_unit(alt.Chart(d), factor, "value").transform_calculate(
+            t_u=f"datum.t_ms / {float(t_factor)!r}").mark_line(
+            color=palette.ROLE[role_], interpolate="step-after" if metric == "memory_mb" else "linear").encode(
+            x=alt.X("t_u:Q", axis=alt.Axis(**axis("Time from the step start", t_unit))),
+            y=alt.Y("value_u:Q", axis=alt.Axis(**axis(title, unit))),
+            tooltip=[tip("t_u", "Time", t_unit), tip("value_u", title, unit)],
+        ).properties(width="container", height=110))
     if not charts:
         return None
-    chart = alt.vconcat(*charts).resolve_scale(x="shared") if len(charts) > 1 else charts[0]
+    chart = fit_concat(alt.vconcat(*charts).resolve_scale(x="shared")) if len(charts) > 1 else fit(charts[0], 110)
     what = " and ".join(labels[m][0].lower() for m in labels if (lines["metric"] == m).any())
     return Figure(f"drill-rank-{rank}-lines", f"Rank {rank} ({role}): memory and FLOPs over step {step}",
                   to_spec(chart),
-                  caption=f"{what.capitalize()} over step {step} of rank {rank}, x = ms from the step start "
+                  caption=f"{what.capitalize()} over step {step} of rank {rank}, x = time from the step start "
                           f"(at most {MAX_LINE_POINTS} points per line: the max per time bin for memory, the "
                           "last for cumulative FLOPs).",
                   alt=f"Line charts of {what} over one step on rank {rank}")
@@ -461,6 +465,19 @@ def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) 
         tables["rank_step_lines"] = lines
 
 
+#: Kinds an operator's name tells (timeline.py's patterns), with their palette role.
+_KIND_LABEL = {"compute": "Computation", "comm": "Communication", "receive": "Receive", "memcpy": "Memory copy"}
+_COLLECTIVE_LIB = re.compile(r"nccl|rccl|gloo:|hccl", re.IGNORECASE)
+
+
+def _op_role(name: str) -> str:
+    if RECEIVE.search(name):
+        return "receive"
+    if COMM_TYPE.search(name) or _COLLECTIVE_LIB.search(name):
+        return "comm"
+    return "memcpy" if COPY.search(name) else "compute"
+
+
 def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
     level = "type" if (ops["level"] == "type").any() else "operator"
     df = ops[(ops["level"] == level) & (ops["name"] != "others")][["name", "count", "total_ms", "mean_ms",
@@ -468,14 +485,21 @@ def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
     for c in ("total_ms", "mean_ms", "share_ratio"):
         df[c] = df[c].astype(float).round(4)
     what = "operator types" if level == "type" else "operators"
-    chart = alt.Chart(df).mark_bar(color="#4c78a8").encode(
-        y=alt.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=alt.Axis(labelLimit=260)),
-        x=alt.X("total_ms:Q", title="Total time (ms)"),
-        tooltip=[alt.Tooltip("name:N", title="Name"), alt.Tooltip("count:Q", title="Count"),
-                 alt.Tooltip("total_ms:Q", title="Total (ms)", format=".4f"),
-                 alt.Tooltip("mean_ms:Q", title="Mean (ms)", format=".4f"),
-                 alt.Tooltip("share_ratio:Q", title="Share of rank", format=".1%")],
-    ).properties(width=520, height={"step": 16})
+    df["kind"] = df["name"].map(lambda n: _KIND_LABEL[_op_role(n)])
+    kinds = [(label, role) for role, label in _KIND_LABEL.items() if label in set(df["kind"])]
+    unit, factor = fmt.unit_for("ms", df["total_ms"])
+    m_unit, m_factor = fmt.unit_for("ms", df["mean_ms"])
+    chart = in_unit(alt.Chart(df), factor, "total_ms").transform_calculate(
+        mean_ms_u=f"datum.mean_ms / {float(m_factor)!r}").mark_bar().encode(
+        y=alt.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=alt.Axis(labelLimit=320)),
+        x=alt.X("total_ms_u:Q", axis=alt.Axis(**axis("Total time", unit))),
+        color=role_color("kind", kinds, title="Kind (from the name)"),
+        tooltip=[alt.Tooltip("name:N", title="Name"), alt.Tooltip("kind:N", title="Kind"),
+                 alt.Tooltip("count:Q", title="Count", format=fmt.D3_INT),
+                 tip("total_ms_u", "Total", unit), tip("mean_ms_u", "Mean", m_unit),
+                 tip("share_ratio", "Share of rank", kind="ratio")],
+    )
+    chart = fit(chart, {"step": 18})
     return Figure(f"drill-rank-{rank}", f"Rank {rank} ({role}): top operators", to_spec(chart),
                   caption=f"The {len(df)} {what} with the largest total time on rank {rank}; the rest are in the "
                           "'others' row of the table below.",

@@ -45,8 +45,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import fmt, thresholds as th
-from ..charts import to_spec
+from .. import thresholds as th
+from .. import fmt, palette
+from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_position, sequential, stage_color,
+                      tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
 from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
@@ -424,31 +426,37 @@ def findings(a: Analysis) -> list[Finding]:
 # --------------------------------------------------------------------------- present
 
 
+#: The FLOPs grid writes each cell's share in it up to this many cells in a row.
+GRID_TEXT_MAX = 32
+
+
 def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
     df = pr[["rank", "flops", "flops_per_s", "ratio_to_max", "stage", "host", "device_id"]].copy()
     df["stage_key"] = df["stage"].map(lambda s: "" if pd.isna(s) else str(int(s)))
     df["host"] = df["host"].fillna("").astype(str)
+    f_unit, f_factor = fmt.unit_for("flop", df["flops"])
+    r_unit, r_factor = fmt.unit_for("flops", df["flops_per_s"])
     tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
-            alt.Tooltip("stage_key:N", title="Stage"), alt.Tooltip("flops:Q", title="FLOPs", format=".4~s"),
-            alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".4~s"),
-            alt.Tooltip("ratio_to_max:Q", title="FLOPs / max", format=".4f")]
-    color = alt.Color("ratio_to_max:Q", title="FLOPs / max", scale=alt.Scale(scheme="blues", domain=[0, 1]))
+            alt.Tooltip("stage_key:N", title="Stage"), tip("flops_u", "FLOPs", f_unit),
+            tip("flops_per_s_u", "Throughput", r_unit), tip("ratio_to_max", "FLOPs / max", kind="ratio")]
+    color = alt.Color("ratio_to_max:Q", scale=sequential([0, 1]),
+                      legend=alt.Legend(**axis("FLOPs / max", kind="ratio")))
+    gap = alt.Scale(paddingInner=0.06)
     if hosts_known:
-        x, y, title = alt.X("device_id:O", title="Device"), alt.Y("host:N", title="Host"), "hosts × devices"
+        x = alt.X("device_id:O", title="Device", scale=gap, axis=alt.Axis(labelAngle=0))
+        y, title = alt.Y("host:N", title="Host", scale=gap), "hosts × devices"
         n = max(1, df["device_id"].nunique())
     else:
-        x, y, title = alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)), alt.Y(), "ranks"
+        x = alt.X("rank:O", title="Rank", scale=gap, axis=alt.Axis(labelOverlap=True, labelAngle=0))
+        y, title = None, "ranks"
         n = max(1, len(df))
-    base = alt.Chart(df).encode(x=x, y=y)
-    rect = base.mark_rect(stroke="white").encode(color=color, tooltip=tips)
-    chart = rect.properties(width={"step": max(4, min(48, 900 // n))},
-                            height=40 if not hosts_known else {"step": 28})
-    if n <= 32:
-        chart = rect + base.mark_text(fontSize=10).encode(
-            text=alt.Text("ratio_to_max:Q", format=".2f"),
-            color=alt.condition("datum.ratio_to_max > 0.6", alt.value("white"), alt.value("black")))
-        chart = chart.properties(width={"step": max(4, min(48, 900 // n))},
-                                 height=40 if not hosts_known else {"step": 28})
+    base = scale_position(in_unit(alt.Chart(df), f_factor, "flops").transform_calculate(
+        flops_per_s_u=f"datum.flops_per_s / {float(r_factor)!r}"), "ratio_to_max", [0, 1]).encode(
+        x=x, **({"y": y} if y is not None else {}))
+    chart = base.mark_rect().encode(color=color, tooltip=tips)
+    if n <= GRID_TEXT_MAX:
+        chart = chart + cell_labels(base, alt.Text("ratio_to_max:Q", format=fmt.D3_PCT), tips)
+    chart = chart.properties(width={"step": band(n, 48)}, height=40 if not hosts_known else {"step": 28})
     return Figure("flops-grid", f"FLOPs of each rank relative to the busiest ({title})", to_spec(chart),
                   caption="Colour = FLOPs / the largest FLOPs of any rank (MindInsight's FLOPs_norm)."
                           + ("" if hosts_known else " Hosts are not known for every rank, so ranks are shown in a row."),
@@ -458,36 +466,45 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
 def _bars(pr: pd.DataFrame, mean: float) -> Figure:
     df = pr[["rank", "flops_per_s", "stage"]].copy()
     df["stage_key"] = df["stage"].map(lambda s: "none" if pd.isna(s) else str(int(s)))
-    n = max(1, len(df))
-    bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)),
-        y=alt.Y("flops_per_s:Q", title="FLOP/s", axis=alt.Axis(format="~s")),
-        color=alt.Color("stage_key:N", title="Stage", legend=alt.Legend(orient="top")),
+    unit, factor = fmt.unit_for("flops", df["flops_per_s"])
+    staged = (df["stage_key"] != "none").any()
+    bars = in_unit(alt.Chart(df), factor, "flops_per_s").mark_bar(
+        **({} if staged else {"color": palette.ROLE["compute"]})).encode(
+        x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+        y=alt.Y("flops_per_s_u:Q", axis=alt.Axis(**axis("Throughput", unit))),
         tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage"),
-                 alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".4~s")])
-    lines = pd.DataFrame({"y": [mean, mean * (1 - FLOPS_BELOW_MEAN)],
+                 tip("flops_per_s_u", "Throughput", unit)])
+    if staged:
+        bars = bars.encode(color=stage_color("stage_key", sorted(df["stage_key"].unique(), key=natural_key)))
+    lines = pd.DataFrame({"y": [mean / factor, mean * (1 - FLOPS_BELOW_MEAN) / factor],
                           "what": ["mean", f"{FLOPS_BELOW_MEAN * 100:.0f}% below mean"]})
     rules = alt.Chart(lines).mark_rule(strokeDash=[4, 3]).encode(
-        y="y:Q", tooltip=[alt.Tooltip("what:N", title="Line"), alt.Tooltip("y:Q", title="FLOP/s", format=".4~s")])
-    chart = (bars + rules).properties(width={"step": max(2, min(36, 900 // n))}, height=240)
-    return Figure("flops-bars", "FLOP/s per rank", to_spec(chart),
+        y="y:Q", tooltip=[alt.Tooltip("what:N", title="Line"), tip("y", "Throughput", unit)])
+    return Figure("flops-bars", "FLOP/s per rank", to_spec(fit(bars + rules, 240)),
                   caption="Dashed lines: the mean over ranks and the seed rule's limit (20% below it).",
                   alt="Bar chart of FLOP/s per rank with the mean")
 
 
 def _stage_chart(st: pd.DataFrame) -> Figure:
     df = st.copy()
-    df["mean"] = df["flops_per_rank"].mean()
-    bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("stage:O", title="Stage"), y=alt.Y("flops_per_rank:Q", title="FLOPs per rank", axis=alt.Axis(format="~s")),
-        tooltip=[alt.Tooltip("stage:O", title="Stage"), alt.Tooltip("ranks:Q", title="Ranks"),
-                 alt.Tooltip("flops_sum:Q", title="Σ FLOPs", format=".4~s"),
-                 alt.Tooltip("flops_per_rank:Q", title="FLOPs per rank", format=".4~s"),
-                 alt.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+.2%")])
-    rule = alt.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean):Q")
-    return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec((bars + rule).properties(
-        width={"step": 60}, height=220)), caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
-        alt="Bar chart of FLOPs per rank by pipeline stage")
+    unit, factor = fmt.unit_for("flop", df["flops_per_rank"])
+    df["mean_u"] = df["flops_per_rank"].mean() / factor
+    df["stage_key"] = df["stage"].map(lambda s: str(int(s)))
+    s_unit, s_factor = fmt.unit_for("flop", df["flops_sum"])
+    bars = in_unit(alt.Chart(df), factor, "flops_per_rank").transform_calculate(
+        flops_sum_u=f"datum.flops_sum / {float(s_factor)!r}").mark_bar().encode(
+        x=alt.X("stage_key:O", title="Stage", sort=sorted(df["stage_key"], key=natural_key),
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("flops_per_rank_u:Q", axis=alt.Axis(**axis("FLOPs per rank", unit))),
+        color=stage_color("stage_key", sorted(df["stage_key"], key=natural_key), legend=False),
+        tooltip=[alt.Tooltip("stage_key:N", title="Stage"), alt.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
+                 tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
+                 alt.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
+    rule = alt.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
+    chart = (bars + rule).properties(width={"step": band(len(df), 60, 8)}, height=220)
+    return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec(chart),
+                  caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",
+                  alt="Bar chart of FLOPs per rank by pipeline stage")
 
 
 _ranges = rank_ranges

@@ -30,8 +30,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import fmt, thresholds as th
-from ..charts import to_spec
+from .. import thresholds as th
+from .. import fmt
+from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, natural_key, scale_position, sequential,
+                      stage_color, tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
@@ -356,40 +358,52 @@ def _findings(a: Analysis) -> list[Finding]:
     return out
 
 
+#: Cells of the memory grid get their value written in them up to this many cells.
+GRID_TEXT_MAX = 64
+
+
 def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool) -> Figure:
     df = pr[["rank", "host", "device", "stage", "peak_mb", "capacity_mb", "peak_ratio"]].copy()
     df["device"] = pd.to_numeric(df["device"], errors="coerce")
     df["stage"] = pd.to_numeric(df["stage"], errors="coerce")
-    color = (alt.Color("peak_ratio:Q", title="Peak / capacity", scale=alt.Scale(scheme="orangered", domain=[0, 1]))
-             if ratio_known else alt.Color("peak_mb:Q", title="Peak (MB)", scale=alt.Scale(scheme="orangered")))
+    unit, factor = fmt.unit_for("mb", df["peak_mb"])
+    if ratio_known:
+        field, domain, text = "peak_ratio", [0, 1], alt.Text("peak_ratio:Q", format=fmt.D3_PCT)
+        color = alt.Color("peak_ratio:Q", scale=sequential([0, 1]), legend=alt.Legend(**axis("Peak / capacity",
+                                                                                                kind="ratio")))
+    else:
+        field, domain, text = "peak_mb_u", None, alt.Text("peak_mb_u:Q", format=fmt.D3_SHORT)
+        color = alt.Color("peak_mb_u:Q", scale=sequential(), legend=alt.Legend(**axis("Peak", unit)))
     tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
                alt.Tooltip("device:O", title="Device"), alt.Tooltip("stage:O", title="Stage"),
-               alt.Tooltip("peak_mb:Q", title="Peak (MB)", format=".4f"),
-               alt.Tooltip("capacity_mb:Q", title="Capacity (MB)", format=".4f"),
-               alt.Tooltip("peak_ratio:Q", title="Peak / capacity", format=".2%")]
+               tip("peak_mb_u", "Peak", unit), tip("capacity_mb_u", "Capacity", unit),
+               tip("peak_ratio", "Peak / capacity", kind="ratio")]
+    gap = alt.Scale(paddingInner=0.06)
+    base = scale_position(in_unit(alt.Chart(df), factor, "peak_mb", "capacity_mb"), field, domain)
     n_hosts = df["host"].nunique() if hosts_known else 0
     if hosts_known:
         n_dev = df["device"].nunique()
-        chart = alt.Chart(df).mark_rect(stroke="white").encode(
-            x=alt.X("device:O", title="Device"), y=alt.Y("host:N", title="Host", axis=alt.Axis(labelOverlap=True)),
-            color=color, tooltip=tooltip).properties(
-            width={"step": max(8, min(40, 640 // max(1, n_dev)))},
-            height={"step": max(3, min(28, 600 // max(1, n_hosts)))})
+        base = base.encode(x=alt.X("device:O", title="Device", scale=gap, axis=alt.Axis(labelAngle=0)),
+                           y=alt.Y("host:N", title="Host", scale=gap, axis=alt.Axis(labelOverlap=True)))
+        size = {"width": {"step": band(n_dev, 48, 8, 640)}, "height": {"step": band(n_hosts, 28, 3, 600)}}
         caption = "One cell per device, hosts as rows."
     else:
         df["row"] = df["rank"] // STRIP_WIDTH * STRIP_WIDTH
         df["col"] = df["rank"] % STRIP_WIDTH
         rows = df["row"].nunique()
-        chart = alt.Chart(df).mark_rect(stroke="white").encode(
-            x=alt.X("col:O", title="Rank (+ row start)" if rows > 1 else "Rank"),
-            y=alt.Y("row:O", title="Rank row start" if rows > 1 else None,
-                    axis=alt.Axis(labelOverlap=True) if rows > 1 else None),
-            color=color, tooltip=tooltip).properties(
-            width={"step": 20}, height={"step": max(3, min(24, 600 // max(1, rows)))})
+        base = base.encode(x=alt.X("col:O", title="Rank (+ row start)" if rows > 1 else "Rank", scale=gap,
+                                   axis=alt.Axis(labelAngle=0)),
+                           y=alt.Y("row:O", title="Rank row start" if rows > 1 else None, scale=gap,
+                                   axis=alt.Axis(labelOverlap=True) if rows > 1 else None))
+        size = {"width": {"step": 44}, "height": {"step": band(rows, 28, 3, 600)}}
         caption = "The data does not say which host each rank ran on: one cell per rank, in rows of " \
                   f"{STRIP_WIDTH} ranks." if rows > 1 else \
                   "The data does not say which host each rank ran on: one cell per rank."
-    caption += " Colour = peak / capacity." if ratio_known else " Colour = peak MB (capacity unknown)."
+    chart = base.mark_rect().encode(color=color, tooltip=tooltip)
+    if len(df) <= GRID_TEXT_MAX:
+        chart = chart + cell_labels(base, text, tooltip)
+    chart = chart.properties(**size)
+    caption += " Colour = peak / capacity." if ratio_known else f" Colour = peak ({unit}; capacity unknown)."
     return Figure("memory-grid", "Peak memory across the cluster", to_spec(chart), caption=caption,
                   alt="Grid of devices coloured by peak memory")
 
@@ -397,20 +411,34 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool) -> Figure:
 def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str],
               marks: pd.DataFrame | None = None) -> Figure:
     df = tl.merge(pr[["rank", "stage"]].assign(stage=pd.to_numeric(pr["stage"], errors="coerce")), on="rank", how="left")
-    x_title = "Node (execution order)" if x_kind == "node" else "Time since the rank's first sample (ms)"
+    unit, factor = fmt.unit_for("mb", df["mb"])
+    if x_kind == "node":
+        x_unit, x_factor, x_title = "", 1.0, "Node (execution order)"
+    else:
+        x_unit, x_factor = fmt.unit_for("ms", df["x"])
+        x_title = fmt.header("Time since the rank's first sample", "ms", x_unit)
     many = df["rank"].nunique() > 10
-    chart = alt.Chart(df).mark_line(strokeWidth=1, opacity=0.7 if many else 1).encode(
-        x=alt.X("x:Q", title=x_title), y=alt.Y("mb:Q", title="Memory (MB)"),
-        color=alt.Color("rank:N", title="Rank", legend=None if many else alt.Legend(orient="top")),
-        detail="rank:N",
+    staged = df["stage"].notna().any() and df["stage"].nunique() > 1
+    if staged:
+        df["stage_key"] = df["stage"].map(lambda s: "none" if pd.isna(s) else str(int(s)))
+        color = stage_color("stage_key", sorted(df["stage_key"].unique(), key=natural_key))
+        how = "one line per rank, coloured by pipeline stage"
+    else:
+        color = identity_color("rank", sorted(df["rank"].unique()), "Rank", legend=not many)
+        how = "one line per rank"
+    x = alt.X("x_u:Q", title=x_title, axis=alt.Axis(format=fmt.D3_FORMAT))
+    chart = in_unit(alt.Chart(df), factor, "mb").transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_line(
+        strokeWidth=1, opacity=0.7 if many else 1).encode(
+        x=x, y=alt.Y("mb_u:Q", axis=alt.Axis(**axis("Memory", unit))),
+        color=color, detail="rank:N",
         tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage:O", title="Stage"),
-                 alt.Tooltip("x:Q", title="ms" if x_kind == "time" else "Node", format=".4f"),
-                 alt.Tooltip("mb:Q", title="MB", format=".4f")]).properties(width=760, height=260)
-    caption = "The series each peak is taken from, one line per rank."
+                 tip("x_u", "Time" if x_kind == "time" else "Node", x_unit), tip("mb_u", "Memory", unit)])
+    caption = f"The series each peak is taken from, {how}."
     if marks is not None and not marks.empty:
         m = marks[marks["rank"].isin(df["rank"].unique())].drop_duplicates(["x", "mark"])
-        rules = alt.Chart(m).mark_rule(strokeDash=[4, 3], opacity=0.6).encode(
-            x="x:Q", color=alt.value("#888"),
+        rules = alt.Chart(m).transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_rule(
+            strokeDash=[4, 3], opacity=0.6).encode(
+            x="x_u:Q",
             tooltip=[alt.Tooltip("mark:N", title="Mark"), alt.Tooltip("rank:O", title="Rank"),
                      alt.Tooltip("x:Q", title="Node")])
         chart = alt.layer(chart, rules)
@@ -418,5 +446,5 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
     if trimmed:
         caption += " Trimmed to stay small: " + "; ".join(trimmed) + "."
     return Figure("memory-timeline", "Memory over time per rank" if x_kind == "time" else
-                  "Memory per graph node per rank", to_spec(chart), caption=caption,
+                  "Memory per graph node per rank", to_spec(fit(chart, 260)), caption=caption,
                   alt="Lines of memory in use per rank")

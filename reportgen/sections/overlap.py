@@ -29,8 +29,9 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
-from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
-from .. import facts, fmt
+from .. import fmt, palette
+from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_parts, to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View
@@ -381,56 +382,41 @@ def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool
     keys = [k for k, _ in phases]
     avg = per_rank.assign(step_key="avg")
     per = rows.assign(step_key=rows["step"].astype(str))
-    wide = pd.concat([avg[["rank", "stage", "step_key"] + keys], per[["rank", "stage", "step_key"] + keys]],
-                     ignore_index=True)
+    cols = ["rank", "stage", "step_key", "step_ms"] + keys
+    wide = pd.concat([avg[cols], per[cols]], ignore_index=True)
     wide["stage_key"] = wide["stage"].map(lambda s: "" if pd.isna(s) else str(int(s)))
     long = pd.concat([wide.assign(ms=wide[k], phase=label, order=i) for i, (k, label) in enumerate(phases)],
                      ignore_index=True).drop(columns=keys + ["stage"])
+    unit, factor = fmt.unit_for("ms", wide["step_ms"])
     params = [alt.param(name="step", value="avg")]
-    chart = alt.Chart(long).transform_filter("datum.step_key == step")
+    base = alt.Chart(long).transform_filter("datum.step_key == step")
     if staged:
         params.append(alt.param(name="stage_sel", value="all"))
-        chart = chart.transform_filter("stage_sel == 'all' || datum.stage_key == stage_sel")
-    n = max(1, per_rank["rank"].nunique())
-    chart = (
-        chart.mark_bar()
-        .encode(x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True)),
-                y=alt.Y("ms:Q", title="Time (ms)", stack="zero"),
-                color=alt.Color("phase:N", title=None, sort=[label for _, label in phases],
-                                legend=alt.Legend(orient="top")),
-                order=alt.Order("order:Q"),
-                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage"),
-                         alt.Tooltip("phase:N", title="Part"), alt.Tooltip("ms:Q", title="ms", format=".4f")])
-        .add_params(*params)
-        .properties(width={"step": max(2, min(28, 900 // n))}, height=260)
-    )
+        base = base.transform_filter("stage_sel == 'all' || datum.stage_key == stage_sel")
+    chart = stacked_parts(base, palette.column_parts(phases),
+                          alt.X("rank:O", title="Rank", axis=alt.Axis(labelAngle=0)), unit, factor,
+                          [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage")],
+                          height=260).add_params(*params)
     return Figure("overlap-bars", "Where each rank's step goes: computation vs exposed communication", to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average) and stage.",
                   alt="Stacked bars of computation and exposed communication per rank")
 
 
 def _heat(rows: pd.DataFrame) -> Figure:
-    df = rows[["rank", "step", "comm_not_overlapped_ms"]].assign(
+    df = rows[["rank", "step", "step_ms", "comm_not_overlapped_ms"]].assign(
         warmup=rows["warmup"] if "warmup" in rows else False)
     n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
     title = "Rank"
     if n_ranks * n_steps > MAX_CHART_ROWS:
         per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
         df["rank"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank", "step"], as_index=False)[["comm_not_overlapped_ms", "warmup"]].max()
+        df = df.groupby(["rank", "step"], as_index=False)[["step_ms", "comm_not_overlapped_ms", "warmup"]].max()
         title = f"Rank (groups of {per_bin}, max shown)"
-    caption = "Communication not overlapped by computation; darker is more."
+    caption = "Communication not overlapped by computation." + MEDIAN_CAPTION
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
-    chart = (
-        shade_in_scope(alt.Chart(df), "datum.comm_not_overlapped_ms").mark_rect()
-        .encode(x=alt.X("step:O", title="Step"), y=alt.Y("rank:O", title=title, axis=alt.Axis(labelOverlap=True)),
-                color=alt.Color("shade:Q", title="ms", scale=alt.Scale(scheme="purples")),
-                tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
-                         alt.Tooltip("comm_not_overlapped_ms:Q", title="Exposed comm (ms)", format=".4f")])
-        .properties(width={"step": max(4, min(40, 800 // max(1, n_steps)))},
-                    height={"step": max(2, min(16, 600 // max(1, n_ranks)))})
-    )
+    chart = median_heatmap(df, {"comm_not_overlapped_ms": "Exposed communication"}, param="exposed",
+                           y_title=title, reference="step_ms", legend_title="Exposed comm.")
     return Figure("overlap-heatmap", "Exposed communication per rank and step", to_spec(chart),
                   caption=caption,
                   alt="Heatmap of exposed communication per rank and step")

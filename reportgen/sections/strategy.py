@@ -29,7 +29,8 @@ from collections import Counter
 import altair as alt
 import pandas as pd
 
-from ..charts import to_spec
+from .. import fmt, palette
+from ..charts import band, cell_labels, natural_key, scale_position, sequential, to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View, count, natural_order, rank_ranges
@@ -341,18 +342,29 @@ _ranks_text = rank_ranges
 
 
 def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
+    """Ranks as cells (row = stage). Colour = an identity, never the rank id: the host when there are several,
+    else the dp index when tp > 1 (ranks of one tp group share it), else the stage; one colour otherwise."""
     d = df.copy()
     d["stage_label"] = ["stage " + str(int(s)) if pd.notna(s) else "no stage" for s in d["stage"]]
     ncols = int(d["column"].max()) + 1 if len(d) else 1
     hosts = d["host"].dropna().nunique()
     if hosts > 1:
-        color = alt.Color("host:N", title="Host", legend=alt.Legend(orient="top") if hosts <= 20 else None)
+        values = sorted(d["host"].dropna().unique(), key=natural_key)
+        d["colour_key"], title = d["host"], "Host"
     elif d["dp_index"].notna().any() and m.get("tp_size", 1) > 1:
-        n = int(d["dp_index"].max()) + 1
-        color = alt.Color("dp_index:N" if n <= 20 else "dp_index:Q", title="dp index",
-                          legend=alt.Legend(orient="top") if n <= 20 else None)
+        d["colour_key"] = d["dp_index"].map(lambda v: "" if pd.isna(v) else str(int(v)))
+        values, title = sorted(d["colour_key"].unique(), key=natural_key), "dp index"
+    elif d["stage"].nunique() > 1:
+        d["colour_key"] = d["stage"].map(lambda v: "" if pd.isna(v) else str(int(v)))
+        values, title = sorted(d["colour_key"].unique(), key=natural_key), "Stage"
     else:
-        color = alt.Color("rank:Q", title="Rank", scale=alt.Scale(scheme="blues"))
+        d["colour_key"], values, title = "", [""], None
+    colours = {v: palette.identity(i) for i, v in enumerate(values)}
+    if title == "Stage":  # a stage keeps its colour of every other chart
+        colours = {v: palette.identity(int(v)) if v.isdigit() else palette.ROLE["other"] for v in values}
+    d["ink"] = d["colour_key"].map(lambda v: palette.ink(colours.get(v, palette.IDENTITY[0])))
+    color = alt.Color("colour_key:N", title=title, scale=alt.Scale(domain=values, range=[colours[v] for v in values]),
+                      legend=alt.Legend(orient="top", columns=10) if title and len(values) <= 20 else None)
     tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_label:N", title="Stage")]
     for k in DIMS:
         if d[f"{k}_index"].notna().any():
@@ -360,21 +372,26 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     if d["host"].notna().any():
         tips.append(alt.Tooltip("host:N", title="Host"))
     tips.append(alt.Tooltip("groups:N", title="Groups"))
-    keep = ["rank", "stage_label", "column", "host", "groups"] + [f"{k}_index" for k in DIMS]
+    keep = ["rank", "stage_label", "column", "host", "groups", "colour_key", "ink"] + [f"{k}_index" for k in DIMS]
     d = d[keep]
-    step = max(3, min(36, 900 // max(1, ncols)))
+    step = band(ncols, 36, 3)
     axis_labels = ncols <= 64
+    gap = alt.Scale(paddingInner=0.08 if step > 6 else 0)
     base = alt.Chart(d).encode(
-        x=alt.X("column:O", title="Position in the stage (dp-major, tp fastest)",
-                axis=alt.Axis(labels=axis_labels, ticks=axis_labels)),
-        y=alt.Y("stage_label:O", title=None))
-    chart = base.mark_rect(stroke="white", strokeWidth=0.5 if step > 6 else 0).encode(color=color, tooltip=tips)
+        x=alt.X("column:O", title="Position in the stage (dp-major, tp fastest)", scale=gap,
+                axis=alt.Axis(labels=axis_labels, ticks=axis_labels, labelAngle=0, labelOverlap=True)),
+        y=alt.Y("stage_label:O", title=None, scale=gap))
+    chart = base.mark_rect().encode(color=color, tooltip=tips)
     if len(d) <= MESH_TEXT_MAX and step >= 18:
-        chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", tooltip=tips)
-    chart = chart.properties(width={"step": step}, height={"step": max(12, min(36, 400 // max(1, d["stage_label"].nunique())))})
+        chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=alt.Color("ink:N", scale=None),
+                                                           tooltip=tips)
+    chart = chart.properties(width={"step": step}, height={"step": band(d["stage_label"].nunique(), 36, 12, 400)})
+    how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
+           "Stage": "colour = pipeline stage"}.get(title, "")
     return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
-                  caption="One cell per rank: row = pipeline stage, column = position in the stage from its dp/tp "
-                          "group indices; hover for its groups.",
+                  caption="One cell per rank (its rank id written in it): row = pipeline stage, column = position in "
+                          "the stage from its dp/tp group indices" + (f"; {how}" if how else "")
+                          + "; hover for its groups.",
                   alt="Grid of ranks by pipeline stage and position in the stage")
 
 
@@ -386,10 +403,13 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
     c["from"] = "stage " + c["send_stage"].astype(int).astype(str)
     c["to"] = "stage " + c["recv_stage"].astype(int).astype(str)
     c = c[["from", "to", "pairs"]]
-    base = alt.Chart(c).encode(x=alt.X("to:O", title="Receiving stage"), y=alt.Y("from:O", title="Sending stage"))
-    chart = (base.mark_rect().encode(color=alt.Color("pairs:Q", title="Pairs", scale=alt.Scale(scheme="greens")),
-                                     tooltip=["from:N", "to:N", "pairs:Q"])
-             + base.mark_text().encode(text="pairs:Q")).properties(width={"step": 60}, height={"step": 30})
+    tips = [alt.Tooltip("from:N", title="From"), alt.Tooltip("to:N", title="To"),
+            alt.Tooltip("pairs:Q", title="Pairs", format=fmt.D3_INT)]
+    base = scale_position(alt.Chart(c), "pairs").encode(
+        x=alt.X("to:O", title="Receiving stage", axis=alt.Axis(labelAngle=0)), y=alt.Y("from:O", title="Sending stage"))
+    chart = (base.mark_rect().encode(color=alt.Color("pairs:Q", title="Pairs", scale=sequential()), tooltip=tips)
+             + cell_labels(base, alt.Text("pairs:Q", format=fmt.D3_INT), tips)).properties(
+        width={"step": band(c["to"].nunique(), 60, 8)}, height={"step": 30})
     return Figure("strategy-pairs", "Pipeline send/receive pairs between stages", to_spec(chart),
                   caption="Matched send/receive operator pairs from each sending stage to each receiving stage.",
                   alt="Matrix of send/receive pairs between pipeline stages")

@@ -28,8 +28,9 @@ import altair as alt
 import pandas as pd
 
 from .. import thresholds as th
-from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
-from .. import facts, fmt
+from .. import fmt, palette
+from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_parts, to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
@@ -406,30 +407,16 @@ def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps
 def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source,
           cols_m: list[str]) -> Figure:
     rows = _chart_rows(per_rank, per_rank_step, shown_steps, src, cols_m)
-    n = max(1, len(per_rank))
-    step_param = alt.param(name="step", value="avg")
-    sort_param = alt.param(name="sort_by", value="rank")
-    chart = (
-        alt.Chart(rows)
-        .transform_filter("datum.step_key == step")
-        .transform_calculate(sort_value="sort_by == 'rank' ? -datum.rank : datum[sort_by]")
-        .mark_bar()
-        .encode(
-            x=alt.X("rank:O", title="Rank",
-                    sort=alt.EncodingSortField(field="sort_value", op="max", order="descending"),
-                    axis=alt.Axis(labelOverlap=True)),
-            y=alt.Y("ms:Q", title="Time (ms)", stack="zero"),
-            color=alt.Color("phase:N", title=None, sort=[label for _, label in src.phases],
-                            legend=alt.Legend(orient="top")),
-            order=alt.Order("order:Q"),
-            tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
-                     alt.Tooltip("stage:O", title="Stage"), alt.Tooltip("phase:N", title="Phase"),
-                     alt.Tooltip("ms:Q", title="ms", format=".4f"),
-                     alt.Tooltip("step_ms:Q", title="Step (ms)", format=".4f")],
-        )
-        .add_params(step_param, sort_param)
-        .properties(width={"step": max(2, min(28, 900 // n))}, height=280)
-    )
+    unit, factor = fmt.unit_for("ms", rows["step_ms"])
+    base = (alt.Chart(rows)
+            .transform_filter("datum.step_key == step")
+            .transform_calculate(sort_value="sort_by == 'rank' ? -datum.rank : datum[sort_by]"))
+    x = alt.X("rank:O", title="Rank", sort=alt.EncodingSortField(field="sort_value", op="max", order="descending"),
+              axis=alt.Axis(labelAngle=0))
+    tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
+            alt.Tooltip("stage:O", title="Stage")]
+    chart = stacked_parts(base, palette.column_parts(src.phases), x, unit, factor, tips).add_params(
+        alt.param(name="step", value="avg"), alt.param(name="sort_by", value="rank"))
     title = "Step time per rank: " + ", ".join(label.split(" (")[0].lower() for _, label in src.phases)
     return Figure("trajectory-bars", title, to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average). Sort with the control above.",
@@ -441,7 +428,7 @@ def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Fig
     df["host"] = df["host"].fillna("")
     ranks = sorted(df["rank"].unique())
     steps = df["step"].nunique()
-    caption = "Each cell is one rank in one step; colour = the chosen time. Darker is slower."
+    caption = "Each cell is one rank in one step; colour = the chosen time."
     y_title = "Rank"
     if len(ranks) * steps > MAX_CHART_ROWS:
         per_bin = math.ceil(len(ranks) * steps / MAX_CHART_ROWS)
@@ -452,23 +439,11 @@ def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Fig
         y_title = f"Rank (groups of {per_bin}, max shown)"
         caption += f" Ranks are grouped by {per_bin} to keep the file small; each cell shows the group's maximum."
     labels = labels_of(src)
-    metric_param = alt.param(name="heat_metric", value="step_ms")
+    caption += MEDIAN_CAPTION
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
-    chart = (
-        shade_in_scope(alt.Chart(df), "datum[heat_metric]")
-        .mark_rect()
-        .encode(
-            x=alt.X("step:O", title="Step"),
-            y=alt.Y("rank:O", title=y_title, axis=alt.Axis(labelOverlap=True)),
-            color=alt.Color("shade:Q", title="ms", scale=alt.Scale(scheme="orangered")),
-            tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
-                     alt.Tooltip("host:N", title="Host"), alt.Tooltip("value:Q", title="ms", format=".4f")]
-            + [alt.Tooltip(f"{k}:Q", title=labels[k], format=".4f") for k in cols_m],
-        )
-        .add_params(metric_param)
-        .properties(width={"step": max(4, min(40, 800 // max(1, steps)))},
-                    height={"step": max(2, min(16, 600 // max(1, len(ranks))))})
-    )
+    metrics = {"step_ms": labels["step_ms"], **{k: labels[k] for k in cols_m if k != "step_ms"}}
+    chart = median_heatmap(df, metrics, param="heat_metric", y_title=y_title, reference="step_ms",
+                           tooltip=[alt.Tooltip("host:N", title="Host")])
     return Figure("trajectory-heatmap", "Rank × step heatmap", to_spec(chart), caption=caption,
                   alt="Heatmap of time per rank and step")

@@ -1,0 +1,115 @@
+"""The charts of test_charts.py drawn by Chromium (issue 13): in light and dark, for every choice of the page's
+controls, each fits its figure, no text is drawn over another text or cut at the chart's edge, and in dark mode
+every chart text and line (axes, rules, whiskers, graph edges, legend symbols) has a contrast of at least 3:1
+with what is behind it. Uses test_browser.py's browser."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import fixture_dir
+from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
+
+from reportgen.cli import main
+
+from test_charts import OWN_PREFIXES
+
+#: Per figure: its box and content widths, overlapping text pairs, and texts / lines below 3:1 contrast. The
+#: colour behind a text is the topmost data mark under its centre (a value written on a cell), else the chart
+#: background. Grid lines are exempt (meant to be faint), and so are the outlines of filled marks.
+MEASURE_JS = r"""
+(prefixes) => {
+  const rgb = s => { const m = (s || '').match(/rgba?\(([^)]+)\)/); if (!m) return null;
+    const p = m[1].split(',').map(Number); return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+  const contrast = (a, b) => { const x = lum(a), y = lum(b);
+    return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const blend = (c, bg, a) => ({r: c.r * a + bg.r * (1 - a), g: c.g * a + bg.g * (1 - a), b: c.b * a + bg.b * (1 - a)});
+  const alpha = (el, svg) => { let o = 1;
+    for (let e = el; e && e !== svg; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity || '1');
+    return o; };
+  const out = [];
+  for (const fig of document.querySelectorAll('figure.rg-figure')) {
+    if (!prefixes.some(p => fig.id.startsWith(p))) continue;
+    const el = fig.querySelector('.rg-chart'); const svg = el && el.querySelector('svg');
+    const r = {id: fig.id, box: el.clientWidth, content: el.scrollWidth, overlaps: [], low: [], outside: []};
+    out.push(r);
+    if (!svg) continue;
+    const bgEl = svg.querySelector('.background');
+    let bg = bgEl ? rgb(getComputedStyle(bgEl).fill) : null;
+    if (!bg || bg.a === 0) bg = rgb(getComputedStyle(document.body).backgroundColor);
+    const texts = Array.from(svg.querySelectorAll('text')).filter(t => t.textContent.trim() && alpha(t, svg) > 0.05);
+    const boxes = texts.map(t => t.getBoundingClientRect());
+    const frame = svg.getBoundingClientRect();
+    texts.forEach((t, i) => { const b = boxes[i];
+      if (b.left < frame.left - 1 || b.right > frame.right + 1 || b.top < frame.top - 1 || b.bottom > frame.bottom + 1)
+        r.outside.push(t.textContent); });
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) r.overlaps.push([texts[i].textContent, texts[j].textContent]);
+    }
+    const cells = Array.from(svg.querySelectorAll('g.role-mark path, g.role-mark rect')).map(e => {
+      const cs = getComputedStyle(e), f = rgb(cs.fill);
+      return f && f.a > 0 && cs.fill !== 'none'
+        ? {b: e.getBoundingClientRect(), c: blend(f, bg, f.a * parseFloat(cs.fillOpacity || '1') * alpha(e, svg))}
+        : null;
+    }).filter(x => x && x.b.width > 0);
+    const behind = t => { const b = t.getBoundingClientRect(), x = b.left + b.width / 2, y = b.top + b.height / 2;
+      let under = bg;
+      for (const c of cells) if (x > c.b.left && x < c.b.right && y > c.b.top && y < c.b.bottom) under = c.c;
+      return under; };
+    for (const t of texts) {
+      const c = rgb(getComputedStyle(t).fill); if (!c) continue;
+      const under = behind(t), k = contrast(blend(c, under, c.a * alpha(t, svg)), under);
+      if (k < 3) r.low.push(['text', t.textContent, getComputedStyle(t).fill, +k.toFixed(2)]);
+    }
+    for (const p of svg.querySelectorAll('line, path')) {
+      const g = p.closest('g[class*="role-"]'), cls = g ? g.getAttribute('class') : '';
+      if (/role-axis-grid|background|role-frame/.test(cls)) continue;
+      const cs = getComputedStyle(p), s = rgb(cs.stroke), f = rgb(cs.fill);
+      if (!s || s.a === 0 || cs.stroke === 'none' || !(parseFloat(cs.strokeWidth) > 0)) continue;
+      if (f && f.a > 0 && cs.fill !== 'none') continue;  // the outline of a filled mark
+      const k = contrast(blend(s, bg, s.a * parseFloat(cs.strokeOpacity || '1') * alpha(p, svg)), bg);
+      if (k < 3) r.low.push(['line', cls, cs.stroke, +k.toFixed(2)]);
+    }
+  }
+  return out;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def level2_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("charts") / "level2.html"
+    assert main([str(fixture_dir("ascend", "msinsight", "test", "st", "level2")), "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_charts_fit_do_not_overlap_and_read_in_dark(level2_report, open_report, scheme):  # noqa: F811
+    page, log = open_report(level2_report, color_scheme=scheme)
+    figs = page.evaluate(MEASURE_JS, list(OWN_PREFIXES))
+    assert {"communication-graph", "communication-matrix", "communication-link-boxes", "trajectory-heatmap",
+            "memory-grid", "flops-bars", "strategy-mesh"} <= {f["id"] for f in figs}
+    _check(figs, scheme, "as drawn")
+    # every choice of every control (metric, step, sort) keeps the charts inside their box and legible
+    selects = page.locator("select[data-signal]")
+    for i in range(selects.count()):
+        sel = selects.nth(i)
+        for value in sel.locator("option").evaluate_all("os => os.map(o => o.value)"):
+            sel.select_option(value)
+            page.wait_for_timeout(150)
+            _check(page.evaluate(MEASURE_JS, list(OWN_PREFIXES)), scheme,
+                   f"with {sel.get_attribute('data-signal')} = {value}")
+    assert not log.problems(), log.problems()
+
+
+def _check(figs: list[dict], scheme: str, when: str) -> None:
+    for f in figs:
+        assert f["content"] <= f["box"] + 1, f"{f['id']} {when} is {f['content']} px wide in a {f['box']} px box"
+        assert not f["overlaps"], f"{f['id']} {when}: text drawn over text: {f['overlaps'][:5]}"
+        assert not f["outside"], f"{f['id']} {when}: text cut at the chart's edge: {f['outside'][:5]}"
+        if scheme == "dark":
+            assert not f["low"], f"{f['id']} {when}: below 3:1 on the dark page: {f['low'][:5]}"
