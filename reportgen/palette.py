@@ -44,7 +44,7 @@ ROLE: dict[str, str] = {
 }
 
 #: Identity colours (stages, hosts, groups), in order: stage 0 is always IDENTITY[0]. Hues apart from ROLE's.
-IDENTITY: list[str] = ["#6a51a3", "#d4a017", "#e377c2", "#8c6d31", "#9c9ede", "#637939", "#ad494a", "#7b4173",
+IDENTITY: list[str] = ["#8c6bc8", "#d4a017", "#e377c2", "#8c6d31", "#9c9ede", "#637939", "#ad494a", "#a05195",
                        "#bcbd22"]
 
 #: Vega scheme for amounts from zero.
@@ -52,7 +52,7 @@ SEQUENTIAL = "viridis"
 #: Vega scheme for deviations from the median (reversed so below the median is blue and above is red).
 #: The same for marks drawn on the page background (graph nodes): its darkest and lightest ends left out, so
 #: every mark stands out from a white and from a dark page.
-SEQUENTIAL_ON_BACKGROUND = {"name": "viridis", "extent": [0.3, 0.8]}
+SEQUENTIAL_ON_BACKGROUND = {"name": "viridis", "extent": [0.4, 0.8]}
 DIVERGING = "redblue"
 DIVERGING_REVERSE = True
 

@@ -69,6 +69,7 @@ MEDIA = ("light", "dark", "print")
 CHECKS = ("overflow", "digits", "overlap", "contrast", "static-text")
 SCREEN_WIDTH_PX = 1400
 PRINT_WIDTH_PX = 718  # A4 portrait (793.7 px) less Chromium's default ~1 cm margins
+PRINT_LANDSCAPE_WIDTH_PX = 1047  # A4 landscape (1122.5 px) less the same margins: the page of .rg-table-wide
 MIN_SCROLLBAR_PX = 4
 READY_TIMEOUT_MS = 90_000  # a wait limit, not a timing check: several pages may draw at once on a busy machine
 MAX_SIG = 4
@@ -133,7 +134,11 @@ COLLECT_JS = r"""
   const over = [];
   for (const el of boxes) {
     if (!shown(el)) continue;
-    const cw = el.clientWidth;  // for the page: the viewport less its scrollbar
+    // a wide table prints on its own landscape page (report.css: .rg-table-wide { page: rg-wide }): its box
+    // there is wider than the portrait layout by the difference of the printable widths
+    // (and so are the section and page around it; their other content is checked box by box)
+    const wide = opts.landscapeExtra && (el.closest('.rg-table-wide') || el.querySelector('.rg-table-wide'));
+    const cw = el.clientWidth + (wide ? opts.landscapeExtra : 0);
     if (el.scrollWidth > cw + 1) over.push({el, sw: el.scrollWidth, cw, scroll: opts.allowScroll && scrollArea(el)});
   }
   const failing = over.filter(o => !o.scroll);
@@ -386,7 +391,8 @@ def to_print(page) -> None:
 
 def collect(page, medium: str) -> dict:
     """The raw facts of the page as it is now rendered in ``medium``."""
-    opts = {"allowScroll": medium != "print", "minScrollbar": MIN_SCROLLBAR_PX}
+    opts = {"allowScroll": medium != "print", "minScrollbar": MIN_SCROLLBAR_PX,
+            "landscapeExtra": PRINT_LANDSCAPE_WIDTH_PX - PRINT_WIDTH_PX if medium == "print" else 0}
     # one JSON string: much faster than Playwright's own serialisation of a large object
     return json.loads(page.evaluate(f"(opts) => JSON.stringify(({COLLECT_JS})(opts))", opts))
 

@@ -248,3 +248,17 @@ def test_legends_and_tooltips_carry_units_and_the_report_format(figures):
             for t in tips if isinstance(tips, list) else [tips]:
                 if t.get("type") == "quantitative":
                     assert t.get("format") in formats, f"{name} {fig.id} tooltip {t}"
+
+
+def test_meaning_and_identity_colours_stand_out_on_the_dark_page():
+    """Every ROLE and IDENTITY colour (bars, symbols, legend swatches) has >= 3:1 contrast with the dark page."""
+    from reportgen import palette
+
+    def lum(c):
+        ch = [int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
+    dark = lum("#15181c")
+    for c in [*palette.ROLE.values(), *palette.IDENTITY]:
+        assert (lum(c) + 0.05) / (dark + 0.05) >= 3.0, c
