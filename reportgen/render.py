@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__, facts
+from . import __version__, charts, facts
 from .model import Run
 from .report import Column, SectionOutcome, count
 
@@ -193,7 +193,8 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             ],
             "figures": [
                 {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
-                 "spec": _json_safe(f.spec)}
+                 "static_caption": f.static_caption if f.static_caption is not None else static_caption(f.caption),
+                 "spec": _json_safe(charts.focusable(f.spec))}
                 for f in (view.figures if view else [])
             ],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
@@ -204,6 +205,9 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
     from .sections.advisor import order_key
 
     findings.sort(key=order_key)
+    for n, f in enumerate(findings, 1):  # the one list of findings; sections link to their entries (finding-<n>)
+        f["n"] = n
+        f["view_text"] = view_text(f.get("view"), sections)
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
@@ -224,6 +228,38 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "sections": sections,
         "findings": findings,
     }
+
+
+def view_text(view: dict | None, sections: list[dict]) -> str:
+    """What a finding's view selects, in the words of its section's controls: 'Heatmap shows: Computing'."""
+    if not view:
+        return ""
+    sec = next((s for s in sections if any(f["id"] == view["figure"] for f in s["figures"])), None)
+    if sec is None:
+        return ""
+    parts = []
+    for c in sec["controls"]:
+        value = view["signals"].get(c["signal"])
+        label = next((o["label"] for o in c["options"] if o["value"] == value), None)
+        if label is not None and value != c["default"]:
+            parts.append(f"{c['label']}: {label}")
+    return "; ".join(parts)
+
+
+#: sentences of a caption that speak of the page's interactions; the static page has none (static_caption)
+_INTERACTIVE = re.compile(r"\b(control|controls|select|selector|switch|sort with|drag|scroll|zoom|click|"
+                          r"double-click|hover|pick|the metric above)\b", re.I)
+
+
+def static_caption(caption: str) -> str:
+    """``caption`` for the --static page: its sentences about controls, zooming or clicking left out."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", caption or ""):
+        clauses = [c for c in re.split(r";\s+", sentence.rstrip(".")) if c and not _INTERACTIVE.search(c)]
+        if clauses:
+            text = "; ".join(clauses)
+            out.append(text if text.endswith((".", "!", "?")) else text + ".")
+    return " ".join(out)
 
 
 def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
@@ -272,6 +308,28 @@ _UNSAFE_SVG = re.compile(r"<\s*script|<\s*foreignobject|javascript:|\son[a-z]+\s
                          re.I)
 
 
+#: the font of --static charts. vl-convert lays text out with the metrics of the font it is told; a browser draws
+#: "sans-serif" with its own (on Linux DejaVu Sans, wider than vl-convert's default), so labels measured with the
+#: default overflow their SVG ("tage 1 · rank 0"). Measured with DejaVu Sans, they fit where it is drawn, and
+#: wherever it is missing the fallback sans-serif fonts (Arial, Helvetica) are narrower.
+STATIC_FONT = "DejaVu Sans, sans-serif"
+#: width of a --static chart whose spec asks for its container's width (there is no container to measure)
+STATIC_WIDTH = 960
+
+
+def _static_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` for vl-convert: the static font, and fixed widths instead of "container" (not changed in place)."""
+    def fix(node):
+        if isinstance(node, dict):
+            return {k: (STATIC_WIDTH if k == "width" and v == "container" else fix(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [fix(v) for v in node]
+        return node
+    out = {k: (fix(v) if k != "datasets" and k != "data" else v) for k, v in spec.items()}
+    out["config"] = {"font": STATIC_FONT, **(spec.get("config") or {})}
+    return out
+
+
 def static_svg(spec: dict[str, Any]) -> Markup:
     """A chart pre-rendered to inline SVG by vl-convert (no JavaScript in the page).
 
@@ -281,7 +339,7 @@ def static_svg(spec: dict[str, Any]) -> Markup:
     import vl_convert as vlc
 
     try:
-        svg = vlc.vegalite_to_svg(spec)
+        svg = vlc.vegalite_to_svg(_static_spec(spec))
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
         return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
     if _UNSAFE_SVG.search(svg):

@@ -33,7 +33,7 @@ from ..charts import WARMUP_CAPTION, shade_in_scope, to_spec
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View
 
 ID = "overlap"
 TITLE = "Computation / communication overlap"
@@ -263,8 +263,6 @@ def present(a: Analysis) -> View:
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
                                 [(str(s), f"Stage {s}") for s in stage_values], "all"))
-    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows)]
-
     labels = {"computing_ms": "Computing", "comm_ms": "Communication", "comm_not_overlapped_ms": "Comm. not overlapped",
               "overlapped_ms": "Overlapped", "free_ms": "Free", "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
               "receive_only_ms": "Pure receive", "comm_not_overlapped_exclude_receive_ms": "Comm. not overlapped excl. receive",
@@ -273,6 +271,10 @@ def present(a: Analysis) -> View:
               "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)",
               "step_interval_ms": "Step interval", "step_ms": "Step"}
     present_cols = [c for c in labels if c in per_rank.columns and per_rank[c].notna().any()]
+    heat_cols = [c for c in heat_metrics(per_rank) if c in rows and rows[c].notna().any()]
+    controls.append(Control("overlap_metric", "Heatmap shows", [(c, labels[c]) for c in heat_cols],
+                            "comm_not_overlapped_ms"))
+    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows, heat_cols, labels)]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c] + " (ms)", "ms") for c in present_cols] + [Column("pure_comm_ratio", "Pure comm share", "ratio")]
     tables = [Table.from_frame("overlap-per-rank", f"Per rank ({avg_label.lower()})", per_rank, cols),
@@ -312,7 +314,7 @@ def present(a: Analysis) -> View:
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
-    findings = _findings(m, a.data)
+    findings = _findings(m, a.data, per_rank)
     within = ", ".join(f"stage {w['stage']} {w['within_stage_share_ratio'] * 100:.2f}%" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {m['comm_share_ratio'] * 100:.2f}% of computation + pure "
                f"communication over all ranks" +
@@ -322,9 +324,10 @@ def present(a: Analysis) -> View:
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 
-def _findings(m: dict, data: dict) -> list[Finding]:
+def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:
     out = []
     t = th.COMM_SHARE
+    recv, coll = _receive_cols(per_rank)  # what the heatmap shows for the bubble and for collectives in a stage
     share = m.get("comm_share_ratio")
     if share is not None and not math.isnan(share) and share > t and not data["pipeline"]:
         out.append(Finding(
@@ -334,7 +337,7 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
             suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
                        "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
-            figure="overlap-bars"))
+            view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"})))
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
         most = data.get("most_receive") or {}
@@ -348,7 +351,7 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t,
                       "stage": most.get("stage")},
             suggestion="Balance the layers between stages and raise the number of micro-batches.",
-            figure="overlap-bars"))
+            view=EvidenceView("overlap-heatmap", {"overlap_metric": recv, **_stage_signal(most.get("stage"))})))
     if data["pipeline"]:
         worst = max(m["within_stage"], key=lambda w: w["within_stage_share_ratio"], default=None)
         if worst and worst["within_stage_share_ratio"] > t:
@@ -361,8 +364,13 @@ def _findings(m: dict, data: dict) -> list[Finding]:
                                                 "stage": worst["stage"]},
                 suggestion="Revisit the operator sharding inside the stage (model-parallel splits that need large "
                            "collectives) or overlap them with computation.",
-                figure="overlap-bars"))
+                view=EvidenceView("overlap-heatmap", {"overlap_metric": coll, **_stage_signal(worst["stage"])})))
     return out
+
+
+def _stage_signal(stage) -> dict:
+    """The stage control's value for a finding about one stage (the bars then show that stage)."""
+    return {} if stage is None or (isinstance(stage, float) and math.isnan(stage)) else {"stage_sel": str(int(stage))}
 
 
 def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool) -> Figure:
@@ -397,28 +405,37 @@ def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool
                   alt="Stacked bars of computation and exposed communication per rank")
 
 
-def _heat(rows: pd.DataFrame) -> Figure:
-    df = rows[["rank", "step", "comm_not_overlapped_ms"]].assign(
-        warmup=rows["warmup"] if "warmup" in rows else False)
+def heat_metrics(per_rank: pd.DataFrame) -> list[str]:
+    """The columns the heatmap can show (control ``overlap_metric``): exposed communication first (the default),
+    then the receive and collective-only parts of it, computation and free time, where the source has them."""
+    recv, coll = _receive_cols(per_rank)
+    return [c for c in ("comm_not_overlapped_ms", recv, coll, "computing_ms", "computation_incl_free_ms", "free_ms")
+            if c in per_rank]
+
+
+def _heat(rows: pd.DataFrame, cols: list[str], labels: dict[str, str]) -> Figure:
+    df = rows[["rank", "step"] + cols].assign(warmup=rows["warmup"] if "warmup" in rows else False)
     n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
     title = "Rank"
     if n_ranks * n_steps > MAX_CHART_ROWS:
         per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
         df["rank"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank", "step"], as_index=False)[["comm_not_overlapped_ms", "warmup"]].max()
+        df = df.groupby(["rank", "step"], as_index=False)[cols + ["warmup"]].max()
         title = f"Rank (groups of {per_bin}, max shown)"
-    caption = "Communication not overlapped by computation; darker is more."
+    caption = "Communication not overlapped by computation by default (switch with 'Heatmap shows'); darker is more."
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
     chart = (
-        shade_in_scope(alt.Chart(df), "datum.comm_not_overlapped_ms").mark_rect()
+        shade_in_scope(alt.Chart(df), "datum[overlap_metric]").mark_rect()
         .encode(x=alt.X("step:O", title="Step"), y=alt.Y("rank:O", title=title, axis=alt.Axis(labelOverlap=True)),
                 color=alt.Color("shade:Q", title="ms", scale=alt.Scale(scheme="purples")),
                 tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step"),
-                         alt.Tooltip("comm_not_overlapped_ms:Q", title="Exposed comm (ms)", format=".4f")])
+                         alt.Tooltip("value:Q", title="Shown (ms)", format=".4f")]
+                + [alt.Tooltip(f"{c}:Q", title=f"{labels[c]} (ms)", format=".4f") for c in cols])
+        .add_params(alt.param(name="overlap_metric", value="comm_not_overlapped_ms"))
         .properties(width={"step": max(4, min(40, 800 // max(1, n_steps)))},
                     height={"step": max(2, min(16, 600 // max(1, n_ranks)))})
     )
-    return Figure("overlap-heatmap", "Exposed communication per rank and step", to_spec(chart),
+    return Figure("overlap-heatmap", "Rank × step heatmap: exposed communication and its parts", to_spec(chart),
                   caption=caption,
                   alt="Heatmap of exposed communication per rank and step")
