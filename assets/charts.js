@@ -337,5 +337,18 @@
     opened = [];
   });
 
+  /* read-only, for tests and the console: the signal values a drawn figure declares */
+  window.reportgenCharts = {
+    signals: function (figureId) {
+      var out = null;
+      views.forEach(function (e) {
+        if (e.figure !== figureId) return;
+        out = out || {};
+        Object.keys(e.names).forEach(function (n) { out[n] = e.view.signal(n); });
+      });
+      return out;
+    }
+  };
+
   fromHash();
 })();

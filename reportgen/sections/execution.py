@@ -26,6 +26,7 @@ Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3
 
 from __future__ import annotations
 
+import json
 import math
 
 import altair as alt
@@ -385,8 +386,13 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                alt.Tooltip("warmup:N", title="Warm-up")]
     color = alt.Color("series:N", title=None, scale=alt.Scale(domain=list(OVERVIEW_SERIES),
                                                                range=list(OVERVIEW_SERIES.values())),
-                      legend=alt.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke"))
-    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0))
+                      legend=alt.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
+                                        symbolStrokeWidth=4, symbolSize=240))
+    warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
+    # warm-up steps are labelled as in every step list (facts.step_label); step ids are integers from the model
+    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelExpr=(
+        f"indexof({json.dumps(warm)}, datum.value) >= 0 ? datum.label + ' (warm-up)' : datum.label")
+        if warm else alt.Undefined))
     y_scale, clipped = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
     y = alt.Y("median:Q", title="Step time (ms)", scale=y_scale)
     series = list(OVERVIEW_SERIES)
@@ -419,7 +425,6 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     chart = alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
         alt.param(name="step", value=step0), alt.param(name="ov_rank", value=rank0)).properties(
         usermeta=CLICK_SETS_STEP)
-    warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
                "ranks. The shaded column is the step of the Marey view below; click a step to show it there.")
