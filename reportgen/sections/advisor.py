@@ -515,7 +515,7 @@ def rule_bandwidth_contention(ctx: _Ctx) -> list[Finding]:
         suggestion="Computation and communication compete for memory bandwidth: move the overlapped collectives "
                    "next to lighter kernels, or reduce the overlap (communication stream priority, bucket order).",
         view=EvidenceView("communication-link-boxes", {"link_metric": "bandwidth_gbps"})
-        if "link_ops" in ctx.analysis("communication").tables else EvidenceView("communication-ranks"))]
+        if "link_ops" in getattr(ctx.analysis("communication"), "tables", {}) else EvidenceView("communication-ranks"))]
 
 
 # --------------------------------------------------------------------------------------------- rule table
