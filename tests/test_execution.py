@@ -102,7 +102,7 @@ def test_time_overview_is_median_band_and_one_highlighted_rank(pp2x4):
                   == "area")
     in_scope_max = F.step_time[F.step_time["in_scope"]]["step_ms"].max()
     assert in_scope_max < domain[1] < 1.5 * in_scope_max
-    assert "(warm-up)" in spec and "Warm-up step 1 is off the scale" in fig.caption
+    assert "(warm-up)" in spec and "Warm-up step 1 is off the scale" in fig.caption and "↑ median" in spec
 
 
 def test_stage_lanes_have_no_rank_axis_title(pp2x4):

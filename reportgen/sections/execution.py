@@ -358,19 +358,36 @@ def _step_columns(stats: pd.DataFrame, tooltip: list) -> alt.Chart:
         tooltip=tooltip)
 
 
-def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[alt.Scale, bool]:
-    """A y scale over the steps in scope; warm-up values far above them are clipped (drawn off the scale)."""
+def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[alt.Scale, float | None]:
+    """A y scale over the steps in scope, and its top when warm-up values far above them are left off it (None:
+    every value is on the scale)."""
     top = float(values[in_scope].max()) if in_scope.any() else float(values.max())
     if in_scope.any() and float(values.max()) > OFF_SCALE_FACTOR * top:
         lo = float(values[in_scope].min())
         pad = max((top - lo) * 0.1, abs(top) * 0.01)
-        return alt.Scale(domain=[lo - pad, top + pad], zero=False, nice=False), True
-    return alt.Scale(zero=False), False
+        return alt.Scale(domain=[lo - pad, top + pad], zero=False, nice=False), top + pad
+    return alt.Scale(zero=False), None
+
+
+def _off_scale(df: pd.DataFrame, field: str, top: float, x: alt.X, y_scale: alt.Scale, color: alt.Color,
+               what: str) -> alt.LayerChart:
+    """Warm-up values of a panel whose scale leaves them off (its lines cover the steps in scope): those above the
+    scale as an arrow and the value at the top edge, the others as points, in the series' colour."""
+    warm = df[df["warmup"]]
+    off = warm[warm[field] > top].assign(y=top)
+    off["label"] = ["↑ " + (what + " " if what else "") + fmt.quantity(v, "ms") for v in off[field]]
+    text = alt.Chart(off).mark_text(baseline="top", dy=3, fontSize=10).encode(
+        x=x, y=alt.Y("y:Q", scale=y_scale), text="label:N", color=color)
+    points = alt.Chart(warm[warm[field] <= top]).mark_point(filled=True).encode(
+        x=x, y=alt.Y(f"{field}:Q", scale=y_scale), color=color)
+    return alt.layer(text, points)
 
 
 def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str) -> Figure:
     """Step time per step: median over ranks, the min–max band and one highlighted rank (control ``ov_rank``);
-    below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view."""
+    below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view.
+    Warm-up steps far above the steps in scope are left off the scale (lines over the steps in scope, the value
+    written at the top), as every colour scale leaves them out."""
     ms = fmt.D3_FORMAT
     g = ov.groupby("step")
     stats = g["step_ms"].agg(lo="min", median="median", hi="max").join(g[["comm_ms", "wait_ms"]].first()) \
@@ -387,51 +404,57 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     color = alt.Color("series:N", title=None, scale=alt.Scale(domain=list(OVERVIEW_SERIES),
                                                                range=list(OVERVIEW_SERIES.values())),
                       legend=alt.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
-                                        symbolStrokeWidth=4, symbolSize=240))
+                                        symbolStrokeWidth=4, symbolSize=240, symbolOpacity=1))
     warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
     # warm-up steps are labelled as in every step list (facts.step_label); step ids are integers from the model
     x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelExpr=(
         f"indexof({json.dumps(warm)}, datum.value) >= 0 ? datum.label + ' (warm-up)' : datum.label")
         if warm else alt.Undefined))
-    y_scale, clipped = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
-    y = alt.Y("median:Q", title="Step time (ms)", scale=y_scale)
+    y_scale, top_edge = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
     series = list(OVERVIEW_SERIES)
-    base = alt.Chart(stats).encode(x=x)
-    band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35, clip=True).encode(
+    drawn = stats[in_scope] if top_edge is not None else stats
+    base = alt.Chart(drawn).encode(x=x)
+    band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35).encode(
         y=alt.Y("lo:Q", title="Step time (ms)", scale=y_scale), y2="hi:Q", color=color)
-    median = base.transform_calculate(series=f"'{series[0]}'").mark_line(point=True, clip=True).encode(
-        y=y, color=color)
+    median = base.transform_calculate(series=f"'{series[0]}'").mark_line(point=True).encode(
+        y=alt.Y("median:Q", scale=y_scale), color=color)
     layers = [_step_columns(stats, tooltip), band, median]
     if pick_ranks:
         rr = ov[ov["rank"].isin(pick_ranks)][["step", "rank", "step_ms"]].dropna()
+        rr = rr[rr["step"].isin(drawn["step"])]
         layers.append(alt.Chart(rr).transform_filter("datum.rank == ov_rank").transform_calculate(
-            series=f"'{series[2]}'").mark_line(point=True, strokeDash=[5, 3], clip=True).encode(
+            series=f"'{series[2]}'").mark_line(point=True, strokeDash=[5, 3]).encode(
             x=x, y=alt.Y("step_ms:Q", scale=y_scale), color=color,
             tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
                      alt.Tooltip("step_ms:Q", title="Step time (ms)", format=ms)]))
-    top = alt.layer(*layers).properties(width=760, height=200)
+    if top_edge is not None:
+        layers.append(_off_scale(stats.assign(series=series[0]), "median", top_edge, x, y_scale, color, "median"))
+    parts = [alt.layer(*layers).properties(width=760, height=200)]
     cw = stats.melt(id_vars=["step", "warmup"], value_vars=["comm_ms", "wait_ms"], var_name="what",
                     value_name="ms").dropna(subset=["ms"])
     cw["series"] = cw["what"].map({"comm_ms": series[3], "wait_ms": series[4]})
-    parts = [top]
+    off_scale = top_edge is not None
     if not cw.empty:
-        y2_scale, clipped2 = _y_scale(cw["ms"], ~cw["warmup"])
-        lines = alt.Chart(cw).mark_line(point=True, clip=True).encode(
+        y2_scale, top2 = _y_scale(cw["ms"], ~cw["warmup"])
+        lines = alt.Chart(cw[~cw["warmup"]] if top2 is not None else cw).mark_line(point=True).encode(
             x=x, y=alt.Y("ms:Q", title="Time (ms)", scale=y2_scale), color=color,
             tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("series:N", title="Series"),
                      alt.Tooltip("ms:Q", title="ms", format=ms)])
-        parts.append(alt.layer(_step_columns(stats, tooltip), lines).properties(width=760, height=120))
-        clipped = clipped or clipped2
+        bottom = [_step_columns(stats, tooltip), lines]
+        if top2 is not None:
+            bottom.append(_off_scale(cw, "ms", top2, x, y2_scale, color, ""))
+        parts.append(alt.layer(*bottom).properties(width=760, height=120))
+        off_scale = off_scale or top2 is not None
     chart = alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
         alt.param(name="step", value=step0), alt.param(name="ov_rank", value=rank0)).properties(
         usermeta=CLICK_SETS_STEP)
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
                "ranks. The shaded column is the step of the Marey view below; click a step to show it there.")
-    if clipped and warm:
+    if off_scale and warm:
         caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
-                    f"{'are' if len(warm) > 1 else 'is'} off the scale (the scale covers the steps in scope; "
-                    "the tooltip has the value).")
+                    f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
+                    "the arrows give the values.")
     return Figure("execution-time-overview", "Time overview per step", to_spec(chart), caption=caption,
                   alt="Step time per step (median and range over ranks) and mean communication and waiting time")
 
