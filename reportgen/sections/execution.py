@@ -407,7 +407,7 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                                         symbolStrokeWidth=4, symbolSize=240, symbolOpacity=1))
     warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
     # warm-up steps are labelled as in every step list (facts.step_label); step ids are integers from the model
-    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelExpr=(
+    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelAlign="center", labelExpr=(
         f"indexof({json.dumps(warm)}, datum.value) >= 0 ? datum.label + ' (warm-up)' : datum.label")
         if warm else alt.Undefined))
     y_scale, top_edge = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
