@@ -269,7 +269,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     rows = rows.rename(columns={"start": "start_rel_ms", "end": "end_rel_ms", "shift": "shift_ms"})
     rows = rows[["step", "step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms",
                  "shift_ms"]].reset_index(drop=True)
-    align = pd.DataFrame(align_rows)
+    align = pd.DataFrame(align_rows).sort_values("step", kind="stable").reset_index(drop=True)  # in step order
     steps_shown = list(dict.fromkeys(int(x) for x in rows["step"]))  # drawing order: in scope first
     first_op = next((r["alignment_op"] for r in align_rows if r["step"] == steps_shown[0]), None)
     metrics = {
