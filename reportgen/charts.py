@@ -37,7 +37,9 @@ WARMUP_CAPTION = " Warm-up steps are drawn in the darkest colour; the scale cove
 FOCUS_RANKS, FOCUS_LINKS = "focus_ranks", "focus_links"
 _FOCUS_MARKS = {"bar", "rect", "square", "circle", "point", "tick", "arc"}
 _FOCUS_TESTS = {FOCUS_RANKS: "indexof(focus_ranks, datum.rank) >= 0",
-                FOCUS_LINKS: "indexof(focus_links, datum.src_rank + '>' + datum.dst_rank) >= 0"}
+                # the finding's links; a finding about ranks only (no link): the links those ranks send on
+                FOCUS_LINKS: "length(focus_links) ? indexof(focus_links, datum.src_rank + '>' + datum.dst_rank) >= 0"
+                             " : indexof(focus_ranks, datum.src_rank) >= 0"}
 
 
 def _field(enc: dict, channel: str) -> str | None:
@@ -54,7 +56,7 @@ def _focus_unit(unit: dict[str, Any], used: set[str]) -> dict[str, Any]:
     name = FOCUS_LINKS if {"src_rank", "dst_rank"} <= xy else FOCUS_RANKS if "rank" in xy else None
     if name is None:
         return unit
-    used.add(name)
+    used.update({name, FOCUS_RANKS})
     test = _FOCUS_TESTS[name]
     return {**unit, "encoding": {
         **enc, "stroke": {"condition": {"test": test, "value": "currentColor"}, "value": mark.get("stroke")},
@@ -75,7 +77,7 @@ def _focus(spec: dict[str, Any], used: set[str]) -> dict[str, Any]:
 def focusable(spec: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``spec`` with the highlight a finding's link switches on (report.EvidenceView): bars, cells and
     points whose x or y is the rank (``focus_ranks``), or whose x / y are a link's destination / source rank
-    (``focus_links``, "src>dst"), get an outline in the page's text colour while the parameter lists them. Both
+    (``focus_links``, "src>dst"; without links, those the focused ranks send on), get an outline in the page's text colour while the parameter lists them. Both
     start empty, so the chart looks the same until a finding sets them; ``spec`` itself is not changed."""
     used: set[str] = set()
     out = _focus(spec, used)

@@ -321,11 +321,12 @@ def _static_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` for vl-convert: the static font, and fixed widths instead of "container" (not changed in place)."""
     def fix(node):
         if isinstance(node, dict):
-            return {k: (STATIC_WIDTH if k == "width" and v == "container" else fix(v)) for k, v in node.items()}
+            return {k: (STATIC_WIDTH if k == "width" and v == "container" else v if k in ("data", "datasets")
+                        else fix(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [fix(v) for v in node]
         return node
-    out = {k: (fix(v) if k != "datasets" and k != "data" else v) for k, v in spec.items()}
+    out = fix(spec)
     out["config"] = {"font": STATIC_FONT, **(spec.get("config") or {})}
     return out
 
