@@ -416,9 +416,12 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     base = alt.Chart(drawn).encode(x=x)
     band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35).encode(
         y=alt.Y("lo:Q", title="Step time (ms)", scale=y_scale), y2="hi:Q", color=color)
+    # the range of each step as a bar too, so that a run of one step shows it
+    spread = base.transform_calculate(series=f"'{series[1]}'").mark_rule(strokeWidth=5, opacity=0.6).encode(
+        y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=color)
     median = base.transform_calculate(series=f"'{series[0]}'").mark_line(point=True).encode(
         y=alt.Y("median:Q", scale=y_scale), color=color)
-    layers = [_step_columns(stats, tooltip), band, median]
+    layers = [_step_columns(stats, tooltip), band, spread, median]
     if pick_ranks:
         rr = ov[ov["rank"].isin(pick_ranks)][["step", "rank", "step_ms"]].dropna()
         rr = rr[rr["step"].isin(drawn["step"])]
@@ -450,7 +453,8 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
         usermeta=CLICK_SETS_STEP)
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
-               "ranks. The shaded column is the step of the Marey view below; click a step to show it there.")
+               "ranks." + (" The shaded column is the step of the Marey view below; click a step to show it there."
+                           if step0 else ""))
     if off_scale and warm:
         caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
                     f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
