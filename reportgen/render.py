@@ -348,15 +348,34 @@ def static_svg(spec: dict[str, Any]) -> Markup:
     return Markup(svg)
 
 
+def with_params(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the values of the top-level parameters it declares set from ``values`` (what the page's controls
+    and a finding's link set); ``spec`` itself when none changes."""
+    params = spec.get("params") or []
+    new = [{**p, "value": values[p["name"]]} if p.get("name") in values and "select" not in p
+           and p.get("value") != values[p["name"]] else p for p in params]
+    if all(a is b for a, b in zip(new, params)):
+        return spec
+    return {**spec, "params": new}
+
+
 def render_html(context: dict[str, Any], static: bool = False) -> str:
     """The page. ``static``: every chart as inline SVG and no JavaScript at all (for viewers whose
     Content-Security-Policy blocks scripts, e.g. Jenkins artifacts, and for mail bodies)."""
     env = environment()
     assets = {"css": _safe_script(read_asset("report.css"), "report.css")}
     if static:
+        figures = {}
         for sec in context["sections"]:
             for fig in sec["figures"]:
                 fig["svg"] = static_svg(fig["spec"])
+                figures[fig["id"]] = fig
+        for f in context["findings"]:  # no script can set a chart up: the chart as each finding reads it
+            view = f.get("view") or {}
+            fig = figures.get(view.get("figure"))
+            spec = with_params(fig["spec"], view.get("signals") or {}) if fig else None
+            if spec is not None and spec is not fig["spec"]:
+                f["svg"] = static_svg(spec)
     else:
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),

@@ -126,3 +126,12 @@ def test_evidence_views_of_the_reference_runs():
             assert f.view.figure == figure and figure in figures, (parts, f.id)
             chosen = {v for k, v in f.view.signals.items() if k.endswith("metric")}
             assert chosen == ({next(iter(chosen & metrics))} if metrics else set()), (parts, f.id, chosen)
+
+
+def test_with_params_sets_declared_values_only():
+    spec = {"params": [{"name": "heat_metric", "value": "step_ms"}, {"name": "pick", "select": "point"}],
+            "mark": "rect"}
+    out = render.with_params(spec, {"heat_metric": "computing_ms", "pick": 1, "other": 2})
+    assert out["params"] == [{"name": "heat_metric", "value": "computing_ms"}, {"name": "pick", "select": "point"}]
+    assert spec["params"][0]["value"] == "step_ms"  # not changed in place
+    assert render.with_params(spec, {"heat_metric": "step_ms"}) is spec  # nothing to change: the same chart

@@ -167,13 +167,14 @@ def test_time_overview_click_selects_the_step_of_the_marey_view(tmp_path, open_r
 
 
 TEXT_OUTSIDE_JS = """() => { const bad = [];
-  document.querySelectorAll('figure svg').forEach(svg => {
+  document.querySelectorAll('details.rg-finding-chart').forEach(d => { d.open = true; });
+  document.querySelectorAll('figure svg, .rg-finding-chart svg').forEach(svg => {
     const r = svg.getBoundingClientRect();
     svg.querySelectorAll('text').forEach(t => {
       if (!t.textContent.trim()) return;
       const q = t.getBoundingClientRect();
       if (q.left < r.left - 0.5 || q.right > r.right + 0.5 || q.top < r.top - 0.5 || q.bottom > r.bottom + 0.5)
-        bad.push(svg.closest('figure').id + ': ' + t.textContent);
+        bad.push((svg.closest('figure') || svg.closest('li')).id + ': ' + t.textContent);
     });
   });
   return bad; }"""
@@ -193,6 +194,11 @@ def test_static_svg_text_inside_and_captions_for_paper(tmp_path, browser, name):
         page.goto(out.resolve().as_uri())
         assert page.locator("figure svg").count() == page.locator("figure").count() > 0
         assert page.evaluate(TEXT_OUTSIDE_JS) == []
+        # each finding whose view sets a control carries its chart so set (no script can set it up here)
+        for i, f in enumerate(doc["findings"]):
+            chosen = {k: v for k, v in f["view"]["signals"].items() if not k.startswith("focus_")}
+            if chosen and f["view"]["figure"] in ("trajectory-heatmap", "overlap-heatmap"):
+                assert page.locator(f"#finding-{i + 1} .rg-finding-chart svg").count() == 1, f["id"]
         captions = page.locator("figcaption .rg-fig-caption").all_inner_texts()
         talk = [c for c in captions if INTERACTIVE.search(c)]
         assert not talk, talk
