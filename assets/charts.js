@@ -1,7 +1,10 @@
 /* reportgen charts: draws every .rg-chart from its inert JSON spec with vegaEmbed.
  * Visible charts first (IntersectionObserver), the rest in idle slices, all of them before
- * printing. Page controls set Vega signals. Nothing here fetches anything; errors are
- * written as text, never as HTML. When every chart is done, <html data-charts-ready="1">. */
+ * printing. Page controls set Vega signals. A finding's "See the chart" link (data-view) sets
+ * the controls and chart parameters that show it, then scrolls to the chart; a chart whose spec
+ * has usermeta.rg_click sets a control from the datum clicked. Nothing here fetches anything;
+ * errors are written as text, never as HTML. When every chart is done, <html data-charts-ready="1">;
+ * when a finding's view is shown, <html data-view-shown="figure id">. */
 (function () {
   "use strict";
   var doc = document;
@@ -10,6 +13,8 @@
   var remaining = charts.length;
   var views = [];                  /* {el, view, section, names} of every drawn chart */
   var chosen = Object.create(null); /* section id -> {signal: value} picked with the controls */
+  var pinned = Object.create(null); /* figure id -> {signal: value} set by a finding's view (no control) */
+  var FOCUS = ["focus_ranks", "focus_links"]; /* highlight parameters (reportgen/charts.py focusable) */
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
 
@@ -122,17 +127,24 @@
     return names;
   }
 
-  /* Apply control values chosen before this chart was drawn (or restored by the browser). */
+  function figureOf(el) {
+    var f = el.closest("figure");
+    return f ? f.id : "";
+  }
+
+  /* Apply control values chosen before this chart was drawn (or restored by the browser), and the
+   * parameters a finding's view pinned on this figure. */
   function applyChosen(entry) {
-    var picked = chosen[entry.section];
     var changed = false;
-    if (!picked) return Promise.resolve();
-    Object.keys(picked).forEach(function (name) {
-      if (!entry.names[name]) return;
-      if (entry.view.signal(name) !== picked[name]) {
-        entry.view.signal(name, picked[name]);
-        changed = true;
-      }
+    [chosen[entry.section], pinned[entry.figure]].forEach(function (picked) {
+      if (!picked) return;
+      Object.keys(picked).forEach(function (name) {
+        if (!entry.names[name]) return;
+        if (JSON.stringify(entry.view.signal(name)) !== JSON.stringify(picked[name])) {
+          entry.view.signal(name, picked[name]);
+          changed = true;
+        }
+      });
     });
     return changed ? entry.view.runAsync() : Promise.resolve();
   }
@@ -149,8 +161,9 @@
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       resolve(window.vegaEmbed(el, spec, embedOptions(el)));
     }).then(function (result) {
-      var entry = { el: el, view: result.view, section: sectionOf(el), names: declared(spec) };
+      var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec) };
       views.push(entry);
+      clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       return applyChosen(entry);
     }).then(function () {
       el.setAttribute("data-rendered", "1");
@@ -173,22 +186,143 @@
     (chosen[section] = chosen[section] || Object.create(null))[name] = value;
     return { section: section, name: name, value: value };
   }
+  /* set one signal in every drawn chart of a section (or of one figure) that declares it */
+  function broadcast(section, name, value, figure) {
+    var jobs = [];
+    views.forEach(function (entry) {
+      if (!entry.names[name]) return;
+      if (figure ? entry.figure !== figure : entry.section !== section) return;
+      try {
+        jobs.push(entry.view.signal(name, value).runAsync().catch(function (err) {
+          showError(entry.el, err, true);
+        }));
+      } catch (err) {
+        showError(entry.el, err, true);
+      }
+    });
+    return Promise.all(jobs);
+  }
   Array.prototype.forEach.call(doc.querySelectorAll("select[data-signal]"), readControl);
   doc.addEventListener("change", function (ev) {
     var sel = ev.target;
     if (!sel || !sel.matches || !sel.matches("select[data-signal]")) return;
     var c = readControl(sel);
-    views.forEach(function (entry) {
-      if (entry.section !== c.section || !entry.names[c.name]) return;
-      try {
-        entry.view.signal(c.name, c.value).runAsync().catch(function (err) {
-          showError(entry.el, err, true);
-        });
-      } catch (err) {
-        showError(entry.el, err, true);
-      }
-    });
+    broadcast(c.section, c.name, c.value);
   });
+
+  /* Select the option of a section's control whose value is `value` (JSON-equal, or equal as text:
+   * a chart's datum may hold the step 3 where the control offers "3"); then tell the charts. */
+  function setControl(section, name, value) {
+    var sec = doc.getElementById(section);
+    if (!sec) return null;
+    var sel = null;
+    Array.prototype.forEach.call(sec.querySelectorAll("select[data-signal]"), function (s) {
+      if (s.getAttribute("data-signal") === name) sel = s;
+    });
+    if (!sel) return null;
+    var want = JSON.stringify(value);
+    var opt = null;
+    Array.prototype.forEach.call(sel.options, function (o) {
+      var v;
+      try { v = JSON.parse(o.value); } catch (e) { v = o.value; }
+      if (!opt && JSON.stringify(v) === want) opt = o;
+    });
+    Array.prototype.forEach.call(sel.options, function (o) {
+      var v;
+      try { v = JSON.parse(o.value); } catch (e) { v = o.value; }
+      if (!opt && typeof v !== "object" && typeof value !== "object" && String(v) === String(value)) opt = o;
+    });
+    if (!opt) return null;
+    sel.value = opt.value;
+    var c = readControl(sel);
+    return broadcast(c.section, c.name, c.value);
+  }
+
+  /* usermeta.rg_click = {field, signal}: clicking a mark sets the section's control `signal` to
+   * the clicked datum's `field` (the time overview's steps drive the Marey view). */
+  function clickSets(entry, click) {
+    if (!click || typeof click.field !== "string" || typeof click.signal !== "string") return;
+    entry.el.classList.add("rg-clickable");
+    entry.view.addEventListener("click", function (ev, item) {
+      var d = item && item.datum;
+      if (!d || d[click.field] === undefined || d[click.field] === null) return;
+      setControl(entry.section, click.signal, d[click.field]);
+    });
+  }
+
+  /* A finding's view: {figure, signals}. Signals with a control in the figure's section set the
+   * control (and so every chart of the section); the others are pinned on the figure. Highlights
+   * of earlier findings are cleared everywhere. */
+  function showView(view) {
+    var fig = view && typeof view.figure === "string" ? doc.getElementById(view.figure) : null;
+    if (!fig) return null;
+    var section = sectionOf(fig);
+    var signals = view.signals || {};
+    var jobs = [];
+    Object.keys(pinned).forEach(function (id) {
+      FOCUS.forEach(function (n) { if (pinned[id][n] !== undefined) pinned[id][n] = []; });
+    });
+    views.forEach(function (entry) {
+      FOCUS.forEach(function (n) {
+        if (entry.names[n] && entry.figure !== fig.id) jobs.push(broadcast("", n, [], entry.figure));
+      });
+    });
+    var mine = pinned[fig.id] = pinned[fig.id] || Object.create(null);
+    Object.keys(signals).forEach(function (name) {
+      var job = setControl(section, name, signals[name]);
+      if (job) jobs.push(job);
+      else mine[name] = signals[name];
+    });
+    var chart = fig.querySelector(".rg-chart[data-spec]");
+    if (chart) {
+      jobs.push(render(chart).then(function () {
+        var entry = null;
+        views.forEach(function (e) { if (e.el === chart) entry = e; });
+        return entry ? applyChosen(entry) : null;
+      }));
+    }
+    Array.prototype.forEach.call(doc.querySelectorAll("figure.rg-target"), function (f) {
+      f.classList.remove("rg-target");
+    });
+    fig.classList.add("rg-target");
+    fig.scrollIntoView({ block: "start" });
+    return Promise.all(jobs).then(function () {
+      fig.scrollIntoView({ block: "start" }); /* charts drawn meanwhile may have moved it */
+      root.dataset.viewShown = fig.id;
+    });
+  }
+
+  function viewOf(link) {
+    try {
+      return JSON.parse(link.getAttribute("data-view"));
+    } catch (e) {
+      return null;
+    }
+  }
+  /* the link of finding N is in <li id="finding-N">; #evidence-N opens its view (bookmarkable) */
+  function evidenceLink(hash) {
+    var m = /^#evidence-(\d+)$/.exec(hash || "");
+    var item = m ? doc.getElementById("finding-" + m[1]) : null;
+    return item ? item.querySelector("a[data-view]") : null;
+  }
+  doc.addEventListener("click", function (ev) {
+    var link = ev.target && ev.target.closest ? ev.target.closest("a[data-view]") : null;
+    if (!link || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    var view = viewOf(link);
+    var item = link.closest("li[id^='finding-']");
+    if (!view || !doc.getElementById(view.figure)) return; /* no such chart: the plain link */
+    ev.preventDefault();
+    delete root.dataset.viewShown;
+    if (item && window.history && history.pushState) {
+      history.pushState(null, "", "#evidence-" + item.id.slice("finding-".length));
+    }
+    showView(view);
+  });
+  function fromHash() {
+    var link = evidenceLink(window.location.hash);
+    if (link) showView(viewOf(link));
+  }
+  window.addEventListener("popstate", fromHash);
 
   /* visible first */
   if ("IntersectionObserver" in window) {
@@ -229,4 +363,19 @@
     opened.forEach(function (d) { d.open = false; });
     opened = [];
   });
+
+  /* read-only, for tests and the console: the signal values a drawn figure declares */
+  window.reportgenCharts = {
+    signals: function (figureId) {
+      var out = null;
+      views.forEach(function (e) {
+        if (e.figure !== figureId) return;
+        out = out || {};
+        Object.keys(e.names).forEach(function (n) { out[n] = e.view.signal(n); });
+      });
+      return out;
+    }
+  };
+
+  fromHash();
 })();

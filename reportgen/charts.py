@@ -13,7 +13,6 @@ page by the factor fmt.unit_for chose, and the axis / legend / tooltip titles na
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import statistics
@@ -57,21 +56,28 @@ def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 CONFIG = {"axis": {"labelOverlap": True, "labelSeparation": 4}}
 
 
-#: Room around a pre-rendered SVG: vl-convert measures text with its own font, the page draws it with the
-#: reader's, so a title measured to end at the edge can end a few px beyond it.
+#: The font of --static charts. vl-convert lays text out with the metrics of the font it is told; a browser draws
+#: "sans-serif" with its own (on Linux DejaVu Sans, wider than vl-convert's default), so labels measured with the
+#: default overflow their SVG ("tage 1 · rank 0"). Measured with DejaVu Sans, they fit where it is drawn, and
+#: wherever it is missing the fallback sans-serif fonts (Arial, Helvetica) are narrower.
+STATIC_FONT = "DejaVu Sans, sans-serif"
+#: Room around a pre-rendered SVG for text a reader's font still draws a little wider than measured.
 STATIC_PADDING = {"left": 24, "right": 24, "top": 8, "bottom": 8}
 
 
 def static_spec(spec: dict[str, Any], width: int = STATIC_WIDTH) -> dict[str, Any]:
-    """``spec`` for the pre-rendered SVG: every ``width: "container"`` replaced by ``width`` px, and room around
-    the chart for text that the page's font draws wider (``STATIC_PADDING``, unless the spec sets a padding)."""
+    """``spec`` for the pre-rendered --static SVG (``spec`` itself is not changed): every ``width: "container"``
+    replaced by ``width`` px (there is no container to measure; data is left alone), text measured with
+    ``STATIC_FONT``, and ``STATIC_PADDING`` around the chart unless the spec sets a padding."""
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: (width if k == "width" and v == "container" else walk(v)) for k, v in node.items()}
+            return {k: (width if k == "width" and v == "container" else v if k in ("data", "datasets")
+                        else walk(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [walk(v) for v in node]
         return node
-    out = walk(copy.deepcopy(spec))
+    out = walk(spec)
+    out["config"] = {"font": STATIC_FONT, **(out.get("config") or {})}
     out.setdefault("padding", dict(STATIC_PADDING))
     return out
 
@@ -278,3 +284,57 @@ WARMUP_CAPTION = (" Warm-up steps are left out of the scale's median and span; a
 MEDIAN_CAPTION = (f" Colour = difference from the median of the steps in scope: blue below it, red above it, "
                   f"light near it; the scale spans at least ±{th.HEATMAP_MIN_SPAN * 100:g}% of the median step time, "
                   "so jitter stays pale.")
+
+
+#: chart parameters a finding's view sets to highlight what it is about (report.EvidenceView)
+FOCUS_RANKS, FOCUS_LINKS = "focus_ranks", "focus_links"
+_FOCUS_MARKS = {"bar", "rect", "square", "circle", "point", "tick", "arc"}
+_FOCUS_TESTS = {FOCUS_RANKS: "indexof(focus_ranks, datum.rank) >= 0",
+                # the finding's links; a finding about ranks only (no link): the links those ranks send on
+                FOCUS_LINKS: "length(focus_links) ? indexof(focus_links, datum.src_rank + '>' + datum.dst_rank) >= 0"
+                             " : indexof(focus_ranks, datum.src_rank) >= 0"}
+
+
+def _field(enc: dict, channel: str) -> str | None:
+    d = enc.get(channel)
+    return d.get("field") if isinstance(d, dict) else None
+
+
+def _focus_unit(unit: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    mark = unit["mark"] if isinstance(unit["mark"], dict) else {"type": unit["mark"]}
+    enc = unit.get("encoding") or {}
+    if mark.get("type") not in _FOCUS_MARKS or "stroke" in enc or "strokeWidth" in enc:
+        return unit
+    xy = {_field(enc, "x"), _field(enc, "y")}
+    name = FOCUS_LINKS if {"src_rank", "dst_rank"} <= xy else FOCUS_RANKS if "rank" in xy else None
+    if name is None:
+        return unit
+    used.update({name, FOCUS_RANKS})
+    test = _FOCUS_TESTS[name]
+    return {**unit, "encoding": {
+        **enc, "stroke": {"condition": {"test": test, "value": "currentColor"}, "value": mark.get("stroke")},
+        "strokeWidth": {"condition": {"test": test, "value": 2.5},
+                        "value": mark.get("strokeWidth", 1 if mark.get("stroke") else 0)}}}
+
+
+def _focus(spec: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    out = _focus_unit(spec, used) if "mark" in spec else dict(spec)
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        if isinstance(spec.get(key), list):
+            out[key] = [_focus(sub, used) if isinstance(sub, dict) else sub for sub in spec[key]]
+    if isinstance(spec.get("spec"), dict):
+        out["spec"] = _focus(spec["spec"], used)
+    return out
+
+
+def focusable(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``spec`` with the highlight a finding's link switches on (report.EvidenceView): bars, cells and
+    points whose x or y is the rank (``focus_ranks``), or whose x / y are a link's destination / source rank
+    (``focus_links``, "src>dst"; without links, those the focused ranks send on), get an outline in the page's text colour while the parameter lists them. Both
+    start empty, so the chart looks the same until a finding sets them; ``spec`` itself is not changed."""
+    used: set[str] = set()
+    out = _focus(spec, used)
+    if not used:
+        return spec
+    out["params"] = list(spec.get("params") or []) + [{"name": n, "value": []} for n in sorted(used)]
+    return out

@@ -19,6 +19,7 @@ If two sections could disagree about one of these, the design is wrong: no secti
 * **Slowest / median / fastest rank**: ranks ordered by per-rank step time (ties: lower rank id first); the
   fastest is the first, the slowest the last, the median the one at position ``(n - 1) // 2``.
 * **Headline step time**: the median and mean over ranks of the per-rank step time.
+* **Median step** (:meth:`RunFacts.median_step`): the step in scope of median time, what one-step views show first.
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ class RunFacts:
     def per_rank_mean(self, df: pd.DataFrame, cols: list[str], step_col: str = "step") -> pd.DataFrame:
         """Per rank: the mean of ``cols`` over the steps in scope (the one way every section averages steps)."""
         return self.in_scope(df, step_col).groupby("rank", as_index=False)[cols].mean()
+
+    def median_step(self) -> int | None:
+        """The representative step: the step in scope whose time (its slowest rank's, as for warm-up) is the median
+        of the steps in scope (the lower middle one; ties by step id). Views of one step show it by default, never a
+        warm-up step (unless --include-warmup)."""
+        wall = self.step_time[self.step_time["in_scope"]].groupby("step")["step_ms"].max()
+        if wall.empty:
+            return None
+        order = sorted(wall.items(), key=lambda kv: (kv[1], kv[0]))
+        return int(order[(len(order) - 1) // 2][0])
 
     def as_dict(self) -> dict:
         return {

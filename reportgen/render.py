@@ -21,8 +21,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__, facts, fmt
-from .charts import static_spec
+from . import __version__, charts, facts, fmt
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
@@ -192,7 +191,8 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             ],
             "figures": [
                 {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
-                 "spec": _json_safe(f.spec)}
+                 "static_caption": f.static_caption if f.static_caption is not None else static_caption(f.caption),
+                 "spec": _json_safe(charts.focusable(f.spec))}
                 for f in (view.figures if view else [])
             ],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
@@ -203,6 +203,9 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
     from .sections.advisor import order_key
 
     findings.sort(key=order_key)
+    for n, f in enumerate(findings, 1):  # the one list of findings; sections link to their entries (finding-<n>)
+        f["n"] = n
+        f["view_text"] = view_text(f.get("view"), sections)
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
@@ -223,6 +226,38 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "sections": sections,
         "findings": findings,
     }
+
+
+def view_text(view: dict | None, sections: list[dict]) -> str:
+    """What a finding's view selects, in the words of its section's controls: 'Heatmap shows: Computing'."""
+    if not view:
+        return ""
+    sec = next((s for s in sections if any(f["id"] == view["figure"] for f in s["figures"])), None)
+    if sec is None:
+        return ""
+    parts = []
+    for c in sec["controls"]:
+        value = view["signals"].get(c["signal"])
+        label = next((o["label"] for o in c["options"] if o["value"] == value), None)
+        if label is not None and value != c["default"]:
+            parts.append(f"{c['label']}: {label}")
+    return "; ".join(parts)
+
+
+#: sentences of a caption that speak of the page's interactions; the static page has none (static_caption)
+_INTERACTIVE = re.compile(r"\b(control|controls|select|selector|switch|sort with|drag|scroll|zoom|click|"
+                          r"double-click|hover|pick|the metric above)\b", re.I)
+
+
+def static_caption(caption: str) -> str:
+    """``caption`` for the --static page: its sentences about controls, zooming or clicking left out."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", caption or ""):
+        clauses = [c for c in re.split(r";\s+", sentence.rstrip(".")) if c and not _INTERACTIVE.search(c)]
+        if clauses:
+            text = "; ".join(clauses)
+            out.append(text if text.endswith((".", "!", "?")) else text + ".")
+    return " ".join(out)
 
 
 def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
@@ -331,12 +366,23 @@ def static_svg(spec: dict[str, Any]) -> Markup:
     import vl_convert as vlc
 
     try:
-        svg = vlc.vegalite_to_svg(static_spec(spec))  # no container to measure: a fixed width
+        svg = vlc.vegalite_to_svg(charts.static_spec(spec))  # no container to measure: a fixed width
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
         return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
     if _UNSAFE_SVG.search(svg):
         return Markup('<p class="rg-muted">This chart was left out of the static report (unexpected SVG content).</p>')
     return Markup(svg)
+
+
+def with_params(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the values of the top-level parameters it declares set from ``values`` (what the page's controls
+    and a finding's link set); ``spec`` itself when none changes."""
+    params = spec.get("params") or []
+    new = [{**p, "value": values[p["name"]]} if p.get("name") in values and "select" not in p
+           and p.get("value") != values[p["name"]] else p for p in params]
+    if all(a is b for a, b in zip(new, params)):
+        return spec
+    return {**spec, "params": new}
 
 
 def render_html(context: dict[str, Any], static: bool = False) -> str:
@@ -345,9 +391,17 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
     env = environment()
     assets = {"css": _safe_script(read_asset("report.css"), "report.css")}
     if static:
+        figures = {}
         for sec in context["sections"]:
             for fig in sec["figures"]:
                 fig["svg"] = static_svg(fig["spec"])
+                figures[fig["id"]] = fig
+        for f in context["findings"]:  # no script can set a chart up: the chart as each finding reads it
+            view = f.get("view") or {}
+            fig = figures.get(view.get("figure"))
+            spec = with_params(fig["spec"], view.get("signals") or {}) if fig else None
+            if spec is not None and spec is not fig["spec"]:
+                f["svg"] = static_svg(spec)
     else:
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),

@@ -100,6 +100,26 @@ class Figure:
     spec: dict[str, Any]  # a complete Vega-Lite spec (the contract, as in Altair)
     caption: str = ""
     alt: str = ""
+    static_caption: str | None = None  # the caption of the --static page (None: ``caption`` without its sentences
+    # about controls, zooming or clicking; render.static_caption)
+
+
+@dataclass
+class EvidenceView:
+    """Where a finding is seen: a figure and the values that set it up to show the finding.
+
+    ``signals`` maps a control's signal (the section's ``<select data-signal>``: a metric, a step, a stage) or a
+    chart parameter without a control to its value. ``assets/charts.js`` applies them when the finding's link is
+    followed; a chart ignores names it does not declare. ``focus_ranks`` / ``focus_links`` (the ranks and links
+    the chart highlights, :func:`reportgen.charts.focusable`) default to the finding's ranks and links."""
+
+    figure: str
+    signals: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self, ranks=(), links=()) -> dict[str, Any]:
+        signals = {"focus_ranks": [int(r) for r in ranks], "focus_links": [f"{int(s)}>{int(d)}" for s, d in links]}
+        signals.update(self.signals)
+        return {"figure": self.figure, "signals": signals}
 
 
 @dataclass
@@ -114,8 +134,15 @@ class Finding:
     links: list[list[int]] = field(default_factory=list)
     evidence: dict[str, Any] = field(default_factory=dict)  # {"metric", "value", "reference", ...}
     suggestion: str = ""
-    figure: str | None = None  # element id of the chart that shows it
+    figure: str | None = None  # element id of the chart that shows it (``view.figure`` when a view is given)
     share_of_step: float | None = None  # share of the step time at stake (set by the advisor; None: not about time)
+    view: EvidenceView | None = None  # the chart set up to show it (metric, step, stage); default: ``figure`` as is
+
+    def __post_init__(self):
+        if self.view is not None:
+            self.figure = self.view.figure
+        elif self.figure:
+            self.view = EvidenceView(self.figure)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +155,7 @@ class Finding:
             "suggestion": self.suggestion,
             "evidence": dict(self.evidence),
             "figure": self.figure,
+            "view": self.view.as_dict(self.ranks, self.links) if self.view is not None else None,
             "share_of_step_ratio": self.share_of_step,
         }
 

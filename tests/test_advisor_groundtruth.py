@@ -5,6 +5,7 @@ nothing at all on the clean runs. (Each family's own generator tests check the f
 from __future__ import annotations
 
 import json
+from html import unescape
 import re
 from pathlib import Path
 
@@ -92,11 +93,27 @@ def _report(tmp: Path, family: str, stages: int, kind: str | None) -> tuple[dict
     out = tmp / "m.json"
     assert main([str(run), "-o", str(tmp / "r.html"), "--json", str(out), "-q"] + list(args)) == 0
     doc = json.loads(out.read_text(encoding="utf-8"))
-    ids = set(re.findall(r'id="([^"]+)"', (tmp / "r.html").read_text(encoding="utf-8")))
+    html = (tmp / "r.html").read_text(encoding="utf-8")
+    ids = set(re.findall(r'id="([^"]+)"', html))
+    controls = _controls(html)
     for f in doc["findings"]:  # every finding links to the chart (or table) that shows it
         assert f["figure"] in ids, (f["id"], f["figure"])
         assert f["suggestion"] and f["message"]
+        # and its view asks the chart's section only for values its controls offer
+        sels = next((c for figs, c in controls if f["view"]["figure"] in figs), {})
+        for key, value in f["view"]["signals"].items():
+            assert key not in sels or value in sels[key], (f["id"], key, value, sels[key])
     return gt, doc
+
+
+def _controls(html: str) -> list[tuple[set, dict]]:
+    """Per section of the page: the element ids in it and its controls' option values (JSON)."""
+    out = []
+    for chunk in html.split('<section id="sec-')[1:]:
+        sels = {m.group(1): [json.loads(unescape(v)) for v in re.findall(r"<option value='([^']*)'", m.group(2))]
+                for m in re.finditer(r'<select[^>]*data-signal="([^"]+)"[^>]*>(.*?)</select>', chunk, re.S)}
+        out.append((set(re.findall(r'id="([^"]+)"', chunk)), sels))
+    return out
 
 
 def _names(f: dict, a: dict) -> bool:

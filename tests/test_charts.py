@@ -137,7 +137,7 @@ def _groups(spec):
 
 def test_every_quantitative_axis_has_a_unit(figures):
     name, figs = figures
-    unit = re.compile(r"\((ms|s|µs|ns|%|k?B|MB|GB|TB|[kMGTPE]?FLOP(/s)?|[kMGT]?B/s)\)|^(Node)")
+    unit = re.compile(r"\((ms|s|µs|ns|%|k?B|MB|GB|TB|[kMGTPE]?FLOP(/s)?|[kMGT]?B/s|count)\)|^(Node)")
     for fig in figs:
         for group in _groups(fig.spec):
             for channel in ("x", "y"):

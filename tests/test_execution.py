@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from reportgen import metrics
+from reportgen import facts, metrics
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.sections import execution, run_sections
@@ -65,7 +65,53 @@ def test_mindinsight_marey_stages_and_controls(pp2x4):
     assert _marey_step_param(marey)[0]["value"] == ctrl.default
     assert m["alignment_op"] in marey.caption
     overview = next(f for f in out.view.figures if f.id == "execution-time-overview")
-    assert "step_pick" in json.dumps(overview.spec) and overview.spec["resolve"]["scale"]["y"] == "independent"
+    # clicking a step of the time overview sets the step control, which the Marey view follows (assets/charts.js)
+    assert overview.spec["usermeta"]["rg_click"] == {"field": "step", "signal": "step"}
+    assert {p["name"]: p["value"] for p in overview.spec["params"]}["step"] == ctrl.default
+
+
+def test_default_step_is_the_median_step_in_scope_never_warmup(pp2x4):
+    run, out = _outcome(pp2x4)
+    F = facts.of(run)
+    assert F.warmup_steps == (1,) and F.median_step() not in F.warmup_steps
+    # the median of the in-scope steps' slowest-rank times (lower middle one)
+    wall = F.step_time[F.step_time["in_scope"]].groupby("step")["step_ms"].max().sort_values()
+    assert F.median_step() == int(wall.index[(len(wall) - 1) // 2])
+    ctrl = next(c for c in out.view.controls if c.signal == "step")
+    assert ctrl.default == str(F.median_step())
+    marey = next(f for f in out.view.figures if f.id == "execution-marey")
+    assert _marey_step_param(marey)[0]["value"] == str(F.median_step())
+    assert f"step {F.median_step()}, the median step in scope" in marey.caption
+
+
+def test_time_overview_is_median_band_and_one_highlighted_rank(pp2x4):
+    run, out = _outcome(pp2x4)
+    F = facts.of(run)
+    fig = next(f for f in out.view.figures if f.id == "execution-time-overview")
+    spec = json.dumps(fig.spec, ensure_ascii=False)
+    # no line per rank: the per-rank rows are drawn only for the rank the control picks
+    assert '"detail"' not in spec and "datum.rank == ov_rank" in spec
+    ctrl = next(c for c in out.view.controls if c.signal == "ov_rank")
+    assert ctrl.default == F.slowest_rank and {v for v, _ in ctrl.options} == set(run.ranks)
+    series = execution.OVERVIEW_SERIES
+    assert all(name in spec for name in series)
+    top = fig.spec["vconcat"][0]["layer"]
+    assert any(layer.get("mark", {}).get("type") == "area" for layer in top)  # the min-max band
+    # the warm-up step (2.2 s) is off the scale, which covers the steps in scope, and labelled
+    domain = next(layer["encoding"]["y"]["scale"]["domain"] for layer in top if layer.get("mark", {}).get("type")
+                  == "area")
+    in_scope_max = F.step_time[F.step_time["in_scope"]]["step_ms"].max()
+    assert in_scope_max < domain[1] < 1.5 * in_scope_max
+    assert "(warm-up)" in spec and "Warm-up step 1 is off the scale" in fig.caption and "↑ median" in spec
+
+
+def test_stage_lanes_have_no_rank_axis_title(pp2x4):
+    run, out = _outcome(pp2x4)
+    marey = next(f for f in out.view.figures if f.id == "execution-marey")
+    ys = [layer["encoding"]["y"] for layer in marey.spec["layer"]]
+    assert all(y.get("title", "missing") is None for y in ys if "axis" in y)
+    # the lane height is a step per lane, so one lane per stage is a shorter chart
+    assert "step" in marey.spec["height"]
 
 
 def test_ascend_time_overview_and_alignment_on_allreduce():

@@ -167,7 +167,8 @@ def _hostile_context() -> dict:
     }
     finding = {"id": "slow_rank", "severity": "high", "section": "sec1", "ranks": [1], "links": [[0, 1]],
                "message": PAYLOAD, "suggestion": PAYLOAD, "evidence": {"metric": PAYLOAD, "value": 1.5},
-               "figure": "sec1-fig"}
+               "figure": "sec1-fig", "view": {"figure": "sec1-fig", "signals": {"step": PAYLOAD, "focus_ranks": [1]}},
+               "view_text": PAYLOAD}
     cols = [{"key": "op", "label": PAYLOAD, "kind": "text", "help": PAYLOAD, "unit": "", "factor": 1.0,
              "header": PAYLOAD, "csv_header": PAYLOAD},
             {"key": "ms", "label": "Time", "kind": "ms", "help": "", "unit": PAYLOAD, "factor": 1.0,
@@ -213,6 +214,9 @@ def test_payload_in_every_field_stays_text():
     assert bodies["sec1-fig-spec"] == ctx["sections"][0]["figures"][0]["spec"]
     assert bodies["sec1-t-data"]["rows"] == ctx["sections"][0]["tables"][0]["rows"]
     # control values are JSON of the right type inside single-quoted attributes
+    # a finding's view is JSON inside a single-quoted attribute: it round-trips and stays data
+    views = [a["data-view"] for tag, a in page.tags if tag == "a" and "data-view" in a]
+    assert [json.loads(v) for v in views] == [ctx["findings"][0]["view"]]
     options = [a["value"] for tag, a in page.tags if tag == "option"]
     assert [json.loads(v) for v in options] == [1, PAYLOAD]
     assert "1 more row in the CSV" in text

@@ -39,7 +39,9 @@ def test_step_interval_finding_matches_seed_helper(pp2x4):
     rule to the mean of the steps in scope (warm-up step 1 left out): there rank 3 (2.0776 ms) is worst, then rank 2."""
     doc = _metrics(pp2x4)
     (f,) = [f for f in doc["findings"] if f["id"] == "slow_step_interval"]
-    assert f["ranks"] == [3, 2] and f["figure"] == "trajectory-bars"
+    # its chart: the heatmap on the step interval (its own colour scale, not a sliver of a stacked bar)
+    assert f["ranks"] == [3, 2] and f["figure"] == "trajectory-heatmap"
+    assert f["view"]["signals"]["heat_metric"] == "step_interval_ms" == f["evidence"]["metric"]
     steps = [r["step_interval_ms"] for r in doc["sections"]["trajectory"]["tables"]["per_rank_step"]
              if r["rank"] == 3 and r["step"] in (2, 3, 4, 5)]
     assert f["evidence"]["value"] == pytest.approx(sum(steps) / 4) and round(f["evidence"]["value"], 4) == 2.0776

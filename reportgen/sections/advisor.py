@@ -30,7 +30,9 @@ from .. import facts, fmt
 from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Finding, SectionOutcome, Table, View, rank_ranges
+from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
+from .communication import SIZE_CLASSES, SIZES_FIGURE
+from .trajectory import metric_view
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +238,8 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
                                     "stage": None if stage == 0 and stages.nunique() == 1 else int(stage)},
             suggestion="Open the slow rank in the execution drill-down: compare its operators with a peer's "
                        "(slower device, uneven work, host-side stalls).",
-            figure="overlap-bars"))
+            view=EvidenceView("overlap-heatmap", {"overlap_metric": col, **(
+                {"stage_sel": str(int(stage))} if stages.nunique() > 1 else {})})))
     return out
 
 
@@ -332,27 +335,11 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
     not per packet-size bucket. PyTorch traces: message size of each collective against 1 MB (no transport
     known). Time at stake: the time of those operations per step and rank."""
     a = ctx.analysis("communication")
-    if a is None:
+    sizes = a.data.get("op_sizes") if a is not None else None
+    if sizes is None:
         return []
-    bw = ctx.run.table("comm_bandwidth")
-    rows = []
-    if bw is not None and not bw.empty:
-        x = bw[(bw["size_mb"] > 0) & (bw["transport"] != "LOCAL")]
-        # one operation per class: its intra-node transports summed (SDMA rows hold only the remainder beyond
-        # HCCS + PCIE + SIO, so they are a part of the same operation, not a small one of their own)
-        x = x.assign(cls=np.where(x["transport"] == "RDMA", "RDMA", "intra")) \
-            .groupby(["rank", "step", "op", "cls"], as_index=False)[["size_mb", "time_ms"]].sum()
-        for kind, cls, limit in (("intra-node (HCCS/PCIE/SIO/SDMA)", "intra", th.SMALL_PACKET_SDMA_MB),
-                                 ("RDMA", "RDMA", th.SMALL_PACKET_RDMA_MB)):
-            g = x[x["cls"] == cls]
-            if not g.empty:
-                rows.append((kind, limit, g["size_mb"], g["time_ms"], int(g["rank"].nunique())))
-    else:
-        ops = a.tables.get("ops")
-        if ops is not None and "size_mb" in ops and ops["size_mb"].notna().any():
-            g = ops[ops["size_mb"] > 0]
-            rows.append(("collective messages", th.SMALL_PACKET_RDMA_MB, g["size_mb"], g["elapse_ms"],
-                         int(g["rank"].nunique())))
+    rows = [(kind, limit, g["size_mb"], g["time_ms"], int(g["rank"].nunique()))
+            for kind, limit in SIZE_CLASSES for g in [sizes[sizes["cls"] == kind]] if not g.empty]
     out = []
     for kind, limit, size, time, nranks in rows:
         small = size < limit
@@ -371,7 +358,7 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
                       "limit_mb": limit, "share_of_step_ratio": share},
             suggestion="Fewer, larger messages: raise the gradient bucket / fusion size, the batch size or "
                        "gradient accumulation; fused optimizers reduce the number of collectives.",
-            figure="communication-ranks"))
+            view=EvidenceView(SIZES_FIGURE)))
     return out
 
 
@@ -414,7 +401,7 @@ def rule_data_wait(ctx: _Ctx) -> list[Finding]:
                   "wait_metric": col, "mean_ms": float(top[col].mean()), "share_of_step_ratio": share},
         suggestion="Prefetch and load data in parallel (more dataset / DataLoader workers, pinned memory, "
                    "prefetch_factor), move preprocessing off the training step, check storage throughput.",
-        figure="trajectory-bars")]
+        view=metric_view(col))]
 
 
 def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
@@ -431,6 +418,7 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
     share = excess / ctx.step_ms if ctx.step_ms else None
     worst = slow.loc[slow["dur_ms"].idxmax()]
     ranks = sorted(int(r) for r in slow["rank"].unique())
+    wait = _wait_column(ctx)
     return [Finding(
         "slow_dataloader", "low", "trajectory",
         f"The DataLoader's __next__ takes more than {fmt.ms(th.DATALOADER_MS)} in {len(slow)} step(s) on rank(s) "
@@ -439,7 +427,8 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
         ranks=ranks, evidence={"metric": "dataloader_ms", "value": float(worst["dur_ms"]),
                                "reference": th.DATALOADER_MS, "share_of_step_ratio": share},
         suggestion="Use more DataLoader workers (num_workers), persistent_workers and pin_memory; prefetch.",
-        figure="trajectory-bars")]
+        # no chart has the DataLoader's own time: the time before the step's device work, which holds it
+        view=metric_view(wait[1]) if wait is not None else EvidenceView("trajectory-bars"))]
 
 
 def rule_long_free(ctx: _Ctx) -> list[Finding]:
@@ -459,7 +448,7 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
                   "free_ms_mean": float(top["free_ms"].mean()), "share_of_step_ratio": share},
         suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
                    "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
-        figure="overlap-bars")]
+        view=EvidenceView("overlap-heatmap", {"overlap_metric": "free_ms"}))]
 
 
 def contention_ops(run: Run) -> pd.DataFrame | None:
@@ -526,7 +515,8 @@ def rule_bandwidth_contention(ctx: _Ctx) -> list[Finding]:
                   "operators": int(len(hit)), "excess_ms_per_step": per, "share_of_step_ratio": share},
         suggestion="Computation and communication compete for memory bandwidth: move the overlapped collectives "
                    "next to lighter kernels, or reduce the overlap (communication stream priority, bucket order).",
-        figure="communication-ranks")]
+        view=EvidenceView("communication-link-boxes", {"link_metric": "bandwidth_gbps"})
+        if "link_ops" in getattr(ctx.analysis("communication"), "tables", {}) else EvidenceView("communication-ranks"))]
 
 
 # --------------------------------------------------------------------------------------------- rule table

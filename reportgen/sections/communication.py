@@ -27,17 +27,18 @@ from __future__ import annotations
 import math
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from .. import thresholds as th
 from .. import fmt, palette
-from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_switch, natural_key, scale_position,
-                      sequential, tip, to_spec)
+from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_switch, natural_key, role_color,
+                      scale_position, sequential, tip, to_spec)
 from .. import facts
 from ..errors import Unavailable
 from ..timeline import assign_steps
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View, natural_order
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
 
 ID = "communication"
 TITLE = "Communication"
@@ -242,6 +243,7 @@ def analyze(run: Run, options=None) -> Analysis:
     outliers = transit_outliers(d.get("ops")) if run.source_format == "ascend" else []
     metrics["transit_outlier_ops"] = len(outliers)
     return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
+                                                          "op_sizes": operation_sizes(run, d.get("ops")),
                                                           "ranks": run.ranks, "transit_outliers": outliers,
                                                           "family": run.source_format,
                                                           "ops_steps": int(d["ops"]["step"].nunique())
@@ -250,6 +252,76 @@ def analyze(run: Run, options=None) -> Analysis:
 
 #: links shown in the per-link box plots (the busiest by total time)
 BOX_LINKS = 30
+
+#: the classes of operations the small-packet rule judges, each with its size limit (MB), in the order shown
+SIZE_CLASSES = (("intra-node (HCCS/PCIE/SIO/SDMA)", th.SMALL_PACKET_SDMA_MB), ("RDMA", th.SMALL_PACKET_RDMA_MB),
+                ("collective messages", th.SMALL_PACKET_RDMA_MB))
+
+
+SIZES_FIGURE = "communication-sizes"
+#: bins of the sizes chart per decade of size (log scale)
+SIZE_BINS_PER_DECADE = 4
+
+
+def _sizes_chart(sizes: pd.DataFrame) -> Figure:
+    """How many operations move how many bytes (log bins), per class, the small-packet limit marked."""
+    unit, factor = fmt.unit_for("mb", sizes["size_mb"])
+    parts, notes = [], []
+    for kind, limit in SIZE_CLASSES:
+        g = sizes[sizes["cls"] == kind]
+        if g.empty:
+            continue
+        k = np.floor(np.log10(g["size_mb"].to_numpy(float)) * SIZE_BINS_PER_DECADE)
+        below = g["size_mb"].to_numpy(float) < limit
+        b = pd.DataFrame({"k": k, "part": np.where(below, f"below {fmt.quantity(limit, 'mb')}",
+                                                    f"{fmt.quantity(limit, 'mb')} or more")})
+        b = b.groupby(["k", "part"], as_index=False).size().rename(columns={"size": "operations"})
+        b["lo"] = 10 ** (b["k"] / SIZE_BINS_PER_DECADE) / factor
+        b["hi"] = 10 ** ((b["k"] + 1) / SIZE_BINS_PER_DECADE) / factor
+        title = (f"{kind}: {len(g):,} operations, {fmt.percent(below.mean())} below "
+                 f"{fmt.quantity(limit, 'mb')}")
+        x = alt.X("lo:Q", scale=alt.Scale(type="log"), axis=alt.Axis(**axis("Operation size, log scale", unit)))
+        small, large = f"below {fmt.quantity(limit, 'mb')}", f"{fmt.quantity(limit, 'mb')} or more"
+        bars = alt.Chart(b).mark_bar().encode(
+            x=x, x2="hi:Q", y=alt.Y("operations:Q", stack="zero", axis=alt.Axis(**axis("Operations", "count"))),
+            color=role_color("part", [(small, "comm"), (large, "other")]),
+            tooltip=[tip("lo", "From", unit), tip("hi", "To", unit),
+                     alt.Tooltip("part:N", title="Size"), alt.Tooltip("operations:Q", title="Operations",
+                                                                      format=fmt.D3_INT)])
+        rule = alt.Chart(pd.DataFrame({"x": [limit / factor]})).mark_rule(strokeDash=[4, 3]).encode(x="x:Q")
+        parts.append(alt.layer(bars, rule).properties(title=title, width="container", height=150))
+        notes.append(f"{kind} against {fmt.quantity(limit, 'mb')}")
+    chart = (fit_concat(alt.vconcat(*parts).resolve_scale(color="independent")) if len(parts) > 1
+             else fit(parts[0], 150))
+    return Figure(SIZES_FIGURE, "Operation sizes", to_spec(chart),
+                  caption="How many communication operations move how much data (bins of a quarter decade); dashed: "
+                          "the small-packet limit (" + "; ".join(notes) + "). Operations below it are latency-bound.",
+                  alt="Histogram of communication operation sizes")
+
+
+def operation_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Bytes moved per communication operation, as the small-packet rule judges them (advisor.rule_small_packets)
+    and the sizes chart shows them: per (rank, step, op) and class from the per-transport rows (``comm_bandwidth``;
+    the intra-node transports summed: SDMA rows hold only the remainder beyond HCCS + PCIE + SIO, so they are a
+    part of the same operation, not a small one of their own; RDMA apart; LOCAL left out); without them (PyTorch,
+    MindSpore), each collective's message size (class "collective messages", no transport known). Columns: rank,
+    step, op, cls, limit_mb, size_mb, time_ms; only operations that move data."""
+    limits = dict(SIZE_CLASSES)
+    bw = run.table("comm_bandwidth")
+    if bw is not None and not bw.empty:
+        x = bw[(bw["size_mb"] > 0) & (bw["transport"] != "LOCAL")]
+        x = x.assign(cls=x["transport"].map(lambda t: "RDMA" if t == "RDMA" else SIZE_CLASSES[0][0])) \
+            .groupby(["rank", "step", "op", "cls"], as_index=False)[["size_mb", "time_ms"]].sum()
+    elif ops is not None and "size_mb" in ops and ops["size_mb"].notna().any():
+        g = ops[ops["size_mb"] > 0]
+        x = pd.DataFrame({"rank": g["rank"], "step": g["step"], "op": g["op"], "cls": "collective messages",
+                          "size_mb": g["size_mb"], "time_ms": g["elapse_ms"]})
+    else:
+        return None
+    if x.empty:
+        return None
+    x["limit_mb"] = x["cls"].map(limits)
+    return x[["rank", "step", "op", "cls", "limit_mb", "size_mb", "time_ms"]].reset_index(drop=True)
 
 
 def _link_ops(run: Run) -> pd.DataFrame | None:
@@ -348,6 +420,9 @@ def present(a: Analysis) -> View:
         figures.append(_boxes(t["link_ops"]))
         if not any(c.signal == "link_metric" for c in controls):
             controls.append(LINK_METRIC_CONTROL)
+    sizes = a.data.get("op_sizes")
+    if sizes is not None and not sizes.empty:
+        figures.append(_sizes_chart(sizes))
     tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
                                [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
                                 Column("comm_ms", "Communication", "ms"), Column("wait_ms", "Wait", "ms"),
@@ -426,7 +501,8 @@ def _findings(a: Analysis) -> list[Finding]:
                                     "excess_ms_per_step": sum(x["value"] - x["reference"] for x in items)
                                     / max(1, a.data.get("ops_steps") or 1)},
             suggestion="Look at this rank's links in the matrix and the links table (transport, bandwidth).",
-            figure="communication-matrix"))
+            view=EvidenceView("communication-matrix", {"link_metric": "time_ms"}) if "links" in a.tables
+            else EvidenceView("communication-ranks")))
     for s in a.data["slow_links"]:
         ends = "group-local ranks" if s["local"] else "ranks"
         out.append(Finding(
@@ -444,7 +520,9 @@ def _findings(a: Analysis) -> list[Finding]:
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
-            figure="communication-matrix" if not s["local"] else "communication-links-local"))
+            view=EvidenceView("communication-matrix" if not s["local"] else "communication-link-boxes"
+                              if "link_ops" in a.tables else "communication-links-local",
+                              {"link_metric": "bandwidth_gbps"})))
     return out
 
 

@@ -26,6 +26,7 @@ Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3
 
 from __future__ import annotations
 
+import json
 import math
 
 import altair as alt
@@ -50,8 +51,8 @@ MIN_DUR_SHARE = 0.005
 MAX_LANES = 128
 #: at most this many steps are drawn in the Marey figure
 MAX_STEPS = 20
-#: beyond this many ranks the time overview draws min / mean / max over ranks instead of one line per rank
-MAX_LINE_RANKS = 64
+#: up to this many ranks every rank can be highlighted in the time overview; beyond, the fastest, median and slowest
+MAX_PICK_RANKS = 64
 
 UNAVAILABLE = (
     "No step times or device timeline in this run. MindSpore Insight: step_trace_raw_<rank>_detail_time.csv "
@@ -187,9 +188,12 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     total_ops = len(ops)
     all_steps = sorted(ops["step"].unique().tolist())
-    if F is not None:  # the run's steps, those in scope first (the default view is never a warm-up step)
-        all_steps = [x for x in F.steps if x in set(all_steps)] + [x for x in F.steps_all
-                                                                    if x in set(all_steps) and x not in F.steps]
+    if F is not None:  # the run's steps: the median step first (the default view), then the others in scope, then
+        # warm-up steps; so the default is drawn whatever the mark budget leaves out, and is never a warm-up step
+        have = set(all_steps)
+        first = [x for x in [F.median_step()] if x in have]
+        all_steps = first + [x for x in F.steps if x in have and x not in first] + [
+            x for x in F.steps_all if x in have and x not in F.steps]
     align_rows, drawn = [], []
     marks = 0
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0,
@@ -265,7 +269,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     rows = rows.rename(columns={"start": "start_rel_ms", "end": "end_rel_ms", "shift": "shift_ms"})
     rows = rows[["step", "step_key", "rank", "stage", "op", "key", "kind", "start_rel_ms", "end_rel_ms", "dur_ms",
                  "shift_ms"]].reset_index(drop=True)
-    align = pd.DataFrame(align_rows)
+    align = pd.DataFrame(align_rows).sort_values("step", kind="stable").reset_index(drop=True)  # in step order
     steps_shown = list(dict.fromkeys(int(x) for x in rows["step"]))  # drawing order: in scope first
     first_op = next((r["alignment_op"] for r in align_rows if r["step"] == steps_shown[0]), None)
     metrics = {
@@ -275,6 +279,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         "marey_steps_shown": steps_shown, "marey_steps_total": len(all_steps),
         "marey_lanes": int(rows["rank"].nunique()), "marey_lanes_total": len(lane_order),
         "alignment_op": first_op, "alignment": align_rows[0]["aligned"] if align_rows else "step start",
+        "median_step": F.median_step() if F is not None else None,
     }
     return rows, align, metrics
 
@@ -294,6 +299,12 @@ def analyze(run: Run, options=None) -> Analysis:
             overview = F.listed(overview).reset_index(drop=True)
             overview["warmup"] = overview["step"].isin(F.warmup_steps)
         tables["time_overview"] = overview
+        if F is not None:  # the ranks the time overview can highlight (all, or fastest / median / slowest)
+            roles = {F.fastest_rank: "fastest", F.median_rank: "median", F.slowest_rank: "slowest"}
+            ranks = sorted(int(r) for r in overview["rank"].unique())
+            pick = ranks if len(ranks) <= MAX_PICK_RANKS else sorted(r for r in roles if r is not None)
+            data["overview_ranks"] = [(r, roles.get(r)) for r in pick]
+            metrics["overview_rank"] = F.slowest_rank
         metrics.update({"time_overview_source": overview_source,
                         "steps": len(F.steps) if F is not None else int(overview["step"].nunique()),
                         "warmup_steps": list(F.warmup_steps) if F is not None else [],
@@ -327,50 +338,129 @@ def analyze(run: Run, options=None) -> Analysis:
 # --------------------------------------------------------------------------- present
 
 
-def _overview_chart(ov: pd.DataFrame) -> Figure:
-    pick = alt.selection_point(fields=["step"], name="step_pick")
-    n_ranks = ov["rank"].nunique()
-    if n_ranks <= MAX_LINE_RANKS:
-        df = ov[["step", "rank", "step_ms"]].dropna()
-        left = alt.Chart(df).mark_line(point=True, strokeWidth=1).encode(
-            x=alt.X("step:O", title="Step"),
-            y=alt.Y("step_ms:Q", title="Step time per rank (ms)"),
-            detail="rank:N", color=alt.value("#4c78a8"),
-            opacity=alt.condition(pick, alt.value(0.9), alt.value(0.3)),
-            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
-                     alt.Tooltip("step_ms:Q", title="Step (ms)", format=".4f")],
-        ).add_params(pick)
-        how = "step time of every rank (one line per rank)"
-    else:  # many ranks: the spread over ranks per step (min, mean, max) keeps the file small
-        df = ov.groupby("step", as_index=False)["step_ms"].agg(["min", "mean", "max"]).dropna()
-        base = alt.Chart(df).encode(x=alt.X("step:O", title="Step"))
-        band = base.mark_area(opacity=0.25, color="#4c78a8").encode(
-            y=alt.Y("min:Q", title=f"Step time over {n_ranks} ranks (ms)"), y2="max:Q")
-        mean = base.mark_line(point=True, color="#4c78a8").encode(
-            y=alt.Y("mean:Q"), opacity=alt.condition(pick, alt.value(1.0), alt.value(0.4)),
-            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("min:Q", title="Min (ms)", format=".4f"),
-                     alt.Tooltip("mean:Q", title="Mean (ms)", format=".4f"),
-                     alt.Tooltip("max:Q", title="Max (ms)", format=".4f")]).add_params(pick)
-        left = alt.layer(band, mean)
-        how = f"step time over the {n_ranks} ranks (band min to max, line mean)"
-    means = ov.groupby("step", as_index=False)[["comm_ms", "wait_ms"]].first()
-    long = means.melt(id_vars="step", value_vars=["comm_ms", "wait_ms"], var_name="what", value_name="ms").dropna()
-    long["what"] = long["what"].map({"comm_ms": "Communication (mean over ranks)",
-                                     "wait_ms": "Waiting (mean over ranks)"})
-    right = alt.Chart(long).mark_line(point=True, strokeDash=[4, 2]).encode(
+#: series of the time overview, one colour each (one legend for both panels)
+OVERVIEW_SERIES = {"Step time, median over ranks": "#4c78a8", "Step time, min–max over ranks": "#9ecae9",
+                   "Step time, highlighted rank": "#b279a2", "Communication, mean over ranks": "#f58518",
+                   "Waiting, mean over ranks": "#e45756"}
+#: warm-up steps longer than this factor x the largest step in scope are drawn off the scale (the scale covers the
+#: steps in scope, as every colour scale does; reportgen/facts.py)
+OFF_SCALE_FACTOR = 1.5
+#: what clicking a step of the time overview does: it sets the section's ``step`` control (assets/charts.js)
+CLICK_SETS_STEP = {"rg_click": {"field": "step", "signal": "step"}}
+
+
+def _step_columns(stats: pd.DataFrame, tooltip: list) -> alt.Chart:
+    """Full-height columns, one per step: the step the Marey view shows is shaded, every column is a click target
+    (CLICK_SETS_STEP) and carries the step's numbers as its tooltip."""
+    return alt.Chart(stats).mark_rect(color="#888").encode(
         x=alt.X("step:O", title="Step"),
-        y=alt.Y("ms:Q", title="Communication / waiting time, mean over ranks (ms)"),
-        color=alt.Color("what:N", title=None, scale=alt.Scale(range=["#f58518", "#e45756"])),
-        tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("what:N", title="Series"),
-                 alt.Tooltip("ms:Q", title="ms", format=".4f")],
-    )
-    chart = alt.layer(left, right).resolve_scale(y="independent", color="independent").properties(width=640,
-                                                                                                   height=260)
-    return Figure("execution-time-overview", "Time overview per step", to_spec(chart),
-                  caption=f"Left axis: {how}. Right axis: communication and "
-                          "waiting time per step, mean over ranks. Pick a step with the Step control to see it "
-                          "in the Marey view.",
-                  alt="Step time per rank and mean communication and waiting time per step")
+        opacity=alt.condition("toString(datum.step) == step", alt.value(0.18), alt.value(0.0)),
+        tooltip=tooltip)
+
+
+def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[alt.Scale, float | None]:
+    """A y scale over the steps in scope, and its top when warm-up values far above them are left off it (None:
+    every value is on the scale)."""
+    top = float(values[in_scope].max()) if in_scope.any() else float(values.max())
+    if in_scope.any() and float(values.max()) > OFF_SCALE_FACTOR * top:
+        lo = float(values[in_scope].min())
+        pad = max((top - lo) * 0.1, abs(top) * 0.01)
+        return alt.Scale(domain=[lo - pad, top + pad], zero=False, nice=False), top + pad
+    return alt.Scale(zero=False), None
+
+
+def _off_scale(df: pd.DataFrame, field: str, top: float, x: alt.X, y_scale: alt.Scale, color: alt.Color,
+               what: str) -> alt.LayerChart:
+    """Warm-up values of a panel whose scale leaves them off (its lines cover the steps in scope): those above the
+    scale as an arrow and the value at the top edge, the others as points, in the series' colour."""
+    warm = df[df["warmup"]]
+    off = warm[warm[field] > top].assign(y=top)
+    off["label"] = ["↑ " + (what + " " if what else "") + fmt.quantity(v, "ms") for v in off[field]]
+    text = alt.Chart(off).mark_text(baseline="top", dy=3, fontSize=10).encode(
+        x=x, y=alt.Y("y:Q", scale=y_scale), text="label:N", color=color)
+    points = alt.Chart(warm[warm[field] <= top]).mark_point(filled=True).encode(
+        x=x, y=alt.Y(f"{field}:Q", scale=y_scale), color=color)
+    return alt.layer(text, points)
+
+
+def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str) -> Figure:
+    """Step time per step: median over ranks, the min–max band and one highlighted rank (control ``ov_rank``);
+    below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view.
+    Warm-up steps far above the steps in scope are left off the scale (lines over the steps in scope, the value
+    written at the top), as every colour scale leaves them out."""
+    ms = fmt.D3_FORMAT
+    g = ov.groupby("step")
+    stats = g["step_ms"].agg(lo="min", median="median", hi="max").join(g[["comm_ms", "wait_ms"]].first()) \
+        .join(g["warmup"].first() if "warmup" in ov else pd.Series(False, index=g.size().index, name="warmup")) \
+        .reset_index()
+    stats["warmup"] = stats["warmup"].fillna(False).astype(bool)
+    in_scope = ~stats["warmup"]
+    tooltip = [alt.Tooltip("step:O", title="Step"), alt.Tooltip("median:Q", title="Median over ranks (ms)", format=ms),
+               alt.Tooltip("lo:Q", title="Fastest rank (ms)", format=ms),
+               alt.Tooltip("hi:Q", title="Slowest rank (ms)", format=ms),
+               alt.Tooltip("comm_ms:Q", title="Communication, mean (ms)", format=ms),
+               alt.Tooltip("wait_ms:Q", title="Waiting, mean (ms)", format=ms),
+               alt.Tooltip("warmup:N", title="Warm-up")]
+    color = alt.Color("series:N", title=None, scale=alt.Scale(domain=list(OVERVIEW_SERIES),
+                                                               range=list(OVERVIEW_SERIES.values())),
+                      legend=alt.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
+                                        symbolStrokeWidth=4, symbolSize=240, symbolOpacity=1))
+    warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
+    # warm-up steps are labelled as in every step list (facts.step_label); step ids are integers from the model
+    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelAlign="center", labelExpr=(
+        f"indexof({json.dumps(warm)}, datum.value) >= 0 ? datum.label + ' (warm-up)' : datum.label")
+        if warm else alt.Undefined))
+    y_scale, top_edge = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
+    series = list(OVERVIEW_SERIES)
+    drawn = stats[in_scope] if top_edge is not None else stats
+    base = alt.Chart(drawn).encode(x=x)
+    band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35).encode(
+        y=alt.Y("lo:Q", title="Step time (ms)", scale=y_scale), y2="hi:Q", color=color)
+    # the range of each step as a bar too, so that a run of one step shows it
+    spread = base.transform_calculate(series=f"'{series[1]}'").mark_rule(strokeWidth=5, opacity=0.6).encode(
+        y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=color)
+    median = base.transform_calculate(series=f"'{series[0]}'").mark_line(point=True).encode(
+        y=alt.Y("median:Q", scale=y_scale), color=color)
+    layers = [_step_columns(stats, tooltip), band, spread, median]
+    if pick_ranks:
+        rr = ov[ov["rank"].isin(pick_ranks)][["step", "rank", "step_ms"]].dropna()
+        rr = rr[rr["step"].isin(drawn["step"])]
+        layers.append(alt.Chart(rr).transform_filter("datum.rank == ov_rank").transform_calculate(
+            series=f"'{series[2]}'").mark_line(point=True, strokeDash=[5, 3]).encode(
+            x=x, y=alt.Y("step_ms:Q", scale=y_scale), color=color,
+            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
+                     alt.Tooltip("step_ms:Q", title="Step time (ms)", format=ms)]))
+    if top_edge is not None:
+        layers.append(_off_scale(stats.assign(series=series[0]), "median", top_edge, x, y_scale, color, "median"))
+    parts = [alt.layer(*layers).properties(width=760, height=200)]
+    cw = stats.melt(id_vars=["step", "warmup"], value_vars=["comm_ms", "wait_ms"], var_name="what",
+                    value_name="ms").dropna(subset=["ms"])
+    cw["series"] = cw["what"].map({"comm_ms": series[3], "wait_ms": series[4]})
+    off_scale = top_edge is not None
+    if not cw.empty:
+        y2_scale, top2 = _y_scale(cw["ms"], ~cw["warmup"])
+        lines = alt.Chart(cw[~cw["warmup"]] if top2 is not None else cw).mark_line(point=True).encode(
+            x=x, y=alt.Y("ms:Q", title="Time (ms)", scale=y2_scale), color=color,
+            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("series:N", title="Series"),
+                     alt.Tooltip("ms:Q", title="ms", format=ms)])
+        bottom = [_step_columns(stats, tooltip), lines]
+        if top2 is not None:
+            bottom.append(_off_scale(cw, "ms", top2, x, y2_scale, color, ""))
+        parts.append(alt.layer(*bottom).properties(width=760, height=120))
+        off_scale = off_scale or top2 is not None
+    chart = alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
+        alt.param(name="step", value=step0), alt.param(name="ov_rank", value=rank0)).properties(
+        usermeta=CLICK_SETS_STEP)
+    caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
+               "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
+               "ranks." + (" The shaded column is the step of the Marey view below; click a step to show it there."
+                           if step0 else ""))
+    if off_scale and warm:
+        caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
+                    f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
+                    "the arrows give the values.")
+    return Figure("execution-time-overview", "Time overview per step", to_spec(chart), caption=caption,
+                  alt="Step time per step (median and range over ranks) and mean communication and waiting time")
 
 
 def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict) -> Figure:
@@ -388,11 +478,11 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     # lane, which then shows the union of their intervals
     lane_sort = alt.EncodingSortField(field="lane_order", op="min")
     tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("op:N", title="Operator"),
-               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("t0:Q", title="Start (ms)", format=".4f"),
-               alt.Tooltip("t1:Q", title="End (ms)", format=".4f"),
-               alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=".4f")]
-    y = alt.Y("lane_shown:O", sort=lane_sort, title="Rank (sorted by stage, then rank)" if staged else "Rank",
-              axis=alt.Axis(labelOverlap=True))
+               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("t0:Q", title="Start (ms)", format=fmt.D3_FORMAT),
+               alt.Tooltip("t1:Q", title="End (ms)", format=fmt.D3_FORMAT),
+               alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=fmt.D3_FORMAT)]
+    # no axis title: the labels name their lanes ("stage 1 · rank 0", "stage 1", "rank 3"), in both lane views
+    y = alt.Y("lane_shown:O", sort=lane_sort, title=None, axis=alt.Axis(labelOverlap=True))
     base = alt.Chart(df).transform_filter("datum.sk == step").transform_lookup(
         lookup="rank", from_=alt.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
         lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
@@ -431,7 +521,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
-    caption = (f"One lane per rank; bars from start to end, computation and communication in different colours; "
+    caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}); shown first: "
+               f"step {steps[0]}" + (", the median step in scope" if m.get("median_step") == steps[0] else "") +
+               ". Bars from start to end, computation and communication in different colours; "
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
                f"to zoom in time, double-click to reset. Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
@@ -443,8 +535,14 @@ def present(a: Analysis) -> View:
     m = a.metrics
     figures, tables, controls, notes = [], [], [], []
     ov = a.tables.get("time_overview")
+    step0 = str(m["marey_steps_shown"][0]) if "marey" in a.data else None
     if ov is not None:
-        figures.append(_overview_chart(ov))
+        picks = a.data.get("overview_ranks") or []
+        rank0 = m.get("overview_rank")
+        if picks:
+            controls.append(Control("ov_rank", "Highlighted rank", [
+                (r, f"Rank {r}" + (f" ({role})" if role else "")) for r, role in picks], rank0))
+        figures.append(_overview_chart(ov, [r for r, _ in picks], rank0, step0 or ""))
         tables.append(Table.from_frame(
             "execution-steps", "Time overview per step and rank", ov,
             [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step time", "ms"),
@@ -455,8 +553,8 @@ def present(a: Analysis) -> View:
     if "marey" in a.data:
         steps = m["marey_steps_shown"]
         warm = set(m.get("warmup_steps") or [])
-        controls.append(Control("step", "Step", [(str(s), facts.step_label(s, warm))
-                                                 for s in sorted(steps)], str(steps[0])))
+        controls.insert(0, Control("step", "Step (Marey view)", [(str(s), facts.step_label(s, warm))
+                                                                 for s in sorted(steps)], step0))
         if a.data["marey"]["stage"].notna().any():
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
                                                                   ("stages", "One per stage (union of its ranks)")],

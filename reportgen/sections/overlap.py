@@ -34,7 +34,7 @@ from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_par
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View
 
 ID = "overlap"
 TITLE = "Computation / communication overlap"
@@ -264,8 +264,6 @@ def present(a: Analysis) -> View:
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
                                 [(str(s), f"Stage {s}") for s in stage_values], "all"))
-    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows)]
-
     labels = {"computing_ms": "Computing", "comm_ms": "Communication", "comm_not_overlapped_ms": "Comm. not overlapped",
               "overlapped_ms": "Overlapped", "free_ms": "Free", "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
               "receive_only_ms": "Pure receive", "comm_not_overlapped_exclude_receive_ms": "Comm. not overlapped excl. receive",
@@ -283,6 +281,10 @@ def present(a: Analysis) -> View:
     order = [k for k in labels if k not in pipe_keys + total_keys]
     order = (pipe_keys + order if stage_values else order + pipe_keys) + total_keys
     present_cols = [c for c in order if c in per_rank.columns and per_rank[c].notna().any()]
+    heat_cols = [c for c in heat_metrics(per_rank) if c in rows and rows[c].notna().any()]
+    controls.append(Control("overlap_metric", "Heatmap shows", [(c, labels[c]) for c in heat_cols],
+                            "comm_not_overlapped_ms"))
+    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows, heat_cols, labels)]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c], "ms", group=groups.get(c, "Step breakdown")) for c in present_cols] + \
         [Column("pure_comm_ratio", "Pure comm share", "ratio", group="Step")]
@@ -324,7 +326,7 @@ def present(a: Analysis) -> View:
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
-    findings = _findings(m, a.data)
+    findings = _findings(m, a.data, per_rank)
     within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +
@@ -335,9 +337,10 @@ def present(a: Analysis) -> View:
     return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
 
 
-def _findings(m: dict, data: dict) -> list[Finding]:
+def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:
     out = []
     t = th.COMM_SHARE
+    recv, coll = _receive_cols(per_rank)  # what the heatmap shows for the bubble and for collectives in a stage
     share = m.get("comm_share_ratio")
     if share is not None and not math.isnan(share) and share > t and not data["pipeline"]:
         out.append(Finding(
@@ -347,7 +350,7 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
             suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
                        "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
-            figure="overlap-bars"))
+            view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"})))
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
         most = data.get("most_receive") or {}
@@ -361,7 +364,7 @@ def _findings(m: dict, data: dict) -> list[Finding]:
             evidence={"metric": "between_stage_share_ratio", "value": between, "reference": t,
                       "stage": most.get("stage")},
             suggestion="Balance the layers between stages and raise the number of micro-batches.",
-            figure="overlap-bars"))
+            view=EvidenceView("overlap-heatmap", {"overlap_metric": recv, **_stage_signal(most.get("stage"))})))
     if data["pipeline"]:
         worst = max(m["within_stage"], key=lambda w: w["within_stage_share_ratio"], default=None)
         if worst and worst["within_stage_share_ratio"] > t:
@@ -374,8 +377,13 @@ def _findings(m: dict, data: dict) -> list[Finding]:
                                                 "stage": worst["stage"]},
                 suggestion="Revisit the operator sharding inside the stage (model-parallel splits that need large "
                            "collectives) or overlap them with computation.",
-                figure="overlap-bars"))
+                view=EvidenceView("overlap-heatmap", {"overlap_metric": coll, **_stage_signal(worst["stage"])})))
     return out
+
+
+def _stage_signal(stage) -> dict:
+    """The stage control's value for a finding about one stage (the bars then show that stage)."""
+    return {} if stage is None or (isinstance(stage, float) and math.isnan(stage)) else {"stage_sel": str(int(stage))}
 
 
 def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool) -> Figure:
@@ -402,21 +410,30 @@ def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool
                   alt="Stacked bars of computation and exposed communication per rank")
 
 
-def _heat(rows: pd.DataFrame) -> Figure:
-    df = rows[["rank", "step", "step_ms", "comm_not_overlapped_ms"]].assign(
-        warmup=rows["warmup"] if "warmup" in rows else False)
+def heat_metrics(per_rank: pd.DataFrame) -> list[str]:
+    """The columns the heatmap can show (control ``overlap_metric``): exposed communication first (the default),
+    then the receive and collective-only parts of it, computation and free time, where the source has them."""
+    recv, coll = _receive_cols(per_rank)
+    return [c for c in ("comm_not_overlapped_ms", recv, coll, "computing_ms", "computation_incl_free_ms", "free_ms")
+            if c in per_rank]
+
+
+def _heat(rows: pd.DataFrame, cols: list[str], labels: dict[str, str]) -> Figure:
+    keep = cols + (["step_ms"] if "step_ms" in rows and "step_ms" not in cols else [])
+    df = rows[["rank", "step"] + keep].assign(warmup=rows["warmup"] if "warmup" in rows else False)
     n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
     title = "Rank"
     if n_ranks * n_steps > MAX_CHART_ROWS:
         per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
         df["rank"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank", "step"], as_index=False)[["step_ms", "comm_not_overlapped_ms", "warmup"]].max()
+        df = df.groupby(["rank", "step"], as_index=False)[keep + ["warmup"]].max()
         title = f"Rank (groups of {per_bin}, max shown)"
-    caption = "Communication not overlapped by computation." + MEDIAN_CAPTION
+    caption = ("Communication not overlapped by computation by default; 'Heatmap shows' picks its receive and "
+               "collective parts, computation or free time." + MEDIAN_CAPTION)
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
-    chart = median_heatmap(df, {"comm_not_overlapped_ms": "Exposed communication"}, param="exposed",
-                           y_title=title, reference="step_ms", legend_title="Exposed comm.")
-    return Figure("overlap-heatmap", "Exposed communication per rank and step", to_spec(chart),
+    chart = median_heatmap(df, {c: labels[c] for c in cols}, param="overlap_metric", y_title=title,
+                           reference="step_ms" if "step_ms" in df else None, legend_title="Time")
+    return Figure("overlap-heatmap", "Rank × step heatmap: exposed communication and its parts", to_spec(chart),
                   caption=caption,
                   alt="Heatmap of exposed communication per rank and step")

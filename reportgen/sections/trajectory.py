@@ -33,7 +33,7 @@ from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_par
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count
 
 ID = "trajectory"
 TITLE = "Step trajectory"
@@ -352,7 +352,7 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
                       "share_of_step_ratio": share},
             suggestion="Check the data pipeline and host load on this host: CPU, disk or network storage, "
                        "dataset workers.",
-            figure="trajectory-bars"))
+            view=metric_view(src.wait)))
     slow = d["slow_ranks"]
     if slow:
         w = slow[0]
@@ -370,7 +370,7 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
                       "share_of_step_ratio": share},
             suggestion="Raise dataset parallelism or prefetch on that rank's host; check its data loading path "
                        "and host-side work before the first device op.",
-            figure="trajectory-bars"))
+            view=metric_view(src.wait)))
     slow = d["slow_compute"]
     if slow:
         w = slow[0]
@@ -387,8 +387,14 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
             evidence={"metric": src.compute, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},
             suggestion="Look at this device's operators (frequency throttling, a slower card, uneven shapes).",
-            figure="trajectory-heatmap"))
+            view=metric_view(src.compute)))
     return out
+
+
+def metric_view(col: str) -> EvidenceView:
+    """A finding about one per-rank time: the heatmap showing it (every rank and step, its own colour scale, so a
+    step interval is not a sliver of a stacked bar) and the bars sorted by it."""
+    return EvidenceView("trajectory-heatmap", {"heat_metric": col, "sort_by": col})
 
 
 def _chart_rows(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list, src: Source,
