@@ -33,7 +33,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..charts import to_spec
+from .. import palette
+from ..charts import axis, fit, fit_concat, tip, to_spec
 from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
@@ -339,9 +340,12 @@ def analyze(run: Run, options=None) -> Analysis:
 
 
 #: series of the time overview, one colour each (one legend for both panels)
-OVERVIEW_SERIES = {"Step time, median over ranks": "#4c78a8", "Step time, min–max over ranks": "#9ecae9",
-                   "Step time, highlighted rank": "#b279a2", "Communication, mean over ranks": "#f58518",
-                   "Waiting, mean over ranks": "#e45756"}
+#: (the band is the median's colour, lighter by its opacity; the highlighted rank is drawn in the page's text colour,
+#: the report's colour of emphasis, as the focus outlines of reportgen/charts.py)
+OVERVIEW_SERIES = {"Step time, median over ranks": palette.ROLE["compute"],
+                   "Step time, min–max over ranks": palette.ROLE["compute"],
+                   "Step time, highlighted rank": "currentColor", "Communication, mean over ranks": palette.ROLE["comm"],
+                   "Waiting, mean over ranks": palette.ROLE["wait"]}
 #: warm-up steps longer than this factor x the largest step in scope are drawn off the scale (the scale covers the
 #: steps in scope, as every colour scale does; reportgen/facts.py)
 OFF_SCALE_FACTOR = 1.5
@@ -352,7 +356,7 @@ CLICK_SETS_STEP = {"rg_click": {"field": "step", "signal": "step"}}
 def _step_columns(stats: pd.DataFrame, tooltip: list) -> alt.Chart:
     """Full-height columns, one per step: the step the Marey view shows is shaded, every column is a click target
     (CLICK_SETS_STEP) and carries the step's numbers as its tooltip."""
-    return alt.Chart(stats).mark_rect(color="#888").encode(
+    return alt.Chart(stats).mark_rect(color="currentColor").encode(
         x=alt.X("step:O", title="Step"),
         opacity=alt.condition("toString(datum.step) == step", alt.value(0.18), alt.value(0.0)),
         tooltip=tooltip)
@@ -370,12 +374,12 @@ def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[alt.Scale, float |
 
 
 def _off_scale(df: pd.DataFrame, field: str, top: float, x: alt.X, y_scale: alt.Scale, color: alt.Color,
-               what: str) -> alt.LayerChart:
+               what: str, factor: float = 1.0) -> alt.LayerChart:
     """Warm-up values of a panel whose scale leaves them off (its lines cover the steps in scope): those above the
     scale as an arrow and the value at the top edge, the others as points, in the series' colour."""
     warm = df[df["warmup"]]
     off = warm[warm[field] > top].assign(y=top)
-    off["label"] = ["↑ " + (what + " " if what else "") + fmt.quantity(v, "ms") for v in off[field]]
+    off["label"] = ["↑ " + (what + " " if what else "") + fmt.quantity(v * factor, "ms") for v in off[field]]
     text = alt.Chart(off).mark_text(baseline="top", dy=3, fontSize=10).encode(
         x=x, y=alt.Y("y:Q", scale=y_scale), text="label:N", color=color)
     points = alt.Chart(warm[warm[field] <= top]).mark_point(filled=True).encode(
@@ -388,18 +392,20 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view.
     Warm-up steps far above the steps in scope are left off the scale (lines over the steps in scope, the value
     written at the top), as every colour scale leaves them out."""
-    ms = fmt.D3_FORMAT
     g = ov.groupby("step")
     stats = g["step_ms"].agg(lo="min", median="median", hi="max").join(g[["comm_ms", "wait_ms"]].first()) \
         .join(g["warmup"].first() if "warmup" in ov else pd.Series(False, index=g.size().index, name="warmup")) \
         .reset_index()
     stats["warmup"] = stats["warmup"].fillna(False).astype(bool)
     in_scope = ~stats["warmup"]
-    tooltip = [alt.Tooltip("step:O", title="Step"), alt.Tooltip("median:Q", title="Median over ranks (ms)", format=ms),
-               alt.Tooltip("lo:Q", title="Fastest rank (ms)", format=ms),
-               alt.Tooltip("hi:Q", title="Slowest rank (ms)", format=ms),
-               alt.Tooltip("comm_ms:Q", title="Communication, mean (ms)", format=ms),
-               alt.Tooltip("wait_ms:Q", title="Waiting, mean (ms)", format=ms),
+    # each panel in the unit that reads best for its values (fmt.unit_for); the data is divided here, in the chart
+    unit, factor = fmt.unit_for("ms", stats.loc[in_scope, "median"] if in_scope.any() else stats["median"])
+    unit2, factor2 = fmt.unit_for("ms", pd.concat([stats["comm_ms"], stats["wait_ms"]]))
+    stats[["lo", "median", "hi"]] = stats[["lo", "median", "hi"]] / factor
+    stats[["comm_ms", "wait_ms"]] = stats[["comm_ms", "wait_ms"]] / factor2
+    tooltip = [alt.Tooltip("step:O", title="Step"), tip("median", "Median over ranks", unit),
+               tip("lo", "Fastest rank", unit), tip("hi", "Slowest rank", unit),
+               tip("comm_ms", "Communication, mean", unit2), tip("wait_ms", "Waiting, mean", unit2),
                alt.Tooltip("warmup:N", title="Warm-up")]
     color = alt.Color("series:N", title=None, scale=alt.Scale(domain=list(OVERVIEW_SERIES),
                                                                range=list(OVERVIEW_SERIES.values())),
@@ -415,7 +421,7 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     drawn = stats[in_scope] if top_edge is not None else stats
     base = alt.Chart(drawn).encode(x=x)
     band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35).encode(
-        y=alt.Y("lo:Q", title="Step time (ms)", scale=y_scale), y2="hi:Q", color=color)
+        y=alt.Y("lo:Q", scale=y_scale, axis=alt.Axis(**axis("Step time", unit))), y2="hi:Q", color=color)
     # the range of each step as a bar too, so that a run of one step shows it
     spread = base.transform_calculate(series=f"'{series[1]}'").mark_rule(strokeWidth=5, opacity=0.6).encode(
         y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=color)
@@ -424,15 +430,17 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     layers = [_step_columns(stats, tooltip), band, spread, median]
     if pick_ranks:
         rr = ov[ov["rank"].isin(pick_ranks)][["step", "rank", "step_ms"]].dropna()
+        rr["step_ms"] = rr["step_ms"] / factor
         rr = rr[rr["step"].isin(drawn["step"])]
         layers.append(alt.Chart(rr).transform_filter("datum.rank == ov_rank").transform_calculate(
             series=f"'{series[2]}'").mark_line(point=True, strokeDash=[5, 3]).encode(
             x=x, y=alt.Y("step_ms:Q", scale=y_scale), color=color,
             tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
-                     alt.Tooltip("step_ms:Q", title="Step time (ms)", format=ms)]))
+                     tip("step_ms", "Step time", unit)]))
     if top_edge is not None:
-        layers.append(_off_scale(stats.assign(series=series[0]), "median", top_edge, x, y_scale, color, "median"))
-    parts = [alt.layer(*layers).properties(width=760, height=200)]
+        layers.append(_off_scale(stats.assign(series=series[0]), "median", top_edge, x, y_scale, color, "median",
+                                 factor))
+    parts = [alt.layer(*layers).properties(width="container", height=200)]
     cw = stats.melt(id_vars=["step", "warmup"], value_vars=["comm_ms", "wait_ms"], var_name="what",
                     value_name="ms").dropna(subset=["ms"])
     cw["series"] = cw["what"].map({"comm_ms": series[3], "wait_ms": series[4]})
@@ -440,17 +448,17 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     if not cw.empty:
         y2_scale, top2 = _y_scale(cw["ms"], ~cw["warmup"])
         lines = alt.Chart(cw[~cw["warmup"]] if top2 is not None else cw).mark_line(point=True).encode(
-            x=x, y=alt.Y("ms:Q", title="Time (ms)", scale=y2_scale), color=color,
+            x=x, y=alt.Y("ms:Q", scale=y2_scale, axis=alt.Axis(**axis("Time", unit2))), color=color,
             tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("series:N", title="Series"),
-                     alt.Tooltip("ms:Q", title="ms", format=ms)])
+                     tip("ms", "Time", unit2)])
         bottom = [_step_columns(stats, tooltip), lines]
         if top2 is not None:
-            bottom.append(_off_scale(cw, "ms", top2, x, y2_scale, color, ""))
-        parts.append(alt.layer(*bottom).properties(width=760, height=120))
+            bottom.append(_off_scale(cw, "ms", top2, x, y2_scale, color, "", factor2))
+        parts.append(alt.layer(*bottom).properties(width="container", height=120))
         off_scale = off_scale or top2 is not None
-    chart = alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
+    chart = fit_concat(alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
         alt.param(name="step", value=step0), alt.param(name="ov_rank", value=rank0)).properties(
-        usermeta=CLICK_SETS_STEP)
+        usermeta=CLICK_SETS_STEP))
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
                "ranks." + (" The shaded column is the step of the Marey view below; click a step to show it there."
@@ -491,11 +499,11 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
                           dur_ms="datum.t1 - datum.t0")
     x = alt.X("t0:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
-        orient="horizontal", opacity=0.25, color="#f58518").encode(
+        orient="horizontal", opacity=0.25, color=palette.ROLE["comm"]).encode(
         x=x, x2="t1:Q", y=alt.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
         tooltip=tooltip)
     bar_color = alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=["computation", "communication"],
-                                                                 range=["#4c78a8", "#f58518"]))
+                                                                 range=[palette.ROLE["compute"], palette.ROLE["comm"]]))
     zoom = alt.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
     bars = base.mark_bar(height={"band": 0.6}).encode(
         x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
@@ -503,8 +511,8 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     n_lanes = len(lanes)
     chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])),
                                            alt.param(name="marey_view", value="ranks"))
-             .resolve_scale(color="independent")
-             .properties(width=760, height={"step": max(3, min(22, 640 // max(1, n_lanes)))}))
+             .resolve_scale(color="independent"))
+    chart = fit(chart, {"step": max(3, min(22, 640 // max(1, n_lanes)))})
     trims = []
     t = m["marey_trim"]
     if t["below_threshold"]:
