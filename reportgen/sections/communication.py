@@ -466,8 +466,12 @@ def present(a: Analysis) -> View:
         notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
                      "order; transit = the shortest duration among those ranks, wait = the rest.")
     findings = _findings(a)
-    summary = (f"Mean communication time per rank {fmt.ms(m['comm_ms_mean'])} per step, of which waiting "
-               f"{fmt.ms(m['wait_ms_mean'])} (wait ratio = {m['wait_ratio_formula']}).")
+    # MindInsight's communication time excludes the waiting (its ratio is wait / (communication + wait)); the
+    # others' communication time holds it (wait / (wait + transit))
+    apart = "(communication + wait)" in m["wait_ratio_formula"]
+    summary = (f"Mean communication time per rank {fmt.ms(m['comm_ms_mean'])} per step, "
+               f"{'and waiting' if apart else 'of which waiting'} {fmt.ms(m['wait_ms_mean'])} "
+               f"{'besides it ' if apart else ''}(wait ratio = {m['wait_ratio_formula']}).")
     if m.get("steps_left_out"):
         left = ["outside every step" if x == -1 else str(x) for x in m["steps_left_out"]]
         notes.append(f"Communication of steps the run's step data lacks ({', '.join(left)}) is in the operator table "

@@ -37,7 +37,7 @@ from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, nat
 from ..errors import Unavailable
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
-from ..report import Analysis, Column, Figure, Finding, Table, View
+from ..report import Analysis, Column, Figure, Finding, Table, View, count
 
 ID = "memory"
 TITLE = "Memory"
@@ -329,7 +329,7 @@ def _findings(a: Analysis) -> list[Finding]:
         ranks = sorted(int(r) for r in near["rank"])
         out.append(Finding(
             "memory_near_capacity", "high" if worst["peak_ratio"] >= 0.97 else "medium", ID,
-            f"{len(ranks)} rank(s) peak above {fmt.percent(NEAR_CAPACITY_RATIO)} of device memory "
+            f"{count(len(ranks), 'rank')} peak above {fmt.percent(NEAR_CAPACITY_RATIO)} of device memory "
             f"({_ranks_text(ranks)}); highest rank {int(worst['rank'])} at {fmt.percent(worst['peak_ratio'])} "
             f"({fmt.quantity(worst['peak_mb'], 'mb')} of {fmt.quantity(worst['capacity_mb'], 'mb')}).",
             ranks=ranks, evidence={"metric": "peak_ratio", "value": float(worst["peak_ratio"]),
@@ -345,7 +345,7 @@ def _findings(a: Analysis) -> list[Finding]:
         dev = float(worst["deviation_ratio"])
         out.append(Finding(
             "memory_imbalance", "medium" if abs(dev) > 0.5 else "low", ID,
-            f"{len(ranks)} rank(s) differ from {ref} peak by more than {fmt.percent(IMBALANCE_RATIO)} "
+            f"{count(len(ranks), 'rank')} {'differs' if len(ranks) == 1 else 'differ'} from {ref} peak by more than {fmt.percent(IMBALANCE_RATIO)} "
             f"({_ranks_text(ranks)}); largest: rank {int(worst['rank'])} peaks at "
             f"{fmt.quantity(worst['peak_mb'], 'mb')} against {fmt.quantity(worst['reference_mb'], 'mb')} "
             f"({fmt.percent(dev, signed=True)}).",
