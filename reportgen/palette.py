@@ -32,6 +32,7 @@ from typing import Iterable
 ROLE: dict[str, str] = {
     "compute": "#4c78a8",         # blue: computation (forward+backward, computing, kernels)
     "comm": "#f58518",            # orange: communication the step waits for (exposed, not overlapped)
+    "compute_range": "#9ecae9",   # light blue: the spread of computation / step time over ranks (a band)
     "comm_overlapped": "#fdae6b",  # light orange: communication hidden under computation
     "wait": "#e45756",            # red: waiting for a peer inside a collective (synchronisation)
     "free": "#8c8c8c",            # grey: the device idles (free time)

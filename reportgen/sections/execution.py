@@ -340,10 +340,10 @@ def analyze(run: Run, options=None) -> Analysis:
 
 
 #: series of the time overview, one colour each (one legend for both panels)
-#: (the band is the median's colour, lighter by its opacity; the highlighted rank is drawn in the page's text colour,
-#: the report's colour of emphasis, as the focus outlines of reportgen/charts.py)
+#: (the band in the light blue of a spread of computation; the highlighted rank in the page's text colour, the
+#: report's colour of emphasis, as the focus outlines of reportgen/charts.py)
 OVERVIEW_SERIES = {"Step time, median over ranks": palette.ROLE["compute"],
-                   "Step time, min–max over ranks": palette.ROLE["compute"],
+                   "Step time, min–max over ranks": palette.ROLE["compute_range"],
                    "Step time, highlighted rank": "currentColor", "Communication, mean over ranks": palette.ROLE["comm"],
                    "Waiting, mean over ranks": palette.ROLE["wait"]}
 #: warm-up steps longer than this factor x the largest step in scope are drawn off the scale (the scale covers the
