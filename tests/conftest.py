@@ -52,3 +52,48 @@ def tree_digest(root: Path) -> str:
 @pytest.fixture
 def pp2x4() -> Path:
     return fixture_dir("mindinsight", "mi_cluster_propose_pp2x4")
+
+
+class ReportCache:
+    """Reports built once per test session and shared by the test files that only read them (browser and HTML
+    checks): ``get(source, *args)`` -> the HTML path, with the metrics JSON beside it (``.json``). ``source`` is a
+    run directory or "demo". ``-j N`` is not part of the key: the output does not depend on it. A test that
+    changes its output file must not use this cache."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.built: dict[tuple, Path] = {}
+
+    @staticmethod
+    def key(source, args) -> tuple:
+        args, out, skip = list(args), [], False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in ("-j", "--jobs"):
+                skip = True
+            else:
+                out.append(a)
+        return (str(source), tuple(out))
+
+    def peek(self, source, *args) -> Path | None:
+        return self.built.get(self.key(source, args))
+
+    def put(self, source, args, path: Path) -> None:
+        self.built.setdefault(self.key(source, args), path)
+
+    def get(self, source, *args) -> Path:
+        k = self.key(source, args)
+        if k not in self.built:
+            from reportgen.cli import main
+
+            out = self.root / f"report{len(self.built)}.html"
+            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1]]
+            assert main(argv) in (0, 3), f"reportgen {' '.join(argv)} failed"
+            self.built[k] = out
+        return self.built[k]
+
+
+@pytest.fixture(scope="session")
+def report_cache(tmp_path_factory) -> ReportCache:
+    return ReportCache(tmp_path_factory.mktemp("reports"))

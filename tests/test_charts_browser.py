@@ -9,7 +9,6 @@ import pytest
 from conftest import fixture_dir
 from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
 
-from reportgen.cli import main
 
 from test_charts import OWN_PREFIXES
 
@@ -81,10 +80,8 @@ MEASURE_JS = r"""
 
 
 @pytest.fixture(scope="module")
-def level2_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("charts") / "level2.html"
-    assert main([str(fixture_dir("ascend", "msinsight", "test", "st", "level2")), "-o", str(out), "--quiet"]) == 0
-    return out
+def level2_report(report_cache):
+    return report_cache.get(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -51,11 +51,9 @@ STATE_JS = """(view) => {
 }"""
 
 
-def _report(tmp_path, name, *extra):
-    out = tmp_path / f"{name}.html"
-    metrics = tmp_path / f"{name}.json"
-    assert main([str(fixture_dir(*FIXTURES[name])), "-o", str(out), "--json", str(metrics), "--quiet", *extra]) == 0
-    return out, json.loads(metrics.read_text())
+def _report(cache, name, *extra):
+    out = cache.get(fixture_dir(*FIXTURES[name]), *extra)
+    return out, json.loads(out.with_suffix(".json").read_text())
 
 
 def _expected_metrics(f: dict) -> set[str]:
@@ -67,8 +65,8 @@ def _expected_metrics(f: dict) -> set[str]:
 
 
 @pytest.mark.parametrize("name", list(FIXTURES))
-def test_each_finding_opens_its_evidence(tmp_path, open_report, name):
-    out, doc = _report(tmp_path, name)
+def test_each_finding_opens_its_evidence(report_cache, open_report, name):
+    out, doc = _report(report_cache, name)
     findings = doc["findings"]
     assert findings, f"{name} raised no finding"
     page, log = open_report(out)
@@ -135,8 +133,8 @@ def test_the_computing_finding_opens_the_computing_heatmap(tmp_path, open_report
     assert not log.problems(), log.problems()
 
 
-def test_time_overview_click_selects_the_step_of_the_marey_view(tmp_path, open_report):
-    out, doc = _report(tmp_path, "pp2x4")
+def test_time_overview_click_selects_the_step_of_the_marey_view(report_cache, open_report):
+    out, doc = _report(report_cache, "pp2x4")
     page, log = open_report(out)
     fig = page.locator("#execution-time-overview")
     fig.scroll_into_view_if_needed()
@@ -184,8 +182,8 @@ INTERACTIVE = re.compile(r"\b(controls?|select|selector|switch\w*|sort with|drag
 
 
 @pytest.mark.parametrize("name", ["pp2x4", "level2"])
-def test_static_svg_text_inside_and_captions_for_paper(tmp_path, browser, name):  # noqa: F811
-    out, doc = _report(tmp_path, name, "--static")
+def test_static_svg_text_inside_and_captions_for_paper(report_cache, browser, name):  # noqa: F811
+    out, doc = _report(report_cache, name, "--static")
     html = out.read_text()
     assert "<script" not in html.lower()
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})

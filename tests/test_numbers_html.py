@@ -15,7 +15,6 @@ from html.parser import HTMLParser
 import pytest
 
 from reportgen import fmt
-from reportgen.cli import main
 
 from conftest import fixture_dir
 
@@ -138,10 +137,8 @@ def check_report(html: str) -> Page:
 
 
 @pytest.fixture(scope="module")
-def demo_html_text(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("numbers") / "demo.html"
-    assert main(["demo", "-o", str(out), "--quiet"]) == 0
-    return out.read_text(encoding="utf-8")
+def demo_html_text(report_cache) -> str:
+    return report_cache.get("demo").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -172,10 +169,8 @@ def test_findings_evidence_has_units(demo_html_text):
 @pytest.mark.parametrize("parts", [("mindinsight", "mi_cluster_propose_pp2x4"),
                                    ("ascend", "msinsight", "test", "st", "level2")],
                          ids=["pp2x4", "ascend-st-level2"])
-def test_fixture_report_numbers_are_readable(tmp_path, parts):
-    out = tmp_path / "r.html"
-    assert main([str(fixture_dir(*parts)), "-o", str(out), "-j", "1", "--quiet"]) in (0, 3)
-    html = out.read_text(encoding="utf-8")
+def test_fixture_report_numbers_are_readable(report_cache, parts):
+    html = report_cache.get(fixture_dir(*parts)).read_text(encoding="utf-8")
     page = check_report(html)
     for key, text in EVIDENCE.findall(html):
         assert WITH_UNIT.fullmatch(text) or re.fullmatch(r"\d[\d,]*", text), (key, text)

@@ -53,9 +53,10 @@ class _Reports:
     process pool of its own); ``path`` waits for the one asked for. A missing fixture's skip (or failure
     under CI) is raised again in the tests that need it."""
 
-    def __init__(self, tmp: Path, wanted: list[tuple[str, bool]]):
+    def __init__(self, tmp: Path, wanted: list[tuple[str, bool]], cache=None):
         self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        self.jobs: dict[tuple[str, bool], tuple[Future, Path, list[str]]] = {}
+        self.jobs: dict[tuple[str, bool], tuple[Future, Path, list[str], list[str]]] = {}
+        self.cache = cache  # conftest.ReportCache: reports other test files built already, and shared back
         self.missing: dict[str, BaseException] = {}
         runs: dict[str, str] = {}
         for name, static in wanted:
@@ -65,15 +66,24 @@ class _Reports:
                 except (pytest.skip.Exception, pytest.fail.Exception) as exc:
                     self.missing[name] = exc
             if name in runs:
+                extra = ["--static"] if static else []
+                known = self.cache.peek(runs[name], *extra) if self.cache is not None else None
+                if known is not None:
+                    done: Future = Future()
+                    done.set_result(0)
+                    self.jobs[(name, static)] = (done, known, [runs[name], *extra], extra)
+                    continue
                 out = tmp / f"{name}{'-static' if static else ''}.html"
-                argv = [runs[name], "-o", str(out), "--quiet", "-j", "1"] + (["--static"] if static else [])
-                self.jobs[(name, static)] = (self.pool.submit(main, argv), out, argv)
+                argv = [runs[name], "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", "-j", "1"] + extra
+                self.jobs[(name, static)] = (self.pool.submit(main, argv), out, argv, extra)
 
     def path(self, name: str, static: bool) -> Path:
         if name in self.missing:
             raise self.missing[name]
-        future, out, argv = self.jobs[(name, static)]
+        future, out, argv, extra = self.jobs[(name, static)]
         assert future.result() == 0, f"reportgen {' '.join(argv)} failed"
+        if self.cache is not None:
+            self.cache.put(argv[0], extra, out)
         return out
 
     def close(self) -> None:
@@ -96,9 +106,9 @@ def selected(request) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory, selected):
+def reports(tmp_path_factory, selected, report_cache):
     wanted = list(dict.fromkeys((r, rendering == "static") for r, rendering in selected))
-    r = _Reports(tmp_path_factory.mktemp("quality"), wanted)
+    r = _Reports(tmp_path_factory.mktemp("quality"), wanted, report_cache)
     yield r
     r.close()
 

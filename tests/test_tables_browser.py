@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.cli import main
 
 from conftest import fixture_dir
 from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
@@ -31,17 +30,9 @@ A4_LANDSCAPE_PX = 1047  # 277 mm
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tables")
-    built = {}
-
+def reports(report_cache):
     def build(name):
-        if name not in built:
-            path = out / f"{name}.html"
-            src = ["demo"] if REPORTS[name] is None else [str(fixture_dir(*REPORTS[name]))]
-            assert main(src + ["-o", str(path), "--quiet"]) == 0
-            built[name] = path
-        return built[name]
+        return report_cache.get("demo" if REPORTS[name] is None else fixture_dir(*REPORTS[name]))
 
     return build
 
