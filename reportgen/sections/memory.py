@@ -329,7 +329,7 @@ def _findings(a: Analysis) -> list[Finding]:
         ranks = sorted(int(r) for r in near["rank"])
         out.append(Finding(
             "memory_near_capacity", "high" if worst["peak_ratio"] >= 0.97 else "medium", ID,
-            f"{count(len(ranks), 'rank')} peak above {fmt.percent(NEAR_CAPACITY_RATIO)} of device memory "
+            f"{count(len(ranks), 'rank')} {'peaks' if len(ranks) == 1 else 'peak'} above {fmt.percent(NEAR_CAPACITY_RATIO)} of device memory "
             f"({_ranks_text(ranks)}); highest rank {int(worst['rank'])} at {fmt.percent(worst['peak_ratio'])} "
             f"({fmt.quantity(worst['peak_mb'], 'mb')} of {fmt.quantity(worst['capacity_mb'], 'mb')}).",
             ranks=ranks, evidence={"metric": "peak_ratio", "value": float(worst["peak_ratio"]),
