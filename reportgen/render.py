@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from . import __version__, charts, facts, fmt
+from . import thresholds as th
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
@@ -273,8 +274,11 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
         parts.append(f"Median step time {fmt.ms(facts['step_ms_median'])} over {count(n, 'step')}"
                      + (f" (warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} left out)"
                         if warm else "")
-                     + f", spread {fmt.percent(facts.get('step_ms_spread_ratio') or 0)} across ranks; slowest rank "
-                       f"{facts.get('slowest_rank')}, fastest {facts.get('fastest_rank')}.")
+                     + f", spread {fmt.percent(facts.get('step_ms_spread_ratio') or 0)} across ranks; "
+                     + (f"slowest rank {facts.get('slowest_rank')}, fastest {facts.get('fastest_rank')}."
+                        if (facts.get('step_ms_spread_ratio') or 0) >= th.MIN_EXCESS_SHARE else
+                        f"no rank stands out (below the {fmt.percent(th.MIN_EXCESS_SHARE)} noise floor; rank "
+                        f"{facts.get('slowest_rank')} is the slowest only by a hair)."))
     shares = [(k, label) for k, label in (("computing_share_ratio", "computation" + (" (incl. idle)" if
                                            facts.get("computing_includes_free") else "")),
                                           ("exposed_comm_share_ratio", "exposed communication"),

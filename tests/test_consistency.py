@@ -199,3 +199,29 @@ def test_warmup_detection_rule():
     assert facts.warmup_steps(two) == [1]
     order = facts.rank_order(pd.DataFrame({"rank": [3, 1, 2], "step_ms": [5.0, 5.0, 1.0]}))
     assert order == [2, 1, 3]  # ties by rank id
+
+
+def test_operator_tables_average_the_steps_in_scope():
+    """The trajectory's operator table averages the steps in scope (warm-up out), like every other average: on
+    pp2x4 (warm-up step 1 of ~2 s) no operator's mean is longer than the slowest step in scope."""
+    run = read_run(fixture_dir("mindinsight", "mi_cluster_propose_pp2x4"))
+    F = facts.of(run)
+    assert F.warmup_steps, "pp2x4 has a warm-up step"
+    outcomes, _ = _build(run)
+    ops = next(o for o in outcomes if o.id == "trajectory").analysis.data["step_ops"]
+    raw = F.in_scope(run.table("step_ops"))
+    want = raw.groupby(["op", "rank"])["dur_ms"].mean().groupby("op").mean()
+    got = ops.set_index("op")["mean_ms"]
+    assert got.to_dict() == pytest.approx(want.loc[got.index].to_dict())
+    in_scope = F.step_time[F.step_time["in_scope"]]
+    assert float(ops["max_ms"].max()) <= float(in_scope["step_ms"].max())
+
+
+def test_summary_names_no_straggler_below_the_noise_floor():
+    """A synchronous run (every rank the same step time) has no slowest rank worth naming: the summary says so
+    instead of calling a tie-break 'slowest' and 'fastest' (issue 13 review)."""
+    base = {"ranks": 16, "step_ms_median": 335.6, "steps": 7, "slowest_rank": 15, "fastest_rank": 0}
+    tied = summary_text({**base, "step_ms_spread_ratio": 0.0}, [])
+    assert "no rank stands out" in tied and "fastest" not in tied
+    spread = summary_text({**base, "step_ms_spread_ratio": 0.05}, [])
+    assert "slowest rank 15, fastest 0" in spread

@@ -161,7 +161,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "source": src,
         "columns": metrics_cols,
         "slow_hosts": _slow_hosts(per_rank, src, wait_mean),
-        "step_ops": _op_summary(run.table("step_ops")),
+        "step_ops": _op_summary(run.table("step_ops"), F),
         "step_median": step_median,
     }
     covered = {r for h in data["slow_hosts"] for r in h["ranks"]}
@@ -229,10 +229,15 @@ def _slow_compute(per_rank: pd.DataFrame, src: Source) -> list[dict]:
     return sorted(out, key=lambda d: -d["percent"])
 
 
-def _op_summary(ops: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Communication operators on the step timeline: mean duration per rank, then across ranks."""
+def _op_summary(ops: pd.DataFrame | None, F) -> pd.DataFrame | None:
+    """Communication operators on the step timeline: mean duration per rank over the steps in scope (facts:
+    warm-up steps left out, as every average of the report), then across ranks."""
     if ops is None:
         return None
+    if "step" in ops and F is not None:
+        ops = F.in_scope(ops)
+        if ops.empty:
+            return None
     per_rank = ops.groupby(["op", "rank"], as_index=False)["dur_ms"].mean()
     g = per_rank.groupby("op")
     out = pd.DataFrame({
@@ -316,7 +321,7 @@ def present(a: Analysis) -> View:
     ops = d.get("step_ops")
     if ops is not None and not ops.empty:
         tables.append(Table.from_frame(
-            "trajectory-step-ops", "Communication operators on the step timeline (mean over steps)", ops,
+            "trajectory-step-ops", "Communication operators on the step timeline (mean over the steps in scope)", ops,
             [Column("op", "Operator", "text"), Column("ranks", "Ranks", "int"), Column("mean_ms", "Mean", "ms"),
              Column("max_ms", "Max", "ms"), Column("max_rank", "Rank of max", "rank"),
              Column("max_vs_mean_ratio", "Max vs mean", "ratio")],
