@@ -142,9 +142,8 @@ def _assert_charts_drawn(page) -> list[dict]:
     return charts
 
 
-def test_demo_report_offline(tmp_path, open_report):
-    out = tmp_path / "demo.html"
-    assert main(["demo", "-o", str(out), "--quiet"]) == 0
+def test_demo_report_offline(tmp_path, report_cache, open_report):
+    out = report_cache.get("demo")
     page, log = open_report(out)
     try:
         _assert_charts_drawn(page)
@@ -215,12 +214,11 @@ def test_demo_report_offline(tmp_path, open_report):
         assert not log.problems(), log.problems()
         assert all(u.startswith(ALLOWED) for u in log.requests), log.requests
     finally:
-        page.screenshot(path=str(tmp_path / "demo.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "demo.png"))  # the first screen, kept with the test's files
 
 
-def test_dark_and_narrow(tmp_path, open_report):
-    out = tmp_path / "demo.html"
-    assert main(["demo", "-o", str(out), "--quiet"]) == 0
+def test_dark_and_narrow(tmp_path, open_report, report_cache):
+    out = report_cache.get("demo")
     page, log = open_report(out, width=420, color_scheme="dark")
     _assert_charts_drawn(page)
     bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -228,7 +226,7 @@ def test_dark_and_narrow(tmp_path, open_report):
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 1, f"the page is {overflow}px wider than a narrow screen"
     assert not log.problems(), log.problems()
-    page.screenshot(path=str(tmp_path / "demo-dark-narrow.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "demo-dark-narrow.png"))
 
 
 HOSTILE_DIR = "run_<img src=x onerror=window.__pwned=1>"
@@ -269,4 +267,4 @@ def test_hostile_names_stay_text(tmp_path, open_report):
         scripts = page.evaluate("Array.from(document.scripts).map(s => s.type || 'classic')")
         assert scripts.count("classic") == 3, scripts  # the bundle, charts.js, table.js
     finally:
-        page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "hostile.png"))
