@@ -14,7 +14,6 @@ page by the factor fmt.unit_for chose, and the axis / legend / tooltip titles na
 from __future__ import annotations
 
 import os
-import re
 import statistics
 from typing import Any, Iterable
 
@@ -22,6 +21,7 @@ import altair as alt
 
 from . import fmt, palette
 from . import thresholds as th
+from .report import natural_key  # noqa: F401 - the one natural order (tables and charts), re-exported
 
 #: Widest plot area (px) of a chart whose size is computed (heatmaps, matrices, small multiples): with its axis
 #: and legend it fits the 1070 px figure box of a 1400 px window.
@@ -136,11 +136,6 @@ def metric_switch(param: str, metrics: dict[str, tuple[str, str, Any]]) -> tuple
         units[col] = [fmt.header(label, kind, unit), factor]
     return (f"datum[{param}] / {param}_units[{param}][1]",
             alt.param(name=f"{param}_units", value=units))
-
-
-def natural_key(text: Any) -> list:
-    """Sort key that orders the numbers inside text by value: 'rank 2' < 'rank 10'."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(text)) if t]
 
 
 # --------------------------------------------------------------------------- colour
