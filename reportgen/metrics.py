@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import __version__, facts, fmt
+from . import __version__, facts, fmt, limits
 from .model import Run
 from .report import SectionOutcome
 
@@ -129,7 +129,7 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         "run": run_block(run),
         "summary": summary(run, outcomes),
         "facts": facts_block(run),
-        "data_problems": [p.as_dict() for p in run.problems],
+        "data_problems": [p.as_dict() for p in limits.bounded_problems(run)],
         "sections": sections,
         "findings": findings,
     }

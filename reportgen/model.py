@@ -307,6 +307,7 @@ class Run:
     steps: list[int] = field(default_factory=list)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     problems: list[DataProblem] = field(default_factory=list)
+    problems_unlisted: int = 0  # data problems counted but not kept (Run.problem)
     notes: list[str] = field(default_factory=list)
     is_demo: bool = False
     #: tables parsed only when a section first asks for them (large files no section may need)
@@ -323,7 +324,14 @@ class Run:
         return df
 
     def problem(self, path: Any, problem: str) -> None:
-        self.problems.append(DataProblem(str(path), problem))
+        """Record a data problem. Memory stays bounded whatever the input: past 10x what the report lists
+        (:data:`reportgen.limits.MAX_PROBLEMS`), further problems are only counted."""
+        from .limits import MAX_PROBLEMS, cap_text
+
+        if len(self.problems) < 10 * MAX_PROBLEMS:
+            self.problems.append(DataProblem(cap_text(str(path), 1024), cap_text(problem, 2048)))
+        else:
+            self.problems_unlisted += 1
 
     @property
     def stages(self) -> int | None:

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__, charts, facts, fmt
+from . import __version__, charts, facts, fmt, limits
 from . import thresholds as th
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
@@ -222,7 +222,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "is_demo": run.is_demo,
         "run": run_summary(run),
-        "problems": [p.as_dict() for p in run.problems],
+        "problems": [p.as_dict() for p in limits.bounded_problems(run)],
         "notes": list(run.notes),
         "sections": sections,
         "findings": findings,

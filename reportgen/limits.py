@@ -1,0 +1,172 @@
+"""Bounds that hold whatever the input claims, and the one way readers report values they refuse.
+
+Profiler output is often truncated, edited or hostile. A number or a count written in a file is a *claim*;
+memory, time and the size of the report must depend only on what was actually found, never on a claim.
+Every reader checks its input at the edge with the functions here, so the rules (and their wording in the
+data-problems list) are the same for every family:
+
+* :data:`MAX_RANKS` - ceiling of a world size, a group size and a rank id (2^20; the largest published
+  training runs have ~10^5 devices). A larger claim is a data problem and is never allocated.
+* :func:`world_size` - a claimed world size checked against the ranks found.
+* :func:`rank_id` - a rank id read from a file name or a field, checked.
+* :data:`MAX_DURATION_MS` - one op, step or interval longer than a day is not a measurement.
+* :func:`finite_ms` / :class:`Rejects` - strict numbers; rows with a bad cell are skipped and counted
+  per file, column and reason (one data problem per kind, with the first line numbers), never used.
+* :data:`MAX_NAME_CHARS` / :func:`cap_text` - untrusted names (ops, kernels, hosts, groups) are cut to a
+  bounded length where they are read; the cut is visible ("…[+N chars]").
+* :data:`MAX_PROBLEMS` - the data-problems list keeps the first entries and says how many more there were.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+#: world size, group size and rank id ceiling (2^20 = 1,048,576 ranks)
+MAX_RANKS = 1 << 20
+#: one op, one step or one interval longer than this (one day, in ms) is not a measurement
+MAX_DURATION_MS = 86_400_000.0
+#: characters of one untrusted name kept (real C++ kernel names reach ~2,000; longer ones are cut)
+MAX_NAME_CHARS = 4096
+#: entries of the run's data-problems list; more are counted in one last entry
+MAX_PROBLEMS = 500
+#: line numbers quoted per kind of rejected value
+MAX_EXAMPLES = 5
+
+ProblemFn = Callable[[str, str], None]  # (path, problem) -> None, e.g. Run.problem or list.append of a tuple
+
+
+def cap_text(text, limit: int = MAX_NAME_CHARS) -> str:
+    """``text`` as str, cut to ``limit`` characters with the cut stated (``…[+N chars]``)."""
+    s = text if isinstance(text, str) else str(text)
+    if len(s) <= limit:
+        return s
+    return f"{s[:limit]}…[+{len(s) - limit} chars]"
+
+
+def as_int(value) -> int | None:
+    """An integer from an int, an integral float or a decimal string (spaces allowed); None otherwise.
+
+    Bools, NaN, inf, fractions and text are None: a count or an id is never guessed from them."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, str):
+        t = value.strip()
+        if t[:1] in "+-":
+            sign, t = t[0], t[1:]
+        else:
+            sign = ""
+        if t.isdecimal() and t.isascii() and len(t) <= 19:
+            return int(sign + t)
+        return None
+    try:  # numpy integers
+        import numpy as np
+
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            return as_int(float(value))
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def rank_id(value, path, problem: ProblemFn, what: str = "rank id") -> int | None:
+    """A global rank id read from ``path``: an int in ``0 .. MAX_RANKS-1``, else None with a data problem."""
+    n = as_int(value)
+    if n is None or not 0 <= n < MAX_RANKS:
+        shown = cap_text(repr(value), 40)
+        problem(str(path), f"{what} {shown} is not a rank number in 0..{MAX_RANKS - 1}; ignored")
+        return None
+    return n
+
+
+def world_size(claimed, found: Iterable[int], path, problem: ProblemFn, what: str = "world size") -> int | None:
+    """The world size to use given a ``claimed`` value (from ``path``) and the ranks ``found`` in the data.
+
+    A claim that is not a whole number, is < 1, is above :data:`MAX_RANKS`, or is not above the highest rank
+    found is a data problem: the found ranks' count (highest id + 1) is used instead. A valid claim larger
+    than what was found is kept (missing ranks are reported elsewhere)."""
+    found = list(found)
+    top = max(found) + 1 if found else None
+    if claimed is None:
+        return top
+    n = as_int(claimed)
+    if n is None or n < 1 or n > MAX_RANKS:
+        problem(str(path), f"{what} {cap_text(repr(claimed), 40)} is not a usable rank count (1..{MAX_RANKS}); "
+                           f"{'the ranks found are used' if top else 'ignored'}")
+        return top
+    if top is not None and n < top:
+        problem(str(path), f"{what} {n} is smaller than the ranks found (highest rank {top - 1}); "
+                           f"{top} is used")
+        return top
+    return n
+
+
+def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATION_MS) -> str | None:
+    """Why a duration in ms is refused (``"not a number"``, ``"negative"``, ``"over one day"``) or None if fine."""
+    if value is None or isinstance(value, bool):
+        return "missing"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "not a number"
+    if math.isnan(v):
+        return "not a number"
+    if math.isinf(v):
+        return "infinite"
+    if v < 0 and not negative:
+        return "negative"
+    if abs(v) > limit:
+        return "over one day"
+    return None
+
+
+class Rejects:
+    """Values refused at the reader edge, counted per (file, column, reason) and reported once per kind.
+
+    ``add(path, line, column, reason)`` for each refused cell or row; ``flush(problem)`` emits one data
+    problem per kind: ``"3 rows skipped: column 'total' negative (lines 4, 9, 12)"``. Memory is bounded
+    by the number of kinds, not the number of bad rows."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[tuple[str, str, str, str], list] = {}
+
+    def add(self, path, line: int | None, column: str, reason: str, action: str = "row skipped") -> None:
+        key = (str(path), cap_text(column, 80), reason, action)
+        entry = self.kinds.get(key)
+        if entry is None:
+            entry = self.kinds[key] = [0, []]
+        entry[0] += 1
+        if line is not None and len(entry[1]) < MAX_EXAMPLES:
+            entry[1].append(line)
+
+    def __len__(self) -> int:
+        return sum(e[0] for e in self.kinds.values())
+
+    def flush(self, problem: ProblemFn) -> None:
+        for (path, column, reason, action), (count, lines) in self.kinds.items():
+            plural = action.replace("row ", "rows ").replace("value ", "values ") if count != 1 else action
+            where = ""
+            if lines:
+                more = ", …" if count > len(lines) else ""
+                where = f" ({'line' if len(lines) == 1 and not more else 'lines'} {', '.join(map(str, lines))}{more})"
+            problem(path, f"{count} {plural}: {column} {reason}{where}")
+        self.kinds.clear()
+
+
+def bounded_problems(run) -> list:
+    """The run's data problems as shown (page and JSON): the first :data:`MAX_PROBLEMS`, then one entry
+    counting the rest (including those :meth:`Run.problem` only counted)."""
+    from .model import DataProblem
+
+    problems, unlisted = run.problems, getattr(run, "problems_unlisted", 0)
+    if len(problems) <= MAX_PROBLEMS and not unlisted:
+        return problems
+    keep = problems[: MAX_PROBLEMS - 1]
+    rest = len(problems) - len(keep) + unlisted
+    return keep + [DataProblem("(run)", f"{rest} more data problems not listed")]
