@@ -79,20 +79,36 @@ def clean(v: float) -> float:
     return short if abs(short - v15) <= abs(v15) * 1e-14 else v15
 
 
+#: magnitude from which :func:`number` writes an exponent: no measurement has 16 integer digits, so such a value
+#: is shown compactly (1.000e+308) instead of as a 100-digit number
+EXPONENT_FROM = 1e15
+
+
 def number(v: Any, sig: int = SIG) -> str:
-    """``v`` with at most ``sig`` significant digits (more only for integer parts, never an exponent):
-    187.8737 -> '187.9', 0.0422 -> '0.0422', 12345.6 -> '12,346', 0 -> '0'."""
+    """``v`` with at most ``sig`` significant digits (more only for integer parts, no exponent below
+    :data:`EXPONENT_FROM`): 187.8737 -> '187.9', 0.0422 -> '0.0422', 12345.6 -> '12,346', 0 -> '0',
+    1e308 -> '1e+308'."""
     f = _finite(v)
     if f is None:
         return "–"
     if f == 0:
         return "0"
+    if abs(f) >= EXPONENT_FROM:
+        return _exponent(f, sig)
     mag = math.floor(math.log10(abs(f)))
     decimals = max(0, sig - 1 - mag)
     text = f"{f:,.{decimals}f}"
     if decimals and "." in text:  # 4 significant digits, not 4 decimals: drop zeros rounding left
         text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+def _exponent(f: float, sig: int) -> str:
+    """1e308 -> '1e+308', 1.23456e20 -> '1.235e+20'."""
+    mantissa, exp = f"{f:.{sig - 1}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{'+' if int(exp) >= 0 else '-'}{abs(int(exp))}"
 
 
 def unit_for(kind: str, values: Iterable[Any] = ()) -> tuple[str, float]:
