@@ -170,3 +170,11 @@ def test_clean_is_idempotent():
         v = rng.random() * 10 ** rng.randint(-8, 14)
         assert fmt.clean(fmt.clean(v)) == fmt.clean(v)
     assert fmt.clean(fmt.clean(0.120597327120001)) == fmt.clean(0.120597327120001)
+
+
+def test_absurd_magnitudes_read_as_exponents():
+    """A corrupt value that slipped past the readers never prints as a 100-digit number (issue 14)."""
+    assert fmt.number(1e308) == "1e+308"
+    assert fmt.number(-1.23456e20) == "-1.235e+20"
+    assert fmt.number(123456789012.5) == "123,456,789,012"
+    assert len(fmt.cell(1e308, "ms")) < 12
