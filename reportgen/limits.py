@@ -26,6 +26,8 @@ from typing import Callable, Iterable
 MAX_RANKS = 1 << 20
 #: one op, one step or one interval longer than this (one day, in ms) is not a measurement
 MAX_DURATION_MS = 86_400_000.0
+#: one size (memory, a transfer) larger than this (1 PB, in MB of 10^6 B) is not a measurement
+MAX_SIZE_MB = 1e9
 #: characters of one untrusted name kept (real C++ kernel names reach ~2,000; longer ones are cut)
 MAX_NAME_CHARS = 4096
 #: entries of the run's data-problems list; more are counted in one last entry
@@ -56,7 +58,7 @@ def as_int(value) -> int | None:
         return int(value) if math.isfinite(value) and value.is_integer() else None
     if isinstance(value, str):
         t = value.strip()
-        if t[:1] in "+-":
+        if t[:1] in ("+", "-"):  # ("" in "+-" would be true)
             sign, t = t[0], t[1:]
         else:
             sign = ""
@@ -107,14 +109,17 @@ def world_size(claimed, found: Iterable[int], path, problem: ProblemFn, what: st
     return n
 
 
-def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATION_MS) -> str | None:
-    """Why a duration in ms is refused (``"not a number"``, ``"negative"``, ``"over one day"``) or None if fine."""
+def finite_number(value, *, negative: bool = False, limit: float = math.inf, over: str = "too large") -> str | None:
+    """Why a number is refused (``"missing"``, ``"not a number"``, ``"infinite"``, ``"negative"``, ``over`` when
+    its magnitude is above ``limit``) or None if fine."""
     if value is None or isinstance(value, bool):
         return "missing"
     try:
         v = float(value)
     except (TypeError, ValueError):
         return "not a number"
+    except OverflowError:
+        return over
     if math.isnan(v):
         return "not a number"
     if math.isinf(v):
@@ -122,8 +127,13 @@ def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATI
     if v < 0 and not negative:
         return "negative"
     if abs(v) > limit:
-        return "over one day"
+        return over
     return None
+
+
+def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATION_MS) -> str | None:
+    """Why a duration in ms is refused (``"not a number"``, ``"negative"``, ``"over one day"``) or None if fine."""
+    return finite_number(value, negative=negative, limit=limit, over="over one day")
 
 
 class Rejects:
@@ -136,25 +146,29 @@ class Rejects:
     def __init__(self) -> None:
         self.kinds: dict[tuple[str, str, str, str], list] = {}
 
-    def add(self, path, line: int | None, column: str, reason: str, action: str = "row skipped") -> None:
-        key = (str(path), cap_text(column, 80), reason, action)
+    def add(self, path, line: int | str | None, column: str, reason: str, action: str = "row skipped",
+            unit: str = "line") -> None:
+        """``line``: where the value was (a line number, or e.g. an event index or a JSON entry with ``unit``
+        ``"event"`` / ``"entry"``)."""
+        key = (str(path), cap_text(column, 80), reason, action, unit)
         entry = self.kinds.get(key)
         if entry is None:
             entry = self.kinds[key] = [0, []]
         entry[0] += 1
         if line is not None and len(entry[1]) < MAX_EXAMPLES:
-            entry[1].append(line)
+            entry[1].append(cap_text(line, 120) if isinstance(line, str) else line)
 
     def __len__(self) -> int:
         return sum(e[0] for e in self.kinds.values())
 
     def flush(self, problem: ProblemFn) -> None:
-        for (path, column, reason, action), (count, lines) in self.kinds.items():
+        for (path, column, reason, action, unit), (count, lines) in self.kinds.items():
             plural = action.replace("row ", "rows ").replace("value ", "values ") if count != 1 else action
             where = ""
             if lines:
                 more = ", …" if count > len(lines) else ""
-                where = f" ({'line' if len(lines) == 1 and not more else 'lines'} {', '.join(map(str, lines))}{more})"
+                units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
+                where = f" ({unit if len(lines) == 1 and not more else units} {', '.join(map(str, lines))}{more})"
             problem(path, f"{count} {plural}: {column} {reason}{where}")
         self.kinds.clear()
 

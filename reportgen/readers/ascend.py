@@ -22,7 +22,7 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
 
 from __future__ import annotations
 
-import io
+import csv
 import json
 import math
 import os
@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
+                      finite_number, rank_id, world_size)
 from ._files import read_text as _read_text
 from ..model import Run
 from ..timebase import abs_columns, column_ns, origin, to_ns, to_rel_ms
@@ -46,8 +49,10 @@ KIB_TO_MB = 1.024e-3
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _PROF_DIR = re.compile(r"ascend_(pt|ms)$")
-_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
+_INFO = re.compile(r"^profiler_info_(-?\d+)\.json$")
 _MAX_DEPTH = 10
+#: missing ranks (world size minus the ranks found) are listed up to this many; more are only counted
+MAX_LISTED_MISSING = 4096
 
 #: step id of step_trace_time rows written without one (no profiler schedule); never left in the run model
 NO_STEP_ID = -1
@@ -98,9 +103,79 @@ def group_kind(name: str) -> str:
     return "other"
 
 
-# --------------------------------------------------------------------------- small file helpers
+# --------------------------------------------------------------------------- values: strict numbers at the edge
+
+#: cells that mean "no value" in the Ascend CSVs (after stripping spaces and tabs)
+MISSING_CELLS = frozenset(("", "N/A", "NA", "None", "-"))
+#: a bandwidth above this (GB/s) is not a measurement (on-chip copies reach ~10^3)
+MAX_GBPS = 1e6
+#: an op count above this is not a measurement
+MAX_COUNT = 1e12
+#: step ids and stream ids: 0 .. MAX_ID
+MAX_ID = (1 << 31) - 1
+#: value kind -> (unit scale applied first, upper bound of the scaled value, its reason, negatives allowed)
+KINDS = {
+    "us": (1 / US_PER_MS, MAX_DURATION_MS, "over one day", False),     # a duration in µs -> ms
+    "us±": (1 / US_PER_MS, MAX_DURATION_MS, "over one day", True),     # a signed difference in µs -> ms
+    "ms": (1.0, MAX_DURATION_MS, "over one day", False),
+    "mib": (MIB_TO_MB, MAX_SIZE_MB, "over 1 PB", False),                # MiB -> MB
+    "kib": (KIB_TO_MB, MAX_SIZE_MB, "over 1 PB", False),                # KiB -> MB
+    "mb": (1.0, MAX_SIZE_MB, "over 1 PB", False),
+    "gbps": (1.0, MAX_GBPS, "over 10^6 GB/s", False),
+    "ratio": (1.0, 1.0, "above 1", False),
+    "count": (1.0, MAX_COUNT, "over 10^12", False),
+    "id": (1.0, MAX_ID, f"over {MAX_ID}", False),
+}
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+def refused(value: float, kind: str) -> str | None:
+    """Why a value (already scaled to the run model's unit) of this :data:`KINDS` kind is refused, or None."""
+    _scale, limit, over, negative = KINDS[kind]
+    why = finite_number(value, negative=negative, limit=limit, over=over)
+    if why is None and kind == "id" and not float(value).is_integer():
+        return "not a whole number"
+    return why
+
+
+def json_float(value) -> float | None:
+    """A number as JSON gives it (float literals arrive as text, :func:`_read_json`): float, NaN when it is not a
+    number (text, a list, true), None when absent (null, ``""``, ``N/A``). ``1e400`` is inf."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    if isinstance(value, str):
+        t = value.strip()
+        if t in MISSING_CELLS:
+            return None
+        return float(t) if _NUMBER.fullmatch(t) else math.nan
+    return math.nan
+
+
+def json_time_ns(value) -> tuple[int | None, str | None]:
+    """(exact ns, None) of an absolute µs time from JSON, (None, None) when absent, (None, reason) when refused."""
+    if value is None or (isinstance(value, str) and value.strip() in MISSING_CELLS):
+        return None, None
+    n = to_ns(value) if not isinstance(value, bool) else None
+    if n is None:
+        return None, "not a time (not a number, or beyond the int64 ns range)"
+    if n < 0:
+        return None, "negative"
+    return n, None
+
+
+def _text(value, limit: int = MAX_NAME_CHARS) -> str:
+    """An untrusted name: str, capped (limits.cap_text)."""
+    return cap_text("" if value is None else value, limit)
+
+
+# --------------------------------------------------------------------------- files
 
 
 def _read_json(path: Path, exact: bool = False):
@@ -110,51 +185,191 @@ def _read_json(path: Path, exact: bool = False):
         raise InputError(path, "empty file")
     try:
         return json.loads(text, parse_float=str) if exact else json.loads(text)
+    except RecursionError:
+        raise InputError(path, "invalid JSON (nested too deeply)") from None
     except ValueError as exc:
-        raise InputError(path, f"invalid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+        where = f" at line {exc.lineno}" if hasattr(exc, "lineno") else ""
+        raise InputError(path, f"invalid JSON ({getattr(exc, 'msg', exc)}{where}; truncated?)") from None
 
 
-def _num(value) -> float:
-    """Numbers as the Ascend CSVs write them: trailing tabs, ``N/A``, empty cells."""
-    if value is None:
-        return math.nan
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip()
-    if text in ("", "N/A", "NA", "None", "-"):
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
-
-
-def _read_csv(path: Path, problems: list, usecols: Callable[[str], bool] | None = None) -> pd.DataFrame:
-    """A CSV as strings (by header name), tolerant of a truncated last line."""
-    text = _read_text(path)
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip",
-                         usecols=usecols, engine="c")
-    except pd.errors.EmptyDataError:
-        raise InputError(path, "empty file") from None
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise InputError(path, f"not a readable CSV ({str(exc).splitlines()[0][:120]})") from None
-    df.columns = [c.strip() for c in df.columns]
-    lines = text.count("\n") + (0 if text.endswith("\n") else 1) - 1
-    if lines > len(df) and not text.endswith("\n"):
-        problems.append((str(path), f"{lines - len(df)} malformed or truncated line(s) skipped"))
-    return df
-
-
-def _col(df: pd.DataFrame, *names: str) -> str | None:
-    for n in names:
-        if n in df.columns:
-            return n
+def _expect_dict(value, path: Path, where: str, rejects: Rejects) -> dict | None:
+    """``value`` if it is a JSON object, else None with the entry refused (``where`` names it)."""
+    if isinstance(value, dict):
+        return value
+    rejects.add(path, where, "an entry", f"is {_json_type(value)}, not an object", "entry skipped", unit="entry")
     return None
 
 
-def _floats(series: pd.Series) -> pd.Series:
-    return pd.to_numeric(series.astype(str).str.strip().replace({"N/A": "", "NA": ""}), errors="coerce")
+def _json_type(value) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+class Csv:
+    """A CSV read strictly and in one pass: the header and the used columns of the rows that have as many fields
+    as the header, each with its line number.
+
+    Refused at once (a :class:`Rejects` entry naming the line): a row with another field count (a truncated or
+    merged line), a row with a cell longer than the csv module's field limit (128 KiB), and the last row of a
+    file that does not end in a newline when its last cell is a used column (the file was cut: the cell may be a
+    prefix of its value, ``388.0`` cut to ``38``). Cells are then checked column by column (:meth:`num`,
+    :meth:`ns`): a refused cell drops its row (:meth:`keep`). Unusable files raise :class:`InputError`: not
+    UTF-8 (binary, UTF-16), NUL bytes, no header, a used column twice in the header.
+    """
+
+    def __init__(self, path: Path, rejects: Rejects, want=None, max_rows: int | None = None):
+        self.path, self.rejects = Path(path), rejects
+        try:
+            with open(self.path, "rb") as fh:
+                head = fh.read(4096)
+                fh.seek(0, os.SEEK_END)
+                if fh.tell():
+                    fh.seek(-1, os.SEEK_END)
+                ends_nl = fh.read(1) in (b"\n", b"\r")
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        if not head.strip():
+            raise InputError(path, "empty file")
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
+            raise InputError(path, "not UTF-8 text (binary, UTF-16 or corrupted file?)")
+        self.header: list[str] = []
+        self.cols: dict[str, list[str]] = {}
+        self.lines: list[int] = []
+        self._at = 0  # the last line read
+        try:
+            with open(self.path, encoding="utf-8-sig", newline="") as fh:
+                self._read(csv.reader(fh), want, max_rows, ends_nl)
+        except UnicodeDecodeError:
+            raise InputError(path, f"not UTF-8 text after line {self._at} (binary or corrupted file?)") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        self.bad = np.zeros(len(self.lines), dtype=bool)
+
+    def _read(self, reader, want, max_rows, ends_nl) -> None:
+        for row in reader:
+            self._at = reader.line_num
+            if row:
+                break
+        else:
+            raise InputError(self.path, "empty file")
+        header = [c.strip() for c in row]
+        used = [i for i, c in enumerate(header) if want is None or c in want]
+        names = [header[i] for i in used]
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise InputError(self.path, f"column {twice[0]!r} appears twice in the header")
+        self.header = header
+        cells = [[] for _ in used]
+        lines = self.lines
+        n = len(header)
+        last_short = False
+        start = self._at + 1
+        while max_rows is None or len(lines) < max_rows:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # a cell over the field limit (the rest of its line is dropped)
+                self.rejects.add(self.path, start, "a cell", f"unreadable ({exc})")
+                start = self._at = reader.line_num + 1
+                continue
+            line, start = start, reader.line_num + 1
+            self._at = reader.line_num
+            if not row:
+                continue
+            if len(row) != n:
+                last_short = True
+                self.rejects.add(self.path, line, "the row", f"has {len(row)} fields, the header {n}")
+                continue
+            last_short = False
+            lines.append(line)
+            for out, i in zip(cells, used):
+                out.append(row[i])
+        else:  # max_rows reached (no break): the rows read are complete lines
+            ends_nl = True
+        if not ends_nl and lines and not last_short and (n - 1) in used:
+            # the file was cut inside its last row's last cell, or right after it: the value may be a prefix
+            lines.pop()
+            for out in cells:
+                out.pop()
+            self.rejects.add(self.path, reader.line_num, f"column '{header[-1]}'",
+                             "may be cut: the last line does not end in a newline (file truncated?)")
+        self.cols = dict(zip(names, cells))
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def has(self, name: str) -> bool:
+        return name in self.cols
+
+    def require(self, *names: str, what: str) -> None:
+        missing = [c for c in names if c not in self.cols]
+        if missing:
+            raise InputError(self.path, f"not {what}: missing column(s) {', '.join(missing)}")
+
+    def text(self, name: str, default: str = "") -> list[str]:
+        """An untrusted text column, each cell capped (:func:`reportgen.limits.cap_text`)."""
+        if name not in self.cols:
+            return [default] * len(self)
+        return [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in self.cols[name]]
+
+    def _refuse(self, name: str, idx, why) -> None:
+        for i in idx:
+            self.bad[i] = True
+            self.rejects.add(self.path, self.lines[i], f"column '{name}'", why(i))
+
+    def num(self, name: str, kind: str, required: bool = False) -> np.ndarray:
+        """A numeric column scaled to the model's unit (:data:`KINDS`); NaN where absent (empty, ``N/A``) or
+        refused. A refused cell (text, NaN, inf, a sign or magnitude out of bounds, or absent when
+        ``required``) drops its row and is counted."""
+        if name not in self.cols:
+            return np.full(len(self), np.nan)
+        raw = pd.Series(self.cols[name], dtype=object).str.strip()
+        missing = raw.isin(MISSING_CELLS).to_numpy()
+        scale, limit, _over, negative = KINDS[kind]
+        v = pd.to_numeric(raw.where(~missing, ""), errors="coerce").to_numpy(dtype=float) * scale
+        with np.errstate(invalid="ignore"):
+            fine = np.isfinite(v) & (np.abs(v) <= limit) & ((v >= 0) | negative)
+            if kind == "id":
+                fine &= np.floor(v) == v
+        bad = ~fine & (~missing | required)
+        if bad.any():
+            self._refuse(name, np.flatnonzero(bad), lambda i: "missing" if missing[i] else refused(v[i], kind))
+        v[~fine] = np.nan
+        return v
+
+    def ns(self, name: str, required: bool = False) -> pd.Series:
+        """An absolute time column in µs -> exact int ns (nullable Int64, :func:`reportgen.timebase.column_ns`);
+        cells that are not a time, are negative or beyond the int64 ns range drop their row."""
+        if name not in self.cols:
+            return pd.Series(pd.NA, index=range(len(self)), dtype="Int64")
+        raw = pd.Series(self.cols[name], dtype=object).str.strip()
+        missing = raw.isin(MISSING_CELLS).to_numpy()
+        out = column_ns(raw.where(~missing, ""))
+        got = out.notna().to_numpy()
+        neg = got & (out.fillna(0) < 0).to_numpy()
+        bad = (~got & (~missing | required)) | neg
+        if bad.any():
+            self._refuse(name, np.flatnonzero(bad), lambda i: "missing" if missing[i] else "negative" if neg[i]
+                         else "not a time (not a number, or beyond the int64 ns range)")
+            out[bad] = pd.NA
+        return out
+
+    def keep(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` (one row per CSV row) without the rows a refused cell dropped."""
+        return df[~self.bad].reset_index(drop=True) if self.bad.any() else df
+
+
+def _csv(path: Path, want=None) -> tuple[Csv, Rejects]:
+    rejects = Rejects()
+    return Csv(path, rejects, want), rejects
+
+
+def _done(df: pd.DataFrame, table: Csv, rejects: Rejects, problems: list) -> pd.DataFrame:
+    """The parsed rows without the refused ones; the refusals become data problems."""
+    out = table.keep(df)
+    rejects.flush(lambda p, t: problems.append((p, t)))
+    return out
 
 
 # --------------------------------------------------------------------------- text parsers
@@ -166,21 +381,28 @@ def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame
     Optional ``Device_id`` and ``Preparing`` columns; ``Step`` may be empty (no schedule): step
     :data:`NO_STEP_ID` here, made the whole-trace step 0 by :func:`whole_trace_steps` once every rank is read.
     ``step_ms`` = Computing + Communication(Not Overlapped) + Free, the device end-to-end time
-    (identity verified on the fixtures: equals Stage + Bubble to < 1 µs).
+    (identity verified on the fixtures: equals Stage + Bubble to < 1 µs). Every cell is checked (:class:`Csv`):
+    the three of step_ms are required; Preparing and the exclude-receive column may be negative (MindSpore
+    writes CommNotOverlapped - Bubble unclipped; Preparing spans two clocks); a step longer than a day is refused.
     """
-    df = _read_csv(path, problems)
-    missing = [c for c in ("Computing", "Communication(Not Overlapped)", "Free") if c not in df.columns]
-    if missing:
-        raise InputError(path, f"not a step_trace_time.csv: missing column(s) {', '.join(missing)}")
-    step_col = _col(df, "Step", "Step Id")
-    steps = _floats(df[step_col]) if step_col else pd.Series([math.nan] * len(df))
-    if steps.isna().any():
+    t, rejects = _csv(path)
+    t.require("Computing", "Communication(Not Overlapped)", "Free", what="a step_trace_time.csv")
+    step_col = "Step" if t.has("Step") else "Step Id" if t.has("Step Id") else None
+    steps = t.num(step_col, "id") if step_col else np.full(len(t), np.nan)
+    raw_steps = t.cols.get(step_col, [""] * len(t))
+    no_id = np.isnan(steps) & np.array([c.strip() in MISSING_CELLS for c in raw_steps], dtype=bool)
+    if (no_id & ~t.bad).any():
         problems.append((str(path), "rows without a step number (no profiler schedule) are counted as step 0"))
-    out = pd.DataFrame({"rank": [rank] * len(df), "step": steps.fillna(NO_STEP_ID).astype(int).to_numpy()})
+    out = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64),
+                        "step": np.where(no_id, NO_STEP_ID, np.nan_to_num(steps, nan=NO_STEP_ID)).astype(np.int64)})
+    required = ("Computing", "Communication(Not Overlapped)", "Free")
     for src, dst in STEP_TIME_COLUMNS.items():
-        out[dst] = _floats(df[src]).to_numpy() / US_PER_MS if src in df.columns else math.nan
+        signed = src in ("Preparing", "Communication(Not Overlapped and Exclude Receive)")
+        out[dst] = t.num(src, "us±" if signed else "us", required=src in required)
     out["step_ms"] = out["computing_ms"] + out["comm_not_overlapped_ms"] + out["free_ms"]
-    return out[STEP_TIME_ORDER]
+    long = np.flatnonzero((out["step_ms"] > MAX_DURATION_MS).to_numpy())
+    t._refuse("Computing + Communication(Not Overlapped) + Free", long, lambda i: "over one day")
+    return _done(out[STEP_TIME_ORDER], t, rejects, problems)
 
 
 def _op_type(op: str) -> str:
@@ -188,80 +410,136 @@ def _op_type(op: str) -> str:
     return (m.group(1) if m else op.split("-")[0]).lower()
 
 
+def _step_entries(doc, path: Path, rejects: Rejects):
+    """(step, kind, key, value) of the three outer levels of communication(_matrix).json:
+    ``{"step<N>": {"collective"|"p2p": {"<op>@<hash>": value}}}``; entries of another shape are refused."""
+    if not isinstance(doc, dict):
+        raise InputError(path, f"expected a JSON object keyed by step, found {_json_type(doc)}")
+    for step_key, kinds in doc.items():
+        m = re.fullmatch(r"step(\d*)", str(step_key))
+        step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
+        if step is None or step > MAX_ID:
+            rejects.add(path, _text(step_key, 40), "the key", f"is not step<N> (N in 0..{MAX_ID})",
+                        "entry skipped", unit="entry")
+            continue
+        kinds = _expect_dict(kinds, path, step_key, rejects)
+        for kind, entries in (kinds or {}).items():
+            entries = _expect_dict(entries, path, f"{step_key}/{_text(kind, 40)}", rejects)
+            for key, value in (entries or {}).items():
+                yield step, _text(kind, 40), _text(key), value
+
+
+#: communication.json "Communication Time Info" field -> (comm_ops column, kind); the elapse time is required
+_TIME_FIELDS = {"Elapse Time(ms)": ("elapse_ms", "ms"), "Transit Time(ms)": ("transit_ms", "ms"),
+                "Wait Time(ms)": ("wait_ms", "ms"), "Synchronization Time(ms)": ("sync_ms", "ms"),
+                "Idle Time(ms)": ("idle_ms", "ms")}
+#: "Communication Bandwidth Info" / matrix link field -> (column, kind)
+_BW_FIELDS = {"Transit Size(MB)": ("size_mb", "mb"), "Transit Time(ms)": ("time_ms", "ms"),
+              "Bandwidth(GB/s)": ("bandwidth_gbps", "gbps"), "Large Packet Ratio": ("large_packet_ratio", "ratio")}
+
+
+def _json_fields(obj: dict, fields: dict, path: Path, where: str, rejects: Rejects,
+                 required: tuple = ()) -> dict | None:
+    """The numeric fields of one JSON entry checked (:data:`KINDS`): {column: float (NaN when absent)}, or None
+    when a value is refused (the entry is skipped and counted)."""
+    out = {}
+    for name, (column, kind) in fields.items():
+        v = json_float(obj.get(name))
+        if v is None:
+            if name in required:
+                rejects.add(path, where, f"'{name}'", "missing", "entry skipped", unit="entry")
+                return None
+            out[column] = math.nan
+            continue
+        why = refused(v, kind)
+        if why is not None:
+            rejects.add(path, where, f"'{name}'", why, "entry skipped", unit="entry")
+            return None
+        out[column] = v
+    return out
+
+
 def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``communication.json`` -> (comm_ops_raw, comm_bandwidth_raw) with ``group_hash`` columns.
 
     Times are in ms already; sizes in MB (10^6 B); ``Total Op Info`` entries are skipped (they are
-    sums we recompute). SDMA is HCCS+PCIE+SIO aggregated: kept as its own transport row.
+    sums we recompute). SDMA is HCCS+PCIE+SIO aggregated: kept as its own transport row. Every level must be
+    an object and every number a finite, non-negative value within :data:`KINDS`; an entry that is not is
+    skipped and counted (data problem naming the step and op).
     """
     doc = _read_json(path, exact=True)
-    if not isinstance(doc, dict):
-        raise InputError(path, "expected a JSON object keyed by step")
+    rejects = Rejects()
     ops, bws = [], []
-    for step_key, kinds in doc.items():
-        m = re.match(r"^step(\d*)$", str(step_key))
-        if not m or not isinstance(kinds, dict):
-            problems.append((str(path), f"entry {str(step_key)[:40]!r} is not a step; skipped"))
+    for step, kind, key, info in _step_entries(doc, path, rejects):
+        if key.startswith("Total Op Info"):
             continue
-        step = int(m.group(1)) if m.group(1) else 0
-        for kind, entries in kinds.items():
-            if not isinstance(entries, dict):
+        where = f"step{step}/{kind}/{key}"
+        info = _expect_dict(info, path, where, rejects)
+        t = _expect_dict(info.get("Communication Time Info", {}), path, f"{where}/Communication Time Info",
+                         rejects) if info is not None else None
+        if t is None:
+            continue
+        times = _json_fields(t, _TIME_FIELDS, path, where, rejects, required=("Elapse Time(ms)",))
+        start, why = json_time_ns(t.get("Start Timestamp(us)"))
+        if why is not None:
+            rejects.add(path, where, "'Start Timestamp(us)'", why, "entry skipped", unit="entry")
+            continue
+        if times is None:
+            continue
+        op, _, ghash = key.partition("@")
+        ops.append((rank, step, kind, op, _op_type(op), ghash, start, *times.values()))
+        bw_info = _expect_dict(info.get("Communication Bandwidth Info", {}), path,
+                               f"{where}/Communication Bandwidth Info", rejects) or {}
+        for transport, b in bw_info.items():
+            at = f"{where}/{_text(transport, 40)}"
+            b = _expect_dict(b, path, at, rejects)
+            vals = _json_fields(b, _BW_FIELDS, path, at, rejects) if b is not None else None
+            if vals is None or not (vals["size_mb"] or vals["time_ms"]):
                 continue
-            for key, info in entries.items():
-                if key.startswith("Total Op Info") or not isinstance(info, dict):
-                    continue
-                op, _, ghash = key.partition("@")
-                t = info.get("Communication Time Info") or {}
-                ops.append((rank, step, kind, op, _op_type(op), ghash,
-                            to_ns(t.get("Start Timestamp(us)")), _num(t.get("Elapse Time(ms)")),
-                            _num(t.get("Transit Time(ms)")), _num(t.get("Wait Time(ms)")),
-                            _num(t.get("Synchronization Time(ms)")), _num(t.get("Idle Time(ms)"))))
-                for transport, b in (info.get("Communication Bandwidth Info") or {}).items():
-                    if not isinstance(b, dict):
-                        continue
-                    size, time = _num(b.get("Transit Size(MB)")), _num(b.get("Transit Time(ms)"))
-                    if not (size or time):
-                        continue
-                    bws.append((rank, step, kind, op, ghash, transport, size, time,
-                                _num(b.get("Bandwidth(GB/s)")), _num(b.get("Large Packet Ratio"))))
+            bws.append((rank, step, kind, op, ghash, _text(transport, 40), *vals.values()))
+    rejects.flush(lambda p, t: problems.append((p, t)))
     ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
-                                        "elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms"])
+                                        *(c for c, _k in _TIME_FIELDS.values())])
     ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
-    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport", "size_mb",
-                                       "time_ms", "bandwidth_gbps", "large_packet_ratio"])
+    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport",
+                                       *(c for c, _k in _BW_FIELDS.values())])
     return ops_df, bw_df
 
 
+#: matrix link field -> (column, kind)
+_LINK_FIELDS = {k: _BW_FIELDS[k] for k in ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")}
+
+
 def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    """``communication_matrix.json`` -> comm_matrix_raw rows with GROUP-LOCAL ``src_local``/``dst_local``."""
+    """``communication_matrix.json`` -> comm_matrix_raw rows with GROUP-LOCAL ``src_local``/``dst_local``.
+
+    A link key is ``<src>-<dst>`` of group-local indices below :data:`reportgen.limits.MAX_RANKS` (``4294967295``
+    = the local end); other keys, other shapes and refused numbers skip the link and are counted."""
     doc = _read_json(path)
-    if not isinstance(doc, dict):
-        raise InputError(path, "expected a JSON object keyed by step")
+    rejects = Rejects()
     rows = []
-    for step_key, kinds in doc.items():
-        m = re.match(r"^step(\d*)$", str(step_key))
-        if not m or not isinstance(kinds, dict):
-            continue
-        step = int(m.group(1)) if m.group(1) else 0
-        for kind, entries in kinds.items():
-            if not isinstance(entries, dict):
+    for step, kind, key, links in _step_entries(doc, path, rejects):
+        where = f"step{step}/{kind}/{key}"
+        links = _expect_dict(links, path, where, rejects)
+        name, _, ghash = key.partition("@")
+        op_type, _, stat = name.rpartition("-")
+        for link, v in (links or {}).items():
+            at = f"{where}/{_text(link, 40)}"
+            src, _, dst = str(link).partition("-")
+            src_i, dst_i = as_int(src), as_int(dst)
+            if dst_i == 4294967295:  # "local": the other end is the source
+                dst_i = src_i
+            if src_i is None or dst_i is None or not (0 <= src_i < MAX_RANKS and 0 <= dst_i < MAX_RANKS):
+                rejects.add(path, at, "the link key", f"is not <src>-<dst> of ranks in 0..{MAX_RANKS - 1}",
+                            "entry skipped", unit="entry")
                 continue
-            for key, links in entries.items():
-                if not isinstance(links, dict):
-                    continue
-                name, _, ghash = key.partition("@")
-                op_type, _, stat = name.rpartition("-")
-                for link, v in links.items():
-                    src, _, dst = str(link).partition("-")
-                    if not (src.isdigit() and dst.isdigit()) or not isinstance(v, dict):
-                        continue
-                    src_i, dst_i = int(src), int(dst)
-                    if dst_i == 4294967295:  # "local": the other end is the source
-                        dst_i = src_i
-                    rows.append((rank, step, kind, op_type.lower(), stat, ghash, src_i, dst_i,
-                                 str(v.get("Transport Type", "")), _num(v.get("Transit Size(MB)")),
-                                 _num(v.get("Transit Time(ms)")), _num(v.get("Bandwidth(GB/s)")),
-                                 str(v.get("Op Name", ""))))
+            v = _expect_dict(v, path, at, rejects)
+            vals = _json_fields(v, _LINK_FIELDS, path, at, rejects) if v is not None else None
+            if vals is None:
+                continue
+            rows.append((rank, step, kind, op_type.lower(), stat, ghash, src_i, dst_i,
+                         _text(v.get("Transport Type", ""), 40), *vals.values(), _text(v.get("Op Name", ""))))
+    rejects.flush(lambda p, t: problems.append((p, t)))
     return pd.DataFrame(rows, columns=["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local",
                                        "dst_local", "transport", "size_mb", "time_ms", "bandwidth_gbps", "op_name"])
 
@@ -269,75 +547,71 @@ def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
     wanted = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)",
               "Input Shapes", "Output Shapes"}
-    df = _read_csv(path, problems, usecols=lambda c: c.strip() in wanted)
-    if "Name" not in df.columns or "Duration(us)" not in df.columns:
-        raise InputError(path, "not a kernel_details.csv: missing Name or Duration(us)")
-    n = len(df)
-    return pd.DataFrame({
-        "rank": [rank] * n,
-        "step": _floats(df["Step Id"]) if "Step Id" in df else math.nan,
-        "name": df["Name"],
-        "type": df["Type"] if "Type" in df else "",
-        "core": df["Accelerator Core"] if "Accelerator Core" in df else "",
-        "stream": _floats(df["Stream ID"]) if "Stream ID" in df else math.nan,
-        "start_ns": column_ns(df["Start Time(us)"]) if "Start Time(us)" in df else pd.NA,
-        "dur_ms": _floats(df["Duration(us)"]) / US_PER_MS,
-        "input_shapes": df["Input Shapes"].str.strip('"') if "Input Shapes" in df else "",
-        "output_shapes": df["Output Shapes"].str.strip('"') if "Output Shapes" in df else "",
+    t, rejects = _csv(path, wanted)
+    t.require("Name", "Duration(us)", what="a kernel_details.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64),
+        "step": t.num("Step Id", "id"),
+        "name": t.text("Name"),
+        "type": t.text("Type"),
+        "core": t.text("Accelerator Core"),
+        "stream": t.num("Stream ID", "id"),
+        "start_ns": t.ns("Start Time(us)"),
+        "dur_ms": t.num("Duration(us)", "us", required=True),
+        "input_shapes": [s.strip('"') for s in t.text("Input Shapes")],
+        "output_shapes": [s.strip('"') for s in t.text("Output Shapes")],
     })
+    return _done(df, t, rejects, problems)
 
 
 def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    df = _read_csv(path, problems)
-    need = ["OP Type", "Count", "Total Time(us)"]
-    if any(c not in df.columns for c in need):
-        raise InputError(path, "not an op_statistic.csv: missing OP Type/Count/Total Time(us)")
-    return pd.DataFrame({
-        "rank": [rank] * len(df),
-        "op_type": df["OP Type"],
-        "core": df["Core Type"] if "Core Type" in df else "",
-        "count": _floats(df["Count"]),
-        "total_ms": _floats(df["Total Time(us)"]) / US_PER_MS,
-        "avg_ms": _floats(df["Avg Time(us)"]) / US_PER_MS if "Avg Time(us)" in df else math.nan,
-        "min_ms": _floats(df["Min Time(us)"]) / US_PER_MS if "Min Time(us)" in df else math.nan,
-        "max_ms": _floats(df["Max Time(us)"]) / US_PER_MS if "Max Time(us)" in df else math.nan,
+    t, rejects = _csv(path)
+    t.require("OP Type", "Count", "Total Time(us)", what="an op_statistic.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64),
+        "op_type": t.text("OP Type"),
+        "core": t.text("Core Type"),
+        "count": t.num("Count", "count", required=True),
+        "total_ms": t.num("Total Time(us)", "us", required=True),
+        "avg_ms": t.num("Avg Time(us)", "us"),
+        "min_ms": t.num("Min Time(us)", "us"),
+        "max_ms": t.num("Max Time(us)", "us"),
     })
+    return _done(df, t, rejects, problems)
 
 
 def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    df = _read_csv(path, problems)
-    if "Component" not in df.columns or "Total Reserved(MB)" not in df.columns:
-        raise InputError(path, "not a memory_record.csv: missing Component/Total Reserved(MB)")
-    def mib(col):
-        return _floats(df[col]) * MIB_TO_MB if col in df.columns else math.nan
-    return pd.DataFrame({
-        "rank": [rank] * len(df), "component": df["Component"],
-        "ts_ns": column_ns(df["Timestamp(us)"]),
-        "allocated_mb": mib("Total Allocated(MB)"), "reserved_mb": mib("Total Reserved(MB)"),
-        "active_mb": mib("Total Active(MB)"),
+    t, rejects = _csv(path)
+    t.require("Component", "Timestamp(us)", "Total Reserved(MB)", what="a memory_record.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64), "component": t.text("Component"),
+        "ts_ns": t.ns("Timestamp(us)", required=True),
+        "allocated_mb": t.num("Total Allocated(MB)", "mib"), "reserved_mb": t.num("Total Reserved(MB)", "mib"),
+        "active_mb": t.num("Total Active(MB)", "mib"),
     })
+    return _done(df, t, rejects, problems)
 
 
 def parse_npu_module_mem(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    df = _read_csv(path, problems)
-    if "Component" not in df.columns or "Total Reserved(MB)" not in df.columns:
-        raise InputError(path, "not an npu_module_mem.csv: missing Component/Total Reserved(MB)")
-    return pd.DataFrame({"rank": [rank] * len(df), "component": df["Component"],
-                         "ts_ns": column_ns(df["Timestamp(us)"]),
-                         "reserved_mb": _floats(df["Total Reserved(MB)"]) * MIB_TO_MB})
+    t, rejects = _csv(path)
+    t.require("Component", "Timestamp(us)", "Total Reserved(MB)", what="an npu_module_mem.csv")
+    df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64), "component": t.text("Component"),
+                       "ts_ns": t.ns("Timestamp(us)", required=True),
+                       "reserved_mb": t.num("Total Reserved(MB)", "mib")})
+    return _done(df, t, rejects, problems)
 
 
 def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    df = _read_csv(path, problems)
-    if "Name" not in df.columns or "Size(KB)" not in df.columns:
-        raise InputError(path, "not an operator_memory.csv: missing Name/Size(KB)")
-    return pd.DataFrame({
-        "rank": [rank] * len(df), "name": df["Name"],
-        "size_mb": _floats(df["Size(KB)"]) * KIB_TO_MB,
-        "alloc_ns": column_ns(df["Allocation Time(us)"]) if "Allocation Time(us)" in df else pd.NA,
-        "release_ns": column_ns(df["Release Time(us)"]) if "Release Time(us)" in df else pd.NA,
-        "duration_ms": _floats(df["Duration(us)"]) / US_PER_MS if "Duration(us)" in df else math.nan,
+    t, rejects = _csv(path)
+    t.require("Name", "Size(KB)", what="an operator_memory.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64), "name": t.text("Name"),
+        "size_mb": t.num("Size(KB)", "kib", required=True),
+        "alloc_ns": t.ns("Allocation Time(us)"),
+        "release_ns": t.ns("Release Time(us)"),
+        "duration_ms": t.num("Duration(us)", "us"),
     })
+    return _done(df, t, rejects, problems)
 
 
 #: Tables parsed only when a section asks for them (large per-rank CSVs).
@@ -348,17 +622,16 @@ LAZY_TIME_COLUMNS = {"kernels": "Start Time(us)", "memory_record": "Timestamp(us
 
 
 def _first_times_ns(path: Path, table: str, rows: int = 64) -> pd.Series | None:
-    """Exact ns of the time column in the first rows of a lazily parsed CSV (None if it has none)."""
+    """Exact ns of the time column in the first rows of a lazily parsed CSV (None if it has none or is unreadable;
+    refused cells are left out, the full parse reports them)."""
     col = LAZY_TIME_COLUMNS.get(table)
     if col is None:
         return None
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, nrows=rows, on_bad_lines="skip",
-                         encoding="utf-8-sig", encoding_errors="replace")
-    except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        t = Csv(path, Rejects(), {col}, max_rows=rows)
+    except InputError:
         return None
-    df.columns = [c.strip() for c in df.columns]
-    return column_ns(df[col]) if col in df.columns else None
+    return t.ns(col).dropna() if t.has(col) else None
 
 #: ASCEND_PROFILER_OUTPUT file -> (table, parser). communication files are handled separately.
 TEXT_FILES = {
@@ -382,6 +655,7 @@ class RankDir:
     framework: str  # torch_npu | mindspore
     stamp: str = ""
     info: dict = field(default_factory=dict)
+    info_path: str = ""
 
     @property
     def output(self) -> Path:
@@ -412,46 +686,83 @@ def _host_from_name(path: Path) -> str | None:
     """torch_npu / MindSpore name their directory ``{hostname}_{pid}_{timestamp}_ascend_{pt|ms}``."""
     parts = path.name.split("_")
     if len(parts) >= 5 and parts[-3].isdigit() and len(parts[-3]) >= 8 and parts[-4].isdigit():
-        return "_".join(parts[:-4]) or None
+        return cap_text("_".join(parts[:-4]), 256) or None
     return None
 
 
 def _stamp(path: Path) -> str:
+    """The directory's time: ``name:<digits>`` from its name (``..._{timestamp}_ascend_pt``), else
+    ``mtime:<ns>``; zero-padded so that two stamps of one kind compare as strings."""
     parts = path.name.split("_")
     if len(parts) >= 3 and parts[-3].isdigit() and len(parts[-3]) >= 8:
-        return parts[-3]
+        return f"name:{parts[-3]:0>24}"
     try:
-        return f"mtime:{int(path.stat().st_mtime_ns):020d}"
+        return f"mtime:{int(path.stat().st_mtime_ns):024d}"
     except OSError:
         return ""
 
 
+def _newer(a: RankDir, b: RankDir) -> tuple[RankDir, RankDir, str]:
+    """(winner, loser, why) of two directories for one rank: the newer by the time stamp in their names, else by
+    modification time; the first in path order on a tie or when only one has a stamp in its name."""
+    ka, _, va = a.stamp.partition(":")
+    kb, _, vb = b.stamp.partition(":")
+    how = "the time stamp in its name" if ka == "name" else "its modification time"
+    if ka == kb and va != vb:
+        return (a, b, f"newer by {how}") if va > vb else (b, a, f"newer by {how}")
+    first, second = (a, b) if str(a.path) <= str(b.path) else (b, a)
+    return first, second, "first in path order (the time stamps do not tell which is newer)"
+
+
 def _rank_dir(path: Path, problems: list) -> RankDir:
+    """A profiler directory and its rank (module doc, "Discovery"); every rank id is checked (limits.rank_id)."""
     framework = "mindspore" if path.name.endswith("ascend_ms") else "torch_npu"
-    info, rank, source = {}, None, ""
+
+    def problem(p, text):
+        problems.append((p, text))
+
+    info, info_path, rank, source = {}, "", None, ""
     infos = sorted(p for p in path.glob("profiler_info*.json") if p.is_file())
     for p in infos:
-        m = _INFO.match(p.name)
         try:
-            info = _read_json(p) if not info else info
+            doc = _read_json(p)
         except InputError as exc:
-            problems.append((exc.path, exc.problem))
-        if m:
-            rank, source = int(m.group(1)), p.name
+            problems.append((exc.path, exc.problem + "; ignored"))
+            continue
+        if isinstance(doc, dict):
+            info, info_path = doc, str(p)
             break
-    if rank is None and isinstance(info, dict) and str(info.get("rank_id", "")).strip().lstrip("-").isdigit():
-        value = int(str(info["rank_id"]).strip())
-        if value >= 0:
-            rank, source = value, "rank_id in profiler_info.json"
+        problems.append((str(p), f"expected a JSON object, found {_json_type(doc)}; ignored"))
+    named = {}
+    for p in infos:
+        m = _INFO.match(p.name)
+        if m:
+            r = rank_id(m.group(1), p, problem, "rank id in the file name")
+            if r is not None:
+                named.setdefault(r, p)
+    if named:
+        rank = min(named)
+        source = named[rank].name
+        if len(named) > 1:
+            problems.append((str(path), f"profiler_info files name ranks {', '.join(map(str, sorted(named)))}; "
+                                        f"rank {rank} ({source}, the lowest) was used"))
+    if "rank_id" in info:
+        r = rank_id(info["rank_id"], info_path, problem, "rank_id")
+        if r is not None and rank is None:
+            rank, source = r, "rank_id in profiler_info.json"
+        elif r is not None and r != rank:
+            problems.append((info_path, f"rank_id {r} disagrees with the file name (rank {rank}); the file name "
+                                        f"was used"))
     if rank is None:
         from .ascend_trace import rank_from_framework
 
         value = rank_from_framework(path)
         if value is not None:
-            rank, source = value, "FRAMEWORK/ file suffix"
-    if isinstance(info, dict) and "MindSpore" in json.dumps(info)[:4000]:
+            rank = rank_id(value, path / "FRAMEWORK", problem, "rank id in the FRAMEWORK file names")
+            source = "FRAMEWORK/ file suffix"
+    if info and "MindSpore" in json.dumps(info)[:4000]:
         framework = "mindspore"
-    return RankDir(path, rank, source, framework, _stamp(path), info if isinstance(info, dict) else {})
+    return RankDir(path, rank, source, framework, _stamp(path), info, info_path)
 
 
 # --------------------------------------------------------------------------- the reader
@@ -467,20 +778,95 @@ def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
     chosen: dict[int, RankDir] = {}
     for d in dirs:
         if d.rank is None:
-            problems.append((str(d.path), "no rank found (no profiler_info_<rank>.json, no rank_id, no FRAMEWORK "
+            problems.append((str(d.path), "no usable rank (no profiler_info_<rank>.json, no rank_id, no FRAMEWORK "
                                           "suffix); directory skipped"))
             continue
         other = chosen.get(d.rank)
         if other is None:
             chosen[d.rank] = d
             continue
-        newer, older = (d, other) if d.stamp > other.stamp else (other, d)
-        chosen[d.rank] = newer
-        problems.append((str(older.path), f"rank {d.rank} also in {newer.path.name}, which is newer and was used; "
+        winner, loser, why = _newer(d, other)
+        chosen[d.rank] = winner
+        problems.append((str(loser.path), f"rank {d.rank} also in {winner.path.name}, which was used ({why}); "
                                           f"this directory was skipped"))
     if not chosen:
         raise InputError(root, "profiler directories found, but none says which rank it is")
     return chosen
+
+
+class _Meta:
+    """What the ranks' profiler_metadata.json (or the DB's META_DATA) claim: ``distributed_args`` (the first
+    rank's; another rank's differing world size is a data problem) and the union of the process groups, each
+    group's ``global_ranks`` checked (whole numbers in 0..MAX_RANKS-1, no repeats; else the group is ignored)."""
+
+    def __init__(self, problems: list):
+        self.problems = problems
+        self.args: dict = {}
+        self.args_path = ""
+        self.groups: dict[str, dict] = {}  # key -> {"group_name": str, "ranks": sorted list of int, "path": str}
+
+    def add(self, path: str, args, groups) -> None:
+        if args is not None:
+            if not isinstance(args, dict):
+                self.problems.append((path, f"distributed_args is {_json_type(args)}, not an object; ignored"))
+            elif not self.args:
+                self.args, self.args_path = args, path
+            elif args.get("world_size") != self.args.get("world_size"):
+                self.problems.append((path, f"distributed_args.world_size {_text(repr(args.get('world_size')), 40)} "
+                                            f"differs from {_text(repr(self.args.get('world_size')), 40)} in "
+                                            f"{self.args_path}; that one was used"))
+        if groups is None:
+            return
+        if not isinstance(groups, dict):
+            self.problems.append((path, f"parallel_group_info is {_json_type(groups)}, not an object; ignored"))
+            return
+        for key, g in groups.items():
+            key = _text(key, 200)
+            members = g.get("global_ranks") if isinstance(g, dict) else None
+            if not isinstance(members, list):
+                self.problems.append((path, f"parallel_group_info group {key!r}: no global_ranks list; "
+                                            f"group ignored"))
+                continue
+            ranks = self._ranks(path, key, members)
+            if ranks is None:
+                continue
+            name = g.get("group_name", "")
+            got = {"group_name": _text(name if isinstance(name, str) else "", 200), "ranks": ranks, "path": path}
+            old = self.groups.setdefault(key, got)
+            if old["ranks"] != ranks:
+                self.problems.append((path, f"parallel_group_info group {key!r} lists other ranks than in "
+                                            f"{old['path']}; that one was used"))
+
+    def _ranks(self, path: str, key: str, members: list) -> list[int] | None:
+        if len(members) > MAX_RANKS:
+            self.problems.append((path, f"parallel_group_info group {key!r} lists {len(members)} ranks, more than "
+                                        f"{MAX_RANKS}; group ignored"))
+            return None
+        out = []
+        for x in members:
+            n = as_int(x)
+            if n is None or not 0 <= n < MAX_RANKS:
+                rank_id(x, path, lambda p, t: self.problems.append(
+                    (p, f"parallel_group_info group {key!r}: {t.replace('; ignored', '; group ignored')}")),
+                    "member")
+                return None
+            out.append(n)
+        if len(set(out)) != len(out):
+            self.problems.append((path, f"parallel_group_info group {key!r} lists a rank twice; group ignored"))
+            return None
+        return sorted(out)
+
+    def add_text(self, path: str, name: str, value) -> None:
+        """One META_DATA row of a DB export (JSON text)."""
+        try:
+            doc = json.loads(value) if isinstance(value, str) else value
+        except (ValueError, RecursionError):
+            self.problems.append((path, f"META_DATA {name}: not JSON; ignored"))
+            return
+        if name == "distributed_args":
+            self.add(path, doc, None)
+        elif name == "parallel_group_info":
+            self.add(path, None, doc)
 
 
 def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
@@ -494,18 +880,24 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                      f"{'y' if len(chosen) == 1 else 'ies'} (*_ascend_pt / *_ascend_ms)")
 
     # metadata: distributed args and the union of every rank's process groups
-    dist_args: dict = {}
-    group_info: dict[str, dict] = {}
+    meta = _Meta(problems)
     for rank, d in sorted(chosen.items()):
         meta_path = d.path / "profiler_metadata.json"
         if meta_path.is_file():
             try:
-                meta = _read_json(meta_path)
+                doc = _read_json(meta_path)
             except InputError as exc:
                 problems.append((exc.path, exc.problem + "; metadata ignored"))
-                meta = {}
-            if isinstance(meta, dict):
-                _merge_metadata(meta.get("distributed_args"), meta.get("parallel_group_info"), dist_args, group_info)
+                continue
+            if not isinstance(doc, dict):
+                problems.append((str(meta_path), f"expected a JSON object, found {_json_type(doc)}; metadata ignored"))
+                continue
+            meta.add(str(meta_path), doc.get("distributed_args"), doc.get("parallel_group_info"))
+            said = as_int(doc["distributed_args"].get("rank")) if isinstance(doc.get("distributed_args"), dict) \
+                else None
+            if said is not None and said != rank:
+                problems.append((str(meta_path), f"distributed_args.rank {said} disagrees with {d.rank_source} "
+                                                 f"(rank {rank}); rank {rank} was used"))
 
     # per-rank files
     tables: dict[str, list] = {}
@@ -536,19 +928,12 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             run.tables[name] = pd.concat(parts, ignore_index=True)
     meta_rows = run.tables.pop("metadata", None)
     if meta_rows is not None:  # DB exports keep profiler_metadata.json in their META_DATA table
-        for _, row in meta_rows.iterrows():
-            try:
-                value = json.loads(row["value"]) if isinstance(row["value"], str) else row["value"]
-            except ValueError:
-                continue
-            if row["name"] == "distributed_args":
-                _merge_metadata(value, None, dist_args, group_info)
-            elif row["name"] == "parallel_group_info":
-                _merge_metadata(None, value, dist_args, group_info)
+        for row in meta_rows.itertuples():
+            meta.add_text(row.path, row.name, row.value)
 
     if "comm_bandwidth" in run.tables:
         run.tables["comm_bandwidth"] = sdma_remainder(run.tables["comm_bandwidth"])
-    by_hash = _layout(run, chosen, dist_args, group_info, problems, root)
+    by_hash = _layout(run, chosen, meta, problems, root)
     _resolve_groups(run, by_hash, problems)
     have = set(run.tables["step_time"]["rank"]) if "step_time" in run.tables else set()
     if "trace_steps" in run.tables and "overlap_intervals" in run.tables:
@@ -583,36 +968,54 @@ def whole_trace_steps(run: Run) -> None:
         run.tables["step_time"] = st.assign(step=st["step"].where(~none, 0))
 
 
-def _merge_metadata(args, groups, dist_args: dict, group_info: dict) -> None:
-    if isinstance(args, dict) and not dist_args:
-        dist_args.update(args)
-    if isinstance(groups, dict):
-        for key, g in groups.items():
-            if isinstance(g, dict) and isinstance(g.get("global_ranks"), list):
-                group_info.setdefault(str(key), g)
+def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> dict:
+    """Groups, world size, missing ranks, parallel sizes and pipeline stages; returns {hash: group row}.
 
-
-def _layout(run: Run, chosen: dict, dist_args: dict, group_info: dict, problems: list, root: Path) -> dict:
-    """Groups, world size, missing ranks, parallel sizes and pipeline stages; returns {hash: group row}."""
+    World size: ``distributed_args.world_size`` (else MindSpore's ``rank_size`` in profiler_info) checked
+    against the ranks found (:func:`reportgen.limits.world_size`); a group listing a rank beyond a usable claim
+    is ignored; without a usable claim the ranks found and the groups' members set it. Nothing is allocated from
+    a claim: missing ranks are listed up to :data:`MAX_LISTED_MISSING`, beyond that only counted."""
+    found = sorted(chosen)
+    claim, claim_path, what = meta.args.get("world_size"), meta.args_path, "distributed_args.world_size"
+    if claim is None:  # MindSpore <= 2.4
+        claim, claim_path, what = next(((d.info["rank_size"], d.info_path, "rank_size")
+                                        for _r, d in sorted(chosen.items()) if d.info.get("rank_size") is not None),
+                                       (None, "", ""))
+    world = world_size(claim, found, claim_path or root, lambda p, t: problems.append((p, t)), what)
+    if claim is not None and world == as_int(claim):
+        for key in [k for k, g in meta.groups.items() if g["ranks"] and g["ranks"][-1] >= world]:
+            g = meta.groups.pop(key)
+            problems.append((g["path"], f"parallel_group_info group {key!r} lists rank {g['ranks'][-1]}, beyond "
+                                        f"the world size {world} ({what}); group ignored"))
+    else:
+        world = max([world] + [g["ranks"][-1] + 1 for g in meta.groups.values() if g["ranks"]])
     groups = pd.DataFrame(
-        [{"group": k, "name": str(g.get("group_name", "")), "kind": group_kind(str(g.get("group_name", ""))),
-          "ranks": sorted(int(r) for r in g["global_ranks"]), "hash": str(double_hash(k))}
-         for k, g in sorted(group_info.items())],
+        [{"group": k, "name": g["group_name"], "kind": group_kind(g["group_name"]), "ranks": g["ranks"],
+          "hash": str(double_hash(k))} for k, g in sorted(meta.groups.items())],
         columns=["group", "name", "kind", "ranks", "hash"])
     run.tables["groups"] = groups
-    world = dist_args.get("world_size")
-    expected: set[int] = set(range(int(world))) if isinstance(world, int) and world > 0 else set()
-    for ranks in groups["ranks"]:
-        expected.update(ranks)
-    run.ranks = sorted(chosen)
-    run.world_size = int(world) if isinstance(world, int) and world > 0 else (max(expected) + 1 if expected else None)
-    run.missing_ranks = sorted(expected - set(chosen))
+    run.ranks = found
+    run.world_size = world
+    missing = world - sum(1 for r in found if r < world)
+    if missing <= MAX_LISTED_MISSING:
+        run.missing_ranks = sorted(set(range(world)) - set(found))
+    else:
+        run.missing_ranks = []
+        problems.append((claim_path or str(root), f"{missing} of the {world} ranks have no profiler directory "
+                                                  f"(too many to list)"))
 
     par = {}
     for short, key in (("tp", "tensor_model"), ("pp", "pipeline_model"), ("dp", "data"), ("cp", "context"),
                        ("ep", "expert_model")):
-        if isinstance(dist_args.get(f"{key}_parallel_size"), int):
-            par[short] = dist_args[f"{key}_parallel_size"]
+        value = meta.args.get(f"{key}_parallel_size")
+        if value is None:
+            continue
+        n = as_int(value)
+        if n is None or not 1 <= n <= world:
+            problems.append((meta.args_path, f"distributed_args.{key}_parallel_size {_text(repr(value), 40)} is not "
+                                             f"a size in 1..{world} (the world size); ignored"))
+            continue
+        par[short] = n
     stage_of: dict[int, int] = {}
     for row in groups.itertuples():
         if row.kind == "pp" and len(row.ranks) > 1:

@@ -34,7 +34,7 @@ the exported tables on the fixtures, to the ns):
 
 Extra tables on request (same columns as :mod:`.ascend_trace`): ``hccl_ops`` (``COMMUNICATION_OP``, lane =
 the HCCL group name), ``device_ops`` (``TASK`` without synchronisation tasks), and ``metadata``
-(rank, name, value: ``META_DATA`` rows such as ``parallel_group_info`` / ``distributed_args`` as JSON
+(rank, name, value, path: ``META_DATA`` rows such as ``parallel_group_info`` / ``distributed_args`` as JSON
 text, plus ``RANK_DEVICE_MAP``).
 
 Opening never changes the input: rollback-journal DBs are opened ``mode=ro``; WAL-mode DBs (profiler
@@ -85,7 +85,7 @@ COLUMNS = {
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
     "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
-    "metadata": ["rank", "name", "value"],
+    "metadata": ["rank", "name", "value", "path"],
 }
 
 #: StepTraceTime column (normalised) -> step_time column (ms after /1000)
@@ -907,12 +907,12 @@ def _metadata(ctx: _Rank) -> pd.DataFrame | None:
     t = db.table("META_DATA") if db else None
     if t and db.col(t, "name") and db.col(t, "value"):
         for name, value in db.conn.execute(f"SELECT {_q(db.col(t, 'name'))}, {_q(db.col(t, 'value'))} FROM {_q(t)}"):
-            rows.append((ctx.rank, str(name), "" if value is None else str(value)))
+            rows.append((ctx.rank, str(name), "" if value is None else str(value), str(db.path)))
     m = db.table("RANK_DEVICE_MAP") if db else None
     if m:
         df = db.read(f"SELECT * FROM {_q(m)}")
         rows.append((ctx.rank, "RANK_DEVICE_MAP", json.dumps(df.astype(object).where(df.notna(), None)
-                                                             .to_dict("records"))))
+                                                             .to_dict("records")), str(db.path)))
     return pd.DataFrame(rows, columns=COLUMNS["metadata"]) if rows else None
 
 
