@@ -163,7 +163,8 @@ class Rejects:
 
     def flush(self, problem: ProblemFn) -> None:
         for (path, column, reason, action, unit), (count, lines) in self.kinds.items():
-            plural = action.replace("row ", "rows ").replace("value ", "values ") if count != 1 else action
+            plural = action.replace("row ", "rows ").replace("value ", "values ").replace("entry ", "entries ") \
+                if count != 1 else action
             where = ""
             if lines:
                 more = ", …" if count > len(lines) else ""

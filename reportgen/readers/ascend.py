@@ -133,7 +133,7 @@ def refused(value: float, kind: str) -> str | None:
     """Why a value (already scaled to the run model's unit) of this :data:`KINDS` kind is refused, or None."""
     _scale, limit, over, negative = KINDS[kind]
     why = finite_number(value, negative=negative, limit=limit, over=over)
-    if why is None and kind == "id" and not float(value).is_integer():
+    if why is None and kind in ("id", "count") and not float(value).is_integer():
         return "not a whole number"
     return why
 
@@ -262,32 +262,42 @@ class Csv:
         cells = [[] for _ in used]
         lines = self.lines
         n = len(header)
-        last_short = False
+        short = None  # (line, reason) of a row refused for its field count, reported once it is known if it is last
+        last_kept = False
         start = self._at + 1
         while max_rows is None or len(lines) < max_rows:
             try:
                 row = next(reader)
             except StopIteration:
                 break
-            except csv.Error as exc:  # a cell over the field limit (the rest of its line is dropped)
-                self.rejects.add(self.path, start, "a cell", f"unreadable ({exc})")
+            except csv.Error:  # a cell over the field limit (the rest of its line is dropped)
+                self.rejects.add(self.path, start, "a cell", f"longer than {csv.field_size_limit()} characters")
                 start = self._at = reader.line_num + 1
+                last_kept = False
                 continue
             line, start = start, reader.line_num + 1
             self._at = reader.line_num
             if not row:
                 continue
+            if short:
+                self.rejects.add(self.path, short[0], "the row", short[1])
+                short = None
+            last_kept = False
             if len(row) != n:
-                last_short = True
-                self.rejects.add(self.path, line, "the row", f"has {len(row)} fields, the header {n}")
-                continue
-            last_short = False
-            lines.append(line)
-            for out, i in zip(cells, used):
-                out.append(row[i])
+                short = (line, f"has {len(row)} fields, the header {n}")
+            elif row[0].strip() == header[0] and [c.strip() for c in row] == header:
+                self.rejects.add(self.path, line, "the row", "repeats the header (files concatenated?)")
+            else:
+                last_kept = True
+                lines.append(line)
+                for out, i in zip(cells, used):
+                    out.append(row[i])
         else:  # max_rows reached (no break): the rows read are complete lines
             ends_nl = True
-        if not ends_nl and lines and not last_short and (n - 1) in used:
+        if short:
+            cut = "" if ends_nl else "; the file ends inside it without a newline (truncated?)"
+            self.rejects.add(self.path, short[0], "the row", short[1] + cut)
+        elif not ends_nl and last_kept and (n - 1) in used:
             # the file was cut inside its last row's last cell, or right after it: the value may be a prefix
             lines.pop()
             for out in cells:
@@ -330,7 +340,7 @@ class Csv:
         v = pd.to_numeric(raw.where(~missing, ""), errors="coerce").to_numpy(dtype=float) * scale
         with np.errstate(invalid="ignore"):
             fine = np.isfinite(v) & (np.abs(v) <= limit) & ((v >= 0) | negative)
-            if kind == "id":
+            if kind in ("id", "count"):
                 fine &= np.floor(v) == v
         bad = ~fine & (~missing | required)
         if bad.any():
@@ -368,6 +378,8 @@ def _csv(path: Path, want=None) -> tuple[Csv, Rejects]:
 def _done(df: pd.DataFrame, table: Csv, rejects: Rejects, problems: list) -> pd.DataFrame:
     """The parsed rows without the refused ones; the refusals become data problems."""
     out = table.keep(df)
+    if not len(table) and not len(rejects):
+        problems.append((str(table.path), "no data rows (only the header)"))
     rejects.flush(lambda p, t: problems.append((p, t)))
     return out
 
@@ -382,8 +394,8 @@ def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame
     :data:`NO_STEP_ID` here, made the whole-trace step 0 by :func:`whole_trace_steps` once every rank is read.
     ``step_ms`` = Computing + Communication(Not Overlapped) + Free, the device end-to-end time
     (identity verified on the fixtures: equals Stage + Bubble to < 1 µs). Every cell is checked (:class:`Csv`):
-    the three of step_ms are required; Preparing and the exclude-receive column may be negative (MindSpore
-    writes CommNotOverlapped - Bubble unclipped; Preparing spans two clocks); a step longer than a day is refused.
+    the three of step_ms are required; only the exclude-receive column may be negative (MindSpore writes
+    CommNotOverlapped - Bubble unclipped); a step longer than a day is refused.
     """
     t, rejects = _csv(path)
     t.require("Computing", "Communication(Not Overlapped)", "Free", what="a step_trace_time.csv")
@@ -397,7 +409,7 @@ def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame
                         "step": np.where(no_id, NO_STEP_ID, np.nan_to_num(steps, nan=NO_STEP_ID)).astype(np.int64)})
     required = ("Computing", "Communication(Not Overlapped)", "Free")
     for src, dst in STEP_TIME_COLUMNS.items():
-        signed = src in ("Preparing", "Communication(Not Overlapped and Exclude Receive)")
+        signed = src == "Communication(Not Overlapped and Exclude Receive)"
         out[dst] = t.num(src, "us±" if signed else "us", required=src in required)
     out["step_ms"] = out["computing_ms"] + out["comm_not_overlapped_ms"] + out["free_ms"]
     long = np.flatnonzero((out["step_ms"] > MAX_DURATION_MS).to_numpy())
@@ -796,25 +808,27 @@ def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
 
 class _Meta:
     """What the ranks' profiler_metadata.json (or the DB's META_DATA) claim: ``distributed_args`` (the first
-    rank's; another rank's differing world size is a data problem) and the union of the process groups, each
-    group's ``global_ranks`` checked (whole numbers in 0..MAX_RANKS-1, no repeats; else the group is ignored)."""
+    rank's; each distinct ``world_size`` claim is kept with the file that makes it, :func:`_layout` checks them)
+    and the union of the process groups, each group's ``global_ranks`` checked (whole numbers in
+    0..MAX_RANKS-1, no repeats; else the group is ignored)."""
 
     def __init__(self, problems: list):
         self.problems = problems
         self.args: dict = {}
         self.args_path = ""
+        self.world_claims: dict[str, tuple[str, object]] = {}  # repr(claim) -> (path, claim), first file first
         self.groups: dict[str, dict] = {}  # key -> {"group_name": str, "ranks": sorted list of int, "path": str}
 
     def add(self, path: str, args, groups) -> None:
         if args is not None:
             if not isinstance(args, dict):
                 self.problems.append((path, f"distributed_args is {_json_type(args)}, not an object; ignored"))
-            elif not self.args:
-                self.args, self.args_path = args, path
-            elif args.get("world_size") != self.args.get("world_size"):
-                self.problems.append((path, f"distributed_args.world_size {_text(repr(args.get('world_size')), 40)} "
-                                            f"differs from {_text(repr(self.args.get('world_size')), 40)} in "
-                                            f"{self.args_path}; that one was used"))
+            else:
+                if not self.args:
+                    self.args, self.args_path = args, path
+                claim = args.get("world_size")
+                if claim is not None and len(self.world_claims) < 16:
+                    self.world_claims.setdefault(_text(repr(claim), 40), (path, claim))
         if groups is None:
             return
         if not isinstance(groups, dict):
@@ -976,19 +990,32 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
     is ignored; without a usable claim the ranks found and the groups' members set it. Nothing is allocated from
     a claim: missing ranks are listed up to :data:`MAX_LISTED_MISSING`, beyond that only counted."""
     found = sorted(chosen)
-    claim, claim_path, what = meta.args.get("world_size"), meta.args_path, "distributed_args.world_size"
-    if claim is None:  # MindSpore <= 2.4
-        claim, claim_path, what = next(((d.info["rank_size"], d.info_path, "rank_size")
-                                        for _r, d in sorted(chosen.items()) if d.info.get("rank_size") is not None),
-                                       (None, "", ""))
-    world = world_size(claim, found, claim_path or root, lambda p, t: problems.append((p, t)), what)
-    if claim is not None and world == as_int(claim):
+    what = "distributed_args.world_size"
+    claims = list(meta.world_claims.values())
+    if not claims:  # MindSpore <= 2.4
+        what = "rank_size"
+        claims = [(d.info_path, d.info["rank_size"]) for _r, d in sorted(chosen.items())
+                  if d.info.get("rank_size") is not None][:1]
+
+    def problem(p, text):
+        problems.append((p, text))
+
+    usable = {}  # claim -> its first file, for the claims that hold (limits.world_size)
+    for path, claim in claims:
+        n = world_size(claim, found, path, problem, what)
+        if n == as_int(claim):
+            usable.setdefault(n, path)
+    world, claim_path = min(usable.items(), default=(None, ""))
+    if len(usable) > 1:
+        problems.append((str(root), f"{what} differs between files: " + ", ".join(
+            f"{n} ({p})" for n, p in usable.items()) + f"; {world} (the smallest) was used"))
+    if world is not None:
         for key in [k for k, g in meta.groups.items() if g["ranks"] and g["ranks"][-1] >= world]:
             g = meta.groups.pop(key)
             problems.append((g["path"], f"parallel_group_info group {key!r} lists rank {g['ranks'][-1]}, beyond "
                                         f"the world size {world} ({what}); group ignored"))
-    else:
-        world = max([world] + [g["ranks"][-1] + 1 for g in meta.groups.values() if g["ranks"]])
+    else:  # no usable claim: the ranks found and the groups' members
+        world = max([found[-1] + 1] + [g["ranks"][-1] + 1 for g in meta.groups.values() if g["ranks"]])
     groups = pd.DataFrame(
         [{"group": k, "name": g["group_name"], "kind": group_kind(g["group_name"]), "ranks": g["ranks"],
           "hash": str(double_hash(k))} for k, g in sorted(meta.groups.items())],
@@ -1076,6 +1103,11 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
             continue
         files.append((rank, table, str(p)))
         if table in LAZY_TABLES:
+            try:  # parsed when a section asks; a file that is not CSV text at all is named now
+                Csv(p, Rejects(), set(), max_rows=0)
+            except InputError as exc:
+                problems.append((exc.path or str(p), exc.problem + "; file skipped"))
+                continue
             tables.setdefault("_lazy", []).append((table, p, parser, rank))
         else:
             add(table, _guarded(p, problems, parser, rank, problems))
