@@ -163,8 +163,9 @@ class Rejects:
 
     def flush(self, problem: ProblemFn) -> None:
         for (path, column, reason, action, unit), (count, lines) in self.kinds.items():
-            plural = action.replace("row ", "rows ").replace("value ", "values ").replace("entry ", "entries ") \
-                if count != 1 else action
+            word, _, rest = action.partition(" ")  # "row skipped" -> "rows skipped", "entry" -> "entries"
+            plural = f"{word[:-1] + 'ies' if word.endswith('y') else word + 's'} {rest}" if count != 1 and rest \
+                else action
             where = ""
             if lines:
                 more = ", …" if count > len(lines) else ""

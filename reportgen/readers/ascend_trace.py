@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, Rejects, cap_text
 from ..timebase import to_ns
 
 try:  # declared dependency: as fast as orjson here and ~2x the json module, with float literals kept as text
@@ -88,6 +89,11 @@ _STEP_RE = re.compile(r"ProfilerStep#(\d+)")
 _WS = b" \t\r\n"
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _RANK_FILE = re.compile(r"^cpu_[a-z_]+?_(\d+)\.(?:csv|txt)$")
+#: an event longer than a day is not a measurement (limits.MAX_DURATION_MS), in ns
+_MAX_DUR_NS = int(MAX_DURATION_MS * 1_000_000)
+_MAX_NS = (1 << 63) - 1
+#: step numbers of ProfilerStep#N: 0 .. MAX_STEP
+MAX_STEP = (1 << 31) - 1
 
 #: Columns as read: absolute times are exact int ns on the profiler's clock (``*_ns``); the reader turns them into
 #: the run model's ``*_ms`` relative to the run origin (:data:`reportgen.timebase.ABS_COLUMNS`).
@@ -333,15 +339,14 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     steps: list = []       # (pid, name, start_ns, dur_ns)
     skip_pids: set = set()
     skip_keys: set = set()
-    bad_time = 0
+    rejects = Rejects()
     not_objects = 0
     seen = 0
     intern: dict = {}
     stopped = False
     try:
         for batch in batches:
-            seen += len(batch)
-            for ev in batch:
+            for i, ev in enumerate(batch, start=seen + 1):
                 if type(ev) is not dict:
                     not_objects += 1
                     continue
@@ -351,16 +356,20 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     name = ev.get("name")
                     if type(name) is str and name.startswith(_STEP_PREFIX):
                         t, d = to_ns(ev.get("ts")), to_ns(ev.get("dur", 0))
-                        if t is None or d is None:
-                            bad_time += 1
+                        if t is None or d is None or t < 0 or d < 0 or d > _MAX_DUR_NS or t > _MAX_NS - d:
+                            _refuse_time(rejects, where, i, t, d)
                         else:
                             steps.append((pid, name, t, d))
                         continue
-                    if pid in skip_pids:
+                    try:
+                        if pid in skip_pids:
+                            continue
+                    except TypeError:  # unhashable pid: not a trace event of any process
+                        rejects.add(where, i, "'pid'", "neither a number nor text", "event skipped", unit="event")
                         continue
                     t, d = to_ns(ev.get("ts")), to_ns(ev.get("dur", 0))
-                    if t is None or d is None:
-                        bad_time += 1
+                    if t is None or d is None or t < 0 or d < 0 or d > _MAX_DUR_NS or t > _MAX_NS - d:
+                        _refuse_time(rejects, where, i, t, d)
                         continue
                     args = ev.get("args")
                     if type(args) is dict and "Task Type" in args and _is_sync_task(args["Task Type"]):
@@ -369,13 +378,14 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     try:
                         g = groups.get(key)
                     except TypeError:  # unhashable pid/tid
+                        rejects.add(where, i, "'tid'", "neither a number nor text", "event skipped", unit="event")
                         continue
                     if g is None and key in skip_keys:
                         continue
                     if g is None:
                         g = groups[key] = ([], array("q"), array("q"))
-                    if type(name) is not str:
-                        name = "" if name is None else str(name)
+                    if type(name) is not str or len(name) > MAX_NAME_CHARS:
+                        name = cap_text("" if name is None else name)
                     g[0].append(intern.setdefault(name, name))
                     g[1].append(t)
                     g[2].append(d)
@@ -384,6 +394,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     label = args.get("name") if type(args) is dict else None
                     if not isinstance(label, str):
                         continue
+                    label = cap_text(label, 256)
                     kind = ev.get("name")
                     pid = ev.get("pid")
                     try:
@@ -401,6 +412,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                                 groups.pop(key, None)
                     except TypeError:
                         continue
+            seen += len(batch)
     except _Stop as stop:
         stopped = True
         problems.append((where, stop.message))
@@ -419,26 +431,49 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
         return {}
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))
-    if bad_time:
-        problems.append((where, f"{bad_time} X events without a numeric ts/dur were skipped"))
-    return _tables(rank, pnames, tnames, groups, steps)
+    rejects.flush(lambda p, t: problems.append((p, t)))
+    return _tables(rank, pnames, tnames, groups, steps, problems, where)
 
 
-def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
+def _refuse_time(rejects: Rejects, where: str, index: int, t: int | None, d: int | None) -> None:
+    """Count an X event whose ``ts`` / ``dur`` is refused (``index``: its 1-based place in the array)."""
+    if t is None:
+        column, why = "'ts'", "not a time (not a number, or beyond the int64 ns range)"
+    elif d is None:
+        column, why = "'dur'", "not a number (or beyond the int64 ns range)"
+    elif t < 0:
+        column, why = "'ts'", "negative"
+    elif d < 0:
+        column, why = "'dur'", "negative"
+    elif d > _MAX_DUR_NS:
+        column, why = "'dur'", "over one day"
+    else:
+        column, why = "'ts' + 'dur'", "beyond the int64 ns range"
+    rejects.add(where, index, column, why, "event skipped", unit="event")
+
+
+def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, where: str = "") -> dict:
     out: dict[str, pd.DataFrame] = {}
 
     # Steps: prefer the Python layer (torch_npu), then MindSpore, then any other process.
     if steps:
         def pref(pid):
-            name = pnames.get(pid)
+            try:
+                name = pnames.get(pid)
+            except TypeError:  # unhashable pid
+                return 3
             return 0 if name == "Python" else 1 if name == "MindSpore" else 2
         best = min(pref(s[0]) for s in steps)
         spans: dict[int, list[int]] = {}
+        huge = []
         for pid, name, t, d in steps:
             if pref(pid) != best:
                 continue
             m = _STEP_RE.match(name)
             if not m:
+                continue
+            if len(m.group(1)) > 10 or int(m.group(1)) > MAX_STEP:
+                huge.append(cap_text(name, 60))
                 continue
             n = int(m.group(1))
             s, e = t, t + d
@@ -446,6 +481,9 @@ def _tables(rank, pnames, tnames, groups, steps) -> dict[str, pd.DataFrame]:
                 spans[n] = [min(spans[n][0], s), max(spans[n][1], e)]
             else:
                 spans[n] = [s, e]
+        if huge and problems is not None:
+            problems.append((where, f"{len(huge)} step event(s) with a step number above {MAX_STEP} skipped "
+                                    f"({', '.join(huge[:3])})"))
         if spans:
             order = sorted(spans)
             out["trace_steps"] = pd.DataFrame({
