@@ -403,7 +403,8 @@ def test_bad_times_are_counted_not_fatal(tmp_path):
     tables, problems = read(write(tmp_path, json.dumps(events)))
     assert tables["device_ops"]["name"].tolist() == ["c"]
     assert [p[1] for p in problems] == ["2 array items that are not objects were skipped",
-                                        "2 X events without a numeric ts/dur were skipped"]
+                                        "2 events skipped: 'ts' not a time (not a number, or beyond the int64 ns "
+                                        "range) (events 2, 3)"]
 
 
 def test_standard_json_fallback_gives_the_same_tables(tmp_path, monkeypatch):
