@@ -113,25 +113,28 @@ MAX_GBPS = 1e6
 MAX_COUNT = 1e12
 #: step ids and stream ids: 0 .. MAX_ID
 MAX_ID = (1 << 31) - 1
-#: value kind -> (unit scale applied first, upper bound of the scaled value, its reason, negatives allowed)
+#: value kind -> (multiplier, divisor: the value in the run model's unit is ``raw * multiplier / divisor``, exactly as
+#: the parsers always converted; upper bound of that value, its reason, negatives allowed)
 KINDS = {
-    "us": (1 / US_PER_MS, MAX_DURATION_MS, "over one day", False),     # a duration in µs -> ms
-    "us±": (1 / US_PER_MS, MAX_DURATION_MS, "over one day", True),     # a signed difference in µs -> ms
-    "ms": (1.0, MAX_DURATION_MS, "over one day", False),
-    "mib": (MIB_TO_MB, MAX_SIZE_MB, "over 1 PB", False),                # MiB -> MB
-    "kib": (KIB_TO_MB, MAX_SIZE_MB, "over 1 PB", False),                # KiB -> MB
-    "mb": (1.0, MAX_SIZE_MB, "over 1 PB", False),
-    "gbps": (1.0, MAX_GBPS, "over 10^6 GB/s", False),
-    "ratio": (1.0, 1.0, "above 1", False),
-    "count": (1.0, MAX_COUNT, "over 10^12", False),
-    "id": (1.0, MAX_ID, f"over {MAX_ID}", False),
+    "us": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", False),     # a duration in µs -> ms
+    "us±": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", True),     # a signed difference in µs -> ms
+    "ms": (1.0, 1.0, MAX_DURATION_MS, "over one day", False),
+    "ns": (1.0, 1e6, MAX_DURATION_MS, "over one day", False),           # a duration in ns -> ms (DB exports)
+    "mib": (MIB_TO_MB, 1.0, MAX_SIZE_MB, "over 1 PB", False),           # MiB -> MB
+    "kib": (KIB_TO_MB, 1.0, MAX_SIZE_MB, "over 1 PB", False),           # KiB -> MB
+    "mb": (1.0, 1.0, MAX_SIZE_MB, "over 1 PB", False),
+    "bytes": (1.0, 1e6, MAX_SIZE_MB, "over 1 PB", False),               # B -> MB (DB exports)
+    "gbps": (1.0, 1.0, MAX_GBPS, "over 10^6 GB/s", False),
+    "ratio": (1.0, 1.0, 1.0, "above 1", False),
+    "count": (1.0, 1.0, MAX_COUNT, "over 10^12", False),
+    "id": (1.0, 1.0, MAX_ID, f"over {MAX_ID}", False),
 }
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def refused(value: float, kind: str) -> str | None:
     """Why a value (already scaled to the run model's unit) of this :data:`KINDS` kind is refused, or None."""
-    _scale, limit, over, negative = KINDS[kind]
+    _mul, _div, limit, over, negative = KINDS[kind]
     why = finite_number(value, negative=negative, limit=limit, over=over)
     if why is None and kind in ("id", "count") and not float(value).is_integer():
         return "not a whole number"
@@ -168,6 +171,54 @@ def json_time_ns(value) -> tuple[int | None, str | None]:
     if n < 0:
         return None, "negative"
     return n, None
+
+
+def _cells(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """(values with text stripped, absent mask: null, empty, ``N/A``...) of a CSV column or a DB column."""
+    raw = values.reset_index(drop=True)
+    if raw.dtype != object:
+        return raw, raw.isna().to_numpy()
+    text = raw.str.strip()  # NaN where a cell is not text (a DB number)
+    is_text = text.notna().to_numpy()
+    missing = raw.isna().to_numpy() | (is_text & text.isin(MISSING_CELLS).to_numpy())
+    return raw.where(~is_text, text).where(~missing, None), missing
+
+
+def check_numbers(values: pd.Series, kind: str, required: bool = False):
+    """A column of numbers (text as read from a CSV, or DB cells) checked as :data:`KINDS` ``kind``:
+    (floats scaled to the run model's unit, NaN where absent or refused; mask of refused cells; reason of
+    refused cell i). Refused: text that is not a number, NaN, inf, a sign or magnitude out of bounds, a fraction
+    for ids and counts, and an absent value when ``required``."""
+    raw, missing = _cells(values)
+    mul, div, limit, _over, negative = KINDS[kind]
+    v = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float, na_value=np.nan, copy=True)
+    if mul != 1.0:
+        v = v * mul
+    if div != 1.0:
+        v = v / div
+    with np.errstate(invalid="ignore"):
+        fine = np.isfinite(v) & (np.abs(v) <= limit) & ((v >= 0) | negative)
+        if kind in ("id", "count"):
+            fine &= np.floor(v) == v
+    bad = ~fine & (~missing | required)
+    seen = v.copy() if bad.any() else v  # the refused values, for the reasons
+    v[~fine] = np.nan
+    return v, bad, lambda i: "missing" if missing[i] else refused(seen[i], kind)
+
+
+def check_times(values: pd.Series, unit_ns: int = 1000, required: bool = False):
+    """A column of absolute times (µs text from a CSV, ``unit_ns`` 1000; DB ns, 1) as exact int ns (nullable Int64,
+    :func:`reportgen.timebase.column_ns`): (times, NA where absent or refused; mask of refused cells; reason of
+    refused cell i). Refused: not a number, negative, beyond the int64 ns range, absent when ``required``."""
+    raw, missing = _cells(values)
+    out = column_ns(raw.where(~missing, ""), unit_ns) if raw.dtype == object else column_ns(raw, unit_ns)
+    got = out.notna().to_numpy()
+    neg = got & (out.fillna(0) < 0).to_numpy()
+    bad = (~got & (~missing | required)) | neg
+    if bad.any():
+        out[bad] = pd.NA
+    return out, bad, lambda i: ("missing" if missing[i] else "negative" if neg[i]
+                                else "not a time (not a number, or beyond the int64 ns range)")
 
 
 def _text(value, limit: int = MAX_NAME_CHARS) -> str:
@@ -329,40 +380,19 @@ class Csv:
             self.rejects.add(self.path, self.lines[i], f"column '{name}'", why(i))
 
     def num(self, name: str, kind: str, required: bool = False) -> np.ndarray:
-        """A numeric column scaled to the model's unit (:data:`KINDS`); NaN where absent (empty, ``N/A``) or
-        refused. A refused cell (text, NaN, inf, a sign or magnitude out of bounds, or absent when
-        ``required``) drops its row and is counted."""
+        """A numeric column (:func:`check_numbers`); a refused cell drops its row and is counted."""
         if name not in self.cols:
             return np.full(len(self), np.nan)
-        raw = pd.Series(self.cols[name], dtype=object).str.strip()
-        missing = raw.isin(MISSING_CELLS).to_numpy()
-        scale, limit, _over, negative = KINDS[kind]
-        v = pd.to_numeric(raw.where(~missing, ""), errors="coerce").to_numpy(dtype=float) * scale
-        with np.errstate(invalid="ignore"):
-            fine = np.isfinite(v) & (np.abs(v) <= limit) & ((v >= 0) | negative)
-            if kind in ("id", "count"):
-                fine &= np.floor(v) == v
-        bad = ~fine & (~missing | required)
-        if bad.any():
-            self._refuse(name, np.flatnonzero(bad), lambda i: "missing" if missing[i] else refused(v[i], kind))
-        v[~fine] = np.nan
+        v, bad, why = check_numbers(pd.Series(self.cols[name], dtype=object), kind, required)
+        self._refuse(name, np.flatnonzero(bad), why)
         return v
 
     def ns(self, name: str, required: bool = False) -> pd.Series:
-        """An absolute time column in µs -> exact int ns (nullable Int64, :func:`reportgen.timebase.column_ns`);
-        cells that are not a time, are negative or beyond the int64 ns range drop their row."""
+        """An absolute time column in µs (:func:`check_times`); a refused cell drops its row and is counted."""
         if name not in self.cols:
             return pd.Series(pd.NA, index=range(len(self)), dtype="Int64")
-        raw = pd.Series(self.cols[name], dtype=object).str.strip()
-        missing = raw.isin(MISSING_CELLS).to_numpy()
-        out = column_ns(raw.where(~missing, ""))
-        got = out.notna().to_numpy()
-        neg = got & (out.fillna(0) < 0).to_numpy()
-        bad = (~got & (~missing | required)) | neg
-        if bad.any():
-            self._refuse(name, np.flatnonzero(bad), lambda i: "missing" if missing[i] else "negative" if neg[i]
-                         else "not a time (not a number, or beyond the int64 ns range)")
-            out[bad] = pd.NA
+        out, bad, why = check_times(pd.Series(self.cols[name], dtype=object), required=required)
+        self._refuse(name, np.flatnonzero(bad), why)
         return out
 
     def keep(self, df: pd.DataFrame) -> pd.DataFrame:

@@ -57,8 +57,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..timebase import column_ns
-from .ascend import NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, double_hash
+from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text
+from .ascend import (MAX_ID, NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, check_numbers,
+                     check_times, double_hash)
 
 NS_PER_MS = 1e6
 US_PER_MS = 1e3
@@ -100,11 +101,22 @@ _STEP_TRACE = {
     "communicationnotoverlappedandexcludereceive": "comm_not_overlapped_exclude_receive_ms",
     "preparing": "preparing_ms",
 }
+_STEP_TRACE_REQUIRED = ("computing", "communicationnotoverlapped", "free")
+#: CommAnalyzerBandwidth / CommAnalyzerMatrix value column -> .ascend.KINDS kind (as communication.json)
+_BANDWIDTH_KINDS = {"transitsize": "mb", "transittime": "ms", "bandwidth": "gbps", "largepacketratio": "ratio"}
 _ANALYSIS_TABLES = ("StepTraceTime", "CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix")
 _PROFILER_TABLES = ("TASK", "STRING_IDS", "STEP_TIME", "MEMORY_RECORD", "COMPUTE_TASK_INFO", "COMMUNICATION_OP",
                     "OP_MEMORY", "NPU_MODULE_MEM", "OVERLAP_ANALYSIS", "META_DATA")
 _STEP_KEY = re.compile(r"^\s*(?:step)?\s*(\d*)\s*$", re.IGNORECASE)
 _NAME_RANK = re.compile(r"_(\d+)$")
+#: an op or interval longer than this (ns) is not a measurement (limits.MAX_DURATION_MS)
+_MAX_SPAN_NS = int(MAX_DURATION_MS * 1_000_000)
+
+
+def _names(values) -> list[str]:
+    """Untrusted text cells (op, kernel, component names): str, capped (limits.cap_text); NULL is ``""``."""
+    return [x if len(x) <= MAX_NAME_CHARS else cap_text(x)
+            for x in pd.Series(values, dtype=object).fillna("").astype(str)]
 
 
 def _norm(name: str) -> str:
@@ -126,6 +138,7 @@ class _Db:
         self.conn = conn
         self.tables = tables
         self._by_norm = {_norm(t): t for t in tables}
+        self._rowids: dict[str, bool] = {}
 
     def table(self, *names: str) -> str | None:
         for n in names:
@@ -155,10 +168,22 @@ class _Db:
         return df
 
     def whole(self, table: str) -> pd.DataFrame:
-        """All columns of a table, renamed to their normalised names."""
-        df = self.read(f"SELECT * FROM {_q(table)}")
-        df.columns = [_norm(c) for c in df.columns]
+        """All columns of a table, renamed to their normalised names, and ``_rid`` (the rowid, None without one)."""
+        df = self.read(f"SELECT {self.rowid(table)} AS _rid, * FROM {_q(table)}")
+        df.columns = ["_rid"] + [_norm(c) for c in df.columns[1:]]
         return df
+
+    def rowid(self, table: str, alias: str = "") -> str:
+        """SQL for the rowid of ``table`` (named in data problems), ``NULL`` when it has none."""
+        has = self._rowids.get(table)
+        if has is None:
+            try:
+                self.conn.execute(f"SELECT rowid FROM {_q(table)} LIMIT 0")
+                has = "rowid" not in {c.lower() for c in self.tables.get(table, [])}
+            except sqlite3.Error:
+                has = False
+            self._rowids[table] = has
+        return f"{alias + '.' if alias else ''}rowid" if has else "NULL"
 
     def string_expr(self, alias: str, col: str, tag: str) -> tuple[str, str]:
         """SQL expression resolving an interned string id (falls back to the stored value) and its join."""
@@ -257,28 +282,19 @@ def _total(u: tuple[np.ndarray, np.ndarray]) -> int:
 
 
 def _parse_step(value) -> int | None:
-    """``step13`` / ``13`` / ``step`` / None -> 13 / 13 / 0 / 0; anything else -> None."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """``step13`` / ``13`` / ``step`` / None -> 13 / 13 / 0 / 0; anything else, or a step above MAX_ID -> None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return 0
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    m = _STEP_KEY.match(str(value))
-    if not m:
-        return None
-    return int(m.group(1)) if m.group(1) else 0
-
-
-def _exact_se(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows with both ``s`` and ``e`` (ns) as exact int64 (INTEGER, TEXT or NUMERIC cells; timebase.column_ns)."""
-    s, e = column_ns(df["s"], 1), column_ns(df["e"], 1)
-    keep = (s.notna() & e.notna()).to_numpy()
-    return df[keep].assign(s=s[keep].astype("int64"), e=e[keep].astype("int64"))
-
-
-def _nums(series) -> pd.Series:
-    return pd.to_numeric(pd.Series(series), errors="coerce").astype(float)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        n = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    else:
+        m = _STEP_KEY.match(str(value))
+        if not m:
+            return None
+        n = as_int(m.group(1)) if m.group(1) else 0
+    return n if n is not None and 0 <= n <= MAX_ID else None
 
 
 def _kind(names: pd.Series, types: pd.Series | None = None) -> list[str]:
@@ -293,16 +309,22 @@ def _kind(names: pd.Series, types: pd.Series | None = None) -> list[str]:
 
 
 def _group_hash(name) -> str:
-    text = "" if name is None else str(name).strip()
+    text = "" if name is None or name is pd.NA else cap_text(str(name).strip())
     return text if text.isdigit() or not text else str(double_hash(text))
 
 
 class _Rank:
+    """One rank's DBs, the building blocks shared by several tables (cached), and the values refused on the way:
+    every number read is checked (:func:`reportgen.readers.ascend.check_numbers` / ``check_times``); a refused
+    value skips its row, counted per table and column with the rowids (``rejects``, flushed by
+    :func:`read_db_rank`)."""
+
     def __init__(self, rank: int, analysis: _Db | None, prof: _Db | None, problems: list):
         self.rank = rank
         self.analysis = analysis
         self.prof = prof
         self.problems = problems
+        self.rejects = Rejects()
         self._cache: dict[str, object] = {}
         try:
             self.device = self._device()
@@ -313,34 +335,86 @@ class _Rank:
     def problem(self, db: _Db | None, text: str) -> None:
         self.problems.append((str(db.path) if db is not None else "ASCEND_PROFILER_OUTPUT", text))
 
+    def refuse(self, db: _Db, table: str, df: pd.DataFrame, column: str, bad: np.ndarray, why) -> None:
+        """Count the rows of ``df`` (read from ``table``) flagged in ``bad``; ``why(i)`` is the reason of row i."""
+        rid = df["_rid"].to_numpy() if "_rid" in df.columns else None
+        for i in np.flatnonzero(bad):
+            row = rid[i] if rid is not None else None
+            self.rejects.add(db.path, int(row) if row is not None and pd.notna(row) else None, f"{table}.{column}",
+                             why(i), unit="row")
+
+    def numbers(self, db: _Db, table: str, df: pd.DataFrame, column: str, kind: str,
+                required: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(values in the model's unit, refused mask) of ``df[column]`` as :data:`.ascend.KINDS` ``kind``; NaN and
+        not refused when the column is absent."""
+        if column not in df.columns:
+            return np.full(len(df), np.nan), np.zeros(len(df), dtype=bool)
+        v, bad, why = check_numbers(df[column], kind, required)
+        self.refuse(db, table, df, column, bad, why)
+        return v, bad
+
+    def times(self, db: _Db, table: str, df: pd.DataFrame, column: str, unit_ns: int = 1,
+              required: bool = False) -> tuple[pd.Series, np.ndarray]:
+        """(exact int ns as nullable Int64, refused mask) of an absolute time column (DB ns; µs with 1000)."""
+        if column not in df.columns:
+            return pd.Series(pd.NA, index=range(len(df)), dtype="Int64"), np.zeros(len(df), dtype=bool)
+        out, bad, why = check_times(df[column], unit_ns, required)
+        self.refuse(db, table, df, column, bad, why)
+        return out, bad
+
+    def spans(self, db: _Db, table: str, df: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``df`` whose ``s`` / ``e`` (ns) are exact int64 times with 0 <= s <= e <= s + 1 day
+        (columns made int64); the others are counted as refused rows of ``table``."""
+        df = df.reset_index(drop=True)
+        s, bad_s = self.times(db, table, df, "s", required=True)
+        e, bad_e = self.times(db, table, df, "e", required=True)
+        ok = ~bad_s & ~bad_e
+        si = s.fillna(0).to_numpy(np.int64)
+        ei = e.fillna(0).to_numpy(np.int64)
+        with np.errstate(over="ignore"):
+            backwards = ok & (ei < si)
+            long = ok & ~backwards & ((ei - si) > _MAX_SPAN_NS)
+        self.refuse(db, table, df, "endNs", backwards, lambda i: "before its startNs")
+        self.refuse(db, table, df, "endNs - startNs", long, lambda i: "over one day")
+        keep = ok & ~backwards & ~long
+        return df[keep].assign(s=si[keep], e=ei[keep]).reset_index(drop=True)
+
     def _device(self) -> int | None:
         db = self.prof
         t = db.table("RANK_DEVICE_MAP") if db else None
         if not t or not db.col(t, "rankId") or not db.col(t, "deviceId"):
             return None
-        rows = db.read(f"SELECT {_q(db.col(t, 'rankId'))}, {_q(db.col(t, 'deviceId'))} FROM {_q(t)}").values.tolist()
-        for r, d in rows:
+        rows = db.read(f"SELECT {_q(db.col(t, 'rankId'))}, {_q(db.col(t, 'deviceId'))} FROM {_q(t)} "
+                       f"LIMIT 100000").values.tolist()
+        pairs = [(as_int(r), as_int(d)) for r, d in rows]
+        if any(d is None or not 0 <= d <= MAX_ID for _r, d in pairs):
+            self.problem(db, "RANK_DEVICE_MAP holds a deviceId that is not a device number; device unknown")
+            return None
+        for r, d in pairs:
             if r == self.rank:
-                return int(d)
-        if len(rows) == 1:
-            r, d = rows[0]
-            if isinstance(r, int) and 0 <= r < LOCAL_RANK:
+                return d
+        if len(pairs) == 1:
+            r, d = pairs[0]
+            if r is not None and 0 <= r < LOCAL_RANK:
                 self.problem(db, f"RANK_DEVICE_MAP says rank {r}, the directory is rank {self.rank}; "
                                  f"the directory's rank was used")
-            return int(d)
+            return d
         return None
 
     def pick_device(self, db: _Db, df: pd.DataFrame, col: str, what: str) -> pd.DataFrame:
-        """Rows of this rank's device when a table holds several devices."""
+        """Rows of this rank's device when a table holds several devices (rows whose device is not a device
+        number are refused)."""
         if col not in df.columns or df.empty:
             return df
-        devs = sorted(pd.unique(df[col].dropna()))
+        dev, bad = self.numbers(db, what, df, col, "id")
+        df = df.assign(**{col: dev})[~bad]
+        devs = sorted(int(d) for d in pd.unique(df[col].dropna()))
         if len(devs) <= 1:
             return df
         if self.device is not None and self.device in devs:
             return df[df[col] == self.device]
-        self.problem(db, f"{what} holds devices {', '.join(str(int(d)) for d in devs)} and the DB does not say "
-                         f"which is rank {self.rank}; device {int(devs[0])} was used")
+        self.problem(db, f"{what} holds devices {', '.join(map(str, devs[:20]))}{', …' if len(devs) > 20 else ''} "
+                         f"and the DB does not say which is rank {self.rank}; device {devs[0]} was used")
         return df[df[col] == devs[0]]
 
     # ---- profiler DB building blocks (cached)
@@ -357,7 +431,11 @@ class _Rank:
         t = db.table("STEP_TIME") if db else None
         cid, cs, ce = (db.col(t, "id", "step"), db.col(t, "startNs"), db.col(t, "endNs")) if t else (None,) * 3
         if t and cid and cs and ce:
-            rows = db.read(f"SELECT {_q(cid)}, {_q(cs)}, {_q(ce)} FROM {_q(t)}").values.tolist()
+            raw = db.read(f"SELECT {db.rowid(t)} AS _rid, {_q(cid)} AS id, {_q(cs)} AS s, {_q(ce)} AS e FROM {_q(t)}")
+            ids = [_parse_step(v) for v in raw["id"]]
+            bad = np.array([i is None for i in ids], dtype=bool)
+            self.refuse(db, t, raw, cid, bad, lambda i: f"not a step number (0..{MAX_ID})")
+            rows = self.spans(db, t, raw.assign(id=[0 if i is None else i for i in ids])[~bad])
             api, task = db.table("CANN_API"), db.table("TASK")
             node_type = 10000
             enum = db.table("ENUM_API_TYPE")
@@ -368,13 +446,7 @@ class _Rank:
                     node_type = hit[0]
             link = (api and task and all(db.col(api, c) for c in ("connectionId", "type", "startNs", "endNs"))
                     and all(db.col(task, c) for c in ("connectionId", "startNs", "endNs")))
-            bad = 0
-            for sid, hs, he in rows:
-                step = _parse_step(sid)
-                if step is None or hs is None or he is None:
-                    bad += 1
-                    continue
-                hs, he = int(hs), int(he)
+            for step, hs, he in zip(rows["id"].tolist(), rows["s"].tolist(), rows["e"].tolist()):
                 lo, hi = hs, he
                 if link:
                     dev = db.conn.execute(
@@ -383,11 +455,10 @@ class _Rank:
                         f"(SELECT {_q(db.col(api, 'connectionId'))} FROM {_q(api)} WHERE {_q(db.col(api, 'type'))} = ? "
                         f"AND {_q(db.col(api, 'startNs'))} >= ? AND {_q(db.col(api, 'endNs'))} <= ?)",
                         (node_type, hs, he)).fetchone()
-                    if dev and dev[0] is not None:
-                        lo, hi = int(dev[0]), max(int(dev[1]), he)
-                out.append((step, hs, he, lo, hi))
-            if bad:
-                self.problem(db, f"{bad} STEP_TIME row(s) without a step number or time skipped")
+                    first, last = (as_int(dev[0]), as_int(dev[1])) if dev else (None, None)
+                    if first is not None and last is not None and 0 <= first <= last <= first + _MAX_SPAN_NS:
+                        lo, hi = first, max(last, he)  # (tasks with refused times are counted where they are read)
+                out.append((int(step), hs, he, lo, hi))
         out.sort(key=lambda r: r[1])
         self._cache["steps"] = out
         return out
@@ -414,10 +485,14 @@ class _Rank:
                     joins += join
                 else:
                     sel.append(f"'' AS {_q(out_name)}")
-            df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(c)} c JOIN {_q(t)} t "
-                                   f"ON t.{_q(db.col(t, 'globalTaskId'))} = c.{_q(db.col(c, 'globalTaskId'))}{joins}"))
-            df = self.pick_device(db, df, "device", "TASK")
-            df = df.sort_values("s", kind="stable").reset_index(drop=True)
+            sel.insert(0, f"{db.rowid(t, 't')} AS _rid")
+            df = self.spans(db, t, db.read(f"SELECT {', '.join(sel)} FROM {_q(c)} c JOIN {_q(t)} t "
+                                           f"ON t.{_q(db.col(t, 'globalTaskId'))} = c.{_q(db.col(c, 'globalTaskId'))}"
+                                           f"{joins}"))
+            df = self.pick_device(db, df, "device", t).reset_index(drop=True)
+            stream, bad = self.numbers(db, t, df, "stream", "id")
+            df = df.assign(stream=stream, name=_names(df["name"]), type=_names(df["type"]), core=_names(df["core"]))
+            df = df[~bad].sort_values("s", kind="stable").reset_index(drop=True)
         self._cache["compute"] = df
         return df
 
@@ -439,7 +514,9 @@ class _Rank:
                     joins += join
                 else:
                     sel.append(f"'' AS {_q(out_name)}")
-            df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} o{joins}"))
+            sel.insert(0, f"{db.rowid(t, 'o')} AS _rid")
+            df = self.spans(db, t, db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} o{joins}"))
+            df = df.assign(op=_names(df["op"]), group=_names(df["group"]), type=_names(df["type"]))
             df = df.sort_values("s", kind="stable").reset_index(drop=True)
         self._cache["comm"] = df
         return df
@@ -452,9 +529,10 @@ class _Rank:
         res = None
         t = db.table("OVERLAP_ANALYSIS") if db else None
         if t and db.col(t, "startNs") and db.col(t, "endNs") and db.col(t, "type"):
-            sel = f"{_q(db.col(t, 'startNs'))} AS s, {_q(db.col(t, 'endNs'))} AS e, {_q(db.col(t, 'type'))} AS k"
+            sel = (f"{db.rowid(t)} AS _rid, {_q(db.col(t, 'startNs'))} AS s, {_q(db.col(t, 'endNs'))} AS e, "
+                   f"{_q(db.col(t, 'type'))} AS k")
             sel += f", {_q(db.col(t, 'deviceId'))} AS device" if db.col(t, "deviceId") else ""
-            df = self.pick_device(db, _exact_se(db.read(f"SELECT {sel} FROM {_q(t)}")), "device", "OVERLAP_ANALYSIS")
+            df = self.pick_device(db, self.spans(db, t, db.read(f"SELECT {sel} FROM {_q(t)}")), "device", t)
             if not df.empty:
                 res = {}
                 for code, kind in OVERLAP_TYPES.items():
@@ -480,26 +558,30 @@ def _step_time(ctx: _Rank) -> pd.DataFrame | None:
     if t is None:
         return _step_time_from_tasks(ctx)
     df = db.whole(t)
-    missing = [c for c in ("computing", "communicationnotoverlapped", "free") if c not in df.columns]
+    missing = [c for c in _STEP_TRACE_REQUIRED if c not in df.columns]
     if missing:
         ctx.problem(db, f"StepTraceTime lacks column(s) {', '.join(missing)}; step times not read from it")
         return None
-    df = ctx.pick_device(db, df, "deviceid", "StepTraceTime")
+    df = ctx.pick_device(db, df, "deviceid", t).reset_index(drop=True)
     raw = df["step"].tolist() if "step" in df.columns else [None] * len(df)
-    no_id = [v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip().lower() in ("", "step")
-             for v in raw]
-    if any(no_id):
-        ctx.problem(db, "StepTraceTime rows without a step number (no profiler schedule) are counted as step 0")
+    no_id = np.array([v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                      or str(v).strip().lower() in ("", "step") for v in raw], dtype=bool)
     steps = [NO_STEP_ID if none else _parse_step(v) for v, none in zip(raw, no_id)]
-    keep = [s is not None for s in steps]
-    if not all(keep):
-        ctx.problem(db, f"{keep.count(False)} StepTraceTime row(s) with an unreadable step skipped")
-    df = df[keep]
-    out = pd.DataFrame({"rank": [ctx.rank] * len(df), "step": [s for s in steps if s is not None]})
-    for src, dst in _STEP_TRACE.items():
-        out[dst] = _nums(df[src]).to_numpy() / US_PER_MS if src in df.columns else math.nan
+    bad = np.array([x is None for x in steps], dtype=bool)
+    ctx.refuse(db, t, df, "step", bad, lambda i: f"not a step number (0..{MAX_ID})")
+    out = pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64),
+                        "step": np.array([NO_STEP_ID if x is None else x for x in steps], dtype=np.int64)})
+    for src, dst in _STEP_TRACE.items():  # as step_trace_time.csv (ascend.parse_step_trace_time)
+        kind = "us±" if src == "communicationnotoverlappedandexcludereceive" else "us"
+        out[dst], refused = ctx.numbers(db, t, df, src, kind, required=src in _STEP_TRACE_REQUIRED)
+        bad |= refused
     out["step_ms"] = out["computing_ms"] + out["comm_not_overlapped_ms"] + out["free_ms"]
-    return out[STEP_TIME_ORDER].reset_index(drop=True)
+    long = ~bad & (out["step_ms"] > MAX_DURATION_MS).to_numpy()
+    ctx.refuse(db, t, df, "computing + communication_not_overlapped + free", long, lambda i: "over one day")
+    bad |= long
+    if (no_id & ~bad).any():
+        ctx.problem(db, "StepTraceTime rows without a step number (no profiler schedule) are counted as step 0")
+    return out[~bad][STEP_TIME_ORDER].reset_index(drop=True)
 
 
 def _clip(u: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -561,26 +643,31 @@ def _comm_ops(ctx: _Rank) -> pd.DataFrame | None:
     if "hcclopname" not in df.columns:
         ctx.problem(db, "CommAnalyzerTime has no hccl_op_name column; communication ops not read")
         return None
-    steps = [_parse_step(v) for v in df.get("step", pd.Series([None] * len(df)))]
-    keep = np.array([s is not None for s in steps], dtype=bool)
-    if not keep.all():
-        ctx.problem(db, f"{int((~keep).sum())} CommAnalyzerTime row(s) with an unreadable step skipped")
-    df = df[keep].reset_index(drop=True)
-    ops = df["hcclopname"].astype(str)
-
-    def col(name, scale=1.0):
-        return _nums(df[name]).to_numpy() / scale if name in df.columns else np.full(len(df), math.nan)
-
-    return pd.DataFrame({
-        "rank": [ctx.rank] * len(df), "step": [s for s in steps if s is not None],
-        "kind": _kind(ops, df["type"] if "type" in df.columns else None),
+    steps, bad = _steps_of_rows(ctx, db, t, df)
+    start, refused = ctx.times(db, t, df, "starttimestamp", unit_ns=1000)  # µs
+    bad |= refused
+    values = {}
+    for src, dst in (("elapsetime", "elapse_ms"), ("transittime", "transit_ms"), ("waittime", "wait_ms"),
+                     ("synchronizationtime", "sync_ms"), ("idletime", "idle_ms")):  # ms, as communication.json
+        values[dst], refused = ctx.numbers(db, t, df, src, "ms", required=src == "elapsetime")
+        bad |= refused
+    ops = _names(df["hcclopname"])
+    out = pd.DataFrame({
+        "rank": np.full(len(df), ctx.rank, dtype=np.int64), "step": steps,
+        "kind": _kind(pd.Series(ops), df["type"] if "type" in df.columns else None),
         "op": ops, "op_type": [_op_type(o) for o in ops],
         "group_hash": [_group_hash(g) for g in df.get("groupname", pd.Series([""] * len(df)))],
-        "start_ns": column_ns(df["starttimestamp"]) if "starttimestamp" in df.columns else pd.NA,
-        "elapse_ms": col("elapsetime"),
-        "transit_ms": col("transittime"), "wait_ms": col("waittime"),
-        "sync_ms": col("synchronizationtime"), "idle_ms": col("idletime"),
+        "start_ns": start, **values,
     }, columns=COLUMNS["comm_ops"])
+    return out[~bad].reset_index(drop=True)
+
+
+def _steps_of_rows(ctx: _Rank, db: _Db, table: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(step of each row, refused mask) from the ``step`` column of an analysis-DB table (``step13``; absent: 0)."""
+    steps = [_parse_step(v) for v in (df["step"] if "step" in df.columns else [None] * len(df))]
+    bad = np.array([x is None for x in steps], dtype=bool)
+    ctx.refuse(db, table, df, "step", bad, lambda i: f"not a step number (0..{MAX_ID})")
+    return np.array([0 if x is None else x for x in steps], dtype=np.int64), bad
 
 
 def _step_of(ctx: _Rank, starts: np.ndarray, end_inclusive: bool) -> np.ndarray:
@@ -626,16 +713,13 @@ def _comm_bandwidth(ctx: _Rank) -> pd.DataFrame | None:
     if "hcclopname" not in df.columns or "transporttype" not in df.columns:
         ctx.problem(db, "CommAnalyzerBandwidth lacks hccl_op_name/transport_type; bandwidth not read")
         return None
-    for c in ("transitsize", "transittime", "bandwidth", "largepacketratio"):
-        df[c] = _nums(df[c]) if c in df.columns else math.nan
-    for c in ("step", "type", "groupname"):
-        if c not in df.columns:
-            df[c] = None
-    df["_step"] = [_parse_step(v) for v in df["step"]]
-    bad = int(df["_step"].isna().sum())
-    if bad:
-        ctx.problem(db, f"{bad} CommAnalyzerBandwidth row(s) with an unreadable step skipped")
-    df = df[df["_step"].notna()]
+    steps, bad = _steps_of_rows(ctx, db, t, df)
+    values = {}
+    for c, kind in _BANDWIDTH_KINDS.items():
+        values[c], refused = ctx.numbers(db, t, df, c, kind)
+        bad |= refused
+    df = df.assign(_step=steps, hcclopname=_names(df["hcclopname"]), transporttype=_names(df["transporttype"]),
+                   **values, **{c: None for c in ("type", "groupname") if c not in df.columns})[~bad]
     rows = []
     mixed = 0
     # one row per packet-size bucket, each carrying the op's totals for that transport: one row per transport
@@ -653,8 +737,8 @@ def _comm_bandwidth(ctx: _Rank) -> pd.DataFrame | None:
             lpr = g["largepacketratio"].max()
         if not (size_v or time_v):
             continue
-        rows.append((ctx.rank, int(step), _kind(pd.Series([op]), pd.Series([kind]))[0], str(op), _group_hash(group),
-                     str(transport), size_v, time_v, bw, lpr))
+        rows.append((ctx.rank, int(step), _kind(pd.Series([op]), pd.Series([kind]))[0], op, _group_hash(group),
+                     transport, size_v, time_v, bw, lpr))
     if mixed:
         ctx.problem(db, f"{mixed} op/transport pair(s) of CommAnalyzerBandwidth had differing totals per size "
                         f"bucket; the buckets were added up")
@@ -673,31 +757,32 @@ def _comm_matrix(ctx: _Rank) -> pd.DataFrame | None:
         ctx.problem(db, f"CommAnalyzerMatrix lacks column(s) {', '.join(need)}; matrix not read")
         return None
     rows = []
-    skipped = 0
-    get = {c: (df[c].tolist() if c in df.columns else [None] * len(df))
-           for c in ("step", "type", "groupname", "transporttype", "opname")}
-    sizes, times, bws = (_nums(df[c]) if c in df.columns else pd.Series([math.nan] * len(df))
-                         for c in ("transitsize", "transittime", "bandwidth"))
-    for i, (name, src, dst) in enumerate(zip(df["hcclopname"], df["srcrank"], df["dstrank"])):
-        step = _parse_step(get["step"][i])
-        src_s, dst_s = str(src).strip(), str(dst).strip()
-        if step is None or not src_s.isdigit() or not dst_s.isdigit():
-            skipped += 1
+    steps, bad = _steps_of_rows(ctx, db, t, df)
+    get = {c: (_names(df[c]) if c in df.columns else [""] * len(df))
+           for c in ("type", "groupname", "transporttype", "opname")}
+    sizes, times, bws = (ctx.numbers(db, t, df, c, _BANDWIDTH_KINDS[c]) for c in ("transitsize", "transittime",
+                                                                                   "bandwidth"))
+    bad |= sizes[1] | times[1] | bws[1]
+    ends = []
+    for c, local in (("srcrank", False), ("dstrank", True)):  # group-local; a LOCAL_RANK dst: the source itself
+        ids = [as_int(x) for x in df[c]]
+        wrong = np.array([i is None or not (0 <= i < MAX_RANKS or (local and i == LOCAL_RANK)) for i in ids],
+                         dtype=bool)
+        ctx.refuse(db, t, df, c, wrong & ~bad, lambda i: f"not a rank index in 0..{MAX_RANKS - 1}")
+        bad |= wrong
+        ends.append(ids)
+    for i, name in enumerate(_names(df["hcclopname"])):
+        if bad[i]:
             continue
-        op_type, _, stat = str(name).rpartition("-")
-        src_i, dst_i = int(src_s), int(dst_s)
+        op_type, _, stat = name.rpartition("-")
+        src_i, dst_i = ends[0][i], ends[1][i]
         if dst_i == LOCAL_RANK:
             dst_i = src_i
         kind = str(get["type"][i]).strip().lower()
         if kind not in ("collective", "p2p"):
             kind = "p2p" if op_type.lower().startswith(("send", "receive", "batchsendrecv")) else "collective"
-        rows.append((ctx.rank, step, kind,
-                     op_type.lower(), stat, _group_hash(get["groupname"][i]),
-                     src_i, dst_i, "" if get["transporttype"][i] is None else str(get["transporttype"][i]),
-                     sizes.iloc[i], times.iloc[i], bws.iloc[i],
-                     "" if get["opname"][i] is None else str(get["opname"][i])))
-    if skipped:
-        ctx.problem(db, f"{skipped} CommAnalyzerMatrix row(s) with an unreadable step or rank skipped")
+        rows.append((ctx.rank, int(steps[i]), kind, op_type.lower(), stat, _group_hash(get["groupname"][i]),
+                     src_i, dst_i, get["transporttype"][i], sizes[0][i], times[0][i], bws[0][i], get["opname"][i]))
     return pd.DataFrame(rows, columns=COLUMNS["comm_matrix"])
 
 
@@ -709,18 +794,14 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
     if comp.empty and comm.empty:
         ctx.problem(ctx.prof, "no TASK/COMPUTE_TASK_INFO rows: no kernels")
         return None
-    def text(series: pd.Series) -> pd.Series:
-        return series.fillna("").astype(str)
-
     parts = []
     if not comp.empty:
         parts.append(pd.DataFrame({"s": comp["s"].to_numpy(np.int64), "e": comp["e"].to_numpy(np.int64),
-                                   "name": text(comp["name"]), "type": text(comp["type"]),
-                                   "core": text(comp["core"]), "stream": _nums(comp["stream"])}))
+                                   "name": comp["name"], "type": comp["type"], "core": comp["core"],
+                                   "stream": comp["stream"].astype(float)}))
     if not comm.empty:  # kernel_details.csv lists the HCCL ops too, Accelerator Core "HCCL"
         parts.append(pd.DataFrame({"s": comm["s"].to_numpy(np.int64), "e": comm["e"].to_numpy(np.int64),
-                                   "name": text(comm["op"]), "type": text(comm["type"]),
-                                   "core": "HCCL", "stream": math.nan}))
+                                   "name": comm["op"], "type": comm["type"], "core": "HCCL", "stream": math.nan}))
     df = pd.concat(parts, ignore_index=True).sort_values("s", kind="stable").reset_index(drop=True)
     s = df["s"].to_numpy(np.int64)
     return pd.DataFrame({
@@ -737,31 +818,36 @@ def _memory_record(ctx: _Rank) -> pd.DataFrame | None:
     if n and db.col(n, "type") and (db.col(n, "timestampNs") or db.col(n, "timestamp")):
         ts = db.col(n, "timestampNs") or db.col(n, "timestamp")
         expr, join = db.string_expr("m", db.col(n, "type"), "s1")
-        amounts = [f"COALESCE(m.{_q(db.col(n, c))}, 0)" for c in ("hbm", "ddr") if db.col(n, c)]
+        amounts = [c for c in ("hbm", "ddr") if db.col(n, c)]
         dev = f", m.{_q(db.col(n, 'deviceId'))} AS device" if db.col(n, "deviceId") else ""
         if amounts:
-            app = db.read(f"SELECT {expr} AS kind, m.{_q(ts)} AS ts, ({' + '.join(amounts)}) AS reserved{dev} "
-                          f"FROM {_q(n)} m{join}")
+            app = db.read(f"SELECT {db.rowid(n, 'm')} AS _rid, {expr} AS kind, m.{_q(ts)} AS ts"
+                          + "".join(f", m.{_q(db.col(n, c))} AS {c}" for c in amounts) + f"{dev} FROM {_q(n)} m{join}")
             app = app[app["kind"].astype(str).str.strip().str.lower() == "app"]
-            app = ctx.pick_device(db, app, "device", "NPU_MEM")
-            parts.append(pd.DataFrame({"component": "APP", "ts_ns": column_ns(app["ts"], 1).array,
-                                       "allocated_mb": math.nan,
-                                       "reserved_mb": _nums(app["reserved"]).to_numpy() / BYTES_PER_MB,
-                                       "active_mb": math.nan}))
+            app = ctx.pick_device(db, app, "device", n).reset_index(drop=True)
+            stamp, bad = ctx.times(db, n, app, "ts", required=True)
+            reserved = np.zeros(len(app))
+            for c in amounts:  # hbm + ddr, an absent one counting 0
+                v, refused = ctx.numbers(db, n, app, c, "bytes")
+                reserved += np.nan_to_num(v)
+                bad |= refused
+            parts.append(pd.DataFrame({"component": "APP", "ts_ns": stamp.array, "allocated_mb": math.nan,
+                                       "reserved_mb": reserved, "active_mb": math.nan})[~bad])
     t = db.table("MEMORY_RECORD") if db else None
     if t and db.col(t, "component"):
         expr, join = db.string_expr("m", db.col(t, "component"), "s1")
-        sel = [f"{expr} AS component"]
+        sel = [f"{db.rowid(t, 'm')} AS _rid", f"{expr} AS component"]
         for out_name, cands in (("ts", ("timestamp", "timestampNs")), ("allocated", ("totalAllocated",)),
                                 ("reserved", ("totalReserved",)), ("active", ("totalActive",))):
             col = db.col(t, *cands)
             sel.append(f"m.{_q(col)} AS {_q(out_name)}" if col else f"NULL AS {_q(out_name)}")
         rec = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
-        parts.append(pd.DataFrame({"component": rec["component"].astype(str),
-                                   "ts_ns": column_ns(rec["ts"], 1).array,
-                                   "allocated_mb": _nums(rec["allocated"]).to_numpy() / BYTES_PER_MB,
-                                   "reserved_mb": _nums(rec["reserved"]).to_numpy() / BYTES_PER_MB,
-                                   "active_mb": _nums(rec["active"]).to_numpy() / BYTES_PER_MB}))
+        stamp, bad = ctx.times(db, t, rec, "ts", required=True)
+        sizes = {}
+        for c in ("allocated", "reserved", "active"):
+            sizes[f"{c}_mb"], refused = ctx.numbers(db, t, rec, c, "bytes")
+            bad |= refused
+        parts.append(pd.DataFrame({"component": _names(rec["component"]), "ts_ns": stamp.array, **sizes})[~bad])
     parts = [p for p in parts if not p.empty]
     if not parts:
         ctx.problem(db, "no MEMORY_RECORD / NPU_MEM data (profile_memory off?): no memory records")
@@ -786,12 +872,14 @@ def _module_mem(ctx: _Rank) -> pd.DataFrame | None:
     else:
         comp, join = db.string_expr("m", mod, "s1")
     dev = f", m.{_q(db.col(t, 'deviceId'))} AS device" if db.col(t, "deviceId") else ""
-    df = db.read(f"SELECT {comp} AS component, m.{_q(ts)} AS ts, m.{_q(res)} AS reserved{dev} FROM {_q(t)} m{join}")
-    df = ctx.pick_device(db, df, "device", "NPU_MODULE_MEM")
-    return pd.DataFrame({"rank": [ctx.rank] * len(df), "component": df["component"].astype(str).to_numpy(),
-                         "ts_ns": column_ns(df["ts"], 1).array,
-                         "reserved_mb": _nums(df["reserved"]).to_numpy() / BYTES_PER_MB},
-                        columns=COLUMNS["module_mem"])
+    df = db.read(f"SELECT {db.rowid(t, 'm')} AS _rid, {comp} AS component, m.{_q(ts)} AS ts, m.{_q(res)} AS reserved"
+                 f"{dev} FROM {_q(t)} m{join}")
+    df = ctx.pick_device(db, df, "device", t).reset_index(drop=True)
+    stamp, bad = ctx.times(db, t, df, "ts", required=True)
+    reserved, refused = ctx.numbers(db, t, df, "reserved", "bytes")
+    out = pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64), "component": _names(df["component"]),
+                        "ts_ns": stamp.array, "reserved_mb": reserved}, columns=COLUMNS["module_mem"])
+    return out[~(bad | refused)].reset_index(drop=True)
 
 
 def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
@@ -801,17 +889,19 @@ def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
         ctx.problem(db, "no OP_MEMORY table: no operator memory")
         return None
     expr, join = db.string_expr("m", db.col(t, "name"), "s1")
-    sel = [f"{expr} AS name", f"m.{_q(db.col(t, 'size'))} AS size"]
+    sel = [f"{db.rowid(t, 'm')} AS _rid", f"{expr} AS name", f"m.{_q(db.col(t, 'size'))} AS size"]
     for out_name, cand in (("alloc", "allocationTime"), ("release", "releaseTime"), ("duration", "duration")):
         col = db.col(t, cand)
         sel.append(f"m.{_q(col)} AS {_q(out_name)}" if col else f"NULL AS {_q(out_name)}")
     df = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
-    return pd.DataFrame({"rank": [ctx.rank] * len(df), "name": df["name"].astype(str).to_numpy(),
-                         "size_mb": _nums(df["size"]).to_numpy() / BYTES_PER_MB,
-                         "alloc_ns": column_ns(df["alloc"], 1).array,
-                         "release_ns": column_ns(df["release"], 1).array,
-                         "duration_ms": _nums(df["duration"]).to_numpy() / NS_PER_MS},
-                        columns=COLUMNS["operator_memory"])
+    size, bad = ctx.numbers(db, t, df, "size", "bytes", required=True)
+    alloc, refused_a = ctx.times(db, t, df, "alloc")
+    release, refused_r = ctx.times(db, t, df, "release")
+    duration, refused_d = ctx.numbers(db, t, df, "duration", "ns")
+    out = pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64), "name": _names(df["name"]),
+                        "size_mb": size, "alloc_ns": alloc.array, "release_ns": release.array,
+                        "duration_ms": duration}, columns=COLUMNS["operator_memory"])
+    return out[~(bad | refused_a | refused_r | refused_d)].reset_index(drop=True)
 
 
 def _trace_steps(ctx: _Rank) -> pd.DataFrame | None:
@@ -865,7 +955,7 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
     t = db.table("TASK") if db else None
     if not (t and db.col(t, "startNs") and db.col(t, "endNs") and db.col(t, "globalTaskId")):
         return None
-    sel = [f"t.{_q(db.col(t, 'startNs'))} AS s", f"t.{_q(db.col(t, 'endNs'))} AS e",
+    sel = [f"{db.rowid(t, 't')} AS _rid", f"t.{_q(db.col(t, 'startNs'))} AS s", f"t.{_q(db.col(t, 'endNs'))} AS e",
            f"t.{_q(db.col(t, 'streamId'))} AS stream" if db.col(t, "streamId") else "NULL AS stream",
            f"t.{_q(db.col(t, 'deviceId'))} AS device" if db.col(t, "deviceId") else "NULL AS device"]
     joins = ""
@@ -888,11 +978,13 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
             joins += join
         else:
             sel.append(f"NULL AS {_q(out_name)}")
-    df = _exact_se(db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} t{joins}"))
-    df = ctx.pick_device(db, df, "device", "TASK")
+    df = ctx.pick_device(db, ctx.spans(db, t, db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} t{joins}")),
+                         "device", t).reset_index(drop=True)
+    stream, bad = ctx.numbers(db, t, df, "stream", "id")
+    df = df.assign(stream=stream)
     name = df["cname"].where(df["cname"].notna(), df["hname"]).where(lambda x: x.notna(), df["task_type"])
-    keep = ~(_sync(name) | _sync(df["task_type"]))
-    df, name = df[keep], name[keep].astype(str)
+    keep = ~(_sync(name) | _sync(df["task_type"])).to_numpy() & ~bad
+    df, name = df[keep], _names(name[keep])
     df = df.assign(name=name).sort_values("s", kind="stable")
     s = df["s"].to_numpy(np.int64)
     return pd.DataFrame({"rank": [ctx.rank] * len(df), "name": df["name"].to_numpy(),
@@ -912,7 +1004,7 @@ def _metadata(ctx: _Rank) -> pd.DataFrame | None:
     if m:
         df = db.read(f"SELECT * FROM {_q(m)}")
         rows.append((ctx.rank, "RANK_DEVICE_MAP", json.dumps(df.astype(object).where(df.notna(), None)
-                                                             .to_dict("records")), str(db.path)))
+                                                             .to_dict("records"), default=str), str(db.path)))
     return pd.DataFrame(rows, columns=COLUMNS["metadata"]) if rows else None
 
 
@@ -1002,11 +1094,12 @@ def read_db_rank(prof_dir: Path, rank: int, wanted: set[str], problems: list) ->
                 problems.append((str(src.path), f"{name}: unreadable table ({str(exc).splitlines()[0][:120]}); "
                                                 f"skipped"))
                 continue
-            except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            except (ValueError, TypeError, KeyError, OverflowError, AttributeError, IndexError) as exc:
                 src = ctx.prof if name in _NEEDS_PROFILER else (ctx.analysis or ctx.prof)
                 problems.append((str(src.path), f"{name}: unexpected content ({type(exc).__name__}: "
                                                 f"{str(exc)[:120]}); skipped"))
                 continue
             if df is not None:
                 out[name] = df.reset_index(drop=True)
+        ctx.rejects.flush(lambda path, text: problems.append((path, text)))
     return out
