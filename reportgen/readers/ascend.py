@@ -901,7 +901,9 @@ class _Meta:
         return sorted(out)
 
     def add_text(self, path: str, name: str, value) -> None:
-        """One META_DATA row of a DB export (JSON text)."""
+        """One META_DATA row of a DB export (``distributed_args`` / ``parallel_group_info`` as JSON text)."""
+        if name not in ("distributed_args", "parallel_group_info"):
+            return
         try:
             doc = json.loads(value) if isinstance(value, str) else value
         except (ValueError, RecursionError):

@@ -326,6 +326,10 @@ class _Rank:
         self.problems = problems
         self.rejects = Rejects()
         self._cache: dict[str, object] = {}
+        self.steps_refused = 0  # STEP_TIME rows refused (steps)
+        if prof is not None and not (prof.table("STRING_IDS") and prof.col(prof.table("STRING_IDS"), "id")
+                                     and prof.col(prof.table("STRING_IDS"), "value")):
+            self.problem(prof, "no STRING_IDS table (id, value): names are shown as their string ids")
         try:
             self.device = self._device()
         except sqlite3.Error as exc:
@@ -338,44 +342,46 @@ class _Rank:
     def refuse(self, db: _Db, table: str, df: pd.DataFrame, column: str, bad: np.ndarray, why) -> None:
         """Count the rows of ``df`` (read from ``table``) flagged in ``bad``; ``why(i)`` is the reason of row i."""
         rid = df["_rid"].to_numpy() if "_rid" in df.columns else None
+        name = f"{table}.{db.col(table, column) or column}"  # the DB's spelling of a normalised column name
         for i in np.flatnonzero(bad):
             row = rid[i] if rid is not None else None
-            self.rejects.add(db.path, int(row) if row is not None and pd.notna(row) else None, f"{table}.{column}",
-                             why(i), unit="row")
+            self.rejects.add(db.path, int(row) if row is not None and pd.notna(row) else None, name, why(i),
+                             unit="row")
 
-    def numbers(self, db: _Db, table: str, df: pd.DataFrame, column: str, kind: str,
-                required: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def numbers(self, db: _Db, table: str, df: pd.DataFrame, column: str, kind: str, required: bool = False,
+                label: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(values in the model's unit, refused mask) of ``df[column]`` as :data:`.ascend.KINDS` ``kind``; NaN and
-        not refused when the column is absent."""
+        not refused when the column is absent. ``label``: the DB's name of the column (default ``column``)."""
         if column not in df.columns:
             return np.full(len(df), np.nan), np.zeros(len(df), dtype=bool)
         v, bad, why = check_numbers(df[column], kind, required)
-        self.refuse(db, table, df, column, bad, why)
+        self.refuse(db, table, df, label or column, bad, why)
         return v, bad
 
-    def times(self, db: _Db, table: str, df: pd.DataFrame, column: str, unit_ns: int = 1,
-              required: bool = False) -> tuple[pd.Series, np.ndarray]:
+    def times(self, db: _Db, table: str, df: pd.DataFrame, column: str, unit_ns: int = 1, required: bool = False,
+              label: str | None = None) -> tuple[pd.Series, np.ndarray]:
         """(exact int ns as nullable Int64, refused mask) of an absolute time column (DB ns; µs with 1000)."""
         if column not in df.columns:
             return pd.Series(pd.NA, index=range(len(df)), dtype="Int64"), np.zeros(len(df), dtype=bool)
         out, bad, why = check_times(df[column], unit_ns, required)
-        self.refuse(db, table, df, column, bad, why)
+        self.refuse(db, table, df, label or column, bad, why)
         return out, bad
 
     def spans(self, db: _Db, table: str, df: pd.DataFrame) -> pd.DataFrame:
-        """The rows of ``df`` whose ``s`` / ``e`` (ns) are exact int64 times with 0 <= s <= e <= s + 1 day
-        (columns made int64); the others are counted as refused rows of ``table``."""
+        """The rows of ``df`` whose ``s`` / ``e`` (the table's startNs / endNs) are exact int64 ns with
+        0 <= s <= e <= s + 1 day (columns made int64); the others are counted as refused rows of ``table``."""
         df = df.reset_index(drop=True)
-        s, bad_s = self.times(db, table, df, "s", required=True)
-        e, bad_e = self.times(db, table, df, "e", required=True)
+        start, end = db.col(table, "startNs") or "startNs", db.col(table, "endNs") or "endNs"
+        s, bad_s = self.times(db, table, df, "s", required=True, label=start)
+        e, bad_e = self.times(db, table, df, "e", required=True, label=end)
         ok = ~bad_s & ~bad_e
         si = s.fillna(0).to_numpy(np.int64)
         ei = e.fillna(0).to_numpy(np.int64)
         with np.errstate(over="ignore"):
             backwards = ok & (ei < si)
             long = ok & ~backwards & ((ei - si) > _MAX_SPAN_NS)
-        self.refuse(db, table, df, "endNs", backwards, lambda i: "before its startNs")
-        self.refuse(db, table, df, "endNs - startNs", long, lambda i: "over one day")
+        self.refuse(db, table, df, end, backwards, lambda i: f"before its {start}")
+        self.refuse(db, table, df, f"{end} - {start}", long, lambda i: "over one day")
         keep = ok & ~backwards & ~long
         return df[keep].assign(s=si[keep], e=ei[keep]).reset_index(drop=True)
 
@@ -395,8 +401,10 @@ class _Rank:
                 return d
         if len(pairs) == 1:
             r, d = pairs[0]
-            if r is not None and 0 <= r < LOCAL_RANK:
-                self.problem(db, f"RANK_DEVICE_MAP says rank {r}, the directory is rank {self.rank}; "
+            if r not in (-1, LOCAL_RANK):  # those say "not distributed"
+                said = f"rank {r}" if r is not None and 0 <= r < MAX_RANKS else \
+                    f"rankId {cap_text(repr(rows[0][0]), 40)}, not a rank number,"
+                self.problem(db, f"RANK_DEVICE_MAP says {said} the directory is rank {self.rank}; "
                                  f"the directory's rank was used")
             return d
         return None
@@ -406,7 +414,7 @@ class _Rank:
         number are refused)."""
         if col not in df.columns or df.empty:
             return df
-        dev, bad = self.numbers(db, what, df, col, "id")
+        dev, bad = self.numbers(db, what, df, col, "id", label=db.col(what, "deviceId") or col)
         df = df.assign(**{col: dev})[~bad]
         devs = sorted(int(d) for d in pd.unique(df[col].dropna()))
         if len(devs) <= 1:
@@ -436,6 +444,7 @@ class _Rank:
             bad = np.array([i is None for i in ids], dtype=bool)
             self.refuse(db, t, raw, cid, bad, lambda i: f"not a step number (0..{MAX_ID})")
             rows = self.spans(db, t, raw.assign(id=[0 if i is None else i for i in ids])[~bad])
+            self.steps_refused = len(raw) - len(rows)
             api, task = db.table("CANN_API"), db.table("TASK")
             node_type = 10000
             enum = db.table("ENUM_API_TYPE")
@@ -490,7 +499,7 @@ class _Rank:
                                            f"ON t.{_q(db.col(t, 'globalTaskId'))} = c.{_q(db.col(c, 'globalTaskId'))}"
                                            f"{joins}"))
             df = self.pick_device(db, df, "device", t).reset_index(drop=True)
-            stream, bad = self.numbers(db, t, df, "stream", "id")
+            stream, bad = self.numbers(db, t, df, "stream", "id", label=db.col(t, "streamId"))
             df = df.assign(stream=stream, name=_names(df["name"]), type=_names(df["type"]), core=_names(df["core"]))
             df = df[~bad].sort_values("s", kind="stable").reset_index(drop=True)
         self._cache["compute"] = df
@@ -794,6 +803,8 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
     if comp.empty and comm.empty:
         ctx.problem(ctx.prof, "no TASK/COMPUTE_TASK_INFO rows: no kernels")
         return None
+    if comp.empty:
+        ctx.problem(ctx.prof, "no TASK/COMPUTE_TASK_INFO rows: the kernels are the communication ops only")
     parts = []
     if not comp.empty:
         parts.append(pd.DataFrame({"s": comp["s"].to_numpy(np.int64), "e": comp["e"].to_numpy(np.int64),
@@ -825,10 +836,10 @@ def _memory_record(ctx: _Rank) -> pd.DataFrame | None:
                           + "".join(f", m.{_q(db.col(n, c))} AS {c}" for c in amounts) + f"{dev} FROM {_q(n)} m{join}")
             app = app[app["kind"].astype(str).str.strip().str.lower() == "app"]
             app = ctx.pick_device(db, app, "device", n).reset_index(drop=True)
-            stamp, bad = ctx.times(db, n, app, "ts", required=True)
+            stamp, bad = ctx.times(db, n, app, "ts", required=True, label=ts)
             reserved = np.zeros(len(app))
             for c in amounts:  # hbm + ddr, an absent one counting 0
-                v, refused = ctx.numbers(db, n, app, c, "bytes")
+                v, refused = ctx.numbers(db, n, app, c, "bytes", label=db.col(n, c))
                 reserved += np.nan_to_num(v)
                 bad |= refused
             parts.append(pd.DataFrame({"component": "APP", "ts_ns": stamp.array, "allocated_mb": math.nan,
@@ -842,10 +853,10 @@ def _memory_record(ctx: _Rank) -> pd.DataFrame | None:
             col = db.col(t, *cands)
             sel.append(f"m.{_q(col)} AS {_q(out_name)}" if col else f"NULL AS {_q(out_name)}")
         rec = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
-        stamp, bad = ctx.times(db, t, rec, "ts", required=True)
+        stamp, bad = ctx.times(db, t, rec, "ts", required=True, label=db.col(t, "timestamp", "timestampNs"))
         sizes = {}
         for c in ("allocated", "reserved", "active"):
-            sizes[f"{c}_mb"], refused = ctx.numbers(db, t, rec, c, "bytes")
+            sizes[f"{c}_mb"], refused = ctx.numbers(db, t, rec, c, "bytes", label=db.col(t, f"total{c}"))
             bad |= refused
         parts.append(pd.DataFrame({"component": _names(rec["component"]), "ts_ns": stamp.array, **sizes})[~bad])
     parts = [p for p in parts if not p.empty]
@@ -875,8 +886,8 @@ def _module_mem(ctx: _Rank) -> pd.DataFrame | None:
     df = db.read(f"SELECT {db.rowid(t, 'm')} AS _rid, {comp} AS component, m.{_q(ts)} AS ts, m.{_q(res)} AS reserved"
                  f"{dev} FROM {_q(t)} m{join}")
     df = ctx.pick_device(db, df, "device", t).reset_index(drop=True)
-    stamp, bad = ctx.times(db, t, df, "ts", required=True)
-    reserved, refused = ctx.numbers(db, t, df, "reserved", "bytes")
+    stamp, bad = ctx.times(db, t, df, "ts", required=True, label=ts)
+    reserved, refused = ctx.numbers(db, t, df, "reserved", "bytes", label=res)
     out = pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64), "component": _names(df["component"]),
                         "ts_ns": stamp.array, "reserved_mb": reserved}, columns=COLUMNS["module_mem"])
     return out[~(bad | refused)].reset_index(drop=True)
@@ -894,10 +905,10 @@ def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
         col = db.col(t, cand)
         sel.append(f"m.{_q(col)} AS {_q(out_name)}" if col else f"NULL AS {_q(out_name)}")
     df = db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} m{join}")
-    size, bad = ctx.numbers(db, t, df, "size", "bytes", required=True)
-    alloc, refused_a = ctx.times(db, t, df, "alloc")
-    release, refused_r = ctx.times(db, t, df, "release")
-    duration, refused_d = ctx.numbers(db, t, df, "duration", "ns")
+    size, bad = ctx.numbers(db, t, df, "size", "bytes", required=True, label=db.col(t, "size"))
+    alloc, refused_a = ctx.times(db, t, df, "alloc", label=db.col(t, "allocationTime"))
+    release, refused_r = ctx.times(db, t, df, "release", label=db.col(t, "releaseTime"))
+    duration, refused_d = ctx.numbers(db, t, df, "duration", "ns", label=db.col(t, "duration"))
     out = pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64), "name": _names(df["name"]),
                         "size_mb": size, "alloc_ns": alloc.array, "release_ns": release.array,
                         "duration_ms": duration}, columns=COLUMNS["operator_memory"])
@@ -907,7 +918,8 @@ def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
 def _trace_steps(ctx: _Rank) -> pd.DataFrame | None:
     steps = ctx.steps()
     if not steps:
-        ctx.problem(ctx.prof, "no STEP_TIME rows (no profiler schedule?): no step ranges")
+        if not ctx.steps_refused:  # else the refused rows are the data problem
+            ctx.problem(ctx.prof, "no STEP_TIME rows (no profiler schedule?): no step ranges")
         return None
     return pd.DataFrame({"rank": [ctx.rank] * len(steps), "step": [s[0] for s in steps],
                          "start_ns": np.array([s[1] for s in steps], dtype=np.int64),
@@ -980,7 +992,7 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
             sel.append(f"NULL AS {_q(out_name)}")
     df = ctx.pick_device(db, ctx.spans(db, t, db.read(f"SELECT {', '.join(sel)} FROM {_q(t)} t{joins}")),
                          "device", t).reset_index(drop=True)
-    stream, bad = ctx.numbers(db, t, df, "stream", "id")
+    stream, bad = ctx.numbers(db, t, df, "stream", "id", label=db.col(t, "streamId"))
     df = df.assign(stream=stream)
     name = df["cname"].where(df["cname"].notna(), df["hname"]).where(lambda x: x.notna(), df["task_type"])
     keep = ~(_sync(name) | _sync(df["task_type"])).to_numpy() & ~bad
