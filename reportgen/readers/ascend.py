@@ -820,7 +820,7 @@ def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
     chosen: dict[int, RankDir] = {}
     for d in dirs:
         if d.rank is None:
-            problems.append((str(d.path), "no usable rank (no profiler_info_<rank>.json, no rank_id, no FRAMEWORK "
+            problems.append((str(d.path), "no rank found (no profiler_info_<rank>.json, no rank_id, no FRAMEWORK "
                                           "suffix); directory skipped"))
             continue
         other = chosen.get(d.rank)
@@ -1046,8 +1046,9 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
             g = meta.groups.pop(key)
             problems.append((g["path"], f"parallel_group_info group {key!r} lists rank {g['ranks'][-1]}, beyond "
                                         f"the world size {world} ({what}); group ignored"))
-    else:  # no usable claim: the ranks found and the groups' members
-        world = max([found[-1] + 1] + [g["ranks"][-1] + 1 for g in meta.groups.values() if g["ranks"]])
+    else:  # no usable claim: the groups' members and the ranks found; unknown when nothing claims a world
+        tops = [g["ranks"][-1] + 1 for g in meta.groups.values() if g["ranks"]]
+        world = max(tops + [found[-1] + 1]) if tops or claims else None
     groups = pd.DataFrame(
         [{"group": k, "name": g["group_name"], "kind": group_kind(g["group_name"]), "ranks": g["ranks"],
           "hash": str(double_hash(k))} for k, g in sorted(meta.groups.items())],
@@ -1055,9 +1056,9 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
     run.tables["groups"] = groups
     run.ranks = found
     run.world_size = world
-    missing = world - sum(1 for r in found if r < world)
+    missing = world - sum(1 for r in found if r < world) if world else 0
     if missing <= MAX_LISTED_MISSING:
-        run.missing_ranks = sorted(set(range(world)) - set(found))
+        run.missing_ranks = sorted(set(range(world or 0)) - set(found))
     else:
         run.missing_ranks = []
         problems.append((claim_path or str(root), f"{missing} of the {world} ranks have no profiler directory "
@@ -1070,9 +1071,9 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
         if value is None:
             continue
         n = as_int(value)
-        if n is None or not 1 <= n <= world:
+        if n is None or not 1 <= n <= (world or MAX_RANKS):
             problems.append((meta.args_path, f"distributed_args.{key}_parallel_size {_text(repr(value), 40)} is not "
-                                             f"a size in 1..{world} (the world size); ignored"))
+                                             f"a size in 1..{world or MAX_RANKS}; ignored"))
             continue
         par[short] = n
     stage_of: dict[int, int] = {}
