@@ -115,11 +115,14 @@ def column_ns(values, unit_ns: int = NS_PER_US) -> pd.Series:
         out[:] = [to_ns(x, unit_ns) if pd.notna(x) else None for x in s.tolist()]
         return out
     txt = s.astype(str).str.strip()
-    whole, sep, frac = (txt.str.partition(".")[i] for i in range(3))
+    parts = txt.str.partition(".")  # once (three partitions cost 3x)
+    whole, sep, frac = parts[0], parts[1], parts[2]
     neg = whole.str.startswith("-")
     digits = whole.where(~neg, whole.str[1:])
     scale = max(_scale(unit_ns), 0)
-    plain = digits.str.isdigit() & digits.str.isascii() & (
+    top = str(_MAX_NS // unit_ns)  # a whole part below this cannot overflow int64 ns (larger ones: to_ns, None)
+    small = (digits.str.len() < len(top)) | ((digits.str.len() == len(top)) & (digits < top))
+    plain = digits.str.isdigit() & digits.str.isascii() & small & (
         (sep == "") | (frac.str.isdigit() & frac.str.isascii() & (frac.str.len() <= scale)))
     if plain.any():
         w = digits[plain].astype("int64").to_numpy()

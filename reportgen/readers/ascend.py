@@ -28,6 +28,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Callable
 
@@ -173,15 +174,17 @@ def json_time_ns(value) -> tuple[int | None, str | None]:
     return n, None
 
 
-def _cells(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
-    """(values with text stripped, absent mask: null, empty, ``N/A``...) of a CSV column or a DB column."""
-    raw = values.reset_index(drop=True)
-    if raw.dtype != object:
-        return raw, raw.isna().to_numpy()
-    text = raw.str.strip()  # NaN where a cell is not text (a DB number)
-    is_text = text.notna().to_numpy()
-    missing = raw.isna().to_numpy() | (is_text & text.isin(MISSING_CELLS).to_numpy())
-    return raw.where(~is_text, text).where(~missing, None), missing
+def _absent(values: pd.Series, unparsed: np.ndarray) -> np.ndarray:
+    """Which cells hold no value (null, or text that is empty / ``N/A``... once stripped); only the ``unparsed``
+    ones (a mask: the cells that did not parse as a number) are looked at, so a clean column costs nothing."""
+    out = np.zeros(len(values), dtype=bool)
+    if unparsed.any():
+        cells = values.to_numpy(dtype=object)
+        for i in np.flatnonzero(unparsed):
+            v = cells[i]
+            out[i] = (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                      or (isinstance(v, str) and v.strip() in MISSING_CELLS))
+    return out
 
 
 def check_numbers(values: pd.Series, kind: str, required: bool = False):
@@ -189,9 +192,10 @@ def check_numbers(values: pd.Series, kind: str, required: bool = False):
     (floats scaled to the run model's unit, NaN where absent or refused; mask of refused cells; reason of
     refused cell i). Refused: text that is not a number, NaN, inf, a sign or magnitude out of bounds, a fraction
     for ids and counts, and an absent value when ``required``."""
-    raw, missing = _cells(values)
+    raw = values.reset_index(drop=True)
     mul, div, limit, _over, negative = KINDS[kind]
     v = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float, na_value=np.nan, copy=True)
+    missing = _absent(raw, np.isnan(v))
     if mul != 1.0:
         v = v * mul
     if div != 1.0:
@@ -210,9 +214,10 @@ def check_times(values: pd.Series, unit_ns: int = 1000, required: bool = False):
     """A column of absolute times (µs text from a CSV, ``unit_ns`` 1000; DB ns, 1) as exact int ns (nullable Int64,
     :func:`reportgen.timebase.column_ns`): (times, NA where absent or refused; mask of refused cells; reason of
     refused cell i). Refused: not a number, negative, beyond the int64 ns range, absent when ``required``."""
-    raw, missing = _cells(values)
-    out = column_ns(raw.where(~missing, ""), unit_ns) if raw.dtype == object else column_ns(raw, unit_ns)
+    raw = values.reset_index(drop=True)
+    out = column_ns(raw, unit_ns)
     got = out.notna().to_numpy()
+    missing = _absent(raw, ~got)
     neg = got & (out.fillna(0) < 0).to_numpy()
     bad = (~got & (~missing | required)) | neg
     if bad.any():
@@ -303,6 +308,7 @@ class Csv:
                 break
         else:
             raise InputError(self.path, "empty file")
+        raw_header, first = row, row[0]
         header = [c.strip() for c in row]
         used = [i for i, c in enumerate(header) if want is None or c in want]
         names = [header[i] for i in used]
@@ -310,7 +316,8 @@ class Csv:
         if twice:
             raise InputError(self.path, f"column {twice[0]!r} appears twice in the header")
         self.header = header
-        cells = [[] for _ in used]
+        pick = itemgetter(*used) if used else (lambda r: ())
+        kept: list[tuple] = []  # the used cells of each kept row
         lines = self.lines
         n = len(header)
         short = None  # (line, reason) of a row refused for its field count, reported once it is known if it is last
@@ -327,7 +334,7 @@ class Csv:
                 last_kept = False
                 continue
             line, start = start, reader.line_num + 1
-            self._at = reader.line_num
+            self._at = start - 1
             if not row:
                 continue
             if short:
@@ -336,13 +343,12 @@ class Csv:
             last_kept = False
             if len(row) != n:
                 short = (line, f"has {len(row)} fields, the header {n}")
-            elif row[0].strip() == header[0] and [c.strip() for c in row] == header:
+            elif row[0] == first and row == raw_header:
                 self.rejects.add(self.path, line, "the row", "repeats the header (files concatenated?)")
             else:
                 last_kept = True
                 lines.append(line)
-                for out, i in zip(cells, used):
-                    out.append(row[i])
+                kept.append(pick(row))
         else:  # max_rows reached (no break): the rows read are complete lines
             ends_nl = True
         if short:
@@ -351,11 +357,13 @@ class Csv:
         elif not ends_nl and last_kept and (n - 1) in used:
             # the file was cut inside its last row's last cell, or right after it: the value may be a prefix
             lines.pop()
-            for out in cells:
-                out.pop()
+            kept.pop()
             self.rejects.add(self.path, reader.line_num, f"column '{header[-1]}'",
                              "may be cut: the last line does not end in a newline (file truncated?)")
-        self.cols = dict(zip(names, cells))
+        if len(used) == 1:
+            kept = [(c,) for c in kept]  # itemgetter of one index gives the cell, not a tuple
+        columns = list(zip(*kept)) if kept else [() for _ in used]
+        self.cols = {name: list(col) for name, col in zip(names, columns)}
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -372,7 +380,10 @@ class Csv:
         """An untrusted text column, each cell capped (:func:`reportgen.limits.cap_text`)."""
         if name not in self.cols:
             return [default] * len(self)
-        return [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in self.cols[name]]
+        col = self.cols[name]
+        if not col or max(map(len, col)) <= MAX_NAME_CHARS:
+            return col
+        return [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in col]
 
     def _refuse(self, name: str, idx, why) -> None:
         for i in idx:
@@ -400,7 +411,8 @@ class Csv:
         return df[~self.bad].reset_index(drop=True) if self.bad.any() else df
 
 
-def _csv(path: Path, want=None) -> tuple[Csv, Rejects]:
+def _csv(path: Path, want: set) -> tuple[Csv, Rejects]:
+    """The columns ``want`` of a CSV (the ones the parser reads: a cut in any other column does not matter)."""
     rejects = Rejects()
     return Csv(path, rejects, want), rejects
 
@@ -427,7 +439,7 @@ def parse_step_trace_time(path: Path, rank: int, problems: list) -> pd.DataFrame
     the three of step_ms are required; only the exclude-receive column may be negative (MindSpore writes
     CommNotOverlapped - Bubble unclipped); a step longer than a day is refused.
     """
-    t, rejects = _csv(path)
+    t, rejects = _csv(path, {"Step", "Step Id", *STEP_TIME_COLUMNS})
     t.require("Computing", "Communication(Not Overlapped)", "Free", what="a step_trace_time.csv")
     step_col = "Step" if t.has("Step") else "Step Id" if t.has("Step Id") else None
     steps = t.num(step_col, "id") if step_col else np.full(len(t), np.nan)
@@ -607,7 +619,8 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 
 def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    t, rejects = _csv(path)
+    t, rejects = _csv(path, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
+                             "Max Time(us)"})
     t.require("OP Type", "Count", "Total Time(us)", what="an op_statistic.csv")
     df = pd.DataFrame({
         "rank": np.full(len(t), rank, dtype=np.int64),
@@ -623,7 +636,8 @@ def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 
 def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    t, rejects = _csv(path)
+    t, rejects = _csv(path, {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                             "Total Active(MB)"})
     t.require("Component", "Timestamp(us)", "Total Reserved(MB)", what="a memory_record.csv")
     df = pd.DataFrame({
         "rank": np.full(len(t), rank, dtype=np.int64), "component": t.text("Component"),
@@ -635,7 +649,7 @@ def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 
 def parse_npu_module_mem(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    t, rejects = _csv(path)
+    t, rejects = _csv(path, {"Component", "Timestamp(us)", "Total Reserved(MB)"})
     t.require("Component", "Timestamp(us)", "Total Reserved(MB)", what="an npu_module_mem.csv")
     df = pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64), "component": t.text("Component"),
                        "ts_ns": t.ns("Timestamp(us)", required=True),
@@ -644,7 +658,7 @@ def parse_npu_module_mem(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 
 def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    t, rejects = _csv(path)
+    t, rejects = _csv(path, {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)"})
     t.require("Name", "Size(KB)", what="an operator_memory.csv")
     df = pd.DataFrame({
         "rank": np.full(len(t), rank, dtype=np.int64), "name": t.text("Name"),

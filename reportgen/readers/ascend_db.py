@@ -325,6 +325,7 @@ class _Rank:
         self.prof = prof
         self.problems = problems
         self.rejects = Rejects()
+        self._refused: set = set()  # (file, table.column, rowid) already counted
         self._cache: dict[str, object] = {}
         self.steps_refused = 0  # STEP_TIME rows refused (steps)
         if prof is not None and not (prof.table("STRING_IDS") and prof.col(prof.table("STRING_IDS"), "id")
@@ -345,8 +346,13 @@ class _Rank:
         name = f"{table}.{db.col(table, column) or column}"  # the DB's spelling of a normalised column name
         for i in np.flatnonzero(bad):
             row = rid[i] if rid is not None else None
-            self.rejects.add(db.path, int(row) if row is not None and pd.notna(row) else None, name, why(i),
-                             unit="row")
+            row = int(row) if row is not None and pd.notna(row) else None
+            if row is not None:  # a row read for two tables (TASK: kernels and device ops) is counted once
+                key = (str(db.path), name, row)
+                if key in self._refused:
+                    continue
+                self._refused.add(key)
+            self.rejects.add(db.path, row, name, why(i), unit="row")
 
     def numbers(self, db: _Db, table: str, df: pd.DataFrame, column: str, kind: str, required: bool = False,
                 label: str | None = None) -> tuple[np.ndarray, np.ndarray]:
