@@ -5,11 +5,21 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
 * Discovery: every directory at any depth whose name ends in ``ascend_pt`` / ``ascend_ms`` (or that
   holds an ``ASCEND_PROFILER_OUTPUT`` folder). The rank comes from ``profiler_info_{rank}.json``
   (the device id is NOT the rank); MindSpore CPU output carries it only in ``FRAMEWORK/*_{rank}``
-  file suffixes. Two folders for one rank: the newest (time stamp in the name, else modification
-  time) wins, and a data problem says so.
-* World size and expected ranks: ``profiler_metadata.json`` ``distributed_args.world_size``, else the
-  union of every rank's ``parallel_group_info``.
+  file suffixes. Every rank id is checked (:func:`reportgen.limits.rank_id`: 0..MAX_RANKS-1, else named and
+  ignored). Two folders for one rank: the newest (time stamp in the name, else modification time; the first in
+  path order on a tie) wins, and a data problem says which and why.
+* World size and expected ranks: ``profiler_metadata.json`` ``distributed_args.world_size`` (MindSpore <= 2.4:
+  ``rank_size``), each file's claim checked against the ranks found (:func:`reportgen.limits.world_size`; the
+  smallest usable claim wins), else the union of every rank's ``parallel_group_info``, whose ``global_ranks``
+  are checked (a group with a member that is not a rank, a repeat, or a rank beyond the world size is ignored).
+  Nothing is allocated from a claim: missing ranks are listed up to :data:`MAX_LISTED_MISSING`, else counted.
 * Everything is parsed by header name, never by position. Units become ms / MB (10^6 B) / GB/s.
+* Values are checked where they are read (issue 14): CSVs through :class:`Csv` (rows with another field count,
+  a cell over the csv field limit, a last row cut by a missing newline are refused), numbers through
+  :func:`check_numbers` / :func:`check_times` with the bounds of :data:`KINDS` (text, NaN, inf, negative,
+  over a day per op or step, over 1 PB, beyond the int64 ns range), JSON entries of the wrong shape or with a
+  refused number skipped. Every refusal is a data problem naming the file, the line / entry / row and the
+  column (:class:`reportgen.limits.Rejects`); a refused value is never used.
 * Times (model doc, "Time base"): parsers give absolute times as exact int ns (``*_ns``: CSV / JSON µs text via
   :mod:`reportgen.timebase`, DB ns integers); the run origin is the earliest of them over the tables read at once
   (trace_view.json, communication.json, the DB), or, when only the lazily parsed CSVs carry times, the earliest
