@@ -90,8 +90,15 @@ def _context():
 
 
 def stop(executor: ProcessPoolExecutor) -> None:
-    """Cancel queued work and stop the workers now (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`)."""
+    """Cancel queued work and stop the workers now (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`).
+
+    A worker stopped while it was sending its result leaves half a message in the result pipe, and the pool's
+    manager thread waits for the rest for ever (the interpreter joins that thread at exit: the "hang after
+    'interrupted'"). Once every worker is gone the parent closes its own write end of that pipe, so the
+    manager thread reads end-of-file, marks the pool broken and exits."""
     procs = list((getattr(executor, "_processes", None) or {}).values())
+    manager = getattr(executor, "_executor_manager_thread", None)
+    results = getattr(executor, "_result_queue", None)  # shutdown() forgets both
     executor.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -103,9 +110,10 @@ def stop(executor: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(STOP_GRACE_S)
-    # the pool's manager thread sees every worker gone and exits; join it so the interpreter's exit does not
     with contextlib.suppress(Exception):
-        executor.shutdown(wait=True)
+        results._writer.close()  # noqa: SLF001 - see the doc above
+    if manager is not None:
+        manager.join(STOP_GRACE_S)
 
 
 @contextlib.contextmanager
