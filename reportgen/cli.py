@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import json
 import math
 import re
@@ -233,8 +234,8 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def preflight(args) -> dict:
-    """Check every argument and output before the run is read; the analysis options."""
+def preflight(args) -> None:
+    """Refuse bad arguments and outputs (see the module doc) before the run is read."""
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
     for pattern in args.comm_pattern:
@@ -247,20 +248,16 @@ def preflight(args) -> dict:
         if value is not None and not (math.isfinite(value) and 0 < value <= ceiling):
             raise InputError(None, f"--{name.replace('_', '-')} {value}: must be a positive number up to "
                                    f"{ceiling:g}")
-    options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
-               "ranks": _parse_ranks(args.ranks) if args.ranks else [],
-               "include_warmup": args.include_warmup}
     from . import compare
 
-    for expr in args.fail_on:  # syntax and numbers now; the condition itself after the analysis
-        compare.check_fail_on(expr, {}, {} if args.baseline else None)
+    for expr in args.fail_on:  # the syntax and the numbers now; whether it holds after the analysis
+        compare.check_fail_on(expr, {}, {})
     inputs = _inputs(args)
     _check_output("-o", args.output, inputs)
     if args.json_path is not None:
         _check_output("--json", args.json_path, inputs)
         if _same_file(args.output, args.json_path):
             raise InputError(args.json_path, "--json: is the same file as the report (-o); give it another name")
-    return options
 
 
 def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = ()):
@@ -358,6 +355,15 @@ def _interrupts():
             signal.signal(sig, old)
 
 
+def _handling_interrupts(fn):
+    """``fn`` runs inside :func:`_interrupts`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _interrupts():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 def _written(outputs: list[str], written: list[str]) -> str:
     """What a failed or interrupted run leaves: 'nothing written' or exactly which outputs were written."""
     if not written:
@@ -366,6 +372,7 @@ def _written(outputs: list[str], written: list[str]) -> str:
     return f"wrote {' and '.join(written)}" + (f"; {' and '.join(missing)} not written" if missing else "")
 
 
+@_handling_interrupts
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="reportgen: %(message)s")
@@ -374,45 +381,48 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(enabled=not args.quiet)
     failed: list[str] = []
     outputs = [args.output] + ([args.json_path] if args.json_path is not None else [])
-    written: list[str] = []
+    written: list[str] = []  # outputs renamed into place, for messages that say exactly what was written
 
     def say(text: str) -> None:
         progress.close()
         with contextlib.suppress(OSError, ValueError):  # stderr closed by the reader: nothing to tell
             print(f"reportgen: {one_line(text)}", file=sys.stderr, flush=True)
 
-    with _interrupts():
-        try:
-            options = preflight(args)
-            html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
-                                     static=args.static, baseline=args.baseline)
-            from . import compare, metrics, render
+    try:
+        preflight(args)
+        options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
+                   "ranks": _parse_ranks(args.ranks) if args.ranks else [],
+                   "include_warmup": args.include_warmup}
+        if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
+            raise InputError(None, "--fail-on compares with the baseline: give --baseline")
+        html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
+                                 static=args.static, baseline=args.baseline)
+        from . import compare, metrics, render
 
-            base_doc = doc.pop("_baseline_doc", None)
-            failed = [r for r in (compare.check_fail_on(e, json.loads(metrics.dumps(doc)), base_doc)
-                                  for e in args.fail_on) if r]
-            if failed:
-                doc["fail_on"] = failed
-            texts = {args.output: html}
-            if args.json_path is not None:
-                texts[args.json_path] = metrics.dumps(doc)
-            try:
-                render.write_atomic(texts, written=written)
-            except OSError as exc:
-                path = next((p for p in outputs if p not in written), outputs[-1])
-                raise InputError(path, f"could not write: {_os_problem(exc)}; {_written(outputs, written)}") from None
-        except InputError as exc:
-            say(str(exc))
-            return EXIT_INPUT
-        except KeyboardInterrupt as exc:
-            say(f"interrupted; {_written(outputs, written)}")
-            return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
-        except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
-            if args.debug:
-                traceback.print_exc()
-            say(f"internal error: {type(exc).__name__}: {exc} ({_written(outputs, written)}; rerun with --debug "
-                f"for the traceback)")
-            return EXIT_FAILURE
+        base_doc = doc.pop("_baseline_doc", None)
+        failed = [r for r in (compare.check_fail_on(e, json.loads(metrics.dumps(doc)), base_doc)
+                              for e in args.fail_on) if r]
+        if failed:
+            doc["fail_on"] = failed
+        texts = {args.output: html, **({args.json_path: metrics.dumps(doc)} if args.json_path is not None else {})}
+        try:
+            render.write_atomic(texts, written=written)  # both temp files, then both renames
+        except OSError as exc:
+            path = next((p for p in outputs if p not in written), outputs[-1])
+            raise InputError(path, f"could not write: {_os_problem(exc)}; {_written(outputs, written)}") from None
+    except InputError as exc:
+        say(str(exc))
+        return EXIT_INPUT
+    except KeyboardInterrupt as exc:
+        say(f"interrupted; {_written(outputs, written)}")
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
+    except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
+        progress.close()
+        if args.debug:
+            traceback.print_exc()
+        say(f"internal error: {type(exc).__name__}: {exc} ({_written(outputs, written)}; rerun with --debug "
+            f"for the traceback)")
+        return EXIT_FAILURE
     progress.close()
     if failed:
         for reason in failed:
