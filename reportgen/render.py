@@ -433,14 +433,14 @@ def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def _signals_deferred():
-    """SIGINT / SIGTERM received inside the block are delivered when it ends (main thread only)."""
+    """SIGINT / SIGTERM / SIGHUP received inside the block are delivered when it ends (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     pending: list[int] = []
     saved = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        handler = signal.getsignal(sig)
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        handler = signal.getsignal(sig) if sig is not None else None
         if handler not in (signal.SIG_IGN, None):
             saved[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
     try:
@@ -457,7 +457,7 @@ def write_atomic(outputs: dict[str | os.PathLike, str] | str | os.PathLike, text
     """Write each text to a temp file beside its path, then rename them all into place.
 
     ``write_atomic(path, text)`` or ``write_atomic({path: text, ...})``. Every temp file is complete before the
-    first rename, and the renames run back to back with SIGINT / SIGTERM held until the last one, so the
+    first rename, and the renames run back to back with SIGINT / SIGTERM / SIGHUP held until the last one, so the
     outputs change together or not at all (short of a failing rename or SIGKILL). ``written`` receives each
     path as its rename succeeds: when a later one fails the caller can say exactly what was written. Temp
     files not renamed are removed whatever ends the call (an exception, KeyboardInterrupt, SIGTERM turned
@@ -472,7 +472,8 @@ def write_atomic(outputs: dict[str | os.PathLike, str] | str | os.PathLike, text
             with _signals_deferred():  # no temp file exists that `staged` does not list
                 fd, tmp = temp_beside(path)
                 staged.append((str(path), tmp))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh = os.fdopen(fd, "w", encoding="utf-8")
+            with fh:
                 fh.write(body)
             os.chmod(tmp, 0o644)
         with _signals_deferred():
