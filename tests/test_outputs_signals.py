@@ -422,6 +422,7 @@ def test_signal_during_parallel_decoding(how, big_kineto, out):
     cmd = ([sys.executable, "-c", WATCHDOG_ONLY] if "watchdog" in how else [sys.executable, "-m", "reportgen"])
     p = subprocess.Popen([*cmd, str(big_kineto), "-o", str(html), "-j", "2"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env, start_new_session=True)
+    workers: set[int] = set()
     try:
         workers = _poll(lambda: _children(p.pid) if len(_children(p.pid)) >= 2 else None, 120)
         assert workers, f"no 2 workers started (exit {p.poll()}): {p.stderr.read().decode() if p.poll() is not None else ''}"
@@ -444,7 +445,7 @@ def test_signal_during_parallel_decoding(how, big_kineto, out):
         if p.poll() is None:
             p.kill()
             p.wait()
-        for w in _children(p.pid) | set(locals().get("workers") or ()):
+        for w in _children(p.pid) | set(workers or ()):
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
     expected = {"SIGINT to the group": 130, "SIGTERM": 143}.get(how, -signal.SIGKILL)
