@@ -7,13 +7,16 @@ is on, so untrusted strings (op names, paths, host names, titles) are only ever 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from dataclasses import replace
 import hashlib
 import math
 import os
 import re
+import signal
 import tempfile
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -413,26 +416,79 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
     return env.get_template("report.html.j2").render(**context, assets=assets, static=static)
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path`` and rename it into place."""
+def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """Create (mode 0600, exclusively) the temp file :func:`write_atomic` renames onto ``path``:
+    ``.<name>.<random>.tmp`` in the same directory, the name shortened to fit the file system's name limit."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        name_max = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    stem = path.name
+    while stem and len(os.fsencode(f".{stem}.")) + 8 + len(".tmp") > name_max:  # mkstemp adds 8 characters
+        stem = stem[:-1]
+    return tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT / SIGTERM / SIGHUP received inside the block are delivered when it ends (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    saved = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        handler = signal.getsignal(sig) if sig is not None else None
+        if handler not in (signal.SIG_IGN, None):
+            saved[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if pending:
+            signal.raise_signal(pending[0])
+
+
+def write_atomic(outputs: dict[str | os.PathLike, str] | str | os.PathLike, text: str | None = None, *,
+                 written: list[str] | None = None) -> None:
+    """Write each text to a temp file beside its path, then rename them all into place.
+
+    ``write_atomic(path, text)`` or ``write_atomic({path: text, ...})``. Every temp file is complete before the
+    first rename, and the renames run back to back with SIGINT / SIGTERM / SIGHUP held until the last one, so the
+    outputs change together or not at all (short of a failing rename or SIGKILL). ``written`` receives each
+    path as its rename succeeds: when a later one fails the caller can say exactly what was written. Temp
+    files not renamed are removed whatever ends the call (an exception, KeyboardInterrupt, SIGTERM turned
+    into one); an existing output is never touched before its rename.
+    """
+    if not isinstance(outputs, dict):
+        outputs = {outputs: text}
+    written = [] if written is None else written
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, body in outputs.items():
+            with _signals_deferred():  # no temp file exists that `staged` does not list
+                fd, tmp = temp_beside(path)
+                staged.append((str(path), tmp))
+                fh = os.fdopen(fd, "w", encoding="utf-8")
+            with fh:
+                fh.write(body)
+            os.chmod(tmp, 0o644)
+        with _signals_deferred():
+            for path, tmp in staged:
+                os.replace(tmp, path)
+                written.append(path)
+    finally:
+        for path, tmp in staged:
+            if path not in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def content_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-__all__ = ["build_context", "render_html", "write_atomic", "format_value", "Column"]
+__all__ = ["build_context", "render_html", "write_atomic", "temp_beside", "format_value", "Column"]

@@ -45,13 +45,13 @@ import gzip
 import math
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from .. import workers
 from ..errors import InputError
 from ..intervals import clip, length, union
 from ..model import Run, rel_ms
@@ -140,7 +140,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     jobs = jobs or os.cpu_count() or 1
     results = []
     if jobs > 1 and len(paths) > 1 and total_bytes >= PARALLEL_MIN_BYTES:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        with workers.pool(min(jobs, len(paths))) as pool:
             for n, res in enumerate(pool.map(_decode, [(str(p), comm_patterns) for p in paths]), start=1):
                 results.append(res)
                 if progress:
