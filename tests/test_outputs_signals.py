@@ -144,7 +144,7 @@ def test_run_given_through_a_link_is_still_protected(run, out, capsys, monkeypat
 def test_baseline_is_an_input_too(run, out, tmp_path, capsys, monkeypatch):
     base_json = _file(out / "base.json")
     _never_read(monkeypatch)
-    _refused(capsys, [run, "-o", out / "r.html", "--json", base_json, "--baseline", base_json],
+    _refused(capsys, [run, "-o", base_json, "--baseline", base_json],
              "is the --baseline file", watch=[out], digest_of=[run])
     base_run = tmp_path / "base"
     base_run.mkdir()
@@ -492,3 +492,14 @@ def test_pool_stopped_mid_result_does_not_hang_the_exit(tmp_path):
         pytest.fail("the process did not exit after stopping the pool")
     assert p.returncode == 0 and out.decode() == "stopped\n" and not err, err.decode()
 
+
+
+def test_rolling_baseline_json_may_be_replaced(tmp_path):
+    """CI's "compare with last time, then keep this run as the next baseline": --baseline m.json --json m.json."""
+    from reportgen.cli import main
+
+    base = tmp_path / "m.json"
+    assert main(["demo", "-o", str(tmp_path / "a.html"), "--json", str(base), "-q"]) == 0
+    first = base.read_bytes()
+    assert main(["demo", "-o", str(tmp_path / "b.html"), "--json", str(base), "--baseline", str(base), "-q"]) == 0
+    assert base.read_bytes() != first and b'"baseline"' in base.read_bytes()
