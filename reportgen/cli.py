@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="report.html", help="HTML report to write (default: report.html)")
     p.add_argument("--json", dest="json_path", metavar="METRICS_JSON", help="also write every number as JSON")
     p.add_argument("--title", help="report title (default: the run directory name)")
+    p.add_argument("--format", dest="fmt", choices=["mindinsight", "mindspore_cpu", "ascend", "kineto"],
+                   help="read this input family when the directory holds more than one (default: detect; "
+                        "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="decode ranks in N parallel processes (default: the number of cores)")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
@@ -262,7 +265,8 @@ def preflight(args) -> None:
             raise InputError(args.json_path, "--json: is the same file as the report (-o); give it another name")
 
 
-def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = ()):
+def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = (),
+             fmt: str | None = None):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -271,7 +275,7 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
             progress.update("reading files", done, total)
 
     if run_arg != "demo":
-        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns)
+        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns, fmt=fmt)
     from .demo import demo_note, demo_spec
     from .synth import write_mindinsight_run
 
@@ -288,12 +292,12 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
-                 static: bool = False, baseline: str | None = None) -> tuple[str, dict]:
+                 static: bool = False, baseline: str | None = None, fmt: str | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress, jobs, comm_patterns)
+    run = load_run(run_arg, progress, jobs, comm_patterns, fmt)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -308,7 +312,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
         from . import compare
 
         def build_metrics(path: str) -> dict:
-            base_run = load_run(path, None, jobs, comm_patterns)
+            base_run = load_run(path, None, jobs, comm_patterns, fmt)
             return json.loads(metrics.dumps(metrics.build(base_run, run_sections(base_run, Options(dict(options or {}))))))
 
         base_doc = compare.load_baseline(baseline, build_metrics)
@@ -398,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
-                                 static=args.static, baseline=args.baseline)
+                                 static=args.static, baseline=args.baseline, fmt=args.fmt)
         from . import compare, metrics, render
 
         base_doc = doc.pop("_baseline_doc", None)
