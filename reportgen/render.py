@@ -65,6 +65,8 @@ MAX_EMBEDDED_ROWS = 500_000
 MAX_EMBEDDED_BYTES = 50_000_000
 #: JSON size of one chart spec; a larger chart is left out of the page with a note
 MAX_SPEC_BYTES = 16_000_000
+#: options of one page control (a step selector of a run with more steps lists the first ones)
+MAX_OPTIONS = 1000
 #: spec keys whose string value is a Vega expression (never cut: it is code, not data)
 _EXPRESSION_KEYS = frozenset({"calculate", "filter", "test", "expr", "labelExpr", "signal", "update"})
 _SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -240,7 +242,40 @@ def environment() -> jinja2.Environment:
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
     env.filters["breakable"] = breakable
+    env.globals["ranges"] = ranges_text
     return env
+
+
+#: parts of a list of ranks / steps written out (``0–3, 7, 9–10``); the rest are counted
+RANGES_SHOWN = 200
+#: hosts listed in the run summary; the rest are counted
+HOSTS_SHOWN = 1000
+
+
+def ranges_text(values, limit: int = RANGES_SHOWN) -> str:
+    """0,1,2,3,7,9,10 -> ``0–3, 7, 9–10`` (integers in runs, anything else listed first as is); at most
+    ``limit`` parts, then ``… and N more``."""
+    ints, parts = [], []
+    for v in values or ():
+        if isinstance(v, int) and not isinstance(v, bool):
+            ints.append(v)
+        else:
+            parts.append(str(v))
+    ints.sort()
+    more = 0
+    start = prev = None
+    for v in ints + [None]:
+        if v is not None and start is not None and v in (prev, prev + 1):
+            prev = v
+            continue
+        if start is not None:
+            if len(parts) < limit:
+                parts.append(str(start) if start == prev else f"{start}–{prev}")
+            else:
+                more += 1
+        start = prev = v
+    more += max(0, len(parts) - limit)
+    return ", ".join(parts[:limit]) + (f" … and {more} more" if more else "")
 
 
 STEP_SOURCE_TEXT = {"markers": "", "repeated_ops": "steps from the repeated operator sequence (no step markers)",
@@ -262,7 +297,8 @@ def run_summary(run: Run) -> dict[str, Any]:
         "world_size": run.world_size,
         "ranks": list(run.ranks),
         "missing_ranks": list(run.missing_ranks),
-        "hosts": [{"host": h, "ranks": rs} for h, rs in hosts.items()],
+        "hosts": [{"host": h, "ranks": rs} for h, rs in list(hosts.items())[:HOSTS_SHOWN]],
+        "hosts_total": len(hosts),
         "hosts_known": bool(hosts),
         "steps": list(F.steps_all) if F is not None else list(run.steps),
         "warmup_steps": list(F.warmup_steps) if F is not None else [],
@@ -284,11 +320,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "reason": o.reason,
             "summary": view.summary if view else "",
             "notes": list(view.notes) if view else [],
-            "controls": [
-                {"signal": c.signal, "label": c.label, "options": [{"value": v, "label": l} for v, l in c.options],
-                 "default": c.default}
-                for c in (view.controls if view else [])
-            ],
+            "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
             "findings": [f.as_dict() for f in (view.findings if view else [])],
@@ -321,6 +353,18 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "sections": sections,
         "findings": findings,
     }
+
+
+def _control_ctx(c) -> dict[str, Any]:
+    """A control for the template: at most :data:`MAX_OPTIONS` options (the default kept), the cut in its label."""
+    options = list(c.options)
+    label = c.label
+    if len(options) > MAX_OPTIONS:
+        label = f"{c.label} (first {MAX_OPTIONS:,} of {len(options):,})"
+        default = [o for o in options[MAX_OPTIONS:] if o[0] == c.default][:1]
+        options = options[:MAX_OPTIONS] + default
+    return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
+            "default": c.default}
 
 
 def _figure_ctx(f) -> dict[str, Any]:

@@ -48,6 +48,8 @@ LABELS = {"mindinsight": "MindSpore Insight", "mindspore_cpu": "MindSpore CPU", 
 MAX_DEPTH = 10
 #: directory entries looked at by :func:`survey`; a larger tree is searched only this far (and says so)
 MAX_ENTRIES = 200_000
+#: JSON files whose first 64 KiB :func:`survey` reads to tell a trace from other JSON
+MAX_OPENED = 20_000
 #: files not read that the data problems name one by one (the rest are counted)
 MAX_LISTED = 50
 #: MindInsight files that make their folder a run (the reader needs one of them, or a legacy layout)
@@ -174,7 +176,7 @@ def survey(root: str | Path) -> Survey:
     root = Path(root)
     s = Survey(root)
     base = len(root.parts)
-    seen = 0
+    seen = opened = 0
 
     def onerror(exc: OSError) -> None:
         where = Path(exc.filename) if getattr(exc, "filename", None) else root
@@ -206,6 +208,10 @@ def survey(root: str | Path) -> Survey:
                 continue
             if depth > kineto._MAX_DEPTH or not kineto._TRACE_NAME.search(name):
                 continue
+            opened += 1
+            if opened > MAX_OPENED:
+                s.stopped = True
+                break
             head, why = _head(p)
             reason = _not_trace_reason(head, why)
             if reason is None:
@@ -216,6 +222,8 @@ def survey(root: str | Path) -> Survey:
                 s.suspects.append((p, why if head is None else _text_problem(head)))
         if strong and d not in s.mi_runs:
             s.mi_runs.append(d)
+        if s.stopped:
+            break
     if s.ascend_dirs:
         s.cpu_only = all(mindspore_cpu._is_cpu_dir(d) for d in s.ascend_dirs)
     if root not in s.ascend_dirs:
@@ -322,7 +330,7 @@ def _nothing_hint(s: Survey) -> str:
         parts.append(f"{len(s.unlisted)} sub-director{'y' if len(s.unlisted) == 1 else 'ies'} could not be "
                      f"listed ({_rel(s.root, s.unlisted[0][0])}: {s.unlisted[0][1]})")
     if s.stopped:
-        parts.append(f"searched the first {MAX_ENTRIES:,} entries only")
+        parts.append(f"searched the first {MAX_ENTRIES:,} entries ({MAX_OPENED:,} JSON files) only")
     if len(parts) == 1 and not s.suspects:
         parts[0] += (" (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the directory or its "
                      "profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
@@ -358,8 +366,8 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
     if len(s.unlisted) > MAX_LISTED:
         run.problem(root, f"{len(s.unlisted) - MAX_LISTED} more sub-directories could not be listed")
     if s.stopped:
-        run.problem(root, f"the directory tree has more than {MAX_ENTRIES:,} entries; only the first were "
-                          "searched for profiler output")
+        run.problem(root, f"the directory tree has more than {MAX_ENTRIES:,} entries or {MAX_OPENED:,} JSON files; "
+                          "only the first were searched for other profiler output")
 
 
 def _check_root(root: Path) -> None:
