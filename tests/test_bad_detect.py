@@ -174,6 +174,21 @@ def test_junk_only_directory_refused_naming_the_files(tmp_path, base, capsys):
         assert f"{name}: {expected[name]}" in err
 
 
+@pytest.mark.parametrize("rel", ["step_trace_raw_0_detail_time.csv",
+                                 "r0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+                                 "r0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"])
+def test_junk_named_like_a_family_file_is_refused(tmp_path, rel, capsys):
+    """Detected by its name, skipped by its reader: with nothing else readable, no report of nothing."""
+    root = tmp_path / "junk"
+    (root / rel).parent.mkdir(parents=True)
+    (root / rel).write_bytes(bytes(range(256)) * 8)
+    code, out, doc = _cli(tmp_path, root)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and doc is None
+    assert err.startswith(f"reportgen: {root}: no readable profiler data: {rel}: "), err
+    assert len(err.splitlines()) == 1
+
+
 def test_junk_beside_good_traces_listed(tmp_path, base):
     root = tmp_path / "run"
     shutil.copytree(base["kineto"], root)

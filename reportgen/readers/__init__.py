@@ -370,6 +370,27 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
                           "only the first were searched for other profiler output")
 
 
+#: tables a reader fills from file names and metadata alone (not measurements)
+_LISTINGS = ("files", "groups")
+
+
+def _refuse_if_empty(run: Run, root: Path) -> None:
+    """A run whose every data file was skipped (junk, binary, wrong format) is refused naming them: a report of
+    nothing would look like a run without problems."""
+    for name, df in run.tables.items():
+        if name not in _LISTINGS and df is not None and len(df):
+            return
+    for name in list(run.loaders):  # only when nothing was read eagerly: these are parsed now, not twice
+        if name not in _LISTINGS and run.table(name) is not None:
+            return
+    if not run.problems:
+        return
+    first = run.problems[0]
+    more = len(run.problems) - 1 + run.problems_unlisted
+    raise InputError(root, f"no readable profiler data: {_rel(root, Path(first.path))}: {first.problem}"
+                           + (f" (and {more} more data problem{'s' if more != 1 else ''})" if more else ""))
+
+
 def _check_root(root: Path) -> None:
     try:
         st = os.stat(root)
@@ -405,6 +426,7 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
         run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
     else:
         run = module.read(root, progress=progress)
+    _refuse_if_empty(run, root)
     _report_unread(run, s, family)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
     return run
