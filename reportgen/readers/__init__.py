@@ -59,6 +59,9 @@ _KINETO_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$", re.I)
 #: other JSON whose name says trace / rank / worker: listed only when it is not even UTF-8 text
 _TRACE_LIKE = re.compile(r"(?:^|[^a-z])(?:trace|rank|worker)[-_]?\d*(?:[^a-z]|$)", re.I)
 _HEAD = 1 << 16
+#: Ascend output named outside a rank directory: not read, but named when nothing else is found
+_ASCEND_NAMES = re.compile(r"^(?:" + "|".join(re.escape(n) for n in ascend.TEXT_FILES) + r"|communication(?:_matrix)?"
+                           r"\.json|trace_view\.json|analysis\.db|ascend_\w*profiler\w*\.db|msprof_\w*\.db)$")
 
 
 @dataclass
@@ -74,6 +77,7 @@ class Survey:
     traces: list[Path] = field(default_factory=list)        # PyTorch Kineto traces
     suspects: list[tuple[Path, str]] = field(default_factory=list)  # named like a trace, not one: (file, why)
     unlisted: list[tuple[Path, str]] = field(default_factory=list)  # sub-directories that could not be listed
+    strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
     stopped: bool = False                                   # MAX_ENTRIES reached
 
     def families(self) -> dict[str, str]:
@@ -206,6 +210,8 @@ def survey(root: str | Path) -> Survey:
             if found is not None:
                 strong = strong or found.kind in _MI_RUN_KINDS
                 continue
+            if len(s.strays) < 10 and _ASCEND_NAMES.match(name):
+                s.strays.append(p)
             if depth > kineto._MAX_DEPTH or not kineto._TRACE_NAME.search(name):
                 continue
             opened += 1
@@ -326,12 +332,16 @@ def _nothing_hint(s: Survey) -> str:
         named = "; ".join(f"{_rel(s.root, p)}: {why}" for p, why in s.suspects[:3])
         more = f"; and {len(s.suspects) - 3} more such files" if len(s.suspects) > 3 else ""
         parts = [f"no profiler output recognised: named like PyTorch traces but not read: {named}{more}"]
+    elif s.strays:
+        parts = ["no profiler output recognised: Ascend output outside a rank directory (<host>_<pid>_<time>_ascend_pt/"
+                 f"ASCEND_PROFILER_OUTPUT/) is not read: {', '.join(_rel(s.root, p) for p in s.strays[:3])}"
+                 + (", …" if len(s.strays) > 3 else "")]
     if s.unlisted:
         parts.append(f"{len(s.unlisted)} sub-director{'y' if len(s.unlisted) == 1 else 'ies'} could not be "
                      f"listed ({_rel(s.root, s.unlisted[0][0])}: {s.unlisted[0][1]})")
     if s.stopped:
         parts.append(f"searched the first {MAX_ENTRIES:,} entries ({MAX_OPENED:,} JSON files) only")
-    if len(parts) == 1 and not s.suspects:
+    if len(parts) == 1 and not s.suspects and not s.strays:
         parts[0] += (" (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the directory or its "
                      "profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
                      "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
