@@ -482,6 +482,8 @@ def _table_ctx(t) -> dict[str, Any]:
     rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows]
     shown = rows[: t.max_html_rows]
     embedded = embedded_rows(rows)
+    if len(embedded) < len(shown):  # the rows listed as HTML are always in the data (sorting, filters)
+        embedded = shown
     cols = []
     for i, c in enumerate(t.columns):
         unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read

@@ -182,3 +182,54 @@ def test_static_svg_cleaner_keeps_text_drops_active_content():
         assert gone not in out, gone
     assert render.clean_svg("<svg><unclosed></svg>") is None
     assert render.clean_svg('<!DOCTYPE svg [<!ENTITY a "b">]><svg xmlns="http://www.w3.org/2000/svg"/>') is None
+
+
+def test_page_budgets_hold(monkeypatch):
+    """Rows embedded per table, bytes per chart spec and options per control are bounded, with a note."""
+    from reportgen.report import Column, Control, Figure, Table
+    from test_html_safety import _hostile_context
+
+    monkeypatch.setattr(render, "MAX_EMBEDDED_ROWS", 1000)
+    rows = [{"op": f"op{i}", "ms": float(i)} for i in range(1500)]
+    t = render._table_ctx(Table("big", "Big", [Column("op", "Op", kind="text"), Column("ms", "Time", kind="ms")], rows))
+    assert len(t["rows"]) == 1000 and t["rows_total"] == 1500 and t["rows_left_out"] == 500
+    monkeypatch.setattr(render, "MAX_EMBEDDED_BYTES", 20_000)
+    t = render._table_ctx(Table("long", "Long", [Column("op", "Op", kind="text")], [{"op": LONG}] * 10,
+                                max_html_rows=2))
+    assert len(t["rows"]) == 2 and t["rows_left_out"] == 8  # the rows listed as HTML stay in the data
+    assert len(t["cells"][0][0]) < render.CELL_TEXT_CHARS + 30  # shown cut, the cut stated
+    assert t["cells"][0][0].endswith(" chars]")
+
+    ctx = _hostile_context()
+    ctx["sections"][0]["tables"] = [t]
+    monkeypatch.setattr(render, "MAX_SPEC_BYTES", 100)
+    ctx["sections"][0]["figures"] = [render._figure_ctx(Figure("big-fig", "Big", {"data": {"values": [{"n": LONG}]}}))]
+    ctx["sections"][0]["controls"] = [render._control_ctx(Control("step", "Step", [(i, str(i)) for i in range(5000)],
+                                                                  4999))]
+    html = render.render_html(ctx)
+    assert "8 of the 10 rows are left out of this page" in html
+    assert "This chart was left out: its data takes" in html and 'id="big-fig-spec"' not in html
+    assert html.count("<option ") == render.MAX_OPTIONS + 1 and "Step (first 1,000 of 5,000)" in html
+    assert len(html) < 3_000_000
+
+
+def test_metrics_json_budget(monkeypatch):
+    import pandas as pd
+
+    from reportgen import metrics
+    from reportgen.model import Run
+    from reportgen.report import SectionOutcome
+
+    class Analysis:
+        metrics = {"name": LONG}
+        tables = {"ops": pd.DataFrame({"op": [LONG] * 30, "ms": range(30)})}
+
+    monkeypatch.setattr(metrics, "MAX_TABLE_ROWS", 20)
+    monkeypatch.setattr(metrics, "summary", lambda run, outcomes: {})
+    out = SectionOutcome(id="communication", title="C", status="ok", analysis=Analysis())
+    doc = metrics.build(Run(name="r", source_format="kineto", source_path="/x"), [out])
+    block = doc["sections"]["communication"]
+    assert len(block["tables"]["ops"]) == 20 and block["tables_left_out"] == {"ops": {"rows": 30, "left_out": 10}}
+    assert block["tables"]["ops"][0]["op"].endswith(f"…[+{len(LONG) - 4096} chars]")
+    text = metrics.dumps({"a": "x\ud800"})
+    assert json.loads(text) == {"a": "x\ud800"} and text.encode("utf-8")
