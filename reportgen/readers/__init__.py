@@ -70,8 +70,9 @@ class Survey:
 
     root: Path
     mi_runs: list[Path] = field(default_factory=list)       # MindInsight run folders (legacy: the layout's root)
-    mi_top: Path | None = None                              # the folder the MindInsight reader reads (flat layout)
-    mi_top_info_only: bool = False                          # ... holding nothing but profiler_info_<rank>.json
+    mi_flat: Path | None = None                             # the folder the MindInsight reader reads (flat layout)
+    mi_top: Path | None = None                              # ... when it holds no run files (step trace, ...)
+    mi_top_info_only: bool = False                          # ... and nothing but profiler_info_<rank>.json
     ascend_dirs: list[Path] = field(default_factory=list)   # Ascend / MindSpore rank directories
     cpu_only: bool = False                                  # every one of them is MindSpore CPU output
     traces: list[Path] = field(default_factory=list)        # PyTorch Kineto traces
@@ -237,6 +238,7 @@ def survey(root: str | Path) -> Survey:
             top = mindinsight._flat_folder(root)  # the reader's own rule (it follows a symlinked profiler*/)
         except OSError:
             top = None
+        s.mi_flat = top
         if top is not None and top not in s.mi_runs:
             kinds = {f.kind for f in mindinsight._scan(top)}
             if kinds & _MI_RUN_KINDS:
@@ -261,11 +263,7 @@ def _mi_default_runs(s: Survey) -> list[Path] | None:
         return None
     if root in runs:
         return [root]
-    try:
-        top = mindinsight._flat_folder(root)
-    except OSError:
-        top = None
-    return [top] if top in runs else [max(runs, key=lambda p: p.name)]
+    return [s.mi_flat] if s.mi_flat is not None else [max(runs, key=lambda p: p.name)]
 
 
 def _older_profiler_dirs(s: Survey) -> list[Path]:
