@@ -49,7 +49,7 @@ class Job:
     argv: list[str]
     workdir: Path                       # stdout/stderr files are written here
     mode: str = "fork"                  # "fork" | "subprocess"
-    cwd: Path | None = None
+    cwd: Path | None = None             # default: workdir
     hooks: list[tuple[str, object]] = field(default_factory=list)
     signal: tuple[int, str, float] | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -216,8 +216,7 @@ def _child(job: Job, out_path: Path, err_path: Path) -> None:
         warnings.showwarning = getattr(warnings, "_showwarning_orig", warnings.showwarning)
         os.environ.pop("REPORTGEN_VALIDATE_SPECS", None)  # test-only schema validation; the CLI runs without
         os.environ.update(job.env)
-        if job.cwd is not None:
-            os.chdir(job.cwd)
+        os.chdir(job.cwd if job.cwd is not None else job.workdir)  # a stray relative write lands in the case's own dir
         for name, arg in job.hooks:
             HOOKS[name](arg)
         from reportgen.cli import main
@@ -273,7 +272,8 @@ class _Running:
             env.update(job.env)
             with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
                 proc = subprocess.Popen([sys.executable, "-m", "reportgen", *job.argv], stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=err, cwd=job.cwd, env=env, start_new_session=True)
+                                        stdout=out, stderr=err, cwd=job.cwd or job.workdir, env=env,
+                                        start_new_session=True)
             self.pid = proc.pid
             proc.returncode = 0  # reaped below with os.wait4; keep Popen from waiting on it again
         else:

@@ -703,7 +703,7 @@ def _(tmp, fx):
 @case("out_empty_string", "cli", 9, "mindinsight", "-o '' (says what is wrong, not 'is a directory')")
 def _(tmp, fx):
     run = mi_run(tmp)
-    return Case(run, exit=2, argv=[str(run), "-o", ""], named=named(None, r"-o|output|empty|file name"),
+    return Case(run, exit=2, argv=[str(run), "-o", ""], cwd=tmp / "out", named=named(None, r"-o|output|empty|file name"),
                 not_named=r"is a directory", refuse_early=True)
 
 
@@ -713,9 +713,11 @@ def _(tmp, fx):
     return Case(run, exit=2, output=run, json=None, named=named(run.name, r"director|input"), refuse_early=True)
 
 
-@case("json_dev_full", "cli", 2, "mindinsight", "--json /dev/full (not a regular file; every write fails)")
+@case("json_is_fifo", "cli", 2, "mindinsight", "--json names a FIFO (not a regular file; must not be replaced)")
 def _(tmp, fx):
-    return Case(mi_run(tmp), exit=2, json="/dev/full", named=named("/dev/full", r"regular|file|writ|space"),
+    fifo = tmp / "out" / "metrics.json"
+    os.mkfifo(fifo)
+    return Case(mi_run(tmp), exit=2, json=fifo, named=named("metrics.json", r"regular|not a file|fifo|pipe|special"),
                 refuse_early=True)
 
 
