@@ -254,6 +254,7 @@ class _Running:
         self.signal_at: float | None = None
         self.signal_sent = False
         self.next_rss, self.max_rss = self.t0 + 0.05, 0.0
+        self.reaped: tuple | None = None  # (status, rusage, end, timed_out, rss_killed) once reaped
         if job.mode == "fork":
             sys.stdout.flush()
             sys.stderr.flush()
@@ -280,9 +281,12 @@ class _Running:
             raise ValueError(f"unknown mode {job.mode!r}")
 
     def poll(self) -> Result | None:
-        """The result once the run ended (reaped); handles the signal plan and the wall limit meanwhile."""
-        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        """The result once the run ended (reaped) and its process group is empty (or :data:`GRACE_S` passed);
+        handles the signal plan and the bounds meanwhile. Never blocks: the other runs keep being served."""
         now = time.monotonic()
+        if self.reaped is not None:
+            return self._drain(now)
+        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
         if pid == 0:
             if self.job.signal and not self.signal_sent:
                 self._maybe_signal(now)
@@ -295,9 +299,24 @@ class _Running:
             if over_rss or now - self.t0 > WALL_LIMIT_S:
                 _killpg(self.pid)
                 _, status, usage = os.wait4(self.pid, 0)
-                return self._result(status, usage, time.monotonic(), timed_out=not over_rss, rss_killed=over_rss)
+                self.reaped = (status, usage, time.monotonic(), not over_rss, over_rss)
+                return self._drain(time.monotonic())
             return None
-        return self._result(status, usage, now)
+        self.reaped = (status, usage, now, False, False)
+        return self._drain(now)
+
+    def _drain(self, now: float) -> Result | None:
+        """Wait (without blocking) for the ended run's process group to empty; kill what is left after GRACE_S."""
+        status, usage, end, timed_out, rss_killed = self.reaped
+        alive = group_members(self.pid)
+        if alive and now < end + GRACE_S:
+            return None
+        if alive:
+            _killpg(self.pid)
+        return Result(exit=os.waitstatus_to_exitcode(status), stdout=_read(self.out_path), stderr=_read(self.err_path),
+                      peak_rss_mb=max(usage.ru_maxrss / 1024.0, self.max_rss), wall_s=end - self.t0,
+                      cpu_s=usage.ru_utime + usage.ru_stime, timed_out=timed_out, rss_killed=rss_killed,
+                      signal_sent=self.signal_sent, leftover=sorted(alive))
 
     def _maybe_signal(self, now: float) -> None:
         signum, target, delay = self.job.signal
@@ -314,14 +333,6 @@ class _Running:
                 self.signal_sent = True
             except ProcessLookupError:
                 pass
-
-    def _result(self, status: int, usage, end: float, timed_out: bool = False, rss_killed: bool = False) -> Result:
-        code = os.waitstatus_to_exitcode(status)
-        leftover = _leftovers(self.pid)
-        return Result(exit=code, stdout=_read(self.out_path), stderr=_read(self.err_path),
-                      peak_rss_mb=max(usage.ru_maxrss / 1024.0, self.max_rss), wall_s=end - self.t0,
-                      cpu_s=usage.ru_utime + usage.ru_stime, timed_out=timed_out, rss_killed=rss_killed,
-                      signal_sent=self.signal_sent, leftover=leftover)
 
 
 def _read(path: Path) -> str:
@@ -367,19 +378,6 @@ def _killpg(pgid: int) -> None:
         pass
 
 
-def _leftovers(pgid: int) -> list[int]:
-    """Members of the ended run's process group still alive after :data:`GRACE_S`; they are then killed (the group
-    was created by this harness, so nothing else is in it)."""
-    deadline = time.monotonic() + GRACE_S
-    alive = group_members(pgid)
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = group_members(pgid)
-    if alive:
-        _killpg(pgid)
-    return sorted(alive)
-
-
 def run_jobs(jobs: list[Job], parallel: int = 2, on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
     """Run ``jobs``, ``parallel`` at a time; results in the order of ``jobs``."""
     results: list[Result | None] = [None] * len(jobs)
@@ -404,10 +402,11 @@ def run_jobs(jobs: list[Job], parallel: int = 2, on_done: Callable[[int, Result]
     finally:
         for r in running:  # interrupted: leave nothing behind
             _killpg(r.pid)
-            try:
-                os.wait4(r.pid, 0)
-            except ChildProcessError:
-                pass
+            if r.reaped is None:
+                try:
+                    os.wait4(r.pid, 0)
+                except ChildProcessError:
+                    pass
     return results  # type: ignore[return-value]
 
 

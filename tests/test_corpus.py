@@ -274,6 +274,8 @@ def test_corpus_case(name, corpus):
             bad.append(f"the input {p} changed")
     if res.peak_rss_mb > RSS_LIMIT_MB:
         bad.append(f"peak RSS {res.peak_rss_mb:.0f} MB > {RSS_LIMIT_MB:.0f} MB")
+    if c.signal and not res.signal_sent:
+        bad.append("the signal was never sent: no worker process appeared while the run lasted")
     if res.leftover:
         bad.append(f"{len(res.leftover)} process(es) of the run still alive 5 s after it ended")
     outputs = {str(p) for p in c.outputs()}
