@@ -254,7 +254,10 @@ def _world(claims: list, found: list[int], problems: list) -> int | None:
     valid = []
     for path, value in claims:
         n = as_int(value)
-        if n is None or not 1 <= n <= MAX_RANKS:
+        if value is None:  # limits.world_size takes None for "no claim"; a null in the file is a bad value
+            problem(path, f"distributedInfo.world_size null is not a usable rank count (1..{MAX_RANKS}); "
+                          "the ranks found are used")
+        elif n is None or not 1 <= n <= MAX_RANKS:
             limits.world_size(value, found, path, problem, "distributedInfo.world_size")  # states why
         else:
             valid.append((n, str(path)))
