@@ -513,3 +513,64 @@ def test_cli_never_exits_1_on_hostile_fields(run_dir, tmp_path):
                   "pg_config group '0'", "distributedInfo.rank 10000000000000000000000000"):
         assert words in text, words
     assert not re.search(r"\d{25,}", json.dumps(doc["findings"]))  # no absurd number quoted in a finding
+
+
+# -- time unit, clocks, rank sources -------------------------------------------------------------------------------
+
+def _trace(path: Path, events, **meta) -> Path:
+    path.write_text(json.dumps({"traceEvents": events, **meta}))
+    return path
+
+
+def _ev(name, cat, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def test_ns_trace_durations_are_bounded_after_the_unit_is_known(tmp_path):
+    """A trace written in ns is recognised at its end: the one-day bound applies to the converted durations."""
+    from reportgen.readers.kineto_decode import decode_trace
+
+    events = [_ev("ProfilerStep#1", "user_annotation", 5_000_000_000, 100 * 10 ** 9),  # 100 s, in ns
+              _ev("k", "kernel", 5_000_001_000, 4_000, stream=7),
+              _ev("k2", "kernel", 5_000_002_000, 2 * 86_400 * 10 ** 9, stream=7)]  # 2 days, in ns
+    problems: list = []
+    d = decode_trace(_trace(tmp_path / "ns.json", events, displayTimeUnit="ns"), problems)
+    assert d.meta["ts_converted_from_ns"] is True
+    assert list(d.tables["steps"]["dur_ns"]) == [100 * 10 ** 9]  # 100 s is kept
+    assert list(d.tables["gpu_ops"]["name"]) == ["k"]
+    assert problems == [(str(tmp_path / "ns.json"), "1 event skipped: field 'dur' over one day (in traceEvents[2])")]
+
+
+def test_duplicate_step_spans_merge_only_after_the_checks(tmp_path):
+    from reportgen.readers.kineto_decode import decode_trace
+
+    t = 200_000_000_000  # µs; a stray copy of step 1 at ts 0 (2.3 days earlier) would stretch it over days
+    events = [_ev("ProfilerStep#1", "user_annotation", t, 500), _ev("ProfilerStep#1", "cpu_op", t + 100, 600),
+              _ev("ProfilerStep#1", "user_annotation", 0, 10), _ev("k", "kernel", t + 10, 4, stream=7)]
+    problems: list = []
+    d = decode_trace(_trace(tmp_path / "t.json", events), problems)
+    st = d.tables["steps"]
+    assert list(st["ts_ns"]) == [t * 1000] and list(st["dur_ns"]) == [700_000]
+    assert d.tables["hta_events"]["ts_ns"].min() == t * 1000  # the stray span's mark row is refused too
+    assert any("more than one day away" in t and "ts 0" in t for _, t in problems)
+
+
+def test_ranks_with_clocks_days_apart_are_named(run_dir):
+    def shift(doc):
+        for e in doc["traceEvents"]:
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] += 10 * 86_400e6
+
+    path = mutate(run_dir, shift, rank=1)
+    run = kineto.read(run_dir)
+    one_problem(run, path, "starts 10.0 days after rank 0's", "clocks disagree")
+    assert run.ranks == [0, 1]
+
+
+def test_rank_in_name_conflicting_with_distributed_info(run_dir):
+    p = rank_file(run_dir, 0)
+    named = p.rename(run_dir / "rank1.pt.trace.json")
+    run = kineto.read(run_dir)
+    one_problem(run, named, "distributedInfo.rank 0 differs from 'rank1' in the file name",
+                "distributedInfo.rank is used")
+    assert run.ranks == [0, 1]

@@ -7,6 +7,20 @@ run model (ms, MB = 10^6 B, global ranks).
 
 * Rank: ``distributedInfo.rank``; else ``rank<N>`` / ``worker<N>`` in the file name; a lone file
   without either is rank 0. World size: ``distributedInfo.world_size``.
+* Bad input (issue 14, :mod:`reportgen.limits`; values inside events: :mod:`.kineto_decode`, "Refused values").
+  Every file named ``*.pt.trace.json[.gz]`` is read whatever it holds, so junk, UTF-16, non-gzip or truncated
+  files and JSON that is not a trace are named in the data problems ("file skipped"); when no file is usable
+  the run is refused (exit 2) naming the files and why. A rank id that is not in 0..MAX_RANKS-1 (10^9, 10^25,
+  -1, 0.5, null, text) is named and ignored (the file name's rank, if any, is used instead). Two files with one
+  rank: the one whose rank comes from ``distributedInfo.rank`` wins over one named ``rank<N>``, then the one
+  with more events read, then the first in path order; the loser is named with the reason. The world size
+  claims go through :func:`reportgen.limits.world_size` (a claim above MAX_RANKS, < 1, not an integer or
+  below the highest rank found is named and the ranks found are used; different claims are named and the
+  largest is used). ``pg_config`` rank lists must be rank ids below the world size, else the group is
+  ignored (named); a group of more than :data:`MAX_LISTED_RANKS` ranks keeps only the ranks with a trace and
+  missing ranks beyond that many are counted in a data problem, not listed: nothing is allocated per claimed
+  rank. p2p peers and ``Group size`` beyond the world size are named and ignored. Host, group, device and
+  backend names are capped; implausible ``deviceProperties`` values are named and left empty.
 * Process groups: the union of every rank's ``distributedInfo.pg_config`` (each rank lists only the
   groups it belongs to). Kinds from ``pg_desc`` (``default_pg`` -> world, ``mesh_dp`` / ``dp`` -> dp, ...).
 * Times (model doc, "Time base"): the decoder's exact int ns; the run origin is the earliest timestamp of any
@@ -411,7 +425,8 @@ def _device_props(rank: int, path: Path, meta, problems: list) -> list[dict]:
             continue
         mem = num(dp, i, "totalGlobalMem", 1, MAX_DEVICE_BYTES, integer=False, hi_text="2^50 (1 PiB)")
         major, minor = num(dp, i, "computeMajor", 0, 99), num(dp, i, "computeMinor", 0, 99)
-        rows.append({"rank": rank, "device_id": num(dp, i, "id", 0, 65535), "name": cap_text(str(dp.get("name", "")), 256),
+        rows.append({"rank": rank, "device_id": num(dp, i, "id", 0, 65535),
+                     "name": cap_text(str(dp.get("name", "")), 256),
                      "total_memory_mb": mem / 1e6 if mem is not None else math.nan,
                      "sm_count": num(dp, i, "numSms", 1, 1_000_000),
                      "compute_capability": f"{'' if major is None else major}.{'' if minor is None else minor}"})

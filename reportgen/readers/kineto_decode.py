@@ -115,8 +115,28 @@ least 500 (a µs trace has median op/kernel durations of a few µs to tens of µ
 ``"ts_converted_from_ns": True``.
 
 Problems are ``(str(path), one line)``: unreadable file, gzip errors (CRC, stream ends early), not
-JSON, not a trace object, truncated ("truncated after N events; the rest was skipped"; what was read
-is kept), events with a non-numeric ts, array items that are not objects. Never raises on bad input.
+JSON (binary data, UTF-16 text), not a trace object, truncated ("truncated after N events; the rest was
+skipped"; what was read is kept), array items that are not objects, and refused values (below). Never
+raises on bad input.
+
+Refused values (issue 14; :mod:`reportgen.limits`): every value that becomes a time, count, rank or shape
+is checked where it is read, and a refused one is never used. They are counted per (field, reason) in a
+:class:`~reportgen.limits.Rejects` and reported once per kind with the first events' positions
+(``"2 events skipped: field 'dur' negative (in traceEvents[5], traceEvents[9])"``). The checks cost a few
+comparisons per *kept* event, or one numpy pass per table; events that are not kept are never checked.
+
+* ``ts``/``dur`` of a kept event: not a number, NaN/inf, ``|ts|`` >= 2^62 ns (int64 ns would overflow),
+  ``dur`` negative or over one day (limits.MAX_DURATION_MS; checked on the tables once the unit is known),
+  or ``ts`` more than one day from the median of the trace's kept times (quoted by ts): event skipped.
+* ``ProfilerStep#N`` with N not an integer in 0..:data:`MAX_STEP`: span ignored.
+* collective args ``In/Out msg nelems`` (0..:data:`MAX_NELEMS`), ``Group size`` (1..MAX_RANKS), ``Seq``,
+  ``Src Rank``/``Dst Rank`` (-1..MAX_RANKS-1), parsed strictly (limits.as_int: ``"12abc"``, 1.5, lists
+  are refused); GPU ``stream``/``device``/``correlation`` that are not integers: value ignored (-1).
+* ``[memory]`` ``Total Allocated``/``Total Reserved`` (0..2^50 bytes) and ``Bytes`` (±2^50): value ignored (NaN).
+* ``Input Dims`` that are not nested lists of non-negative integers with at most 2^48 elements per tensor
+  (a negative or absurd dimension would give a negative or absurd FLOPs estimate): value ignored ("").
+* names, tids, dtypes, group names/ranks text and args texts are cut to limits.MAX_NAME_CHARS (the cut
+  stated, ``…[+N chars]``) where they are interned, so a 1 MB kernel name costs 4 KB per distinct name.
 """
 
 from __future__ import annotations
@@ -1381,7 +1401,8 @@ class _Collector:
                 shown = None
                 if i < MAX_EXAMPLES:
                     shown = str(t) if from_ns else f"{t // NS_PER_US}.{t % NS_PER_US:03d}".removesuffix(".000")
-                self.rejects.add(self.where, shown, column, reason, "event skipped", unit=("event at ts", "events at ts"))
+                self.rejects.add(self.where, shown, column, reason, "event skipped",
+                                 unit=("event at ts", "events at ts"))
 
     def _host_ops(self, ns) -> pd.DataFrame | None:
         """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
