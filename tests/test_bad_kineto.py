@@ -276,11 +276,12 @@ def test_distributed_info_field_types(run_dir):
         doc["distributedInfo"]["backend"] = "b" * 100_000
         doc["host_name"] = ["not", "a", "name"]
 
-    mutate(run_dir, garble)
+    path = mutate(run_dir, garble)
     mutate(run_dir, lambda doc: doc["distributedInfo"].__setitem__("rank", "1"), rank=1)  # a decimal string is a rank
     run = kineto.read(run_dir)
     assert run.ranks == [0, 1]
     assert len(run.layout) < 300
+    one_problem(run, path, "host_name ['not', 'a', 'name'] is not a host name; ignored")
 
 
 # -- collective args -----------------------------------------------------------------------------------------------
@@ -376,7 +377,9 @@ def test_bad_device_properties(run_dir):
         props.extend([1, None])
 
     path = mutate(run_dir, garble)
+    p1 = mutate(run_dir, lambda doc: doc.__setitem__("deviceProperties", {"id": 0}), rank=1)
     run = kineto.read(run_dir)
+    one_problem(run, p1, "deviceProperties is not a JSON array; ignored")
     one_problem(run, path, "field 'totalGlobalMem'", "deviceProperties[0]")
     one_problem(run, path, "entry not an object", "deviceProperties[2], deviceProperties[3]")
     dp = run.tables["device_properties"]

@@ -243,6 +243,8 @@ def _assign_ranks(results, problems: list):
         host = decoded.meta.get("host_name") if isinstance(decoded.meta, dict) else None
         if isinstance(host, str) and host:
             hosts[rank] = cap_text(host, 256)
+        elif host is not None:
+            problem(path, f"host_name {cap_text(repr(host), 40)} is not a host name; ignored")
         if isinstance(info.get("backend"), str) and info["backend"]:
             backends.add(cap_text(info["backend"], 64))
         if "world_size" in info:

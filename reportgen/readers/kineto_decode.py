@@ -1555,5 +1555,7 @@ def _finish_meta(meta: dict, where: str, problems: list) -> dict:
         info = None
     meta["distributedInfo"] = info
     props = meta.get("deviceProperties")
+    if props is not None and not isinstance(props, list):
+        problems.append((where, "deviceProperties is not a JSON array; ignored"))
     meta["deviceProperties"] = props if isinstance(props, list) else []
     return meta
