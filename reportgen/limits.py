@@ -134,10 +134,13 @@ class Rejects:
     by the number of kinds, not the number of bad rows."""
 
     def __init__(self) -> None:
-        self.kinds: dict[tuple[str, str, str, str], list] = {}
+        self.kinds: dict[tuple, list] = {}
 
-    def add(self, path, line: int | None, column: str, reason: str, action: str = "row skipped") -> None:
-        key = (str(path), cap_text(column, 80), reason, action)
+    def add(self, path, line: int | None, column: str, reason: str, action: str = "row skipped",
+            unit: str | tuple[str, str] = "line") -> None:
+        """``unit``: what ``line`` counts: ``"line"``, another word (plural + "s", e.g. ``"event"`` for an index
+        into a JSON array) or a (singular, plural) pair."""
+        key = (str(path), cap_text(column, 80), reason, action, unit)
         entry = self.kinds.get(key)
         if entry is None:
             entry = self.kinds[key] = [0, []]
@@ -149,12 +152,14 @@ class Rejects:
         return sum(e[0] for e in self.kinds.values())
 
     def flush(self, problem: ProblemFn) -> None:
-        for (path, column, reason, action), (count, lines) in self.kinds.items():
-            plural = action.replace("row ", "rows ").replace("value ", "values ") if count != 1 else action
+        for (path, column, reason, action, unit), (count, lines) in self.kinds.items():
+            plural = action.replace("row ", "rows ").replace("value ", "values ").replace("event ", "events ") \
+                if count != 1 else action
+            one, many = (unit, unit + "s") if isinstance(unit, str) else unit
             where = ""
             if lines:
                 more = ", …" if count > len(lines) else ""
-                where = f" ({'line' if len(lines) == 1 and not more else 'lines'} {', '.join(map(str, lines))}{more})"
+                where = f" ({one if len(lines) == 1 and not more else many} {', '.join(map(str, lines))}{more})"
             problem(path, f"{count} {plural}: {column} {reason}{where}")
         self.kinds.clear()
 
