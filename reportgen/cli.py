@@ -1,19 +1,29 @@
 """Command line: ``reportgen RUN_DIR -o report.html [--json metrics.json] [--title TEXT]`` and ``reportgen demo``.
 
-Exit codes: 0 ok; 2 bad usage or unusable input (one line naming the file and the problem);
-1 unexpected failure. Outputs are written to a temp file and renamed, so a failed run never
-leaves a half-written report; the input directory is only ever read.
+Exit codes: 0 ok; 2 bad usage, unusable input or an output that cannot be written (one line naming the
+file and the problem); 3 a --fail-on condition held; 1 unexpected failure; 130 / 143 interrupted by SIGINT /
+SIGTERM. Every argument and output path is checked before the run is read (:func:`preflight`): an output
+inside an input, two outputs naming one file or an output that cannot be created is refused before any
+analysis. Outputs are written to temp files and renamed together at the end, so a failed or interrupted run
+leaves the previous report as it was; the input directory is only ever read.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import functools
 import json
+import math
 import re
 import logging
 import os
+import signal
+import stat
 import sys
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
@@ -21,9 +31,25 @@ from . import __version__
 from .errors import InputError
 
 EXIT_OK, EXIT_FAILURE, EXIT_INPUT, EXIT_FAIL_ON = 0, 1, 2, 3
+#: --jobs ceiling (one process per rank file at most; more is never useful on one machine)
+MAX_JOBS = 1024
+#: --device-memory-gb / --peak-tflops ceilings: larger values are typing errors, not devices
+MAX_DEVICE_MEMORY_GB = 1e6
+MAX_PEAK_TFLOPS = 1e7
+
+
+def one_line(text: str) -> str:
+    """``text`` with control and other unprintable characters escaped: a message is always one line."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage + one line, whatever the user typed
+        super().error(one_line(message))
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="reportgen",
         description="Turn the profiler output of one distributed training run (every rank) into one "
                     "self-contained, offline HTML report.",
@@ -34,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="report.html", help="HTML report to write (default: report.html)")
     p.add_argument("--json", dest="json_path", metavar="METRICS_JSON", help="also write every number as JSON")
     p.add_argument("--title", help="report title (default: the run directory name)")
+    p.add_argument("--format", dest="fmt", choices=["mindinsight", "mindspore_cpu", "ascend", "kineto"],
+                   help="read this input family when the directory holds more than one (default: detect; "
+                        "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="decode ranks in N parallel processes (default: the number of cores)")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
@@ -80,17 +109,164 @@ def _parse_ranks(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _check_output(path: str) -> None:
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise InputError(path, "output directory does not exist")
-    if Path(path).is_dir():
-        raise InputError(path, "is a directory; give a file name for the report")
-    if not os.access(parent, os.W_OK):
-        raise InputError(path, "output directory is not writable")
+_OS_PROBLEMS = {
+    errno.ELOOP: "symbolic link loop (a link in the path leads back to itself)",
+    errno.ENOENT: "no such file or directory",
+    errno.ENOTDIR: "no such file or directory (a part of the path is not a directory)",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on the device",
+}
 
 
-def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = ()):
+def _os_problem(exc: OSError) -> str:
+    return _OS_PROBLEMS.get(exc.errno) or (exc.strerror or str(exc)).lower()
+
+
+def _stat(path: str, what: str) -> os.stat_result:
+    """``os.stat`` of an input; a missing or looping path is a one-line InputError."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        problem = _os_problem(exc)
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            problem = "broken symbolic link (its target does not exist)"
+        raise InputError(path, f"{what}: {problem}" if what else problem) from None
+    except ValueError as exc:  # NUL in the path
+        raise InputError(one_line(path), f"{what or 'path'}: {exc}") from None
+
+
+def _inputs(args) -> list[tuple[str, str, os.stat_result]]:
+    """(what, path, stat) of every input: the run directory (not for ``demo``) and the --baseline."""
+    found = []
+    if args.run != "demo":
+        found.append(("the run directory", args.run, _stat(args.run, "")))
+    if args.baseline is not None:
+        st = _stat(args.baseline, "--baseline")
+        found.append((f"the --baseline {'run directory' if stat.S_ISDIR(st.st_mode) else 'file'}", args.baseline,
+                      st))
+    return found
+
+
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _refuse_inside_inputs(flag: str, path: str, inputs) -> None:
+    """Refuse an output that is an input or lies below one: the output with every symbolic link resolved and
+    each directory above it are compared with the inputs by device and inode (so bind mounts and links count)."""
+    real = Path(os.path.realpath(path))
+    for what, where, ist in inputs:
+        for n, candidate in enumerate([real, *real.parents]):
+            try:
+                if _ident(os.stat(candidate)) != _ident(ist):
+                    continue
+            except OSError:
+                continue
+            if n == 0:
+                problem = f"is {what} ({where})"
+            elif os.path.isfile(real):
+                problem = f"would replace a file of {what} {where}"
+            else:
+                problem = f"is inside {what} {where}"
+            raise InputError(path, f"{flag}: {problem}; reportgen never changes its input, write the output "
+                                   "elsewhere")
+
+
+def _check_output(flag: str, path: str, inputs: list[tuple[str, str, os.stat_result]]) -> None:
+    """Refuse an output that would destroy an input or that cannot be written (see the module doc)."""
+    if path == "":
+        raise InputError(None, f"{flag} '': the output file name is empty; give a file name such as report.html")
+    if "\0" in path:
+        raise InputError(one_line(path), f"{flag}: not a valid file name (it contains a NUL character)")
+    _refuse_inside_inputs(flag, path, inputs)
+    name = os.path.basename(path)
+    parent = os.path.dirname(path) or "."
+    if name in ("", ".", ".."):
+        raise InputError(path, f"{flag}: is a directory; give a file name for the report")
+    try:
+        pst = os.stat(parent)
+    except OSError as exc:
+        problem = {errno.ENOENT: "output directory does not exist",
+                   errno.ENOTDIR: "output directory does not exist (a part of it is a file)"}.get(exc.errno)
+        raise InputError(path, f"{flag}: {problem or 'output directory: ' + _os_problem(exc)}") from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise InputError(path, f"{flag}: output directory {parent} is not a directory")
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    size = len(os.fsencode(name))
+    if size > name_max:
+        raise InputError(path, f"{flag}: file name too long ({size} bytes; this file system allows {name_max})")
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        lst = None
+    except OSError as exc:
+        raise InputError(path, f"{flag}: {_os_problem(exc)}") from None
+    if lst is not None and stat.S_ISLNK(lst.st_mode):  # os.replace would replace the link, not its target
+        raise InputError(path, f"{flag}: is a symbolic link (to {os.readlink(path)}); the report would replace "
+                               "the link: give its target or another name")
+    if lst is not None and stat.S_ISDIR(lst.st_mode):
+        raise InputError(path, f"{flag}: is a directory; give a file name for the report")
+    if lst is not None and not stat.S_ISREG(lst.st_mode):
+        raise InputError(path, f"{flag}: is not a regular file (a device, pipe or socket); give a file name")
+    from .render import temp_beside  # the very temp file the write will use, created and removed now
+
+    try:
+        fd, tmp = temp_beside(path)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            problem = "output directory is not writable"
+        else:
+            problem = f"cannot create a file in {parent}: {_os_problem(exc)}"
+        raise InputError(path, f"{flag}: {problem}") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def preflight(args) -> None:
+    """Refuse bad arguments and outputs (see the module doc) before the run is read."""
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
+    for pattern in args.comm_pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise InputError(None, f"--comm-pattern {pattern!r}: not a regular expression ({exc})") from None
+    for name, ceiling in (("device_memory_gb", MAX_DEVICE_MEMORY_GB), ("peak_tflops", MAX_PEAK_TFLOPS)):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and 0 < value <= ceiling):
+            raise InputError(None, f"--{name.replace('_', '-')} {value}: must be a positive number up to "
+                                   f"{ceiling:g}")
+    from . import compare
+
+    for expr in args.fail_on:  # the syntax and the numbers now; whether it holds after the analysis
+        compare.check_fail_on(expr, {}, {})
+    inputs = _inputs(args)
+    _check_output("-o", args.output, inputs)
+    if args.json_path is not None:
+        # a rolling baseline (--baseline m.json --json m.json: compare with last time, then replace it) is allowed:
+        # the baseline file is read whole before anything is written, and the new one replaces it atomically
+        _check_output("--json", args.json_path, [i for i in inputs if i[0] != "the --baseline file"])
+        if _same_file(args.output, args.json_path):
+            raise InputError(args.json_path, "--json: is the same file as the report (-o); give it another name")
+
+
+def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = (),
+             fmt: str | None = None):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -99,7 +275,7 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
             progress.update("reading files", done, total)
 
     if run_arg != "demo":
-        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns)
+        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns, fmt=fmt)
     from .demo import demo_note, demo_spec
     from .synth import write_mindinsight_run
 
@@ -116,12 +292,12 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
-                 static: bool = False, baseline: str | None = None) -> tuple[str, dict]:
+                 static: bool = False, baseline: str | None = None, fmt: str | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress, jobs, comm_patterns)
+    run = load_run(run_arg, progress, jobs, comm_patterns, fmt)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -136,7 +312,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
         from . import compare
 
         def build_metrics(path: str) -> dict:
-            base_run = load_run(path, None, jobs, comm_patterns)
+            base_run = load_run(path, None, jobs, comm_patterns, fmt)
             return json.loads(metrics.dumps(metrics.build(base_run, run_sections(base_run, Options(dict(options or {}))))))
 
         base_doc = compare.load_baseline(baseline, build_metrics)
@@ -150,6 +326,59 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     return html, doc
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP: unwinds like Ctrl-C, so every cleanup written for KeyboardInterrupt runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _interrupts():
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread while the block runs (a signal
+    ignored at start, as under nohup, stays ignored). After the first one the others are ignored: the cleanup
+    it starts (stopping workers, removing temp files) is not itself interrupted. Handlers are restored on exit
+    (``main`` is also called in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[int, object] = {}
+
+    def handler(signum, _frame):
+        for sig in saved:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def _handling_interrupts(fn):
+    """``fn`` runs inside :func:`_interrupts`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _interrupts():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def _written(outputs: list[str], written: list[str]) -> str:
+    """What a failed or interrupted run leaves: 'nothing written' or exactly which outputs were written."""
+    if not written:
+        return "nothing written"
+    missing = [p for p in outputs if p not in written]
+    return f"wrote {' and '.join(written)}" + (f"; {' and '.join(missing)} not written" if missing else "")
+
+
+@_handling_interrupts
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="reportgen: %(message)s")
@@ -157,28 +386,23 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = Progress(enabled=not args.quiet)
     failed: list[str] = []
+    outputs = [args.output] + ([args.json_path] if args.json_path is not None else [])
+    written: list[str] = []  # outputs renamed into place, for messages that say exactly what was written
+
+    def say(text: str) -> None:
+        progress.close()
+        with contextlib.suppress(OSError, ValueError):  # stderr closed by the reader: nothing to tell
+            print(f"reportgen: {one_line(text)}", file=sys.stderr, flush=True)
+
     try:
-        _check_output(args.output)
-        if args.json_path:
-            _check_output(args.json_path)
-        if args.jobs is not None and args.jobs < 1:
-            raise InputError(None, "--jobs must be at least 1")
-        for pattern in args.comm_pattern:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise InputError(None, f"--comm-pattern {pattern!r}: not a regular expression ({exc})") from None
-        for name in ("device_memory_gb", "peak_tflops"):
-            value = getattr(args, name)
-            if value is not None and not value > 0:
-                raise InputError(None, f"--{name.replace('_', '-')} must be a positive number")
+        preflight(args)
         options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
                    "ranks": _parse_ranks(args.ranks) if args.ranks else [],
                    "include_warmup": args.include_warmup}
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
-                                 static=args.static, baseline=args.baseline)
+                                 static=args.static, baseline=args.baseline, fmt=args.fmt)
         from . import compare, metrics, render
 
         base_doc = doc.pop("_baseline_doc", None)
@@ -186,34 +410,33 @@ def main(argv: list[str] | None = None) -> int:
                               for e in args.fail_on) if r]
         if failed:
             doc["fail_on"] = failed
-        json_text = metrics.dumps(doc) if args.json_path else None
-        render.write_atomic(args.output, html)
-        if json_text is not None:
-            render.write_atomic(args.json_path, json_text)
+        texts = {args.output: html, **({args.json_path: metrics.dumps(doc)} if args.json_path is not None else {})}
+        try:
+            render.write_atomic(texts, written=written)  # both temp files, then both renames
+        except OSError as exc:
+            path = next((p for p in outputs if p not in written), outputs[-1])
+            raise InputError(path, f"could not write: {_os_problem(exc)}; {_written(outputs, written)}") from None
     except InputError as exc:
-        progress.close()
-        print(f"reportgen: {exc}", file=sys.stderr)
+        say(str(exc))
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        progress.close()
-        print("reportgen: interrupted; nothing written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        say(f"interrupted; {_written(outputs, written)}")
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
         progress.close()
         if args.debug:
             traceback.print_exc()
-        print(f"reportgen: internal error: {type(exc).__name__}: {exc} (nothing written; rerun with --debug "
-              f"for the traceback)", file=sys.stderr)
+        say(f"internal error: {type(exc).__name__}: {exc} ({_written(outputs, written)}; rerun with --debug "
+            f"for the traceback)")
         return EXIT_FAILURE
     progress.close()
     if failed:
         for reason in failed:
-            print(f"reportgen: fail-on: {reason}", file=sys.stderr)
+            say(f"fail-on: {reason}")
         return EXIT_FAIL_ON
     if not args.quiet:
         n = len(doc["findings"])
-        print(f"reportgen: wrote {args.output}" + (f" and {args.json_path}" if args.json_path else "")
-              + f" ({n} finding{'s' if n != 1 else ''})", file=sys.stderr)
+        say(f"wrote {' and '.join(outputs)} ({n} finding{'s' if n != 1 else ''})")
     return EXIT_OK
 
 

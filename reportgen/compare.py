@@ -84,6 +84,17 @@ def comparison(doc: dict, base: dict, source: str) -> dict[str, Any]:
             "per_rank_step_ms": per_rank}
 
 
+def _finite(expr: str, text: str) -> float:
+    """The number ``text`` of a --fail-on condition; a usage error unless it is a finite number."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise InputError(None, f"--fail-on {expr!r}: {text!r} is not a number or [factor*]baseline") from None
+    if not math.isfinite(number):
+        raise InputError(None, f"--fail-on {expr!r}: {text!r} is not a finite number")
+    return number
+
+
 _EXPR = re.compile(r"^\s*([A-Za-z_.]+)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
 
 
@@ -109,19 +120,17 @@ def check_fail_on(expr: str, doc: dict, base: dict | None) -> str | None:
     if name not in values:
         raise InputError(None, f"--fail-on {expr!r}: unknown metric {name!r} (known: {', '.join(values)})")
     value = values[name]
-    rm = re.fullmatch(r"(?:([0-9.eE+-]+)\s*\*\s*)?baseline", rhs)
+    rm = re.fullmatch(r"(?:(.+?)\s*\*\s*)?baseline", rhs)
+    number = _finite(expr, (rm.group(1) or "1") if rm else rhs)
     if rm:
         if base is None:
             raise InputError(None, f"--fail-on {expr!r}: compares with the baseline, give --baseline")
         b = headline(base).get(name)
         if b is None:
             return None
-        target = float(rm.group(1) or 1.0) * b
+        target = number * b
     else:
-        try:
-            target = float(rhs)
-        except ValueError:
-            raise InputError(None, f"--fail-on {expr!r}: {rhs!r} is not a number or [factor*]baseline") from None
+        target = number
     if value is None or math.isnan(value):
         return None
     return f"{expr}: {name} = {value:.6g} vs {target:.6g}" if cmp(value, target) else None

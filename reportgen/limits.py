@@ -136,6 +136,10 @@ def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATI
     return finite_number(value, negative=negative, limit=limit, over="over one day")
 
 
+def _plural(word: str) -> str:
+    return word[:-1] + "ies" if word.endswith("y") else word + "s"
+
+
 class Rejects:
     """Values refused at the reader edge, counted per (file, column, reason) and reported once per kind.
 
@@ -144,12 +148,13 @@ class Rejects:
     by the number of kinds, not the number of bad rows."""
 
     def __init__(self) -> None:
-        self.kinds: dict[tuple[str, str, str, str], list] = {}
+        self.kinds: dict[tuple, list] = {}
 
     def add(self, path, line: int | str | None, column: str, reason: str, action: str = "row skipped",
-            unit: str = "line") -> None:
-        """``line``: where the value was (a line number, or e.g. an event index or a JSON entry with ``unit``
-        ``"event"`` / ``"entry"``)."""
+            unit: str | tuple[str, str] = "line") -> None:
+        """``line``: where the value was (a line number, an event index, a JSON entry...), counted in ``unit``:
+        ``"line"``, another word (plural: + "s", a final "y" -> "ies", e.g. ``"event"``, ``"entry"``) or a
+        (singular, plural) pair."""
         key = (str(path), cap_text(column, 80), reason, action, unit)
         entry = self.kinds.get(key)
         if entry is None:
@@ -163,14 +168,13 @@ class Rejects:
 
     def flush(self, problem: ProblemFn) -> None:
         for (path, column, reason, action, unit), (count, lines) in self.kinds.items():
-            word, _, rest = action.partition(" ")  # "row skipped" -> "rows skipped", "entry" -> "entries"
-            plural = f"{word[:-1] + 'ies' if word.endswith('y') else word + 's'} {rest}" if count != 1 and rest \
-                else action
+            word, _, rest = action.partition(" ")  # "row skipped" -> "rows skipped", "entry ..." -> "entries ..."
+            plural = f"{_plural(word)} {rest}" if count != 1 and rest else action
+            one, many = (unit, _plural(unit)) if isinstance(unit, str) else unit
             where = ""
             if lines:
                 more = ", …" if count > len(lines) else ""
-                units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
-                where = f" ({unit if len(lines) == 1 and not more else units} {', '.join(map(str, lines))}{more})"
+                where = f" ({one if len(lines) == 1 and not more else many} {', '.join(map(str, lines))}{more})"
             problem(path, f"{count} {plural}: {column} {reason}{where}")
         self.kinds.clear()
 

@@ -1,12 +1,17 @@
 """The ``--json`` metrics file (contract: ../shared/docs/metrics-json.md, schema ``reportgen.metrics/1``).
 
 Every number the HTML shows comes from the same Analysis objects serialised here.
+
+Size budget (whatever the input says): a table keeps at most :data:`MAX_TABLE_ROWS` rows (a section's
+``tables_left_out`` says how many rows of which table were left out) and every string is cut to
+:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A 1024-rank synth run's largest table has 245,760 rows.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -16,13 +21,17 @@ from .model import Run
 from .report import SectionOutcome
 
 SCHEMA = "reportgen.metrics/1"
+#: rows of one table in the metrics file (4x the largest table of a 1024-rank synth run)
+MAX_TABLE_ROWS = 1_000_000
 
 
 def _clean(value: Any) -> Any:
     """JSON-safe: NaN/inf -> null, numpy scalars -> Python, keys -> str; floats without arithmetic noise
     (fmt.clean: the shortest repr that round-trips, 0.04222999999999999 -> 0.04223)."""
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return limits.cap_text(value) if len(value) > limits.MAX_NAME_CHARS else value
     if isinstance(value, float):
         return None if (math.isnan(value) or math.isinf(value)) else fmt.clean(float(value))
     if isinstance(value, int):
@@ -43,10 +52,12 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
-def table_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table as a list of row objects with JSON-safe values."""
+def table_rows(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    """A table as a list of row objects with JSON-safe values (the first ``limit`` rows when given)."""
     out = []
     cols = list(df.columns)
+    if limit is not None and len(df) > limit:
+        df = df.iloc[:limit]
     for row in df.itertuples(index=False, name=None):
         out.append({c: _clean(v) for c, v in zip(cols, row)})
     return out
@@ -114,7 +125,11 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         block: dict[str, Any] = {"status": o.status}
         if o.status == "ok" and o.analysis is not None:
             block["metrics"] = _clean(o.analysis.metrics)
-            block["tables"] = {name: table_rows(df) for name, df in o.analysis.tables.items()}
+            block["tables"] = {name: table_rows(df, MAX_TABLE_ROWS) for name, df in o.analysis.tables.items()}
+            left = {name: {"rows": len(df), "left_out": len(df) - MAX_TABLE_ROWS}
+                    for name, df in o.analysis.tables.items() if len(df) > MAX_TABLE_ROWS}
+            if left:
+                block["tables_left_out"] = left
         else:
             block["reason"] = o.reason
         sections[o.id] = block
@@ -135,5 +150,13 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     }
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    """The file's text: UTF-8 JSON; a lone surrogate (possible in JSON input) is written as its ``\\uXXXX``
+    escape, so the text can be encoded and the value reads back unchanged."""
+    text = json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text

@@ -1,4 +1,6 @@
-"""A quiet-by-default progress bar on stderr: only on a terminal, only after a moment, never with --quiet."""
+"""A quiet-by-default progress bar on stderr: only on a terminal, only after a moment, never with --quiet.
+
+A progress bar never fails the run: when the terminal goes away (stderr closed, EPIPE) it stops drawing."""
 
 from __future__ import annotations
 
@@ -24,12 +26,20 @@ class Progress:
             text = f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label}"
         else:
             text = f"\r{label}"
-        self.stream.write(text[:100].ljust(100))
-        self.stream.flush()
-        self.drawn = True
+        if self._write(text[:100].ljust(100)):
+            self.drawn = True
 
     def close(self) -> None:
+        """Clear the bar (before any message, so the message starts a clean line)."""
         if self.drawn:
-            self.stream.write("\r" + " " * 100 + "\r")
-            self.stream.flush()
+            self._write("\r" + " " * 100 + "\r")
             self.drawn = False
+
+    def _write(self, text: str) -> bool:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+            return True
+        except (OSError, ValueError):  # closed or broken stderr
+            self.enabled = False
+            return False

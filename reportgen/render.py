@@ -3,17 +3,42 @@
 Everything the page needs is inlined: the vl-convert JavaScript bundle (once), our CSS
 and JS, every chart spec as a JSON script tag written with ``tojson``. Jinja autoescape
 is on, so untrusted strings (op names, paths, host names, titles) are only ever text.
+
+Hostile input (names holding markup, script, line separators, or megabytes of text; tables of millions of
+rows) is made harmless and bounded in one place each:
+
+* JSON in the page (:func:`script_json`, the ``tojson`` filter): ASCII only, with ``< > & '`` and U+2028 /
+  U+2029 escaped, so no string can end its ``<script>`` element or attribute, or break a JavaScript parser.
+* Chart specs (:func:`chart_spec`): every string drawn (data, sort orders, domains, titles) is cut to
+  :data:`CHART_TEXT_CHARS` with the cut stated, and U+2028 / U+2029 are shown as the text ``\u2028`` /
+  ``\u2029`` (Vega-Lite builds expressions from sort orders and filters, and its expression parser rejects
+  those characters inside a string). A spec larger than :data:`MAX_SPEC_BYTES` is left out with a note.
+* Text: every string printed into the page is cut to :data:`PAGE_TEXT_CHARS` (:func:`_finalize`), a table
+  cell to :data:`CELL_TEXT_CHARS`; lone surrogates (possible in JSON input) become U+FFFD.
+* Tables: the rows embedded for the CSV download and the filters stop at :data:`MAX_EMBEDDED_ROWS` rows or
+  :data:`MAX_EMBEDDED_BYTES` of JSON per table, and the page says how many were left out.
+* ``--static`` SVG (:func:`clean_svg`): parsed as XML and rebuilt with known SVG elements only, without event
+  handlers, links or external ``url()`` references; text stays text, so a label reading ``javascript:`` or
+  ``onload=`` is drawn, escaped, and the chart is kept.
+
+Budgets, measured on a 1024-rank MindInsight synth run (128 hosts x 8, 4 stages, 10 steps): a 32 MB page whose
+largest table (communication ops) embeds 245,760 rows in 12.8 MB and whose largest chart spec is 4.1 MB; the
+budgets are 2x (rows), 4x (bytes per table, bytes per spec) above that.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from dataclasses import replace
 import hashlib
+import json
 import math
 import os
 import re
+import signal
 import tempfile
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +52,25 @@ from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
 _PKG_DIR = Path(__file__).resolve().parent
+
+#: characters of one string drawn in a chart (axis label, legend, tooltip, title); the cut is stated
+CHART_TEXT_CHARS = 300
+#: characters of one table cell shown as HTML (the CSV download keeps the value as read, up to limits.MAX_NAME_CHARS)
+CELL_TEXT_CHARS = 1000
+#: characters of any one string printed into the page (a sentence may quote a few names)
+PAGE_TEXT_CHARS = 2 * limits.MAX_NAME_CHARS
+#: rows of one table embedded in the page (CSV download, filters, row counts) ...
+MAX_EMBEDDED_ROWS = 500_000
+#: ... and their JSON size (approximate, in characters)
+MAX_EMBEDDED_BYTES = 50_000_000
+#: JSON size of one chart spec; a larger chart is left out of the page with a note
+MAX_SPEC_BYTES = 16_000_000
+#: options of one page control (a step selector of a run with more steps lists the first ones)
+MAX_OPTIONS = 1000
+#: spec keys whose string value is a Vega expression (never cut: it is code, not data)
+_EXPRESSION_KEYS = frozenset({"calculate", "filter", "test", "expr", "labelExpr", "signal", "update"})
+_SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _resource_dir(name: str) -> Path:
@@ -125,6 +169,61 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", ord("'"): "\\u0027",
+                 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def script_json(value: Any) -> Markup:
+    """``value`` as JSON that is safe inside ``<script type="application/json">`` and inside a single-quoted
+    attribute: ASCII only (every other character escaped, U+2028 / U+2029 included), ``< > & '`` escaped, so no
+    string can end the element (``</script``, ``<!--``) or the attribute. NaN / infinity are refused (callers
+    pass :func:`_json_safe` data)."""
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"), sort_keys=False)
+    return Markup(text.translate(_JSON_ESCAPES))
+
+
+def _chart_text(text: str) -> str:
+    text = limits.cap_text(text, CHART_TEXT_CHARS)
+    if "\u2028" in text or "\u2029" in text:
+        text = text.replace("\u2028", _SEPARATORS["\u2028"]).replace("\u2029", _SEPARATORS["\u2029"])
+    return text
+
+
+def chart_spec(spec: Any, key: str = "") -> Any:
+    """A chart spec for the page (and the --static SVG): JSON-safe (:func:`_json_safe`), every string but the
+    expressions cut to :data:`CHART_TEXT_CHARS` and U+2028 / U+2029 shown as text (module docstring). Data and
+    sort orders go through the same function, so a cut or replaced name still matches itself."""
+    if isinstance(spec, str):
+        if key in _EXPRESSION_KEYS:
+            return spec.replace("\u2028", " ").replace("\u2029", " ")
+        return _chart_text(spec)
+    if isinstance(spec, dict):
+        return {str(k): chart_spec(v, str(k)) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [chart_spec(v, key) for v in spec]
+    return _json_safe(spec)
+
+
+def _spec_or_note(spec: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """(the page's spec, "") or (None, why it was left out) when its JSON passes :data:`MAX_SPEC_BYTES`."""
+    safe = chart_spec(spec)
+    size = len(json.dumps(safe, ensure_ascii=True, allow_nan=False, separators=(",", ":")))
+    if size <= MAX_SPEC_BYTES:
+        return safe, ""
+    return None, (f"This chart was left out: its data takes {size / 1e6:.0f} MB, above the page's budget of "
+                  f"{MAX_SPEC_BYTES / 1e6:.0f} MB per chart. The tables and the metrics JSON (--json) have the numbers.")
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ ... }}`` of the template: untrusted text is cut to :data:`PAGE_TEXT_CHARS` (the cut stated) and
+    lone surrogates become U+FFFD (they cannot be written as UTF-8). Markup (escaped or trusted) is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        value = limits.cap_text(value, PAGE_TEXT_CHARS)
+        if _SURROGATE.search(value):
+            value = _SURROGATE.sub("\ufffd", value)
+    return value
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_resource_dir("templates"))),
@@ -132,8 +231,10 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_finalize,
     )
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":"), "allow_nan": False}
+    env.filters["tojson"] = script_json
     env.filters["fmt"] = format_value
     env.filters["quantity"] = fmt.quantity
     env.filters["text"] = fmt.text
@@ -141,7 +242,40 @@ def environment() -> jinja2.Environment:
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
     env.filters["breakable"] = breakable
+    env.globals["ranges"] = ranges_text
     return env
+
+
+#: parts of a list of ranks / steps written out (``0–3, 7, 9–10``); the rest are counted
+RANGES_SHOWN = 200
+#: hosts listed in the run summary; the rest are counted
+HOSTS_SHOWN = 1000
+
+
+def ranges_text(values, limit: int = RANGES_SHOWN) -> str:
+    """0,1,2,3,7,9,10 -> ``0–3, 7, 9–10`` (integers in runs, anything else listed first as is); at most
+    ``limit`` parts, then ``… and N more``."""
+    ints, parts = [], []
+    for v in values or ():
+        if isinstance(v, int) and not isinstance(v, bool):
+            ints.append(v)
+        else:
+            parts.append(str(v))
+    ints.sort()
+    more = 0
+    start = prev = None
+    for v in ints + [None]:
+        if v is not None and start is not None and v in (prev, prev + 1):
+            prev = v
+            continue
+        if start is not None:
+            if len(parts) < limit:
+                parts.append(str(start) if start == prev else f"{start}–{prev}")
+            else:
+                more += 1
+        start = prev = v
+    more += max(0, len(parts) - limit)
+    return ", ".join(parts[:limit]) + (f" … and {more} more" if more else "")
 
 
 STEP_SOURCE_TEXT = {"markers": "", "repeated_ops": "steps from the repeated operator sequence (no step markers)",
@@ -163,7 +297,8 @@ def run_summary(run: Run) -> dict[str, Any]:
         "world_size": run.world_size,
         "ranks": list(run.ranks),
         "missing_ranks": list(run.missing_ranks),
-        "hosts": [{"host": h, "ranks": rs} for h, rs in hosts.items()],
+        "hosts": [{"host": h, "ranks": rs} for h, rs in list(hosts.items())[:HOSTS_SHOWN]],
+        "hosts_total": len(hosts),
         "hosts_known": bool(hosts),
         "steps": list(F.steps_all) if F is not None else list(run.steps),
         "warmup_steps": list(F.warmup_steps) if F is not None else [],
@@ -185,17 +320,8 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "reason": o.reason,
             "summary": view.summary if view else "",
             "notes": list(view.notes) if view else [],
-            "controls": [
-                {"signal": c.signal, "label": c.label, "options": [{"value": v, "label": l} for v, l in c.options],
-                 "default": c.default}
-                for c in (view.controls if view else [])
-            ],
-            "figures": [
-                {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
-                 "static_caption": f.static_caption if f.static_caption is not None else static_caption(f.caption),
-                 "spec": _json_safe(charts.focusable(f.spec))}
-                for f in (view.figures if view else [])
-            ],
+            "controls": [_control_ctx(c) for c in (view.controls if view else [])],
+            "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
             "findings": [f.as_dict() for f in (view.findings if view else [])],
         }
@@ -227,6 +353,25 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
         "sections": sections,
         "findings": findings,
     }
+
+
+def _control_ctx(c) -> dict[str, Any]:
+    """A control for the template: at most :data:`MAX_OPTIONS` options (the default kept), the cut in its label."""
+    options = list(c.options)
+    label = c.label
+    if len(options) > MAX_OPTIONS:
+        label = f"{c.label} (first {MAX_OPTIONS:,} of {len(options):,})"
+        default = [o for o in options[MAX_OPTIONS:] if o[0] == c.default][:1]
+        options = options[:MAX_OPTIONS] + default
+    return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
+            "default": c.default}
+
+
+def _figure_ctx(f) -> dict[str, Any]:
+    spec, left_out = _spec_or_note(charts.focusable(f.spec))
+    return {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
+            "static_caption": f.static_caption if f.static_caption is not None else static_caption(f.caption),
+            "spec": spec, "left_out": left_out}
 
 
 def view_text(view: dict | None, sections: list[dict]) -> str:
@@ -336,46 +481,131 @@ def _table_ctx(t) -> dict[str, Any]:
     t, empty_columns = arrange_columns(t)
     rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows]
     shown = rows[: t.max_html_rows]
+    embedded = embedded_rows(rows)
+    if len(embedded) < len(shown):  # the rows listed as HTML are always in the data (sorting, filters)
+        embedded = shown
     cols = []
     for i, c in enumerate(t.columns):
         unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read
         cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
                      "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
     _column_layout(cols, t.columns)
-    cells = [[fmt.quantity(v, fmt.metric_kind(r.get(c.kind_from))) if c.kind == "quantity"
-              else fmt.cell(v, c.kind, col["factor"]) for c, col, v in zip(t.columns, cols, row)]
+    cells = [[_cell_text(fmt.quantity(v, fmt.metric_kind(r.get(c.kind_from))) if c.kind == "quantity"
+                         else fmt.cell(v, c.kind, col["factor"])) for c, col, v in zip(t.columns, cols, row)]
              for r, row in zip(t.rows, shown)]
     return {
         "id": t.id,
         "title": t.title,
         "caption": t.caption,
         "columns": cols,
-        "rows": rows,  # all rows, raw, for the CSV download (JSON script tag) and data-sort
+        "rows": embedded,  # every row (up to the page's budget), raw, for the CSV download (JSON script tag)
         "cells": cells,  # the first max_html_rows rows as people read them (the HTML table)
-        "truncated": max(0, len(rows) - t.max_html_rows),
+        "truncated": max(0, len(embedded) - t.max_html_rows),
+        "rows_total": len(rows),
+        "rows_left_out": len(rows) - len(embedded),  # beyond MAX_EMBEDDED_ROWS / MAX_EMBEDDED_BYTES
         "empty_columns": empty_columns,
     }
 
 
-_UNSAFE_SVG = re.compile(r"<\s*script|<\s*foreignobject|javascript:|\son[a-z]+\s*=|<\s*iframe|<\s*image|href\s*=",
-                         re.I)
+def _cell_text(text: Any) -> Any:
+    """A cell as people read it: cut to :data:`CELL_TEXT_CHARS` (the cut stated), lone surrogates replaced."""
+    if isinstance(text, str) and (len(text) > CELL_TEXT_CHARS or not text.isascii()):
+        return _finalize(limits.cap_text(text, CELL_TEXT_CHARS))
+    return text
 
 
-def static_svg(spec: dict[str, Any]) -> Markup:
+def _json_size(value: Any) -> int:
+    """Characters ``value`` takes in :func:`script_json` (strings: an upper bound for non-ASCII text)."""
+    if isinstance(value, str):
+        return len(value) + 2 if value.isascii() else 6 * len(value) + 2
+    if isinstance(value, (list, tuple)):
+        return 1 + sum(_json_size(v) + 1 for v in value)
+    return 24 if value is not None else 4
+
+
+def embedded_rows(rows: list) -> list:
+    """The rows the page embeds: all of them, or the first ones within :data:`MAX_EMBEDDED_ROWS` rows and
+    :data:`MAX_EMBEDDED_BYTES` characters of JSON."""
+    if len(rows) <= 1000 and sum(_json_size(r) for r in rows) <= MAX_EMBEDDED_BYTES:
+        return rows
+    total = 0
+    for i, row in enumerate(rows[:MAX_EMBEDDED_ROWS + 1]):
+        total += _json_size(row) + 1
+        if total > MAX_EMBEDDED_BYTES or i == MAX_EMBEDDED_ROWS:
+            return rows[:i]
+    return rows
+
+
+_SVG_NS, _XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
+#: the SVG elements a chart may hold (vl-convert writes svg, g, path, line, rect, text, defs, gradients, clip
+#: paths); anything else (script, foreignObject, a, image, use, animate, style, ...) is removed with its content
+_SVG_ELEMENTS = frozenset({"svg", "g", "path", "line", "rect", "circle", "ellipse", "polyline", "polygon", "text",
+                           "tspan", "defs", "linearGradient", "radialGradient", "stop", "clipPath", "title", "desc"})
+#: attributes whose value is a URL: kept only as a same-document reference (#id)
+_URL_ATTRS = frozenset({"href", "src", "action", "formaction", "xml:base", "base"})
+_EXTERNAL_URL = re.compile(r"url\(\s*(?!['\"]?#)", re.I)
+
+
+def clean_svg(svg: str) -> str | None:
+    """``svg`` rebuilt from its parsed XML with nothing that could run or load: only :data:`_SVG_ELEMENTS`, no
+    ``on*`` attribute, no link (``href`` / ``xlink:href`` other than ``#id``), no external ``url(...)``; text
+    content and other attribute values stay as they are (escaped on output), so a label reading
+    ``javascript:`` is drawn as text. None when the SVG cannot be parsed (or declares a DTD or entities)."""
+    import xml.etree.ElementTree as ET
+
+    if "<!DOCTYPE" in svg or "<!ENTITY" in svg:
+        return None
+    try:
+        root = ET.fromstring(svg)
+    except ET.ParseError:
+        return None
+
+    def local(name: str) -> str:
+        return name.rsplit("}", 1)[-1]
+
+    def clean(el) -> bool:
+        if not el.tag.startswith("{" + _SVG_NS + "}") or local(el.tag) not in _SVG_ELEMENTS:
+            return False
+        for name in list(el.attrib):
+            ln, value = local(name).lower(), el.attrib[name]
+            if (ln.startswith("on") or (ln in _URL_ATTRS and not value.strip().startswith("#"))
+                    or _EXTERNAL_URL.search(value) or (ln == "style" and ("url(" in value.lower()
+                                                                          or "expression" in value.lower()))):
+                del el.attrib[name]
+        for child in list(el):
+            if not clean(child):
+                tail = child.tail
+                el.remove(child)
+                if tail and tail.strip():  # keep the text that followed the removed element
+                    el.text = (el.text or "") + tail
+        return True
+
+    if not clean(root):
+        return None
+    ET.register_namespace("", _SVG_NS)
+    ET.register_namespace("xlink", _XLINK_NS)
+    return ET.tostring(root, encoding="unicode")
+
+
+def static_svg(spec: dict[str, Any] | None) -> Markup:
     """A chart pre-rendered to inline SVG by vl-convert (no JavaScript in the page).
 
-    vl-convert escapes text and writes presentation attributes only; the SVG is still checked for
-    anything that could run or load (script, event handlers, links, images) before it is trusted.
+    vl-convert escapes text and writes presentation attributes only; the SVG is still rebuilt by
+    :func:`clean_svg` so nothing in it can run or load (script, event handlers, links, images).
     """
     import vl_convert as vlc
 
+    if spec is None:
+        return Markup("")
     try:
         svg = vlc.vegalite_to_svg(charts.static_spec(spec))  # no container to measure: a fixed width
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
         return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
-    if _UNSAFE_SVG.search(svg):
-        return Markup('<p class="rg-muted">This chart was left out of the static report (unexpected SVG content).</p>')
-    return Markup(svg)
+    cleaned = clean_svg(svg)
+    if cleaned is None:
+        return Markup('<p class="rg-muted">This chart was left out of the static report (its SVG could not be '
+                      'read).</p>')
+    return Markup(cleaned)
 
 
 def with_params(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -403,36 +633,90 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
         for f in context["findings"]:  # no script can set a chart up: the chart as each finding reads it
             view = f.get("view") or {}
             fig = figures.get(view.get("figure"))
-            spec = with_params(fig["spec"], view.get("signals") or {}) if fig else None
+            spec = with_params(fig["spec"], view.get("signals") or {}) if fig and fig["spec"] else None
             if spec is not None and spec is not fig["spec"]:
                 f["svg"] = static_svg(spec)
     else:
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),
                       vega_bundle=_safe_script(vega_bundle(), "vl-convert bundle"))
-    return env.get_template("report.html.j2").render(**context, assets=assets, static=static)
+    return env.get_template("report.html.j2").render(**context, assets=assets, static=static,
+                                                      budget={"rows": MAX_EMBEDDED_ROWS, "bytes": MAX_EMBEDDED_BYTES})
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path`` and rename it into place."""
+def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """Create (mode 0600, exclusively) the temp file :func:`write_atomic` renames onto ``path``:
+    ``.<name>.<random>.tmp`` in the same directory, the name shortened to fit the file system's name limit."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        name_max = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    stem = path.name
+    while stem and len(os.fsencode(f".{stem}.")) + 8 + len(".tmp") > name_max:  # mkstemp adds 8 characters
+        stem = stem[:-1]
+    return tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT / SIGTERM / SIGHUP received inside the block are delivered when it ends (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    saved = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        handler = signal.getsignal(sig) if sig is not None else None
+        if handler not in (signal.SIG_IGN, None):
+            saved[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if pending:
+            signal.raise_signal(pending[0])
+
+
+def write_atomic(outputs: dict[str | os.PathLike, str] | str | os.PathLike, text: str | None = None, *,
+                 written: list[str] | None = None) -> None:
+    """Write each text to a temp file beside its path, then rename them all into place.
+
+    ``write_atomic(path, text)`` or ``write_atomic({path: text, ...})``. Every temp file is complete before the
+    first rename, and the renames run back to back with SIGINT / SIGTERM / SIGHUP held until the last one, so the
+    outputs change together or not at all (short of a failing rename or SIGKILL). ``written`` receives each
+    path as its rename succeeds: when a later one fails the caller can say exactly what was written. Temp
+    files not renamed are removed whatever ends the call (an exception, KeyboardInterrupt, SIGTERM turned
+    into one); an existing output is never touched before its rename.
+    """
+    if not isinstance(outputs, dict):
+        outputs = {outputs: text}
+    written = [] if written is None else written
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, body in outputs.items():
+            with _signals_deferred():  # no temp file exists that `staged` does not list
+                fd, tmp = temp_beside(path)
+                staged.append((str(path), tmp))
+                fh = os.fdopen(fd, "w", encoding="utf-8")
+            with fh:
+                fh.write(body)
+            os.chmod(tmp, 0o644)
+        with _signals_deferred():
+            for path, tmp in staged:
+                os.replace(tmp, path)
+                written.append(path)
+    finally:
+        for path, tmp in staged:
+            if path not in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def content_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-__all__ = ["build_context", "render_html", "write_atomic", "format_value", "Column"]
+__all__ = ["build_context", "render_html", "write_atomic", "temp_beside", "format_value", "Column"]

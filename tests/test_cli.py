@@ -47,7 +47,7 @@ def test_report_and_metrics_written(tmp_path, pp2x4):
 @pytest.mark.parametrize("make,needle", [
     (lambda t: t / "nope", "no such file or directory"),
     (lambda t: (t / "f.txt").write_text("x") and t / "f.txt", "is not a directory"),
-    (lambda t: t, "no profiler output recognised"),
+    (lambda t: (t / "empty").mkdir() or t / "empty", "no profiler output recognised"),  # -o is beside, not inside
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, make, needle):
     target = make(tmp_path)

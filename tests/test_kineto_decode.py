@@ -401,7 +401,9 @@ def test_float_ns_ts_strings_and_bad_ts(tmp_path, chunking):
               ev("k4", "kernel", None, 1, args={"stream": 7}),
               ev("k5", "kernel", {"ts": 1}, 1, args={"stream": 7})]
     d, problems = decode(write_trace(tmp_path / "t.json", events))
-    assert problems == [(str(tmp_path / "t.json"), "3 events without a numeric ts/dur were skipped")]
+    path = str(tmp_path / "t.json")  # the field and the events (index in traceEvents) are named
+    assert sorted(problems) == [(path, "1 event skipped: field 'ts' missing (in traceEvents[4])"),
+                                (path, "2 events skipped: field 'ts' not a number (in traceEvents[3], traceEvents[5])")]
     g = d.tables["gpu_ops"]
     assert list(g["name"]) == ["k1", "k2"] and list(g["ts_ns"]) == [1001_333, 1002_500] and list(g["dur_ns"]) == [1, 3000]
     assert d.tables["steps"]["ts_ns"].iloc[0] == 1000_125
@@ -469,7 +471,7 @@ def test_truncated_plain_json_and_bad_gzip_crc(tmp_path):
     (b'{"schemaVersion": 1, "deviceProperties": []}', "not a Kineto trace"),
     (b"42", "not a trace object"),
     (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1}]}',
-     "1 events without a numeric ts/dur"),
+     "1 event skipped: field 'ts' not a number"),
     (b'{"traceEvents": 5}', "traceEvents\" is not an array"),
     (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}, {"ph": "X", "ts": ]}, '
      + json.dumps([{"ph": "X", "name": "filler", "ts": i} for i in range(5)])[1:].encode() + b"}",

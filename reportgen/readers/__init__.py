@@ -1,43 +1,440 @@
-"""Readers: one module per input family, each turning a run directory into a :class:`~reportgen.model.Run`."""
+"""Readers: one module per input family, each turning a run directory into a :class:`~reportgen.model.Run`.
+
+Which family a directory holds is decided here, once, by :func:`survey`: one bounded walk of the directory
+(never following symbolic links, never failing on a directory it cannot list) that records, per family, the
+data the family's reader would read:
+
+* **MindSpore Insight**: folders holding ``step_trace_raw_<rank>_detail_time.csv`` or
+  ``*_cluster_analyse_*.csv`` (one folder = one run), a legacy ``cluster_profiler/`` layout, or, when neither
+  exists, the run folder itself holding other MindInsight files (``parallel_strategy_<rank>.json``, ...).
+  ``profiler_info_<rank>.json`` inside an Ascend rank directory belongs to Ascend.
+* **Ascend** (and **MindSpore CPU**, the same ``*_ascend_ms`` layout without device data): the rank
+  directories (``*_ascend_pt`` / ``*_ascend_ms`` or holding ``ASCEND_PROFILER_OUTPUT/``). Everything inside them
+  is Ascend's (their ``trace_view.json`` is not a PyTorch trace).
+* **PyTorch Kineto**: ``*.json`` / ``*.json.gz`` files with ``traceEvents`` near the start, outside Ascend rank
+  directories and not named like a MindInsight file (MindInsight's timeline JSON).
+
+More than one family, or more than one MindInsight run, is refused with a one-line hint (``pick one:
+--format ...``) unless ``--format`` names the family to read; the other data is then listed in the data
+problems. Files named like a PyTorch trace that are not one (junk bytes, UTF-16, truncated gzip) are listed in
+the data problems, and a directory with nothing but such files is refused naming them.
+"""
 
 from __future__ import annotations
 
+import errno
+import gzip
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
+from ..limits import cap_text
 from ..model import Run
 from .. import timeline
 from . import ascend, kineto, mindinsight, mindspore_cpu
 
 #: (family name, module) in detection order.
 FAMILIES = [("mindinsight", mindinsight), ("mindspore_cpu", mindspore_cpu), ("ascend", ascend), ("kineto", kineto)]
+#: the values of ``--format``
+FORMATS = tuple(name for name, _ in FAMILIES)
+LABELS = {"mindinsight": "MindSpore Insight", "mindspore_cpu": "MindSpore CPU", "ascend": "Ascend",
+          "kineto": "PyTorch Kineto"}
+
+#: directory levels searched below the run directory (the Ascend reader's depth; Kineto reads 6)
+MAX_DEPTH = 10
+#: directory entries looked at by :func:`survey`; a larger tree is searched only this far (and says so)
+MAX_ENTRIES = 200_000
+#: JSON files whose first 64 KiB :func:`survey` reads to tell a trace from other JSON
+MAX_OPENED = 20_000
+#: files not read that the data problems name one by one (the rest are counted)
+MAX_LISTED = 50
+#: MindInsight files that make their folder a run (the reader needs one of them, or a legacy layout)
+_MI_RUN_KINDS = {"step_trace", "cluster_analyse"}
+#: a file named like a PyTorch trace (``torch.profiler.tensorboard_trace_handler`` writes ``*.pt.trace.json[.gz]``)
+_KINETO_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$", re.I)
+#: other JSON whose name says trace / rank / worker: listed only when it is not even UTF-8 text
+_TRACE_LIKE = re.compile(r"(?:^|[^a-z])(?:trace|rank|worker)[-_]?\d*(?:[^a-z]|$)", re.I)
+_HEAD = 1 << 16
+#: Ascend output named outside a rank directory: not read, but named when nothing else is found
+_ASCEND_NAMES = re.compile(r"^(?:" + "|".join(re.escape(n) for n in ascend.TEXT_FILES) + r"|communication(?:_matrix)?"
+                           r"\.json|trace_view\.json|analysis\.db|ascend_\w*profiler\w*\.db|msprof_\w*\.db)$")
+
+
+@dataclass
+class Survey:
+    """What :func:`survey` found below ``root`` (paths absolute as walked)."""
+
+    root: Path
+    mi_runs: list[Path] = field(default_factory=list)       # MindInsight run folders (legacy: the layout's root)
+    mi_flat: Path | None = None                             # the folder the MindInsight reader reads (flat layout)
+    mi_top: Path | None = None                              # ... when it holds no run files (step trace, ...)
+    mi_top_info_only: bool = False                          # ... and nothing but profiler_info_<rank>.json
+    ascend_dirs: list[Path] = field(default_factory=list)   # Ascend / MindSpore rank directories
+    cpu_only: bool = False                                  # every one of them is MindSpore CPU output
+    traces: list[Path] = field(default_factory=list)        # PyTorch Kineto traces
+    suspects: list[tuple[Path, str]] = field(default_factory=list)  # named like a trace, not one: (file, why)
+    unlisted: list[tuple[Path, str]] = field(default_factory=list)  # sub-directories that could not be listed
+    strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
+    stopped: bool = False                                   # MAX_ENTRIES reached
+
+    def families(self) -> dict[str, str]:
+        """{family: where} for every family present; ``where`` is a short description of the data found."""
+        out = {}
+        if self.ascend_dirs:
+            out["mindspore_cpu" if self.cpu_only else "ascend"] = _where(self.root, self.ascend_dirs,
+                                                                         "rank directories")
+        if self.traces:
+            out["kineto"] = _where(self.root, self.traces, "traces")
+        runs = self.mi_runs_found(bool(out))
+        if runs:
+            out = {"mindinsight": _where(self.root, runs, "run" if len(runs) == 1 else "runs"), **out}
+        return out
+
+    def mi_runs_found(self, others: bool = False) -> list[Path]:
+        """MindInsight run folders; a folder with nothing but ``profiler_info_<rank>.json`` counts only when
+        no other family is present."""
+        if self.mi_runs:
+            return self.mi_runs
+        if self.mi_top is not None and not (others and self.mi_top_info_only):
+            return [self.mi_top]
+        return []
+
+
+def _rel(root: Path, p: Path) -> str:
+    try:
+        rel = p.relative_to(root).as_posix()
+    except ValueError:
+        rel = str(p)
+    return cap_text(rel or ".", 200)
+
+
+def _where(root: Path, paths: list[Path], noun: str) -> str:
+    """'4 traces in pt/' / 'run in mi/profiler' / '2 runs: a, b'."""
+    n = len(paths)
+    folders = sorted({p if p.is_dir() else p.parent for p in paths})
+    common = Path(os.path.commonpath([str(f) for f in folders])) if folders else root
+    count = f"{n} {noun}" if n != 1 or noun != "run" else noun
+    if common == root:
+        return count
+    return f"{count} in {_rel(root, common)}"
+
+
+def _common_sub(root: Path, paths: list[Path]) -> str | None:
+    """The sub-directory of ``root`` holding all ``paths`` (None when that is ``root`` itself)."""
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    common = Path(os.path.commonpath([str(f) for f in folders])) if folders else root
+    return None if common == root else _rel(root, common)
+
+
+def _head(path: Path) -> tuple[bytes | None, str | None]:
+    """The first bytes of a file (decompressed for ``.gz``), or None and why it cannot be read."""
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read(_HEAD), None
+        with open(path, "rb") as fh:
+            return fh.read(_HEAD), None
+    except (gzip.BadGzipFile, EOFError, zlib.error):
+        return None, "not a readable gzip file"
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+
+
+def _not_trace_reason(head: bytes | None, why: str | None) -> str | None:
+    """Why a file named like a PyTorch trace is not one, or None if its start looks like one."""
+    if head is None:
+        return why
+    if b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head:
+        return None
+    return _text_problem(head) or ('JSON text without "traceEvents" in its first 64 KiB'
+                                   if head.lstrip()[:1] in (b"{", b"[") else "not JSON")
+
+
+def _text_problem(head: bytes) -> str | None:
+    """Why ``head`` is not the start of UTF-8 text (empty, UTF-16 / UTF-32, binary), or None."""
+    if not head.strip():
+        return "empty file"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) > 3 and (head[1::2].count(0) > len(head) // 4
+                                                                           or head[0::2].count(0) > len(head) // 4)):
+        return "UTF-16 text (traces are read as UTF-8 JSON)"
+    if b"\x00" in head:
+        return "binary data, not JSON text"
+    try:
+        head.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not just a character cut at the end of the head
+            return "not UTF-8 text (binary or corrupted)"
+    return None
+
+
+def _is_prof_dir(d: Path, dirnames: list[str]) -> bool:
+    return bool(ascend._PROF_DIR.search(d.name)) or ascend.OUTPUT_DIR in dirnames
+
+
+def survey(root: str | Path) -> Survey:
+    """Walk ``root`` (bounded: :data:`MAX_DEPTH` levels, :data:`MAX_ENTRIES` entries, symbolic links to
+    directories not followed) and record each family's data (module docstring)."""
+    root = Path(root)
+    s = Survey(root)
+    base = len(root.parts)
+    seen = opened = 0
+
+    def onerror(exc: OSError) -> None:
+        where = Path(exc.filename) if getattr(exc, "filename", None) else root
+        s.unlisted.append((where, exc.strerror or str(exc)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+        d = Path(dirpath)
+        depth = len(d.parts) - base
+        seen += len(dirnames) + len(filenames)
+        if seen > MAX_ENTRIES:
+            s.stopped = True
+            break
+        if _is_prof_dir(d, dirnames):
+            s.ascend_dirs.append(d)
+            dirnames[:] = []  # a rank directory does not nest another one; all inside is Ascend's
+            continue
+        dirnames.sort()
+        if "cluster_profiler" in dirnames:  # the legacy MindInsight layout: its files are its own
+            s.mi_runs.append(d)
+            dirnames.remove("cluster_profiler")
+        if depth >= MAX_DEPTH:
+            dirnames[:] = []
+        strong = False
+        for name in sorted(filenames):
+            p = d / name
+            found = mindinsight._classify(p)
+            if found is not None:
+                strong = strong or found.kind in _MI_RUN_KINDS
+                continue
+            if len(s.strays) < 10 and _ASCEND_NAMES.match(name):
+                s.strays.append(p)
+            if depth > kineto._MAX_DEPTH or not kineto._TRACE_NAME.search(name):
+                continue
+            opened += 1
+            if opened > MAX_OPENED:
+                s.stopped = True
+                break
+            head, why = _head(p)
+            reason = _not_trace_reason(head, why)
+            if reason is None:
+                s.traces.append(p)
+            elif _KINETO_NAME.search(name):
+                s.suspects.append((p, reason))
+            elif _TRACE_LIKE.search(name) and (head is None or _text_problem(head)):
+                s.suspects.append((p, why if head is None else _text_problem(head)))
+        if strong and d not in s.mi_runs:
+            s.mi_runs.append(d)
+        if s.stopped:
+            break
+    if s.ascend_dirs:
+        s.cpu_only = all(mindspore_cpu._is_cpu_dir(d) for d in s.ascend_dirs)
+    if root not in s.ascend_dirs:
+        try:
+            top = mindinsight._flat_folder(root)  # the reader's own rule (it follows a symlinked profiler*/)
+        except OSError:
+            top = None
+        s.mi_flat = top
+        if top is not None and top not in s.mi_runs:
+            kinds = {f.kind for f in mindinsight._scan(top)}
+            if kinds & _MI_RUN_KINDS:
+                s.mi_runs.append(top)
+            else:
+                s.mi_top, s.mi_top_info_only = top, kinds <= {"profiler_info"}
+    return s
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def _mi_default_runs(s: Survey) -> list[Path] | None:
+    """The MindInsight run the reader reads from the root (the root itself, or its newest ``profiler*``
+    sub-directory by name, as MindInsight does; or the legacy layout at the root), as a one-item list, when
+    every other run found is also the root or one of its ``profiler*`` sub-directories; None otherwise
+    (runs nested elsewhere: the user has to pick one)."""
+    root, runs = s.root, s.mi_runs
+    if not runs:
+        return [s.mi_top] if s.mi_top is not None else None
+    if any(p != root and not (p.parent == root and p.name.startswith("profiler")) for p in runs):
+        return None
+    if root in runs:
+        return [root]
+    return [s.mi_flat] if s.mi_flat is not None else [max(runs, key=lambda p: p.name)]
+
+
+def _older_profiler_dirs(s: Survey) -> list[Path]:
+    chosen = _mi_default_runs(s) or []
+    return [p for p in s.mi_runs if p not in chosen]
+
+
+def choose(s: Survey, fmt: str | None = None) -> str:
+    """The family to read (a key of :data:`LABELS`), or :class:`InputError` with what to do instead."""
+    root = s.root
+    found = s.families()
+    if fmt is not None:
+        if fmt not in LABELS:
+            raise InputError(None, f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        if fmt not in found:
+            others = ", ".join(f"{LABELS[k]} ({v})" for k, v in found.items())
+            raise InputError(root, f"--format {fmt}: no {LABELS[fmt]} output found here"
+                                   + (f"; found {others}" if others else "; " + _nothing_hint(s)))
+        if fmt == "mindinsight":
+            _one_mi_run(s)
+        return fmt
+    if len(found) > 1:
+        names = [LABELS[k] for k in found]
+        subs = [_common_sub(root, _paths_of(s, k)) for k in found]
+        where = f" (or give the sub-directory: {', '.join(subs)})" if all(subs) and len(set(subs)) == len(subs) \
+            else " (or give the sub-directory)"
+        raise InputError(root, f"holds {_and(names)} data; pick one: "
+                               + " | ".join(f"--format {k}" for k in found) + where)
+    if not found:
+        raise InputError(root, _nothing_hint(s))
+    family = next(iter(found))
+    if family == "mindinsight":
+        _one_mi_run(s)
+    return family
+
+
+def _paths_of(s: Survey, family: str) -> list[Path]:
+    if family == "mindinsight":
+        return s.mi_runs_found(True) or s.mi_runs_found()
+    return s.traces if family == "kineto" else s.ascend_dirs
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _one_mi_run(s: Survey) -> None:
+    """MindInsight reads one run folder: refuse when several are found (except the documented newest
+    ``profiler*`` rule) or when the only one is deeper than the reader looks."""
+    if _mi_default_runs(s) is not None:
+        return
+    runs = s.mi_runs
+    listed = ", ".join(_rel(s.root, p) for p in runs[:5]) + (f", … ({len(runs)} in all)" if len(runs) > 5 else "")
+    if len(runs) == 1:
+        raise InputError(s.root, f"the MindSpore Insight output is in the sub-directory {listed}; give that "
+                                 "directory")
+    raise InputError(s.root, f"holds {len(runs)} MindSpore Insight runs ({listed}); pick one: give its "
+                             "sub-directory")
+
+
+def _nothing_hint(s: Survey) -> str:
+    parts = ["no profiler output recognised"]
+    if s.suspects:
+        named = "; ".join(f"{_rel(s.root, p)}: {why}" for p, why in s.suspects[:3])
+        more = f"; and {len(s.suspects) - 3} more such files" if len(s.suspects) > 3 else ""
+        parts = [f"no profiler output recognised: named like PyTorch traces but not read: {named}{more}"]
+    elif s.strays:
+        parts = ["no profiler output recognised: Ascend output outside a rank directory (<host>_<pid>_<time>_ascend_pt/"
+                 f"ASCEND_PROFILER_OUTPUT/) is not read: {', '.join(_rel(s.root, p) for p in s.strays[:3])}"
+                 + (", …" if len(s.strays) > 3 else "")]
+    if s.unlisted:
+        parts.append(f"{len(s.unlisted)} sub-director{'y' if len(s.unlisted) == 1 else 'ies'} could not be "
+                     f"listed ({_rel(s.root, s.unlisted[0][0])}: {s.unlisted[0][1]})")
+    if s.stopped:
+        parts.append(f"searched the first {MAX_ENTRIES:,} entries ({MAX_OPENED:,} JSON files) only")
+    if len(parts) == 1 and not s.suspects and not s.strays:
+        parts[0] += (" (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the directory or its "
+                     "profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
+                     "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
+                     "PyTorch: *.pt.trace.json[.gz] files)")
+    return "; ".join(parts)
+
+
+def _report_unread(run: Run, s: Survey, family: str) -> None:
+    """Data problems for what was found and not read: other families (--format), older MindInsight runs,
+    files named like traces that are not, sub-directories that could not be listed."""
+    root = s.root
+    for other, where in s.families().items():
+        if other != family and not {other, family} <= {"ascend", "mindspore_cpu"}:
+            run.problem(root, f"also holds {LABELS[other]} data ({where}); not read (--format {family})")
+    if family == "mindinsight":
+        for p in _older_profiler_dirs(s):
+            run.problem(p, "another MindSpore Insight run; not read (reportgen reads the run directory itself, "
+                           "else its newest profiler*/ sub-directory by name, as MindInsight does; give this "
+                           "directory to read it)")
+    named = {str(p.path) for p in run.problems}
+    listed = 0
+    for p, why in s.suspects:
+        if str(p) in named:  # the reader said something about it already
+            continue
+        listed += 1
+        if listed <= MAX_LISTED:
+            run.problem(p, f"not read: named like a PyTorch trace but {why}")
+    if listed > MAX_LISTED:
+        run.problem(root, f"{listed - MAX_LISTED} more files named like PyTorch traces but not traces; not read")
+    for p, why in s.unlisted[:MAX_LISTED]:
+        run.problem(p, f"cannot list directory ({why}); not searched for profiler output")
+    if len(s.unlisted) > MAX_LISTED:
+        run.problem(root, f"{len(s.unlisted) - MAX_LISTED} more sub-directories could not be listed")
+    if s.stopped:
+        run.problem(root, f"the directory tree has more than {MAX_ENTRIES:,} entries or {MAX_OPENED:,} JSON files; "
+                          "only the first were searched for other profiler output")
+
+
+#: tables a reader fills from file names and metadata alone (not measurements)
+_LISTINGS = ("files", "groups")
+
+
+def _refuse_if_empty(run: Run, root: Path) -> None:
+    """A run whose every data file was skipped (junk, binary, wrong format) is refused naming them: a report of
+    nothing would look like a run without problems."""
+    for name, df in run.tables.items():
+        if name not in _LISTINGS and df is not None and len(df):
+            return
+    for name in list(run.loaders):  # only when nothing was read eagerly: these are parsed now, not twice
+        if name not in _LISTINGS and run.table(name) is not None:
+            return
+    if not run.problems:
+        return
+    first = run.problems[0]
+    more = len(run.problems) - 1 + run.problems_unlisted
+    raise InputError(root, f"no readable profiler data: {_rel(root, Path(first.path))}: {first.problem}"
+                           + (f" (and {more} more data problem{'s' if more != 1 else ''})" if more else ""))
+
+
+def _check_root(root: Path) -> None:
+    try:
+        st = os.stat(root)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(root, "symbolic link loop; give the run directory itself") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not os.path.lexists(root):
+            raise InputError(root, "no such file or directory") from None
+        if exc.errno == errno.ENOENT:
+            raise InputError(root, "dangling symbolic link (its target does not exist)") from None
+        raise InputError(root, f"cannot open: {exc.strerror or exc}") from None
+    import stat as _stat
+
+    if not _stat.S_ISDIR(st.st_mode):
+        raise InputError(root, "is not a directory; give the run directory holding every rank's profiler output")
+    try:
+        with os.scandir(root) as it:
+            next(it, None)
+    except OSError as exc:
+        raise InputError(root, f"cannot list directory: {exc.strerror or exc}") from None
 
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
-             comm_patterns: tuple[str, ...] = ()) -> Run:
-    """Detect the input family of ``path`` and read it. Raises :class:`InputError` when unusable."""
+             comm_patterns: tuple[str, ...] = (), fmt: str | None = None) -> Run:
+    """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it.
+    Raises :class:`InputError` when unusable or ambiguous."""
     root = Path(path)
-    if not root.exists():
-        raise InputError(root, "no such file or directory")
-    if not root.is_dir():
-        raise InputError(root, "is not a directory; give the run directory holding every rank's profiler output")
-    try:
-        next(root.iterdir(), None)
-    except OSError as exc:
-        raise InputError(root, f"cannot list directory: {exc.strerror or exc}") from None
-    for _name, module in FAMILIES:
-        if module.detect(root):
-            if module is kineto:
-                run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
-            else:
-                run = module.read(root, progress=progress)
-            timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
-            return run
-    raise InputError(
-        root,
-        "no profiler output recognised (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the "
-        "directory or its profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
-        "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
-        "PyTorch: *.pt.trace.json[.gz] files)",
-    )
+    _check_root(root)
+    s = survey(root)
+    family = choose(s, fmt)
+    module = dict(FAMILIES)[family]
+    if module is kineto:
+        run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
+    else:
+        run = module.read(root, progress=progress)
+    _refuse_if_empty(run, root)
+    _report_unread(run, s, family)
+    timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
+    return run

@@ -7,6 +7,20 @@ run model (ms, MB = 10^6 B, global ranks).
 
 * Rank: ``distributedInfo.rank``; else ``rank<N>`` / ``worker<N>`` in the file name; a lone file
   without either is rank 0. World size: ``distributedInfo.world_size``.
+* Bad input (issue 14, :mod:`reportgen.limits`; values inside events: :mod:`.kineto_decode`, "Refused values").
+  Every file named ``*.pt.trace.json[.gz]`` is read whatever it holds, so junk, UTF-16, non-gzip or truncated
+  files and JSON that is not a trace are named in the data problems ("file skipped"); when no file is usable
+  the run is refused (exit 2) naming the files and why. A rank id that is not in 0..MAX_RANKS-1 (10^9, 10^25,
+  -1, 0.5, null, text) is named and ignored (the file name's rank, if any, is used instead). Two files with one
+  rank: the one whose rank comes from ``distributedInfo.rank`` wins over one named ``rank<N>``, then the one
+  with more events read, then the first in path order; the loser is named with the reason. The world size
+  claims go through :func:`reportgen.limits.world_size` (a claim above MAX_RANKS, < 1, not an integer or
+  below the highest rank found is named and the ranks found are used; different claims are named and the
+  largest is used). ``pg_config`` rank lists must be rank ids below the world size, else the group is
+  ignored (named); a group of more than :data:`MAX_LISTED_RANKS` ranks keeps only the ranks with a trace and
+  missing ranks beyond that many are counted in a data problem, not listed: nothing is allocated per claimed
+  rank. p2p peers and ``Group size`` beyond the world size are named and ignored. Host, group, device and
+  backend names are capped; implausible ``deviceProperties`` values are named and left empty.
 * Process groups: the union of every rank's ``distributedInfo.pg_config`` (each rank lists only the
   groups it belongs to). Kinds from ``pg_desc`` (``default_pg`` -> world, ``mesh_dp`` / ``dp`` -> dp, ...).
 * Times (model doc, "Time base"): the decoder's exact int ns; the run origin is the earliest timestamp of any
@@ -45,15 +59,16 @@ import gzip
 import math
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from .. import limits, workers
 from ..errors import InputError
 from ..intervals import clip, length, union
+from ..limits import MAX_RANKS, Rejects, as_int, cap_text, rank_id
 from ..model import Run, rel_ms
 from ..timebase import origin
 
@@ -62,6 +77,7 @@ _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
 _MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough to read (process start-up costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+_DAY_NS = 86_400 * 10 ** 9
 #: ``[memory]`` "Device Type" values that are accelerator (device) memory: the accelerator entries of
 #: c10::DeviceType (c10/core/DeviceType.h). CPU (0) is host memory; MKLDNN/IDEEP/Meta/Lazy hold no device memory.
 ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
@@ -69,15 +85,25 @@ ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
     16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
+_NAMED_TRACE = (".pt.trace.json", ".pt.trace.json.gz")
+_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
+
+
 def _looks_like_trace(path: Path) -> bool:
-    """A Kineto trace has a ``traceEvents`` key near the start (metadata may also come after it)."""
+    """A Kineto trace has a ``traceEvents`` key near the start (metadata may also come after it). A file named
+    ``*.pt.trace.json[.gz]`` is taken whatever it holds, so that a broken one is named in the data problems
+    (or in the error when no trace is usable) instead of being passed over; so is a UTF-16 trace."""
+    if path.name.lower().endswith(_NAMED_TRACE):
+        return True
     try:
         opener = gzip.open if path.name.lower().endswith(".gz") else open
         with opener(path, "rb") as fh:
             head = fh.read(1 << 16)
     except (OSError, EOFError, gzip.BadGzipFile):
-        return path.name.lower().endswith((".pt.trace.json", ".pt.trace.json.gz"))
-    return b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head
+        return False
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 (the decoder says so)
+        head = head.decode("utf-16", "replace").encode("utf-8", "replace")
+    return any(k in head for k in _TRACE_KEYS)
 
 
 def find_traces(root: Path) -> list[Path]:
@@ -105,7 +131,7 @@ def _decode(job: tuple[str, tuple[str, ...]]):
     problems: list = []
     try:
         decoded = decode_trace(Path(path), problems, comm_patterns=tuple(DEFAULT_COMM_PATTERNS) + tuple(extra))
-    except (OSError, ValueError, TypeError, KeyError) as exc:  # the decoder should not raise; be safe
+    except Exception as exc:  # noqa: BLE001 - the decoder should not raise; one bad file never ends the run
         problems.append((path, f"could not decode ({type(exc).__name__}: {str(exc)[:120]}); file skipped"))
         decoded = None
     return path, decoded, problems
@@ -129,6 +155,302 @@ def group_kind(desc: str, name: str = "") -> str:
     return _KIND_WORDS.get(m.group(0), "other") if m else "other"
 
 
+# -- input checks (issue 14: every claim checked against what was found; module doc, "Bad input")
+
+#: rank ids listed at most for one process group and as missing ranks; a larger claim stays a number (the
+#: group keeps only the ranks that have a trace; missing ranks are counted in a data problem, not listed)
+MAX_LISTED_RANKS = 4096
+#: rank ids listed over all process groups at most (later large groups keep only the ranks with a trace)
+MAX_LISTED_TOTAL = 1 << 18
+#: distinct process groups kept at most
+MAX_GROUPS = 1024
+#: deviceProperties entries kept per file
+MAX_DEVICES = 1024
+#: a device's totalGlobalMem at most (1 PiB)
+MAX_DEVICE_BYTES = float(1 << 50)
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def _adder(problems: list):
+    return lambda path, text: problems.append((str(path), text))
+
+
+def _assign_ranks(results, problems: list):
+    """Usable decoded files by global rank (module doc, "Rank"), their hosts, backends and world-size claims.
+
+    A file without any event reportgen reads is skipped. Rank: ``distributedInfo.rank`` if the file has the key
+    (a value that is not a rank id in 0..MAX_RANKS-1 is named and ignored), else ``rank<N>``/``worker<N>`` in the
+    file name, else (a lone file) rank 0. Two files with one rank: the one whose rank comes from
+    ``distributedInfo`` wins over one named so; then the one with more events read; then the first in path order.
+    """
+    problem = _adder(problems)
+    cands: dict[int, list] = {}
+    unranked = []
+    for path, decoded, probs in results:
+        problems.extend(probs)
+        if decoded is None:
+            continue
+        path = Path(path)
+        n_rows = sum(len(df) for df in decoded.tables.values())
+        if not n_rows:
+            problem(path, "no trace event that reportgen reads (GPU kernels, memcpy/memset, CPU ops, ProfilerStep "
+                          "spans, collectives, [memory]); file skipped")
+            continue
+        meta = decoded.meta if isinstance(decoded.meta, dict) else {}
+        info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        rank, source = None, ""
+        if "rank" in info:
+            rank, source = rank_id(info["rank"], path, problem, "distributedInfo.rank"), "distributedInfo.rank"
+        m = _RANK_IN_NAME.search(path.name)
+        if m and rank is None:
+            rank, source = rank_id(m.group(1), path, problem, f"rank in the file name ({m.group(0)!r})"), "name"
+        elif m and m.group(0).lower().startswith("rank") and as_int(m.group(1)) not in (None, rank):
+            problem(path, f"distributedInfo.rank {rank} differs from {m.group(0)!r} in the file name; "
+                          "distributedInfo.rank is used (the profiler wrote it)")
+        if rank is None:
+            unranked.append((path, decoded, info))
+            continue
+        cands.setdefault(rank, []).append((0 if source != "name" else 1, -n_rows, str(path), path, decoded, info))
+    chosen: dict[int, tuple] = {}
+    for rank, cs in cands.items():
+        cs.sort(key=lambda c: c[:3])
+        win = cs[0]
+        chosen[rank] = (win[3], win[4], win[5])
+        for c in cs[1:]:
+            how = "from distributedInfo.rank" if c[0] == 0 else "from the file name"
+            why = ("its rank comes from distributedInfo.rank, this file's only from its name" if c[0] != win[0]
+                   else f"it has more events read ({-win[1]} vs {-c[1]})" if c[1] != win[1]
+                   else "the same rank source and as many events: the first in path order")
+            problem(c[3], f"rank {rank} ({how}) is also claimed by {win[3].name}, which is used ({why}); "
+                          "this file was skipped")
+    if unranked:
+        if not chosen and len(unranked) == 1:
+            chosen[0] = unranked[0]
+            problem(unranked[0][0], "no distributedInfo.rank and no rank in the file name: taken as rank 0")
+        else:
+            for p, _, _ in unranked:
+                problem(p, "no usable distributedInfo.rank and no rank<N>/worker<N> in the file name; skipped")
+    by_rank, hosts, backends, claims = {}, {}, set(), []
+    for rank, (path, decoded, info) in sorted(chosen.items()):
+        by_rank[rank] = (path, decoded)
+        host = decoded.meta.get("host_name") if isinstance(decoded.meta, dict) else None
+        if isinstance(host, str) and host:
+            hosts[rank] = cap_text(host, 256)
+        elif host is not None:
+            problem(path, f"host_name {cap_text(repr(host), 40)} is not a host name; ignored")
+        if isinstance(info.get("backend"), str) and info["backend"]:
+            backends.add(cap_text(info["backend"], 64))
+        if "world_size" in info:
+            claims.append((path, info["world_size"]))
+    return by_rank, hosts, backends, claims
+
+
+def _no_usable_trace(root: Path, paths: list[Path], problems: list) -> InputError:
+    """Exit 2 naming the file(s) and why none was usable (never a report made of nothing)."""
+    why: dict[str, str] = {}
+    for p, text in problems:  # the first problem of each file: the decoder's reason comes before "file skipped"
+        why.setdefault(p, text)
+    if len(paths) == 1:
+        return InputError(paths[0], cap_text(why.get(str(paths[0]), "no usable trace"), 600))
+    parts = [f"{Path(p).name}: {cap_text(text, 300)}" for p, text in list(why.items())[:3]]
+    more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
+    return InputError(root, f"no usable PyTorch trace among {len(paths)} files: {'; '.join(parts)}{more}")
+
+
+def _world(claims: list, found: list[int], problems: list) -> int | None:
+    """The world size: the ``distributedInfo.world_size`` claims checked (limits.world_size); None without any."""
+    problem = _adder(problems)
+    valid = []
+    for path, value in claims:
+        n = as_int(value)
+        if value is None:  # limits.world_size takes None for "no claim"; a null in the file is a bad value
+            problem(path, f"distributedInfo.world_size null is not a usable rank count (1..{MAX_RANKS}); "
+                          "the ranks found are used")
+        elif n is None or not 1 <= n <= MAX_RANKS:
+            limits.world_size(value, found, path, problem, "distributedInfo.world_size")  # states why
+        else:
+            valid.append((n, str(path)))
+    if not valid:
+        return max(found) + 1 if claims else None
+    n, path = max(valid)
+    sizes = sorted({v for v, _ in valid})
+    if len(sizes) > 1:
+        problem(path, f"distributedInfo.world_size differs between files ({', '.join(map(str, sizes[:6]))}); "
+                      f"the largest, {n}, is used")
+    return limits.world_size(n, found, path, problem, "distributedInfo.world_size")
+
+
+def _pg_ranks(values: list, world: int | None):
+    """(sorted rank ids, None) of one pg_config ``ranks`` list, or (None, why it is refused)."""
+    if len(values) > MAX_RANKS:
+        return None, f"lists {len(values)} ranks (more than {MAX_RANKS})"
+    out = set()
+    for v in values:
+        n = as_int(v)
+        if n is None or not 0 <= n < MAX_RANKS:
+            return None, f"lists {cap_text(repr(v), 40)}, not a rank number in 0..{MAX_RANKS - 1}"
+        if world is not None and n >= world:
+            return None, f"lists rank {n}, outside the world size {world}"
+        out.add(n)
+    return sorted(out), None
+
+
+def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dict]:
+    """The union of the files' ``distributedInfo.pg_config`` groups, each checked (module doc, "Process groups")."""
+    problem = _adder(problems)
+    out: dict[str, dict] = {}
+    dropped = 0
+    for path, decoded in files:
+        meta = decoded.meta if isinstance(decoded.meta, dict) else {}
+        info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        cfg = info.get("pg_config")
+        if cfg is None:
+            continue
+        if not isinstance(cfg, list):
+            problem(path, f"distributedInfo.pg_config is not a list ({type(cfg).__name__}); process groups ignored")
+            continue
+        not_groups = 0
+        for i, pg in enumerate(cfg):
+            if not isinstance(pg, dict) or not isinstance(pg.get("ranks"), list):
+                not_groups += 1
+                continue
+            key = cap_text(str(pg.get("pg_name", pg.get("uid", i))), 256)
+            desc = pg.get("pg_desc", "")
+            desc = cap_text(desc if isinstance(desc, str) else str(desc), 256)
+            ranks, why = _pg_ranks(pg["ranks"], world)
+            if ranks is None:
+                problem(path, f"distributedInfo.pg_config group {key!r} {why}; group ignored")
+                continue
+            have = out.get(key)
+            if have is not None:
+                if have["ranks"] != ranks:
+                    problem(path, f"process group {key!r} lists other ranks than in {Path(have['path']).name}; "
+                                  "the first file's list is used")
+                continue
+            if len(out) >= MAX_GROUPS:
+                dropped += 1
+                continue
+            out[key] = {"desc": desc, "ranks": ranks, "path": str(path)}
+        if not_groups:
+            problem(path, f"distributedInfo.pg_config: {not_groups} entries without a 'ranks' list were ignored")
+    if dropped:
+        problem(files[0][0], f"{dropped} more process groups were not kept (at most {MAX_GROUPS})")
+    return out
+
+
+def _groups_table(pgs: dict[str, dict], found: list[int], problems: list) -> pd.DataFrame:
+    """The ``groups`` table. A group listing more than MAX_LISTED_RANKS ranks keeps only those with a trace
+    (its claimed size is stated in a data problem, never expanded into rows)."""
+    rows = []
+    budget = MAX_LISTED_TOTAL
+    have = set(found)
+    for key, g in sorted(pgs.items()):
+        ranks = g["ranks"]
+        if len(ranks) > min(MAX_LISTED_RANKS, budget):
+            kept = [r for r in ranks if r in have]
+            problems.append((g["path"], f"process group {key!r} lists {len(ranks)} ranks; only the {len(kept)} with "
+                                        f"a trace are kept (groups of more than {MAX_LISTED_RANKS} ranks are not "
+                                        "listed in full)"))
+            ranks = kept
+            if not ranks:
+                continue
+        budget -= len(ranks)
+        rows.append({"group": key, "name": g["desc"], "kind": group_kind(g["desc"], key), "ranks": ranks,
+                     "hash": ""})
+    return pd.DataFrame(rows, columns=["group", "name", "kind", "ranks", "hash"])
+
+
+def _missing_ranks(world: int | None, groups: pd.DataFrame, found: list[int], claims: list,
+                   problems: list) -> list[int]:
+    """Ranks of the world or of a group without a trace; counted, not listed, when there are many."""
+    have = set(found)
+    members = {r for rs in groups["ranks"] for r in rs} - have
+    if world:
+        absent = world - sum(1 for r in have if r < world)
+        if absent > MAX_LISTED_RANKS:
+            problems.append((str(claims[0][0]) if claims else "(run)",
+                             f"distributedInfo.world_size {world}: {absent} of its ranks have no trace (not listed: "
+                             f"more than {MAX_LISTED_RANKS})"))
+            return sorted(r for r in members if r >= world)
+        members |= set(range(world)) - have
+    return sorted(members)
+
+
+def _check_clocks(by_rank: dict, problems: list) -> None:
+    """Ranks whose first events are more than a day apart: their clocks disagree (named; times kept as written)."""
+    starts = {}
+    for rank, (path, decoded) in by_rank.items():
+        t = origin(*(df["ts_ns"] for df in decoded.tables.values()))
+        if t is not None:
+            starts[rank] = t
+    if len(starts) < 2:
+        return
+    first = min(starts, key=starts.get)
+    for rank, t in sorted(starts.items()):
+        if t - starts[first] > _DAY_NS:
+            problems.append((str(by_rank[rank][0]), f"this trace starts {(t - starts[first]) / 86_400e9:,.1f} days "
+                                                    f"after rank {first}'s: the ranks' clocks disagree; the "
+                                                    "timeline places them as written"))
+
+
+def _device_props(rank: int, path: Path, meta, problems: list) -> list[dict]:
+    """``device_properties`` rows of one file; values that are not plausible are named and left empty."""
+    props = meta.get("deviceProperties") if isinstance(meta, dict) else None
+    if not isinstance(props, list):
+        return []
+    rej = Rejects()
+    if len(props) > MAX_DEVICES:
+        problems.append((str(path), f"deviceProperties lists {len(props)} devices; the first {MAX_DEVICES} are kept"))
+
+    def num(dp, i, key, lo, hi, integer=True, hi_text=None):
+        v = dp.get(key)
+        if v is None:
+            return None
+        n = as_int(v) if integer else (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+        if n is None or not (lo <= n <= hi):  # NaN fails too
+            rej.add(path, f"deviceProperties[{i}]", f"field {key!r}", f"not a number in {lo}..{hi_text or hi}",
+                    "value ignored", unit=("in", "in"))
+            return None
+        return n
+
+    rows = []
+    for i, dp in enumerate(props[:MAX_DEVICES]):
+        if not isinstance(dp, dict):
+            rej.add(path, f"deviceProperties[{i}]", "entry", "not an object", "value ignored", unit=("in", "in"))
+            continue
+        mem = num(dp, i, "totalGlobalMem", 1, MAX_DEVICE_BYTES, integer=False, hi_text="2^50 (1 PiB)")
+        major, minor = num(dp, i, "computeMajor", 0, 99), num(dp, i, "computeMinor", 0, 99)
+        rows.append({"rank": rank, "device_id": num(dp, i, "id", 0, 65535),
+                     "name": cap_text(str(dp.get("name", "")), 256),
+                     "total_memory_mb": mem / 1e6 if mem is not None else math.nan,
+                     "sm_count": num(dp, i, "numSms", 1, 1_000_000),
+                     "compute_capability": f"{'' if major is None else major}.{'' if minor is None else minor}"})
+    rej.flush(_adder(problems))
+    return rows
+
+
+def _check_peers(path: Path, tables: dict, world: int | None, problems: list) -> None:
+    """p2p peers (``Src Rank``/``Dst Rank``) and ``Group size`` beyond the world size: named and ignored (-1)."""
+    c = tables.get("collectives")
+    if c is None or c.empty or world is None:
+        return
+    for col, field_name, limit in (("src_rank", "Src Rank", world - 1), ("dst_rank", "Dst Rank", world - 1),
+                                   ("group_size", "Group size", world)):
+        bad = c[col] > limit
+        n = int(bad.sum())
+        if n:
+            first = int(c.loc[bad, col].iloc[0])
+            problems.append((str(path), f"{n} value{'s' if n != 1 else ''} ignored: field args[{field_name!r}] "
+                                        f"beyond the world size {world} (e.g. {first})"))
+            c.loc[bad, col] = -1
+
+
 def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
          comm_patterns: tuple[str, ...] = ()) -> Run:
     root = Path(root)
@@ -136,11 +458,11 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     if not paths:
         raise InputError(root, "no PyTorch trace (*.json / *.json.gz with traceEvents) found")
     problems: list[tuple[str, str]] = []
-    total_bytes = sum(p.stat().st_size for p in paths)
+    total_bytes = sum(_size(p) for p in paths)
     jobs = jobs or os.cpu_count() or 1
     results = []
     if jobs > 1 and len(paths) > 1 and total_bytes >= PARALLEL_MIN_BYTES:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        with workers.pool(min(jobs, len(paths))) as pool:
             for n, res in enumerate(pool.map(_decode, [(str(p), comm_patterns) for p in paths]), start=1):
                 results.append(res)
                 if progress:
@@ -151,71 +473,25 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
             if progress:
                 progress(n, len(paths))
 
-    by_rank: dict[int, tuple[Path, object]] = {}
-    unranked = []
-    world = None
-    pg_rows: dict[str, dict] = {}
-    backends = set()
-    host_names: dict[int, str] = {}
-    for path, decoded, probs in results:
-        problems.extend(probs)
-        if decoded is None:
-            continue
-        info = decoded.meta.get("distributedInfo") if isinstance(decoded.meta, dict) else None
-        rank = None
-        if isinstance(info, dict):
-            try:
-                rank = int(info.get("rank"))
-            except (TypeError, ValueError):
-                rank = None
-            if isinstance(info.get("world_size"), int):
-                world = max(world or 0, info["world_size"])
-            if info.get("backend"):
-                backends.add(str(info["backend"]))
-            for pg in info.get("pg_config") or []:
-                if isinstance(pg, dict) and isinstance(pg.get("ranks"), list):
-                    key = str(pg.get("pg_name", pg.get("uid", len(pg_rows))))
-                    pg_rows.setdefault(key, pg)
-        if rank is None:
-            m = _RANK_IN_NAME.search(Path(path).name)
-            rank = int(m.group(1)) if m else None
-        if rank is None:
-            unranked.append((Path(path), decoded))
-            continue
-        if rank in by_rank:
-            problems.append((path, f"rank {rank} also in {by_rank[rank][0].name}; this file was skipped"))
-            continue
-        by_rank[rank] = (Path(path), decoded)
-        host = decoded.meta.get("host_name") if isinstance(decoded.meta, dict) else None
-        if isinstance(host, str) and host:
-            host_names[rank] = host
-    if unranked:
-        if not by_rank and len(unranked) == 1:
-            by_rank[0] = unranked[0]
-            problems.append((str(unranked[0][0]), "no distributedInfo.rank and no rank in the file name: taken as rank 0"))
-        else:
-            for p, _ in unranked:
-                problems.append((str(p), "no distributedInfo.rank and no rank<N>/worker<N> in the file name; skipped"))
+    by_rank, host_names, backends, claims = _assign_ranks(results, problems)
     if not by_rank:
-        raise InputError(root, problems[0][1] if problems else "no usable trace")
+        raise _no_usable_trace(root, paths, problems)
+    found = sorted(by_rank)
+    world = _world(claims, found, problems)
+    pgs = _pg_configs([(path, decoded) for path, decoded in by_rank.values()], world, problems)
 
     run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root),
               layout=f"PyTorch Kineto traces: {len(by_rank)} file{'s' if len(by_rank) != 1 else ''}"
                      + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
-    run.ranks = sorted(by_rank)
+    run.ranks = found
     run.world_size = world
     if len(set(host_names.values())) >= 2:
         run.hosts = {r: h for r, h in host_names.items() if r in by_rank}
-    expected = set(range(world)) if world else set()
-    groups = pd.DataFrame(
-        [{"group": k, "name": str(pg.get("pg_desc", "")), "kind": group_kind(str(pg.get("pg_desc", "")), k),
-          "ranks": sorted(int(r) for r in pg["ranks"]), "hash": ""} for k, pg in sorted(pg_rows.items())],
-        columns=["group", "name", "kind", "ranks", "hash"])
+    groups = _groups_table(pgs, found, problems)
     run.tables["groups"] = groups
-    for ranks in groups["ranks"]:
-        expected.update(ranks)
-    run.missing_ranks = sorted(expected - set(by_rank))
+    run.missing_ranks = _missing_ranks(world, groups, found, claims, problems)
     _parallel_layout(run, groups)
+    _check_clocks(by_rank, problems)
 
     # one origin for the whole run: the earliest exact timestamp of any rank (model doc, "Time base")
     t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for df in decoded.tables.values()))
@@ -225,13 +501,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     props = []
     for rank, (path, decoded) in sorted(by_rank.items()):
         files.append((rank, "trace", str(path)))
-        for dp in (decoded.meta.get("deviceProperties") or []) if isinstance(decoded.meta, dict) else []:
-            if isinstance(dp, dict):
-                props.append({"rank": rank, "device_id": dp.get("id"), "name": str(dp.get("name", "")),
-                              "total_memory_mb": float(dp["totalGlobalMem"]) / 1e6
-                              if isinstance(dp.get("totalGlobalMem"), (int, float)) else math.nan,
-                              "sm_count": dp.get("numSms"), "compute_capability":
-                              f"{dp.get('computeMajor', '')}.{dp.get('computeMinor', '')}"})
+        props.extend(_device_props(rank, path, decoded.meta, problems))
+        _check_peers(path, decoded.tables, world, problems)
         for name, df in _rank_tables(rank, decoded, run.time_origin_ns).items():
             frames.setdefault(name, []).append(df)
     if props:

@@ -115,8 +115,28 @@ least 500 (a µs trace has median op/kernel durations of a few µs to tens of µ
 ``"ts_converted_from_ns": True``.
 
 Problems are ``(str(path), one line)``: unreadable file, gzip errors (CRC, stream ends early), not
-JSON, not a trace object, truncated ("truncated after N events; the rest was skipped"; what was read
-is kept), events with a non-numeric ts, array items that are not objects. Never raises on bad input.
+JSON (binary data, UTF-16 text), not a trace object, truncated ("truncated after N events; the rest was
+skipped"; what was read is kept), array items that are not objects, and refused values (below). Never
+raises on bad input.
+
+Refused values (issue 14; :mod:`reportgen.limits`): every value that becomes a time, count, rank or shape
+is checked where it is read, and a refused one is never used. They are counted per (field, reason) in a
+:class:`~reportgen.limits.Rejects` and reported once per kind with the first events' positions
+(``"2 events skipped: field 'dur' negative (in traceEvents[5], traceEvents[9])"``). The checks cost a few
+comparisons per *kept* event, or one numpy pass per table; events that are not kept are never checked.
+
+* ``ts``/``dur`` of a kept event: not a number, NaN/inf, ``|ts|`` >= 2^62 ns (int64 ns would overflow),
+  ``dur`` negative or over one day (limits.MAX_DURATION_MS; checked on the tables once the unit is known),
+  or ``ts`` more than one day from the median of the trace's kept times (quoted by ts): event skipped.
+* ``ProfilerStep#N`` with N not an integer in 0..:data:`MAX_STEP`: span ignored.
+* collective args ``In/Out msg nelems`` (0..:data:`MAX_NELEMS`), ``Group size`` (1..MAX_RANKS), ``Seq``,
+  ``Src Rank``/``Dst Rank`` (-1..MAX_RANKS-1), parsed strictly (limits.as_int: ``"12abc"``, 1.5, lists
+  are refused); GPU ``stream``/``device``/``correlation`` that are not integers: value ignored (-1).
+* ``[memory]`` ``Total Allocated``/``Total Reserved`` (0..2^50 bytes) and ``Bytes`` (±2^50): value ignored (NaN).
+* ``Input Dims`` that are not nested lists of non-negative integers with at most 2^48 elements per tensor
+  (a negative or absurd dimension would give a negative or absurd FLOPs estimate): value ignored ("").
+* names, tids, dtypes, group names/ranks text and args texts are cut to limits.MAX_NAME_CHARS (the cut
+  stated, ``…[+N chars]``) where they are interned, so a 1 MB kernel name costs 4 KB per distinct name.
 """
 
 from __future__ import annotations
@@ -133,6 +153,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..limits import MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms
 from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
 
@@ -180,6 +201,7 @@ _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::", _DATALOADER_PREFIX) + _OP_PREFIXES
 _STEP_PREFIX = "ProfilerStep#"
+_STEP_NUMBER = re.compile(r"-?\d+")
 #: categories of runtime / driver API calls (the CPU side of a kernel launch; also any ``*_runtime``/``*_driver``)
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 #: categories that never carry a stream arg (skipped when looking for HTA's other GPU rows)
@@ -187,6 +209,18 @@ _NO_STREAM_CATS = frozenset({"python_function", "user_annotation", "gpu_user_ann
                              "fwdbwd", "overhead", "python"})
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _MAX_US = _INT64[1] // NS_PER_US  # larger µs values do not fit int64 ns
+#: bounds of one kept event (module doc, "Refused values"): |ts| < 2^62 ns (~146 years from the clock's zero,
+#: so differences of two times never overflow int64), 0 <= dur <= one day once the unit is known (the
+#: streaming check allows 1000 days: a trace written in ns is only recognised at the end, see "Time unit")
+_MAX_TS_NS = 1 << 62
+_MAX_DUR_NS = int(MAX_DURATION_MS) * 1_000_000
+_MAX_DUR_STREAM_NS = 1000 * _MAX_DUR_NS
+#: elements of one tensor or collective message at most (2^48: 281 T elements, 0.5 PB in bf16)
+MAX_NELEMS = 1 << 48
+#: bytes of one device's memory counters at most (2^50 = 1 PiB)
+MAX_MEMORY_BYTES = float(1 << 50)
+#: ProfilerStep#N: N in 0..MAX_STEP
+MAX_STEP = 10 ** 9
 _NS_MEDIAN_DUR = 500.0
 
 # collective name -> canonical (letters only, lower case; first prefix match wins)
@@ -594,6 +628,9 @@ def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> Non
     c = r.peek()
     if c is None:
         raise _Stop("empty file", keep=False)
+    if r.pos == 0 and r.buf[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise _Stop("UTF-16 text: a Kineto trace is UTF-8 JSON (convert it, e.g. iconv -f UTF-16 -t UTF-8)",
+                    keep=False)
     if r.pos == 0 and r.buf.startswith(b"\xef\xbb\xbf"):  # UTF-8 BOM
         r.pos = 3
         c = r.peek()
@@ -688,6 +725,40 @@ def _num(v):
     return None
 
 
+def _ts_reason(v) -> str:
+    """Why a ``ts`` was refused (only called for refused values)."""
+    if v is None:
+        return "missing"
+    if isinstance(v, bool):
+        return "not a number"
+    try:
+        f = float(v)
+    except OverflowError:
+        f = float("inf")
+    except (TypeError, ValueError):
+        return "not a number"
+    if f != f:
+        return "not a number"
+    if f in (float("inf"), float("-inf")):
+        return "infinite"
+    return "out of range (more than ~146 years from the clock's zero; int64 ns)"
+
+
+def _dur_reason(v) -> str:
+    """Why a ``dur`` (µs) was refused (only called for refused values): limits.finite_ms's words."""
+    if isinstance(v, bool):
+        return "not a number"
+    try:
+        ms = float(v) / 1000.0
+    except OverflowError:
+        ms = float("inf") if not str(v).lstrip().startswith("-") else float("-inf")
+    except (TypeError, ValueError):
+        return "not a number"
+    if ms == float("-inf"):
+        return "negative"
+    return finite_ms(ms) or "over one day"
+
+
 def _int(v, default: int = -1) -> int:
     c = v.__class__
     if c is int:
@@ -733,6 +804,25 @@ def _numel(dims) -> int:
     return total
 
 
+_BOUND_TEXT = {MAX_NELEMS: "2^48", _INT64[1]: "2^63-1"}
+_BAD_SHAPE = "not shapes of non-negative integers (at most 2^48 elements per tensor)"
+
+
+def _shapes_ok(v, depth: int = 0) -> bool:
+    """``Input Dims`` or one entry of it: nested lists whose innermost lists are non-negative integers with at
+    most :data:`MAX_NELEMS` elements (``[]`` for a non-tensor argument is fine)."""
+    if v.__class__ is not list or depth > 8:
+        return False
+    if v and all(d.__class__ is int for d in v):
+        n = 1
+        for d in v:
+            if not 0 <= d <= MAX_NELEMS:
+                return False
+            n *= d
+        return n <= MAX_NELEMS
+    return all(_shapes_ok(x, depth + 1) for x in v)
+
+
 def _text(v) -> str:
     if v is None:
         return ""
@@ -740,12 +830,23 @@ def _text(v) -> str:
 
 
 class _Collector:
-    def __init__(self, comm_regex):
+    def __init__(self, comm_regex, where: str = ""):
         self.comm_re = comm_regex
+        self.where = where
         self.comm_cache: dict = {}
         self.intern: dict = {}
         self.canon: dict = {}
-        self.steps: dict[int, tuple[int, int]] = {}
+        self.dims_ok: dict = {}  # Input Dims text -> valid shapes (module doc, "Refused values")
+        # refused values (module doc, "Refused values"): counted per kind, the first events' indices quoted
+        self.rejects = Rejects()
+        self.reject_n: dict = {}
+        self.last_bad = None
+        self.n_fed = 0  # events fed before the current batch (its first event's index in traceEvents)
+        self.batch: list = []
+        # ProfilerStep#N spans as recorded (merged per N in tables(), after the time checks)
+        self.step_n = array("q")
+        self.step_ts = array("q")
+        self.step_dur = array("q")
         # gpu_ops
         self.g_name: list = []
         self.g_kind: list = []
@@ -794,28 +895,59 @@ class _Collector:
         self.launch_ts = array("q")
         self.launch_corr = array("q")
         # checks
-        self.bad_time = 0
         self.not_objects = 0
         self.all_integral = True
 
     # -- helpers
     def _s(self, v) -> str:
+        """Interned text of a name/tid/label, cut to MAX_NAME_CHARS (the cut stated)."""
         if v.__class__ is not str:
             v = "" if v is None else str(v)
+        if len(v) > MAX_NAME_CHARS:
+            v = cap_text(v)
         return self.intern.setdefault(v, v)
 
+    def _reject(self, e, column: str, reason: str, action: str = "event skipped") -> None:
+        """Count a refused value of event ``e`` (of the current batch); the first ones are quoted by their index
+        in ``traceEvents`` (found by a scan of the batch: this path is rare, the kept events never pay)."""
+        key = (column, reason, action)
+        n = self.reject_n.get(key, 0)
+        self.reject_n[key] = n + 1
+        idx = None
+        if n < MAX_EXAMPLES:
+            idx = next((f"traceEvents[{self.n_fed + i}]" for i, x in enumerate(self.batch) if x is e), None)
+        self.rejects.add(self.where, idx, column, reason, action, unit=("in", "in"))
+
     def _times(self, e):
-        """(ts, dur) in exact integer ns (the file's µs; timebase.to_ns), or None (counted as bad)."""
+        """(ts, dur) in exact integer ns (the file's µs; timebase.to_ns), or None (refused and counted)."""
         t = e.ts
         t = t * NS_PER_US if t.__class__ is int and -_MAX_US <= t <= _MAX_US else to_ns(t)
         d = e.dur
         d = 0 if d is None else (d * NS_PER_US if d.__class__ is int and -_MAX_US <= d <= _MAX_US else to_ns(d))
-        if t is None or d is None:
-            self.bad_time += 1
+        if t is None or d is None or not (-_MAX_TS_NS < t < _MAX_TS_NS and 0 <= d <= _MAX_DUR_STREAM_NS):
+            self._bad_time(e, t, d)
             return None
         if self.all_integral and (t % NS_PER_US or d % NS_PER_US):
             self.all_integral = False
         return t, d
+
+    def _ts(self, e):
+        """Exact int ns of ``e.ts`` alone (instant events), or None (refused and counted)."""
+        t = e.ts
+        t = t * NS_PER_US if t.__class__ is int and -_MAX_US <= t <= _MAX_US else to_ns(t)
+        if t is None or not -_MAX_TS_NS < t < _MAX_TS_NS:
+            self._bad_time(e, t, 0)
+            return None
+        return t
+
+    def _bad_time(self, e, t, d) -> None:
+        if e is self.last_bad:  # one event read by two handlers (a CPU op span is also a host op): counted once
+            return
+        self.last_bad = e
+        if t is None or not -_MAX_TS_NS < t < _MAX_TS_NS:
+            self._reject(e, "field 'ts'", _ts_reason(e.ts))
+        else:
+            self._reject(e, "field 'dur'", _dur_reason(e.dur))
 
     def _canon(self, v) -> str:
         """JSON text of an args value in Kineto's one-line style (``[[384], [256, 256]]``), interned.
@@ -824,7 +956,7 @@ class _Collector:
         re-serialised once; files written with other spacing (pretty-printed, compact) give the same text.
         """
         if v.__class__ is str:  # dict path: already json.dumps'ed by _args
-            return self.intern.setdefault(v, v)
+            return self._s(v)
         if not len(v):
             return ""
         key = bytes(v)
@@ -834,10 +966,29 @@ class _Collector:
                 s = json.dumps(json.loads(key))
             except (ValueError, RecursionError):
                 s = key.decode("utf-8", "replace")
-            s = self.intern.setdefault(s, s)
+            s = self._s(s)
             if len(self.canon) < 200_000:
                 self.canon[key] = s
         return s
+
+    def _dims(self, e, v) -> str:
+        """``Input Dims`` text of a cpu op (:meth:`_canon`), or "" with the value refused when it is not shapes
+        (:func:`_shapes_ok`: a negative or absurd dimension would give a negative or absurd FLOPs estimate)."""
+        s = self._canon(v)
+        if not s:
+            return s
+        ok = self.dims_ok.get(s)
+        if ok is None:
+            try:
+                ok = _shapes_ok(json.loads(s))
+            except (ValueError, RecursionError):
+                ok = False
+            if len(self.dims_ok) < 200_000:
+                self.dims_ok[s] = ok
+        if ok:
+            return s
+        self._reject(e, "field args['Input Dims']", _BAD_SHAPE, "value ignored")
+        return ""
 
     def _is_comm(self, name: str) -> bool:
         hit = self.comm_cache.get(name)
@@ -856,6 +1007,7 @@ class _Collector:
         launch = self.launch_cat
         seen = 0  # events whose args were decoded here and hold a "stream" key
         host_cats = _HOST_CATS
+        self.batch = batch
         for e in batch:
             if e is None:
                 self.not_objects += 1
@@ -893,6 +1045,8 @@ class _Collector:
                 self._memory(e)
         if stream_keys is None or stream_keys > seen:
             self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
+        self.n_fed += len(batch)
+        self.batch = []
 
     def _hta_streams(self, batch, extra: int | None) -> None:
         """HTA 0.5 counts every complete event with a ``stream`` arg other than -1 as GPU work (Triton launcher
@@ -927,7 +1081,8 @@ class _Collector:
         tt = self._times(e)
         if tt is None:
             return
-        self.h_name.append(self.intern.setdefault(name, name) if name.__class__ is str else self._s(name))
+        self.h_name.append(self.intern.setdefault(name, name) if name.__class__ is str and len(name) <= MAX_NAME_CHARS
+                           else self._s(name))
         self.h_ts.append(tt[0])
         self.h_dur.append(tt[1])
         self.h_tid.append(e.tid)
@@ -950,8 +1105,7 @@ class _Collector:
         if a.stream is not None and _hta_int(a.stream) != -1:  # HTA: any row with a stream is GPU work
             self._hta_row("gpu", e, self._s(e.name), a)  # (ROCm writes "0x0", which int() refuses: not one)
         elif a.correlation is not None:
-            t = e.ts
-            t = t * NS_PER_US if t.__class__ is int and -_MAX_US <= t <= _MAX_US else to_ns(t)
+            t = self._ts(e)
             if t is not None:
                 self.launch_ts.append(t)
                 self.launch_corr.append(_hta_int(a.correlation))
@@ -968,45 +1122,48 @@ class _Collector:
         if kind == "kernel" and (coll is not None or self._is_comm(name)):
             kind = "comm"
         stream = _int(a.stream)
-        if stream < 0 and a.stream is None:
-            stream = _int(e.tid)
+        if stream < 0:
+            stream = _int(e.tid) if a.stream is None else self._lenient_int(e, a.stream, stream,
+                                                                            "field args['stream']")
         dev = _int(a.device)
-        if dev < 0 and a.device is None:
-            dev = _int(e.pid)
+        if dev < 0:
+            dev = _int(e.pid) if a.device is None else self._lenient_int(e, a.device, dev, "field args['device']")
+        corr = _int(a.correlation)
+        if corr < 0 and a.correlation is not None:
+            corr = self._lenient_int(e, a.correlation, corr, "field args['correlation']")
         self.g_name.append(name)
         self.g_kind.append(kind)
         self.g_ts.append(tt[0])
         self.g_dur.append(tt[1])
         self.g_stream.append(stream)
         self.g_dev.append(dev)
-        self.g_corr.append(_int(a.correlation))
+        self.g_corr.append(corr)
         if coll is not None:
-            self._coll_row("gpu_kernel", name, tt, e.tid, a)
+            self._coll_row(e, "gpu_kernel", name, tt, e.tid, a)
         return a.stream is not None
 
     def _cpu(self, e, name: str, cat: str) -> None:
         if name.startswith(_STEP_PREFIX):
-            m = re.match(r"ProfilerStep#(\d+)", name)
-            if not m:
+            m = _STEP_NUMBER.match(name, len(_STEP_PREFIX))
+            n = int(m.group(0)) if m and len(m.group(0)) <= 10 else -1
+            if not 0 <= n <= MAX_STEP:
+                self._reject(e, "field 'name' (ProfilerStep#N)", f"N is not a step number in 0..{MAX_STEP}",
+                             "span ignored")
                 return
             tt = self._times(e)
             if tt is None:
                 return
-            n = int(m.group(1))
             self._hta_row("mark", e, name)
             tid = self._s(e.tid)
             self.step_tids[tid] = self.step_tids.get(tid, 0) + 1
-            cur = self.steps.get(n)
-            if cur is None:
-                self.steps[n] = tt  # (ts, dur) exactly as written
-            else:  # the same step recorded twice (another thread/process): the widest span
-                s = min(cur[0], tt[0])
-                self.steps[n] = (s, max(cur[0] + cur[1], tt[0] + tt[1]) - s)
+            self.step_n.append(n)  # (ts, dur) exactly as written; merged per step in tables()
+            self.step_ts.append(tt[0])
+            self.step_dur.append(tt[1])
             return
         if name.startswith(_DATALOADER_PREFIX):
             tt = self._times(e)
             if tt is not None:
-                self.d_name.append(self._s(name))
+                self.d_name.append(self._s(name))  # capped
                 self.d_ts.append(tt[0])
                 self.d_dur.append(tt[1])
                 self.d_tid.append(self._s(e.tid))
@@ -1016,18 +1173,18 @@ class _Collector:
             if tt is not None:
                 a = _args(e.args, "comm")
                 if canonical_collective(a.collective) != "wait":
-                    self._coll_row("record_param_comms", name, tt, e.tid, a)
+                    self._coll_row(e, "record_param_comms", name, tt, e.tid, a)
             return
         if name.startswith("gloo:") or name.startswith("nccl:"):
             tt = self._times(e)
             if tt is not None:
-                self._annotation_row("gloo" if name[0] == "g" else "annotation", name, tt, e.tid,
+                self._annotation_row(e, "gloo" if name[0] == "g" else "annotation", name, tt, e.tid,
                                      _args(e.args, "comm"))
             return
         if name.startswith("c10d::"):
             tt = self._times(e)
             if tt is not None:
-                self._c10d_row(name, tt, e.tid, _args(e.args, "comm"))
+                self._c10d_row(e, name, tt, e.tid, _args(e.args, "comm"))
             return
         if name.startswith("aten::"):
             if name not in _OP_NAMES and not name.startswith(_OP_PREFIXES):
@@ -1043,13 +1200,12 @@ class _Collector:
             self.o_ts.append(tt[0])
             self.o_dur.append(tt[1])
             self.o_tid.append(self._s(e.tid))
-            self.o_dims.append(self._canon(a.input_dims))
+            self.o_dims.append(self._dims(e, a.input_dims))
             self.o_types.append(self._canon(a.input_types))
 
     def _memory(self, e) -> None:
-        t = to_ns(e.ts)
+        t = self._ts(e)
         if t is None:
-            self.bad_time += 1
             return
         if self.all_integral and t % NS_PER_US:
             self.all_integral = False
@@ -1058,41 +1214,78 @@ class _Collector:
         self.m_ts.append(t)
         self.m_dt.append(_int(a.device_type))
         self.m_di.append(_int(a.device_id))
-        for arr, v in ((self.m_bytes, a.bytes), (self.m_alloc, a.total_allocated), (self.m_res, a.total_reserved)):
+        for arr, v, column, lo in ((self.m_bytes, a.bytes, "field args['Bytes']", -MAX_MEMORY_BYTES),
+                                   (self.m_alloc, a.total_allocated, "field args['Total Allocated']", 0.0),
+                                   (self.m_res, a.total_reserved, "field args['Total Reserved']", 0.0)):
             f = _num(v)
-            arr.append(nan if f is None else f)
+            if f is None or not lo <= f <= MAX_MEMORY_BYTES:
+                if v is not None:  # absent (2021 traces): NaN, not a problem
+                    self._reject(e, column, "not a number" if f is None else "negative" if f < 0 == lo
+                                 else "beyond 2^50 bytes (1 PiB)", "value ignored")
+                f = nan
+            arr.append(f)
 
-    def _coll_row(self, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None) -> None:
+    def _arg_int(self, e, v, column: str, lo: int, hi: int) -> int:
+        """A count or id from the args: -1 when absent; the integer when in ``lo..hi``; else -1 and the value is
+        refused (named). Strict: ``"12abc"``, 1.5, NaN, bools and lists are not integers."""
+        if v is None:
+            return -1
+        if v.__class__ is int and lo <= v <= hi:
+            return v
+        n = as_int(v)
+        if n is not None and lo <= n <= hi:
+            return n
+        self._reject(e, column, f"not an integer in {lo}..{_BOUND_TEXT.get(hi, hi)}", "value ignored")
+        return -1
+
+    def _lenient_int(self, e, v, n: int, column: str) -> int:
+        """``n`` = _int(v) was negative although ``v`` was written: -1 is fine, anything else is named."""
+        if n == -1 and as_int(v) != -1:
+            self._reject(e, column, "not an integer", "value ignored")
+        return n
+
+    def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None) -> None:
         if collective is None:
             collective = canonical_collective(a.collective)
         if in_n is None:
-            in_n = _int(a.in_nelems)
+            in_n = self._arg_int(e, a.in_nelems, "field args['In msg nelems']", 0, MAX_NELEMS)
         if out_n is None:
-            out_n = _int(a.out_nelems)
+            out_n = self._arg_int(e, a.out_nelems, "field args['Out msg nelems']", 0, MAX_NELEMS)
         if dtype is None:
             dtype = a.dtype if isinstance(a.dtype, str) else ""
         eb = elem_bytes(dtype)
         nan = float("nan")
         group_name = a.group_name if a.group_name is not None else a.group_id
         self.coll.append((
-            source, self._s(name), tt[0], tt[1], self._s(tid), collective, in_n, out_n, self._s(dtype), eb,
+            source, self._s(name), tt[0], tt[1], self._s(tid), self._s(collective), in_n, out_n, self._s(dtype), eb,
             in_n * eb if in_n >= 0 else nan, out_n * eb if out_n >= 0 else nan,
             self._s(_text(group_name)), self._s(_text(a.group_desc)), self._s(_text(a.group_ranks)),
-            _int(a.group_size), _int(a.seq), _int(a.src_rank), _int(a.dst_rank)))
+            self._arg_int(e, a.group_size, "field args['Group size']", 1, MAX_RANKS),
+            self._arg_int(e, a.seq, "field args['Seq']", 0, _INT64[1]),
+            self._arg_int(e, a.src_rank, "field args['Src Rank']", -1, MAX_RANKS - 1),
+            self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1)))
 
-    def _annotation_row(self, source, name, tt, tid, a) -> None:
+    def _annotation_row(self, e, source, name, tt, tid, a) -> None:
         collective = canonical_collective(name)
         dims = a.input_dims
-        in_n = _numel(dims[0]) if isinstance(dims, list) and dims else -1
+        in_n = self._numel(e, dims[0]) if isinstance(dims, list) and dims else -1
         types = a.input_types
         dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
         if a.collective is not None:  # newer records may carry the full metadata
-            self._coll_row(source, name, tt, tid, a, collective=collective)
+            self._coll_row(e, source, name, tt, tid, a, collective=collective)
             return
         out_n = in_n if collective in _SAME_SIZE else -1
-        self._coll_row(source, name, tt, tid, a, collective, in_n, out_n, dtype)
+        self._coll_row(e, source, name, tt, tid, a, collective, in_n, out_n, dtype)
 
-    def _c10d_row(self, name, tt, tid, a) -> None:
+    def _numel(self, e, dims) -> int:
+        """Elements of one tensor's or tensor list's ``Input Dims`` entry (-1 if unknown); a shape that is not
+        non-negative integers or has more than MAX_NELEMS elements is refused (named)."""
+        if not _shapes_ok(dims):
+            self._reject(e, "field args['Input Dims']", _BAD_SHAPE, "value ignored")
+            return -1
+        return _numel(dims)
+
+    def _c10d_row(self, e, name, tt, tid, a) -> None:
         op = re.sub(r"[^a-z]", "", name[6:].lower())
         collective = canonical_collective(name)
         if not collective or collective == "wait" or op in ("wait", "waitall", "waittensor"):
@@ -1100,15 +1293,15 @@ class _Collector:
         dims = a.input_dims if isinstance(a.input_dims, list) else []
         types = a.input_types if isinstance(a.input_types, list) else []
         o, i = _C10D_ARGS.get(op, (0, 0))
-        in_n = _numel(dims[i]) if len(dims) > i else -1
-        out_n = _numel(dims[o]) if len(dims) > o else -1
+        in_n = self._numel(e, dims[i]) if len(dims) > i else -1
+        out_n = (in_n if o == i else self._numel(e, dims[o])) if len(dims) > o else -1
         dtype = ""
         for idx in (i, o):
             t = types[idx] if len(types) > idx else None
             if isinstance(t, str) and t and t not in ("TensorList", "Scalar", "ScalarList", "GenericList"):
                 dtype = t
                 break
-        self._coll_row("c10d", name, tt, tid, a, collective, in_n, out_n, dtype)
+        self._coll_row(e, "c10d", name, tt, tid, a, collective, in_n, out_n, dtype)
 
     # -- tables
     def tables(self, from_ns: bool = False) -> dict[str, pd.DataFrame]:
@@ -1125,13 +1318,9 @@ class _Collector:
         def sort(df: pd.DataFrame) -> pd.DataFrame:
             return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
-        if self.steps:
-            order = sorted(self.steps)
-            out["steps"] = pd.DataFrame({
-                "step": np.array(order, dtype=np.int64),
-                "ts_ns": ns(array("q", (self.steps[n][0] for n in order))),
-                "dur_ns": ns(array("q", (self.steps[n][1] for n in order))),
-            })
+        if len(self.step_n):  # as recorded; merged per step number below, after the time checks
+            out["steps"] = pd.DataFrame({"step": i64(self.step_n), "ts_ns": ns(self.step_ts),
+                                         "dur_ns": ns(self.step_dur)})
         if self.g_name:
             out["gpu_ops"] = sort(pd.DataFrame({
                 "name": self.g_name, "kind": self.g_kind, "ts_ns": ns(self.g_ts), "dur_ns": ns(self.g_dur),
@@ -1173,7 +1362,47 @@ class _Collector:
                 "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
                 "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
-        return out
+        self._check_times(out, from_ns)
+        st = out.pop("steps", None)
+        if st is not None and not st.empty:
+            # the same step recorded twice (another thread/process): the widest span
+            g = st.assign(end=st["ts_ns"] + st["dur_ns"]).groupby("step", sort=True).agg(
+                ts_ns=("ts_ns", "min"), end=("end", "max"))
+            out["steps"] = pd.DataFrame({"step": g.index.to_numpy(np.int64), "ts_ns": g["ts_ns"].to_numpy(np.int64),
+                                         "dur_ns": (g["end"] - g["ts_ns"]).to_numpy(np.int64)})
+            self._check_times(out, from_ns, only="steps")
+        return {k: v for k, v in out.items() if not v.empty}
+
+    def _check_times(self, out: dict, from_ns: bool, only: str | None = None) -> None:
+        """Refuse kept rows whose duration is over one day (the unit is known now) or whose ts is more than one
+        day from the median of the trace's kept times (a lone absurd clock value would stretch the timeline).
+        One numpy pass per table; refused rows are quoted by their ts as written."""
+        parts = [df["ts_ns"].to_numpy() for df in out.values() if len(df)]
+        if not parts:
+            return
+        ref = int(np.median(np.concatenate(parts)))
+        lo, hi = ref - _MAX_DUR_NS, ref + _MAX_DUR_NS
+        far, long = [], []
+        for name in [only] if only else list(out):
+            df = out[name]
+            ts = df["ts_ns"].to_numpy()
+            bad_ts = (ts < lo) | (ts > hi)
+            bad_dur = df["dur_ns"].to_numpy() > _MAX_DUR_NS if "dur_ns" in df else np.zeros(len(ts), dtype=bool)
+            if bad_ts.any() or bad_dur.any():
+                far.append(ts[bad_ts])
+                long.append(ts[bad_dur & ~bad_ts])
+                out[name] = df[~(bad_ts | bad_dur)].reset_index(drop=True)
+        for arrays, column, reason in ((far, "field 'ts'", "more than one day away from the trace's other events"),
+                                       (long, "field 'dur'", "over one day")):
+            if not arrays:
+                continue
+            # one event can be in two tables (an NCCL kernel is a GPU op and a collective): count distinct times
+            for i, t in enumerate(np.unique(np.concatenate(arrays)).tolist()):
+                shown = None
+                if i < MAX_EXAMPLES:
+                    shown = str(t) if from_ns else f"{t // NS_PER_US}.{t % NS_PER_US:03d}".removesuffix(".000")
+                self.rejects.add(self.where, shown, column, reason, "event skipped",
+                                 unit=("event at ts", "events at ts"))
 
     def _host_ops(self, ns) -> pd.DataFrame | None:
         """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
@@ -1202,7 +1431,7 @@ class _Collector:
                  np.frombuffer(self.o_dur, dtype=np.int64) if len(self.o_dur) else np.zeros(0, dtype=np.int64),
                  np.array([r[3] for r in self.coll], dtype=np.int64),
                  np.frombuffer(self.d_dur, dtype=np.int64) if len(self.d_dur) else np.zeros(0, dtype=np.int64),
-                 np.array([v[1] for v in self.steps.values()], dtype=np.int64)]
+                 np.frombuffer(self.step_dur, dtype=np.int64) if len(self.step_dur) else np.zeros(0, dtype=np.int64)]
         d = np.concatenate(parts) / NS_PER_US
         return d[d > 0]
 
@@ -1244,7 +1473,7 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
     backend = backend or default_backend()
     run_decode = BACKENDS[backend]
     meta: dict = {}
-    col = _Collector(_comm_regex(comm_patterns, where, problems))
+    col = _Collector(_comm_regex(comm_patterns, where, problems), where)
     state = {"count": 0, "in_events": False}
     stopped = False
     try:
@@ -1279,8 +1508,6 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         problems.append((where, '"traceEvents" is not an array'))
     if col.not_objects:
         problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
-    if col.bad_time:
-        problems.append((where, f"{col.bad_time} events without a numeric ts/dur were skipped"))
     if col.h_dropped and not col.g_name:
         problems.append((where, f"host_ops: only the first {MAX_HOST_OPS} CPU ops were looked at; {col.h_dropped} "
                                 "more were not (the main thread's compute timeline ends early)"))
@@ -1295,7 +1522,9 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
             # ts/dur written in ns (integers, long durations) although Chrome traces use µs: convert
             from_ns = True
             meta["ts_converted_from_ns"] = True
-    return DecodedTrace(meta, col.tables(from_ns))
+    tables = col.tables(from_ns)
+    col.rejects.flush(lambda p, text: problems.append((p, text)))
+    return DecodedTrace(meta, tables)
 
 
 def _drain(r: _Reader, where: str, problems: list, state: dict) -> None:
@@ -1319,12 +1548,14 @@ def _finish_meta(meta: dict, where: str, problems: list) -> dict:
     if isinstance(info, str):
         try:
             info = json.loads(info)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     if info is not None and not isinstance(info, dict):
         problems.append((where, "distributedInfo is not a JSON object; ignored"))
         info = None
     meta["distributedInfo"] = info
     props = meta.get("deviceProperties")
+    if props is not None and not isinstance(props, list):
+        problems.append((where, "deviceProperties is not a JSON array; ignored"))
     meta["deviceProperties"] = props if isinstance(props, list) else []
     return meta
