@@ -261,8 +261,8 @@ def test_communication_time_values(run, value, reason):
 
 
 @pytest.mark.parametrize("field,value,reason", [
-    ("Transit Size(MB)", -1, "negative"), ("Transit Size(MB)", 1e308, "over 1 PB"),
-    ("Bandwidth(GB/s)", "x", "not a number"), ("Large Packet Ratio", 7, "above 1"),
+    ("Transit Size(MB)", -1, "negative"), ("Transit Size(MB)", 1e308, "larger than 1 PB"),
+    ("Bandwidth(GB/s)", "x", "not a number"), ("Large Packet Ratio", 7, "larger than 1"),
     ("Transit Time(ms)", 1e300, "over one day")])
 def test_communication_bandwidth_values(run, field, value, reason):
     path = rank_dir(run) / OUT / "communication.json"
@@ -329,7 +329,7 @@ def test_communication_shapes(run, level, wrong):
     (lambda links: links.update({"a-b": next(iter(links.values()))}), "the link key is not <src>-<dst>"),
     (lambda links: links.update({"-1-0": next(iter(links.values()))}), "the link key is not <src>-<dst>"),
     (lambda links: next(iter(links.values())).update({"Transit Size(MB)": -2}), "'Transit Size(MB)' negative"),
-    (lambda links: next(iter(links.values())).update({"Bandwidth(GB/s)": 1e30}), "'Bandwidth(GB/s)' over 10^6"),
+    (lambda links: next(iter(links.values())).update({"Bandwidth(GB/s)": 1e30}), "'Bandwidth(GB/s)' larger than 10^6"),
     (lambda links: links.update({k: [1] for k in links}), "is a list, not an object"),
 ])
 def test_matrix_links(run, mutate, expected):

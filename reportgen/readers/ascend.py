@@ -17,7 +17,7 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
 * Values are checked where they are read (issue 14): CSVs through :class:`Csv` (rows with another field count,
   a cell over the csv field limit, a last row cut by a missing newline are refused), numbers through
   :func:`check_numbers` / :func:`check_times` with the bounds of :data:`KINDS` (text, NaN, inf, negative,
-  over a day per op or step, over 1 PB, beyond the int64 ns range), JSON entries of the wrong shape or with a
+  over a day per op or step, larger than 1 PB, beyond the int64 ns range), JSON entries of the wrong shape or with a
   refused number skipped. Every refusal is a data problem naming the file, the line / entry / row and the
   column (:class:`reportgen.limits.Rejects`); a refused value is never used.
 * Times (model doc, "Time base"): parsers give absolute times as exact int ns (``*_ns``: CSV / JSON µs text via
@@ -127,18 +127,18 @@ MAX_ID = (1 << 31) - 1
 #: value kind -> (multiplier, divisor: the value in the run model's unit is ``raw * multiplier / divisor``, exactly as
 #: the parsers always converted; upper bound of that value, its reason, negatives allowed)
 KINDS = {
-    "us": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", False),     # a duration in µs -> ms
-    "us±": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", True),     # a signed difference in µs -> ms
+    "us": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", False),       # a duration in µs -> ms
+    "us±": (1.0, US_PER_MS, MAX_DURATION_MS, "over one day", True),       # a signed difference in µs -> ms
     "ms": (1.0, 1.0, MAX_DURATION_MS, "over one day", False),
-    "ns": (1.0, 1e6, MAX_DURATION_MS, "over one day", False),           # a duration in ns -> ms (DB exports)
-    "mib": (MIB_TO_MB, 1.0, MAX_SIZE_MB, "over 1 PB", False),           # MiB -> MB
-    "kib": (KIB_TO_MB, 1.0, MAX_SIZE_MB, "over 1 PB", False),           # KiB -> MB
-    "mb": (1.0, 1.0, MAX_SIZE_MB, "over 1 PB", False),
-    "bytes": (1.0, 1e6, MAX_SIZE_MB, "over 1 PB", False),               # B -> MB (DB exports)
-    "gbps": (1.0, 1.0, MAX_GBPS, "over 10^6 GB/s", False),
-    "ratio": (1.0, 1.0, 1.0, "above 1", False),
-    "count": (1.0, 1.0, MAX_COUNT, "over 10^12", False),
-    "id": (1.0, 1.0, MAX_ID, f"over {MAX_ID}", False),
+    "ns": (1.0, 1e6, MAX_DURATION_MS, "over one day", False),             # a duration in ns -> ms (DB exports)
+    "mib": (MIB_TO_MB, 1.0, MAX_SIZE_MB, "larger than 1 PB", False),      # MiB -> MB
+    "kib": (KIB_TO_MB, 1.0, MAX_SIZE_MB, "larger than 1 PB", False),      # KiB -> MB
+    "mb": (1.0, 1.0, MAX_SIZE_MB, "larger than 1 PB", False),
+    "bytes": (1.0, 1e6, MAX_SIZE_MB, "larger than 1 PB", False),          # B -> MB (DB exports)
+    "gbps": (1.0, 1.0, MAX_GBPS, "larger than 10^6 GB/s", False),
+    "ratio": (1.0, 1.0, 1.0, "larger than 1", False),
+    "count": (1.0, 1.0, MAX_COUNT, "larger than 10^12", False),
+    "id": (1.0, 1.0, MAX_ID, f"larger than {MAX_ID}", False),
 }
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -682,6 +682,10 @@ def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame
 
 #: Tables parsed only when a section asks for them (large per-rank CSVs).
 LAZY_TABLES = {"kernels", "op_stats", "memory_record", "module_mem", "operator_memory"}
+#: Lazy tables that sections often never ask for (op_stats when kernel_details is there, module_mem when
+#: memory_record is, operator_memory): their (small) files are checked when the run is read, so that their refused
+#: values are data problems whatever the sections; they still stay out of the run origin and become tables lazily.
+CHECKED_NOW = {"op_stats", "module_mem", "operator_memory"}
 #: the absolute-time column of each lazily parsed file (its first rows fix the run origin when nothing else has one)
 LAZY_TIME_COLUMNS = {"kernels": "Start Time(us)", "memory_record": "Timestamp(us)", "module_mem": "Timestamp(us)",
                      "operator_memory": "Allocation Time(us)"}
@@ -1165,6 +1169,11 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
             except InputError as exc:
                 problems.append((exc.path or str(p), exc.problem + "; file skipped"))
                 continue
+            if table in CHECKED_NOW:  # a section may never ask: read now, so that its damage is named anyway
+                df = _guarded(p, problems, parser, rank, problems)
+                if df is None:
+                    continue
+                parser = lambda _path, _rank, _problems, df=df: df  # noqa: E731 - the loader's parser
             tables.setdefault("_lazy", []).append((table, p, parser, rank))
         else:
             add(table, _guarded(p, problems, parser, rank, problems))
