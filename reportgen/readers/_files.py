@@ -35,8 +35,9 @@ def json_problem(exc: Exception, text: str) -> str:
     if isinstance(exc, RecursionError):
         return "not readable JSON: nested too deeply"
     if isinstance(exc, json.JSONDecodeError):
-        cut = "; the file ends there: cut short?" if exc.pos >= len(text.rstrip()) else ""
-        what = "empty file" if not text.strip() else f"{exc.msg} at line {exc.lineno} column {exc.colno}{cut}"
+        ends = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        cut = "; the file ends there: cut short?" if ends and text.strip() else ""
+        what = "empty file" if not text.strip() else f"{exc.msg}: line {exc.lineno} column {exc.colno}{cut}"
         return f"not valid JSON ({what})"
     return f"not valid JSON ({exc})"
 

@@ -468,12 +468,25 @@ def parse_cluster_analyse(path: Path, problems: list[tuple[str, str]]) -> tuple[
                 break
             row[name] = v
         values.append(row)
+    if not table.complete and len(values) >= 2 and values[-1] is not None and not _within_steps(values):
+        rejects.add(path, table.rows[-1][0], "last line", "truncated (no line break at the end of the file, and its "
+                                                          "average lies outside the range of the steps: a cut value)")
+        values[-1] = None
     rejects.flush(lambda p, t: problems.append((p, t)))
     if not values:
         return [], None
     steps, avg = (values, values[0]) if len(values) == 1 else (values[:-1], values[-1])
     out = [dict(v, step=i + 1) for i, v in enumerate(steps) if v is not None]
     return out, (dict(avg) if avg is not None else None)
+
+
+def _within_steps(values: list[dict | None]) -> bool:
+    """True when the last row (the average) lies within the range of the step rows in every column (1e-4 ms
+    slack for its rounding): a cut last cell (a prefix, 10x smaller or more) usually does not."""
+    steps = [v for v in values[:-1] if v is not None]
+    if not steps:
+        return True
+    return all(min(v[k] for v in steps) - 1e-4 <= x <= max(v[k] for v in steps) + 1e-4 for k, x in values[-1].items())
 
 
 def parse_profiler_info(path: Path) -> dict:
@@ -579,6 +592,24 @@ def _stage_count(text, world: int | None, path, problems: Problems) -> int | Non
                            f"no stages assumed")
         return None
     return n
+
+
+#: which world-size claim is used when several files make one
+_CLAIM_ORDER = "a rank table is preferred to the cluster_analyse file name, and that to profiler_info's rank_size"
+
+
+def _check_info(f: FoundFile, info: dict, run: Run, problems: Problems) -> None:
+    """profiler_info's own rank and parallel mode, checked (the rank of the file is its name's)."""
+    if "rank_id" in info and f.rank is not None:
+        rank = limits.rank_id(info["rank_id"], f.path, problems.add, what="rank_id")
+        if rank is not None and rank != f.rank:
+            problems.add(f.path, f"rank_id {rank} differs from the rank {f.rank} of the file name; the file name's "
+                                 f"rank is used")
+    mode = info.get("parallel_mode")
+    if isinstance(mode, str) and mode:
+        run.parallel.setdefault("framework_mode", limits.cap_text(mode, 80))
+    elif mode:
+        problems.add(f.path, f"parallel_mode is {_json_kind(mode)}, not text; ignored")
 
 
 def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
@@ -713,8 +744,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             claim = (info["rank_size"], f.path)
         if stages_claim is None and "stage_num" in info:
             stages_claim = (info["stage_num"], f.path)
-        if info.get("parallel_mode"):
-            run.parallel.setdefault("framework_mode", limits.cap_text(str(info["parallel_mode"]), 80))
+        _check_info(f, info, run, problems)
 
     found_ranks = sorted({f.rank for f in files if f.rank is not None})
     if not found_ranks:
@@ -723,9 +753,14 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     world_size = limits.world_size(claim[0], found_ranks, claim[1], problems.add) if claim else None
     for f, info in out["info"]:
         size = as_int(info.get("rank_size"))
-        if claim and "rank_size" in info and size != world_size and f.path != claim[1]:
-            problems.add(f.path, f"rank_size {limits.cap_text(repr(info['rank_size']), 40)} differs from the world "
-                                 f"size {world_size} used (from {Path(claim[1]).name})")
+        if "rank_size" not in info or claim is None or f.path == claim[1]:
+            continue
+        shown = limits.cap_text(repr(info["rank_size"]), 40)
+        if size is None or not 1 <= size <= limits.MAX_RANKS:
+            problems.add(f.path, f"rank_size {shown} is not a usable rank count (1..{limits.MAX_RANKS}); ignored")
+        elif size != world_size:
+            problems.add(f.path, f"rank_size {shown} differs from the world size {world_size} used (from "
+                                 f"{Path(claim[1]).name}; {_CLAIM_ORDER})")
     stages = _stage_count(stages_claim[0], world_size, stages_claim[1], problems) if stages_claim else None
     if stages:
         run.parallel["stages"] = stages

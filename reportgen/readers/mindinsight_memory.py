@@ -30,8 +30,8 @@ GIB_TO_MB = 2**30 / 1e6
 
 #: refuse to load absurdly large JSON files (the real ones are a few kB / MB)
 MAX_BYTES = 256 * 2**20
-#: one device's memory above this many GiB (1 PiB) is not a measurement
-MAX_GIB = float(2**20)
+#: one device's memory above this many GiB (about 1 PB) is not a measurement
+MAX_GIB = 1e6
 
 
 def _load(path: Path, problems: list) -> Any:
@@ -120,6 +120,7 @@ def parse_memory_details(path, rank, problems: list) -> dict[str, pd.DataFrame]:
         for key, label in (("fp_start", "forward start"), ("bp_end", "backward end")):
             x, why = _check(g.get(key), float(len(g["lines"])))
             if why or (not math.isnan(x) and not x.is_integer()):
+                why = f"beyond the graph's {len(g['lines'])} nodes" if why and why.startswith("absurdly") else why
                 rejects.add(path, None, f"'{key}'", why or "not a node index", action="value skipped")
             elif not math.isnan(x):
                 marks.append({"rank": int(rank), "graph": gid, "mark": label, "node_index": int(x)})

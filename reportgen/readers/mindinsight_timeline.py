@@ -41,6 +41,8 @@ import pandas as pd
 from .. import limits
 from ..limits import MAX_DURATION_MS, Rejects, as_int, strict_float
 from ..timebase import to_ns
+from ..errors import InputError
+from ._files import json_problem, read_text
 
 OPS_COLUMNS = ["rank", "name", "kind", "stream", "start_ns", "dur_ms"]
 STEPS_COLUMNS = ["rank", "step", "start_ns", "end_ns"]
@@ -79,11 +81,14 @@ def _time(v, what: str) -> tuple[int | None, str | None]:
 def parse_timeline_display(path, rank, problems) -> dict:
     path = Path(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            doc = json.load(fh, parse_float=str)  # float literals as text: exact times (timebase.to_ns)
-    except (OSError, ValueError, RecursionError) as exc:
-        problems.append((str(path), f"timeline display not readable as JSON ({type(exc).__name__}: {exc}); "
-                                    f"file skipped"))
+        text = read_text(path)
+    except InputError as exc:
+        problems.append((str(path), f"timeline display: {exc.problem}; file skipped"))
+        return {}
+    try:
+        doc = json.loads(text, parse_float=str)  # float literals as text: exact times (timebase.to_ns)
+    except (ValueError, RecursionError) as exc:
+        problems.append((str(path), f"timeline display {json_problem(exc, text)}; file skipped"))
         return {}
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
@@ -122,6 +127,8 @@ def parse_timeline_display(path, rank, problems) -> dict:
             step = as_int(name) if name.strip().isdigit() else None
             if step is not None and step <= MAX_STEP:
                 steps.append((rank, step, ts, ts + dur))
+            elif name.strip().isdigit():
+                rejects.add(path, None, "Steps event name", f"not a step number (0..{MAX_STEP})", action="value skipped")
             continue
         if "-op" not in name or any(x in name for x in _EXCLUDED):
             continue
