@@ -201,6 +201,9 @@ def _link_values(vals):
     if not isinstance(vals, list) or len(vals) < 3 or not all(_is_num(v) for v in vals[:4]):
         return None
     out = [float(v) for v in vals[:4]]
+    if (0.0 <= out[0] <= limits.MAX_DURATION_MS and 0.0 <= out[1] <= limits.MAX_MAGNITUDE and
+            0.0 <= out[2] <= limits.MAX_MAGNITUDE and (len(out) < 4 or 0.0 <= out[3] <= limits.MAX_DURATION_MS)):
+        return out[0], out[1], out[2], out[3] if len(out) > 3 else math.nan  # the usual entry, fast
     for what, v, reason in (("time", out[0], finite_ms(out[0])), ("size", out[1], finite_value(out[1])),
                             ("bandwidth", out[2], finite_value(out[2])),
                             ("rdma_wait", out[3] if len(out) > 3 else 0.0, finite_ms(out[3]) if len(out) > 3 else None)):
@@ -215,7 +218,7 @@ def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, li
         bad.add(line, "link_info is not a JSON object; ignored")
         return
     for key, transports in obj.items():
-        m = _PAIR.match(str(key)[:64])
+        m = _PAIR.match(key if len(key) <= 64 else key[:64])  # JSON keys are str
         if not m or not isinstance(transports, dict):
             bad.add(line, "link entry not of the form {\"<src>-<dst>\": {<transport>: [...]}}; ignored")
             continue
@@ -230,7 +233,8 @@ def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, li
             elif isinstance(vals, str):
                 bad.add(line, f"column '{column}': {vals}; the link entry ignored")
             elif vals:
-                out.append((step, op, src, dst, limits.cap_text(str(transport), 64), *vals))
+                out.append((step, op, src, dst, transport if len(transport) <= 64 else limits.cap_text(transport, 64),
+                            *vals))
 
 
 def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Problems, line: int) -> None:
@@ -239,7 +243,7 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
         bad.add(line, "communication_operator_cost is not a JSON object; ignored")
         return
     for op, value in obj.items():
-        op = limits.cap_text(op)
+        op = op if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
         if isinstance(value, list) and len(value) == 4:
             op_step, op_cost, op_wait, op_links = value
             if str(op_step).strip() != step_text:
@@ -252,7 +256,8 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
         if not (_is_num(op_cost) and _is_num(op_wait)):
             bad.add(line, "operator cost/wait not numbers; ignored")
             continue
-        reason = finite_ms(op_cost, limit=_COST_LIMIT) or finite_ms(op_wait, limit=_COST_LIMIT)
+        reason = None if 0 <= op_cost <= _COST_LIMIT and 0 <= op_wait <= _COST_LIMIT else \
+            finite_ms(op_cost, limit=_COST_LIMIT) or finite_ms(op_wait, limit=_COST_LIMIT)
         if reason:
             bad.add(line, f"column 'communication_operator_cost': an operator's cost/wait {reason}; ignored")
             continue
@@ -436,9 +441,10 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
 
         steps = [r for r in steps if fine(*r)]
         avg = avg if avg is None or fine(AVG_STEP, *avg) else None
-        kept = [o for o in ops if not (finite_ms(o[2]) or finite_ms(o[3]))]
+        top = limits.MAX_DURATION_MS
+        kept = [o for o in ops if o[2] <= top and o[3] <= top]  # checked >= 0 and finite on reading
         for o in ops if len(kept) < len(ops) else ():
-            if finite_ms(o[2]) or finite_ms(o[3]):
+            if not (o[2] <= top and o[3] <= top):
                 bad.add(step_line.get(o[0], 0), "column 'communication_operator_cost': an operator's cost/wait over "
                                                 "one day (ms); ignored")
         ops = kept
