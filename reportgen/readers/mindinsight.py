@@ -143,6 +143,7 @@ class FoundFile:
     rank: int | None = None
     meta: dict = field(default_factory=dict)
     key_text: str = ""  # the id as written in the name
+    rank_from: str = "the file name"  # where the rank comes from
 
 
 # --------------------------------------------------------------------------- discovery
@@ -536,6 +537,7 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
         raise InputError(path, f"server_list is {_json_kind(servers)}, not a list of servers")
     rank_of: dict[tuple[str, int], int] = {}
     owner: dict[int, tuple[str, int]] = {}
+    listed = sum(len(sv["device"]) for sv in servers if isinstance(sv, dict) and isinstance(sv.get("device"), list))
     for i, server in enumerate(servers):
         where = f"server_list[{i}]"
         if not isinstance(server, dict):
@@ -560,6 +562,9 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
             rank = limits.rank_id(dev.get("rank_id"), path, add, what=f"{w}.rank_id") if device is not None else None
             if device is None or rank is None:
                 continue
+            if rank >= listed:
+                add(path, f"{w}.rank_id {rank} is outside 0..{listed - 1} (the table lists {listed} devices); ignored")
+                continue
             if (sid, device) in rank_of:
                 add(path, f"{w}: device {device} of server {sid!r} is listed again; its first entry (rank "
                           f"{rank_of[(sid, device)]}) is used")
@@ -575,7 +580,7 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
         why = f": {own[0]}" + (f" (and {len(own) - 1} more problems)" if len(own) > 1 else "") if own else ""
         raise InputError(path, f"rank table lists no usable device (server_list[].device[] with numeric device_id "
                                f"and rank_id){why}")
-    return RankTable(path, rank_of, len(rank_of))
+    return RankTable(path, rank_of, listed)
 
 
 def parse_host_mapping(path: Path) -> dict[str, str]:
@@ -611,8 +616,7 @@ def _check_info(f: FoundFile, info: dict, run: Run, problems: Problems) -> None:
     if "rank_id" in info and f.rank is not None:
         rank = limits.rank_id(info["rank_id"], f.path, problems.add, what="rank_id")
         if rank is not None and rank != f.rank:
-            problems.add(f.path, f"rank_id {rank} differs from the rank {f.rank} of the file name; the file name's "
-                                 f"rank is used")
+            problems.add(f.path, f"rank_id {rank} differs from the rank {f.rank} of {f.rank_from}; that is used")
     mode = info.get("parallel_mode")
     if isinstance(mode, str) and mode:
         run.parallel.setdefault("framework_mode", limits.cap_text(mode, 80))
@@ -678,6 +682,7 @@ def _legacy_files(root: Path, table: RankTable, problems: Problems, hosts: dict,
                                      f"table maps both host folders to one server); this file skipped")
                 continue
             f.rank = rank
+            f.rank_from = f"the rank table (device {f.key})"
             hosts[rank] = host_dir.name
             devices[rank] = f.key
             files.append(f)
@@ -689,14 +694,12 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     problems = Problems()
     hosts: dict[int, str] = {}
     devices: dict[int, int] = {}
-    expected: set[int] | None = None
     claim = None  # (claimed world size, the file claiming it)
 
     rank_table_path, broken = _legacy_rank_table(root)
     if rank_table_path is not None:
         table = parse_rank_table(rank_table_path, problems)
         claim = (table.world_size, rank_table_path)
-        expected = set(table.rank_of.values())
         files = _legacy_files(root, table, problems, hosts, devices)
         layout = (f"legacy MindInsight layout: rank table {rank_table_path.name}, "
                   f"host_ips_mapping.txt, cluster_profiler/<host>/profiler/ keyed by device id")
@@ -783,9 +786,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     run.ranks = found_ranks
     run.world_size = world_size
     found = set(found_ranks)
-    if expected is not None:
-        run.missing_ranks = sorted(expected - found)
-    elif world_size:
+    if world_size:
         n_missing = world_size - len(found)
         if n_missing <= MAX_MISSING_LISTED:
             run.missing_ranks = [r for r in range(world_size) if r not in found]
