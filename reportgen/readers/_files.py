@@ -35,7 +35,9 @@ def json_problem(exc: Exception, text: str) -> str:
     if isinstance(exc, RecursionError):
         return "not readable JSON: nested too deeply"
     if isinstance(exc, json.JSONDecodeError):
-        ends = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        # the decoder stops at the end of the text, or on the last characters of a number cut there ("31.", "1e")
+        ends = (exc.pos >= len(text.rstrip()) - 2 and not exc.msg.startswith("Extra data")) or \
+            exc.msg.startswith("Unterminated string")
         cut = "; the file ends there: cut short?" if ends and text.strip() else ""
         what = "empty file" if not text.strip() else f"{exc.msg}: line {exc.lineno} column {exc.colno}{cut}"
         return f"not valid JSON ({what})"
