@@ -333,6 +333,20 @@ def test_large_valid_world_size_claim_gives_a_count_not_a_list(bases, tmp_path):
     assert any("differs from the world size 1000000" in p for p in _problems(run, "profiler_info_1.json"))
 
 
+def test_large_valid_world_size_with_a_parallel_strategy_stays_small(bases, tmp_path, capsys):
+    """The strategy section derives stage devices from the world size: a claim of 10^6 ranks with 2 found must
+    not list 10^6 ranks (it took 3.9 GB and wrote a 390 MB page)."""
+    run_dir, prof = _copy(bases, tmp_path)
+    _rename_cluster_files(prof, "2", "1000000")
+    for f in fixture_dir("mindinsight", "mi_parallel_strategy").glob("parallel_strategy_*.json"):
+        shutil.copy(f, prof / f.name)
+    with _memory_bound(1 << 30):
+        rc, err, doc = _cli(run_dir, tmp_path, capsys)
+    assert rc == 0, err
+    assert (tmp_path / "out" / "r.html").stat().st_size < 20_000_000
+    assert doc["sections"]["strategy"]["status"] == "ok"
+
+
 @pytest.mark.parametrize("stages", ["0", "3", "1000000000"])
 def test_stage_count_that_does_not_divide_the_world_is_ignored(bases, tmp_path, stages):
     run_dir, prof = _copy(bases, tmp_path)
