@@ -519,12 +519,13 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
     """HCCL rank table (``hccl.json``): ``server_list[].device[] = {device_id, device_ip, rank_id}``.
 
     The table itself must be a JSON object with a ``server_list`` list (else :class:`InputError`). An entry of
-    the wrong shape, a device or rank id that is not a number in ``0..MAX_RANKS-1``, a device listed twice and
-    a rank given to two devices are data problems (the first entry is used); the table must keep one device."""
-    own: list[str] = []
+    the wrong shape, a device or rank id that is not a number in ``0..MAX_RANKS-1``, a rank id beyond the
+    devices the table lists, a device listed twice and a rank given to two devices are data problems (the first
+    entry is used); the table must keep one device. Its world size is the number of devices it lists."""
+    own: list = []  # the first problem and how many there were
 
     def add(p, text: str) -> None:
-        own.append(text)
+        own[:] = [own[0] if own else text, (own[1] if own else 0) + 1]
         if problems is not None:
             problems.append((str(p), text))
 
@@ -577,7 +578,7 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
             rank_of[(sid, device)] = rank
             owner[rank] = (sid, device)
     if not rank_of:
-        why = f": {own[0]}" + (f" (and {len(own) - 1} more problems)" if len(own) > 1 else "") if own else ""
+        why = f": {own[0]}" + (f" (and {own[1] - 1} more problems)" if own[1] > 1 else "") if own else ""
         raise InputError(path, f"rank table lists no usable device (server_list[].device[] with numeric device_id "
                                f"and rank_id){why}")
     return RankTable(path, rank_of, listed)
