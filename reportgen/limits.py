@@ -20,6 +20,7 @@ data-problems list) are the same for every family:
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Iterable
 
 #: world size, group size and rank id ceiling (2^20 = 1,048,576 ranks)
@@ -190,3 +191,39 @@ def bounded_problems(run) -> list:
     keep = problems[: MAX_PROBLEMS - 1]
     rest = len(problems) - len(keep) + unlisted
     return keep + [DataProblem("(run)", f"{rest} more data problems not listed")]
+
+
+#: a count, size, rate or index larger than this (in the file's own unit) is not a measurement
+MAX_MAGNITUDE = 1e15
+
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+
+
+def strict_float(value) -> float | None:
+    """A float from a number (int, float; not bool) or a plain decimal text (ASCII digits, optional sign,
+    point and exponent; spaces around allowed); None otherwise. ``"nan"``, ``"inf"``, ``"1_000"``,
+    ``"0x10"``, other scripts' digits and empty text are None (Python's ``float()`` accepts most of them).
+    A NaN or infinite *number* is returned as is: :func:`finite_value` / :func:`finite_ms` refuse it."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond the float range
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        if value.isascii() and value.isdigit():  # the usual cell, fast
+            return float(value)
+        t = value.strip()
+        if len(t) <= 400 and _DECIMAL_TEXT.fullmatch(t):
+            return float(t)
+        return None
+    f = as_int(value)  # numpy integers
+    return float(f) if f is not None else None
+
+
+def finite_value(value, *, negative: bool = False, limit: float = MAX_MAGNITUDE) -> str | None:
+    """Why a count, size, rate or ratio is refused (``"not a number"``, ``"infinite"``, ``"negative"``,
+    ``"absurdly large (over 1e+15)"``) or None if fine; :func:`finite_ms` is the same for durations."""
+    reason = finite_ms(value, negative=negative, limit=limit)
+    return f"absurdly large (over {limit:g})" if reason == "over one day" else reason

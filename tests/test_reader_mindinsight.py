@@ -163,7 +163,7 @@ def test_truncated_and_odd_rows_are_problems_not_failures(tmp_path, pp2x4):
     p.write_text("\n".join(lines))
     run = read_run(tmp_path)
     text = " | ".join(pr.problem for pr in run.problems)
-    assert "step 2 appears again" in text and "non-numeric" in text and "truncated" in text
+    assert "step 2 appears again" in text and "not a number" in text and "truncated" in text
     assert "no average row" in text
     assert sorted(run.tables["step_trace"].query("rank == 1")["step"]) == [1, 2, 4, 5]
 

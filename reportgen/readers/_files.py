@@ -1,10 +1,19 @@
-"""Small file helpers shared by the readers."""
+"""Small file helpers shared by the readers: whole-file text, JSON and CSV with one wording for what is wrong."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+
+#: exceptions a parser may raise on content it did not expect (wrong JSON types, odd cells); a reader's
+#: per-file guard turns them into a data problem naming the file instead of an internal error
+CONTENT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError,
+                  csv.Error)
 
 
 def read_text(path: Path) -> str:
@@ -16,4 +25,94 @@ def read_text(path: Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            raise InputError(path, "UTF-16 text, not UTF-8 (re-saved by an editor?)") from None
         raise InputError(path, "not UTF-8 text (binary or corrupted file?)") from None
+
+
+def json_problem(exc: Exception, text: str) -> str:
+    """What is wrong with a JSON text that did not decode, with where it broke (and whether the text ends there)."""
+    if isinstance(exc, RecursionError):
+        return "not readable JSON: nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        # the decoder stops at the end of the text, or on the last characters of a number cut there ("31.", "1e")
+        ends = (exc.pos >= len(text.rstrip()) - 2 and not exc.msg.startswith("Extra data")) or \
+            exc.msg.startswith("Unterminated string")
+        cut = "; the file ends there: cut short?" if ends and text.strip() else ""
+        what = "empty file" if not text.strip() else f"{exc.msg}: line {exc.lineno} column {exc.colno}{cut}"
+        return f"not valid JSON ({what})"
+    return f"not valid JSON ({exc})"
+
+
+def read_json(path: Path):
+    """A whole JSON file decoded; unreadable, non-UTF-8, invalid or too deeply nested JSON raises
+    :class:`InputError` saying where it broke. ``NaN`` / ``Infinity`` literals decode as floats: the value
+    checks (:mod:`reportgen.limits`) refuse them."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(path, json_problem(exc, text)) from None
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    if "field larger than field limit" in str(exc):
+        return f"a cell longer than {csv.field_size_limit() // 1024} KiB (not a value of this table)"
+    return f"not readable as CSV ({exc})"
+
+
+@dataclass
+class CsvTable:
+    header: list[str]  # stripped names
+    rows: list[tuple[int, list[str]]]  # (line number of the row's start, cells); blank rows left out
+    complete: bool  # the file ends with a line break (every writer of these files ends each row with one)
+
+    def duplicates(self) -> list[str]:
+        """Header names given more than once (which column holds the value is then unknown)."""
+        seen, dup = set(), []
+        for h in self.header:
+            if h and h in seen and h not in dup:
+                dup.append(h)
+            seen.add(h)
+        return dup
+
+    def cut_at_end(self, line: int, cells: list[str]) -> bool:
+        """True when ``cells`` (on ``line``) is the last row, the file does not end with a line break and the
+        row is shorter than the header: the file was cut in this row. A full-length last row without a line
+        break may still end in a cut cell; parsers that can check a row's cells against each other do."""
+        return not self.complete and bool(self.rows) and self.rows[-1][0] == line and len(cells) < len(self.header)
+
+    def shape_problem(self, line: int, cells: list[str]) -> tuple[str, str] | None:
+        """``(column, reason)`` for :meth:`reportgen.limits.Rejects.add` when a row has not the header's number of
+        fields (a last line cut short is told apart), else None."""
+        width = len(self.header)
+        if len(cells) == width:
+            return None
+        if self.cut_at_end(line, cells):
+            return "last line", "truncated (the file ends inside it, without a line break)"
+        return "row", f"{'truncated' if len(cells) < width else 'too long'} (not the {width} fields of the header)"
+
+
+def read_csv(path: Path) -> CsvTable:
+    """A CSV file as header and rows. Unreadable, empty or non-CSV content (a cell over the csv module's field
+    limit, say) raises :class:`InputError` naming the line."""
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, list[str]]] = []
+    header = None
+    start = 1
+    try:
+        for cells in reader:
+            if header is None:
+                header = [h.strip() for h in cells]
+            elif any(c.strip() for c in cells):
+                rows.append((start, cells))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(path, f"line {start}: {_csv_problem(exc)}") from None
+    if header is None or not any(header):
+        raise InputError(path, "empty file" if not text.strip() else "no header line")
+    complete = text.endswith(("\n", "\r"))
+    if not rows and not complete:
+        raise InputError(path, "the file ends inside its header line (cut short)")
+    return CsvTable(header, rows, complete)

@@ -16,13 +16,18 @@ Step trace values are system-counter ticks of 10 ns: ``ms = ticks / 1e5``
 (MindInsight ``PER_MS_SYSCNT = 100000``); absolute ones (start/end points) are read exactly as
 ``ticks x 10`` ns and, like the timeline's times, made relative to the run origin (the earliest of them;
 model doc, "Time base").
+
+Bad input (issue 14): every number is parsed strictly (:func:`reportgen.limits.strict_float`); a row with a
+refused cell (not a number, NaN/inf, negative, over a day, a timestamp beyond int64 ns), a truncated row and a
+last line cut short are skipped and listed per file, line and column (:class:`reportgen.limits.Rejects`).
+Rank and device ids in file names and fields are checked (:func:`reportgen.limits.rank_id`); two files of one
+kind for one rank (``step_trace_raw_00_*`` beside ``step_trace_raw_0_*``) are a data problem and the name
+without leading zeros is read. World-size and stage claims are checked against the ranks found
+(:func:`reportgen.limits.world_size`); nothing is allocated from a claim.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -31,38 +36,50 @@ from typing import Callable
 
 import pandas as pd
 
+from .. import limits
 from ..errors import InputError
-from ._files import read_text as _read_text
+from ..limits import Rejects, as_int, finite_ms, strict_float
+from ._files import CONTENT_ERRORS, read_csv, read_json, read_text as _read_text
 from ..model import Run
 from ..timebase import abs_columns, origin, to_ns, to_rel_ms
 
 #: 10 ns system-counter ticks per millisecond.
 TICKS_PER_MS = 1e5
 NS_PER_TICK = 10
+#: the highest step number taken as one (a larger step_num is not a step count)
+MAX_STEP = 2**31 - 1
+#: missing ranks listed one by one up to this many; more are a count in a data problem
+MAX_MISSING_LISTED = 4096
+_MAX_TICKS = ((1 << 63) - 1) // NS_PER_TICK  # a time point whose ns fit int64
+_MAX_DUR_TICKS = limits.MAX_DURATION_MS * TICKS_PER_MS
 
+# Rank groups take any digits (and a minus sign) so that a bad id in a file name is named, not ignored.
+_ID = r"(-?\d+)"
 #: Recognised per-rank files: kind -> pattern whose last group is the rank (device id in legacy).
 FILE_PATTERNS: dict[str, re.Pattern] = {
-    "step_trace": re.compile(r"^step_trace_raw_(\d+)_detail_time\.csv$"),
-    "cluster_analyse": re.compile(r"^(?:ascend|gpu)_cluster_analyse_([a-z]+-parallel)_(\d+)_(\d+)_(\d+)\.csv$"),
-    "hccl_raw": re.compile(r"^hccl_raw_(\d+)\.csv$"),
-    "flops_summary": re.compile(r"^flops_summary_(\d+)\.json$"),
-    "flops_detail": re.compile(r"^flops_(\d+)\.txt$"),
-    "flops_scope": re.compile(r"^flops_scope_(\d+)\.json$"),
-    "memory_usage_summary": re.compile(r"^memory_usage_summary_(\d+)\.json$"),
-    "memory_usage_details": re.compile(r"^memory_usage_details_(\d+)\.json$"),
-    "parallel_strategy": re.compile(r"^parallel_strategy_(\d+)\.json$"),
-    "profiler_info": re.compile(r"^profiler_info_(\d+)\.json$"),
-    "timeline_display": re.compile(r"^(?:ascend|gpu)_timeline_display_(\d+)\.json$"),
-    "timeline_summary": re.compile(r"^(?:ascend|gpu)_timeline_summary_(\d+)\.json$"),
-    "op_intermediate_detail": re.compile(r"^aicore_intermediate_(\d+)_detail\.csv$"),
-    "op_intermediate_type": re.compile(r"^aicore_intermediate_(\d+)_type\.csv$"),
-    "framework_raw": re.compile(r"^framework_raw_(\d+)\.csv$"),
+    "step_trace": re.compile(rf"^step_trace_raw_{_ID}_detail_time\.csv$"),
+    "cluster_analyse": re.compile(rf"^(?:ascend|gpu)_cluster_analyse_([a-z]+-parallel)_(\d+)_(\d+)_{_ID}\.csv$"),
+    "hccl_raw": re.compile(rf"^hccl_raw_{_ID}\.csv$"),
+    "flops_summary": re.compile(rf"^flops_summary_{_ID}\.json$"),
+    "flops_detail": re.compile(rf"^flops_{_ID}\.txt$"),
+    "flops_scope": re.compile(rf"^flops_scope_{_ID}\.json$"),
+    "memory_usage_summary": re.compile(rf"^memory_usage_summary_{_ID}\.json$"),
+    "memory_usage_details": re.compile(rf"^memory_usage_details_{_ID}\.json$"),
+    "parallel_strategy": re.compile(rf"^parallel_strategy_{_ID}\.json$"),
+    "profiler_info": re.compile(rf"^profiler_info_{_ID}\.json$"),
+    "timeline_display": re.compile(rf"^(?:ascend|gpu)_timeline_display_{_ID}\.json$"),
+    "timeline_summary": re.compile(rf"^(?:ascend|gpu)_timeline_summary_{_ID}\.json$"),
+    "op_intermediate_detail": re.compile(rf"^aicore_intermediate_{_ID}_detail\.csv$"),
+    "op_intermediate_type": re.compile(rf"^aicore_intermediate_{_ID}_type\.csv$"),
+    "framework_raw": re.compile(rf"^framework_raw_{_ID}\.csv$"),
 }
 
 _BASE_COLUMNS = (
     "step_num", "start_point", "end_point", "total", "fp_point", "bp_point",
     "iteration_interval", "fp_and_bp", "tail",
 )
+_TIME_POINTS = ("start_point", "end_point", "fp_point", "bp_point")  # absolute ticks
+_DURATIONS = ("total", "iteration_interval", "fp_and_bp", "tail")  # ticks
 
 #: ascend_cluster_analyse column name -> run-model column (both header generations).
 _OVERLAP_COLUMNS = {
@@ -102,13 +119,31 @@ def _extra_parser(kind: str):
         return None
 
 
+class Problems(list):
+    """The reader's ``(path, problem)`` list, bounded whatever the input: past ``10 x MAX_PROBLEMS`` entries
+    further problems are only counted (``unlisted``), as :meth:`Run.problem` does."""
+
+    unlisted = 0
+
+    def append(self, item) -> None:
+        if len(self) < 10 * limits.MAX_PROBLEMS:
+            super().append(item)
+        else:
+            self.unlisted += 1
+
+    def add(self, path, problem: str) -> None:
+        self.append((str(path), problem))
+
+
 @dataclass
 class FoundFile:
     kind: str
     path: Path
-    key: int  # rank (flat) or device id (legacy), from the file name
+    key: int | None  # rank (flat) or device id (legacy), from the file name; None when not a valid id
     rank: int | None = None
     meta: dict = field(default_factory=dict)
+    key_text: str = ""  # the id as written in the name
+    rank_from: str = "the file name"  # where the rank comes from
 
 
 # --------------------------------------------------------------------------- discovery
@@ -120,8 +155,11 @@ def _classify(path: Path) -> FoundFile | None:
         if m:
             meta = {}
             if kind == "cluster_analyse":
-                meta = {"mode": m.group(1), "stages": int(m.group(2)), "world_size": int(m.group(3))}
-            return FoundFile(kind, path, int(m.group(m.lastindex)), meta=meta)
+                meta = {"mode": m.group(1), "stages": m.group(2), "world_size": m.group(3)}
+            text = m.group(m.lastindex)
+            key = as_int(text) if text.isascii() else None
+            return FoundFile(kind, path, key if key is not None and 0 <= key < limits.MAX_RANKS else None,
+                             meta=meta, key_text=text)
     return None
 
 
@@ -137,6 +175,35 @@ def _scan(folder: Path) -> list[FoundFile]:
             if f:
                 found.append(f)
     return found
+
+
+def _checked(files: list[FoundFile], problems: Problems, what: str = "rank id") -> list[FoundFile]:
+    """The files whose id (from the name) is a valid rank/device number, one per kind and id.
+
+    A bad id is named and the file ignored. Two files of one kind for one id (``step_trace_raw_0_*`` and
+    ``step_trace_raw_00_*``) are a data problem: the one whose name writes the id without leading zeros is
+    read, else the first by name."""
+    ok = []
+    for f in files:
+        if f.key is None:
+            limits.rank_id(f.key_text, f.path, problems.add, what=f"{what} in the file name")
+        else:
+            ok.append(f)
+    chosen: dict[tuple[str, int], FoundFile] = {}
+    for f in ok:
+        first = chosen.get((f.kind, f.key))
+        if first is None:
+            chosen[(f.kind, f.key)] = f
+        elif f.key_text == str(f.key) and first.key_text != str(first.key):
+            chosen[(f.kind, f.key)] = f
+    for f in ok:
+        win = chosen[(f.kind, f.key)]
+        if win is not f:
+            why = "its name writes the id without leading zeros" if win.key_text == str(win.key) and \
+                f.key_text != str(f.key) else "the first by name"
+            problems.add(f.path, f"a second {f.kind} file for {what.split()[0]} {f.key}: {win.path.name} is read "
+                                 f"({why}); this file skipped")
+    return [f for f in ok if chosen[(f.kind, f.key)] is f]
 
 
 def detect(root: Path) -> bool:
@@ -157,29 +224,44 @@ def _flat_folder(root: Path) -> Path | None:
     return None
 
 
-def _legacy_rank_table(root: Path) -> Path | None:
+def _legacy_rank_table(root: Path) -> tuple[Path | None, InputError | None]:
+    """(the rank table, None), or (None, why the likeliest candidate could not be used): the first ``*.json``
+    beside ``cluster_profiler/`` holding a ``server_list``; a broken ``hccl*.json`` is the one to name."""
     if not (root / "cluster_profiler").is_dir():
-        return None
+        return None, None
+    broken = None
     for p in sorted(root.glob("*.json"), key=lambda p: p.name):
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+            doc = read_json(p)
+        except InputError as exc:
+            if broken is None or (p.name.startswith("hccl") and not Path(broken.path).name.startswith("hccl")):
+                broken = exc
             continue
-        if isinstance(doc, dict) and isinstance(doc.get("server_list"), list):
-            return p
-    return None
+        if isinstance(doc, dict) and "server_list" in doc:
+            return p, None
+        if p.name.startswith("hccl") and (broken is None or not Path(broken.path).name.startswith("hccl")):
+            broken = InputError(p, f"not a rank table: {_json_kind(doc)} without a server_list")
+    return None, broken
 
 
 # --------------------------------------------------------------------------- parsing
 
 
+def _json_kind(v) -> str:
+    """What a JSON value is, with its article: "an object", "a list", ..."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number")
 
 
-def _num(text: str) -> float:
-    text = text.strip()
-    if text == "":
-        return math.nan
-    return float(text)
+def _cell_reason(text: str) -> str:
+    """Why a cell that is not a strict number is refused."""
+    return "missing" if not text.strip() else "not a number"
+
+
+def _consistent(a: float, b: float) -> bool:
+    """Two tick values that must agree (a written duration and its end - start): within 2 ticks (the file's
+    own rounding of averages) or 1e-6 relative. A cut cell (a prefix) is off by a factor of 10 or more."""
+    return abs(a - b) <= max(2.0, 1e-6 * abs(b))
 
 
 @dataclass
@@ -187,6 +269,62 @@ class StepTrace:
     rows: list[dict]  # per step: durations in ms, start_ns / end_ns exact (absolute ticks x 10)
     average: dict | None  # the file's own average row, ms
     ops: list[tuple]  # (step, op, stream, start_ns, end_ns, dur_ms)
+
+
+def _step_values(r: list[str], index: dict[str, int]) -> tuple[dict | None, str, str]:
+    """The base columns of one row in ticks (durations) and exact ns (time points): (values, "", "") or
+    (None, column, reason) for the first refused cell."""
+    vals: dict = {}
+    for c in _BASE_COLUMNS[1:]:
+        text = r[index[c]]
+        v = strict_float(text)
+        if v is None:
+            return None, c, _cell_reason(text)
+        if c in _DURATIONS:
+            reason = finite_ms(v / TICKS_PER_MS)
+        else:
+            reason = finite_ms(v, limit=math.inf)
+            if reason is None and to_ns(text, NS_PER_TICK) is None:
+                reason = "beyond the int64 ns range"
+        if reason:
+            return None, c, reason
+        vals[c] = v
+    return vals, "", ""
+
+
+def _op_value(r: list[str], i_start: int, i_end: int, i_dur: int) -> tuple[tuple | None, str | None]:
+    """One communication op of a row: ((start_ns, end_ns, dur_ticks), None), (None, None) when it did not run
+    (empty or 0/0), or (None, reason)."""
+    ts, te, td = r[i_start], r[i_end], r[i_dur]
+    if ts.isascii() and ts.isdigit() and te.isascii() and te.isdigit() and td.isascii() and td.isdigit():
+        start, end, dur = int(ts), int(te), int(td)  # the usual op, fast: whole ticks
+        if start == 0 and end == 0:
+            return None, None
+        if start <= end <= _MAX_TICKS and dur <= _MAX_DUR_TICKS:
+            return (start * NS_PER_TICK, end * NS_PER_TICK, float(dur)), None
+    if not (ts.strip() or te.strip()):
+        return None, None
+    start, end = strict_float(ts), strict_float(te)
+    for text, v in ((ts, start), (te, end)):
+        if v is None:
+            return None, _cell_reason(text)
+        reason = finite_ms(v, limit=math.inf)
+        if reason:
+            return None, reason
+    if start == 0 and end == 0:
+        return None, None
+    start_ns, end_ns = to_ns(ts, NS_PER_TICK), to_ns(te, NS_PER_TICK)
+    if start_ns is None or end_ns is None:
+        return None, "beyond the int64 ns range"
+    if end < start:
+        return None, "ends before it starts"
+    dur = end - start if not td.strip() else strict_float(td)
+    if dur is None:
+        return None, "not a number"
+    reason = finite_ms(dur / TICKS_PER_MS)
+    if reason:
+        return None, reason
+    return (start_ns, end_ns, dur), None
 
 
 def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
@@ -198,39 +336,77 @@ def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
     (older, duration last). Rows: one per step, then the average row (``step_num`` ``-``; in some
     old files a last row with ``step_num`` 0). An op whose start and end are both 0 did not run
     in that step.
+
+    Strict (issue 14): a row with a refused base cell, a truncated row, and a last line cut short are
+    skipped; a refused op cell drops that op of that step. MindSpore ends every row with a line break, so a
+    file that does not is cut: its last row is read only when its cells agree with each other (total =
+    end - start, fp_and_bp = bp - fp, tail = end - bp, each op's duration = its end - start), which a
+    cut (prefix) last cell does not.
     """
-    text = _read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise InputError(path, "empty file") from None
-    index = {h: i for i, h in enumerate(header) if h}
+    rejects = Rejects()
+    table = read_csv(path)
+    header = table.header
+    index: dict[str, int] = {}
+    for i, h in enumerate(header):
+        if h:
+            index.setdefault(h, i)
     missing = [c for c in _BASE_COLUMNS if c not in index]
     if missing:
         raise InputError(path, f"not a step trace: missing column(s) {', '.join(missing)}")
+    dups = table.duplicates()
+    base_dups = [d for d in dups if d in _BASE_COLUMNS]
+    if base_dups:
+        raise InputError(path, f"column(s) {', '.join(base_dups)} named twice in the header (which one holds the "
+                               f"value is unknown)")
     op_cols = []
     for h, i in index.items():
         if h.endswith("_start_point") and h not in ("start_point",):
             base = h[: -len("_start_point")]
             if base in index and base + "_end_point" in index and base not in _BASE_COLUMNS:
+                if {base, h, base + "_end_point"} & set(dups):
+                    continue
                 m = _STREAM.match(base)
-                op_cols.append((base, int(m.group(1)) if m else None, i, index[base + "_end_point"], index[base]))
-    raw_rows = [r for r in reader if any(c.strip() for c in r)]
+                op_cols.append((limits.cap_text(base), int(m.group(1)) if m and m.group(1).isascii() else None,
+                                i, index[base + "_end_point"], index[base]))
+    if dups and len(dups) != len(base_dups):
+        problems.append((str(path), f"op column(s) {', '.join(d for d in dups if d not in _BASE_COLUMNS)[:200]} "
+                                    f"named twice in the header; those ops ignored"))
     rows, ops, average = [], [], None
     seen = set()
-    base_idx = [index[c] for c in _BASE_COLUMNS]
-    for n, r in enumerate(raw_rows, start=2):
-        last = n == len(raw_rows) + 1
-        if len(r) <= max(base_idx):
-            problems.append((str(path), f"line {n}: truncated row ({len(r)} of {len(header)} fields) skipped"))
+    last_line = table.rows[-1][0] if table.rows else None
+    base_end = max(index[c] for c in _BASE_COLUMNS)
+    for n, r in table.rows:
+        last = n == last_line
+        vals, col, reason = _step_values(r, index) if len(r) > base_end else (None, "", "")
+        if reason:
+            rejects.add(path, n, f"column '{col}'", reason)
+            continue
+        shape = table.shape_problem(n, r)
+        if shape:
+            rejects.add(path, n, *shape)
             continue
         step_text = r[index["step_num"]].strip()
-        try:
-            vals = {c: _num(r[index[c]]) for c in _BASE_COLUMNS[1:]}
-        except ValueError:
-            problems.append((str(path), f"line {n}: non-numeric value skipped"))
+        is_avg = step_text == "-" or (last and step_text == "0")
+        step = None
+        if not is_avg:
+            step = as_int(step_text) if step_text.isascii() and step_text.isdigit() else None
+            if step is None or step > MAX_STEP:
+                rejects.add(path, n, "column 'step_num'", f"not a step number (0..{MAX_STEP})")
+                continue
+        row_ops, bad_ops = [], []
+        check_cut = last and not table.complete
+        for name, stream, i_start, i_end, i_dur in (op_cols if not is_avg or check_cut else ()):
+            op, reason = _op_value(r, i_start, i_end, i_dur)
+            if reason:
+                bad_ops.append((f"column '{name}'", reason))
+            elif op is not None:
+                row_ops.append((name, stream, *op))
+        if check_cut and (bad_ops or not _row_consistent(vals, row_ops)):
+            rejects.add(path, n, "last line", "truncated (no line break at the end of the file, and its cells "
+                                              "disagree: the last one is cut)")
             continue
+        for column, reason in bad_ops:
+            rejects.add(path, n, column, reason, action="value skipped")
         ms = {
             "step_ms": vals["total"] / TICKS_PER_MS,
             "step_interval_ms": vals["iteration_interval"] / TICKS_PER_MS,
@@ -239,75 +415,93 @@ def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
             "start_ns": to_ns(r[index["start_point"]], NS_PER_TICK),
             "end_ns": to_ns(r[index["end_point"]], NS_PER_TICK),
         }
-        if step_text == "-" or (last and step_text == "0"):
+        if is_avg:
             average = ms
             continue
-        if not step_text.isdigit():
-            problems.append((str(path), f"line {n}: step number {step_text[:20]!r} not understood, row skipped"))
-            continue
-        step = int(step_text)
         if step in seen:
             problems.append((str(path), f"line {n}: step {step} appears again; the first row was kept"))
             continue
         seen.add(step)
         ms["step"] = step
         rows.append(ms)
-        for name, stream, i_start, i_end, i_dur in op_cols:
-            if max(i_start, i_end, i_dur) >= len(r):
-                continue
-            try:
-                start, end, dur = _num(r[i_start]), _num(r[i_end]), _num(r[i_dur])
-            except ValueError:
-                continue
-            if math.isnan(start) or math.isnan(end) or (start == 0 and end == 0):
-                continue
-            if math.isnan(dur):
-                dur = end - start
-            ops.append((step, name, stream, to_ns(r[i_start], NS_PER_TICK), to_ns(r[i_end], NS_PER_TICK),
-                        dur / TICKS_PER_MS))
+        ops.extend((step, name, stream, s_ns, e_ns, dur / TICKS_PER_MS) for name, stream, s_ns, e_ns, dur in row_ops)
+    rejects.flush(lambda p, t: problems.append((p, t)))
     if not rows and average is None:
-        raise InputError(path, "no step rows")
+        raise InputError(path, "no step rows" + (" left (see the rows skipped)" if table.rows else ""))
     return StepTrace(rows, average, ops)
+
+
+def _row_consistent(vals: dict, row_ops: list[tuple]) -> bool:
+    """The identities of a step trace row (see :func:`parse_step_trace`); a check with a 0 time point (a
+    point not recorded) is left out."""
+    s, e, fp, bp = (vals[c] for c in _TIME_POINTS)
+    checks = [(vals["total"], e - s, (s, e)), (vals["fp_and_bp"], bp - fp, (fp, bp)), (vals["tail"], e - bp, (e, bp))]
+    checks += [(dur, (e_ns - s_ns) / NS_PER_TICK, (s_ns, e_ns)) for _n, _st, s_ns, e_ns, dur in row_ops]
+    return all(_consistent(a, b) for a, b, points in checks if all(points))
 
 
 def parse_cluster_analyse(path: Path, problems: list[tuple[str, str]]) -> tuple[list[dict], dict | None]:
     """Parse ``ascend_cluster_analyse_{mode}_{stages}_{size}_{rank}.csv`` (values in ms).
 
     One row per step in file order (MindInsight selects steps by row index), the last row is
-    the average over steps. A file with a single row is both step 1 and the average.
+    the average over steps. A file with a single row is both step 1 and the average. A refused row keeps
+    its place: the steps after it keep their numbers.
     """
-    text = _read_text(path)
-    rows = [r for r in csv.reader(io.StringIO(text, newline="")) if any(c.strip() for c in r)]
-    if not rows:
-        raise InputError(path, "empty file")
-    header = [h.strip() for h in rows[0]]
+    table = read_csv(path)
+    header = table.header
     cols = {i: _OVERLAP_COLUMNS[h] for i, h in enumerate(header) if h in _OVERLAP_COLUMNS}
     if not cols:
         problems.append((str(path), f"header {','.join(header)[:80]!r} has no computation/communication columns; ignored"))
         return [], None
-    values = []
-    for n, r in enumerate(rows[1:], start=2):
-        try:
-            values.append({name: _num(r[i]) if i < len(r) else math.nan for i, name in cols.items()})
-        except ValueError:
-            problems.append((str(path), f"line {n}: non-numeric value, row skipped"))
+    named = list(cols.values())
+    dups = sorted({c for c in named if named.count(c) > 1})
+    if dups:
+        names = [h for h in header if h in _OVERLAP_COLUMNS and _OVERLAP_COLUMNS[h] in dups]
+        raise InputError(path, f"column(s) {', '.join(names)} give the same value twice in the header (which one "
+                               f"holds it is unknown)")
+    rejects = Rejects()
+    values: list[dict | None] = []
+    for n, r in table.rows:
+        shape = table.shape_problem(n, r)
+        if shape:
+            rejects.add(path, n, *shape)
+            values.append(None)
+            continue
+        row = {}
+        for i, name in cols.items():
+            v = strict_float(r[i])
+            reason = _cell_reason(r[i]) if v is None else finite_ms(v)
+            if reason:
+                rejects.add(path, n, f"column '{header[i]}'", reason)
+                row = None
+                break
+            row[name] = v
+        values.append(row)
+    if not table.complete and len(values) >= 2 and values[-1] is not None and not _within_steps(values):
+        rejects.add(path, table.rows[-1][0], "last line", "truncated (no line break at the end of the file, and its "
+                                                          "average lies outside the range of the steps: a cut value)")
+        values[-1] = None
+    rejects.flush(lambda p, t: problems.append((p, t)))
     if not values:
         return [], None
-    if len(values) == 1:
-        steps, avg = values, values[0]
-    else:
-        steps, avg = values[:-1], values[-1]
-    out = [dict(v, step=i + 1) for i, v in enumerate(steps)]
-    return out, dict(avg)
+    steps, avg = (values, values[0]) if len(values) == 1 else (values[:-1], values[-1])
+    out = [dict(v, step=i + 1) for i, v in enumerate(steps) if v is not None]
+    return out, (dict(avg) if avg is not None else None)
+
+
+def _within_steps(values: list[dict | None]) -> bool:
+    """True when the last row (the average) lies within the range of the step rows in every column (1e-4 ms
+    slack for its rounding): a cut last cell (a prefix, 10x smaller or more) usually does not."""
+    steps = [v for v in values[:-1] if v is not None]
+    if not steps:
+        return True
+    return all(min(v[k] for v in steps) - 1e-4 <= x <= max(v[k] for v in steps) + 1e-4 for k, x in values[-1].items())
 
 
 def parse_profiler_info(path: Path) -> dict:
-    try:
-        doc = json.loads(_read_text(path))
-    except ValueError as exc:
-        raise InputError(path, f"invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict):
-        raise InputError(path, "expected a JSON object")
+        raise InputError(path, f"expected a JSON object, not {_json_kind(doc)}")
     return doc
 
 
@@ -321,23 +515,73 @@ class RankTable:
     world_size: int
 
 
-def parse_rank_table(path: Path) -> RankTable:
-    """HCCL rank table (``hccl.json``): ``server_list[].device[] = {device_id, device_ip, rank_id}``."""
-    try:
-        doc = json.loads(_read_text(path))
-    except ValueError as exc:
-        raise InputError(path, f"invalid JSON ({exc.msg} at line {exc.lineno})") from None
+def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
+    """HCCL rank table (``hccl.json``): ``server_list[].device[] = {device_id, device_ip, rank_id}``.
+
+    The table itself must be a JSON object with a ``server_list`` list (else :class:`InputError`). An entry of
+    the wrong shape, a device or rank id that is not a number in ``0..MAX_RANKS-1``, a rank id beyond the
+    devices the table lists, a device listed twice and a rank given to two devices are data problems (the first
+    entry is used); the table must keep one device. Its world size is the number of devices it lists."""
+    own: list = []  # the first problem and how many there were
+
+    def add(p, text: str) -> None:
+        own[:] = [own[0] if own else text, (own[1] if own else 0) + 1]
+        if problems is not None:
+            problems.append((str(p), text))
+
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "server_list" not in doc:
+        raise InputError(path, f"not a rank table: expected a JSON object with a server_list, found "
+                               f"{_json_kind(doc)}{'' if not isinstance(doc, dict) else ' without one'}")
+    servers = doc["server_list"]
+    if not isinstance(servers, list):
+        raise InputError(path, f"server_list is {_json_kind(servers)}, not a list of servers")
     rank_of: dict[tuple[str, int], int] = {}
-    for server in doc.get("server_list") or []:
-        sid = str(server.get("server_id", ""))
-        for dev in server.get("device") or []:
-            try:
-                rank_of[(sid, int(dev["device_id"]))] = int(dev["rank_id"])
-            except (KeyError, TypeError, ValueError):
-                raise InputError(path, f"rank table entry of server {sid!r} lacks a numeric device_id/rank_id") from None
+    owner: dict[int, tuple[str, int]] = {}
+    listed = sum(len(sv["device"]) for sv in servers if isinstance(sv, dict) and isinstance(sv.get("device"), list))
+    for i, server in enumerate(servers):
+        where = f"server_list[{i}]"
+        if not isinstance(server, dict):
+            add(path, f"{where} is {_json_kind(server)}, not a server object; ignored")
+            continue
+        sid = server.get("server_id")
+        if isinstance(sid, bool) or not isinstance(sid, (str, int)):
+            add(path, f"{where}.server_id is {'missing' if sid is None else _json_kind(sid)}; server ignored")
+            continue
+        sid = limits.cap_text(str(sid).strip(), 256)
+        devices = server.get("device")
+        if not isinstance(devices, list):
+            add(path, f"{where}.device is {'missing' if devices is None else _json_kind(devices)}, not a "
+                      f"list; server {sid!r} ignored")
+            continue
+        for j, dev in enumerate(devices):
+            w = f"{where}.device[{j}]"
+            if not isinstance(dev, dict):
+                add(path, f"{w} is {_json_kind(dev)}, not a device object; ignored")
+                continue
+            device = limits.rank_id(dev.get("device_id"), path, add, what=f"{w}.device_id")
+            rank = limits.rank_id(dev.get("rank_id"), path, add, what=f"{w}.rank_id") if device is not None else None
+            if device is None or rank is None:
+                continue
+            if rank >= listed:
+                add(path, f"{w}.rank_id {rank} is outside 0..{listed - 1} (the table lists {listed} devices); ignored")
+                continue
+            if (sid, device) in rank_of:
+                add(path, f"{w}: device {device} of server {sid!r} is listed again; its first entry (rank "
+                          f"{rank_of[(sid, device)]}) is used")
+                continue
+            if rank in owner:
+                s0, d0 = owner[rank]
+                add(path, f"{w}: rank {rank} is given to device {d0} of server {s0!r} and again to device {device} "
+                          f"of server {sid!r}; the first is used, this device ignored")
+                continue
+            rank_of[(sid, device)] = rank
+            owner[rank] = (sid, device)
     if not rank_of:
-        raise InputError(path, "rank table lists no devices")
-    return RankTable(path, rank_of, len(rank_of))
+        why = f": {own[0]}" + (f" (and {own[1] - 1} more problems)" if own[1] > 1 else "") if own else ""
+        raise InputError(path, f"rank table lists no usable device (server_list[].device[] with numeric device_id "
+                               f"and rank_id){why}")
+    return RankTable(path, rank_of, listed)
 
 
 def parse_host_mapping(path: Path) -> dict[str, str]:
@@ -346,48 +590,124 @@ def parse_host_mapping(path: Path) -> dict[str, str]:
     for line in _read_text(path).splitlines():
         parts = line.split()
         if len(parts) >= 2:
-            mapping[parts[1]] = parts[0]
+            mapping[limits.cap_text(parts[1], 256)] = limits.cap_text(parts[0], 256)
     return mapping
 
 
 # --------------------------------------------------------------------------- the reader
 
 
+def _stage_count(text, world: int | None, path, problems: Problems) -> int | None:
+    """A stage count claimed by ``path`` (file name or profiler_info), checked against the world size."""
+    n = as_int(text)
+    if n is None or not 1 <= n <= limits.MAX_RANKS or (world and (n > world or world % n)):
+        size = f" of the world size {world}" if world else ""
+        problems.add(path, f"stage count {limits.cap_text(repr(text), 40)} is not a whole divisor{size}; "
+                           f"no stages assumed")
+        return None
+    return n
+
+
+#: which world-size claim is used when several files make one
+_CLAIM_ORDER = "a rank table is preferred to the cluster_analyse file name, and that to profiler_info's rank_size"
+
+
+def _check_info(f: FoundFile, info: dict, run: Run, problems: Problems) -> None:
+    """profiler_info's own rank and parallel mode, checked (the rank of the file is its name's)."""
+    if "rank_id" in info and f.rank is not None:
+        rank = limits.rank_id(info["rank_id"], f.path, problems.add, what="rank_id")
+        if rank is not None and rank != f.rank:
+            problems.add(f.path, f"rank_id {rank} differs from the rank {f.rank} of {f.rank_from}; that is used")
+    mode = info.get("parallel_mode")
+    if isinstance(mode, str) and mode:
+        run.parallel.setdefault("framework_mode", limits.cap_text(mode, 80))
+    elif mode:
+        problems.add(f.path, f"parallel_mode is {_json_kind(mode)}, not text; ignored")
+
+
+def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
+    """Parse one per-rank file into ``out`` (lists of rows / tables by name)."""
+    if f.kind == "step_trace":
+        st = parse_step_trace(f.path, problems)
+        out["step_rows"].extend(dict(r, rank=f.rank) for r in st.rows)
+        if st.average is not None:
+            out["avg_rows"].append(dict(st.average, rank=f.rank))
+        else:
+            problems.add(f.path, "no average row ('-'); the average is computed from the step rows")
+        out["op_rows"].extend((f.rank,) + o for o in st.ops)
+    elif f.kind == "cluster_analyse":
+        rows, avg = parse_cluster_analyse(f.path, problems)
+        out["ov_rows"].extend(dict(r, rank=f.rank) for r in rows)
+        if avg is not None:
+            out["ov_avg_rows"].append(dict(avg, rank=f.rank))
+    elif f.kind == "hccl_raw":
+        from .mindinsight_hccl import parse_hccl_raw
+
+        parsed = parse_hccl_raw(f.path, f.rank, problems)
+        if parsed["tables"]:
+            out["generations"].add(parsed["generation"])
+        for name, df in parsed["tables"].items():
+            out["tables"].setdefault("mi_" + name, []).append(df)
+    elif _extra_parser(f.kind) is not None:
+        for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
+            out["tables"].setdefault(name, []).append(df)
+    elif f.kind == "profiler_info":
+        out["info"].append((f, parse_profiler_info(f.path)))
+
+
+def _legacy_files(root: Path, table: RankTable, problems: Problems, hosts: dict, devices: dict) -> list[FoundFile]:
+    mapping_path = root / "host_ips_mapping.txt"
+    mapped_to_ip: dict[str, str] = {}
+    if mapping_path.is_file():
+        try:
+            mapped_to_ip = parse_host_mapping(mapping_path)
+        except InputError as exc:
+            problems.add(exc.path or mapping_path, exc.problem + "; ignored")
+    if not mapped_to_ip:
+        problems.add(mapping_path, "host_ips_mapping.txt missing or empty; host folders were matched to rank-table "
+                                   "server ids by name")
+    files: list[FoundFile] = []
+    for host_dir in sorted((root / "cluster_profiler").iterdir(), key=lambda p: p.name):
+        if not host_dir.is_dir():
+            continue
+        folder = host_dir / "profiler" if (host_dir / "profiler").is_dir() else host_dir
+        ip = mapped_to_ip.get(host_dir.name, host_dir.name)
+        for f in _checked(_scan(folder), problems, what="device id"):
+            rank = table.rank_of.get((ip, f.key))
+            if rank is None:
+                problems.add(f.path, f"device {f.key} of host {limits.cap_text(host_dir.name, 256)} is not in the "
+                                     f"rank table; skipped")
+                continue
+            if hosts.get(rank, host_dir.name) != host_dir.name:
+                problems.add(f.path, f"rank {rank} already has files in cluster_profiler/{hosts[rank]}/ (the rank "
+                                     f"table maps both host folders to one server); this file skipped")
+                continue
+            f.rank = rank
+            f.rank_from = f"the rank table (device {f.key})"
+            hosts[rank] = host_dir.name
+            devices[rank] = f.key
+            files.append(f)
+    return files
+
+
 def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     root = Path(root)
-    problems: list[tuple[str, str]] = []
+    problems = Problems()
     hosts: dict[int, str] = {}
     devices: dict[int, int] = {}
-    expected: set[int] | None = None
-    world_size: int | None = None
+    claim = None  # (claimed world size, the file claiming it)
 
-    rank_table_path = _legacy_rank_table(root)
+    rank_table_path, broken = _legacy_rank_table(root)
     if rank_table_path is not None:
-        table = parse_rank_table(rank_table_path)
-        world_size = table.world_size
-        expected = set(table.rank_of.values())
-        mapping_path = root / "host_ips_mapping.txt"
-        mapped_to_ip = parse_host_mapping(mapping_path) if mapping_path.is_file() else {}
-        files: list[FoundFile] = []
-        for host_dir in sorted((root / "cluster_profiler").iterdir(), key=lambda p: p.name):
-            if not host_dir.is_dir():
-                continue
-            folder = host_dir / "profiler" if (host_dir / "profiler").is_dir() else host_dir
-            ip = mapped_to_ip.get(host_dir.name, host_dir.name)
-            for f in _scan(folder):
-                rank = table.rank_of.get((ip, f.key))
-                if rank is None:
-                    problems.append((str(f.path), f"device {f.key} of host {host_dir.name} is not in the rank table; skipped"))
-                    continue
-                f.rank = rank
-                hosts[rank] = host_dir.name
-                devices[rank] = f.key
-                files.append(f)
+        table = parse_rank_table(rank_table_path, problems)
+        claim = (table.world_size, rank_table_path)
+        files = _legacy_files(root, table, problems, hosts, devices)
         layout = (f"legacy MindInsight layout: rank table {rank_table_path.name}, "
                   f"host_ips_mapping.txt, cluster_profiler/<host>/profiler/ keyed by device id")
-        if not mapped_to_ip:
-            problems.append((str(mapping_path), "host_ips_mapping.txt missing; host folders were matched to rank-table server ids by name"))
     elif (root / "cluster_profiler").is_dir() and _flat_folder(root) is None:
+        if broken is not None:
+            raise InputError(broken.path, f"{broken.problem}: the rank table cannot be read, so the device ids of "
+                                          f"cluster_profiler/ cannot be mapped to ranks")
         raise InputError(root / "cluster_profiler", "legacy layout without a rank table: expected a *.json with a "
                                                     "server_list (hccl.json) beside it to map device ids to ranks")
     else:
@@ -395,7 +715,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         if folder is None:
             raise InputError(root, "no MindSpore Insight profiler files found (expected step_trace_raw_<rank>_detail_time.csv "
                                    "or other per-rank files here or in a profiler*/ sub-directory)")
-        files = _scan(folder)
+        files = _checked(_scan(folder), problems)
         for f in files:
             f.rank = f.key
         rel = "." if folder == root else folder.name
@@ -406,75 +726,76 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     run.devices = devices
 
     # parallel layout from the cluster_analyse file name (mode, stage count, world size)
+    stages_claim = None
     ca = [f for f in files if f.kind == "cluster_analyse"]
     if ca:
         meta = ca[0].meta
-        run.parallel = {"mode": meta["mode"], "stages": meta["stages"]}
-        if meta["stages"] > 1:
-            run.parallel["pp"] = meta["stages"]
-        world_size = world_size or meta["world_size"]
+        run.parallel = {"mode": meta["mode"]}
+        stages_claim = (meta["stages"], ca[0].path)
+        if claim is None:
+            claim = (meta["world_size"], ca[0].path)
         if any(f.meta != meta for f in ca):
-            problems.append((str(ca[0].path.parent), "ascend_cluster_analyse_* file names disagree on mode/stages/size; the first was used"))
+            problems.add(ca[0].path.parent, "ascend_cluster_analyse_* file names disagree on mode/stages/size; the "
+                                            f"first ({ca[0].path.name}) was used")
 
     total = len(files)
-    step_rows, avg_rows, op_rows, ov_rows, ov_avg_rows = [], [], [], [], []
-    hccl: dict[str, list] = {}
-    generations: set[str] = set()
+    out = {"step_rows": [], "avg_rows": [], "op_rows": [], "ov_rows": [], "ov_avg_rows": [], "tables": {},
+           "generations": set(), "info": []}
     for n, f in enumerate(files, start=1):
         if progress:
             progress(n, total)
         try:
-            if f.kind == "step_trace":
-                st = parse_step_trace(f.path, problems)
-                step_rows.extend(dict(r, rank=f.rank) for r in st.rows)
-                if st.average is not None:
-                    avg_rows.append(dict(st.average, rank=f.rank))
-                else:
-                    problems.append((str(f.path), "no average row ('-'); the average is computed from the step rows"))
-                op_rows.extend((f.rank,) + o for o in st.ops)
-            elif f.kind == "cluster_analyse":
-                rows, avg = parse_cluster_analyse(f.path, problems)
-                ov_rows.extend(dict(r, rank=f.rank) for r in rows)
-                if avg is not None:
-                    ov_avg_rows.append(dict(avg, rank=f.rank))
-            elif f.kind == "hccl_raw":
-                from .mindinsight_hccl import parse_hccl_raw
-
-                parsed = parse_hccl_raw(f.path, f.rank, problems)
-                generations.add(parsed["generation"])
-                for name, df in parsed["tables"].items():
-                    hccl.setdefault("mi_" + name.replace("comm_rank", "comm_rank"), []).append(df)
-            elif _extra_parser(f.kind) is not None:
-                for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
-                    hccl.setdefault(name, []).append(df)
-            elif f.kind == "profiler_info":
-                info = parse_profiler_info(f.path)
-                if world_size is None and str(info.get("rank_size", "")).isdigit():
-                    world_size = int(info["rank_size"])
-                stage_num = info.get("stage_num")
-                if "stages" not in run.parallel and isinstance(stage_num, int) and stage_num >= 1:
-                    run.parallel["stages"] = stage_num
-                if info.get("parallel_mode"):
-                    run.parallel.setdefault("framework_mode", str(info["parallel_mode"]))
+            _read_file(f, problems, out)
         except InputError as exc:
-            problems.append((exc.path or str(f.path), exc.problem + "; file skipped"))
+            problems.add(exc.path or f.path, exc.problem + "; file skipped")
+        except CONTENT_ERRORS as exc:
+            problems.add(f.path, f"unexpected content ({type(exc).__name__}: {limits.cap_text(str(exc), 120)}); "
+                                 f"file skipped")
+    for f, info in out["info"]:
+        if claim is None and "rank_size" in info:
+            claim = (info["rank_size"], f.path)
+        if stages_claim is None and "stage_num" in info:
+            stages_claim = (info["stage_num"], f.path)
+        _check_info(f, info, run, problems)
 
     found_ranks = sorted({f.rank for f in files if f.rank is not None})
-    stages = run.parallel.get("stages")
-    if stages and world_size and stages >= 1:
+    if not found_ranks:
+        first = f"; first problem: {problems[0][0]}: {problems[0][1]}" if problems else ""
+        raise InputError(root, f"no usable per-rank profiler files found{first}")
+    world_size = limits.world_size(claim[0], found_ranks, claim[1], problems.add) if claim else None
+    for f, info in out["info"]:
+        size = as_int(info.get("rank_size"))
+        if "rank_size" not in info or claim is None or f.path == claim[1]:
+            continue
+        shown = limits.cap_text(repr(info["rank_size"]), 40)
+        if size is None or not 1 <= size <= limits.MAX_RANKS:
+            problems.add(f.path, f"rank_size {shown} is not a usable rank count (1..{limits.MAX_RANKS}); ignored")
+        elif size != world_size:
+            problems.add(f.path, f"rank_size {shown} differs from the world size {world_size} used (from "
+                                 f"{Path(claim[1]).name}; {_CLAIM_ORDER})")
+    stages = _stage_count(stages_claim[0], world_size, stages_claim[1], problems) if stages_claim else None
+    if stages:
+        run.parallel["stages"] = stages
+        if ca and stages > 1:
+            run.parallel["pp"] = stages
+    if stages and world_size:
         # MindSpore assigns consecutive blocks of world_size / stages ranks to each stage
         # (MindInsight cluster_analyser.py: stage = rank // (rank_size / stage_num) + 1).
-        per_stage = world_size / stages
-        run.stage_map = {r: int(r // per_stage) + 1 for r in found_ranks}
-    if not found_ranks:
-        raise InputError(root, "no per-rank profiler files found")
+        per_stage = world_size // stages
+        run.stage_map = {r: r // per_stage + 1 for r in found_ranks}
 
     run.ranks = found_ranks
     run.world_size = world_size
-    if expected is None and world_size:
-        expected = set(range(world_size))
-    run.missing_ranks = sorted(expected - set(found_ranks)) if expected else []
+    found = set(found_ranks)
+    if world_size:
+        n_missing = world_size - len(found)
+        if n_missing <= MAX_MISSING_LISTED:
+            run.missing_ranks = [r for r in range(world_size) if r not in found]
+        else:
+            problems.add(claim[1], f"{n_missing} of the {world_size} ranks have no files; too many to list them")
 
+    step_rows, avg_rows, op_rows = out["step_rows"], out["avg_rows"], out["op_rows"]
+    ov_rows, ov_avg_rows, generations = out["ov_rows"], out["ov_avg_rows"], out["generations"]
     if step_rows:
         df = pd.DataFrame(step_rows)[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ns", "end_ns"]]
         run.tables["step_trace"] = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
@@ -492,7 +813,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         run.tables["cluster_overlap"] = df.reindex(columns=["rank", "step"] + ov_cols).sort_values(["rank", "step"]).reset_index(drop=True)
     if ov_avg_rows:
         run.tables["cluster_overlap_avg"] = pd.DataFrame(ov_avg_rows).reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
-    for name, parts in hccl.items():
+    for name, parts in out["tables"].items():
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)
@@ -501,7 +822,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                          " (MindSpore <=2.1 writes ms / KB / KB/s; 2.2+ writes µs costs and GB/s; all shown in "
                          "ms / MB / GB/s)")
         if len(generations) > 1:
-            run.problem(str(root), "hccl_raw files of both unit generations in one run; each was converted on its own")
+            problems.add(root, "hccl_raw files of both unit generations in one run; each was converted on its own")
     # one origin for every absolute time (step trace ticks, timeline µs): model doc, "Time base"
     t0 = origin(*(c for df in run.tables.values() for c in abs_columns(df)))
     run.time_origin_ns = t0 if t0 is not None else 0
@@ -512,6 +833,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)
+    run.problems_unlisted = getattr(run, "problems_unlisted", 0) + problems.unlisted
     return run
 
 

@@ -28,39 +28,53 @@ GFLOPS(10^9 vector)`` (2.2/2.3). Columns are recognised by name (FLOPs / FLOPS /
 the numbers are taken from the right so an op name with a comma survives.
 
 Bad input (unreadable, not JSON, no FLOPs keys, non-numeric values) -> a ``(path, problem)`` line and ``{}``
-(or the rows that could be read); never an exception.
+(or the rows that could be read); never an exception. Values are strict (issue 14): text that is not a plain
+number, NaN, infinite, negative and absurd values (over 1e15 MFLOPs / GFLOPS, over 1000 %) are refused and
+named (the summary's key, the detail file's line and column), never used.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from .. import limits
+from ..errors import InputError
+from ..limits import Rejects, finite_value, strict_float
+from ._files import read_json, read_text
+
+#: a utilisation in percent above this is not one
+MAX_PERCENT = 1000.0
+
 
 def _read(path: Path, problems: list) -> str | None:
     try:
-        return Path(path).read_bytes().decode("utf-8-sig")
-    except OSError as exc:
-        problems.append((str(path), f"cannot read: {exc.strerror or exc}; file skipped"))
-    except UnicodeDecodeError:
-        problems.append((str(path), "not UTF-8 text (binary or corrupted?); file skipped"))
+        return read_text(path)
+    except InputError as exc:
+        problems.append((str(path), exc.problem + "; file skipped"))
     return None
 
 
+def _limit(key: str) -> float:
+    return MAX_PERCENT if "utili" in key.lower() else limits.MAX_MAGNITUDE
+
+
+def _check(v, key: str) -> tuple[float, str | None]:
+    """A value (JSON number or cell text) for ``key`` -> (float, None), (NaN, None) when absent, or
+    (NaN, why it is refused)."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return math.nan, None
+    x = strict_float(v)
+    reason = "not a number" if x is None else finite_value(x, limit=_limit(key))
+    return (math.nan, reason) if reason else (x, None)
+
+
 def _f(v) -> float:
-    """A JSON value as float; NaN when absent or not a number (bools are not numbers)."""
-    if isinstance(v, bool) or v is None:
-        return math.nan
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return math.nan
+    """A JSON value as float; NaN when absent or refused (:func:`_check`)."""
+    return _check(v, "")[0]
 
 
 def _truthy(x: float) -> bool:
@@ -69,13 +83,10 @@ def _truthy(x: float) -> bool:
 
 def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFrame]:
     """One ``flops_summary_{rank}.json`` -> ``{"mi_flops": one row}`` (see the module docstring)."""
-    text = _read(path, problems)
-    if text is None:
-        return {}
     try:
-        d = json.loads(text)
-    except ValueError as exc:
-        problems.append((str(path), f"not valid JSON ({str(exc)[:80]}); file skipped"))
+        d = read_json(path)
+    except InputError as exc:
+        problems.append((str(path), exc.problem + "; file skipped"))
         return {}
     if not isinstance(d, dict):
         problems.append((str(path), "not a JSON object; file skipped"))
@@ -84,12 +95,17 @@ def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFra
     if "FLOPs" not in d and "FLOPS" not in d and not has_split:
         problems.append((str(path), "no FLOPs/FLOPS or cube_/vec_ keys; file skipped"))
         return {}
-    bad = [k for k, v in d.items() if ("FLOP" in k) and v is not None and math.isnan(_f(v))]
-    if bad:
-        problems.append((str(path), f"non-numeric value for {', '.join(sorted(bad))[:80]}; read as missing"))
-    cube_mf, vec_mf = _f(d.get("cube_FLOPs")), _f(d.get("vec_FLOPs"))
-    cube_gf, vec_gf = _f(d.get("cube_FLOPS")), _f(d.get("vec_FLOPS"))
-    mf, gf = _f(d.get("FLOPs")), _f(d.get("FLOPS"))
+    refused = {k: why for k, v in d.items() if "FLOP" in str(k) for why in [_check(v, str(k))[1]] if why}
+    if refused:
+        problems.append((str(path), "value(s) refused, read as missing: " + "; ".join(
+            f"{limits.cap_text(k, 40)} {why}" for k, why in sorted(refused.items()))[:300]))
+
+    def val(key: str) -> float:
+        return _check(d.get(key), key)[0]
+
+    cube_mf, vec_mf = val("cube_FLOPs"), val("vec_FLOPs")
+    cube_gf, vec_gf = val("cube_FLOPS"), val("vec_FLOPS")
+    mf, gf = val("FLOPs"), val("FLOPS")
     if not _truthy(mf) and has_split:  # MindInsight: FLOPs if truthy else cube + vec
         mf = (0.0 if math.isnan(cube_mf) else cube_mf) + (0.0 if math.isnan(vec_mf) else vec_mf)
         if math.isnan(cube_mf) and math.isnan(vec_mf):
@@ -99,11 +115,11 @@ def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFra
         if math.isnan(cube_gf) and math.isnan(vec_gf):
             gf = math.nan
     if has_split:
-        util = _f(d.get("cube_FLOPS_Utilization"))
-        vec_util = _f(d.get("vec_FLOPS_Utilization"))
+        util = val("cube_FLOPS_Utilization")
+        vec_util = val("vec_FLOPS_Utilization")
         generation = "ms2.0" if ("cube_FLOPS_Utilization" in d or "vec_FLOPS_Utilization" in d) else "ms2.2"
     else:
-        util, vec_util, generation = _f(d.get("FLOPS_Utilization")), math.nan, "ms1"
+        util, vec_util, generation = val("FLOPS_Utilization"), math.nan, "ms1"
     if math.isnan(mf) and math.isnan(gf):
         problems.append((str(path), "no usable FLOPs/FLOPS value; file skipped"))
         return {}
@@ -141,10 +157,11 @@ def parse_flops_detail(path, rank: int, problems: list) -> dict[str, pd.DataFram
     text = _read(path, problems)
     if text is None:
         return {}
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    numbered = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not numbered:
         problems.append((str(path), "empty file; skipped"))
         return {}
+    lines = [ln for _i, ln in numbered]
     head = [c.strip() for c in lines[0].split(",")]
     keys = [_column_key(c) for c in head[1:]]
     if not head or not _HEAD_NAME.search(head[0]) or not any(k and "flops" in k for k in keys):
@@ -152,25 +169,27 @@ def parse_flops_detail(path, rank: int, problems: list) -> dict[str, pd.DataFram
                                     "file skipped"))
         return {}
     n = len(keys)
-    rows, bad = [], 0
-    for ln in lines[1:]:
+    rows = []
+    rejects = Rejects()
+    cut_line = numbered[-1][0] if not text.endswith(("\n", "\r")) else None
+    for lineno, ln in numbered[1:]:
         cells = ln.split(",")
         if len(cells) < n + 1:
-            bad += 1
+            rejects.add(path, lineno, "last line" if lineno == cut_line else "row",
+                        "truncated (fewer fields than the header)")
             continue
-        name = ",".join(cells[: len(cells) - n]).strip()
-        try:
-            vals = [float(c.strip()) if c.strip() else math.nan for c in cells[len(cells) - n:]]
-        except ValueError:
-            bad += 1
-            continue
+        name = limits.cap_text(",".join(cells[: len(cells) - n]).strip())
         row = {"rank": int(rank), "op": name}
-        for k, v in zip(keys, vals):
+        for k, head_name, c in zip(keys, head[1:], cells[len(cells) - n:]):
+            v, reason = _check(c, head_name)
+            if reason:
+                rejects.add(path, lineno, f"column '{limits.cap_text(head_name, 40)}'", reason)
+                break
             if k:
                 row[k] = v
-        rows.append(row)
-    if bad:
-        problems.append((str(path), f"{bad} row(s) truncated or non-numeric; skipped"))
+        else:
+            rows.append(row)
+    rejects.flush(lambda p, t: problems.append((p, t)))
     if not rows:
         return {}
     df = pd.DataFrame(rows)

@@ -38,6 +38,13 @@ Without any of these (no links and a single step, say) the file is read as <= 2.
 
 Output units: ms, MB (10^6 B), GB/s. Bad input (unreadable, truncated last line, invalid JSON, missing
 columns, non-numeric cells) is listed in ``problems``; what could be read is returned; no exception.
+
+Values are strict (issue 14): a cost, wait, link time, size or bandwidth that is not a plain number, is NaN,
+infinite, negative or absurd (a cost or time over a day, a size or rate over 1e15 in the file's unit) is
+refused and listed with its line and column (a refused cost or wait skips the row's totals, a refused link
+entry or operator that entry); a row shorter than the header in the middle of the file is skipped; in a
+last line cut short only the cut cell is dropped (the cells before it are complete); step numbers and
+group-local ranks are bounded (:data:`reportgen.readers.mindinsight.MAX_STEP`, :data:`reportgen.limits.MAX_RANKS`).
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ import statistics
 from pathlib import Path
 
 import pandas as pd
+
+from .. import limits
+from ..errors import InputError
+from ..limits import finite_ms, finite_value, strict_float
+from ._files import read_text
 
 GEN_OLD = "<=2.1"
 GEN_NEW = "2.2+"
@@ -70,7 +82,11 @@ AVG_KIND = {GEN_OLD: "mean", GEN_NEW: "last step"}
 AVG_STEP = -1
 
 _REQUIRED = ("step_num", "communication_cost", "wait_cost")
-_PAIR = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_PAIR = re.compile(r"^\s*([0-9]+)\s*-\s*([0-9]+)\s*$")
+#: the highest step number taken as one (as the step trace reader)
+MAX_STEP = 2**31 - 1
+#: cost / wait bound before the unit is known: one day in µs (the 2.2+ unit; ms values are checked after)
+_COST_LIMIT = limits.MAX_DURATION_MS * 1e3
 _QUOTED = re.compile(r'"([^"]*(?:""[^"]*)*)(")?')
 _PLAIN = re.compile(r"[^,\r\n]*")
 _LITERAL_MAX = 50_000_000  # characters; larger Python-literal cells are not evaluated
@@ -135,13 +151,24 @@ class _Problems:
             problems.append((self.path, f"{what} ({where})"))
 
 
-def _number(text: str | None) -> float | None:
-    if text is None:
-        return None
+def _cost(text: str | None) -> tuple[float | None, str | None]:
+    """A cost / wait cell -> (value, None) or (None, why it is refused)."""
+    v = strict_float(text) if text is not None else None
+    if v is None:
+        return None, "missing" if text is None or not text.strip() else "not a number"
+    reason = finite_ms(v, limit=_COST_LIMIT)
+    return (None, reason) if reason else (v, None)
+
+
+def _decodes(text: str) -> bool:
+    """True when a last cell is a complete value: JSON / a Python literal, or a plain number."""
+    if strict_float(text) is not None:
+        return True
     try:
-        return float(text.strip())
+        _decode_cell(text)
+        return True
     except ValueError:
-        return None
+        return False
 
 
 def _decode_cell(text: str):
@@ -165,32 +192,49 @@ def _is_num(v) -> bool:
 
 def _link_values(vals):
     """[time, size, bandwidth(, rdma_wait)] -> tuple of 4 floats (wait NaN); ``()`` for an empty entry;
-    ``None`` when malformed. 2.2+ writes a single RDMA thread as ``[[...]]``: unwrapped."""
+    ``None`` when malformed; a str saying why when a value is refused (NaN, infinite, negative, absurd).
+    2.2+ writes a single RDMA thread as ``[[...]]``: unwrapped."""
     if isinstance(vals, list) and len(vals) == 1 and isinstance(vals[0], list):
         vals = vals[0]
     if isinstance(vals, list) and not vals:
         return ()
     if not isinstance(vals, list) or len(vals) < 3 or not all(_is_num(v) for v in vals[:4]):
         return None
-    wait = float(vals[3]) if len(vals) > 3 else math.nan
-    return float(vals[0]), float(vals[1]), float(vals[2]), wait
+    out = [float(v) for v in vals[:4]]
+    if (0.0 <= out[0] <= limits.MAX_DURATION_MS and 0.0 <= out[1] <= limits.MAX_MAGNITUDE and
+            0.0 <= out[2] <= limits.MAX_MAGNITUDE and (len(out) < 4 or 0.0 <= out[3] <= limits.MAX_DURATION_MS)):
+        return out[0], out[1], out[2], out[3] if len(out) > 3 else math.nan  # the usual entry, fast
+    for what, v, reason in (("time", out[0], finite_ms(out[0])), ("size", out[1], finite_value(out[1])),
+                            ("bandwidth", out[2], finite_value(out[2])),
+                            ("rdma_wait", out[3] if len(out) > 3 else 0.0, finite_ms(out[3]) if len(out) > 3 else None)):
+        if reason:
+            return f"link {what} {reason}"
+    return out[0], out[1], out[2], out[3] if len(out) > 3 else math.nan
 
 
-def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, line: int) -> None:
+def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, line: int,
+                   column: str = "link_info") -> None:
     if not isinstance(obj, dict):
         bad.add(line, "link_info is not a JSON object; ignored")
         return
     for key, transports in obj.items():
-        m = _PAIR.match(str(key))
+        m = _PAIR.match(key if len(key) <= 64 else key[:64])  # JSON keys are str
         if not m or not isinstance(transports, dict):
             bad.add(line, "link entry not of the form {\"<src>-<dst>\": {<transport>: [...]}}; ignored")
+            continue
+        src, dst = int(m.group(1)), int(m.group(2))
+        if max(src, dst) >= limits.MAX_RANKS:
+            bad.add(line, f"column '{column}': a link with a rank beyond 0..{limits.MAX_RANKS - 1}; ignored")
             continue
         for transport, raw in transports.items():
             vals = _link_values(raw)
             if vals is None:
                 bad.add(line, "link values not [time, size, bandwidth(, rdma_wait)] numbers; ignored")
+            elif isinstance(vals, str):
+                bad.add(line, f"column '{column}': {vals}; the link entry ignored")
             elif vals:
-                out.append((step, op, int(m.group(1)), int(m.group(2)), str(transport), *vals))
+                out.append((step, op, src, dst, transport if len(transport) <= 64 else limits.cap_text(transport, 64),
+                            *vals))
 
 
 def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Problems, line: int) -> None:
@@ -199,7 +243,7 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
         bad.add(line, "communication_operator_cost is not a JSON object; ignored")
         return
     for op, value in obj.items():
-        op = str(op)
+        op = op if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
         if isinstance(value, list) and len(value) == 4:
             op_step, op_cost, op_wait, op_links = value
             if str(op_step).strip() != step_text:
@@ -212,9 +256,14 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
         if not (_is_num(op_cost) and _is_num(op_wait)):
             bad.add(line, "operator cost/wait not numbers; ignored")
             continue
+        reason = None if 0 <= op_cost <= _COST_LIMIT and 0 <= op_wait <= _COST_LIMIT else \
+            finite_ms(op_cost, limit=_COST_LIMIT) or finite_ms(op_wait, limit=_COST_LIMIT)
+        if reason:
+            bad.add(line, f"column 'communication_operator_cost': an operator's cost/wait {reason}; ignored")
+            continue
         if step != AVG_STEP:
             ops.append((step, op, float(op_cost), float(op_wait)))
-        _flatten_links(op_links, step, op, links, bad, line)
+        _flatten_links(op_links, step, op, links, bad, line, "communication_operator_cost")
 
 
 # --------------------------------------------------------------------------- generation
@@ -286,24 +335,28 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
     path = Path(path)
     bad = _Problems(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return _empty(problems, path, f"cannot read: {exc.strerror or exc}")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8-sig", errors="replace")
-        problems.append((str(path), "not valid UTF-8; undecodable bytes replaced"))
+        text = read_text(path)
+    except InputError as exc:
+        return _empty(problems, path, exc.problem + "; file skipped")
 
     records = _records(text)
     header = next(records, None)
     if header is None:
         return _empty(problems, path, "empty file")
     names = [h.strip() for h in header[1]]
-    index = {h: i for i, h in enumerate(names) if h}
+    index: dict[str, int] = {}
+    for i, h in enumerate(names):
+        if h:
+            index.setdefault(h, i)
     missing = [c for c in _REQUIRED if c not in index]
     if missing:
         return _empty(problems, path, f"not an hccl_raw file: missing column(s) {', '.join(missing)}")
+    dups = sorted({h for h in names if h and names.count(h) > 1})
+    if dups:
+        return _empty(problems, path, f"column(s) {', '.join(dups)[:200]} named twice in the header (which one holds "
+                                      f"the value is unknown); file skipped")
+    if header[2] != "newline":
+        return _empty(problems, path, "the file ends inside its header line (cut short); file skipped")
     i_link, i_ops = index.get("link_info"), index.get("communication_operator_cost")
 
     steps: list[tuple[int, float, float]] = []
@@ -311,14 +364,17 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
     ops: list[tuple[int, str, float, float]] = []
     links: list[tuple] = []
     seen: set = set()
+    step_line: dict[int, int] = {}
     for line, cells, end in records:
         if not any(c.strip() for c in cells):
             continue
-        if end == "open_quote" or (end == "eof" and (len(cells) < len(names) or not cells[-1])):
+        if end == "open_quote" or (end == "eof" and (len(cells) < len(names) or not cells[-1] or
+                                                     not _decodes(cells[-1]))):
             bad.add(line, "last line cut short (truncated file); its last cell was ignored")
             cells = cells[:-1]
-        elif len(cells) < len(names):
-            bad.add(line, f"row has fewer fields than the header ({len(names)})")
+        elif len(cells) != len(names):
+            bad.add(line, f"row truncated or too long (not the {len(names)} fields of the header); row skipped")
+            continue
 
         def cell(i):
             return cells[i] if i is not None and i < len(cells) else None
@@ -326,23 +382,26 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
         step_text = (cell(index["step_num"]) or "").strip()
         if step_text == "-":
             step = AVG_STEP
-        elif step_text.isascii() and step_text.isdigit():
+        elif step_text.isascii() and step_text.isdigit() and len(step_text) <= 10 and int(step_text) <= MAX_STEP:
             step = int(step_text)
         else:
-            bad.add(line, "step_num neither a number nor '-'; row skipped")
+            bad.add(line, f"column 'step_num' neither a step number (0..{MAX_STEP}) nor '-'; row skipped")
             continue
         if step in seen:
             bad.add(line, "step appears again; the first row was kept")
             continue
         seen.add(step)
 
-        cost, wait = _number(cell(index["communication_cost"])), _number(cell(index["wait_cost"]))
+        (cost, why_cost), (wait, why_wait) = _cost(cell(index["communication_cost"])), _cost(cell(index["wait_cost"]))
         if cost is None or wait is None:
-            bad.add(line, "communication_cost/wait_cost missing or not a number; the row's totals were skipped")
+            col, why = ("communication_cost", why_cost) if cost is None else ("wait_cost", why_wait)
+            bad.add(line, f"column '{col}' {why}; the row's totals were skipped")
         elif step == AVG_STEP:
             avg = (cost, wait)
+            step_line[step] = line
         else:
             steps.append((step, cost, wait))
+            step_line[step] = line
 
         for col, i in (("link_info", i_link), ("communication_operator_cost", i_ops)):
             raw = cell(i)
@@ -370,9 +429,25 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
                                     "two distinct steps); read as <= 2.1 (costs in ms)"))
     if disagree:
         problems.append((str(path), f"read as MindSpore {gen} ({decided}), but: {'; '.join(disagree)}"))
-    bad.flush(problems)
 
     cost_div = 1e3 if gen == GEN_NEW else 1.0  # µs -> ms
+    if cost_div == 1.0:  # ms: the one-day bound is 1000 x tighter than the µs one checked on reading
+        def fine(s, c, w):
+            if finite_ms(c) or finite_ms(w):
+                bad.add(step_line.get(s, 0), "column 'communication_cost'/'wait_cost' over one day (ms); the row's "
+                                             "totals were skipped")
+                return False
+            return True
+
+        steps = [r for r in steps if fine(*r)]
+        avg = avg if avg is None or fine(AVG_STEP, *avg) else None
+        top = limits.MAX_DURATION_MS
+        kept = [o for o in ops if o[2] <= top and o[3] <= top]  # checked >= 0 and finite on reading
+        for o in ops if len(kept) < len(ops) else ():
+            if not (o[2] <= top and o[3] <= top):
+                bad.add(step_line.get(o[0], 0), "column 'communication_operator_cost': an operator's cost/wait over "
+                                                "one day (ms); ignored")
+        ops = kept
     bw_mul = 1.0 if gen == GEN_NEW else 1e-6  # KB/s -> GB/s
     tables: dict[str, pd.DataFrame] = {}
     if steps:
@@ -394,4 +469,5 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
         time = df["time_ms"].where(df["time_ms"] > 0)
         df["bandwidth_sizetime_gbps"] = df["size_mb"] / time  # MB/ms = GB/s
         tables["links"] = df[COLUMNS["links"]]
+    bad.flush(problems)
     return {"generation": gen, "tables": tables}

@@ -19,16 +19,24 @@ pipeline send/receive tables, following MindSpore Insight's ``profiler/analyser/
 * pairs: ``Send`` nodes (attr ``dest_rank``) and ``Receive`` nodes (attr ``src_rank``) with attr ``sr_tag``;
   the section matches them as MindInsight's UI (build-graph.js) does.
 
-A file that cannot be used adds a problem and returns ``{}``; it never raises.
+A file that cannot be used adds a problem and returns ``{}``; it never raises. Ids are checked (issue 14):
+``config.rankId`` and a Send/Receive peer rank outside ``0..MAX_RANKS-1`` are named and not used, a
+``stageId`` that is not a whole number in that range is named and left empty; names are capped
+(:func:`reportgen.limits.cap_text`); an attribute value that is not a number where the proto says so is
+kept as its text.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+from .. import limits
+from ..errors import InputError
+from ..limits import as_int
+from ._files import read_json
 
 OP_COLUMNS = ["rank", "stage_id", "node_id", "node", "name", "type", "scope", "instance_type", "parallel_shard",
               "parallel_group", "parallel_group_rank", "inputs"]
@@ -49,14 +57,17 @@ def _value(v):
     dt = v.get("dtype")
     if dt == "DT_STRING":
         return v.get("strVal", "")
-    if dt in _INT:
-        return int(v.get("intVal", 0))
+    if dt in _INT or dt in _UINT:
+        raw = v.get("intVal" if dt in _INT else "uintVal", 0)
+        n = as_int(raw)
+        return n if n is not None else limits.cap_text(str(raw), 80)  # not a number: kept as its text
     if dt == "DT_BOOL":
-        return bool(int(v.get("boolVal", 0)))
-    if dt in _UINT:
-        return int(v.get("uintVal", 0))
+        n = as_int(v.get("boolVal", 0))
+        return bool(n) if n is not None else limits.cap_text(str(v.get("boolVal")), 80)
     if dt in _FLOAT:
-        return float(v["floatVal"]) if v.get("floatVal") else v.get("doubleVal")
+        raw = v.get("floatVal") or v.get("doubleVal")
+        x = limits.strict_float(raw)
+        return x if x is not None else raw
     if dt in ("DT_TUPLE", "DT_LIST"):
         return [_value(x) for x in v.get("values", [])]
     if dt == "DT_NONE":
@@ -73,7 +84,7 @@ def _attrs(attributes) -> dict[str, str]:
             continue
         if sys.getsizeof(a["value"]) > MAX_ATTR_BYTES or a["name"] == "gen_strategy":
             continue
-        out[str(a["name"])] = str(_value(a["value"]))
+        out[limits.cap_text(a["name"], 256)] = limits.cap_text(_value(a["value"]))
     return out
 
 
@@ -85,25 +96,19 @@ def _node_name(scope: str, op_type: str, node: str, full_name: str) -> str:
 
 
 def _int_or_none(text):
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
+    return as_int(text)
 
 
 def parse_parallel_strategy(path, rank, problems) -> dict:
     path = Path(path)
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except OSError as exc:
-        problems.append((str(path), f"cannot read: {exc.strerror or exc}; file skipped"))
-        return {}
-    except (UnicodeDecodeError, ValueError) as exc:
-        problems.append((str(path), f"not valid JSON ({str(exc)[:120]}); file skipped"))
+        doc = read_json(path)
+    except InputError as exc:
+        problems.append((str(path), exc.problem + "; file skipped"))
         return {}
     try:
         return _parse(doc, path, rank, problems)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # malformed proto JSON
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:  # malformed proto JSON
         problems.append((str(path), f"unexpected parallel_strategy structure ({type(exc).__name__}: "
                                     f"{str(exc)[:120]}); file skipped"))
         return {}
@@ -114,15 +119,26 @@ def _parse(doc, path: Path, rank, problems) -> dict:
         problems.append((str(path), "no 'config' / 'graph' object (not a ProfilingParallel JSON); file skipped"))
         return {}
     config, graph = doc["config"], doc["graph"]
-    file_rank = _int_or_none(config.get("rankId", 0) or 0)
+
+    def add(p, text):
+        problems.append((str(p), text))
+
+    file_rank = limits.rank_id(config.get("rankId", 0) or 0, path, add, what="config.rankId")
     if rank is None:
         rank = file_rank
     elif file_rank is not None and file_rank != rank:
         problems.append((str(path), f"config.rankId {file_rank} differs from the rank {rank} of the file name; "
                                     "the file name's rank is used"))
+    if rank is None:
+        problems.append((str(path), "no usable rank for this file; file skipped"))
+        return {}
     stage_id = _int_or_none(config.get("stageId", 0) or 0)
-    consts = {str(c["key"]) for c in graph.get("constVals") or [] if isinstance(c, dict) and c.get("key")}
-    consts |= {str(p["name"]) for p in graph.get("parameters") or [] if isinstance(p, dict) and p.get("name")}
+    if stage_id is None or not 0 <= stage_id < limits.MAX_RANKS:
+        problems.append((str(path), f"config.stageId {limits.cap_text(repr(config.get('stageId')), 40)} is not a "
+                                    f"stage number; left empty"))
+        stage_id = None
+    consts = {limits.cap_text(c["key"]) for c in graph.get("constVals") or [] if isinstance(c, dict) and c.get("key")}
+    consts |= {limits.cap_text(p["name"]) for p in graph.get("parameters") or [] if isinstance(p, dict) and p.get("name")}
 
     nodes, skipped = [], 0
     for n in graph.get("node") or []:
@@ -135,36 +151,40 @@ def _parse(doc, path: Path, rank, problems) -> dict:
     topo = {}
     for i, n in enumerate(nodes, start=1):
         if str(n.get("opType", "")) in ("Const", "Parameter"):
-            consts.add(str(n["name"]))
+            consts.add(limits.cap_text(n["name"]))
         else:
-            topo[str(n["name"])] = i
+            topo[limits.cap_text(n["name"])] = i
     rows, pairs = [], []
     for i, n in enumerate(nodes, start=1):
-        op_type, scope, node = str(n.get("opType", "")), str(n.get("scope", "")), str(n["name"])
+        op_type, scope, node = (limits.cap_text(n.get("opType", ""), 256), limits.cap_text(n.get("scope", "")),
+                                limits.cap_text(n["name"]))
         if op_type in ("Const", "Parameter"):
             continue
         attr = _attrs(n.get("attribute"))
         inputs = []
         for inp in n.get("input") or []:
-            src = str(inp.get("name", "")) if isinstance(inp, dict) else ""
+            src = limits.cap_text(inp.get("name", "")) if isinstance(inp, dict) else ""
             if not src:
                 continue
             if src in consts:
                 inputs.append(src)
             elif src in topo:
                 inputs.append(str(topo[src]))
-        inst = str(n.get("instanceName", "") or "")
+        inst = limits.cap_text(n.get("instanceName", "") or "")
         instance_type = "GradientAggregation" if "grad_mirror" in inst else \
             "Redistribution" if "redistribution" in inst else ""
-        name = _node_name(scope, op_type, node, str(n.get("fullName", "")))
+        name = _node_name(scope, op_type, node, limits.cap_text(n.get("fullName", "")))
         rows.append({"rank": rank, "stage_id": stage_id, "node_id": str(i), "node": node, "name": name,
                      "type": op_type, "scope": scope, "instance_type": instance_type,
                      "parallel_shard": attr.get("in_strategy", ""), "parallel_group": attr.get("group", ""),
                      "parallel_group_rank": attr.get("group_ranks", ""), "inputs": ",".join(inputs)})
         if op_type in ("Send", "Receive"):
-            peer = attr.get("dest_rank" if op_type == "Send" else "src_rank")
+            key = "dest_rank" if op_type == "Send" else "src_rank"
+            peer = attr.get(key)
+            peer = limits.rank_id(peer, path, add, what=f"{op_type} node {node} attribute {key}") if peer is not None \
+                else None
             pairs.append({"rank": rank, "kind": "send" if op_type == "Send" else "receive", "node": str(i),
-                          "name": name, "peer_rank": _int_or_none(peer), "sr_tag": attr.get("sr_tag", "")})
+                          "name": name, "peer_rank": peer, "sr_tag": attr.get("sr_tag", "")})
     out = {"mi_strategy_ops": pd.DataFrame(rows, columns=OP_COLUMNS)}
     if pairs:
         out["mi_strategy_pairs"] = pd.DataFrame(pairs, columns=PAIR_COLUMNS)

@@ -27,6 +27,12 @@ Tables: ``device_ops`` (every op execution; stream ``CPU OP Thread <tid>``), ``t
 executions whose op type is a collective or p2p op: elapse = duration; transit / wait / sync / idle are not in
 the data, NaN; the group is not written either, ""), ``memory_record`` (component ``MindSpore``, MB of 10^6 B).
 ``step_time`` and ``device_timeline`` are measured on the timeline (:mod:`reportgen.timeline`).
+
+Values are strict (issue 14): an execution whose start is not a whole non-negative number of ns, whose duration
+is not a plain number, is negative or over a day, or which ends beyond the int64 ns range is skipped, as is a
+memory sample with a value that is not a plain non-negative number; each kind is listed with its line. Both
+files end every line with a line break: in a file that does not, the cut last entry (last memory line) is
+skipped.
 """
 
 from __future__ import annotations
@@ -34,20 +40,23 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from ..errors import InputError
+from ..limits import Rejects, as_int, finite_ms, finite_value, strict_float
 from ..model import Run, rel_ms
 from ..timeline import COMM_TYPE, RECEIVE, assign_steps, op_type
 from . import ascend
 from ._files import read_text
 
-OPS_FILE = re.compile(r"^cpu_op_execute_timestamp_(\d+)\.txt$")
+OPS_FILE = re.compile(r"^cpu_op_execute_timestamp_([0-9]+)\.txt$")
+_INT64_MAX = (1 << 63) - 1
 MEMORY_FILE = "cpu_ms_memory_record_{rank}.txt"
 _DEVICE_FILES = ("step_trace_time.csv", "kernel_details.csv", "communication.json", "op_statistic.csv")
 _P2P = re.compile(r"Send|Receive", re.IGNORECASE)
@@ -84,23 +93,51 @@ def decimal_ns(text: str, unit_ns: int) -> int:
     return int((Decimal(text.strip()) * unit_ns).to_integral_value())
 
 
+def _execution(item: str) -> tuple[tuple | None, str, str]:
+    """One ``<start ns>,<dur ms>[,<tid>]`` entry -> ((tid, start_ns, dur_ns), "", "") or (None, field, reason)."""
+    f = item.split(",")
+    if len(f) not in (2, 3):
+        return None, "entry", "not <start ns>,<dur ms>,<tid>"
+    start = as_int(f[0]) if f[0].strip().isdigit() else None
+    if start is None or start > _INT64_MAX:
+        return None, "start", "not a whole number of ns in the int64 range"
+    dur = strict_float(f[1])
+    reason = "not a number" if dur is None else finite_ms(dur)
+    if reason:
+        return None, "duration", reason
+    dur_ns = decimal_ns(f[1], 1_000_000)
+    if start + dur_ns > _INT64_MAX:
+        return None, "duration", "ends beyond the int64 ns range"
+    tid = f[2].strip() if len(f) > 2 else "0"
+    return (limits.cap_text(tid, 64), start, dur_ns), "", ""
+
+
 def parse_ops(path: Path, rank: int, problems: list) -> pd.DataFrame:
     """``cpu_op_execute_timestamp_<rank>.txt`` -> rank, name, type, tid, start_ns, dur_ns (one row per execution)."""
-    rows, bad = [], 0
-    for line in read_text(path).splitlines():
+    rows = []
+    rejects = Rejects()
+    text = read_text(path)
+    lines = text.splitlines()
+    cut = len(lines) if lines and not text.endswith(("\n", "\r")) else None
+    for n, line in enumerate(lines, start=1):
         parts = line.strip().split(";")
         if len(parts) < 3 or not parts[0]:
             if line.strip():
-                bad += 1
+                rejects.add(path, n, "line", "not <name>;<type>;<executions>")
             continue
-        for item in parts[2].split():
-            f = item.split(",")
-            try:
-                rows.append((parts[0], parts[1], f[2] if len(f) > 2 else "0", int(f[0]), decimal_ns(f[1], 1_000_000)))
-            except (ValueError, IndexError, InvalidOperation):
-                bad += 1
-    if bad:
-        problems.append((str(path), f"{bad} malformed entr{'y' if bad == 1 else 'ies'} skipped"))
+        items = parts[2].split()
+        if n == cut and not line.endswith((" ", "\t")) and items:
+            rejects.add(path, n, "last entry", "cut short (the file does not end with a line break)",
+                        action="value skipped")
+            items = items[:-1]
+        name, typ = limits.cap_text(parts[0]), limits.cap_text(parts[1], 256)
+        for item in items:
+            ex, field, reason = _execution(item)
+            if ex is None:
+                rejects.add(path, n, f"execution {field}", reason, action="value skipped")
+            else:
+                rows.append((name, typ, *ex))
+    rejects.flush(lambda p, t: problems.append((p, t)))
     if not rows:
         raise InputError(path, "no op executions in the file")
     df = pd.DataFrame(rows, columns=["name", "type", "tid", "start_ns", "dur_ns"])
@@ -110,16 +147,34 @@ def parse_ops(path: Path, rank: int, problems: list) -> pd.DataFrame:
 
 def parse_memory(path: Path, rank: int, problems: list) -> pd.DataFrame:
     """``cpu_ms_memory_record_<rank>.txt`` -> rank, ts_ns, allocated / reserved / active bytes."""
-    rows, bad = [], 0
-    lines = read_text(path).splitlines()
-    for line in lines[1:]:
+    rows = []
+    rejects = Rejects()
+    text = read_text(path)
+    lines = text.splitlines()
+    head = [h.strip() for h in lines[0].split(",")] if lines else []
+    cut = len(lines) if len(lines) > 1 and not text.endswith(("\n", "\r")) else None
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
         f = line.strip().split(",")
-        try:
-            rows.append((int(f[0]), float(f[1]), float(f[2]), float(f[3])))
-        except (ValueError, IndexError):
-            bad += int(bool(line.strip()))
-    if bad:
-        problems.append((str(path), f"{bad} malformed line(s) skipped"))
+        if n == cut or len(f) != 4:
+            rejects.add(path, n, "last line" if n == cut else "row", "truncated (the file does not end with a line "
+                        "break)" if n == cut else "not 4 fields")
+            continue
+        ts = as_int(f[0]) if f[0].strip().isdigit() else None
+        if ts is None or ts > _INT64_MAX:
+            rejects.add(path, n, f"column '{head[0] if head else 'Timestamp(ns)'}'", "not a whole number of ns in the "
+                                                                                    "int64 range")
+            continue
+        vals = [strict_float(x) for x in f[1:]]
+        why = next(((i, "not a number" if v is None else finite_value(v)) for i, v in enumerate(vals, start=1)
+                    if v is None or finite_value(v)), None)
+        if why:
+            col = head[why[0]] if len(head) > why[0] else f"field {why[0] + 1}"
+            rejects.add(path, n, f"column '{limits.cap_text(col, 40)}'", why[1])
+            continue
+        rows.append((ts, *vals))
+    rejects.flush(lambda p, t: problems.append((p, t)))
     df = pd.DataFrame(rows, columns=["ts_ns", "allocated", "reserved", "active"])
     df.insert(0, "rank", rank)
     return df

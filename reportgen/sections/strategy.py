@@ -51,7 +51,8 @@ MESH_TEXT_MAX = 256
 def _mi_stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]]:
     """0-based stage -> ranks, as MindInsight's metadata."""
     stages, world = run.parallel.get("stages"), run.world_size
-    if stages and world and stages >= 1 and world >= stages:
+    # a claimed world far beyond the ranks found is not listed rank by rank (issue 14): the ranks' own stage ids
+    if stages and world and stages >= 1 and world >= stages and world - len(run.ranks) <= 4096:
         g = world // stages
         return {s: list(range(s * g, (s + 1) * g)) for s in range(stages)}
     if ops is not None:
