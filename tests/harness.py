@@ -202,9 +202,11 @@ def _child(job: Job, out_path: Path, err_path: Path) -> None:
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        # a fresh process as the CLI would have it: default signals, no pytest logging/warning capture
+        # a fresh process as the CLI would have it: Python's start-up signals (SIGPIPE ignored, so a closed pipe
+        # is an error the code sees, not a silent death), no pytest logging/warning capture
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGPIPE, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         import logging
         import warnings

@@ -79,6 +79,7 @@ class Survey:
     suspects: list[tuple[Path, str]] = field(default_factory=list)  # named like a trace, not one: (file, why)
     unlisted: list[tuple[Path, str]] = field(default_factory=list)  # sub-directories that could not be listed
     strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
+    dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
     stopped: bool = False                                   # MAX_ENTRIES reached
 
     def families(self) -> dict[str, str]:
@@ -175,6 +176,11 @@ def _is_prof_dir(d: Path, dirnames: list[str]) -> bool:
     return bool(ascend._PROF_DIR.search(d.name)) or ascend.OUTPUT_DIR in dirnames
 
 
+def _named_like_data(p: Path) -> bool:
+    """A name one of the readers would read as a data file (used for directories that carry such a name)."""
+    return bool(mindinsight._classify(p) or _KINETO_NAME.search(p.name) or _ASCEND_NAMES.match(p.name))
+
+
 def survey(root: str | Path) -> Survey:
     """Walk ``root`` (bounded: :data:`MAX_DEPTH` levels, :data:`MAX_ENTRIES` entries, symbolic links to
     directories not followed) and record each family's data (module docstring)."""
@@ -199,6 +205,9 @@ def survey(root: str | Path) -> Survey:
             dirnames[:] = []  # a rank directory does not nest another one; all inside is Ascend's
             continue
         dirnames.sort()
+        for name in dirnames:
+            if len(s.dir_named_files) < MAX_LISTED and _named_like_data(d / name):
+                s.dir_named_files.append(d / name)
         if "cluster_profiler" in dirnames:  # the legacy MindInsight layout: its files are its own
             s.mi_runs.append(d)
             dirnames.remove("cluster_profiler")
@@ -369,6 +378,9 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
             run.problem(p, f"not read: named like a PyTorch trace but {why}")
     if listed > MAX_LISTED:
         run.problem(root, f"{listed - MAX_LISTED} more files named like PyTorch traces but not traces; not read")
+    for p in s.dir_named_files:
+        if str(p) not in named:
+            run.problem(p, "is a directory named like a profiler data file, not a file; not read")
     for p, why in s.unlisted[:MAX_LISTED]:
         run.problem(p, f"cannot list directory ({why}); not searched for profiler output")
     if len(s.unlisted) > MAX_LISTED:

@@ -217,6 +217,7 @@ def _assign_ranks(results, problems: list):
             unranked.append((path, decoded, info))
             continue
         cands.setdefault(rank, []).append((0 if source != "name" else 1, -n_rows, str(path), path, decoded, info))
+    _refuse_several_runs(cands)
     chosen: dict[int, tuple] = {}
     for rank, cs in cands.items():
         cs.sort(key=lambda c: c[:3])
@@ -336,6 +337,10 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
             if len(out) >= MAX_GROUPS:
                 dropped += 1
                 continue
+            size = pg.get("pg_size")
+            if size is not None and as_int(size) != len(ranks) and len(ranks):
+                problem(path, f"distributedInfo.pg_config group {key!r}: pg_size {cap_text(repr(size), 40)} is not "
+                              f"the {len(ranks)} ranks it lists; the list is used")
             out[key] = {"desc": desc, "ranks": ranks, "path": str(path)}
         if not_groups:
             problem(path, f"distributedInfo.pg_config: {not_groups} entries without a 'ranks' list were ignored")
@@ -380,6 +385,24 @@ def _missing_ranks(world: int | None, groups: pd.DataFrame, found: list[int], cl
             return sorted(r for r in members if r >= world)
         members |= set(range(world)) - have
     return sorted(members)
+
+
+def _refuse_several_runs(cands: dict[int, list]) -> None:
+    """Traces of one rank in two different directories are two runs side by side (run/a/, run/b/), not one
+    run's duplicate: refuse with a hint rather than mix them. Duplicates within one directory (two sessions of
+    one worker) are left to the rank choice, which names them."""
+    for rank, cs in sorted(cands.items()):
+        dirs = sorted({c[3].parent for c in cs})
+        if len(dirs) < 2:
+            continue
+        every = sorted({c[3].parent for group in cands.values() for c in group})
+        common = Path(os.path.commonpath([str(d) for d in every]))
+        names = ", ".join(str(d.relative_to(common)) if d != common else "." for d in every[:6])
+        more = f" and {len(every) - 6} more" if len(every) > 6 else ""
+        raise InputError(common, f"holds PyTorch traces of more than one run (rank {rank} is in "
+                                 f"{dirs[0].relative_to(common) if dirs[0] != common else '.'} and "
+                                 f"{dirs[1].relative_to(common) if dirs[1] != common else '.'}); pick one: give its "
+                                 f"sub-directory ({names}{more})")
 
 
 def _check_clocks(by_rank: dict, problems: list) -> None:

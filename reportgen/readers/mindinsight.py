@@ -201,7 +201,7 @@ def _checked(files: list[FoundFile], problems: Problems, what: str = "rank id") 
         if win is not f:
             why = "its name writes the id without leading zeros" if win.key_text == str(win.key) and \
                 f.key_text != str(f.key) else "the first by name"
-            problems.add(f.path, f"a second {f.kind} file for {what.split()[0]} {f.key}: {win.path.name} is read "
+            problems.add(f.path, f"duplicate: a second {f.kind} file for {what.split()[0]} {f.key}: {win.path.name} is read "
                                  f"({why}); this file skipped")
     return [f for f in ok if chosen[(f.kind, f.key)] is f]
 
@@ -292,9 +292,9 @@ def _step_values(r: list[str], index: dict[str, int]) -> tuple[dict | None, str,
     return vals, "", ""
 
 
-def _op_value(r: list[str], i_start: int, i_end: int, i_dur: int) -> tuple[tuple | None, str | None]:
+def _op_value(r: list[str], i_start: int, i_end: int, i_dur: int) -> tuple[tuple | None, tuple | None]:
     """One communication op of a row: ((start_ns, end_ns, dur_ticks), None), (None, None) when it did not run
-    (empty or 0/0), or (None, reason)."""
+    (empty or 0/0), or (None, (index of the refused cell, reason))."""
     ts, te, td = r[i_start], r[i_end], r[i_dur]
     if ts.isascii() and ts.isdigit() and te.isascii() and te.isdigit() and td.isascii() and td.isdigit():
         start, end, dur = int(ts), int(te), int(td)  # the usual op, fast: whole ticks
@@ -305,25 +305,25 @@ def _op_value(r: list[str], i_start: int, i_end: int, i_dur: int) -> tuple[tuple
     if not (ts.strip() or te.strip()):
         return None, None
     start, end = strict_float(ts), strict_float(te)
-    for text, v in ((ts, start), (te, end)):
+    for i, text, v in ((i_start, ts, start), (i_end, te, end)):
         if v is None:
-            return None, _cell_reason(text)
+            return None, (i, _cell_reason(text))
         reason = finite_ms(v, limit=math.inf)
         if reason:
-            return None, reason
+            return None, (i, reason)
     if start == 0 and end == 0:
         return None, None
     start_ns, end_ns = to_ns(ts, NS_PER_TICK), to_ns(te, NS_PER_TICK)
     if start_ns is None or end_ns is None:
-        return None, "beyond the int64 ns range"
+        return None, (i_start if start_ns is None else i_end, "beyond the int64 ns range")
     if end < start:
-        return None, "ends before it starts"
+        return None, (i_end, "ends before it starts")
     dur = end - start if not td.strip() else strict_float(td)
     if dur is None:
-        return None, "not a number"
+        return None, (i_dur, "not a number")
     reason = finite_ms(dur / TICKS_PER_MS)
     if reason:
-        return None, reason
+        return None, (i_dur, reason)
     return (start_ns, end_ns, dur), None
 
 
@@ -396,9 +396,9 @@ def parse_step_trace(path: Path, problems: list[tuple[str, str]]) -> StepTrace:
         row_ops, bad_ops = [], []
         check_cut = last and not table.complete
         for name, stream, i_start, i_end, i_dur in (op_cols if not is_avg or check_cut else ()):
-            op, reason = _op_value(r, i_start, i_end, i_dur)
-            if reason:
-                bad_ops.append((f"column '{name}'", reason))
+            op, bad = _op_value(r, i_start, i_end, i_dur)
+            if bad:
+                bad_ops.append((f"column '{header[bad[0]]}'", bad[1]))
             elif op is not None:
                 row_ops.append((name, stream, *op))
         if check_cut and (bad_ops or not _row_consistent(vals, row_ops)):
@@ -477,9 +477,12 @@ def parse_cluster_analyse(path: Path, problems: list[tuple[str, str]]) -> tuple[
                 break
             row[name] = v
         values.append(row)
-    if not table.complete and len(values) >= 2 and values[-1] is not None and not _within_steps(values):
-        rejects.add(path, table.rows[-1][0], "last line", "truncated (no line break at the end of the file, and its "
-                                                          "average lies outside the range of the steps: a cut value)")
+    if not table.complete and len(values) >= 2 and values[-1] is not None:
+        # MindSpore ends these files with a line break except when it writes a single row (mi_run_4): a last row
+        # after step rows with none may be cut anywhere, even inside the range of the steps ("6.4857" -> "6")
+        why = "its average lies outside the range of the steps: a cut value" if not _within_steps(values) else \
+            "so its last cell may be cut; not used"
+        rejects.add(path, table.rows[-1][0], "last line", f"truncated (no line break at the end of the file, {why})")
         values[-1] = None
     rejects.flush(lambda p, t: problems.append((p, t)))
     if not values:
