@@ -182,8 +182,17 @@ def script_json(value: Any) -> Markup:
     return Markup(text.translate(_JSON_ESCAPES))
 
 
+#: bidirectional embedding / override / isolate controls: a name holding one (U+202E) would reverse what follows
+#: it, so the page shows them as text (``\u202e``), like U+2028 in charts
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible_bidi(text: str) -> str:
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _BIDI.search(text) else text
+
+
 def _chart_text(text: str) -> str:
-    text = limits.cap_text(text, CHART_TEXT_CHARS)
+    text = _visible_bidi(limits.cap_text(text, CHART_TEXT_CHARS))
     if "\u2028" in text or "\u2029" in text:
         text = text.replace("\u2028", _SEPARATORS["\u2028"]).replace("\u2029", _SEPARATORS["\u2029"])
     return text
@@ -215,10 +224,10 @@ def _spec_or_note(spec: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 
 def _finalize(value: Any) -> Any:
-    """Every ``{{ ... }}`` of the template: untrusted text is cut to :data:`PAGE_TEXT_CHARS` (the cut stated) and
-    lone surrogates become U+FFFD (they cannot be written as UTF-8). Markup (escaped or trusted) is left alone."""
+    """Every ``{{ ... }}`` of the template: untrusted text is cut to :data:`PAGE_TEXT_CHARS` (the cut stated), bidi
+    controls are shown as text (:data:`_BIDI`) and lone surrogates become U+FFFD (they cannot be written as UTF-8). Markup (escaped or trusted) is left alone."""
     if isinstance(value, str) and not isinstance(value, Markup):
-        value = limits.cap_text(value, PAGE_TEXT_CHARS)
+        value = _visible_bidi(limits.cap_text(value, PAGE_TEXT_CHARS))
         if _SURROGATE.search(value):
             value = _SURROGATE.sub("\ufffd", value)
     return value

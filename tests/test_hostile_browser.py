@@ -233,3 +233,10 @@ def test_metrics_json_budget(monkeypatch):
     assert block["tables"]["ops"][0]["op"].endswith(f"…[+{len(LONG) - 4096} chars]")
     text = metrics.dumps({"a": "x\ud800"})
     assert json.loads(text) == {"a": "x\ud800"} and text.encode("utf-8")
+
+
+def test_bidi_controls_are_shown_not_obeyed():
+    """A host or op name holding U+202E would reverse the text after it ("(rank 0)" read "(0 knar)"): the page and
+    the charts show such controls as text."""
+    assert render._finalize("node0\u202eLTR") == "node0\\u202eLTR"
+    assert render.chart_spec({"data": {"values": [{"name": "a\u2066b"}]}})["data"]["values"][0]["name"] == "a\\u2066b"
