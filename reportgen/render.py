@@ -182,9 +182,9 @@ def script_json(value: Any) -> Markup:
     return Markup(text.translate(_JSON_ESCAPES))
 
 
-#: bidirectional embedding / override / isolate controls: a name holding one (U+202E) would reverse what follows
-#: it, so the page shows them as text (``\u202e``), like U+2028 in charts
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+#: bidirectional controls (embedding / override / isolate, the LRM/RLM/ALM marks) and line/paragraph separators: a
+#: name holding U+202E would reverse what follows it, so the page shows them all as text (``\u202e``, ``\u2028``)
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u2028\u2029]")
 
 
 def _visible_bidi(text: str) -> str:
