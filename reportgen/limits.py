@@ -35,6 +35,8 @@ MAX_NAME_CHARS = 4096
 MAX_PROBLEMS = 500
 #: line numbers quoted per kind of rejected value
 MAX_EXAMPLES = 5
+#: ranks listed one by one (missing ranks of a world-size claim, members of one group); more are only counted
+MAX_LISTED_RANKS = 4096
 
 ProblemFn = Callable[[str, str], None]  # (path, problem) -> None, e.g. Run.problem or list.append of a tuple
 
@@ -130,6 +132,18 @@ def finite_number(value, *, negative: bool = False, limit: float = math.inf, ove
     if abs(v) > limit:
         return over
     return None
+
+
+def missing_ranks(world: int | None, found) -> tuple[list[int], int]:
+    """Ranks of ``0..world-1`` without data: ``(ids, 0)`` when at most :data:`MAX_LISTED_RANKS` are missing, else
+    ``([], how many)`` - a large valid world-size claim is counted, never expanded into a list."""
+    if not world:
+        return [], 0
+    have = {r for r in found if 0 <= r < world}
+    absent = world - len(have)
+    if absent > MAX_LISTED_RANKS:
+        return [], absent
+    return [r for r in range(world) if r not in have], 0
 
 
 def finite_ms(value: float, *, negative: bool = False, limit: float = MAX_DURATION_MS) -> str | None:

@@ -12,7 +12,7 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   ``rank_size``), each file's claim checked against the ranks found (:func:`reportgen.limits.world_size`; the
   smallest usable claim wins), else the union of every rank's ``parallel_group_info``, whose ``global_ranks``
   are checked (a group with a member that is not a rank, a repeat, or a rank beyond the world size is ignored).
-  Nothing is allocated from a claim: missing ranks are listed up to :data:`MAX_LISTED_MISSING`, else counted.
+  Nothing is allocated from a claim: missing ranks are listed up to :data:`reportgen.limits.MAX_LISTED_RANKS`, else counted.
 * Everything is parsed by header name, never by position. Units become ms / MB (10^6 B) / GB/s.
 * Values are checked where they are read (issue 14): CSVs through :class:`Csv` (rows with another field count,
   a cell over the csv field limit, a last row cut by a missing newline are refused), numbers through
@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
 from ._files import read_text as _read_text
@@ -63,7 +64,6 @@ _PROF_DIR = re.compile(r"ascend_(pt|ms)$")
 _INFO = re.compile(r"^profiler_info_(-?\d+)\.json$")
 _MAX_DEPTH = 10
 #: missing ranks (world size minus the ranks found) are listed up to this many; more are only counted
-MAX_LISTED_MISSING = 4096
 
 #: step id of step_trace_time rows written without one (no profiler schedule); never left in the run model
 NO_STEP_ID = -1
@@ -1048,7 +1048,7 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
     World size: ``distributed_args.world_size`` (else MindSpore's ``rank_size`` in profiler_info) checked
     against the ranks found (:func:`reportgen.limits.world_size`); a group listing a rank beyond a usable claim
     is ignored; without a usable claim the ranks found and the groups' members set it. Nothing is allocated from
-    a claim: missing ranks are listed up to :data:`MAX_LISTED_MISSING`, beyond that only counted."""
+    a claim: missing ranks are listed up to :data:`reportgen.limits.MAX_LISTED_RANKS`, beyond that only counted."""
     found = sorted(chosen)
     what = "distributed_args.world_size"
     claims = list(meta.world_claims.values())
@@ -1084,11 +1084,8 @@ def _layout(run: Run, chosen: dict, meta: _Meta, problems: list, root: Path) -> 
     run.tables["groups"] = groups
     run.ranks = found
     run.world_size = world
-    missing = world - sum(1 for r in found if r < world) if world else 0
-    if missing <= MAX_LISTED_MISSING:
-        run.missing_ranks = sorted(set(range(world or 0)) - set(found))
-    else:
-        run.missing_ranks = []
+    run.missing_ranks, missing = limits.missing_ranks(world, found)
+    if missing:
         problems.append((claim_path or str(root), f"{missing} of the {world} ranks have no profiler directory "
                                                   f"(too many to list)"))
 

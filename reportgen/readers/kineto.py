@@ -68,7 +68,7 @@ import pandas as pd
 from .. import limits, workers
 from ..errors import InputError
 from ..intervals import clip, length, union
-from ..limits import MAX_RANKS, Rejects, as_int, cap_text, rank_id
+from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
 from ..model import Run, rel_ms
 from ..timebase import origin
 
@@ -159,7 +159,6 @@ def group_kind(desc: str, name: str = "") -> str:
 
 #: rank ids listed at most for one process group and as missing ranks; a larger claim stays a number (the
 #: group keeps only the ranks that have a trace; missing ranks are counted in a data problem, not listed)
-MAX_LISTED_RANKS = 4096
 #: rank ids listed over all process groups at most (later large groups keep only the ranks with a trace)
 MAX_LISTED_TOTAL = 1 << 18
 #: distinct process groups kept at most

@@ -49,7 +49,6 @@ NS_PER_TICK = 10
 #: the highest step number taken as one (a larger step_num is not a step count)
 MAX_STEP = 2**31 - 1
 #: missing ranks listed one by one up to this many; more are a count in a data problem
-MAX_MISSING_LISTED = 4096
 _MAX_TICKS = ((1 << 63) - 1) // NS_PER_TICK  # a time point whose ns fit int64
 _MAX_DUR_TICKS = limits.MAX_DURATION_MS * TICKS_PER_MS
 
@@ -791,10 +790,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     run.world_size = world_size
     found = set(found_ranks)
     if world_size:
-        n_missing = world_size - len(found)
-        if n_missing <= MAX_MISSING_LISTED:
-            run.missing_ranks = [r for r in range(world_size) if r not in found]
-        else:
+        run.missing_ranks, n_missing = limits.missing_ranks(world_size, found)
+        if n_missing:
             problems.add(claim[1], f"{n_missing} of the {world_size} ranks have no files; too many to list them")
 
     step_rows, avg_rows, op_rows = out["step_rows"], out["avg_rows"], out["op_rows"]

@@ -29,7 +29,7 @@ from collections import Counter
 import altair as alt
 import pandas as pd
 
-from .. import fmt, palette
+from .. import fmt, limits, palette
 from ..charts import band, cell_labels, natural_key, scale_position, sequential, to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -52,7 +52,7 @@ def _mi_stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]
     """0-based stage -> ranks, as MindInsight's metadata."""
     stages, world = run.parallel.get("stages"), run.world_size
     # a claimed world far beyond the ranks found is not listed rank by rank (issue 14): the ranks' own stage ids
-    if stages and world and stages >= 1 and world >= stages and world - len(run.ranks) <= 4096:
+    if stages and world and stages >= 1 and world >= stages and world - len(run.ranks) <= limits.MAX_LISTED_RANKS:
         g = world // stages
         return {s: list(range(s * g, (s + 1) * g)) for s in range(stages)}
     if ops is not None:
