@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -32,14 +31,13 @@ def _table(m: dict, section: str, name: str) -> list[dict]:
 @pytest.fixture(scope="module", params=[2, 1], ids=["pp2", "dp"])
 def clean(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"clean{request.param}")
-    t0 = time.perf_counter()
     truth, m = _report(tmp, KinetoSpec(stages=request.param))
-    return request.param, truth, m, time.perf_counter() - t0, tmp
+    return request.param, truth, m, tmp
 
 
 # ------------------------------------------------------------------------------------------ 1. clean
 def test_clean_run_has_no_finding(clean):
-    stages, truth, m, seconds, tmp = clean
+    stages, truth, m, tmp = clean
     assert m["findings"] == []
     assert all(s["status"] == "ok" for s in m["sections"].values()), {k: s.get("reason") for k, s in
                                                                        m["sections"].items()}
@@ -50,7 +48,7 @@ def test_clean_run_has_no_finding(clean):
 
 
 def test_clean_run_noise_is_small(clean):
-    stages, truth, m, _, _ = clean
+    stages, truth, m, _ = clean
     pr = _table(m, "overlap", "per_rank")
     step = sum(r["step_ms"] for r in pr) / len(pr)
     by_stage: dict = {}
@@ -159,7 +157,7 @@ def test_deterministic(tmp_path):
 
 # ------------------------------------------------------------------------------------------ 4. truth = read back
 def test_ground_truth_equals_report(clean):
-    stages, truth, m, _, tmp = clean
+    stages, truth, m, tmp = clean
     got = {(r["rank"], r["step"]): r for r in _table(m, "overlap", "per_rank_step")}
     assert len(got) == len(truth["per_rank_step"]) == 8 * 4
     pairs = [("step_ms", "step_ms"), ("computing_ms", "computing_ms"), ("comm_ms", "comm_ms"),

@@ -4,7 +4,6 @@ against reportgen's findings (reportgen.synth.mindinsight, MindInsightSpec.clean
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -37,16 +36,14 @@ def _all_bytes(root: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module", params=[2, 1], ids=["pp2", "dp"])
 def clean(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"clean{request.param}")
-    t0 = time.perf_counter()
-    gt, m, root = _run(tmp, MindInsightSpec.clean_run(stages=request.param))
-    return gt, m, root, time.perf_counter() - t0
+    return _run(tmp, MindInsightSpec.clean_run(stages=request.param))
 
 
 # --------------------------------------------------------------------------- 1. clean runs
 
 
 def test_clean_run_has_no_finding(clean):
-    gt, m, root, seconds = clean
+    gt, m, root = clean
     assert m["findings"] == []
     assert gt["anomalies"] == [] and gt["clean"] is True
     assert len(set(gt["hosts"].values())) == 2 and gt["world_size"] == 8
@@ -55,7 +52,7 @@ def test_clean_run_has_no_finding(clean):
 
 
 def test_clean_run_noise_is_small(clean):
-    gt, m, root, _ = clean
+    gt, m, root = clean
     t = _table(m, "trajectory", "per_rank_step")
     o = _table(m, "overlap", "per_rank_step")
     x = t.merge(o, on=["rank", "step", "stage"], suffixes=("", "_o"))
@@ -249,7 +246,7 @@ def _check_readback(gt: dict, m: dict) -> None:
 
 
 def test_ground_truth_equals_report_clean(clean):
-    gt, m, _, _ = clean
+    gt, m, _ = clean
     _check_readback(gt, m)
 
 
