@@ -528,14 +528,105 @@ def _json_fields(obj: dict, fields: dict, path: Path, where: str, rejects: Rejec
     return out
 
 
+if _msgspec is not None:
+    def _fields(name: str, fields: dict, extra=()):
+        """A msgspec Struct of optional float fields named as in the file (any other shape: the checked path)."""
+        return _msgspec.defstruct(name, [*extra, *((col, float | None, _msgspec.field(default=None, name=key))
+                                                   for key, (col, _k) in fields.items())], gc=False)
+
+    _TimeInfo = _fields("_TimeInfo", _TIME_FIELDS, [("start", object, _msgspec.field(default=None,
+                                                                                     name="Start Timestamp(us)"))])
+    _BwInfo = _fields("_BwInfo", _BW_FIELDS)
+
+    class _CommOp(_msgspec.Struct, gc=False):
+        time: _TimeInfo | None = _msgspec.field(default=None, name="Communication Time Info")
+        bw: dict[str, _BwInfo] = _msgspec.field(default_factory=dict, name="Communication Bandwidth Info")
+
+    # float literals of untyped fields (the start time) arrive as their text: exact ns (timebase.to_ns)
+    _COMM_DEC = _msgspec.json.Decoder(dict[str, dict[str, dict[str, _CommOp]]], float_hook=str)
+
+
+def _numbers_fine(values: list, kind: str) -> bool:
+    """Whether every value (None = absent) passes :func:`refused` for ``kind`` (non-negative kinds only)."""
+    v = np.array(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return bool((np.isnan(v) | ((v >= 0) & (v <= KINDS[kind][2]))).all())
+
+
+def _communication_fast(text: str, rank: int):
+    """(ops rows, bandwidth rows) of a clean ``communication.json`` (msgspec, typed), or None when the file needs
+    the checked path: same rows, order and values as :func:`_communication_checked` for the files it accepts."""
+    if _msgspec is None:
+        return None
+    try:
+        doc = _COMM_DEC.decode(text)
+    except _msgspec.DecodeError:  # ValidationError included
+        return None
+    ops, bws, times, sizes = [], [], [], {}
+    for step_key, kinds in doc.items():
+        m = _STEP_KEY.fullmatch(step_key)
+        step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
+        if step is None or step > MAX_ID:
+            return None
+        for kind, entries in kinds.items():
+            if len(kind) > 40:
+                return None
+            for key, info in entries.items():
+                if len(key) > MAX_NAME_CHARS:
+                    return None
+                if key.startswith("Total Op Info"):
+                    continue
+                t = info.time
+                if t is None or t.elapse_ms is None:
+                    return None
+                start, why = json_time_ns(t.start)
+                if why is not None:
+                    return None
+                op, _, ghash = key.partition("@")
+                vals = (t.elapse_ms, t.transit_ms, t.wait_ms, t.sync_ms, t.idle_ms)
+                times.append(vals)
+                ops.append((rank, step, kind, op, _op_type(op), ghash, start,
+                            *(math.nan if x is None else x for x in vals)))
+                for transport, b in info.bw.items():
+                    if len(transport) > 40:
+                        return None
+                    got = [b.size_mb, b.time_ms, b.bandwidth_gbps, b.large_packet_ratio]
+                    for col, x in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), got):
+                        sizes.setdefault(col, []).append(x)
+                    got = [math.nan if x is None else x for x in got]
+                    if not (got[0] or got[1]):
+                        continue
+                    bws.append((rank, step, kind, op, ghash, transport, *got))
+    if times and not _numbers_fine(times, "ms"):
+        return None
+    for col, (_name, kind) in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), _BW_FIELDS.values()):
+        if sizes.get(col) and not _numbers_fine(sizes[col], kind):
+            return None
+    return ops, bws
+
+
 def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``communication.json`` -> (comm_ops_raw, comm_bandwidth_raw) with ``group_hash`` columns.
 
     Times are in ms already; sizes in MB (10^6 B); ``Total Op Info`` entries are skipped (they are
     sums we recompute). SDMA is HCCS+PCIE+SIO aggregated: kept as its own transport row. Every level must be
     an object and every number a finite, non-negative value within :data:`KINDS`; an entry that is not is
-    skipped and counted (data problem naming the step and op).
+    skipped and counted (data problem naming the step and op). A clean file is decoded by msgspec into typed
+    entries (start times as text, exact); any doubt sends the whole file through the checked stdlib path.
     """
+    text = _read_text(path)
+    got = _communication_fast(text, rank) if text.strip() else None
+    ops, bws = got if got is not None else _communication_checked(path, rank, problems)
+    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
+                                        *(c for c, _k in _TIME_FIELDS.values())])
+    ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
+    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport",
+                                       *(c for c, _k in _BW_FIELDS.values())])
+    return ops_df, bw_df
+
+
+def _communication_checked(path: Path, rank: int, problems: list) -> tuple[list, list]:
+    """The stdlib path of :func:`parse_communication`: every level, key and value checked, refusals named."""
     doc = _read_json(path, exact=True)
     rejects = Rejects()
     ops, bws = [], []
@@ -567,12 +658,7 @@ def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataF
                 continue
             bws.append((rank, step, kind, op, ghash, _text(transport, 40), *vals.values()))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
-                                        *(c for c, _k in _TIME_FIELDS.values())])
-    ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
-    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport",
-                                       *(c for c, _k in _BW_FIELDS.values())])
-    return ops_df, bw_df
+    return ops, bws
 
 
 #: matrix link field -> (column, kind)
@@ -725,7 +811,8 @@ def reduce_matrix(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     indices to ranks), the per-op rows of this rank's :data:`MATRIX_OP_LINKS` busiest links (by the summed
     ``time_ms`` > 0 of their per-op rows, ties kept) and of steps that have no ``total`` row. The sums table gives
     every other link's summed per-op time, its row count and whether its rows were kept, so that the run-wide
-    choice (:func:`_busiest_links`) is exact."""
+    choice (:func:`_busiest_links`) is exact: the sums table holds the links whose per-op rows were left out
+    (``op_time_ms``, ``rows`` left out)."""
     nt = (df["stat"] != "total").to_numpy()
     self_link = (df["src_local"] == df["dst_local"]).to_numpy()
     cand = nt & ~self_link
@@ -741,14 +828,14 @@ def reduce_matrix(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     else:
         sums["kept"] = True
     if sums["kept"].all():
-        return df, sums.assign(rows=0)
+        return df, pd.DataFrame()
     chosen = sums.loc[sums["kept"], _LINK_KEY]
     keep = ~cand | pd.MultiIndex.from_frame(df[_LINK_KEY]).isin(pd.MultiIndex.from_frame(chosen))
     keep |= ~df["step"].isin(set(df.loc[~nt, "step"])).to_numpy()
     left = df.loc[~keep, _LINK_KEY].groupby(_LINK_KEY, sort=False).size().rename("left")
     sums = sums.drop(columns="rows").join(left, on=_LINK_KEY).rename(columns={"left": "rows"})
     sums["rows"] = sums["rows"].fillna(0).astype(np.int64)
-    return df[keep].reset_index(drop=True), sums
+    return df[keep].reset_index(drop=True), sums[~sums["kept"]].drop(columns="kept").reset_index(drop=True)
 
 
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
