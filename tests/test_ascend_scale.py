@@ -47,14 +47,14 @@ def test_a_doubtful_file_takes_the_checked_path(tmp_path):
     assert A.parse_matrix(p, 0, problems).empty and "negative" in problems[0][1]
 
 
-def _matrix(links: int, steps: int = 2) -> dict:
+def _matrix(links: int, steps: int = 2, group: str = "7") -> dict:
     """One rank's per-pair matrix: ``links`` peers, per step top1 + total entries; link i's per-op time is i."""
     doc = {}
     for s in range(steps):
         top = {f"0-{i}": {"Transport Type": "HCCS", "Transit Size(MB)": 1.0, "Transit Time(ms)": float(i),
                           "Bandwidth(GB/s)": 1.0 / i, "Op Name": f"op{s}"} for i in range(1, links + 1)}
         tot = {k: {**v, "Op Name": ""} for k, v in top.items()}
-        doc[f"step{s}"] = {"collective": {"allreduce-top1@7": top, "allreduce-total@7": tot}}
+        doc[f"step{s}"] = {"collective": {f"allreduce-top1@{group}": top, f"allreduce-total@{group}": tot}}
     return doc
 
 
@@ -103,7 +103,9 @@ def test_a_link_left_out_by_one_rank_is_read_again(tmp_path, monkeypatch):
         d = tmp_path / f"h_{rank}_2025112712000000{rank}_ascend_pt"
         (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
         (d / f"profiler_info_{rank}.json").write_text(json.dumps({"rank_id": rank}))
-        doc = _matrix(8)
+        (d / "profiler_metadata.json").write_text(json.dumps({"parallel_group_info": {
+            "g": {"group_name": "dp", "global_ranks": list(range(9))}}}))
+        doc = _matrix(8, group=str(A.double_hash("g")))
         for s in doc.values():  # rank 0: link i costs i; rank 1: 9 - i (+ a bit)
             for e in s["collective"].values():
                 for k, v in e.items():
