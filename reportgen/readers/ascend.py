@@ -53,6 +53,11 @@ from ._files import read_text as _read_text
 from ..model import Run
 from ..timebase import abs_columns, column_ns, origin, to_ns, to_rel_ms
 
+try:  # the fast JSON decoder the Kineto reader uses (optional): typed decoding of the communication files
+    import msgspec as _msgspec
+except ImportError:  # pragma: no cover - the stdlib path reads the same files, slower
+    _msgspec = None
+
 US_PER_MS = 1000.0
 #: torch_npu writes memory "MB" as bytes / 1024**2 (values are multiples of 1/64 MiB): to MB of 10^6 B.
 MIB_TO_MB = 1.048576
@@ -523,14 +528,105 @@ def _json_fields(obj: dict, fields: dict, path: Path, where: str, rejects: Rejec
     return out
 
 
+if _msgspec is not None:
+    def _fields(name: str, fields: dict, extra=()):
+        """A msgspec Struct of optional float fields named as in the file (any other shape: the checked path)."""
+        return _msgspec.defstruct(name, [*extra, *((col, float | None, _msgspec.field(default=None, name=key))
+                                                   for key, (col, _k) in fields.items())], gc=False)
+
+    _TimeInfo = _fields("_TimeInfo", _TIME_FIELDS, [("start", object, _msgspec.field(default=None,
+                                                                                     name="Start Timestamp(us)"))])
+    _BwInfo = _fields("_BwInfo", _BW_FIELDS)
+
+    class _CommOp(_msgspec.Struct, gc=False):
+        time: _TimeInfo | None = _msgspec.field(default=None, name="Communication Time Info")
+        bw: dict[str, _BwInfo] = _msgspec.field(default_factory=dict, name="Communication Bandwidth Info")
+
+    # float literals of untyped fields (the start time) arrive as their text: exact ns (timebase.to_ns)
+    _COMM_DEC = _msgspec.json.Decoder(dict[str, dict[str, dict[str, _CommOp]]], float_hook=str)
+
+
+def _numbers_fine(values: list, kind: str) -> bool:
+    """Whether every value (None = absent) passes :func:`refused` for ``kind`` (non-negative kinds only)."""
+    v = np.array(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return bool((np.isnan(v) | ((v >= 0) & (v <= KINDS[kind][2]))).all())
+
+
+def _communication_fast(text: str, rank: int):
+    """(ops rows, bandwidth rows) of a clean ``communication.json`` (msgspec, typed), or None when the file needs
+    the checked path: same rows, order and values as :func:`_communication_checked` for the files it accepts."""
+    if _msgspec is None:
+        return None
+    try:
+        doc = _COMM_DEC.decode(text)
+    except _msgspec.DecodeError:  # ValidationError included
+        return None
+    ops, bws, times, sizes = [], [], [], {}
+    for step_key, kinds in doc.items():
+        m = _STEP_KEY.fullmatch(step_key)
+        step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
+        if step is None or step > MAX_ID:
+            return None
+        for kind, entries in kinds.items():
+            if len(kind) > 40:
+                return None
+            for key, info in entries.items():
+                if len(key) > MAX_NAME_CHARS:
+                    return None
+                if key.startswith("Total Op Info"):
+                    continue
+                t = info.time
+                if t is None or t.elapse_ms is None:
+                    return None
+                start, why = json_time_ns(t.start)
+                if why is not None:
+                    return None
+                op, _, ghash = key.partition("@")
+                vals = (t.elapse_ms, t.transit_ms, t.wait_ms, t.sync_ms, t.idle_ms)
+                times.append(vals)
+                ops.append((rank, step, kind, op, _op_type(op), ghash, start,
+                            *(math.nan if x is None else x for x in vals)))
+                for transport, b in info.bw.items():
+                    if len(transport) > 40:
+                        return None
+                    got = [b.size_mb, b.time_ms, b.bandwidth_gbps, b.large_packet_ratio]
+                    for col, x in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), got):
+                        sizes.setdefault(col, []).append(x)
+                    got = [math.nan if x is None else x for x in got]
+                    if not (got[0] or got[1]):
+                        continue
+                    bws.append((rank, step, kind, op, ghash, transport, *got))
+    if times and not _numbers_fine(times, "ms"):
+        return None
+    for col, (_name, kind) in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), _BW_FIELDS.values()):
+        if sizes.get(col) and not _numbers_fine(sizes[col], kind):
+            return None
+    return ops, bws
+
+
 def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``communication.json`` -> (comm_ops_raw, comm_bandwidth_raw) with ``group_hash`` columns.
 
     Times are in ms already; sizes in MB (10^6 B); ``Total Op Info`` entries are skipped (they are
     sums we recompute). SDMA is HCCS+PCIE+SIO aggregated: kept as its own transport row. Every level must be
     an object and every number a finite, non-negative value within :data:`KINDS`; an entry that is not is
-    skipped and counted (data problem naming the step and op).
+    skipped and counted (data problem naming the step and op). A clean file is decoded by msgspec into typed
+    entries (start times as text, exact); any doubt sends the whole file through the checked stdlib path.
     """
+    text = _read_text(path)
+    got = _communication_fast(text, rank) if text.strip() else None
+    ops, bws = got if got is not None else _communication_checked(path, rank, problems)
+    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
+                                        *(c for c, _k in _TIME_FIELDS.values())])
+    ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
+    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport",
+                                       *(c for c, _k in _BW_FIELDS.values())])
+    return ops_df, bw_df
+
+
+def _communication_checked(path: Path, rank: int, problems: list) -> tuple[list, list]:
+    """The stdlib path of :func:`parse_communication`: every level, key and value checked, refusals named."""
     doc = _read_json(path, exact=True)
     rejects = Rejects()
     ops, bws = [], []
@@ -562,26 +658,107 @@ def parse_communication(path: Path, rank: int, problems: list) -> tuple[pd.DataF
                 continue
             bws.append((rank, step, kind, op, ghash, _text(transport, 40), *vals.values()))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    ops_df = pd.DataFrame(ops, columns=["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns",
-                                        *(c for c, _k in _TIME_FIELDS.values())])
-    ops_df["start_ns"] = ops_df["start_ns"].astype("Int64")
-    bw_df = pd.DataFrame(bws, columns=["rank", "step", "kind", "op", "group_hash", "transport",
-                                       *(c for c, _k in _BW_FIELDS.values())])
-    return ops_df, bw_df
+    return ops, bws
 
 
 #: matrix link field -> (column, kind)
 _LINK_FIELDS = {k: _BW_FIELDS[k] for k in ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")}
 
 
-def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
-    """``communication_matrix.json`` -> comm_matrix_raw rows with GROUP-LOCAL ``src_local``/``dst_local``.
+MATRIX_COLUMNS = ["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local", "dst_local", "transport",
+                  "size_mb", "time_ms", "bandwidth_gbps", "op_name"]
+_STEP_KEY = re.compile(r"step(\d*)")
 
-    A link key is ``<src>-<dst>`` of group-local indices below :data:`reportgen.limits.MAX_RANKS` (``4294967295``
-    = the local end); other keys, other shapes and refused numbers skip the link and are counted."""
+if _msgspec is not None:
+    class _Link(_msgspec.Struct, gc=False):
+        """One matrix link as the fast path decodes it (any other shape: the checked stdlib path)."""
+        transport: str = _msgspec.field(default="", name="Transport Type")
+        size: float | None = _msgspec.field(default=None, name="Transit Size(MB)")
+        time: float | None = _msgspec.field(default=None, name="Transit Time(ms)")
+        bw: float | None = _msgspec.field(default=None, name="Bandwidth(GB/s)")
+        op: str = _msgspec.field(default="", name="Op Name")
+
+    _MATRIX_DEC = _msgspec.json.Decoder(dict[str, dict[str, dict[str, dict[str, _Link]]]])
+
+
+class _LinkEnds(dict):
+    """``"<src>-<dst>"`` -> (src, dst) group-local indices (``4294967295`` = the local end), None when refused;
+    each distinct key parsed once (they repeat over steps and stats)."""
+
+    def __missing__(self, link):
+        src, _, dst = link.partition("-")
+        src_i, dst_i = as_int(src), as_int(dst)
+        if dst_i == 4294967295:  # "local": the other end is the source
+            dst_i = src_i
+        ok = src_i is not None and dst_i is not None and 0 <= src_i < MAX_RANKS and 0 <= dst_i < MAX_RANKS
+        self[link] = out = (src_i, dst_i) if ok else None
+        return out
+
+
+def _matrix_fast(text: str, rank: int) -> dict | None:
+    """The columns of a clean ``communication_matrix.json`` (msgspec, typed), or None when the file needs the
+    checked path (:func:`_matrix_checked`): another shape, a refused key or value, text where a number belongs, a
+    name over its cap. Same rows, same order and same values as the checked path for the files it accepts."""
+    if _msgspec is None:
+        return None
+    try:
+        doc = _MATRIX_DEC.decode(text)
+    except _msgspec.DecodeError:  # ValidationError included
+        return None
+    entry: list[tuple] = []
+    counts: list[int] = []
+    keys: list[str] = []
+    vals: list = []
+    for step_key, kinds in doc.items():
+        m = _STEP_KEY.fullmatch(step_key)
+        step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
+        if step is None or step > MAX_ID:
+            return None
+        for kind, entries in kinds.items():
+            if len(kind) > 40:
+                return None
+            for key, links in entries.items():
+                if len(key) > MAX_NAME_CHARS:
+                    return None
+                name, _, ghash = key.partition("@")
+                op_type, _, stat = name.rpartition("-")
+                entry.append((step, kind, op_type.lower(), stat, ghash))
+                counts.append(len(links))
+                keys.extend(links)
+                vals.extend(links.values())
+    ends = list(map(_LinkEnds().__getitem__, keys))
+    if None in ends:
+        return None
+    cols = {}
+    for name, kind, attr in (("size_mb", "mb", "size"), ("time_ms", "ms", "time"), ("bandwidth_gbps", "gbps", "bw")):
+        v = np.array([getattr(x, attr) for x in vals], dtype=float)  # None (absent) -> NaN, as the checked path
+        limit = KINDS[kind][2]
+        with np.errstate(invalid="ignore"):
+            if not (np.isnan(v) | ((v >= 0) & (v <= limit))).all():
+                return None
+        cols[name] = v
+    transport = [x.transport for x in vals]
+    op_name = [x.op for x in vals]
+    if any(len(t) > 40 for t in set(transport)) or (op_name and max(map(len, op_name)) > MAX_NAME_CHARS):
+        return None
+    n = len(vals)
+    counts_a = np.array(counts, dtype=np.int64)
+    e = list(zip(*entry)) if entry else [()] * 5
+    ends_a = np.array(ends, dtype=np.int64).reshape(n, 2)
+    out = {"rank": np.full(n, rank, dtype=np.int64), "step": np.repeat(np.array(e[0], dtype=np.int64), counts_a)}
+    for i, c in enumerate(("kind", "op_type", "stat", "group_hash"), start=1):
+        out[c] = np.repeat(np.array(e[i], dtype=object), counts_a)
+    out.update(src_local=ends_a[:, 0], dst_local=ends_a[:, 1], transport=np.array(transport, dtype=object), **cols,
+               op_name=np.array(op_name, dtype=object))
+    return out
+
+
+def _matrix_checked(path: Path, rank: int, problems: list) -> pd.DataFrame:
+    """The stdlib path of :func:`parse_matrix`: every level, key and value checked, refusals named."""
     doc = _read_json(path)
     rejects = Rejects()
     rows = []
+    ends = _LinkEnds()
     for step, kind, key, links in _step_entries(doc, path, rejects):
         where = f"step{step}/{kind}/{key}"
         links = _expect_dict(links, path, where, rejects)
@@ -589,11 +766,8 @@ def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
         op_type, _, stat = name.rpartition("-")
         for link, v in (links or {}).items():
             at = f"{where}/{_text(link, 40)}"
-            src, _, dst = str(link).partition("-")
-            src_i, dst_i = as_int(src), as_int(dst)
-            if dst_i == 4294967295:  # "local": the other end is the source
-                dst_i = src_i
-            if src_i is None or dst_i is None or not (0 <= src_i < MAX_RANKS and 0 <= dst_i < MAX_RANKS):
+            got = ends[str(link)]
+            if got is None:
                 rejects.add(path, at, "the link key", f"is not <src>-<dst> of ranks in 0..{MAX_RANKS - 1}",
                             "entry skipped", unit="entry")
                 continue
@@ -601,11 +775,67 @@ def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
             vals = _json_fields(v, _LINK_FIELDS, path, at, rejects) if v is not None else None
             if vals is None:
                 continue
-            rows.append((rank, step, kind, op_type.lower(), stat, ghash, src_i, dst_i,
+            rows.append((rank, step, kind, op_type.lower(), stat, ghash, *got,
                          _text(v.get("Transport Type", ""), 40), *vals.values(), _text(v.get("Op Name", ""))))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    return pd.DataFrame(rows, columns=["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local",
-                                       "dst_local", "transport", "size_mb", "time_ms", "bandwidth_gbps", "op_name"])
+    return pd.DataFrame(rows, columns=MATRIX_COLUMNS)
+
+
+def parse_matrix(path: Path, rank: int, problems: list) -> pd.DataFrame:
+    """``communication_matrix.json`` -> comm_matrix_raw rows with GROUP-LOCAL ``src_local``/``dst_local``.
+
+    A link key is ``<src>-<dst>`` of group-local indices below :data:`reportgen.limits.MAX_RANKS` (``4294967295``
+    = the local end); other keys, other shapes and refused numbers skip the link and are counted. A clean file is
+    decoded by msgspec into typed links (:func:`_matrix_fast`, ~10x faster); any doubt sends the whole file through
+    the checked stdlib path, which names every refusal."""
+    text = _read_text(path)
+    cols = _matrix_fast(text, rank) if text.strip() else None
+    if cols is None:
+        return _matrix_checked(path, rank, problems)
+    return pd.DataFrame(cols, columns=MATRIX_COLUMNS)
+
+
+#: per-op matrix rows (top1 / middle / bottom*) are kept for this many links of each rank (the busiest by the
+#: summed per-op time) and, once every rank is read, for the run's this-many busiest links: the communication
+#: section draws the BOX_LINKS (30) busiest (tests/test_ascend_scale.py checks that this is no fewer)
+MATRIX_OP_LINKS = 64
+_LINK_KEY = ["group_hash", "src_local", "dst_local", "transport"]
+
+
+def reduce_matrix(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One rank's comm_matrix rows -> (the rows kept, per-link sums of what was left out).
+
+    A per-pair matrix holds one link per group member, per step, per stat: at 1024 ranks a run holds ~30M such
+    rows, of which the report uses the ``total`` rows (links) and the per-op rows of the busiest links (the
+    communication section's per-link box plots). Kept: every ``total`` row, every self link (they map group-local
+    indices to ranks), the per-op rows of this rank's :data:`MATRIX_OP_LINKS` busiest links (by the summed
+    ``time_ms`` > 0 of their per-op rows, ties kept) and of steps that have no ``total`` row. The sums table gives
+    every other link's summed per-op time, its row count and whether its rows were kept, so that the run-wide
+    choice (:func:`_busiest_links`) is exact: the sums table holds the links whose per-op rows were left out
+    (``op_time_ms``, ``rows`` left out)."""
+    nt = (df["stat"] != "total").to_numpy()
+    self_link = (df["src_local"] == df["dst_local"]).to_numpy()
+    cand = nt & ~self_link
+    if not cand.any():
+        return df, pd.DataFrame()
+    c = df[cand]
+    timed = c["time_ms"].where(c["time_ms"] > 0)
+    sums = c.assign(time_ms=timed).groupby(_LINK_KEY, sort=False, dropna=False).agg(
+        op_time_ms=("time_ms", "sum"), rows=("time_ms", "size")).reset_index()
+    if len(sums) > MATRIX_OP_LINKS:
+        cut = sums["op_time_ms"].nlargest(MATRIX_OP_LINKS).iloc[-1]
+        sums["kept"] = sums["op_time_ms"] >= cut
+    else:
+        sums["kept"] = True
+    if sums["kept"].all():
+        return df, pd.DataFrame()
+    chosen = sums.loc[sums["kept"], _LINK_KEY]
+    keep = ~cand | pd.MultiIndex.from_frame(df[_LINK_KEY]).isin(pd.MultiIndex.from_frame(chosen))
+    keep |= ~df["step"].isin(set(df.loc[~nt, "step"])).to_numpy()
+    left = df.loc[~keep, _LINK_KEY].groupby(_LINK_KEY, sort=False).size().rename("left")
+    sums = sums.drop(columns="rows").join(left, on=_LINK_KEY).rename(columns={"left": "rows"})
+    sums["rows"] = sums["rows"].fillna(0).astype(np.int64)
+    return df[keep].reset_index(drop=True), sums[~sums["kept"]].drop(columns="kept").reset_index(drop=True)
 
 
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
@@ -985,6 +1215,9 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         if host:
             run.hosts[rank] = host
     lazy: dict[str, list] = {}
+    matrix_paths = tables.pop("_matrix_paths", {})
+    left = tables.pop("_matrix_left", [])
+    left = pd.concat(left, ignore_index=True) if left else None
     for table, path, parser, rank in tables.pop("_lazy", []):
         lazy.setdefault(table, []).append((path, parser, rank))
     eager = [df for parts in tables.values() for df in parts if df is not None]
@@ -1008,7 +1241,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     if "comm_bandwidth" in run.tables:
         run.tables["comm_bandwidth"] = sdma_remainder(run.tables["comm_bandwidth"])
     by_hash = _layout(run, chosen, meta, problems, root)
-    _resolve_groups(run, by_hash, problems)
+    left, self_map = _resolve_groups(run, by_hash, problems, left)
+    _busiest_links(run, left, matrix_paths, by_hash, self_map)
     have = set(run.tables["step_time"]["rank"]) if "step_time" in run.tables else set()
     if "trace_steps" in run.tables and "overlap_intervals" in run.tables:
         todo = run.tables["trace_steps"][~run.tables["trace_steps"]["rank"].isin(have)]
@@ -1184,7 +1418,13 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
     p = present.get("communication_matrix.json")
     if p is not None:
         files.append((rank, "communication_matrix", str(p)))
-        add("comm_matrix", _guarded(p, problems, parse_matrix, rank, problems))
+        df = _guarded(p, problems, parse_matrix, rank, problems)
+        if df is not None:  # one rank's matrix, reduced before the next is read (reduce_matrix)
+            df, left = reduce_matrix(df.assign(_row=np.arange(len(df))))
+            add("comm_matrix", df)
+            if not left.empty:
+                add("_matrix_left", left.assign(rank=rank))
+                tables.setdefault("_matrix_paths", {})[rank] = p
     p = present.get("trace_view.json")
     if p is not None:
         files.append((rank, "trace_view", str(p)))
@@ -1267,8 +1507,39 @@ def sdma_remainder(bw: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([rest, sdma[bw.columns]], ignore_index=True)
 
 
-def _resolve_groups(run: Run, by_hash: dict, problems: list) -> None:
-    """Group hashes -> group keys; matrix links group-local -> global ranks."""
+def _self_map(m: pd.DataFrame) -> dict:
+    """Self links i-i reported by rank R tell that local i is R in that group (msprof-analyze's fallback):
+    {(group hash, local index): rank}, the first report of each."""
+    own = m.loc[m["src_local"] == m["dst_local"], ["group_hash", "src_local", "rank"]]
+    own = own.drop_duplicates(["group_hash", "src_local"])
+    return {(h, int(i)): int(r) for h, i, r in zip(own["group_hash"], own["src_local"], own["rank"])}
+
+
+def _global_ends(m: pd.DataFrame, by_hash: dict, self_map: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Group-local link ends -> global ranks through the group's sorted ``global_ranks`` (else :func:`_self_map`);
+    -1 where neither tells."""
+    n = len(m)
+    src, dst = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    sl, dl = m["src_local"].to_numpy(np.int64), m["dst_local"].to_numpy(np.int64)
+    for h, idx in pd.Series(np.arange(n)).groupby(m["group_hash"].to_numpy(), sort=False).indices.items():
+        g = by_hash.get(h)
+        rest = idx
+        if g is not None:
+            ranks = np.asarray(g.ranks, dtype=np.int64)
+            ok = (sl[idx] < len(ranks)) & (dl[idx] < len(ranks))
+            src[idx[ok]], dst[idx[ok]] = ranks[sl[idx[ok]]], ranks[dl[idx[ok]]]
+            rest = idx[~ok]
+        for i in rest:
+            s, t = self_map.get((h, int(sl[i]))), self_map.get((h, int(dl[i])))
+            if s is not None and t is not None:
+                src[i], dst[i] = s, t
+    return src, dst
+
+
+def _resolve_groups(run: Run, by_hash: dict, problems: list, left: pd.DataFrame | None = None):
+    """Group hashes -> group keys; matrix links group-local -> global ranks. ``left``: the per-link sums of the
+    per-op rows :func:`reduce_matrix` left out, returned with global ``src_rank``/``dst_rank`` (their unmapped
+    rows are counted with the others), with the self-link map (:func:`_self_map`)."""
     for name in ("comm_ops", "comm_bandwidth"):
         df = run.tables.get(name)
         if df is not None:
@@ -1276,34 +1547,74 @@ def _resolve_groups(run: Run, by_hash: dict, problems: list) -> None:
             run.tables[name] = df.drop(columns=["group_hash"])
     m = run.tables.get("comm_matrix")
     if m is None:
-        return
-    src, dst, keep = [], [], []
-    dropped: dict[str, int] = {}
-    # self-links i-i reported by rank R tell that local i is R in that group (msprof-analyze's fallback)
-    self_map: dict[tuple[str, int], int] = {}
-    for row in m[m["src_local"] == m["dst_local"]].itertuples():
-        self_map.setdefault((row.group_hash, row.src_local), row.rank)
-    for row in m.itertuples():
-        g = by_hash.get(row.group_hash)
-        if g is not None and row.src_local < len(g.ranks) and row.dst_local < len(g.ranks):
-            s, t = g.ranks[row.src_local], g.ranks[row.dst_local]
-        else:
-            s, t = self_map.get((row.group_hash, row.src_local)), self_map.get((row.group_hash, row.dst_local))
-        if s is None or t is None:
-            dropped[row.group_hash] = dropped.get(row.group_hash, 0) + 1
-            keep.append(False)
-            src.append(-1)
-            dst.append(-1)
-        else:
-            keep.append(True)
-            src.append(int(s))
-            dst.append(int(t))
+        return None, {}
+    self_map = _self_map(m)
+    src, dst = _global_ends(m, by_hash, self_map)
+    keep = src >= 0
+    dropped = m.loc[~keep, "group_hash"].value_counts(sort=False).to_dict()
+    if left is not None and not left.empty:
+        s, t = _global_ends(left, by_hash, self_map)
+        left = left.assign(src_rank=s, dst_rank=t)
+        for h, count in left.loc[s < 0].groupby("group_hash", sort=False)["rows"].sum().items():
+            dropped[h] = dropped.get(h, 0) + int(count)
+        left = left[s >= 0]
     m = m.assign(src_rank=src, dst_rank=dst)[keep]
     for h, count in dropped.items():
+        if not count:
+            continue
         problems.append(("communication_matrix.json", f"{count} link entr{'y' if count == 1 else 'ies'} of group "
                          f"{h} dropped: the group's members are not in profiler_metadata.json and no rank "
                          f"reported a self-link for those indices"))
-    m["group"] = [by_hash[h].group if h in by_hash else h for h in m["group_hash"]]
+    names = {h: by_hash[h].group if h in by_hash else h for h in m["group_hash"].unique()}
+    m["group"] = m["group_hash"].map(names)
     run.tables["comm_matrix"] = m.drop(columns=["group_hash", "src_local", "dst_local"])[
         ["rank", "step", "kind", "op_type", "stat", "group", "src_rank", "dst_rank", "transport", "size_mb",
-         "time_ms", "bandwidth_gbps", "op_name"]].reset_index(drop=True)
+         "time_ms", "bandwidth_gbps", "op_name"] + (["_row"] if "_row" in m.columns else [])].reset_index(drop=True)
+    return left, self_map
+
+
+_GLOBAL_LINK = ["src_rank", "dst_rank", "transport"]
+
+
+def _busiest_links(run: Run, left: pd.DataFrame | None, paths: dict, by_hash: dict, self_map: dict) -> None:
+    """The per-op matrix rows of the run's :data:`MATRIX_OP_LINKS` busiest links (by their summed per-op time > 0,
+    self links apart, ties and 1e-9 relative kept), every one of them complete: per rank, :func:`reduce_matrix`
+    kept its own busiest; a rank that left out rows of a link chosen here is read again for them. Other links keep
+    their ``total`` rows (and per-op rows of steps that have no other row, so that the set of steps stays)."""
+    m = run.tables.get("comm_matrix")
+    if m is None:
+        return
+    if left is None or left.empty:
+        run.tables["comm_matrix"] = m.drop(columns="_row", errors="ignore")
+        return
+    nt = (m["stat"] != "total").to_numpy()
+    op_rows = nt & (m["src_rank"] != m["dst_rank"]).to_numpy()
+    timed = op_rows & (m["time_ms"] > 0).to_numpy()
+    total = m[timed].groupby(_GLOBAL_LINK)["time_ms"].sum()
+    lo = left[left["src_rank"] != left["dst_rank"]]
+    total = total.add(lo.groupby(_GLOBAL_LINK)["op_time_ms"].sum(), fill_value=0)
+    if len(total) > MATRIX_OP_LINKS:
+        cut = total.nlargest(MATRIX_OP_LINKS).iloc[-1]
+        total = total[total >= cut * (1 - 1e-9)]
+    chosen = total.index
+    key = pd.MultiIndex.from_frame(m[_GLOBAL_LINK])
+    in_chosen = key.isin(chosen)
+    again = sorted(set(lo.loc[pd.MultiIndex.from_frame(lo[_GLOBAL_LINK]).isin(chosen), "rank"]))
+    extra = []
+    for rank in again:  # rows of a chosen link this rank left out: read its file again for them
+        df = parse_matrix(paths[rank], rank, [])
+        df["_row"] = np.arange(len(df))
+        df = df[(df["stat"] != "total") & (df["src_local"] != df["dst_local"])]
+        s, t = _global_ends(df, by_hash, self_map)
+        df = df.assign(src_rank=s, dst_rank=t)
+        df = df[pd.MultiIndex.from_frame(df[_GLOBAL_LINK]).isin(chosen)]
+        names = {h: by_hash[h].group if h in by_hash else h for h in df["group_hash"].unique()}
+        extra.append(df.assign(group=df["group_hash"].map(names))[m.columns])
+    keep = ~op_rows | in_chosen
+    if again:
+        keep &= ~(op_rows & in_chosen & m["rank"].isin(again).to_numpy())
+    keep |= ~m["step"].isin(set(m.loc[keep, "step"])).to_numpy()
+    m = m[keep]
+    if extra:
+        m = pd.concat([m, *extra], ignore_index=True).sort_values(["rank", "_row"], kind="stable")
+    run.tables["comm_matrix"] = m.drop(columns="_row").reset_index(drop=True)
