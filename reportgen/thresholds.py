@@ -125,3 +125,30 @@ def as_dict() -> dict[str, float]:
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Page budget (issue 15 goal 2): the sizes at which the page and the metrics JSON switch to aggregated / cut forms.
+# Not finding thresholds (not in as_dict()); the page and the JSON state every cut they make.
+#
+# Measured before (MindInsight synth, 10 steps): 256 ranks 11.6 MB HTML / 19 MB JSON, 1024 ranks 33 MB / 63 MB;
+# the largest items were per-operator rows (communication ops: 61,440 rows at 256 ranks, 12 MB of JSON and 3.2 MB
+# of page data), per-rank chart data (long form rank x step x phase: 1.6 MB per chart at 256 ranks) and 300 HTML
+# rows per table (23k table cells at 256 ranks). Goal: HTML <= 10 MB, JSON <= 20 MB at any rank or step count.
+# ---------------------------------------------------------------------------------------------------------------
+
+#: Per-rank charts (one bar / cell / line per rank) draw every rank up to this many ranks. Beyond it they draw the
+#: :data:`PAGE_RANKS_EXTREMES` slowest and fastest ranks, the median rank and the ranks findings name; the page says
+#: so, and the per-rank tables (every rank, paged; their CSV) and the metrics JSON keep every rank.
+PAGE_RANKS_ALL = 128
+#: ranks at each end (slowest / fastest) a per-rank chart keeps beyond :data:`PAGE_RANKS_ALL`
+PAGE_RANKS_EXTREMES = 16
+#: rows of a table listed as HTML at once (one page; table.js pages through the rest of the embedded rows)
+PAGE_TABLE_ROWS = 100
+#: rows of one table embedded in the page (the CSV download, the filters and the pages); beyond it the page keeps
+#: the first rows in the section's order (its most important: slowest / longest first) and says how many it left out
+PAGE_EMBEDDED_ROWS = 20_000
+#: rows of one per-operator table (name ending in ``ops``: one row per operator instance or operator name and rank)
+#: in the metrics JSON; the section's ``tables_left_out`` says how many rows were cut. Per-rank and per-(rank, step)
+#: tables are never cut (up to metrics.MAX_TABLE_ROWS).
+JSON_OP_ROWS = 20_000
