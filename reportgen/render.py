@@ -318,6 +318,8 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
     """The whole page as plain data. The template receives exactly this dict."""
+    from .metrics import cuts_text
+
     sections = []
     findings = []
     for o in outcomes:
@@ -328,7 +330,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "status": o.status,
             "reason": o.reason,
             "summary": view.summary if view else "",
-            "notes": list(view.notes) if view else [],
+            "notes": (list(view.notes) if view else []) + cuts_text(o),
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],

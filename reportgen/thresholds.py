@@ -149,6 +149,11 @@ PAGE_TABLE_ROWS = 100
 #: the first rows in the section's order (its most important: slowest / longest first) and says how many it left out
 PAGE_EMBEDDED_ROWS = 20_000
 #: rows of one per-operator table (name ending in ``ops``: one row per operator instance or operator name and rank)
-#: in the metrics JSON; the section's ``tables_left_out`` says how many rows were cut. Per-rank and per-(rank, step)
-#: tables are never cut (up to metrics.MAX_TABLE_ROWS).
+#: in the metrics JSON, the longest kept; the section's ``tables_left_out`` says how many rows were cut and which were
+#: kept, and so does the page. Per-rank tables are never cut (up to metrics.MAX_TABLE_ROWS).
 JSON_OP_ROWS = 20_000
+#: rows of one per-(rank, step) table (columns ``rank`` and ``step``) in the metrics JSON: whole steps, every rank of
+#: each, the first steps (4096 ranks: 4 steps; 1024 ranks: 19); ``tables_left_out`` says which steps were kept
+JSON_STEP_ROWS = 20_000
+#: a metrics JSON holding more table rows than this is written without indentation (a third smaller)
+JSON_INDENT_ROWS = 20_000
