@@ -59,8 +59,8 @@ CHART_TEXT_CHARS = 300
 CELL_TEXT_CHARS = 1000
 #: characters of any one string printed into the page (a sentence may quote a few names)
 PAGE_TEXT_CHARS = 2 * limits.MAX_NAME_CHARS
-#: rows of one table embedded in the page (CSV download, filters, row counts) ...
-MAX_EMBEDDED_ROWS = 500_000
+#: rows of one table embedded in the page (CSV download, filters, row counts; thresholds.PAGE_EMBEDDED_ROWS) ...
+MAX_EMBEDDED_ROWS = th.PAGE_EMBEDDED_ROWS
 #: ... and their JSON size (approximate, in characters)
 MAX_EMBEDDED_BYTES = 50_000_000
 #: JSON size of one chart spec; a larger chart is left out of the page with a note
