@@ -157,3 +157,28 @@ JSON_OP_ROWS = 20_000
 JSON_STEP_ROWS = 20_000
 #: a metrics JSON holding more table rows than this is written without indentation (a third smaller)
 JSON_INDENT_ROWS = 20_000
+
+
+def ranks_shown(values, named=()) -> list[int] | None:
+    """The ranks a per-rank chart draws: None (every rank) up to :data:`PAGE_RANKS_ALL` ranks; beyond it the
+    :data:`PAGE_RANKS_EXTREMES` ranks with the highest and the lowest value, the median rank and the ``named`` ranks
+    (those findings name), sorted. ``values``: rank -> the value that orders them (a pandas Series indexed by rank,
+    or a dict); ties are broken by rank id."""
+    items = sorted(((float(v), int(r)) for r, v in dict(values).items() if v == v), key=lambda x: (x[0], x[1]))
+    ranks = {int(r) for r in dict(values)}
+    if len(ranks) <= PAGE_RANKS_ALL:
+        return None
+    n = PAGE_RANKS_EXTREMES
+    keep = {r for _, r in items[:n]} | {r for _, r in items[-n:]}
+    if items:
+        keep.add(items[len(items) // 2][1])
+    keep |= {int(r) for r in named if int(r) in ranks}
+    return sorted(keep)
+
+
+def ranks_shown_note(shown: list[int], total: int, by: str) -> str:
+    """The sentence a section adds when its per-rank charts draw :func:`ranks_shown` ranks only."""
+    return (f"{total:,} ranks: the per-rank charts draw {len(shown)} of them (above {PAGE_RANKS_ALL} ranks), the "
+            f"{PAGE_RANKS_EXTREMES} with the highest and the {PAGE_RANKS_EXTREMES} with the lowest {by}, the median "
+            f"rank and the ranks the findings name; the heatmaps group ranks, and the tables (filter them by rank), "
+            f"their CSV downloads and the metrics JSON hold every rank.")
