@@ -71,7 +71,7 @@
   function embedOptions(el) {
     var fig = el.closest("figure");
     var opts = {
-      renderer: "svg",
+      renderer: el.getAttribute("data-renderer") === "canvas" ? "canvas" : "svg", /* canvas: many marks */
       actions: { export: true, source: false, compiled: false, editor: false },
       downloadFileName: fig && fig.id ? fig.id : "chart"
     };

@@ -664,12 +664,14 @@ def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
     charts is written once, and each block is written column by column (:func:`_columnar`). A spec's ``datasets``
     entry or ``data.values`` list of at least :data:`SHARED_DATA_MIN_CHARS` becomes ``{"$rg": key}``; charts.js
     puts the rows back before drawing. Returns the store (empty when nothing was moved); ``figures`` get the new
-    specs (a spec is never changed in place)."""
+    specs (a spec is never changed in place) and their ``renderer``: canvas above thresholds.PAGE_CANVAS_ROWS rows."""
     store: dict[str, Any] = {}
+    counted = [0]
 
     def move(values: Any) -> Any:
         if not isinstance(values, list) or not values:
             return values
+        counted[0] += len(values)
         text = json.dumps(values, separators=(",", ":"), allow_nan=False)
         if len(text) < SHARED_DATA_MIN_CHARS:
             return values
@@ -695,7 +697,10 @@ def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
 
     for fig in figures:
         if fig.get("spec") is not None:
+            counted[0] = 0
             fig["spec"] = walk(fig["spec"])
+            # many marks: drawn on a canvas (one element) instead of one SVG element per mark
+            fig["renderer"] = "canvas" if counted[0] > th.PAGE_CANVAS_ROWS else "svg"
     return store
 
 

@@ -182,3 +182,6 @@ def ranks_shown_note(shown: list[int], total: int, by: str) -> str:
             f"{PAGE_RANKS_EXTREMES} with the highest and the {PAGE_RANKS_EXTREMES} with the lowest {by}, the median "
             f"rank and the ranks the findings name; the heatmaps group ranks, and the tables (filter them by rank), "
             f"their CSV downloads and the metrics JSON hold every rank.")
+#: a chart with more data rows than this is drawn on a canvas (one element) instead of SVG (one element per mark):
+#: a 20,000-cell heatmap was 20,000 SVG paths; the --static page stays SVG
+PAGE_CANVAS_ROWS = 3_000
