@@ -154,7 +154,7 @@
   var store = null;
   function rows(key) {
     if (store === null) {
-      var holder = doc.getElementById("rg-chart-data");
+      var holder = doc.getElementById("rg-chart-store");
       store = holder ? JSON.parse(holder.textContent) : {};
     }
     var block = Object.prototype.hasOwnProperty.call(store, key) ? store[key] : null;

@@ -111,7 +111,7 @@ def test_generated_run_within_shrunk_budget(budget_run, monkeypatch):
     # the page says what the JSON cut and which ranks the charts draw
     assert "The metrics JSON (--json) keeps the 200 rows with the longest elapse_ms" in html
     assert "the per-rank charts draw" in html and "32 ranks" in html
-    store = json.loads(re.search(r'<script type="application/json" id="rg-chart-data">(.*?)</script>', html,
+    store = json.loads(re.search(r'<script type="application/json" id="rg-chart-store">(.*?)</script>', html,
                                  re.S).group(1))
     bars = json.loads(re.search(r'id="trajectory-bars-spec">(.*?)</script>', html, re.S).group(1))
     refs = [v["$rg"] for v in bars.get("datasets", {}).values() if isinstance(v, dict)]
