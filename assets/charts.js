@@ -71,7 +71,7 @@
   function embedOptions(el) {
     var fig = el.closest("figure");
     var opts = {
-      renderer: "svg",
+      renderer: el.getAttribute("data-renderer") === "canvas" ? "canvas" : "svg", /* canvas: many marks */
       actions: { export: true, source: false, compiled: false, editor: false },
       downloadFileName: fig && fig.id ? fig.id : "chart"
     };
@@ -149,6 +149,48 @@
     return changed ? entry.view.runAsync() : Promise.resolve();
   }
 
+  /* Chart data shared by the specs (render.share_chart_data): {key: rows or {n, c: [[key, column]]}}, a text
+   * column as {d: distinct, i: indices}. A spec holds {"$rg": key} where its rows were. Parsed once, on first use. */
+  var store = null;
+  function rows(key) {
+    if (store === null) {
+      var holder = doc.getElementById("rg-chart-store");
+      store = holder ? JSON.parse(holder.textContent) : {};
+    }
+    var block = Object.prototype.hasOwnProperty.call(store, key) ? store[key] : null;
+    if (block === null) throw new Error("its data is missing from the page");
+    if (Array.isArray(block)) return block.slice();
+    var n = block.n, out = new Array(n), i, j;
+    for (i = 0; i < n; i += 1) out[i] = {};
+    for (j = 0; j < block.c.length; j += 1) {
+      var name = block.c[j][0], col = block.c[j][1];
+      if (Array.isArray(col)) {
+        for (i = 0; i < n; i += 1) out[i][name] = col[i];
+      } else {
+        for (i = 0; i < n; i += 1) out[i][name] = col.d[col.i[i]];
+      }
+    }
+    return out;
+  }
+  function isRef(v) {
+    return v && typeof v === "object" && !Array.isArray(v) && typeof v.$rg === "string";
+  }
+  function restore(spec) {
+    if (!spec || typeof spec !== "object") return spec;
+    if (Array.isArray(spec)) { spec.forEach(restore); return spec; }
+    Object.keys(spec).forEach(function (k) {
+      var v = spec[k];
+      if (k === "datasets" && v && typeof v === "object") {
+        Object.keys(v).forEach(function (name) { if (isRef(v[name])) v[name] = rows(v[name].$rg); });
+      } else if (k === "data" && v && typeof v === "object" && isRef(v.values)) {
+        v.values = rows(v.values.$rg);
+      } else {
+        restore(v);
+      }
+    });
+    return spec;
+  }
+
   function render(el) {
     if (el.rgStarted) return el.rgStarted;
     if (observer) observer.unobserve(el);
@@ -156,7 +198,7 @@
     el.rgStarted = new Promise(function (resolve) {
       var holder = doc.getElementById(el.getAttribute("data-spec") || "");
       if (!holder) throw new Error("its data is missing from the page");
-      spec = JSON.parse(holder.textContent);
+      spec = restore(JSON.parse(holder.textContent));
       if (typeof window.vegaEmbed !== "function") throw new Error("the chart library did not load");
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       resolve(window.vegaEmbed(el, spec, embedOptions(el)));

@@ -20,6 +20,23 @@
   var NUMBER_HELP = "Numbers in the header's unit: >5, <=2, 3-7 (inclusive) or 810.2 (as shown); " +
     "several conditions separated by spaces must all hold";
   var tables = {};
+  var EXTRA_MAX = 100; /* rows of the JSON added to the listed ones while a filter is on (listExtra) */
+
+  /* fmt.number / fmt.cell (reportgen/fmt.py) for rows only the JSON holds: 4 significant digits, "–" for none */
+  function numberText(f, sig) {
+    if (f === 0) return "0";
+    var mag = Math.floor(Math.log10(Math.abs(f))), dec = Math.max(0, Math.min(20, sig - 1 - mag));
+    var text = f.toLocaleString("en-US", { minimumFractionDigits: 0, maximumFractionDigits: dec });
+    return text === "-0" ? "0" : text;
+  }
+  function cellText(v, kind, scale) {
+    if (v === null || v === undefined) return "\u2013";
+    if (typeof v !== "number" || !isFinite(v)) return String(v);
+    if (kind === "int") return Math.floor(v) === v ? v.toLocaleString("en-US") : numberText(v, 4);
+    if (kind === "rank") return Math.floor(v) === v ? String(v) : numberText(v, 4);
+    var f = v / scale;
+    return numberText(f, kind === "ratio" && Math.abs(v) < 10 ? 3 : 4);
+  }
 
   function empty(v) {
     return v === null || v === undefined || v === "" || v === "-" || v === "–";
@@ -228,6 +245,7 @@
       if (ok) matched += 1;
       return ok;
     });
+    this.listExtra();
     var listed = 0;
     this.orderedRows().forEach(function (tr) {
       var ok = this.match[Number(tr.getAttribute("data-i"))];
@@ -243,6 +261,36 @@
     if (this.count) this.count.textContent = text;
     if (this.clear) this.clear.hidden = !active;
     this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
+  };
+
+  /* A table whose JSON holds more rows than the page lists: while a filter is on, the matching rows that are not
+   * listed are added (up to EXTRA_MAX, in the current order) from the JSON, formatted here like the page's cells
+   * (render._table_ctx: 4 significant digits in the header's unit), so any rank is a filter away. */
+  Table.prototype.listExtra = function () {
+    var self = this;
+    Array.prototype.slice.call(this.tbody.querySelectorAll("tr.rg-extra")).forEach(function (tr) {
+      self.tbody.removeChild(tr);
+    });
+    if (this.trs.length >= this.data.rows.length || !this.active()) return;
+    var listed = {}, added = 0, frag = doc.createDocumentFragment();
+    this.trs.forEach(function (tr) { listed[tr.getAttribute("data-i")] = true; });
+    for (var p = 0; p < this.order.length && added < EXTRA_MAX; p += 1) {
+      var r = this.order[p];
+      if (!this.match[r] || listed[r]) continue;
+      var tr = doc.createElement("tr");
+      tr.className = "rg-extra";
+      tr.setAttribute("data-i", String(r));
+      this.data.rows[r].forEach(function (v, i) {
+        var td = doc.createElement("td"), th = self.ths[i], kind = th ? th.getAttribute("data-kind") : "text";
+        td.className = kind === "text" ? "rg-col-text" : "rg-col-num";
+        if (kind !== "text") td.setAttribute("data-kind", kind);
+        td.textContent = cellText(v, kind, Number(th && th.getAttribute("data-scale")) || 1);
+        tr.appendChild(td);
+      });
+      frag.appendChild(tr);
+      added += 1;
+    }
+    this.tbody.appendChild(frag);
   };
 
   Table.prototype.orderedRows = function () {

@@ -2,9 +2,12 @@
 
 Every number the HTML shows comes from the same Analysis objects serialised here.
 
-Size budget (whatever the input says): a table keeps at most :data:`MAX_TABLE_ROWS` rows (a section's
-``tables_left_out`` says how many rows of which table were left out) and every string is cut to
-:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A 1024-rank synth run's largest table has 245,760 rows.
+Size budget (whatever the input says; reportgen/thresholds.py, "Page budget"): per-operator tables keep
+``JSON_OP_ROWS`` rows (the longest), per-(rank, step) tables whole steps up to ``JSON_STEP_ROWS`` rows, any table
+:data:`MAX_TABLE_ROWS` rows; a section's ``tables_left_out`` says how many rows of which table were left out and
+which were kept (:func:`_budgeted`). Per-rank tables are whole. Every string is cut to
+:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A file with more than ``JSON_INDENT_ROWS`` table rows
+is written without indentation. A 1024-rank synth run's largest table has 245,760 rows.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from . import __version__, facts, fmt, limits
+from . import thresholds as th
 from .model import Run
 from .report import SectionOutcome
 
@@ -118,6 +122,56 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     return _clean(out)
 
 
+def _budgeted(name: str, df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """``df`` as the metrics file keeps it, and what was cut (None: nothing). Budgets (reportgen/thresholds.py):
+
+    * a per-operator table (name ending in ``ops``) keeps :data:`~reportgen.thresholds.JSON_OP_ROWS` rows: the
+      longest first when it has a time column (``elapse_ms``, ``time_ms``, ``total_ms``), else its first rows;
+    * a per-(rank, step) table keeps whole steps, every rank of each, up to
+      :data:`~reportgen.thresholds.JSON_STEP_ROWS` rows: the first steps in its order;
+    * any table keeps :data:`MAX_TABLE_ROWS` rows.
+
+    Per-rank tables (one row per rank) are never cut below :data:`MAX_TABLE_ROWS`."""
+    n = len(df)
+    if name.endswith("ops") and n > th.JSON_OP_ROWS:
+        by = next((c for c in ("elapse_ms", "time_ms", "total_ms") if c in df.columns), None)
+        kept = (df.sort_values(by, ascending=False, kind="stable") if by else df).iloc[:th.JSON_OP_ROWS]
+        return kept, {"rows": n, "left_out": n - len(kept),
+                      "kept": f"the {len(kept):,} {'rows with the longest ' + by if by else 'first rows'} (budget "
+                              f"per operator table: {th.JSON_OP_ROWS:,} rows)"}
+    if {"rank", "step"} <= set(df.columns) and n > th.JSON_STEP_ROWS:
+        steps = list(dict.fromkeys(df["step"].tolist()))
+        per_step = df.groupby("step", sort=False).size()
+        kept_steps, total = [], 0
+        for st in steps:
+            if kept_steps and total + per_step[st] > th.JSON_STEP_ROWS:
+                break
+            kept_steps.append(st)
+            total += per_step[st]
+        kept = df[df["step"].isin(kept_steps)]
+        return kept, {"rows": n, "left_out": n - len(kept),
+                      "kept": f"every rank in {len(kept_steps)} of {len(steps)} steps ({kept_steps[0]}"
+                              f"{'' if len(kept_steps) == 1 else '-' + str(kept_steps[-1])}; budget per (rank, step) "
+                              f"table: {th.JSON_STEP_ROWS:,} rows)"}
+    if n > MAX_TABLE_ROWS:
+        return df.iloc[:MAX_TABLE_ROWS], {"rows": n, "left_out": n - MAX_TABLE_ROWS}
+    return df, None
+
+
+def cuts_text(outcome: SectionOutcome) -> list[str]:
+    """What the metrics file leaves out of ``outcome``'s tables, in words, for the page (its section's notes)."""
+    if outcome.status != "ok" or outcome.analysis is None:
+        return []
+    out = []
+    for name, df in outcome.analysis.tables.items():
+        _, cut = _budgeted(name, df)
+        if cut:
+            out.append(f"The metrics JSON (--json) keeps {cut.get('kept') or f'the first {MAX_TABLE_ROWS:,} rows'} "
+                       f"of the {cut['rows']:,} rows of its table '{name}'; {cut['left_out']:,} rows are left out "
+                       f"(listed under tables_left_out).")
+    return out
+
+
 def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     sections: dict[str, Any] = {}
     findings: list[dict[str, Any]] = []
@@ -125,9 +179,12 @@ def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
         block: dict[str, Any] = {"status": o.status}
         if o.status == "ok" and o.analysis is not None:
             block["metrics"] = _clean(o.analysis.metrics)
-            block["tables"] = {name: table_rows(df, MAX_TABLE_ROWS) for name, df in o.analysis.tables.items()}
-            left = {name: {"rows": len(df), "left_out": len(df) - MAX_TABLE_ROWS}
-                    for name, df in o.analysis.tables.items() if len(df) > MAX_TABLE_ROWS}
+            block["tables"], left = {}, {}
+            for name, df in o.analysis.tables.items():
+                kept, cut = _budgeted(name, df)
+                block["tables"][name] = table_rows(kept)
+                if cut:
+                    left[name] = cut
             if left:
                 block["tables_left_out"] = left
         else:
@@ -156,7 +213,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def dumps(doc: dict[str, Any]) -> str:
     """The file's text: UTF-8 JSON; a lone surrogate (possible in JSON input) is written as its ``\\uXXXX``
     escape, so the text can be encoded and the value reads back unchanged."""
-    text = json.dumps(doc, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    rows = sum(len(t) for b in (doc.get("sections") or {}).values() if isinstance(b, dict)
+               for t in (b.get("tables") or {}).values())
+    compact = rows > th.JSON_INDENT_ROWS  # indentation adds a third to a large file
+    text = json.dumps(doc, indent=None if compact else 1, separators=(",", ":") if compact else None,
+                      allow_nan=False, ensure_ascii=False) + "\n"
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text

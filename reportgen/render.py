@@ -59,8 +59,8 @@ CHART_TEXT_CHARS = 300
 CELL_TEXT_CHARS = 1000
 #: characters of any one string printed into the page (a sentence may quote a few names)
 PAGE_TEXT_CHARS = 2 * limits.MAX_NAME_CHARS
-#: rows of one table embedded in the page (CSV download, filters, row counts) ...
-MAX_EMBEDDED_ROWS = 500_000
+#: rows of one table embedded in the page (CSV download, filters, row counts; thresholds.PAGE_EMBEDDED_ROWS) ...
+MAX_EMBEDDED_ROWS = th.PAGE_EMBEDDED_ROWS
 #: ... and their JSON size (approximate, in characters)
 MAX_EMBEDDED_BYTES = 50_000_000
 #: JSON size of one chart spec; a larger chart is left out of the page with a note
@@ -318,6 +318,8 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
     """The whole page as plain data. The template receives exactly this dict."""
+    from .metrics import cuts_text
+
     sections = []
     findings = []
     for o in outcomes:
@@ -328,7 +330,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "status": o.status,
             "reason": o.reason,
             "summary": view.summary if view else "",
-            "notes": list(view.notes) if view else [],
+            "notes": (list(view.notes) if view else []) + cuts_text(o),
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
@@ -628,6 +630,80 @@ def with_params(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "params": new}
 
 
+#: a chart data block (a ``datasets`` entry or ``data.values``) of at least this many characters of JSON goes to the
+#: page's shared data store (:func:`share_chart_data`); smaller ones stay in their spec
+SHARED_DATA_MIN_CHARS = 2_000
+#: a text column whose distinct values are at most this share of its rows is stored as a dictionary + indices
+_DICT_SHARE = 0.5
+
+
+def _columnar(rows: list) -> Any:
+    """``rows`` (a list of objects with the same keys) as ``{"n": rows, "c": [[key, column], ...]}``; a column of
+    strings repeating enough as ``{"d": [distinct], "i": [indices]}``; floats without arithmetic noise (fmt.clean,
+    as in the metrics JSON). Anything else (mixed keys, non-object rows) is returned as is."""
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        return rows
+    keys = list(rows[0])
+    if any(len(r) != len(keys) or list(r) != keys for r in rows):
+        return rows
+    cols = []
+    for k in keys:
+        col = [r[k] for r in rows]
+        if all(isinstance(v, str) for v in col):
+            distinct = list(dict.fromkeys(col))
+            if len(distinct) <= _DICT_SHARE * len(col):
+                index = {v: i for i, v in enumerate(distinct)}
+                cols.append([k, {"d": distinct, "i": [index[v] for v in col]}])
+                continue
+        cols.append([k, [fmt.clean(v) if type(v) is float else v for v in col]])
+    return {"n": len(rows), "c": cols}
+
+
+def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """Move the chart data out of the specs into one page-level store keyed by content hash: identical data in two
+    charts is written once, and each block is written column by column (:func:`_columnar`). A spec's ``datasets``
+    entry or ``data.values`` list of at least :data:`SHARED_DATA_MIN_CHARS` becomes ``{"$rg": key}``; charts.js
+    puts the rows back before drawing. Returns the store (empty when nothing was moved); ``figures`` get the new
+    specs (a spec is never changed in place) and their ``renderer``: canvas above thresholds.PAGE_CANVAS_ROWS rows."""
+    store: dict[str, Any] = {}
+    counted = [0]
+
+    def move(values: Any) -> Any:
+        if not isinstance(values, list) or not values:
+            return values
+        counted[0] += len(values)
+        text = json.dumps(values, separators=(",", ":"), allow_nan=False)
+        if len(text) < SHARED_DATA_MIN_CHARS:
+            return values
+        key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        if key not in store:
+            store[key] = _columnar(values)
+        return {"$rg": key}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for k, v in node.items():
+                if k == "datasets" and isinstance(v, dict):
+                    out[k] = {name: move(vals) for name, vals in v.items()}
+                elif k == "data" and isinstance(v, dict) and isinstance(v.get("values"), list):
+                    out[k] = {**v, "values": move(v["values"])}
+                else:
+                    out[k] = walk(v)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    for fig in figures:
+        if fig.get("spec") is not None:
+            counted[0] = 0
+            fig["spec"] = walk(fig["spec"])
+            # many marks: drawn on a canvas (one element) instead of one SVG element per mark
+            fig["renderer"] = "canvas" if counted[0] > th.PAGE_CANVAS_ROWS else "svg"
+    return store
+
+
 def render_html(context: dict[str, Any], static: bool = False) -> str:
     """The page. ``static``: every chart as inline SVG and no JavaScript at all (for viewers whose
     Content-Security-Policy blocks scripts, e.g. Jenkins artifacts, and for mail bodies)."""
@@ -646,6 +722,9 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
             if spec is not None and spec is not fig["spec"]:
                 f["svg"] = static_svg(spec)
     else:
+        sections = [{**sec, "figures": [dict(fig) for fig in sec["figures"]]} for sec in context["sections"]]
+        context = {**context, "sections": sections,
+                   "chart_data": share_chart_data([fig for sec in sections for fig in sec["figures"]])}
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),
                       vega_bundle=_safe_script(vega_bundle(), "vl-convert bundle"))

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from . import thresholds as th
+
 #: how a column's values read (reportgen/fmt.py): text; int / rank (integers); float (4 significant digits, no unit);
 #: a quantity kind of fmt.UNITS (ms, us, mb, bytes, gbps, flop, flops: one unit per column, named in the header);
 #: ratio (0..1, shown in %) / pct (already in %); quantity (each cell with its own unit: the kind comes from the
@@ -74,7 +76,7 @@ class Table:
     columns: list[Column]
     rows: list[dict[str, Any]]
     caption: str = ""
-    max_html_rows: int = 300  # rows shown as HTML; the CSV download always has every row
+    max_html_rows: int = th.PAGE_TABLE_ROWS  # rows listed as HTML; the CSV download has every embedded row
 
     @classmethod
     def from_frame(cls, id: str, title: str, df: pd.DataFrame, columns: list[Column], **kw) -> "Table":

@@ -125,3 +125,63 @@ def as_dict() -> dict[str, float]:
         "severity_high_share_ratio": SEVERITY_HIGH_SHARE,
         "severity_medium_share_ratio": SEVERITY_MEDIUM_SHARE,
     }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Page budget (issue 15 goal 2): the sizes at which the page and the metrics JSON switch to aggregated / cut forms.
+# Not finding thresholds (not in as_dict()); the page and the JSON state every cut they make.
+#
+# Measured before (MindInsight synth, 10 steps): 256 ranks 11.6 MB HTML / 19 MB JSON, 1024 ranks 33 MB / 63 MB;
+# the largest items were per-operator rows (communication ops: 61,440 rows at 256 ranks, 12 MB of JSON and 3.2 MB
+# of page data), per-rank chart data (long form rank x step x phase: 1.6 MB per chart at 256 ranks) and 300 HTML
+# rows per table (23k table cells at 256 ranks). Goal: HTML <= 10 MB, JSON <= 20 MB at any rank or step count.
+# ---------------------------------------------------------------------------------------------------------------
+
+#: Per-rank charts (one bar / cell / line per rank) draw every rank up to this many ranks. Beyond it they draw the
+#: :data:`PAGE_RANKS_EXTREMES` slowest and fastest ranks, the median rank and the ranks findings name; the page says
+#: so, and the per-rank tables (every rank, paged; their CSV) and the metrics JSON keep every rank.
+PAGE_RANKS_ALL = 128
+#: ranks at each end (slowest / fastest) a per-rank chart keeps beyond :data:`PAGE_RANKS_ALL`
+PAGE_RANKS_EXTREMES = 16
+#: rows of a table listed as HTML at once (one page; table.js pages through the rest of the embedded rows)
+PAGE_TABLE_ROWS = 100
+#: rows of one table embedded in the page (the CSV download, the filters and the pages); beyond it the page keeps
+#: the first rows in the section's order (its most important: slowest / longest first) and says how many it left out
+PAGE_EMBEDDED_ROWS = 20_000
+#: rows of one per-operator table (name ending in ``ops``: one row per operator instance or operator name and rank)
+#: in the metrics JSON, the longest kept; the section's ``tables_left_out`` says how many rows were cut and which were
+#: kept, and so does the page. Per-rank tables are never cut (up to metrics.MAX_TABLE_ROWS).
+JSON_OP_ROWS = 20_000
+#: rows of one per-(rank, step) table (columns ``rank`` and ``step``) in the metrics JSON: whole steps, every rank of
+#: each, the first steps (4096 ranks: 4 steps; 1024 ranks: 19); ``tables_left_out`` says which steps were kept
+JSON_STEP_ROWS = 20_000
+#: a metrics JSON holding more table rows than this is written without indentation (a third smaller)
+JSON_INDENT_ROWS = 20_000
+
+
+def ranks_shown(values, named=()) -> list[int] | None:
+    """The ranks a per-rank chart draws: None (every rank) up to :data:`PAGE_RANKS_ALL` ranks; beyond it the
+    :data:`PAGE_RANKS_EXTREMES` ranks with the highest and the lowest value, the median rank and the ``named`` ranks
+    (those findings name), sorted. ``values``: rank -> the value that orders them (a pandas Series indexed by rank,
+    or a dict); ties are broken by rank id."""
+    items = sorted(((float(v), int(r)) for r, v in dict(values).items() if v == v), key=lambda x: (x[0], x[1]))
+    ranks = {int(r) for r in dict(values)}
+    if len(ranks) <= PAGE_RANKS_ALL:
+        return None
+    n = PAGE_RANKS_EXTREMES
+    keep = {r for _, r in items[:n]} | {r for _, r in items[-n:]}
+    if items:
+        keep.add(items[len(items) // 2][1])
+    keep |= {int(r) for r in named if int(r) in ranks}
+    return sorted(keep)
+
+
+def ranks_shown_note(shown: list[int], total: int, by: str) -> str:
+    """The sentence a section adds when its per-rank charts draw :func:`ranks_shown` ranks only."""
+    return (f"{total:,} ranks: the per-rank charts draw {len(shown)} of them (above {PAGE_RANKS_ALL} ranks), the "
+            f"{PAGE_RANKS_EXTREMES} with the highest and the {PAGE_RANKS_EXTREMES} with the lowest {by}, the median "
+            f"rank and the ranks the findings name; the heatmaps group ranks, and the tables (filter them by rank), "
+            f"their CSV downloads and the metrics JSON hold every rank.")
+#: a chart with more data rows than this is drawn on a canvas (one element) instead of SVG (one element per mark):
+#: a 20,000-cell heatmap was 20,000 SVG paths; the --static page stays SVG
+PAGE_CANVAS_ROWS = 3_000

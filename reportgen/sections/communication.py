@@ -406,7 +406,10 @@ LINK_METRIC_CONTROL = Control("link_metric", "Link metric", [("time_ms", "Time")
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     per_rank, prs = t["per_rank"], t["per_rank_step"]
-    figures = [_rank_bars(per_rank, prs)]
+    findings = _findings(a)
+    shown = th.ranks_shown(per_rank.set_index("rank")["comm_ms"], [r for f in findings for r in f.ranks])
+    figures = [_rank_bars(per_rank, prs) if shown is None else
+               _rank_bars(per_rank[per_rank["rank"].isin(shown)], prs[prs["rank"].isin(shown)])]
     warm = set(m.get("warmup_steps") or [])
     controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
                         [(str(s), facts.step_label(s, warm))
@@ -465,7 +468,8 @@ def present(a: Analysis) -> View:
     if m.get("collective_source"):
         notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
                      "order; transit = the shortest duration among those ranks, wait = the rest.")
-    findings = _findings(a)
+    if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
+        notes.append(th.ranks_shown_note(shown, len(per_rank), "communication time"))
     # MindInsight's communication time excludes the waiting (its ratio is wait / (communication + wait)); the
     # others' communication time holds it (wait / (wait + transit))
     apart = "(communication + wait)" in m["wait_ratio_formula"]

@@ -284,7 +284,12 @@ def present(a: Analysis) -> View:
     heat_cols = [c for c in heat_metrics(per_rank) if c in rows and rows[c].notna().any()]
     controls.append(Control("overlap_metric", "Heatmap shows", [(c, labels[c]) for c in heat_cols],
                             "comm_not_overlapped_ms"))
-    figures = [_bars(per_rank, rows, phases, bool(stage_values)), _heat(rows, heat_cols, labels)]
+    findings = _findings(m, a.data, per_rank)
+    by = "step_ms" if "step_ms" in per_rank and per_rank["step_ms"].notna().any() else "comm_not_overlapped_ms"
+    shown = th.ranks_shown(per_rank.set_index("rank")[by], [r for f in findings for r in f.ranks])
+    bar_ranks, bar_rows = ((per_rank, rows) if shown is None else
+                           (per_rank[per_rank["rank"].isin(shown)], rows[rows["rank"].isin(shown)]))
+    figures = [_bars(bar_ranks, bar_rows, phases, bool(stage_values)), _heat(rows, heat_cols, labels)]
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c], "ms", group=groups.get(c, "Step breakdown")) for c in present_cols] + \
         [Column("pure_comm_ratio", "Pure comm share", "ratio", group="Step")]
@@ -326,7 +331,9 @@ def present(a: Analysis) -> View:
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
-    findings = _findings(m, a.data, per_rank)
+    if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
+        notes.append(th.ranks_shown_note(shown, len(per_rank), "step time" if by == "step_ms" else "exposed "
+                                         "communication"))
     within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +

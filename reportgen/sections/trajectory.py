@@ -306,8 +306,13 @@ def present(a: Analysis) -> View:
     if m.get("ranks_without_step_data"):
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
-    figures = [_bars(per_rank, per_rank_step, shown_steps, src, cols_m), _heatmap(per_rank_step, src, cols_m)]
     findings = _findings(m, d, src)
+    shown = th.ranks_shown(per_rank.set_index("rank")["step_ms"], [r for f in findings for r in f.ranks])
+    if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
+        notes.append(th.ranks_shown_note(shown, len(per_rank), "step time"))
+    bar_ranks, bar_steps = ((per_rank, per_rank_step) if shown is None else
+                            (per_rank[per_rank["rank"].isin(shown)], per_rank_step[per_rank_step["rank"].isin(shown)]))
+    figures = [_bars(bar_ranks, bar_steps, shown_steps, src, cols_m), _heatmap(per_rank_step, src, cols_m)]
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
         [Column(k, labels[k], "ms") for k in cols_m]

@@ -1,0 +1,134 @@
+"""The page and the metrics JSON stay within their budgets at any rank / step count (issue 15, goal 2).
+
+Budgets live in reportgen/thresholds.py ("Page budget"). These tests shrink them on a small generated run, so the
+cuts happen without a 1024-rank run: the cuts are stated in the page and in the JSON, every per-rank number stays in
+the JSON, and any rank stays reachable in the page (the per-rank tables embed every rank). Sizes and browser time
+at 1024 / 4096 ranks are bench/ numbers, not tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from reportgen import cli, metrics, render
+from reportgen import thresholds as th
+from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
+
+
+def decode(block):
+    """Python twin of charts.js rows(): the rows of one store block."""
+    if isinstance(block, list):
+        return block
+    out = [{} for _ in range(block["n"])]
+    for name, col in block["c"]:
+        values = col if isinstance(col, list) else [col["d"][i] for i in col["i"]]
+        for row, v in zip(out, values):
+            row[name] = v
+    return out
+
+
+def test_chart_data_shared_once_and_restored():
+    rows = [{"rank": r, "phase": "Computation" if r % 2 else "Wait", "ms": r + 0.1 + 0.2} for r in range(400)]
+    small = [{"a": 1}]
+    figures = [{"id": "a", "spec": {"datasets": {"d1": rows}, "data": {"name": "d1"}}},
+               {"id": "b", "spec": {"data": {"values": rows}, "layer": [{"data": {"values": small}}]}},
+               {"id": "c", "spec": None}]
+    original = json.loads(json.dumps(figures))
+    store = render.share_chart_data(figures)
+    assert len(store) == 1  # the same rows in two charts: written once
+    key = next(iter(store))
+    assert figures[0]["spec"]["datasets"]["d1"] == {"$rg": key} and figures[1]["spec"]["data"]["values"] == {"$rg": key}
+    assert figures[1]["spec"]["layer"][0]["data"]["values"] == small  # small data stays in its spec
+    phase = dict(store[key]["c"])["phase"]
+    assert phase["d"] == ["Wait", "Computation"] and len(phase["i"]) == 400  # repeated text: dictionary + indices
+    back = decode(store[key])
+    assert [r["rank"] for r in back] == [r["rank"] for r in original[0]["spec"]["datasets"]["d1"]]
+    assert back[3]["ms"] == pytest.approx(3.3) and back[3]["phase"] == "Computation"
+    # rows with different keys are kept as they are
+    mixed = [{"a": i} if i % 2 else {"b": i} for i in range(500)]
+    assert decode(render._columnar(mixed)) == mixed
+
+
+def test_ranks_shown():
+    few = {r: float(r) for r in range(th.PAGE_RANKS_ALL)}
+    assert th.ranks_shown(few) is None
+    many = pd.Series({r: float((r * 37) % 1000) for r in range(1000)})
+    shown = th.ranks_shown(many, named=[500, 5000])
+    order = many.sort_values(kind="stable").index.tolist()
+    n = th.PAGE_RANKS_EXTREMES
+    assert set(order[:n]) <= set(shown) and set(order[-n:]) <= set(shown) and 500 in shown and 5000 not in shown
+    assert len(shown) <= 2 * n + 2 and shown == sorted(shown)
+    assert "every rank" in th.ranks_shown_note(shown, 1000, "step time")
+
+
+def test_metrics_budget_cuts_op_rows_and_whole_steps(monkeypatch):
+    monkeypatch.setattr(th, "JSON_OP_ROWS", 100)
+    monkeypatch.setattr(th, "JSON_STEP_ROWS", 250)
+    ops = pd.DataFrame({"rank": [r % 50 for r in range(1000)], "elapse_ms": [float(r) for r in range(1000)]})
+    kept, cut = metrics._budgeted("ops", ops)
+    assert len(kept) == 100 and kept["elapse_ms"].min() == 900.0 and cut["left_out"] == 900 and "longest" in cut["kept"]
+    prs = pd.DataFrame([{"rank": r, "step": s, "ms": 1.0} for s in range(1, 11) for r in range(100)])
+    kept, cut = metrics._budgeted("per_rank_step", prs)
+    assert sorted(kept["step"].unique()) == [1, 2] and len(kept) == 200  # whole steps, every rank of each
+    assert cut == {"rows": 1000, "left_out": 800, "kept": cut["kept"]} and "2 of 10 steps (1-2" in cut["kept"]
+    per_rank = pd.DataFrame({"rank": range(5000), "ms": 1.0})
+    assert metrics._budgeted("per_rank", per_rank)[1] is None  # per-rank tables are whole
+
+
+@pytest.fixture(scope="module")
+def budget_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("budget")
+    write_mindinsight_run(root / "run", MindInsightSpec(hosts=4, devices_per_host=8, stages=2, steps=4))
+    return root
+
+
+def test_generated_run_within_shrunk_budget(budget_run, monkeypatch):
+    """32 ranks with budgets shrunk as if they were thousands: the per-rank bar charts draw a subset and say so,
+    the JSON cuts operators and steps and says so (in the JSON and the page), every rank stays in the per-rank
+    tables of the JSON and of the page."""
+    monkeypatch.setattr(th, "PAGE_RANKS_ALL", 8)
+    monkeypatch.setattr(th, "PAGE_RANKS_EXTREMES", 2)
+    monkeypatch.setattr(th, "JSON_OP_ROWS", 200)
+    monkeypatch.setattr(th, "JSON_STEP_ROWS", 70)
+    monkeypatch.setattr(th, "JSON_INDENT_ROWS", 100)
+    monkeypatch.setattr(render, "MAX_EMBEDDED_ROWS", 60)
+    out, js = budget_run / "r.html", budget_run / "m.json"
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    html, text = out.read_text(encoding="utf-8"), js.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert "\n " not in text  # many rows: written compact
+    comm = doc["sections"]["communication"]
+    assert len(comm["tables"]["ops"]) == 200 and comm["tables_left_out"]["ops"]["left_out"] > 0
+    assert "longest" in comm["tables_left_out"]["ops"]["kept"]
+    traj = doc["sections"]["trajectory"]
+    assert traj["tables_left_out"]["per_rank_step"]["kept"].startswith("every rank in 2 of 4 steps")
+    for sec in ("trajectory", "overlap", "communication", "memory", "flops"):
+        assert sorted(r["rank"] for r in doc["sections"][sec]["tables"]["per_rank"]) == list(range(32)), sec
+    # the page says what the JSON cut and which ranks the charts draw
+    assert "The metrics JSON (--json) keeps the 200 rows with the longest elapse_ms" in html
+    assert "the per-rank charts draw" in html and "32 ranks" in html
+    store = json.loads(re.search(r'<script type="application/json" id="rg-chart-store">(.*?)</script>', html,
+                                 re.S).group(1))
+    bars = json.loads(re.search(r'id="trajectory-bars-spec">(.*?)</script>', html, re.S).group(1))
+    refs = [v["$rg"] for v in bars.get("datasets", {}).values() if isinstance(v, dict)]
+    drawn = {r["rank"] for key in refs for r in decode(store[key])}
+    assert 2 * 2 <= len(drawn) < 32
+    # any rank is reachable: the page's per-rank tables embed every rank; a long table says what it left out
+    for tid in ("trajectory-per-rank", "overlap-per-rank", "communication-per-rank"):
+        data = json.loads(re.search(rf'id="{tid}-data">(.*?)</script>', html, re.S).group(1))
+        assert sorted(r[data["keys"].index("rank")] for r in data["rows"]) == list(range(32)), tid
+    assert "rows are left out of this page" in html
+
+
+def test_small_runs_unchanged(budget_run):
+    """Below the budgets nothing is cut or noted; the JSON keeps its indentation."""
+    out, js = budget_run / "s.html", budget_run / "s.json"
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    doc = json.loads(js.read_text(encoding="utf-8"))
+    assert not any("tables_left_out" in b for b in doc["sections"].values())
+    html = out.read_text(encoding="utf-8")
+    assert "the per-rank charts draw" not in html and "The metrics JSON (--json) keeps" not in html
