@@ -139,14 +139,19 @@ def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | No
         client = _dask_client(dask)
         try:
             futures = client.map(reduce, jobs_list, pure=False)
-            from distributed import as_completed
-
-            done = 0
-            for _ in as_completed(futures):
-                done += 1
+            out = []
+            for n, (job, fut) in enumerate(zip(jobs_list, futures), start=1):
+                try:
+                    out.append(fut.result())
+                except (InputError, KeyboardInterrupt):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a worker without reportgen, a lost worker...
+                    raise InputError(job[1], f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
+                                             f"{cap_text(str(exc), 200)}; is reportgen[dask] installed on every "
+                                             "worker?)") from None
                 if progress:
-                    progress(done, total)
-            return client.gather(futures)
+                    progress(n, total)
+            return out
         finally:
             client.close()
     jobs = jobs or os.cpu_count() or 1
