@@ -55,6 +55,8 @@ NUMERIC = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 #: .reduced files looked for below a run directory (levels) and at most (files)
 MAX_DEPTH = 3
 MAX_FILES = 1 << 16
+#: seconds to wait for the Dask scheduler
+CONNECT_TIMEOUT_S = 20
 
 
 @dataclass
@@ -126,7 +128,7 @@ def _dask_client(address: str):
         raise InputError(None, f"--dask {address}: dask is not installed; install reportgen[dask] "
                                "(dask and distributed)") from None
     try:
-        return Client(address, timeout="20s", set_as_default=False)
+        return Client(address, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise InputError(None, f"--dask {address}: cannot connect to the Dask scheduler ({exc})") from None
 
@@ -180,7 +182,14 @@ def read(root: Path, family: str, *, reduced: list[Path] = (), jobs: int | None 
     raw = units(family, root)
     parts = run_units([(family, u, tuple(comm_patterns)) for u in raw], jobs=jobs, dask=dask, progress=progress)
     parts = sorted(loaded + list(parts), key=lambda p: Path(p.source))
-    return assemble(family, root, parts)
+    if not loaded:
+        return assemble(family, root, parts)
+    try:
+        return assemble(family, root, parts)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a .reduced file's tables
+        raise InputError(reduced[0] if len(reduced) == 1 else root,
+                         f"the .reduced data is not what this reportgen {__version__} reads ({type(exc).__name__}: "
+                         f"{cap_text(str(exc), 120)}); reduce the ranks again with it") from None
 
 
 def find_reduced(root: Path) -> list[Path]:
