@@ -244,6 +244,8 @@ def preflight(args) -> None:
     """Refuse bad arguments and outputs (see the module doc) before the run is read."""
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
+    if args.dask is not None and not args.dask.strip():
+        raise InputError(None, "--dask '': give the Dask scheduler's address, e.g. tcp://head-node:8786")
     for pattern in args.comm_pattern:
         try:
             re.compile(pattern)
