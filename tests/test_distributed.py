@@ -84,7 +84,6 @@ def test_reduce_directory_of_several_ranks_and_mix_with_raw(runs, local, tmp_pat
     assert main(["reduce", str(node), "-o", str(mixed / "node0.reduced")]) == 0
     assert "32 units" in capsys.readouterr().err
     assert _metrics(mixed) == local["kineto"]
-    assert main([str(mixed), "-o", str(tmp_path / "r.html"), "-q"]) == 0
 
 
 @pytest.fixture(scope="module")
