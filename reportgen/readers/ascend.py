@@ -966,15 +966,16 @@ def read_rank_dir(d: RankDir, rank: int) -> dict:
                   "host": _host_from_name(d.path)}
     meta_path = d.path / "profiler_metadata.json"
     if meta_path.is_file():
+        unread = object()
         try:
             doc = _read_json(meta_path)
         except InputError as exc:
             part["meta_pre"].append((exc.path, exc.problem + "; metadata ignored"))
-            doc = None
-        if doc is not None and not isinstance(doc, dict):
+            doc = unread
+        if doc is not unread and not isinstance(doc, dict):
             part["meta_pre"].append((str(meta_path), f"expected a JSON object, found {_json_type(doc)}; metadata "
                                                      "ignored"))
-        elif doc is not None:
+        elif doc is not unread:
             part["meta_doc"] = (str(meta_path), doc.get("distributed_args"), doc.get("parallel_group_info"))
             said = as_int(doc["distributed_args"].get("rank")) if isinstance(doc.get("distributed_args"), dict) \
                 else None
