@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                         "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="decode ranks in N parallel processes (default: the number of cores)")
+    p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
+                   help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs "
+                        "reportgen[dask] here and on the workers, which must see the files at the same paths)")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
                    help="PyTorch traces: also count GPU kernels whose name matches REGEX as communication "
                         "(repeatable; NCCL/RCCL, DeepEP and common custom all-reduce kernels are built in)")
@@ -241,6 +244,8 @@ def preflight(args) -> None:
     """Refuse bad arguments and outputs (see the module doc) before the run is read."""
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
+    if args.dask is not None and not args.dask.strip():
+        raise InputError(None, "--dask '': give the Dask scheduler's address, e.g. tcp://head-node:8786")
     for pattern in args.comm_pattern:
         try:
             re.compile(pattern)
@@ -266,7 +271,7 @@ def preflight(args) -> None:
 
 
 def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = (),
-             fmt: str | None = None):
+             fmt: str | None = None, dask: str | None = None):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -275,7 +280,8 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
             progress.update("reading files", done, total)
 
     if run_arg != "demo":
-        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns, fmt=fmt)
+        return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns, fmt=fmt,
+                        dask=dask)
     from .demo import demo_note, demo_spec
     from .synth import write_mindinsight_run
 
@@ -292,12 +298,13 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
-                 static: bool = False, baseline: str | None = None, fmt: str | None = None) -> tuple[str, dict]:
+                 static: bool = False, baseline: str | None = None, fmt: str | None = None,
+                 dask: str | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics)."""
     from . import metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress, jobs, comm_patterns, fmt)
+    run = load_run(run_arg, progress, jobs, comm_patterns, fmt, dask)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -378,8 +385,71 @@ def _written(outputs: list[str], written: list[str]) -> str:
     return f"wrote {' and '.join(written)}" + (f"; {' and '.join(missing)} not written" if missing else "")
 
 
+def _reduce_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="reportgen reduce",
+                description="Decode and reduce the ranks under RANK_DIR (on the node that holds them) into one "
+                            "small .reduced file; 'reportgen DIR' reports a directory of such files (and raw "
+                            "ranks beside them) as one run.")
+    p.add_argument("inputs", nargs="+", metavar="RANK_DIR", help="rank directory, trace file or directory of them")
+    p.add_argument("-o", "--output", required=True, help="the .reduced file to write")
+    p.add_argument("--format", dest="fmt", choices=["ascend", "kineto"], help="input family (default: detect)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="reduce in N processes")
+    p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
+                   help="as for the report (applied here, when the traces are decoded)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return p
+
+
+def reduce_main(argv: list[str]) -> int:
+    """``reportgen reduce RANK_DIR... -o rankN.reduced`` (same exit codes as the report)."""
+    from . import engine
+    from .progress import Progress
+
+    args = _reduce_parser().parse_args(argv)
+    progress = Progress(enabled=not args.quiet)
+
+    def say(text: str) -> None:
+        progress.close()
+        with contextlib.suppress(OSError, ValueError):
+            print(f"reportgen: {one_line(text)}", file=sys.stderr, flush=True)
+
+    try:
+        if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+            raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
+        inputs = [("the input", path, _stat(path, "")) for path in args.inputs]
+        _check_output("-o", args.output, inputs)
+        if not args.output.endswith(engine.SUFFIX):
+            raise InputError(args.output, f"-o: a reduced file is named *{engine.SUFFIX} (reportgen finds it so)")
+        n, size = engine.write(args.output, args.inputs, fmt=args.fmt, jobs=args.jobs,
+                               comm_patterns=tuple(args.comm_pattern),
+                               progress=lambda d, t: progress.update("reducing", d, t))
+    except InputError as exc:
+        say(str(exc))
+        return EXIT_INPUT
+    except KeyboardInterrupt as exc:
+        say("interrupted; nothing written")
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
+    except OSError as exc:
+        say(f"{args.output}: could not write: {_os_problem(exc)}")
+        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+        progress.close()
+        if args.debug:
+            traceback.print_exc()
+        say(f"internal error: {type(exc).__name__}: {exc} (nothing written; rerun with --debug for the traceback)")
+        return EXIT_FAILURE
+    progress.close()
+    if not args.quiet:
+        say(f"wrote {args.output} ({n} unit{'s' if n != 1 else ''}, {size:,} bytes)")
+    return EXIT_OK
+
+
 @_handling_interrupts
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["reduce"]:
+        return reduce_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="reportgen: %(message)s")
     from .progress import Progress
@@ -402,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
-                                 static=args.static, baseline=args.baseline, fmt=args.fmt)
+                                 static=args.static, baseline=args.baseline, fmt=args.fmt, dask=args.dask)
         from . import compare, metrics, render
 
         base_doc = doc.pop("_baseline_doc", None)

@@ -434,15 +434,28 @@ def _check_root(root: Path) -> None:
 
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
-             comm_patterns: tuple[str, ...] = (), fmt: str | None = None) -> Run:
-    """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it.
+             comm_patterns: tuple[str, ...] = (), fmt: str | None = None, dask: str | None = None) -> Run:
+    """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it; ``.reduced`` files below
+    it and ``dask`` (a scheduler address) go through :mod:`reportgen.engine`.
     Raises :class:`InputError` when unusable or ambiguous."""
+    from .. import engine
+
     root = Path(path)
     _check_root(root)
+    reduced = engine.find_reduced(root)
     s = survey(root)
-    family = choose(s, fmt)
+    if reduced:
+        family = engine.family_of_all(reduced, fmt)
+    else:
+        family = choose(s, fmt)
     module = dict(FAMILIES)[family]
-    if module is kineto:
+    if reduced or dask:
+        if family not in engine.FAMILIES:
+            raise InputError(root, f"--dask: {LABELS[family]} output is read on this machine only (the engine "
+                                   f"runs {', '.join(LABELS[f] for f in engine.FAMILIES)})")
+        run = engine.read(root, family, reduced=reduced, jobs=jobs, dask=dask, comm_patterns=comm_patterns,
+                          progress=progress)
+    elif module is kineto:
         run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
     else:
         run = module.read(root, progress=progress)

@@ -1070,7 +1070,11 @@ def _rank_dir(path: Path, problems: list) -> RankDir:
 
 def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
     """One profiler directory per rank (module doc, "Discovery"); raises :class:`InputError` when none is usable."""
-    dirs = [_rank_dir(p, problems) for p in _walk_prof_dirs(root)]
+    return choose_among([_rank_dir(p, problems) for p in _walk_prof_dirs(root)], root, problems)
+
+
+def choose_among(dirs: list[RankDir], root: Path, problems: list) -> dict[int, RankDir]:
+    """One of ``dirs`` (in path order) per rank; see :func:`choose_rank_dirs`."""
     if not dirs:
         raise InputError(root, "no *_ascend_pt / *_ascend_ms profiler directory found")
     if len(dirs) == 1 and dirs[0].rank is None:
@@ -1177,7 +1181,46 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     root = Path(root)
     problems: list[tuple[str, str]] = []
     chosen = choose_rank_dirs(root, problems)
+    parts = {}
+    for n, (rank, d) in enumerate(sorted(chosen.items()), start=1):
+        if progress:
+            progress(n, len(chosen))
+        parts[rank] = read_rank_dir(d, rank)
+    return assemble(root, chosen, parts, problems)
 
+
+def read_rank_dir(d: RankDir, rank: int, reduce: bool = True) -> dict:
+    """One rank directory's part (the per-rank half of :func:`read`): its profiler_metadata.json claims, its
+    tables (absolute int ns), its lazily parsed files, file list, host and data problems. ``reduce=False`` keeps
+    every communication-matrix row (:func:`reduce_matrix` is not applied): a part reduced elsewhere
+    (reportgen.engine) cannot have its file read again for a link chosen later."""
+    part: dict = {"meta_pre": [], "meta_doc": None, "meta_post": [], "tables": {}, "files": [], "problems": [],
+                  "host": _host_from_name(d.path)}
+    meta_path = d.path / "profiler_metadata.json"
+    if meta_path.is_file():
+        unread = object()
+        try:
+            doc = _read_json(meta_path)
+        except InputError as exc:
+            part["meta_pre"].append((exc.path, exc.problem + "; metadata ignored"))
+            doc = unread
+        if doc is not unread and not isinstance(doc, dict):
+            part["meta_pre"].append((str(meta_path), f"expected a JSON object, found {_json_type(doc)}; metadata "
+                                                     "ignored"))
+        elif doc is not unread:
+            part["meta_doc"] = (str(meta_path), doc.get("distributed_args"), doc.get("parallel_group_info"))
+            said = as_int(doc["distributed_args"].get("rank")) if isinstance(doc.get("distributed_args"), dict) \
+                else None
+            if said is not None and said != rank:
+                part["meta_post"].append((str(meta_path), f"distributed_args.rank {said} disagrees with "
+                                                          f"{d.rank_source} (rank {rank}); rank {rank} was used"))
+    _read_rank(d, rank, part["tables"], part["files"], part["problems"], reduce)
+    return part
+
+
+def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], problems: list) -> Run:
+    """The run from the chosen rank directories and their :func:`read_rank_dir` parts (the cross-rank half of
+    :func:`read`; also used by :mod:`reportgen.engine` for parts reduced elsewhere)."""
     frameworks = {d.framework for d in chosen.values()}
     run = Run(name=root.resolve().name or str(root), source_format="ascend", source_path=str(root),
               layout=f"{'/'.join(sorted(frameworks))} Ascend profiler output: {len(chosen)} rank director"
@@ -1185,35 +1228,24 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
 
     # metadata: distributed args and the union of every rank's process groups
     meta = _Meta(problems)
-    for rank, d in sorted(chosen.items()):
-        meta_path = d.path / "profiler_metadata.json"
-        if meta_path.is_file():
-            try:
-                doc = _read_json(meta_path)
-            except InputError as exc:
-                problems.append((exc.path, exc.problem + "; metadata ignored"))
-                continue
-            if not isinstance(doc, dict):
-                problems.append((str(meta_path), f"expected a JSON object, found {_json_type(doc)}; metadata ignored"))
-                continue
-            meta.add(str(meta_path), doc.get("distributed_args"), doc.get("parallel_group_info"))
-            said = as_int(doc["distributed_args"].get("rank")) if isinstance(doc.get("distributed_args"), dict) \
-                else None
-            if said is not None and said != rank:
-                problems.append((str(meta_path), f"distributed_args.rank {said} disagrees with {d.rank_source} "
-                                                 f"(rank {rank}); rank {rank} was used"))
+    for rank in sorted(chosen):
+        part = parts[rank]
+        problems.extend(part["meta_pre"])
+        if part["meta_doc"] is not None:
+            meta.add(*part["meta_doc"])
+        problems.extend(part["meta_post"])
 
     # per-rank files
     tables: dict[str, list] = {}
     files = []
-    total = len(chosen)
-    for n, (rank, d) in enumerate(sorted(chosen.items()), start=1):
-        if progress:
-            progress(n, total)
-        _read_rank(d, rank, tables, files, problems)
-        host = _host_from_name(d.path)
-        if host:
-            run.hosts[rank] = host
+    for rank in sorted(chosen):
+        part = parts[rank]
+        for name, dfs in part["tables"].items():
+            tables.setdefault(name, []).extend(dfs)
+        files.extend(part["files"])
+        problems.extend(part["problems"])
+        if part["host"]:
+            run.hosts[rank] = part["host"]
     lazy: dict[str, list] = {}
     matrix_paths = tables.pop("_matrix_paths", {})
     left = tables.pop("_matrix_left", [])
@@ -1223,7 +1255,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     eager = [df for parts in tables.values() for df in parts if df is not None]
     t0 = origin(*(c for df in eager for c in abs_columns(df)))
     if t0 is None:  # absolute times only in the lazily parsed files: their first ones fix the origin
-        t0 = origin(*(_first_times_ns(path, table) for table, items in lazy.items() for path, _p, _r in items))
+        t0 = origin(*(_first_ns(parser, path, table) for table, items in lazy.items() for path, parser, _r in items))
     run.time_origin_ns = t0 if t0 is not None else 0
     for name, parts in tables.items():
         tables[name] = [to_rel_ms(df, run.time_origin_ns) if df is not None else None for df in parts]
@@ -1381,7 +1413,7 @@ def _guarded(path: Path, problems: list, fn, *args):
     return None
 
 
-def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list) -> None:
+def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list, reduce: bool = True) -> None:
     out = d.output
     present = {p.name: p for p in out.iterdir()} if out.is_dir() else {}
 
@@ -1420,7 +1452,8 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list)
         files.append((rank, "communication_matrix", str(p)))
         df = _guarded(p, problems, parse_matrix, rank, problems)
         if df is not None:  # one rank's matrix, reduced before the next is read (reduce_matrix)
-            df, left = reduce_matrix(df.assign(_row=np.arange(len(df))))
+            df = df.assign(_row=np.arange(len(df)))
+            df, left = reduce_matrix(df) if reduce else (df, pd.DataFrame())
             add("comm_matrix", df)
             if not left.empty:
                 add("_matrix_left", left.assign(rank=rank))
@@ -1618,3 +1651,93 @@ def _busiest_links(run: Run, left: pd.DataFrame | None, paths: dict, by_hash: di
     if extra:
         m = pd.concat([m, *extra], ignore_index=True).sort_values(["rank", "_row"], kind="stable")
     run.tables["comm_matrix"] = m.drop(columns="_row").reset_index(drop=True)
+
+
+
+# --------------------------------------------------------------------------- parts reduced elsewhere (reportgen.engine)
+
+
+class Parsed:
+    """A lazily parsed file already parsed (on a worker or a node): the loader's parser returning its table and its
+    data problems, and the earliest exact time of its first rows (the run origin when nothing else has one)."""
+
+    def __init__(self, df: pd.DataFrame | None, problems: list, first_ns: int | None):
+        self.df, self.problems, self.first_ns = df, problems, first_ns
+
+    def __call__(self, _path, _rank, problems: list):
+        problems.extend(self.problems)
+        return self.df
+
+
+def _first_ns(parser, path: Path, table: str) -> pd.Series | None:
+    if not isinstance(parser, Parsed):
+        return _first_times_ns(path, table)
+    return pd.Series([parser.first_ns], dtype="int64") if parser.first_ns is not None else None
+
+
+def reduce_dir(path: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """One profiler directory as JSON metadata and plain tables (lazily parsed files parsed now): what
+    :func:`assemble_parts` needs, without open files or callables."""
+    discovery: list = []
+    d = _rank_dir(Path(path), discovery)
+    rank = d.rank if d.rank is not None else 0  # a lone directory without a rank is rank 0 (choose_among)
+    part = read_rank_dir(d, rank, reduce=False)
+    frames: dict[str, pd.DataFrame] = {}
+    tables = []
+    for name, dfs in part["tables"].items():
+        if name == "_lazy":
+            continue
+        for df in dfs:
+            if df is not None:
+                frames[f"t{len(frames)}"] = df
+                tables.append([name, f"t{len(frames) - 1}"])
+    lazy = []
+    for table, p, parser, r in part["tables"].get("_lazy", []):
+        probs: list = []
+        df = _guarded(p, probs, parser, r, probs)
+        t = _first_ns(parser, p, table)
+        first = int(t.min()) if t is not None and len(t) else None
+        key = None
+        if df is not None:
+            key = f"t{len(frames)}"
+            frames[key] = df
+        lazy.append([table, str(p), key, [list(x) for x in probs], first])
+    meta = {"dir": {"path": str(d.path), "rank": d.rank, "rank_source": d.rank_source, "framework": d.framework,
+                    "stamp": d.stamp, "info": d.info, "info_path": d.info_path},
+            "discovery": [list(x) for x in discovery], "rank": rank,
+            "meta_pre": [list(x) for x in part["meta_pre"]], "meta_doc": part["meta_doc"],
+            "meta_post": [list(x) for x in part["meta_post"]], "files": [list(x) for x in part["files"]],
+            "problems": [list(x) for x in part["problems"]], "host": part["host"], "tables": tables, "lazy": lazy}
+    return meta, frames
+
+
+def _pairs(items) -> list[tuple]:
+    return [tuple(x) for x in items]
+
+
+def assemble_parts(root: Path, items: list[tuple[dict, dict]]) -> Run:
+    """The run from :func:`reduce_dir` results (in path order), as :func:`read` makes it from the directories."""
+    problems: list = []
+    dirs, by_path = [], {}
+    for meta, frames in items:
+        m = meta["dir"]
+        problems.extend(_pairs(meta["discovery"]))
+        d = RankDir(Path(m["path"]), m["rank"], m["rank_source"], m["framework"], m["stamp"], m["info"] or {},
+                    m["info_path"])
+        dirs.append(d)
+        by_path[str(d.path)] = (meta, frames)
+    chosen = choose_among(dirs, root, problems)
+    parts = {}
+    for rank, d in chosen.items():
+        meta, frames = by_path[str(d.path)]
+        tables: dict[str, list] = {}
+        for name, key in meta["tables"]:
+            tables.setdefault(name, []).append(frames[key])
+        for table, p, key, probs, first in meta["lazy"]:
+            tables.setdefault("_lazy", []).append(
+                (table, Path(p), Parsed(frames[key] if key is not None else None, _pairs(probs), first), rank))
+        parts[rank] = {"meta_pre": _pairs(meta["meta_pre"]),
+                       "meta_doc": tuple(meta["meta_doc"]) if meta["meta_doc"] is not None else None,
+                       "meta_post": _pairs(meta["meta_post"]), "tables": tables, "files": _pairs(meta["files"]),
+                       "problems": _pairs(meta["problems"]), "host": meta["host"]}
+    return assemble(root, chosen, parts, problems)

@@ -479,7 +479,6 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     paths = find_traces(root)
     if not paths:
         raise InputError(root, "no PyTorch trace (*.json / *.json.gz with traceEvents) found")
-    problems: list[tuple[str, str]] = []
     total_bytes = sum(_size(p) for p in paths)
     jobs = jobs or os.cpu_count() or 1
     results = []
@@ -494,7 +493,15 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
             results.append(_decode((str(p), comm_patterns)))
             if progress:
                 progress(n, len(paths))
+    return assemble(root, paths, results)
 
+
+def assemble(root: Path, paths: list, results: list) -> Run:
+    """The run from every file's :func:`_decode` result ``(path, DecodedTrace or None, problems)``, in ``paths``
+    order: what :func:`read` does after the per-file part (also used by :mod:`reportgen.engine` for results
+    computed on a Dask cluster or loaded from ``.reduced`` files)."""
+    root = Path(root)
+    problems: list[tuple[str, str]] = []
     by_rank, host_names, backends, claims = _assign_ranks(results, problems)
     if not by_rank:
         raise _no_usable_trace(root, paths, problems)

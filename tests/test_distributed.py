@@ -1,0 +1,182 @@
+"""The per-rank engine (reportgen/engine.py): a 64-rank run through a Dask LocalCluster and through
+``reportgen reduce`` then ``reportgen DIR`` gives the metrics JSON of the local run; hostile .reduced files are
+one line and exit 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from reportgen import engine
+from reportgen.cli import main
+from reportgen.synth.ascend import AscendSpec, write_ascend_run
+from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+
+
+def _metrics(root: Path, dask: str | None = None) -> dict:
+    """The metrics JSON of ``root`` (what --json writes), without the parts that name the input directory."""
+    from reportgen import metrics
+    from reportgen.readers import read_run
+    from reportgen.sections import Options, run_sections
+
+    run = read_run(root, jobs=1, dask=dask)
+    doc = json.loads(metrics.dumps(metrics.build(run, run_sections(run, Options({})))))
+    for key in ("name", "source_path"):
+        doc["run"].pop(key)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("dist")
+    out = {"kineto": base / "kineto", "ascend": base / "ascend"}
+    write_kineto_run(out["kineto"], KinetoSpec(hosts=8, devices_per_host=8, steps=2, micro_batches=2))
+    write_ascend_run(out["ascend"], AscendSpec(hosts=8, devices_per_host=8, steps=2, microbatches=2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def local(runs) -> dict[str, dict]:
+    """The local run's metrics of each family, computed once."""
+    return {family: _metrics(root) for family, root in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as c:
+        yield c.scheduler_address
+
+
+@pytest.mark.parametrize("family", ["kineto", "ascend"])
+def test_64_ranks_dask_and_reduced_equal_local(runs, local, cluster, family, tmp_path):
+    root, local = runs[family], local[family]
+    assert local["run"]["world_size"] == 64
+    assert _metrics(root, dask=cluster) == local
+    # each "node" reduces its ranks; the report reads only the reduced files
+    units = engine.units(family, root)
+    for i in range(0, 64, 16):
+        assert main(["reduce", *units[i:i + 16], "-o", str(tmp_path / f"node{i // 16}.reduced"), "-q",
+                     *(["--format", family] if family == "kineto" else [])]) == 0
+    red = tmp_path / "reduced"
+    red.mkdir()
+    for f in tmp_path.glob("*.reduced"):
+        f.rename(red / f.name)
+    assert _metrics(red) == local
+
+
+def test_reduce_directory_of_several_ranks_and_mix_with_raw(runs, local, tmp_path, capsys):
+    """One .reduced of a directory holding 32 ranks, beside the other 32 ranks' raw traces."""
+    src = runs["kineto"]
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    node = tmp_path / "node0"
+    node.mkdir()
+    for n, p in enumerate(sorted(src.glob("*.pt.trace.json*"))):
+        shutil.copy(p, (node if n < 32 else mixed) / p.name)
+    assert main(["reduce", str(node), "-o", str(mixed / "node0.reduced")]) == 0
+    assert "32 units" in capsys.readouterr().err
+    assert _metrics(mixed) == local["kineto"]
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> bytes:
+    base = tmp_path_factory.mktemp("small")
+    write_kineto_run(base / "run", KinetoSpec(hosts=1, devices_per_host=2, steps=2, stages=1))
+    parts = engine.run_units([("kineto", u, ()) for u in engine.units("kineto", base / "run")], jobs=1)
+    return engine.dumps(parts, "kineto")
+
+
+def _rezip(data: bytes, change) -> bytes:
+    src = zipfile.ZipFile(io.BytesIO(data))
+    entries = {i.filename: src.read(i.filename) for i in src.infolist()}
+    change(entries)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for k, v in entries.items():
+            zf.writestr(k, v)
+    return buf.getvalue()
+
+
+def _manifest(change):
+    def edit(entries):
+        m = json.loads(entries["manifest.json"])
+        change(m)
+        entries["manifest.json"] = json.dumps(m).encode()
+    return edit
+
+
+def _first_col(m) -> dict:
+    return next(iter(m["parts"][0]["tables"].values()))["columns"][0]
+
+
+def _huge_claim(data: bytes) -> bytes:
+    """A central directory entry claiming 2^40 bytes uncompressed (a zip bomb's header)."""
+    i = data.rfind(b"PK\x01\x02")
+    return data[:i + 24] + (1 << 40 & 0xFFFFFFFF | 0xFFFFFFF0).to_bytes(4, "little") + data[i + 28:]
+
+
+HOSTILE = {
+    "truncated zip": lambda d: d[: len(d) // 2],
+    "not a zip": lambda d: b"hello world\n" * 10,
+    "empty file": lambda d: b"",
+    "wrong version": lambda d: _rezip(d, _manifest(lambda m: m.update(version=99))),
+    "wrong format": lambda d: _rezip(d, _manifest(lambda m: m.update(format="other"))),
+    "manifest not JSON": lambda d: _rezip(d, lambda e: e.update({"manifest.json": b"{\x00"})),
+    "pickle inside": lambda d: _rezip(d, lambda e: e.update({"manifest.json": pickle.dumps({"format": 1})})),
+    "pickle as a column": lambda d: _rezip(d, _manifest(lambda m: _first_col(m).update(dtype="object"))),
+    "wrong dtype": lambda d: _rezip(d, _manifest(lambda m: _first_col(m).update(dtype="complex128"))),
+    "huge claimed rows": lambda d: _rezip(d, _manifest(
+        lambda m: next(iter(m["parts"][0]["tables"].values())).update(rows=10 ** 12))),
+    "rows not matching": lambda d: _rezip(d, _manifest(
+        lambda m: next(iter(m["parts"][0]["tables"].values())).update(rows=3))),
+    "huge claimed size": _huge_claim,
+    "missing entry": lambda d: _rezip(d, lambda e: e.pop(next(k for k in e if k.startswith("p0/")))),
+    "parts not a list": lambda d: _rezip(d, _manifest(lambda m: m.update(parts={"a": 1}))),
+    "table without its columns": lambda d: _rezip(d, _manifest(
+        lambda m: [c.update(name=c["name"] + "_x") for t in m["parts"][0]["tables"].values() for c in t["columns"]])),
+    "meta of another shape": lambda d: _rezip(d, _manifest(lambda m: m["parts"][0].update(meta=[1]))),
+    "unknown family": lambda d: _rezip(d, _manifest(lambda m: m.update(family="mindinsight"))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_reduced_file_is_one_line_exit_2(good, tmp_path, capsys, case):
+    run = tmp_path / "run"
+    run.mkdir()
+    bad = run / "rank0.reduced"
+    bad.write_bytes(HOSTILE[case](good))
+    assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "rank0.reduced" in err, err
+
+
+def test_good_reduced_file_reports(good, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "r.reduced").write_bytes(good)
+    assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+
+
+def test_reduce_refuses_output_inside_input_and_wrong_suffix(runs, tmp_path, capsys):
+    src = runs["kineto"]
+    assert main(["reduce", str(src), "-o", str(src / "x.reduced"), "-q"]) == 2
+    assert main(["reduce", str(src), "-o", str(tmp_path / "x.zip"), "-q"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "never changes its input" in err[0] and ".reduced" in err[1]
+
+
+def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
+    assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", "--dask", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--dask" in err
