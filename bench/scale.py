@@ -443,14 +443,15 @@ def scale(args, runner: Runner, results: dict) -> None:
         c = r.get("cells")
         gen = "n/a" if r.get("gen_s") is None else f"{r['gen_s']:.0f}" + ("" if r.get("gen_now") else " (cached)")
         if not c:
-            cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".0f"), gen] + ["n/a"] * 7
+            cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen] + ["n/a"] * 7
             if base:
                 cols += ["n/a"] * 4
             table.append(cols + [r.get("note", "")])
             continue
         n = c["new"]
-        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".0f"), gen,
-                fmt(n.med("wall"), ".2f"), fmt(r.get("exp_prev"), ".2f"), fmt(n.peak(), ".0f"),
+        cut = [m.wall for m in n.runs if m.why.startswith(("timeout", "killed"))]   # killed: wall is a floor
+        wall = fmt(n.med("wall"), ".2f") if n.good or not cut else f">{min(cut):.0f}"
+        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen, wall, fmt(r.get("exp_prev"), ".2f"), fmt(n.peak(), ".0f"),
                 fmt(n.med("html_mb"), ".2f"), fmt(n.med("json_mb"), ".2f"), fmt(n.med("browser_s"), ".2f"),
                 fmt(n.med("dom_nodes"), ".0f")]
         if base:
@@ -553,7 +554,7 @@ def steps_row(args, runner: Runner, results: dict) -> None:
     print(f"## Steps: Kineto {ranks} ranks, {steps[0]} vs {steps[1]} steps\n")
     hdr = ["steps", "input MB", "gen s", "wall s", "peak RSS MiB", "HTML MB", "JSON MB", "browser s", "DOM nodes",
            "status"]
-    md_table(hdr, [[str(s), fmt(mb, ".0f"), fmt(g, ".0f") + ("" if now else " (cached)"), fmt(c.med("wall"), ".2f"),
+    md_table(hdr, [[str(s), fmt(mb, ".1f"), fmt(g, ".0f") + ("" if now else " (cached)"), fmt(c.med("wall"), ".2f"),
                     fmt(c.peak(), ".0f"), fmt(c.med("html_mb"), ".2f"), fmt(c.med("json_mb"), ".2f"),
                     fmt(c.med("browser_s"), ".2f"), fmt(c.med("dom_nodes"), ".0f"), note or c.status()]
                    for s, g, now, mb, note, c in rows])
