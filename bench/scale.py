@@ -536,8 +536,8 @@ def _row_json(r: dict) -> dict:
 
 
 def steps_row(args, runner: Runner, results: dict) -> None:
-    """Kineto 64 ranks x 10 vs 100 steps (the issue's 8-9x wall, HTML 10 -> 72 MB)."""
-    ranks, steps = 64, (10, 100)
+    """Kineto 64 ranks x 10 vs 100 steps by default (the issue: 8-9x wall, HTML 10 -> 72 MB)."""
+    ranks, steps = args.steps_row
     rows = []
     for s in steps:
         d, gsecs, gnow, gmb, note = generated_run(args.cache_dir, args.gen_tree, "kineto", ranks, s,
@@ -711,14 +711,16 @@ def peers(args, runner: Runner, results: dict, shared: Path) -> None:
     md_table(hdr, table)
     for key, label, d, mb, peer in inputs:
         ow, pw = cells[(key, "new")].med("wall"), cells[(key, "peer")].med("wall")
+        oc, pc = cells[(key, "new")].med("cpu"), cells[(key, "peer")].med("cpu")
+        cpu = f"; CPU s ours/peer {oc / pc:.3f}" if oc and pc else ""
         if key == "ascend":
             t = f"target: {label}: reportgen wall <= 1/10 of msprof-analyze cluster: "
             print(t + ("n/a (no runs to compare)" if ow is None or pw is None else
-                       f"{'PASS' if ow / pw <= T_MSPROF else 'FAIL'} ({ow / pw:.3f}; {pw / ow:.1f}x faster)"))
+                       f"{'PASS' if ow / pw <= T_MSPROF else 'FAIL'} ({ow / pw:.3f}; {pw / ow:.1f}x faster{cpu})"))
         else:
             t = f"target: {label}: >= {T_HTA:g}x HTA's throughput per MB: "
             print(t + ("n/a (no runs to compare)" if ow is None or pw is None else
-                       f"{'PASS' if pw / ow >= T_HTA else 'FAIL'} ({pw / ow:.1f}x; {ow / mb:.4f} vs {pw / mb:.4f} s/MB)"))
+                       f"{'PASS' if pw / ow >= T_HTA else 'FAIL'} ({pw / ow:.1f}x; {ow / mb:.4f} vs {pw / mb:.4f} s/MB{cpu})"))
     print()
 
 
@@ -751,7 +753,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-only", action="store_true", help="only the start-up table (and peers)")
     ap.add_argument("--scale-only", action="store_true", help="only the scale table (and steps row)")
     ap.add_argument("--no-peers", action="store_true", help="no msprof-analyze / HTA rows")
-    ap.add_argument("--no-steps-row", action="store_true", help="skip Kineto 64 ranks x 10 vs 100 steps")
+    ap.add_argument("--no-steps-row", action="store_true", help="skip the Kineto steps row")
+    ap.add_argument("--steps-row", default=None, metavar="RANKS:S1,S2",
+                    help="Kineto steps row (default 64:10,100; skipped by --quick unless given)")
     ap.add_argument("--no-install", action="store_true", help="do not create the peers' venvs")
     ap.add_argument("--reportgen", type=Path, default=REPO, help="tree to run reportgen from (default this repo)")
     ap.add_argument("--baseline-tree", type=Path, default=None,
@@ -769,6 +773,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.ranks = [r for r in args.ranks if r <= 64] or [8, 64]
     args.steps = [int(x) for x in args.steps.split(",") if x.strip()]
+    steps_row_given = args.steps_row is not None
+    try:
+        r, ss = (args.steps_row or "64:10,100").split(":")
+        s1, s2 = (int(x) for x in ss.split(","))
+        args.steps_row = (int(r), (s1, s2))
+    except ValueError:
+        ap.error("--steps-row wants RANKS:S1,S2, e.g. 64:10,100")
     args.reportgen = args.reportgen.resolve()
     args.gen_tree = (args.gen_tree or args.reportgen).resolve()
     if args.baseline_tree:
@@ -805,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.startup_only:
             print(f"generator: {tree_version(args.gen_tree)}; cache {args.cache_dir / 'scale'}\n")
             scale(args, runner, results)
-            if not (args.quick or args.no_steps_row) and "kineto" in args.families and 64 in args.ranks:
+            if not args.no_steps_row and "kineto" in args.families and (steps_row_given or not args.quick):
                 steps_row(args, runner, results)
             print(f"browser: {browser.info}; browser s = goto(file://) until dataset.chartsReady === '1', "
                   f"DOM nodes = elements; timeout {args.browser_timeout:.0f} s\n")
