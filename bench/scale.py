@@ -115,20 +115,26 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
 # --------------------------------------------------------------------------- measuring one process tree
 
 class LimitSampler(TreeSampler):
-    """TreeSampler that kills the process group once the tree's RSS passes ``limit`` bytes; samples every
-    50 ms for the first 2 s, then every 250 ms (a /proc scan per sample costs CPU on long runs)."""
+    """TreeSampler that kills the process group once the tree's RSS passes ``limit`` bytes (or, with ``disk``,
+    once the free space there drops below ``min_free`` bytes); samples every 50 ms for the first 2 s, then
+    every 250 ms (a /proc scan per sample costs CPU on long runs)."""
 
-    def __init__(self, root: int, pgid: int, limit: float):
+    def __init__(self, root: int, pgid: int, limit: float, disk: Path | None = None, min_free: float = 0):
         super().__init__(root)
-        self.pgid, self.limit, self.killed = pgid, limit, False
+        self.pgid, self.limit, self.killed = pgid, limit, ""
+        self.disk, self.min_free = disk, min_free
 
     def run(self) -> None:
         t0 = time.monotonic()
         while not self._halt.is_set():
             self.sample()
-            if self.peak > self.limit and not self.killed:
-                self.killed = True
-                kill_group(self.pgid)
+            if not self.killed:
+                if self.peak > self.limit:
+                    self.killed = "rss"
+                elif self.disk is not None and shutil.disk_usage(self.disk).free < self.min_free:
+                    self.killed = "disk"
+                if self.killed:
+                    kill_group(self.pgid)
             self._halt.wait(0.05 if time.monotonic() - t0 < 2 else 0.25)
 
 
@@ -147,11 +153,12 @@ class Proc:
     rss_mib: float            # tree sum (sampled), >= largest single process
     procs: int
     timed_out: bool = False
-    rss_killed: bool = False
+    killed: str = ""          # "rss" or "disk" when the sampler killed the group
     out: str = ""             # tail of stdout+stderr
 
 
-def run_proc(cmd: list[str], env: dict, cwd: Path, timeout: float, max_rss: float) -> Proc:
+def run_proc(cmd: list[str], env: dict, cwd: Path, timeout: float, max_rss: float, disk: Path | None = None,
+             min_free: float = 0) -> Proc:
     """Run cmd (under GNU time when present) in its own process group; kill the group on timeout / RSS limit."""
     fd, stats = tempfile.mkstemp(prefix="bench-time-", suffix=".txt")
     os.close(fd)
@@ -162,7 +169,7 @@ def run_proc(cmd: list[str], env: dict, cwd: Path, timeout: float, max_rss: floa
         p = subprocess.Popen(full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                              start_new_session=True)
         # the child is the session leader: sample its descendants and, without GNU time, itself
-        sampler = LimitSampler(p.pid if GNU_TIME.exists() else os.getpid(), p.pid, max_rss)
+        sampler = LimitSampler(p.pid if GNU_TIME.exists() else os.getpid(), p.pid, max_rss, disk, min_free)
         sampler.start()
         timed_out = False
         try:
@@ -207,9 +214,10 @@ def tree_version(tree: Path) -> str:
 
 # --------------------------------------------------------------------------- generated runs
 
-def generated_run(cache: Path, gen_tree: Path, fam: str, ranks: int, steps: int, limit: float, max_rss: float):
+def generated_run(args, fam: str, ranks: int, steps: int):
     """The cached run dir (generated now if missing); returns (dir or None, seconds, generated now, MB, note)."""
-    d = cache / "scale" / f"{fam}-{ranks}r-{steps}s-v{GEN_FORMAT}"
+    limit, max_rss, min_free = args.gen_timeout, args.max_rss_gb * 2**30, args.min_free_gb * 1e9
+    d = args.cache_dir / "scale" / f"{fam}-{ranks}r-{steps}s-v{GEN_FORMAT}"
     marker = d.with_name(d.name + ".complete.json")
     if marker.exists() and d.is_dir():
         m = json.loads(marker.read_text())
@@ -220,14 +228,20 @@ def generated_run(cache: Path, gen_tree: Path, fam: str, ranks: int, steps: int,
     d.parent.mkdir(parents=True, exist_ok=True)
     (d.parent / "README").write_text("Generated runs of bench/scale.py (reportgen); safe to delete.\n")
     log(f"generating {d.name} (once, limit {limit:.0f} s) ...")
-    p = run_proc([sys.executable, "-c", GEN_CHILD, fam, str(ranks), str(steps), str(partial)], tree_env(gen_tree),
-                 d.parent, limit, max_rss)
-    if p.rc != 0 or p.timed_out or p.rss_killed:
+    if shutil.disk_usage(d.parent).free < min_free:
+        note = f"not generated (less than {args.min_free_gb:g} GB free in {d.parent})"
+        log(f"  {note}")
+        return None, None, True, None, note
+    p = run_proc([sys.executable, "-c", GEN_CHILD, fam, str(ranks), str(steps), str(partial)],
+                 tree_env(args.gen_tree), d.parent, limit, max_rss, d.parent, min_free)
+    if p.rc != 0 or p.timed_out or p.killed:
         shutil.rmtree(partial, ignore_errors=True)
         if p.timed_out:
             note = f"not generated ({limit:.0f} s limit)"
-        elif p.rss_killed:
+        elif p.killed == "rss":
             note = f"not generated (RSS limit {max_rss / 2**30:.1f} GiB)"
+        elif p.killed == "disk":
+            note = f"not generated (free disk fell below {args.min_free_gb:g} GB after {p.wall:.0f} s)"
         else:
             tail = p.out.strip().splitlines()
             note = f"generation failed (exit {p.rc}): {tail[-1][:200] if tail else ''}"
@@ -238,7 +252,7 @@ def generated_run(cache: Path, gen_tree: Path, fam: str, ranks: int, steps: int,
     nbytes = sum(f.stat().st_size for f in partial.rglob("*") if f.is_file())
     partial.rename(d)
     marker.write_text(json.dumps({"seconds": secs, "bytes": nbytes, "rss_mib": p.rss_mib, "family": fam,
-                                  "ranks": ranks, "steps": steps, "generator_tree": str(gen_tree)}))
+                                  "ranks": ranks, "steps": steps, "generator_tree": str(args.gen_tree)}))
     log(f"  done in {secs:.0f} s, {nbytes / 1e6:.0f} MB, generator peak RSS {p.rss_mib:.0f} MiB")
     return d, secs, True, nbytes / 1e6, ""
 
@@ -343,6 +357,7 @@ class Runner:
     def __init__(self, args, tmp: Path, browser: Browser):
         self.args, self.tmp, self.browser = args, tmp, browser
         self.n = 0
+        self.done: dict[tuple, Cell] = {}   # (family, ranks, steps) -> this tree's runs in the scale table
 
     def report(self, tree: Path, run_dir: str, extra: list[str] = (), browser: bool = False,
                timeout: float | None = None) -> Meas:
@@ -358,7 +373,7 @@ class Runner:
         try:
             if p.timed_out:
                 m.why = f"timeout after {timeout:.0f} s (RSS reached {p.rss_mib:.0f} MiB)"
-            elif p.rss_killed:
+            elif p.killed:
                 m.why = f"killed at {p.rss_mib:.0f} MiB (--max-rss-gb {self.args.max_rss_gb:g}) after {p.wall:.0f} s"
             elif p.rc != 0:
                 tail = p.out.strip().splitlines()
@@ -404,8 +419,7 @@ def scale(args, runner: Runner, results: dict) -> None:
                 if stop:
                     row["note"] = stop
                     continue
-                d, gsecs, gnow, gmb, note = generated_run(args.cache_dir, args.gen_tree, fam, ranks, steps,
-                                                          args.gen_timeout, args.max_rss_gb * 2**30)
+                d, gsecs, gnow, gmb, note = generated_run(args, fam, ranks, steps)
                 row.update(gen_s=gsecs, gen_now=gnow, input_mb=gmb)
                 if d is None:
                     row["note"] = note
@@ -420,10 +434,14 @@ def scale(args, runner: Runner, results: dict) -> None:
                             f"{fmt(m.rss_mib, '.0f')} MiB, HTML {fmt(m.html_mb, '.1f')} MB, "
                             f"browser {fmt(m.browser_s, '.2f')} s {m.why}")
                 row["cells"] = cells
+                runner.done[(fam, ranks, steps)] = cells["new"]
                 new = cells["new"]
                 if not new.good:
                     stop = f"skipped ({ranks} ranks: {new.status()[:60]})"
                 w = new.med("wall")
+                cut = [m.wall for m in new.runs if m.why.startswith(("timeout", "killed"))]
+                if w is None and cut:   # killed: its wall is a floor, so the exponent is a lower bound
+                    w, row["exp_lower"] = min(cut), True
                 exp = None
                 if prev and w is not None and prev[1] is not None and steps == args.steps[0]:
                     exp = math.log(w / prev[1]) / math.log(ranks / prev[0])
@@ -451,7 +469,7 @@ def scale(args, runner: Runner, results: dict) -> None:
         n = c["new"]
         cut = [m.wall for m in n.runs if m.why.startswith(("timeout", "killed"))]   # killed: wall is a floor
         wall = fmt(n.med("wall"), ".2f") if n.good or not cut else f">{min(cut):.0f}"
-        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen, wall, fmt(r.get("exp_prev"), ".2f"), fmt(n.peak(), ".0f"),
+        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen, wall, (">=" if r.get("exp_lower") else "") + fmt(r.get("exp_prev"), ".2f"), fmt(n.peak(), ".0f"),
                 fmt(n.med("html_mb"), ".2f"), fmt(n.med("json_mb"), ".2f"), fmt(n.med("browser_s"), ".2f"),
                 fmt(n.med("dom_nodes"), ".0f")]
         if base:
@@ -503,7 +521,8 @@ def scale(args, runner: Runner, results: dict) -> None:
                 continue
             worst = max(vals, key=lambda kv: kv[1])
             over = [k for k, v in vals if v > lim]
-            print(f"target {fam}: {label} <= {lim:g} {unit} at every rank count: {verdict(not over)} "
+            word = "FAIL" if over else ("INCOMPLETE" if missing or len(vals) < len(done) else "PASS")
+            print(f"target {fam}: {label} <= {lim:g} {unit} at every rank count: {word} "
                   f"(max {worst[1]:.2f} {unit} at {worst[0]} ranks" + (f"; over at {','.join(map(str, over))}" if over
                                                                       else "") + f"{miss})")
         for rk, lim_w, lim_r in ((1024, T_1024_WALL, T_1024_RSS_B), (4096, T_4096_WALL, None)):
@@ -520,11 +539,15 @@ def scale(args, runner: Runner, results: dict) -> None:
             if lim_r:
                 print(f"target {fam}: {rk} ranks peak RSS <= 2 GB: {verdict(rss * 2**20 <= lim_r)} "
                       f"({rss * 2**20 / 1e9:.2f} GB)")
-        exps = [(r["ranks"], r.get("exp_prev")) for r in done if r["ranks"] >= 256 and r.get("exp_prev") is not None]
+        exps = [(r["ranks"], r["exp_prev"], r.get("exp_lower")) for r in fr
+                if r["ranks"] >= 256 and r.get("exp_prev") is not None]
         if exps:
             worst = max(exps, key=lambda kv: kv[1])
-            print(f"target {fam}: wall exponent <= {T_EXP:.1f} (+{EXP_MARGIN} noise margin) per step from 64 ranks up: "
-                  f"{verdict(worst[1] <= T_EXP + EXP_MARGIN)} (max {worst[1]:.2f} at {worst[0]} ranks)")
+            up = [(r["ranks"], r["cells"]["new"].med("wall")) for r in done if r["ranks"] >= 64]
+            s_up = slope([x for x, _ in up], [y for _, y in up])
+            print(f"target {fam}: wall exponent <= {T_EXP:.1f} (+{EXP_MARGIN} noise margin) at each step from 64 ranks "
+                  f"up: {verdict(worst[1] <= T_EXP + EXP_MARGIN)} (max {'>=' if worst[2] else ''}{worst[1]:.2f} at "
+                  f"{worst[0]} ranks; least squares from 64 up {fmt(s_up, '.2f')})")
     print()
 
 
@@ -540,10 +563,9 @@ def steps_row(args, runner: Runner, results: dict) -> None:
     ranks, steps = args.steps_row
     rows = []
     for s in steps:
-        d, gsecs, gnow, gmb, note = generated_run(args.cache_dir, args.gen_tree, "kineto", ranks, s,
-                                                  args.gen_timeout, args.max_rss_gb * 2**30)
-        c = Cell()
-        if d is not None:
+        d, gsecs, gnow, gmb, note = generated_run(args, "kineto", ranks, s)
+        c = runner.done.get(("kineto", ranks, s)) or Cell()   # measured in the scale table already
+        if d is not None and not c.runs:
             for i in range(args.runs or 1):
                 m = runner.report(args.reportgen, str(d), browser=not args.no_browser)
                 c.runs.append(m)
@@ -744,7 +766,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=None,
                     help="timed runs per case, median (default: 3 up to 64 ranks and for start-up/peers, 1 above)")
     ap.add_argument("--timeout", type=float, default=900, help="per reportgen run, s (default %(default)s)")
-    ap.add_argument("--gen-timeout", type=float, default=1200, help="per generated run, s (default %(default)s)")
+    ap.add_argument("--gen-timeout", type=float, default=1800, help="per generated run, s (default %(default)s)")
+    ap.add_argument("--min-free-gb", type=float, default=10,
+                    help="stop generating when the cache's disk has less free (default %(default)s GB)")
     ap.add_argument("--max-rss-gb", type=float, default=round(min(16.0, 0.8 * avail / 2**30), 1),
                     help="kill a run whose tree RSS passes this many GiB (default min(16, 80%% of available))")
     ap.add_argument("--no-browser", action="store_true", help="skip the headless Chromium measurement")
