@@ -48,6 +48,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import gnu_time_stats  # noqa: E402
 from ascend_vs_msprof import DATA_REL as ASCEND_REL  # noqa: E402
 from ascend_vs_msprof import check_msprof, msprof_venv, prepare_copies  # noqa: E402
 from kineto_vs_hta import HTA_RUNNER, PAGE, SMALL_INPUTS, TreeSampler, copy_input, hta_venv, json_mb  # noqa: E402
@@ -182,14 +183,7 @@ def run_proc(cmd: list[str], env: dict, cwd: Path, timeout: float, max_rss: floa
         sampler.stop()
         kill_group(p.pid)   # stray grandchildren (a pool worker) must not outlive the measurement
         text = Path(stats).read_text(errors="replace")
-        single = cpu = None
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-        if m:
-            single = int(m.group(1)) / 1024
-        u = re.search(r"User time \(seconds\): ([\d.]+)", text)
-        s = re.search(r"System time \(seconds\): ([\d.]+)", text)
-        if u and s:
-            cpu = float(u.group(1)) + float(s.group(1))
+        single, cpu = gnu_time_stats(text)
         logf.seek(0)
         out = logf.read().decode(errors="replace")[-2000:]
         return Proc(rc, wall, cpu, max(sampler.peak / 2**20, single or 0.0), sampler.max_procs, timed_out,
