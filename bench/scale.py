@@ -406,6 +406,7 @@ def scale(args, runner: Runner, results: dict) -> None:
     for fam in fams:
         stop = ""
         prev = None
+        dead: set[str] = set()   # trees that failed at a smaller rank count of this family
         for ranks in args.ranks:
             for steps in args.steps:
                 row = dict(family=fam, ranks=ranks, steps=steps)
@@ -422,6 +423,8 @@ def scale(args, runner: Runner, results: dict) -> None:
                 cells = {k: Cell() for k, _ in trees(args)}
                 for i in range(n):
                     for key, tree in trees(args):
+                        if key in dead:
+                            continue
                         m = runner.report(tree, str(d), browser=not args.no_browser)
                         cells[key].runs.append(m)
                         log(f"[{fam} {ranks}r {steps}s {key} {i + 1}/{n}] wall {fmt(m.wall, '.2f')} s, "
@@ -432,6 +435,7 @@ def scale(args, runner: Runner, results: dict) -> None:
                 new = cells["new"]
                 if not new.good:
                     stop = f"skipped ({ranks} ranks: {new.status()[:60]})"
+                dead |= {k for k, c in cells.items() if c.runs and not c.good}
                 w = new.med("wall")
                 cut = [m.wall for m in new.runs if m.why.startswith(("timeout", "killed"))]
                 if w is None and cut:   # killed: its wall is a floor, so the exponent is a lower bound
@@ -463,8 +467,10 @@ def scale(args, runner: Runner, results: dict) -> None:
         n = c["new"]
         cut = [m.wall for m in n.runs if m.why.startswith(("timeout", "killed"))]   # killed: wall is a floor
         wall = fmt(n.med("wall"), ".2f") if n.good or not cut else f">{min(cut):.0f}"
-        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen, wall, (">=" if r.get("exp_lower") else "") + fmt(r.get("exp_prev"), ".2f"), fmt(n.peak(), ".0f"),
-                fmt(n.med("html_mb"), ".2f"), fmt(n.med("json_mb"), ".2f"), fmt(n.med("browser_s"), ".2f"),
+        exp = (">=" if r.get("exp_lower") else "") + fmt(r.get("exp_prev"), ".2f")
+        cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen, wall, exp,
+                fmt(n.peak(), ".0f"), fmt(n.med("html_mb"), ".2f"), fmt(n.med("json_mb"), ".2f"),
+                fmt(n.med("browser_s"), ".2f"),
                 fmt(n.med("dom_nodes"), ".0f")]
         if base:
             b = c["base"]
@@ -472,7 +478,7 @@ def scale(args, runner: Runner, results: dict) -> None:
                      ratio(n.med("html_mb"), b.med("html_mb")), ratio(n.med("browser_s"), b.med("browser_s"))]
         st = n.status()
         if base and c["base"].status() != "ok":
-            st += f"; base: {c['base'].status()}"
+            st += f"; base: {c['base'].status() if c['base'].runs else 'skipped (failed at fewer ranks)'}"
         table.append(cols + [st])
     print("## Scale: generated runs (hosts = ranks/8 x 8 devices, 2 stages)\n")
     md_table(hdr, table)
@@ -493,7 +499,8 @@ def scale(args, runner: Runner, results: dict) -> None:
             s_up = slope([x for x, _ in up], [y for _, y in up]) if len(up) >= 2 else None
             parts.append(f"{label} {fmt(s_all, '.2f')}" + (f" ({fmt(s_up, '.2f')} from 64 up)" if s_up is not None
                                                           and len(up) < len(xs) else ""))
-        print(f"growth exponent, {fam} ({pts[0][0]}..{pts[-1][0]} ranks, least squares on log-log): " + ", ".join(parts))
+        print(f"growth exponent, {fam} ({pts[0][0]}..{pts[-1][0]} ranks, least squares on log-log): "
+              + ", ".join(parts))
     print()
 
     # targets
@@ -563,7 +570,8 @@ def steps_row(args, runner: Runner, results: dict) -> None:
             for i in range(args.runs or 1):
                 m = runner.report(args.reportgen, str(d), browser=not args.no_browser)
                 c.runs.append(m)
-                log(f"[steps kineto {ranks}r {s}s {i + 1}] wall {fmt(m.wall, '.2f')} s, HTML {fmt(m.html_mb, '.1f')} MB")
+                log(f"[steps kineto {ranks}r {s}s {i + 1}] wall {fmt(m.wall, '.2f')} s, "
+                    f"HTML {fmt(m.html_mb, '.1f')} MB")
         rows.append((s, gsecs, gnow, gmb, note, c))
     results["steps"] = [{"steps": s, "gen_s": g, "input_mb": mb, "note": note, "runs": [asdict(m) for m in c.runs]}
                         for s, g, _, mb, note, c in rows]
@@ -576,7 +584,8 @@ def steps_row(args, runner: Runner, results: dict) -> None:
                    for s, g, now, mb, note, c in rows])
     a, b = rows[0][5], rows[1][5]
     k = steps[1] / steps[0]
-    print(f"{steps[1]} / {steps[0]} steps: wall {ratio(b.med('wall'), a.med('wall'))}x, RSS {ratio(b.peak(), a.peak())}x, "
+    print(f"{steps[1]} / {steps[0]} steps: wall {ratio(b.med('wall'), a.med('wall'))}x, "
+          f"RSS {ratio(b.peak(), a.peak())}x, "
           f"HTML {ratio(b.med('html_mb'), a.med('html_mb'))}x, JSON {ratio(b.med('json_mb'), a.med('json_mb'))}x "
           f"(linear in steps would be {k:.0f}x)")
     h = b.med("html_mb")
@@ -736,7 +745,8 @@ def peers(args, runner: Runner, results: dict, shared: Path) -> None:
         else:
             t = f"target: {label}: >= {T_HTA:g}x HTA's throughput per MB: "
             print(t + ("n/a (no runs to compare)" if ow is None or pw is None else
-                       f"{'PASS' if pw / ow >= T_HTA else 'FAIL'} ({pw / ow:.1f}x; {ow / mb:.4f} vs {pw / mb:.4f} s/MB{cpu})"))
+                       f"{'PASS' if pw / ow >= T_HTA else 'FAIL'} ({pw / ow:.1f}x; "
+                       f"{ow / mb:.4f} vs {pw / mb:.4f} s/MB{cpu})"))
     print()
 
 
@@ -780,7 +790,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="second tree measured interleaved, with new/base ratio columns (e.g. /work/main)")
     ap.add_argument("--gen-tree", type=Path, default=None, help="tree whose reportgen.synth generates the runs "
                                                                 "(default: --reportgen)")
-    ap.add_argument("--cache-dir", type=Path, default=cache_default, help="venvs and generated runs (default %(default)s)")
+    ap.add_argument("--cache-dir", type=Path, default=cache_default,
+                    help="venvs and generated runs (default %(default)s)")
     ap.add_argument("--json", type=Path, default=None, help="write the raw results here")
     args = ap.parse_args(argv)
     args.families = [f.strip() for f in args.families.split(",") if f.strip()]
