@@ -453,7 +453,7 @@ def scale(args, runner: Runner, results: dict) -> None:
     hdr = ["family", "ranks", "steps", "input MB", "gen s", "wall s", "CPU s", "exp vs prev", "peak RSS MiB", "HTML MB",
            "JSON MB", "browser s", "DOM nodes"]
     if base:
-        hdr += ["wall new/base", "RSS new/base", "HTML new/base", "browser new/base"]
+        hdr += ["wall new/base", "CPU new/base", "RSS new/base", "HTML new/base", "browser new/base"]
     hdr.append("status")
     for r in rows:
         c = r.get("cells")
@@ -461,7 +461,7 @@ def scale(args, runner: Runner, results: dict) -> None:
         if not c:
             cols = [r["family"], str(r["ranks"]), str(r["steps"]), fmt(r.get("input_mb"), ".1f"), gen] + ["n/a"] * 8
             if base:
-                cols += ["n/a"] * 4
+                cols += ["n/a"] * 5
             table.append(cols + [r.get("note", "")])
             continue
         n = c["new"]
@@ -475,7 +475,7 @@ def scale(args, runner: Runner, results: dict) -> None:
                 fmt(n.med("dom_nodes"), ".0f")]
         if base:
             b = c["base"]
-            cols += [ratio(n.med("wall"), b.med("wall")), ratio(n.peak(), b.peak()),
+            cols += [ratio(n.med("wall"), b.med("wall")), ratio(n.med("cpu"), b.med("cpu")), ratio(n.peak(), b.peak()),
                      ratio(n.med("html_mb"), b.med("html_mb")), ratio(n.med("browser_s"), b.med("browser_s"))]
         st = n.status()
         if base and c["base"].status() != "ok":
@@ -635,7 +635,7 @@ def startup(args, runner: Runner, results: dict, shared: Path) -> None:
     base = bool(args.baseline_tree)
     hdr = ["case", f"wall s (median of {n})", "CPU s", "peak RSS MiB", "x pandas import", "CPU x pandas"]
     if base:
-        hdr += ["base wall s", "new/base"]
+        hdr += ["base wall s", "new/base", "CPU new/base"]
     hdr.append("status")
     table = []
     for label, _, _ in cases:
@@ -644,7 +644,8 @@ def startup(args, runner: Runner, results: dict, shared: Path) -> None:
                 ratio(c.med("wall"), pandas), ratio(c.med("cpu"), pandas_cpu)]
         if base:
             b = cells[(label, "base")]
-            cols += [fmt(b.med("wall"), ".2f"), ratio(c.med("wall"), b.med("wall"))] if b.runs else ["", ""]
+            cols += ([fmt(b.med("wall"), ".2f"), ratio(c.med("wall"), b.med("wall")), ratio(c.med("cpu"), b.med("cpu"))]
+                     if b.runs else ["", "", ""])
         table.append(cols + [c.status()])
     results["startup"] = {f"{label} [{k}]": [asdict(m) for m in c.runs] for (label, k), c in cells.items()}
     print("## Start-up (whole processes; ratio to `python -c 'import pandas'` on the same machine)\n")
