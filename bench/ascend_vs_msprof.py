@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -52,6 +51,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+from _common import gnu_time_stats
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_REL = Path("fixtures/ascend/msinsight/test/st/level2")
@@ -133,11 +134,7 @@ def measure(cmd: list[str], cwd: Path, stdout_path: Path, env: dict | None = Non
         text = Path(stats).read_text(errors="replace")
         rss = cpu = None
         if gnu_time.exists():
-            m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-            rss = int(m.group(1)) / 1024 if m else None
-            u = re.search(r"User time \(seconds\): ([\d.]+)", text)
-            s = re.search(r"System time \(seconds\): ([\d.]+)", text)
-            cpu = float(u.group(1)) + float(s.group(1)) if u and s else None
+            rss, cpu = gnu_time_stats(text)
             # GNU time exits with the child's code, 127/126 if it could not run it
         elif text.strip():
             d = json.loads(text)

@@ -69,6 +69,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from _common import gnu_time_stats
+
 REPO = Path(__file__).resolve().parent.parent
 GNU_TIME = Path("/usr/bin/time")
 HTA_VERSION = "0.5.0"
@@ -207,15 +209,7 @@ def measure(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None):
             rc = p.wait()
             wall = time.perf_counter() - t0
             sampler.stop()
-        single = cpu = None
-        text = Path(stats).read_text(errors="replace")
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-        if m:
-            single = int(m.group(1)) / 1024
-        u = re.search(r"User time \(seconds\): ([\d.]+)", text)
-        s = re.search(r"System time \(seconds\): ([\d.]+)", text)
-        if u and s:
-            cpu = float(u.group(1)) + float(s.group(1))
+        single, cpu = gnu_time_stats(Path(stats).read_text(errors="replace"))
         tree = max(sampler.peak / 2**20, single or 0.0)
         return rc, wall, cpu, single, tree, sampler.max_procs
     finally:

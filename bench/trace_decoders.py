@@ -59,7 +59,6 @@ def _raw_decode_batches(path, prefilter: bool):
     pid_re = re.compile(r'"pid"\s*:\s*(-?\d+)')
     used = at._USED_PROCESSES
     skip: set[int] = set()
-    name_re = re.compile(r'"process_name"')
     with open(path, "r", encoding="utf-8") as fh:
         buf = fh.read(1 << 20)
         pos = buf.index("[") + 1
