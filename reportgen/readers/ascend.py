@@ -1238,16 +1238,19 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
     # per-rank files
     tables: dict[str, list] = {}
     files = []
+    matrix_paths: dict = {}  # rank -> its communication_matrix.json, when reduce_matrix left rows out
     for rank in sorted(chosen):
         part = parts[rank]
         for name, dfs in part["tables"].items():
-            tables.setdefault(name, []).extend(dfs)
+            if name == "_matrix_paths":
+                matrix_paths.update(dfs)
+            else:
+                tables.setdefault(name, []).extend(dfs)
         files.extend(part["files"])
         problems.extend(part["problems"])
         if part["host"]:
             run.hosts[rank] = part["host"]
     lazy: dict[str, list] = {}
-    matrix_paths = tables.pop("_matrix_paths", {})
     left = tables.pop("_matrix_left", [])
     left = pd.concat(left, ignore_index=True) if left else None
     for table, path, parser, rank in tables.pop("_lazy", []):
