@@ -155,12 +155,11 @@ def _native(v: Any) -> Any:
 
 
 def data(source: Any) -> dict:
-    """Inline data of a chart from a DataFrame, a list of row dicts or a data dict."""
+    """Inline data of a chart from a DataFrame, a list of row dicts or a data dict. A DataFrame's rows are read
+    by ``to_spec`` (columns added to it after the chart was made are part of the chart, as in Altair)."""
     if isinstance(source, dict):
         return source
-    if isinstance(source, list):
-        return {"values": source}
-    return {"values": records(source)}
+    return {"values": source}
 
 
 def LookupData(source: Any, key: str, fields: list[str] | None = None) -> dict:  # noqa: N802
@@ -227,6 +226,9 @@ class Spec(dict):
         return self._with(resolve=resolve)
 
     def __add__(self, other: "Spec") -> "Spec":
+        """``self`` and ``other`` layered (a layer gets ``other`` as its last layer, as Altair's ``+``)."""
+        if "layer" in self:
+            return self._with(layer=[*self["layer"], other])
         return layer(self, other)
 
     def __getattr__(self, name: str):
@@ -255,16 +257,26 @@ def hconcat(*specs: dict, **props) -> Spec:
 _COMPOSITE = ("layer", "hconcat", "vconcat", "concat")
 
 
-def _plain(node: Any, datasets: dict, params: dict, top: bool) -> Any:
+def _dataset(values: Any, datasets: dict, names: dict) -> str:
+    """The name of inline ``values`` (rows or a DataFrame) in ``datasets``: "data-" + a digest of the rows, so
+    equal tables share one entry; ``names`` remembers the tables already named (by identity)."""
+    if id(values) not in names:
+        rows = values if isinstance(values, list) else records(values)
+        text = json.dumps(rows, separators=(",", ":"), allow_nan=False)
+        name = "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+        datasets.setdefault(name, rows)
+        names[id(values)] = (name, values)  # the table is kept so that its id stays its own
+    return names[id(values)][0]
+
+
+def _plain(node: Any, datasets: dict, params: dict, top: bool, names: dict) -> Any:
     """A JSON-ready copy of ``node``: inline data moved to ``datasets``, variable params below the top to ``params``."""
     if isinstance(node, dict):
         out = {}
         for k, v in node.items():
-            if k == "data" and isinstance(v, dict) and isinstance(v.get("values"), list):
-                text = json.dumps(v["values"], separators=(",", ":"), allow_nan=False)
-                name = "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
-                datasets.setdefault(name, v["values"])
-                out[k] = {"name": name, **{kk: vv for kk, vv in v.items() if kk != "values"}}
+            if k == "data" and isinstance(v, dict) and "values" in v and not isinstance(v["values"], (str, dict)):
+                out[k] = {"name": _dataset(v["values"], datasets, names),
+                          **{kk: vv for kk, vv in v.items() if kk != "values"}}
             elif k == "params" and isinstance(v, list) and not top:
                 kept = []
                 for p in v:
@@ -275,10 +287,10 @@ def _plain(node: Any, datasets: dict, params: dict, top: bool) -> Any:
                 if kept:
                     out[k] = kept
             else:
-                out[k] = _plain(v, datasets, params, False)
+                out[k] = _plain(v, datasets, params, False, names)
         return out
     if isinstance(node, (list, tuple)):
-        return [_plain(v, datasets, params, False) for v in node]
+        return [_plain(v, datasets, params, False, names) for v in node]
     return node
 
 
@@ -292,7 +304,7 @@ def to_spec(chart: dict) -> dict[str, Any]:
     """
     datasets: dict[str, list] = {}
     params: dict[str, dict] = {}
-    spec = _plain(chart, datasets, params, True)
+    spec = _plain(chart, datasets, params, True, {})
     if params:
         top = list(spec.get("params") or [])
         names = {p["name"] for p in top}
