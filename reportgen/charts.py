@@ -21,6 +21,8 @@ import re
 import statistics
 from typing import Any, Iterable
 
+import numpy as np
+
 from . import fmt, palette
 from . import thresholds as th
 from .report import natural_key  # noqa: F401 - the one natural order (tables and charts), re-exported
@@ -133,7 +135,7 @@ def records(df) -> list[dict]:
             vals = s.tolist()
         elif kind == "f":
             vals = s.tolist()
-            if not bool(s.map(math.isfinite, na_action="ignore").fillna(False).all()):
+            if not np.isfinite(s.to_numpy(dtype=float)).all():
                 vals = [v if math.isfinite(v) else None for v in vals]
         elif kind == "M":
             vals = [None if v is None or v != v else v.isoformat() for v in s.astype(object)]
