@@ -1,5 +1,6 @@
-"""Chart helpers shared by the sections: Altair chart -> Vega-Lite dict (the contract), sizes that fit the
-page, units on every axis, and the colour scales of reportgen/palette.py.
+"""Chart helpers shared by the sections: Vega-Lite specs built as plain dicts (the contract; no Altair at run
+time, see "building specs" below), sizes that fit the page, units on every axis, and the colour scales of
+reportgen/palette.py.
 
 Sizes: a chart either takes its container's width (``fit``: ``width: "container"``, drawn to the figure's box
 and redrawn when the window changes) or is computed from its rank / step count with a maximum
@@ -38,7 +39,7 @@ FIT = {"type": "fit-x", "contains": "padding", "resize": True}
 #: Autosize of every other chart: grows with its labels, also after a control changed them.
 PAD = {"type": "pad", "resize": True}
 #: The Vega-Lite schema the specs follow (the one vl-convert and the page's bundle draw).
-SCHEMA_URL = "https://vega.github.io/schema/vega-lite/v6.1.0.json"
+SCHEMA_URL = "https://vega.github.io/schema/vega-lite/v6.4.1.json"
 
 
 # --------------------------------------------------------------------------- building specs
