@@ -23,6 +23,7 @@ import statistics
 from typing import Any, Iterable
 
 import numpy as np
+import pandas as pd
 
 from . import fmt, palette
 from . import thresholds as th
@@ -132,9 +133,9 @@ def records(df) -> list[dict]:
     for name in df.columns:
         s = df[name]
         kind = s.dtype.kind
-        if kind in "iub":
+        if kind in "iub" and not s.hasnans:  # (a nullable integer column with <NA> goes by _native)
             vals = s.tolist()
-        elif kind == "f":
+        elif kind == "f" and isinstance(s.dtype, np.dtype):
             vals = s.tolist()
             if not np.isfinite(s.to_numpy(dtype=float)).all():
                 vals = [v if math.isfinite(v) else None for v in vals]
@@ -150,11 +151,15 @@ def records(df) -> list[dict]:
 def _native(v: Any) -> Any:
     if isinstance(v, float):
         return v if math.isfinite(v) else None
+    if isinstance(v, np.ndarray):
+        return [_native(x) for x in v.tolist()]
     if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalar
         return _native(v.item())
-    if v is None or (not isinstance(v, (str, bytes, list, dict, tuple)) and v != v):  # pd.NA / NaT
+    if v is None or isinstance(v, (str, bool, int, list, dict, tuple)):
+        return v
+    if pd.isna(v):  # pd.NA, NaT
         return None
-    return v
+    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def data(source: Any) -> dict:

@@ -306,3 +306,11 @@ def test_variable_params_of_inner_views_go_to_the_top():
     assert spec["vconcat"][1]["params"] == [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]},
                                             "bind": "scales"}]  # a selection stays in its view
     charts.validate(spec)
+
+
+def test_records_are_plain_json():
+    df = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": pd.array([1.5, None], dtype="Float64"),
+                       "c": pd.Categorical(["x", None]), "d": [np.array([1, 2]), None],
+                       "e": pd.to_datetime(["2020-01-01", None]), "f": [np.inf, np.nan]})
+    assert charts.records(df) == [{"a": 1, "b": 1.5, "c": "x", "d": [1, 2], "e": "2020-01-01T00:00:00", "f": None},
+                                  {"a": None, "b": None, "c": None, "d": None, "e": None, "f": None}]
