@@ -1,5 +1,6 @@
-"""Chart helpers shared by the sections: Altair chart -> Vega-Lite dict (the contract), sizes that fit the
-page, units on every axis, and the colour scales of reportgen/palette.py.
+"""Chart helpers shared by the sections: Vega-Lite specs built as plain dicts (the contract; no Altair at run
+time, see "building specs" below), sizes that fit the page, units on every axis, and the colour scales of
+reportgen/palette.py.
 
 Sizes: a chart either takes its container's width (``fit``: ``width: "container"``, drawn to the figure's box
 and redrawn when the window changes) or is computed from its rank / step count with a maximum
@@ -13,11 +14,16 @@ page by the factor fmt.unit_for chose, and the axis / legend / tooltip titles na
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
+import re
 import statistics
 from typing import Any, Iterable
 
-import altair as alt
+import numpy as np
+import pandas as pd
 
 from . import fmt, palette
 from . import thresholds as th
@@ -33,27 +39,325 @@ STATIC_WIDTH = 900
 FIT = {"type": "fit-x", "contains": "padding", "resize": True}
 #: Autosize of every other chart: grows with its labels, also after a control changed them.
 PAD = {"type": "pad", "resize": True}
+#: The Vega-Lite schema the specs follow (the one vl-convert and the page's bundle draw).
+SCHEMA_URL = "https://vega.github.io/schema/vega-lite/v6.4.1.json"
 
 
-def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    """The Vega-Lite dict of ``chart``.
+# --------------------------------------------------------------------------- building specs
+#
+# A chart is a plain Vega-Lite dict. ``Spec`` is a dict with the few builder methods the sections use (named as
+# the Vega-Lite properties they set); each returns a new Spec and leaves its receiver unchanged, so a base chart can
+# be shared by several layers. Channel, scale, axis and legend helpers return plain dicts. Data is inlined where a
+# chart is made (``{"values": rows}``); ``to_spec`` moves it to the top-level ``datasets`` (named by content, so a
+# table used by several views of one chart is stored once) and completes the top level.
 
-    Schema validation costs ~70 ms a report, so it runs only when ``REPORTGEN_VALIDATE_SPECS=1``;
-    the test suite sets it (tests/conftest.py), so every spec the tests produce is validated.
-    Altair's 5,000-row guard is off here because every section enforces its own, larger
-    budget (MAX_CHART_ROWS, see ../shared/research/offline-html-report.md §2.2).
+class _Undefined:
+    """Marks a property that is not set (left out of the spec; ``None`` is written as ``null``)."""
+
+    def __repr__(self) -> str:
+        return "Undefined"
+
+
+Undefined = _Undefined()
+
+_TYPES = {"Q": "quantitative", "N": "nominal", "O": "ordinal", "T": "temporal"}
+_SHORTHAND_AGG = re.compile(r"^(\w+)\((.*)\)$")
+#: channels whose definitions carry no type (Vega-Lite SecondaryFieldDef)
+_SECONDARY = {"x2", "y2", "theta2", "radius2", "latitude2", "longitude2", "xError", "xError2", "yError", "yError2"}
+
+
+def _clean(props: dict) -> dict:
+    return {k: v for k, v in props.items() if v is not Undefined}
+
+
+def field(shorthand: str | dict | None = None, **props) -> dict:
+    """A channel definition: ``"name:Q"`` (type letter Q/N/O/T), ``"op(name):Q"`` or ``"count()"`` plus
+    properties (title, axis, scale, legend, sort, format...)."""
+    out: dict[str, Any] = {}
+    if isinstance(shorthand, dict):
+        out.update(shorthand)
+    elif shorthand is not None:
+        name, _, kind = shorthand.rpartition(":") if shorthand[-2:-1] == ":" else (shorthand, "", "")
+        m = _SHORTHAND_AGG.match(name)
+        if m:
+            out["aggregate"] = m.group(1)
+            if m.group(2):
+                out["field"] = m.group(2)
+        else:
+            out["field"] = name
+        if kind:
+            out["type"] = _TYPES[kind]
+        elif "aggregate" in out and "field" not in out:
+            out["type"] = "quantitative"
+    out.update(_clean(props))
+    return out
+
+
+X = Y = Color = Tooltip = Text = Size = StrokeWidth = Order = Detail = field
+
+
+def Axis(**props) -> dict:  # noqa: N802 - the Vega-Lite name
+    return _clean(props)
+
+
+Legend = Scale = TitleParams = Axis
+
+
+def EncodingSortField(field: str, op: str = Undefined, order: str = Undefined) -> dict:  # noqa: N802
+    return _clean({"field": field, "op": op, "order": order})
+
+
+def value(v: Any) -> dict:
+    return {"value": v}
+
+
+def condition(test: str, if_true: dict, if_false: dict) -> dict:
+    """``if_true`` where the Vega expression ``test`` holds, else ``if_false`` (both ``value(...)`` or fields)."""
+    return {"condition": {"test": test, **if_true}, **if_false}
+
+
+def param(name: str, value: Any = Undefined, **props) -> dict:
+    """A variable parameter (a signal a control or a finding sets); ``to_spec`` lifts it to the top level."""
+    return _clean({"name": name, "value": value, **props})
+
+
+def selection_interval(name: str, encodings: list[str] | None = None, bind: Any = Undefined) -> dict:
+    select = {"type": "interval", **({"encodings": list(encodings)} if encodings else {})}
+    return _clean({"name": name, "select": select, "bind": bind})
+
+
+def records(df) -> list[dict]:
+    """The rows of a DataFrame as JSON-ready dicts (NaN and infinities as null, numpy scalars as Python ones,
+    times as ISO text)."""
+    cols = []
+    for name in df.columns:
+        s = df[name]
+        kind = s.dtype.kind
+        if kind in "iub" and not s.hasnans:  # (a nullable integer column with <NA> goes by _native)
+            vals = s.tolist()
+        elif kind == "f" and isinstance(s.dtype, np.dtype):
+            vals = s.tolist()
+            if not np.isfinite(s.to_numpy(dtype=float)).all():
+                vals = [v if math.isfinite(v) else None for v in vals]
+        elif kind == "M":
+            vals = [None if v is None or v != v else v.isoformat() for v in s.astype(object)]
+        else:
+            vals = [_native(v) for v in s.astype(object).tolist()]
+        cols.append(vals)
+    names = [str(c) for c in df.columns]
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(df))]
+
+
+def _native(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, np.ndarray):
+        return [_native(x) for x in v.tolist()]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalar
+        return _native(v.item())
+    if v is None or isinstance(v, (str, bool, int, list, dict, tuple)):
+        return v
+    if pd.isna(v):  # pd.NA, NaT
+        return None
+    return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+def data(source: Any) -> dict:
+    """Inline data of a chart from a DataFrame, a list of row dicts or a data dict. A DataFrame's rows are read
+    by ``to_spec`` (columns added to it after the chart was made are part of the chart, as in Altair)."""
+    if isinstance(source, dict):
+        return source
+    return {"values": source}
+
+
+def LookupData(source: Any, key: str, fields: list[str] | None = None) -> dict:  # noqa: N802
+    return _clean({"data": data(source), "key": key, "fields": list(fields) if fields is not None else Undefined})
+
+
+_param = param  # for the helpers below whose argument is named param
+
+
+class Spec(dict):
+    """A Vega-Lite (sub)spec; the methods return a new Spec with the property set (the receiver is unchanged)."""
+
+    def _with(self, **props) -> "Spec":
+        return Spec({**self, **_clean(props)})
+
+    def mark(self, type_: str, **props) -> "Spec":
+        return self._with(mark={"type": type_, **_clean(props)})
+
+    def encode(self, **channels) -> "Spec":
+        enc = dict(self.get("encoding") or {})
+        for ch, d in channels.items():
+            if d is Undefined:
+                continue
+            if isinstance(d, list):
+                d = [field(x) if isinstance(x, str) else x for x in d]
+            elif isinstance(d, str):
+                d = field(d)
+            if ch in _SECONDARY and isinstance(d, dict):
+                d = {k: v for k, v in d.items() if k != "type"}
+            enc[ch] = d
+        return self._with(encoding=enc)
+
+    def transform(self, *steps: dict) -> "Spec":
+        return self._with(transform=list(self.get("transform") or []) + list(steps))
+
+    def transform_calculate(self, **exprs: str) -> "Spec":
+        return self.transform(*({"calculate": e, "as": k} for k, e in exprs.items()))
+
+    def transform_filter(self, test: str | dict) -> "Spec":
+        return self.transform({"filter": test})
+
+    def transform_joinaggregate(self, groupby: list[str] | None = None, **ops: str) -> "Spec":
+        agg = []
+        for name, shorthand in ops.items():
+            d = field(shorthand)
+            agg.append(_clean({"op": d["aggregate"], "field": d.get("field", Undefined), "as": name}))
+        return self.transform(_clean({"joinaggregate": agg, "groupby": groupby if groupby else Undefined}))
+
+    def transform_lookup(self, lookup: str, from_: dict, **props) -> "Spec":
+        return self.transform({"lookup": lookup, "from": from_, **_clean(props)})
+
+    def transform_fold(self, fold: list[str], as_: list[str] | None = None) -> "Spec":
+        return self.transform(_clean({"fold": list(fold), "as": list(as_) if as_ else Undefined}))
+
+    def properties(self, **props) -> "Spec":
+        return self._with(**props)
+
+    def add_params(self, *params: dict) -> "Spec":
+        return self._with(params=list(self.get("params") or []) + list(params))
+
+    def resolve_scale(self, **channels: str) -> "Spec":
+        resolve = dict(self.get("resolve") or {})
+        resolve["scale"] = {**resolve.get("scale", {}), **channels}
+        return self._with(resolve=resolve)
+
+    def __add__(self, other: "Spec") -> "Spec":
+        """``self`` and ``other`` layered (a layer gets ``other`` as its last layer, as Altair's ``+``)."""
+        if "layer" in self:
+            return self._with(layer=[*self["layer"], other])
+        return layer(self, other)
+
+    def __getattr__(self, name: str):
+        if name.startswith("mark_"):
+            return lambda **props: self.mark(name[5:], **props)
+        raise AttributeError(name)
+
+
+def Chart(source: Any = None, **props) -> Spec:  # noqa: N802
+    """A unit (or, given ``layer`` etc., composite) chart over ``source`` (a DataFrame or rows)."""
+    return Spec(_clean({"data": data(source) if source is not None else Undefined, **props}))
+
+
+def layer(*specs: dict, **props) -> Spec:
+    return Spec({"layer": list(specs), **_clean(props)})
+
+
+def vconcat(*specs: dict, **props) -> Spec:
+    return Spec({"vconcat": list(specs), **_clean(props)})
+
+
+def hconcat(*specs: dict, **props) -> Spec:
+    return Spec({"hconcat": list(specs), **_clean(props)})
+
+
+_COMPOSITE = ("layer", "hconcat", "vconcat", "concat")
+
+
+def _dataset(values: Any, datasets: dict, names: dict) -> str:
+    """The name of inline ``values`` (rows or a DataFrame) in ``datasets``: "data-" + a digest of the rows, so
+    equal tables share one entry; ``names`` remembers the tables already named (by identity)."""
+    if id(values) not in names:
+        rows = values if isinstance(values, list) else records(values)
+        text = json.dumps(rows, separators=(",", ":"), allow_nan=False)
+        name = "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+        datasets.setdefault(name, rows)
+        names[id(values)] = (name, values)  # the table is kept so that its id stays its own
+    return names[id(values)][0]
+
+
+def _plain(node: Any, datasets: dict, params: dict, top: bool, names: dict) -> Any:
+    """A JSON-ready copy of ``node``: inline data moved to ``datasets``, variable params below the top to ``params``."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "data" and isinstance(v, dict) and "values" in v and not isinstance(v["values"], (str, dict)):
+                out[k] = {"name": _dataset(v["values"], datasets, names),
+                          **{kk: vv for kk, vv in v.items() if kk != "values"}}
+            elif k == "params" and isinstance(v, list) and not top:
+                kept = []
+                for p in v:
+                    if "select" in p:
+                        kept.append(p)
+                    else:
+                        params.setdefault(p["name"], p)
+                if kept:
+                    out[k] = kept
+            else:
+                out[k] = _plain(v, datasets, params, False, names)
+        return out
+    if isinstance(node, (list, tuple)):
+        return [_plain(v, datasets, params, False, names) for v in node]
+    return node
+
+
+def to_spec(chart: dict) -> dict[str, Any]:
+    """The complete top-level Vega-Lite dict of ``chart``: its data in ``datasets`` (``data: {"name": ...}``),
+    every variable parameter at the top (where the page and vega-embed find them), ``$schema``, ``autosize``
+    (``PAD`` unless set) and ``CONFIG`` merged into its config.
+
+    With ``REPORTGEN_VALIDATE_SPECS=1`` (the test suite sets it, tests/conftest.py) the spec is validated against
+    the Vega-Lite JSON schema (``validate``); a report never pays for that.
     """
-    with alt.data_transformers.disable_max_rows():
-        spec = chart.to_dict(validate=os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1")
+    datasets: dict[str, list] = {}
+    params: dict[str, dict] = {}
+    spec = _plain(chart, datasets, params, True, {})
+    if params:
+        top = list(spec.get("params") or [])
+        names = {p["name"] for p in top}
+        spec["params"] = top + [p for n, p in params.items() if n not in names]
     spec.setdefault("autosize", dict(PAD))
     config = spec.setdefault("config", {})
-    for key, value in CONFIG.items():
-        config[key] = {**value, **config.get(key, {})}
+    for key, value_ in CONFIG.items():
+        config[key] = {**value_, **config.get(key, {})}
+    if datasets:
+        spec["datasets"] = {**spec.get("datasets", {}), **datasets}
+    spec = {"$schema": SCHEMA_URL, **spec}
+    if os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1":
+        validate(spec)
     return spec
 
 
-#: Defaults of every chart: axis labels that would touch another are dropped (never drawn over each other).
-CONFIG = {"axis": {"labelOverlap": True, "labelSeparation": 4}}
+#: Defaults of every chart: axis labels that would touch another are dropped (never drawn over each other); the
+#: size of a continuous view without a width or height.
+CONFIG = {"axis": {"labelOverlap": True, "labelSeparation": 4},
+          "view": {"continuousWidth": 300, "continuousHeight": 300}}
+
+_validator = None
+
+
+def schema_path() -> str:
+    """The Vega-Lite JSON schema Altair ships (a test dependency; found without importing altair)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("altair")
+    if found is None or not found.submodule_search_locations:
+        raise RuntimeError("REPORTGEN_VALIDATE_SPECS=1 needs altair installed (the test extra) for its schema")
+    return os.path.join(list(found.submodule_search_locations)[0], "vegalite", "v6", "schema",
+                        "vega-lite-schema.json")
+
+
+def validate(spec: dict) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``spec`` follows the Vega-Lite schema (tests only)."""
+    global _validator
+    if _validator is None:
+        import jsonschema
+
+        with open(schema_path(), encoding="utf-8") as fh:
+            schema = json.load(fh)
+        _validator = jsonschema.validators.validator_for(schema)(schema)
+    _validator.validate(spec)
 
 
 #: The font of --static charts. vl-convert lays text out with the metrics of the font it is told; a browser draws
@@ -85,12 +389,12 @@ def static_spec(spec: dict[str, Any], width: int = STATIC_WIDTH) -> dict[str, An
 # --------------------------------------------------------------------------- sizes
 
 
-def fit(chart: alt.TopLevelMixin, height: int | dict) -> alt.TopLevelMixin:
+def fit(chart: Spec, height: int | dict) -> Spec:
     """``chart`` as wide as its figure (axes and legends included), ``height`` px (or ``{"step": n}``)."""
     return chart.properties(width="container", height=height, autosize=FIT)
 
 
-def fit_concat(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+def fit_concat(chart: Spec) -> Spec:
     """A concatenation of ``fit``-width views: the whole stays inside the figure."""
     return chart.properties(autosize=FIT)
 
@@ -104,18 +408,18 @@ def band(n: int, most: int = 40, least: int = 4, total: int = PLOT_MAX_WIDTH) ->
 # --------------------------------------------------------------------------- units
 
 
-def in_unit(chart: alt.Chart, factor: float, *fields: str, suffix: str = "_u") -> alt.Chart:
+def in_unit(chart: Spec, factor: float, *fields: str, suffix: str = "_u") -> Spec:
     """``chart`` with ``<field><suffix> = datum[field] / factor`` for each field (drawn in the unit whose
     factor fmt.unit_for chose; the data keeps the base unit)."""
     return chart.transform_calculate(**{f + suffix: f"datum['{f}'] / {float(factor)!r}" for f in fields})
 
 
-def tip(field: str, title: str, unit: str = "", kind: str = "", **kw) -> alt.Tooltip:
+def tip(field: str, title: str, unit: str = "", kind: str = "", **kw) -> dict:
     """A tooltip row: quantitative ``field`` with its unit in the title and the report's number format
     (``kind='ratio'`` shows a 0..1 field as percent)."""
     if kind == "ratio":
-        return alt.Tooltip(f"{field}:Q", title=title, format=fmt.D3_PCT, **kw)
-    return alt.Tooltip(f"{field}:Q", title=fmt.header(title, kind, unit) if unit else title, format=fmt.D3_FORMAT,
+        return Tooltip(f"{field}:Q", title=title, format=fmt.D3_PCT, **kw)
+    return Tooltip(f"{field}:Q", title=fmt.header(title, kind, unit) if unit else title, format=fmt.D3_FORMAT,
                        **kw)
 
 
@@ -125,7 +429,7 @@ def axis(title: str, unit: str = "", kind: str = "", **kw) -> dict:
             "format": fmt.D3_PCT if kind == "ratio" else fmt.D3_FORMAT, **kw}
 
 
-def metric_switch(param: str, metrics: dict[str, tuple[str, str, Any]]) -> tuple[str, alt.Parameter]:
+def metric_switch(param: str, metrics: dict[str, tuple[str, str, Any]]) -> tuple[str, dict]:
     """For a chart whose metric a control switches (signal ``param``): ``metrics`` = {column: (label, fmt kind,
     values)}; each column gets its own unit (fmt.unit_for). Returns the Vega expression of the drawn value
     (``datum[column] / factor``) and the parameter ``<param>_units`` = {column: [title with unit, factor]}; the
@@ -135,42 +439,42 @@ def metric_switch(param: str, metrics: dict[str, tuple[str, str, Any]]) -> tuple
         unit, factor = fmt.unit_for(kind, values)
         units[col] = [fmt.header(label, kind, unit), factor]
     return (f"datum[{param}] / {param}_units[{param}][1]",
-            alt.param(name=f"{param}_units", value=units))
+            _param(name=f"{param}_units", value=units))
 
 
 # --------------------------------------------------------------------------- colour
 
 
 def role_color(field: str, parts: Iterable[tuple[str, str]], title: str | None = None,
-               legend: bool = True) -> alt.Color:
+               legend: bool = True) -> dict:
     """Colour by the meaning of each part: ``parts`` = [(label, palette role), ...] in stacking/legend order."""
     parts = list(parts)
-    return alt.Color(f"{field}:N", title=title, sort=[label for label, _ in parts],
-                     scale=alt.Scale(**palette.role_scale(parts)),
-                     legend=alt.Legend(orient="top") if legend else None)
+    return Color(f"{field}:N", title=title, sort=[label for label, _ in parts],
+                     scale=Scale(**palette.role_scale(parts)),
+                     legend=Legend(orient="top") if legend else None)
 
 
-def stage_color(field: str, stages: Iterable, title: str = "Stage", legend: bool = True) -> alt.Color:
+def stage_color(field: str, stages: Iterable, title: str = "Stage", legend: bool = True) -> dict:
     """Colour by pipeline stage: ``stages`` = the field's values, stage numbers as text ("0", "1", ...);
     anything else ("none") takes the 'other' colour."""
     values = list(dict.fromkeys(stages))
     scale = {"domain": values, "range": [palette.identity(int(v)) if str(v).isdigit() else palette.ROLE["other"]
                                          for v in values]}
-    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(**scale),
-                     legend=alt.Legend(orient="top") if legend else None)
+    return Color(f"{field}:N", title=title, scale=Scale(**scale),
+                     legend=Legend(orient="top") if legend else None)
 
 
-def identity_color(field: str, values: Iterable, title: str, legend: bool = True) -> alt.Color:
+def identity_color(field: str, values: Iterable, title: str, legend: bool = True) -> dict:
     """Colour by an identity (host, group index), in the given order."""
     values = list(dict.fromkeys(values))
-    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(**palette.identity_scale(values)),
-                     legend=alt.Legend(orient="top", columns=10) if legend else None)
+    return Color(f"{field}:N", title=title, scale=Scale(**palette.identity_scale(values)),
+                     legend=Legend(orient="top", columns=10) if legend else None)
 
 
-def sequential(domain: list | None = None) -> alt.Scale:
+def sequential(domain: list | None = None) -> dict:
     """Scale for an amount (palette.SEQUENTIAL): over ``domain``, by default from zero to the largest value (an
     amount read from its min to its max would make a 0.1% difference look like the whole range)."""
-    return alt.Scale(scheme=palette.SEQUENTIAL, **({"domain": domain} if domain is not None else {"domainMin": 0}))
+    return Scale(scheme=palette.SEQUENTIAL, **({"domain": domain} if domain is not None else {"domainMin": 0}))
 
 
 def median_domain(values: Iterable[Any], reference: float | None = None) -> list[float] | None:
@@ -189,23 +493,23 @@ def median_domain(values: Iterable[Any], reference: float | None = None) -> list
     return [fmt.clean(max(0.0, mid - span)), fmt.clean(mid), fmt.clean(mid + span)]
 
 
-def diverging(domain: list | dict) -> alt.Scale:
+def diverging(domain: list | dict) -> dict:
     """Scale for "below / above the median" (palette.DIVERGING): ``domain`` = [low, median, high] (or an
     expression giving it); values beyond it take the end colours."""
-    return alt.Scale(domain=domain, scheme=palette.DIVERGING, reverse=palette.DIVERGING_REVERSE, clamp=True)
+    return Scale(domain=domain, scheme=palette.DIVERGING, reverse=palette.DIVERGING_REVERSE, clamp=True)
 
 
-def ink(position_expr: str, diverging_scale: bool = False) -> alt.Color:
+def ink(position_expr: str, diverging_scale: bool = False) -> dict:
     """Colour of text drawn on a coloured cell, from the cell's position on its scale (a Vega expression
     0..1): light ink on the dark end(s) of the scale, dark ink elsewhere."""
     if diverging_scale:
         dark = f"abs(({position_expr}) - 0.5) > 0.3"
     else:
         dark = f"({position_expr}) < {palette.SEQUENTIAL_LIGHT_FROM}"
-    return alt.condition(dark, alt.value(palette.INK_ON_DARK), alt.value(palette.INK_ON_LIGHT))
+    return condition(dark, value(palette.INK_ON_DARK), value(palette.INK_ON_LIGHT))
 
 
-def scale_position(chart: alt.Chart, field: str, domain: list | None = None) -> alt.Chart:
+def scale_position(chart: Spec, field: str, domain: list | None = None) -> Spec:
     """``chart`` with ``pos`` = where ``field`` sits on its ``sequential`` colour scale (0..1): on ``domain`` when
     the scale has a fixed one, else from zero to the rows' largest value (the scale's default domain)."""
     if domain is None:
@@ -215,13 +519,13 @@ def scale_position(chart: alt.Chart, field: str, domain: list | None = None) -> 
     return chart.transform_calculate(pos=f"clamp((datum['{field}'] - {lo!r}) / {hi - lo!r}, 0, 1)")
 
 
-def cell_labels(base: alt.Chart, text: alt.Text, tooltip: list | None = None, size: int = 10) -> alt.Chart:
+def cell_labels(base: Spec, text: dict, tooltip: list | None = None, size: int = 10) -> Spec:
     """Values written on the cells of a sequential heatmap whose rows carry ``pos`` (``scale_position``), in the
     ink that reads on each cell."""
     return base.mark_text(fontSize=size).encode(text=text, color=ink("datum.pos"), tooltip=tooltip or [])
 
 
-def shade_in_scope(chart: alt.Chart, value_expr: str) -> alt.Chart:
+def shade_in_scope(chart: Spec, value_expr: str) -> Spec:
     """Colour value ``shade`` for heatmaps: ``value_expr`` (a Vega expression over the row, e.g. ``datum.x``)
     clamped to the largest value of the rows that are not warm-up steps (``datum.warmup``), so a warm-up step
     (reportgen/facts.py) does not saturate the scale. Rows keep ``value`` for their tooltip."""
@@ -231,21 +535,21 @@ def shade_in_scope(chart: alt.Chart, value_expr: str) -> alt.Chart:
             .transform_calculate(shade="datum.scale_max == null ? datum.value : min(datum.value, datum.scale_max)"))
 
 
-def stacked_parts(base: alt.Chart, parts: list[tuple[str, str]], x: alt.X, unit: str, factor: float,
-                  tooltip: list, height: int = 280) -> alt.TopLevelMixin:
+def stacked_parts(base: Spec, parts: list[tuple[str, str]], x: dict, unit: str, factor: float,
+                  tooltip: list, height: int = 280) -> Spec:
     """Per-rank stacked bars of the parts of a step, as wide as the figure. ``base`` rows (already filtered to
     one step) carry ``ms`` (the part, base unit), ``step_ms``, ``phase`` (the part's label) and ``order``;
     ``parts`` = [(label, palette role)] in stacking order; ``tooltip`` = the rows' identifying fields."""
     chart = in_unit(base, factor, "ms", "step_ms").mark_bar().encode(
-        x=x, y=alt.Y("ms_u:Q", stack="zero", axis=alt.Axis(**axis("Time", unit))),
-        color=role_color("phase", parts), order=alt.Order("order:Q"),
-        tooltip=tooltip + [alt.Tooltip("phase:N", title="Part"), tip("ms_u", "Time", unit),
+        x=x, y=Y("ms_u:Q", stack="zero", axis=Axis(**axis("Time", unit))),
+        color=role_color("phase", parts), order=Order("order:Q"),
+        tooltip=tooltip + [Tooltip("phase:N", title="Part"), tip("ms_u", "Time", unit),
                            tip("step_ms_u", "Step", unit)])
     return fit(chart, height)
 
 
 def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "Rank", reference: str | None = None,
-                   tooltip: list | None = None, legend_title: str = "Time") -> alt.Chart:
+                   tooltip: list | None = None, legend_title: str = "Time") -> Spec:
     """Rank × step heatmap of times, coloured by the difference from the median (``diverging``).
 
     ``df``: one row per (rank, step) with ``warmup`` and the ``metrics`` columns (base unit ms; {column: label});
@@ -260,17 +564,17 @@ def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "R
     ref = float(scope[reference].median()) / factor if reference and reference in scope else None
     domains = {k: median_domain(scope[k] / factor, ref) or [0.0, 0.5, 1.0] for k in cols}
     n_steps, n_ranks = df["step"].nunique(), df["rank"].nunique()
-    legend = alt.Legend(**axis(legend_title, unit), values={"expr": f"{param}_domains[{param}]"}, gradientLength=120)
+    legend = Legend(**axis(legend_title, unit), values={"expr": f"{param}_domains[{param}]"}, gradientLength=120)
     return (
-        in_unit(shade_in_scope(alt.Chart(df), f"datum[{param}] / {float(factor)!r}"), factor, *cols)
+        in_unit(shade_in_scope(Chart(df), f"datum[{param}] / {float(factor)!r}"), factor, *cols)
         .mark_rect()
         .encode(
-            x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("rank:O", title=y_title),
-            color=alt.Color("shade:Q", scale=diverging({"expr": f"{param}_domains[{param}]"}), legend=legend),
-            tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("step:O", title="Step")] + (tooltip or [])
+            x=X("step:O", title="Step", axis=Axis(labelAngle=0)),
+            y=Y("rank:O", title=y_title),
+            color=Color("shade:Q", scale=diverging({"expr": f"{param}_domains[{param}]"}), legend=legend),
+            tooltip=[Tooltip("rank:O", title="Rank"), Tooltip("step:O", title="Step")] + (tooltip or [])
             + [tip(f"{k}_u", label, unit) for k, label in metrics.items()])
-        .add_params(alt.param(name=param, value=cols[0]), alt.param(name=f"{param}_domains", value=domains))
+        .add_params(_param(name=param, value=cols[0]), _param(name=f"{param}_domains", value=domains))
         .properties(width={"step": band(n_steps, 48)}, height={"step": band(n_ranks, 24, 2, 600)}))
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import statistics
 
+import numpy as np
+import pandas as pd
 import pytest
 from conftest import fixture_dir
 
@@ -262,3 +264,53 @@ def test_meaning_and_identity_colours_stand_out_on_the_dark_page():
     dark = lum("#15181c")
     for c in [*palette.ROLE.values(), *palette.IDENTITY]:
         assert (lum(c) + 0.05) / (dark + 0.05) >= 3.0, c
+
+
+# --------------------------------------------------------------------------- the dict builders
+
+
+def test_builders_make_plain_vega_lite():
+    df = pd.DataFrame({"rank": np.array([0, 1], dtype=np.int64), "ms": [1.5, float("nan")],
+                       "name": ["a", None], "ok": [True, False]})
+    base = charts.Chart(df).transform_calculate(ms_u="datum.ms / 1000")
+    bars = base.mark_bar(opacity=0.5).encode(
+        x=charts.X("rank:O", title="Rank"), x2="ms:Q", y="mean(ms):Q", color=charts.value("red"),
+        tooltip=["name:N", charts.Tooltip("ms:Q", title="Time", format=",")])
+    df["late"] = [1, 2]  # a column added before the spec is made is part of it (read at to_spec)
+    spec = charts.to_spec((bars + base.mark_rule().encode(y="ms:Q"))
+                          .add_params(charts.param("step", 1), charts.selection_interval("z", ["x"], bind="scales"))
+                          .properties(width=100))
+    assert base == charts.Chart(df).transform_calculate(ms_u="datum.ms / 1000")  # builders never change their input
+    (rows,) = spec["datasets"].values()  # both layers use one table: stored once
+    assert rows == [{"rank": 0, "ms": 1.5, "name": "a", "ok": True, "late": 1},
+                    {"rank": 1, "ms": None, "name": None, "ok": False, "late": 2}]
+    assert all(type(r["rank"]) is int for r in rows)
+    unit = spec["layer"][0]
+    assert unit["mark"] == {"type": "bar", "opacity": 0.5}
+    assert unit["encoding"]["x"] == {"field": "rank", "type": "ordinal", "title": "Rank"}
+    assert unit["encoding"]["x2"] == {"field": "ms"}  # a secondary channel has no type
+    assert unit["encoding"]["y"] == {"aggregate": "mean", "field": "ms", "type": "quantitative"}
+    assert unit["encoding"]["tooltip"][0] == {"field": "name", "type": "nominal"}
+    assert unit["transform"] == [{"calculate": "datum.ms / 1000", "as": "ms_u"}]
+    assert spec["params"][0] == {"name": "step", "value": 1} and spec["width"] == 100
+    assert spec["autosize"] == charts.PAD and spec["config"]["axis"]["labelOverlap"] is True
+    charts.validate(spec)
+
+
+def test_variable_params_of_inner_views_go_to_the_top():
+    unit = charts.Chart([{"a": 1}]).mark_point().encode(x="a:Q")
+    inner = unit.add_params(charts.param("metric", "a"))
+    zoomed = unit.add_params(charts.param("metric", "a"), charts.selection_interval("zoom", ["x"], bind="scales"))
+    spec = charts.to_spec(charts.vconcat(charts.layer(inner), zoomed).add_params(charts.param("step", "1")))
+    assert [p["name"] for p in spec["params"]] == ["step", "metric"]  # declared once, where the page looks
+    assert spec["vconcat"][1]["params"] == [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]},
+                                            "bind": "scales"}]  # a selection stays in its view
+    charts.validate(spec)
+
+
+def test_records_are_plain_json():
+    df = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": pd.array([1.5, None], dtype="Float64"),
+                       "c": pd.Categorical(["x", None]), "d": [np.array([1, 2]), None],
+                       "e": pd.to_datetime(["2020-01-01", None]), "f": [np.inf, np.nan]})
+    assert charts.records(df) == [{"a": 1, "b": 1.5, "c": "x", "d": [1, 2], "e": "2020-01-01T00:00:00", "f": None},
+                                  {"a": None, "b": None, "c": None, "d": None, "e": None, "f": None}]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-import altair as alt
 import pandas as pd
-from altair.utils.schemapi import validate_jsonschema
 
 from reportgen import charts, facts, render
 from reportgen.readers import read_run
@@ -32,24 +30,24 @@ def test_finding_view_defaults_and_json():
 
 def test_focusable_highlights_ranks_and_links_and_stays_valid():
     df = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "ms": [1.0, 2.0]})
-    heat = charts.to_spec(alt.Chart(df).mark_rect(stroke="white").encode(x="step:O", y="rank:O", color="ms:Q"))
+    heat = charts.to_spec(charts.Chart(df).mark_rect(stroke="white").encode(x="step:O", y="rank:O", color="ms:Q"))
     before = copy.deepcopy(heat)
     out = charts.focusable(heat)
     assert heat == before  # the section's spec is not changed
     assert [p["name"] for p in out["params"]] == ["focus_ranks"]
     enc = out["encoding"]
     assert "focus_ranks" in enc["stroke"]["condition"]["test"] and enc["stroke"]["value"] == "white"
-    validate_jsonschema(out, alt.Chart._rootschema)
+    charts.validate(out)
 
     links = pd.DataFrame({"src_rank": [0, 1], "dst_rank": [1, 0], "bw": [1.0, 2.0]})
-    matrix = charts.to_spec(alt.layer(alt.Chart(links).mark_rect().encode(x="dst_rank:O", y="src_rank:O",
+    matrix = charts.to_spec(charts.layer(charts.Chart(links).mark_rect().encode(x="dst_rank:O", y="src_rank:O",
                                                                           color="bw:Q")))
     out = charts.focusable(matrix)
     assert {p["name"] for p in out["params"]} == {"focus_links", "focus_ranks"}
     assert "focus_links" in out["layer"][0]["encoding"]["stroke"]["condition"]["test"]
-    validate_jsonschema(out, alt.Chart._rootschema)
+    charts.validate(out)
 
-    lines = charts.to_spec(alt.Chart(df).mark_line().encode(x="step:O", y="ms:Q", detail="rank:N"))
+    lines = charts.to_spec(charts.Chart(df).mark_line().encode(x="step:O", y="ms:Q", detail="rank:N"))
     assert charts.focusable(lines) is lines  # nothing to outline
 
 
@@ -57,7 +55,7 @@ def test_every_figure_of_a_report_stays_valid_with_focus(pp2x4):
     run = read_run(pp2x4)
     for o in run_sections(run):
         for f in (o.view.figures if o.view else []):
-            validate_jsonschema(charts.focusable(f.spec), alt.Chart._rootschema)
+            charts.validate(charts.focusable(f.spec))
 
 
 def test_static_caption_drops_what_speaks_of_the_page():

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-import altair as alt
+from .. import charts as vl
 import numpy as np
 import pandas as pd
 
@@ -280,18 +280,18 @@ def _sizes_chart(sizes: pd.DataFrame) -> Figure:
         b["hi"] = 10 ** ((b["k"] + 1) / SIZE_BINS_PER_DECADE) / factor
         title = (f"{kind}: {len(g):,} operations, {fmt.percent(below.mean())} below "
                  f"{fmt.quantity(limit, 'mb')}")
-        x = alt.X("lo:Q", scale=alt.Scale(type="log"), axis=alt.Axis(**axis("Operation size, log scale", unit)))
+        x = vl.X("lo:Q", scale=vl.Scale(type="log"), axis=vl.Axis(**axis("Operation size, log scale", unit)))
         small, large = f"below {fmt.quantity(limit, 'mb')}", f"{fmt.quantity(limit, 'mb')} or more"
-        bars = alt.Chart(b).mark_bar().encode(
-            x=x, x2="hi:Q", y=alt.Y("operations:Q", stack="zero", axis=alt.Axis(**axis("Operations", "count"))),
+        bars = vl.Chart(b).mark_bar().encode(
+            x=x, x2="hi:Q", y=vl.Y("operations:Q", stack="zero", axis=vl.Axis(**axis("Operations", "count"))),
             color=role_color("part", [(small, "comm"), (large, "other")]),
             tooltip=[tip("lo", "From", unit), tip("hi", "To", unit),
-                     alt.Tooltip("part:N", title="Size"), alt.Tooltip("operations:Q", title="Operations",
+                     vl.Tooltip("part:N", title="Size"), vl.Tooltip("operations:Q", title="Operations",
                                                                       format=fmt.D3_INT)])
-        rule = alt.Chart(pd.DataFrame({"x": [limit / factor]})).mark_rule(strokeDash=[4, 3]).encode(x="x:Q")
-        parts.append(alt.layer(bars, rule).properties(title=title, width="container", height=150))
+        rule = vl.Chart(pd.DataFrame({"x": [limit / factor]})).mark_rule(strokeDash=[4, 3]).encode(x="x:Q")
+        parts.append(vl.layer(bars, rule).properties(title=title, width="container", height=150))
         notes.append(f"{kind} against {fmt.quantity(limit, 'mb')}")
-    chart = (fit_concat(alt.vconcat(*parts).resolve_scale(color="independent")) if len(parts) > 1
+    chart = (fit_concat(vl.vconcat(*parts).resolve_scale(color="independent")) if len(parts) > 1
              else fit(parts[0], 150))
     return Figure(SIZES_FIGURE, "Operation sizes", to_spec(chart),
                   caption="How many communication operations move how much data (bins of a quarter decade); dashed: "
@@ -547,18 +547,18 @@ def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
     hi, lo = max(top.values()), min(top.values())
     separate = lo > 0 and hi / lo >= SEPARATE_SCALES_RATIO
     shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_ms"], wide["wait_ms"]]))
-    base = alt.Chart(wide).transform_filter("datum.step_key == step")
+    base = vl.Chart(wide).transform_filter("datum.step_key == step")
     rows = []
     for i, (col, label, role) in enumerate((("comm_ms", "Communication", "comm"), ("wait_ms", "Wait", "wait"))):
         unit, factor = fmt.unit_for("ms", wide[col]) if separate else shared_unit
         last = i == 1
         rows.append(in_unit(base, factor, col).mark_bar(color=palette.ROLE[role]).encode(
-            x=alt.X("rank:O", title="Rank" if last else None,
-                    axis=alt.Axis(labelOverlap=True, labelAngle=0, labels=last, ticks=last)),
-            y=alt.Y(f"{col}_u:Q", axis=alt.Axis(**axis(label, unit))),
-            tooltip=[alt.Tooltip("rank:O", title="Rank"), tip(f"{col}_u", label, unit)],
+            x=vl.X("rank:O", title="Rank" if last else None,
+                    axis=vl.Axis(labelOverlap=True, labelAngle=0, labels=last, ticks=last)),
+            y=vl.Y(f"{col}_u:Q", axis=vl.Axis(**axis(label, unit))),
+            tooltip=[vl.Tooltip("rank:O", title="Rank"), tip(f"{col}_u", label, unit)],
         ).properties(width="container", height=150 if separate else 120))
-    chart = fit_concat(alt.vconcat(*rows, spacing=6).add_params(alt.param(name="step", value="avg"))
+    chart = fit_concat(vl.vconcat(*rows, spacing=6).add_params(vl.param(name="step", value="avg"))
                        .resolve_scale(y="independent" if separate else "shared"))
     how = ("each on its own scale (one is over " f"{SEPARATE_SCALES_RATIO:g}× the other)" if separate
            else "on the same scale")
@@ -593,19 +593,19 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
     cell = band(shown, 48, 3, 640)
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
-    base = scale_position(alt.Chart(lk).transform_calculate(value=value), "value").encode(
-        x=alt.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
-        y=alt.Y(f"{src}:O", title=f"Source {title.lower()}", axis=alt.Axis(labelOverlap=True)))
-    tips = [alt.Tooltip(f"{src}:O", title="Source"), alt.Tooltip(f"{dst}:O", title="Destination"),
+    base = scale_position(vl.Chart(lk).transform_calculate(value=value), "value").encode(
+        x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
+        y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
+    tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
             tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
     chart = base.mark_rect().encode(
-        color=alt.Color("value:Q", scale=sequential(), legend=alt.Legend(title=None, format=fmt.D3_FORMAT)),
+        color=vl.Color("value:Q", scale=sequential(), legend=vl.Legend(title=None, format=fmt.D3_FORMAT)),
         tooltip=tips)
     if text:
-        chart = chart + cell_labels(base, alt.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
-    chart = chart.add_params(alt.param(name="link_metric", value="bandwidth_gbps"), units).properties(
+        chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
+    chart = chart.add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units).properties(
         width={"step": cell}, height={"step": cell},
-        title=alt.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start", fontSize=12))
+        title=vl.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start", fontSize=12))
     if text:
         caption += " Each cell shows its value in the unit of the title."
     return Figure("communication-matrix", "Link matrix", to_spec(chart), caption=caption,
@@ -616,12 +616,12 @@ def _boxes(link_ops: pd.DataFrame) -> Figure:
     value, units = metric_switch("link_metric", _link_metrics(link_ops))
     links = sorted(link_ops["link"].unique(), key=natural_key)
     chart = (
-        alt.Chart(link_ops).transform_calculate(value=value)
+        vl.Chart(link_ops).transform_calculate(value=value)
         .mark_boxplot(extent=1.5, color=palette.ROLE["comm"], size=12)
-        .encode(y=alt.Y("link:N", title="Link", sort=links, axis=alt.Axis(labelLimit=240)),
-                x=alt.X("value:Q", title=None, axis=alt.Axis(format=fmt.D3_FORMAT)))
-        .add_params(alt.param(name="link_metric", value="bandwidth_gbps"), units)
-        .properties(title=alt.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start",
+        .encode(y=vl.Y("link:N", title="Link", sort=links, axis=vl.Axis(labelLimit=240)),
+                x=vl.X("value:Q", title=None, axis=vl.Axis(format=fmt.D3_FORMAT)))
+        .add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units)
+        .properties(title=vl.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start",
                                           fontSize=12)))
     return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth",
                   to_spec(fit(chart, {"step": 20})),
@@ -653,25 +653,25 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
     e["x2"], e["y2"] = e["dst_rank"].map(lambda r: pos[r][0]), e["dst_rank"].map(lambda r: pos[r][1])
     size_unit, size_f = fmt.unit_for("mb", e["size_mb"])
     time_unit, time_f = fmt.unit_for("ms", nodes["comm_ms"])
-    hidden = alt.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
-    extent = alt.Scale(domain=[-LABEL_RADIUS - 0.1, LABEL_RADIUS + 0.1])
-    x, y = alt.X("x:Q", axis=hidden, scale=extent), alt.Y("y:Q", axis=hidden, scale=extent)
-    edges = in_unit(alt.Chart(e), size_f, "size_mb").mark_rule(opacity=0.6, color=palette.ROLE["comm"]).encode(
+    hidden = vl.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
+    extent = vl.Scale(domain=[-LABEL_RADIUS - 0.1, LABEL_RADIUS + 0.1])
+    x, y = vl.X("x:Q", axis=hidden, scale=extent), vl.Y("y:Q", axis=hidden, scale=extent)
+    edges = in_unit(vl.Chart(e), size_f, "size_mb").mark_rule(opacity=0.6, color=palette.ROLE["comm"]).encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q",
-        strokeWidth=alt.StrokeWidth("size_mb_u:Q", scale=alt.Scale(range=[0.5, 6]),
-                                    legend=alt.Legend(**axis("Size", size_unit))),
-        tooltip=[alt.Tooltip("src_rank:O", title="Source"), alt.Tooltip("dst_rank:O", title="Destination"),
+        strokeWidth=vl.StrokeWidth("size_mb_u:Q", scale=vl.Scale(range=[0.5, 6]),
+                                    legend=vl.Legend(**axis("Size", size_unit))),
+        tooltip=[vl.Tooltip("src_rank:O", title="Source"), vl.Tooltip("dst_rank:O", title="Destination"),
                  tip("size_mb_u", "Size", size_unit), tip("time_ms", "Time", "ms")])
-    points = in_unit(alt.Chart(nodes), time_f, "comm_ms", "wait_ms").mark_circle(opacity=0.95).encode(
+    points = in_unit(vl.Chart(nodes), time_f, "comm_ms", "wait_ms").mark_circle(opacity=0.95).encode(
         x=x, y=y,
-        size=alt.Size("comm_ms_u:Q", scale=alt.Scale(range=[40, 600]),
-                      legend=alt.Legend(**axis("Communication", time_unit), symbolFillColor=palette.ROLE["comm"])),
-        color=alt.Color("wait_share:Q", scale=alt.Scale(scheme=palette.SEQUENTIAL_ON_BACKGROUND, domain=[0, 1]),
-                        legend=alt.Legend(**axis("Waiting share", kind="ratio"))),
-        tooltip=[alt.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", "Communication", time_unit),
+        size=vl.Size("comm_ms_u:Q", scale=vl.Scale(range=[40, 600]),
+                      legend=vl.Legend(**axis("Communication", time_unit), symbolFillColor=palette.ROLE["comm"])),
+        color=vl.Color("wait_share:Q", scale=vl.Scale(scheme=palette.SEQUENTIAL_ON_BACKGROUND, domain=[0, 1]),
+                        legend=vl.Legend(**axis("Waiting share", kind="ratio"))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", "Communication", time_unit),
                  tip("wait_ms_u", "Wait", time_unit), tip("wait_share", "Waiting share", kind="ratio")])
-    labels = alt.Chart(nodes).mark_text(fontSize=11).encode(x=alt.X("lx:Q", axis=hidden, scale=extent),
-                                                            y=alt.Y("ly:Q", axis=hidden, scale=extent), text="rank:O")
+    labels = vl.Chart(nodes).mark_text(fontSize=11).encode(x=vl.X("lx:Q", axis=hidden, scale=extent),
+                                                            y=vl.Y("ly:Q", axis=hidden, scale=extent), text="rank:O")
     side = 420 if len(ranks) <= 16 else 560
     chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side)
     return Figure("communication-graph", "Who talks to whom", to_spec(chart),

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 
-import altair as alt
+from .. import charts as vl
 import pandas as pd
 
 from .. import fmt, palette
@@ -127,18 +127,18 @@ def blocks_figure(blocks: pd.DataFrame, order: list[int]) -> Figure | None:
     labels = {keys[c]: label for c, label in shown}
     block_expr = " : ".join(f"datum.key == '{k}' ? '{lab}'" for k, lab in labels.items()) + " : datum.key"
     n = len(df)
-    chart = alt.Chart(df).transform_fold(list(labels), as_=["key", "share"]).transform_filter(
+    chart = vl.Chart(df).transform_fold(list(labels), as_=["key", "share"]).transform_filter(
         "isValid(datum.share)").transform_calculate(
         block=block_expr,
         lane="isValid(datum.s) ? 'stage ' + datum.s + ' · rank ' + datum.r : 'rank ' + datum.r",
     ).mark_rect().encode(
-        x=alt.X("lane:O", sort=alt.EncodingSortField(field="o", op="min"),
-                scale=alt.Scale(paddingInner=0.06 if n <= 128 else 0),
-                title="Rank (sorted by stage, then rank)", axis=alt.Axis(labelOverlap=True, labels=n <= 128)),
-        y=alt.Y("block:N", sort=[lab for _, lab in shown], title=None, scale=alt.Scale(paddingInner=0.1)),
-        color=alt.Color("share:Q", scale=sequential([0, 1]), legend=alt.Legend(**axis("Share", kind="ratio"))),
-        tooltip=[alt.Tooltip("r:O", title="Rank"), alt.Tooltip("s:O", title="Stage"),
-                 alt.Tooltip("block:N", title="Block"), tip("share", "Share", kind="ratio")],
+        x=vl.X("lane:O", sort=vl.EncodingSortField(field="o", op="min"),
+                scale=vl.Scale(paddingInner=0.06 if n <= 128 else 0),
+                title="Rank (sorted by stage, then rank)", axis=vl.Axis(labelOverlap=True, labels=n <= 128)),
+        y=vl.Y("block:N", sort=[lab for _, lab in shown], title=None, scale=vl.Scale(paddingInner=0.1)),
+        color=vl.Color("share:Q", scale=sequential([0, 1]), legend=vl.Legend(**axis("Share", kind="ratio"))),
+        tooltip=[vl.Tooltip("r:O", title="Rank"), vl.Tooltip("s:O", title="Stage"),
+                 vl.Tooltip("block:N", title="Block"), tip("share", "Share", kind="ratio")],
     ).properties(width=max(200, min(PLOT_MAX_WIDTH, 24 * n)), height=26 * len(shown))
     missing = [label for col, label in BLOCKS if (col, label) not in shown]
     caption = ("One cell per rank and block, ranks in the order of the Marey lanes (stage, then rank); colour = "
@@ -419,16 +419,16 @@ def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | N
         if d.empty:
             continue
         unit, factor = fmt.unit_for(kind, d["value"])
-        charts.append(in_unit(alt.Chart(d), factor, "value").transform_calculate(
+        charts.append(in_unit(vl.Chart(d), factor, "value").transform_calculate(
             t_u=f"datum.t_ms / {float(t_factor)!r}").mark_line(
             color=palette.ROLE[role_], interpolate="step-after" if metric == "memory_mb" else "linear").encode(
-            x=alt.X("t_u:Q", axis=alt.Axis(**axis("Time from the step start", t_unit))),
-            y=alt.Y("value_u:Q", axis=alt.Axis(**axis(title, unit))),
+            x=vl.X("t_u:Q", axis=vl.Axis(**axis("Time from the step start", t_unit))),
+            y=vl.Y("value_u:Q", axis=vl.Axis(**axis(title, unit))),
             tooltip=[tip("t_u", "Time", t_unit), tip("value_u", title, unit)],
         ).properties(width="container", height=110))
     if not charts:
         return None
-    chart = fit_concat(alt.vconcat(*charts).resolve_scale(x="shared")) if len(charts) > 1 else fit(charts[0], 110)
+    chart = fit_concat(vl.vconcat(*charts).resolve_scale(x="shared")) if len(charts) > 1 else fit(charts[0], 110)
     what = " and ".join(labels[m][0].lower() for m in labels if (lines["metric"] == m).any())
     return Figure(f"drill-rank-{rank}-lines", f"Rank {rank} ({role}): memory and FLOPs over step {step}",
                   to_spec(chart),
@@ -489,13 +489,13 @@ def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
     kinds = [(label, role) for role, label in _KIND_LABEL.items() if label in set(df["kind"])]
     unit, factor = fmt.unit_for("ms", df["total_ms"])
     m_unit, m_factor = fmt.unit_for("ms", df["mean_ms"])
-    chart = in_unit(alt.Chart(df), factor, "total_ms").transform_calculate(
+    chart = in_unit(vl.Chart(df), factor, "total_ms").transform_calculate(
         mean_ms_u=f"datum.mean_ms / {float(m_factor)!r}").mark_bar().encode(
-        y=alt.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=alt.Axis(labelLimit=320)),
-        x=alt.X("total_ms_u:Q", axis=alt.Axis(**axis("Total time", unit))),
+        y=vl.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=vl.Axis(labelLimit=320)),
+        x=vl.X("total_ms_u:Q", axis=vl.Axis(**axis("Total time", unit))),
         color=role_color("kind", kinds, title="Kind (from the name)"),
-        tooltip=[alt.Tooltip("name:N", title="Name"), alt.Tooltip("kind:N", title="Kind"),
-                 alt.Tooltip("count:Q", title="Count", format=fmt.D3_INT),
+        tooltip=[vl.Tooltip("name:N", title="Name"), vl.Tooltip("kind:N", title="Kind"),
+                 vl.Tooltip("count:Q", title="Count", format=fmt.D3_INT),
                  tip("total_ms_u", "Total", unit), tip("mean_ms_u", "Mean", m_unit),
                  tip("share_ratio", "Share of rank", kind="ratio")],
     )

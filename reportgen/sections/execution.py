@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 
-import altair as alt
+from .. import charts as vl
 import numpy as np
 import pandas as pd
 
@@ -353,38 +353,38 @@ OFF_SCALE_FACTOR = 1.5
 CLICK_SETS_STEP = {"rg_click": {"field": "step", "signal": "step"}}
 
 
-def _step_columns(stats: pd.DataFrame, tooltip: list) -> alt.Chart:
+def _step_columns(stats: pd.DataFrame, tooltip: list) -> vl.Spec:
     """Full-height columns, one per step: the step the Marey view shows is shaded, every column is a click target
     (CLICK_SETS_STEP) and carries the step's numbers as its tooltip."""
-    return alt.Chart(stats).mark_rect(color="currentColor").encode(
-        x=alt.X("step:O", title="Step"),
-        opacity=alt.condition("toString(datum.step) == step", alt.value(0.18), alt.value(0.0)),
+    return vl.Chart(stats).mark_rect(color="currentColor").encode(
+        x=vl.X("step:O", title="Step"),
+        opacity=vl.condition("toString(datum.step) == step", vl.value(0.18), vl.value(0.0)),
         tooltip=tooltip)
 
 
-def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[alt.Scale, float | None]:
+def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[vl.Scale, float | None]:
     """A y scale over the steps in scope, and its top when warm-up values far above them are left off it (None:
     every value is on the scale)."""
     top = float(values[in_scope].max()) if in_scope.any() else float(values.max())
     if in_scope.any() and float(values.max()) > OFF_SCALE_FACTOR * top:
         lo = float(values[in_scope].min())
         pad = max((top - lo) * 0.1, abs(top) * 0.01)
-        return alt.Scale(domain=[lo - pad, top + pad], zero=False, nice=False), top + pad
-    return alt.Scale(zero=False), None
+        return vl.Scale(domain=[lo - pad, top + pad], zero=False, nice=False), top + pad
+    return vl.Scale(zero=False), None
 
 
-def _off_scale(df: pd.DataFrame, field: str, top: float, x: alt.X, y_scale: alt.Scale, color: alt.Color,
-               what: str, factor: float = 1.0) -> alt.LayerChart:
+def _off_scale(df: pd.DataFrame, field: str, top: float, x: vl.X, y_scale: vl.Scale, color: vl.Color,
+               what: str, factor: float = 1.0) -> vl.Spec:
     """Warm-up values of a panel whose scale leaves them off (its lines cover the steps in scope): those above the
     scale as an arrow and the value at the top edge, the others as points, in the series' colour."""
     warm = df[df["warmup"]]
     off = warm[warm[field] > top].assign(y=top)
     off["label"] = ["↑ " + (what + " " if what else "") + fmt.quantity(v * factor, "ms") for v in off[field]]
-    text = alt.Chart(off).mark_text(baseline="top", dy=3, fontSize=10).encode(
-        x=x, y=alt.Y("y:Q", scale=y_scale), text="label:N", color=color)
-    points = alt.Chart(warm[warm[field] <= top]).mark_point(filled=True).encode(
-        x=x, y=alt.Y(f"{field}:Q", scale=y_scale), color=color)
-    return alt.layer(text, points)
+    text = vl.Chart(off).mark_text(baseline="top", dy=3, fontSize=10).encode(
+        x=x, y=vl.Y("y:Q", scale=y_scale), text="label:N", color=color)
+    points = vl.Chart(warm[warm[field] <= top]).mark_point(filled=True).encode(
+        x=x, y=vl.Y(f"{field}:Q", scale=y_scale), color=color)
+    return vl.layer(text, points)
 
 
 def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str) -> Figure:
@@ -403,61 +403,61 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     unit2, factor2 = fmt.unit_for("ms", pd.concat([stats["comm_ms"], stats["wait_ms"]]))
     stats[["lo", "median", "hi"]] = stats[["lo", "median", "hi"]] / factor
     stats[["comm_ms", "wait_ms"]] = stats[["comm_ms", "wait_ms"]] / factor2
-    tooltip = [alt.Tooltip("step:O", title="Step"), tip("median", "Median over ranks", unit),
+    tooltip = [vl.Tooltip("step:O", title="Step"), tip("median", "Median over ranks", unit),
                tip("lo", "Fastest rank", unit), tip("hi", "Slowest rank", unit),
                tip("comm_ms", "Communication, mean", unit2), tip("wait_ms", "Waiting, mean", unit2),
-               alt.Tooltip("warmup:N", title="Warm-up")]
-    color = alt.Color("series:N", title=None, scale=alt.Scale(domain=list(OVERVIEW_SERIES),
+               vl.Tooltip("warmup:N", title="Warm-up")]
+    color = vl.Color("series:N", title=None, scale=vl.Scale(domain=list(OVERVIEW_SERIES),
                                                                range=list(OVERVIEW_SERIES.values())),
-                      legend=alt.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
+                      legend=vl.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
                                         symbolStrokeWidth=4, symbolSize=240, symbolOpacity=1))
     warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
     # warm-up steps are labelled as in every step list (facts.step_label); step ids are integers from the model
-    x = alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0, labelAlign="center", labelExpr=(
+    x = vl.X("step:O", title="Step", axis=vl.Axis(labelAngle=0, labelAlign="center", labelExpr=(
         f"indexof({json.dumps(warm)}, datum.value) >= 0 ? datum.label + ' (warm-up)' : datum.label")
-        if warm else alt.Undefined))
+        if warm else vl.Undefined))
     y_scale, top_edge = _y_scale(pd.concat([stats["hi"], stats["lo"]]), pd.concat([in_scope, in_scope]))
     series = list(OVERVIEW_SERIES)
     drawn = stats[in_scope] if top_edge is not None else stats
-    base = alt.Chart(drawn).encode(x=x)
+    base = vl.Chart(drawn).encode(x=x)
     band = base.transform_calculate(series=f"'{series[1]}'").mark_area(opacity=0.35).encode(
-        y=alt.Y("lo:Q", scale=y_scale, axis=alt.Axis(**axis("Step time", unit))), y2="hi:Q", color=color)
+        y=vl.Y("lo:Q", scale=y_scale, axis=vl.Axis(**axis("Step time", unit))), y2="hi:Q", color=color)
     # the range of each step as a bar too, so that a run of one step shows it
     spread = base.transform_calculate(series=f"'{series[1]}'").mark_rule(strokeWidth=5, opacity=0.6).encode(
-        y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=color)
+        y=vl.Y("lo:Q", scale=y_scale), y2="hi:Q", color=color)
     median = base.transform_calculate(series=f"'{series[0]}'").mark_line(point=True).encode(
-        y=alt.Y("median:Q", scale=y_scale), color=color)
+        y=vl.Y("median:Q", scale=y_scale), color=color)
     layers = [_step_columns(stats, tooltip), band, spread, median]
     if pick_ranks:
         rr = ov[ov["rank"].isin(pick_ranks)][["step", "rank", "step_ms"]].dropna()
         rr["step_ms"] = rr["step_ms"] / factor
         rr = rr[rr["step"].isin(drawn["step"])]
-        layers.append(alt.Chart(rr).transform_filter("datum.rank == ov_rank").transform_calculate(
+        layers.append(vl.Chart(rr).transform_filter("datum.rank == ov_rank").transform_calculate(
             series=f"'{series[2]}'").mark_line(point=True, strokeDash=[5, 3]).encode(
-            x=x, y=alt.Y("step_ms:Q", scale=y_scale), color=color,
-            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("rank:O", title="Rank"),
+            x=x, y=vl.Y("step_ms:Q", scale=y_scale), color=color,
+            tooltip=[vl.Tooltip("step:O", title="Step"), vl.Tooltip("rank:O", title="Rank"),
                      tip("step_ms", "Step time", unit)]))
     if top_edge is not None:
         layers.append(_off_scale(stats.assign(series=series[0]), "median", top_edge, x, y_scale, color, "median",
                                  factor))
-    parts = [alt.layer(*layers).properties(width="container", height=200)]
+    parts = [vl.layer(*layers).properties(width="container", height=200)]
     cw = stats.melt(id_vars=["step", "warmup"], value_vars=["comm_ms", "wait_ms"], var_name="what",
                     value_name="ms").dropna(subset=["ms"])
     cw["series"] = cw["what"].map({"comm_ms": series[3], "wait_ms": series[4]})
     off_scale = top_edge is not None
     if not cw.empty:
         y2_scale, top2 = _y_scale(cw["ms"], ~cw["warmup"])
-        lines = alt.Chart(cw[~cw["warmup"]] if top2 is not None else cw).mark_line(point=True).encode(
-            x=x, y=alt.Y("ms:Q", scale=y2_scale, axis=alt.Axis(**axis("Time", unit2))), color=color,
-            tooltip=[alt.Tooltip("step:O", title="Step"), alt.Tooltip("series:N", title="Series"),
+        lines = vl.Chart(cw[~cw["warmup"]] if top2 is not None else cw).mark_line(point=True).encode(
+            x=x, y=vl.Y("ms:Q", scale=y2_scale, axis=vl.Axis(**axis("Time", unit2))), color=color,
+            tooltip=[vl.Tooltip("step:O", title="Step"), vl.Tooltip("series:N", title="Series"),
                      tip("ms", "Time", unit2)])
         bottom = [_step_columns(stats, tooltip), lines]
         if top2 is not None:
             bottom.append(_off_scale(cw, "ms", top2, x, y2_scale, color, "", factor2))
-        parts.append(alt.layer(*bottom).properties(width="container", height=120))
+        parts.append(vl.layer(*bottom).properties(width="container", height=120))
         off_scale = off_scale or top2 is not None
-    chart = fit_concat(alt.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
-        alt.param(name="step", value=step0), alt.param(name="ov_rank", value=rank0)).properties(
+    chart = fit_concat(vl.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
+        vl.param(name="step", value=step0), vl.param(name="ov_rank", value=rank0)).properties(
         usermeta=CLICK_SETS_STEP))
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
@@ -484,33 +484,33 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
                             "lane_order": per_rank["rank"].map(order)})
     # lane labels are built in the page (smaller file); the collapsed view puts every rank of a stage on one
     # lane, which then shows the union of their intervals
-    lane_sort = alt.EncodingSortField(field="lane_order", op="min")
-    tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("op:N", title="Operator"),
-               alt.Tooltip("kind:N", title="Kind"), alt.Tooltip("t0:Q", title="Start (ms)", format=fmt.D3_FORMAT),
-               alt.Tooltip("t1:Q", title="End (ms)", format=fmt.D3_FORMAT),
-               alt.Tooltip("dur_ms:Q", title="Duration (ms)", format=fmt.D3_FORMAT)]
+    lane_sort = vl.EncodingSortField(field="lane_order", op="min")
+    tooltip = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("op:N", title="Operator"),
+               vl.Tooltip("kind:N", title="Kind"), vl.Tooltip("t0:Q", title="Start (ms)", format=fmt.D3_FORMAT),
+               vl.Tooltip("t1:Q", title="End (ms)", format=fmt.D3_FORMAT),
+               vl.Tooltip("dur_ms:Q", title="Duration (ms)", format=fmt.D3_FORMAT)]
     # no axis title: the labels name their lanes ("stage 1 · rank 0", "stage 1", "rank 3"), in both lane views
-    y = alt.Y("lane_shown:O", sort=lane_sort, title=None, axis=alt.Axis(labelOverlap=True))
-    base = alt.Chart(df).transform_filter("datum.sk == step").transform_lookup(
-        lookup="rank", from_=alt.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
+    y = vl.Y("lane_shown:O", sort=lane_sort, title=None, axis=vl.Axis(labelOverlap=True))
+    base = vl.Chart(df).transform_filter("datum.sk == step").transform_lookup(
+        lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
         lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
         stage_lane="isValid(datum.stage) ? 'stage ' + datum.stage : 'rank ' + datum.rank",
     ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane",
                           dur_ms="datum.t1 - datum.t0")
-    x = alt.X("t0:Q", title="Time from step start, aligned (ms)")
+    x = vl.X("t0:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
         orient="horizontal", opacity=0.25, color=palette.ROLE["comm"]).encode(
-        x=x, x2="t1:Q", y=alt.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
+        x=x, x2="t1:Q", y=vl.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
         tooltip=tooltip)
-    bar_color = alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=["computation", "communication"],
+    bar_color = vl.Color("kind:N", title="Kind", scale=vl.Scale(domain=["computation", "communication"],
                                                                  range=[palette.ROLE["compute"], palette.ROLE["comm"]]))
-    zoom = alt.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
+    zoom = vl.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
     bars = base.mark_bar(height={"band": 0.6}).encode(
         x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
     layers = [poly, bars]
     n_lanes = len(lanes)
-    chart = (alt.layer(*layers).add_params(alt.param(name="step", value=str(steps[0])),
-                                           alt.param(name="marey_view", value="ranks"))
+    chart = (vl.layer(*layers).add_params(vl.param(name="step", value=str(steps[0])),
+                                           vl.param(name="marey_view", value="ranks"))
              .resolve_scale(color="independent"))
     chart = fit(chart, {"step": max(3, min(22, 640 // max(1, n_lanes)))})
     trims = []

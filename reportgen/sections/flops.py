@@ -41,7 +41,7 @@ import json
 import math
 import re
 
-import altair as alt
+from .. import charts as vl
 import numpy as np
 import pandas as pd
 
@@ -436,26 +436,26 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
     df["host"] = df["host"].fillna("").astype(str)
     f_unit, f_factor = fmt.unit_for("flop", df["flops"])
     r_unit, r_factor = fmt.unit_for("flops", df["flops_per_s"])
-    tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
-            alt.Tooltip("stage_key:N", title="Stage"), tip("flops_u", "FLOPs", f_unit),
+    tips = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("host:N", title="Host"),
+            vl.Tooltip("stage_key:N", title="Stage"), tip("flops_u", "FLOPs", f_unit),
             tip("flops_per_s_u", "Throughput", r_unit), tip("ratio_to_max", "FLOPs / max", kind="ratio")]
-    color = alt.Color("ratio_to_max:Q", scale=sequential([0, 1]),
-                      legend=alt.Legend(**axis("FLOPs / max", kind="ratio")))
-    gap = alt.Scale(paddingInner=0.06)
+    color = vl.Color("ratio_to_max:Q", scale=sequential([0, 1]),
+                      legend=vl.Legend(**axis("FLOPs / max", kind="ratio")))
+    gap = vl.Scale(paddingInner=0.06)
     if hosts_known:
-        x = alt.X("device_id:O", title="Device", scale=gap, axis=alt.Axis(labelAngle=0))
-        y, title = alt.Y("host:N", title="Host", scale=gap), "hosts × devices"
+        x = vl.X("device_id:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0))
+        y, title = vl.Y("host:N", title="Host", scale=gap), "hosts × devices"
         n = max(1, df["device_id"].nunique())
     else:
-        x = alt.X("rank:O", title="Rank", scale=gap, axis=alt.Axis(labelOverlap=True, labelAngle=0))
+        x = vl.X("rank:O", title="Rank", scale=gap, axis=vl.Axis(labelOverlap=True, labelAngle=0))
         y, title = None, "ranks"
         n = max(1, len(df))
-    base = scale_position(in_unit(alt.Chart(df), f_factor, "flops").transform_calculate(
+    base = scale_position(in_unit(vl.Chart(df), f_factor, "flops").transform_calculate(
         flops_per_s_u=f"datum.flops_per_s / {float(r_factor)!r}"), "ratio_to_max", [0, 1]).encode(
         x=x, **({"y": y} if y is not None else {}))
     chart = base.mark_rect().encode(color=color, tooltip=tips)
     if n <= GRID_TEXT_MAX:
-        chart = chart + cell_labels(base, alt.Text("ratio_to_max:Q", format=fmt.D3_PCT), tips)
+        chart = chart + cell_labels(base, vl.Text("ratio_to_max:Q", format=fmt.D3_PCT), tips)
     chart = chart.properties(width={"step": band(n, 48)}, height=40 if not hosts_known else {"step": 28})
     return Figure("flops-grid", f"FLOPs of each rank relative to the busiest ({title})", to_spec(chart),
                   caption="Colour = FLOPs / the largest FLOPs of any rank (MindInsight's FLOPs_norm)."
@@ -468,18 +468,18 @@ def _bars(pr: pd.DataFrame, mean: float) -> Figure:
     df["stage_key"] = df["stage"].map(lambda s: "none" if pd.isna(s) else str(int(s)))
     unit, factor = fmt.unit_for("flops", df["flops_per_s"])
     staged = (df["stage_key"] != "none").any()
-    bars = in_unit(alt.Chart(df), factor, "flops_per_s").mark_bar(
+    bars = in_unit(vl.Chart(df), factor, "flops_per_s").mark_bar(
         **({} if staged else {"color": palette.ROLE["compute"]})).encode(
-        x=alt.X("rank:O", title="Rank", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
-        y=alt.Y("flops_per_s_u:Q", axis=alt.Axis(**axis("Throughput", unit))),
-        tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage"),
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
+        y=vl.Y("flops_per_s_u:Q", axis=vl.Axis(**axis("Throughput", unit))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("stage_key:N", title="Stage"),
                  tip("flops_per_s_u", "Throughput", unit)])
     if staged:
         bars = bars.encode(color=stage_color("stage_key", sorted(df["stage_key"].unique(), key=natural_key)))
     lines = pd.DataFrame({"y": [mean / factor, mean * (1 - FLOPS_BELOW_MEAN) / factor],
                           "what": ["mean", f"{FLOPS_BELOW_MEAN * 100:.0f}% below mean"]})
-    rules = alt.Chart(lines).mark_rule(strokeDash=[4, 3]).encode(
-        y="y:Q", tooltip=[alt.Tooltip("what:N", title="Line"), tip("y", "Throughput", unit)])
+    rules = vl.Chart(lines).mark_rule(strokeDash=[4, 3]).encode(
+        y="y:Q", tooltip=[vl.Tooltip("what:N", title="Line"), tip("y", "Throughput", unit)])
     return Figure("flops-bars", "FLOP/s per rank", to_spec(fit(bars + rules, 240)),
                   caption="Dashed lines: the mean over ranks and the seed rule's limit (20% below it).",
                   alt="Bar chart of FLOP/s per rank with the mean")
@@ -491,16 +491,16 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
     df["mean_u"] = df["flops_per_rank"].mean() / factor
     df["stage_key"] = df["stage"].map(lambda s: str(int(s)))
     s_unit, s_factor = fmt.unit_for("flop", df["flops_sum"])
-    bars = in_unit(alt.Chart(df), factor, "flops_per_rank").transform_calculate(
+    bars = in_unit(vl.Chart(df), factor, "flops_per_rank").transform_calculate(
         flops_sum_u=f"datum.flops_sum / {float(s_factor)!r}").mark_bar().encode(
-        x=alt.X("stage_key:O", title="Stage", sort=sorted(df["stage_key"], key=natural_key),
-                axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("flops_per_rank_u:Q", axis=alt.Axis(**axis("FLOPs per rank", unit))),
+        x=vl.X("stage_key:O", title="Stage", sort=sorted(df["stage_key"], key=natural_key),
+                axis=vl.Axis(labelAngle=0)),
+        y=vl.Y("flops_per_rank_u:Q", axis=vl.Axis(**axis("FLOPs per rank", unit))),
         color=stage_color("stage_key", sorted(df["stage_key"], key=natural_key), legend=False),
-        tooltip=[alt.Tooltip("stage_key:N", title="Stage"), alt.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
+        tooltip=[vl.Tooltip("stage_key:N", title="Stage"), vl.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
                  tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
-                 alt.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
-    rule = alt.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
+                 vl.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
+    rule = vl.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
     chart = (bars + rule).properties(width={"step": band(len(df), 60, 8)}, height=220)
     return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec(chart),
                   caption="Σ FLOPs of the stage's ranks / its ranks; dashed: mean over stages.",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-import altair as alt
+from .. import charts as vl
 import numpy as np
 import pandas as pd
 
@@ -368,33 +368,33 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool) -> Figure:
     df["stage"] = pd.to_numeric(df["stage"], errors="coerce")
     unit, factor = fmt.unit_for("mb", df["peak_mb"])
     if ratio_known:
-        field, domain, text = "peak_ratio", [0, 1], alt.Text("peak_ratio:Q", format=fmt.D3_PCT)
-        color = alt.Color("peak_ratio:Q", scale=sequential([0, 1]), legend=alt.Legend(**axis("Peak / capacity",
+        field, domain, text = "peak_ratio", [0, 1], vl.Text("peak_ratio:Q", format=fmt.D3_PCT)
+        color = vl.Color("peak_ratio:Q", scale=sequential([0, 1]), legend=vl.Legend(**axis("Peak / capacity",
                                                                                                 kind="ratio")))
     else:
-        field, domain, text = "peak_mb_u", None, alt.Text("peak_mb_u:Q", format=fmt.D3_SHORT)
-        color = alt.Color("peak_mb_u:Q", scale=sequential(), legend=alt.Legend(**axis("Peak", unit)))
-    tooltip = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
-               alt.Tooltip("device:O", title="Device"), alt.Tooltip("stage:O", title="Stage"),
+        field, domain, text = "peak_mb_u", None, vl.Text("peak_mb_u:Q", format=fmt.D3_SHORT)
+        color = vl.Color("peak_mb_u:Q", scale=sequential(), legend=vl.Legend(**axis("Peak", unit)))
+    tooltip = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("host:N", title="Host"),
+               vl.Tooltip("device:O", title="Device"), vl.Tooltip("stage:O", title="Stage"),
                tip("peak_mb_u", "Peak", unit), tip("capacity_mb_u", "Capacity", unit),
                tip("peak_ratio", "Peak / capacity", kind="ratio")]
-    gap = alt.Scale(paddingInner=0.06)
-    base = scale_position(in_unit(alt.Chart(df), factor, "peak_mb", "capacity_mb"), field, domain)
+    gap = vl.Scale(paddingInner=0.06)
+    base = scale_position(in_unit(vl.Chart(df), factor, "peak_mb", "capacity_mb"), field, domain)
     n_hosts = df["host"].nunique() if hosts_known else 0
     if hosts_known:
         n_dev = df["device"].nunique()
-        base = base.encode(x=alt.X("device:O", title="Device", scale=gap, axis=alt.Axis(labelAngle=0)),
-                           y=alt.Y("host:N", title="Host", scale=gap, axis=alt.Axis(labelOverlap=True)))
+        base = base.encode(x=vl.X("device:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0)),
+                           y=vl.Y("host:N", title="Host", scale=gap, axis=vl.Axis(labelOverlap=True)))
         size = {"width": {"step": band(n_dev, 48, 8, 640)}, "height": {"step": band(n_hosts, 28, 3, 600)}}
         caption = "One cell per device, hosts as rows."
     else:
         df["row"] = df["rank"] // STRIP_WIDTH * STRIP_WIDTH
         df["col"] = df["rank"] % STRIP_WIDTH
         rows = df["row"].nunique()
-        base = base.encode(x=alt.X("col:O", title="Rank (+ row start)" if rows > 1 else "Rank", scale=gap,
-                                   axis=alt.Axis(labelAngle=0)),
-                           y=alt.Y("row:O", title="Rank row start" if rows > 1 else None, scale=gap,
-                                   axis=alt.Axis(labelOverlap=True) if rows > 1 else None))
+        base = base.encode(x=vl.X("col:O", title="Rank (+ row start)" if rows > 1 else "Rank", scale=gap,
+                                   axis=vl.Axis(labelAngle=0)),
+                           y=vl.Y("row:O", title="Rank row start" if rows > 1 else None, scale=gap,
+                                   axis=vl.Axis(labelOverlap=True) if rows > 1 else None))
         size = {"width": {"step": 44}, "height": {"step": band(rows, 28, 3, 600)}}
         caption = "The data does not say which host each rank ran on: one cell per rank, in rows of " \
                   f"{STRIP_WIDTH} ranks." if rows > 1 else \
@@ -426,22 +426,22 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
     else:
         color = identity_color("rank", sorted(df["rank"].unique()), "Rank", legend=not many)
         how = "one line per rank"
-    x = alt.X("x_u:Q", title=x_title, axis=alt.Axis(format=fmt.D3_FORMAT))
-    chart = in_unit(alt.Chart(df), factor, "mb").transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_line(
+    x = vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT))
+    chart = in_unit(vl.Chart(df), factor, "mb").transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_line(
         strokeWidth=1, opacity=0.7 if many else 1).encode(
-        x=x, y=alt.Y("mb_u:Q", axis=alt.Axis(**axis("Memory", unit))),
+        x=x, y=vl.Y("mb_u:Q", axis=vl.Axis(**axis("Memory", unit))),
         color=color, detail="rank:N",
-        tooltip=[alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage:O", title="Stage"),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("stage:O", title="Stage"),
                  tip("x_u", "Time" if x_kind == "time" else "Node", x_unit), tip("mb_u", "Memory", unit)])
     caption = f"The series each peak is taken from, {how}."
     if marks is not None and not marks.empty:
         m = marks[marks["rank"].isin(df["rank"].unique())].drop_duplicates(["x", "mark"])
-        rules = alt.Chart(m).transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_rule(
+        rules = vl.Chart(m).transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_rule(
             strokeDash=[4, 3], opacity=0.6).encode(
             x="x_u:Q",
-            tooltip=[alt.Tooltip("mark:N", title="Mark"), alt.Tooltip("rank:O", title="Rank"),
-                     alt.Tooltip("x:Q", title="Node")])
-        chart = alt.layer(chart, rules)
+            tooltip=[vl.Tooltip("mark:N", title="Mark"), vl.Tooltip("rank:O", title="Rank"),
+                     vl.Tooltip("x:Q", title="Node")])
+        chart = vl.layer(chart, rules)
         caption += " Dashed lines mark forward start and backward end of each graph."
     if trimmed:
         caption += " Trimmed to stay small: " + "; ".join(trimmed) + "."

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-import altair as alt
+from .. import charts as vl
 import pandas as pd
 
 from .. import thresholds as th
@@ -403,14 +403,14 @@ def _bars(per_rank: pd.DataFrame, rows: pd.DataFrame, phases: list, staged: bool
     long = pd.concat([wide.assign(ms=wide[k], phase=label, order=i) for i, (k, label) in enumerate(phases)],
                      ignore_index=True).drop(columns=keys + ["stage"])
     unit, factor = fmt.unit_for("ms", wide["step_ms"])
-    params = [alt.param(name="step", value="avg")]
-    base = alt.Chart(long).transform_filter("datum.step_key == step")
+    params = [vl.param(name="step", value="avg")]
+    base = vl.Chart(long).transform_filter("datum.step_key == step")
     if staged:
-        params.append(alt.param(name="stage_sel", value="all"))
+        params.append(vl.param(name="stage_sel", value="all"))
         base = base.transform_filter("stage_sel == 'all' || datum.stage_key == stage_sel")
     chart = stacked_parts(base, palette.column_parts(phases),
-                          alt.X("rank:O", title="Rank", axis=alt.Axis(labelAngle=0)), unit, factor,
-                          [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_key:N", title="Stage")],
+                          vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0)), unit, factor,
+                          [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("stage_key:N", title="Stage")],
                           height=260).add_params(*params)
     return Figure("overlap-bars", "Where each rank's step goes: computation vs exposed communication", to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average) and stage.",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import altair as alt
+from .. import charts as vl
 import pandas as pd
 
 from .. import fmt, limits, palette
@@ -364,27 +364,27 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     if title == "Stage":  # a stage keeps its colour of every other chart
         colours = {v: palette.identity(int(v)) if v.isdigit() else palette.ROLE["other"] for v in values}
     d["ink"] = d["colour_key"].map(lambda v: palette.ink(colours.get(v, palette.IDENTITY[0])))
-    color = alt.Color("colour_key:N", title=title, scale=alt.Scale(domain=values, range=[colours[v] for v in values]),
-                      legend=alt.Legend(orient="top", columns=10) if title and len(values) <= 20 else None)
-    tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("stage_label:N", title="Stage")]
+    color = vl.Color("colour_key:N", title=title, scale=vl.Scale(domain=values, range=[colours[v] for v in values]),
+                      legend=vl.Legend(orient="top", columns=10) if title and len(values) <= 20 else None)
+    tips = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("stage_label:N", title="Stage")]
     for k in DIMS:
         if d[f"{k}_index"].notna().any():
-            tips.append(alt.Tooltip(f"{k}_index:O", title=f"{k} index"))
+            tips.append(vl.Tooltip(f"{k}_index:O", title=f"{k} index"))
     if d["host"].notna().any():
-        tips.append(alt.Tooltip("host:N", title="Host"))
-    tips.append(alt.Tooltip("groups:N", title="Groups"))
+        tips.append(vl.Tooltip("host:N", title="Host"))
+    tips.append(vl.Tooltip("groups:N", title="Groups"))
     keep = ["rank", "stage_label", "column", "host", "groups", "colour_key", "ink"] + [f"{k}_index" for k in DIMS]
     d = d[keep]
     step = band(ncols, 36, 3)
     axis_labels = ncols <= 64
-    gap = alt.Scale(paddingInner=0.08 if step > 6 else 0)
-    base = alt.Chart(d).encode(
-        x=alt.X("column:O", title="Position in the stage (dp-major, tp fastest)", scale=gap,
-                axis=alt.Axis(labels=axis_labels, ticks=axis_labels, labelAngle=0, labelOverlap=True)),
-        y=alt.Y("stage_label:O", title=None, scale=gap))
+    gap = vl.Scale(paddingInner=0.08 if step > 6 else 0)
+    base = vl.Chart(d).encode(
+        x=vl.X("column:O", title="Position in the stage (dp-major, tp fastest)", scale=gap,
+                axis=vl.Axis(labels=axis_labels, ticks=axis_labels, labelAngle=0, labelOverlap=True)),
+        y=vl.Y("stage_label:O", title=None, scale=gap))
     chart = base.mark_rect().encode(color=color, tooltip=tips)
     if len(d) <= MESH_TEXT_MAX and step >= 18:
-        chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=alt.Color("ink:N", scale=None),
+        chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=vl.Color("ink:N", scale=None),
                                                            tooltip=tips)
     chart = chart.properties(width={"step": step}, height={"step": band(d["stage_label"].nunique(), 36, 12, 400)})
     how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
@@ -404,12 +404,12 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
     c["from"] = "stage " + c["send_stage"].astype(int).astype(str)
     c["to"] = "stage " + c["recv_stage"].astype(int).astype(str)
     c = c[["from", "to", "pairs"]]
-    tips = [alt.Tooltip("from:N", title="From"), alt.Tooltip("to:N", title="To"),
-            alt.Tooltip("pairs:Q", title="Pairs", format=fmt.D3_INT)]
-    base = scale_position(alt.Chart(c), "pairs").encode(
-        x=alt.X("to:O", title="Receiving stage", axis=alt.Axis(labelAngle=0)), y=alt.Y("from:O", title="Sending stage"))
-    chart = (base.mark_rect().encode(color=alt.Color("pairs:Q", title="Pairs", scale=sequential()), tooltip=tips)
-             + cell_labels(base, alt.Text("pairs:Q", format=fmt.D3_INT), tips)).properties(
+    tips = [vl.Tooltip("from:N", title="From"), vl.Tooltip("to:N", title="To"),
+            vl.Tooltip("pairs:Q", title="Pairs", format=fmt.D3_INT)]
+    base = scale_position(vl.Chart(c), "pairs").encode(
+        x=vl.X("to:O", title="Receiving stage", axis=vl.Axis(labelAngle=0)), y=vl.Y("from:O", title="Sending stage"))
+    chart = (base.mark_rect().encode(color=vl.Color("pairs:Q", title="Pairs", scale=sequential()), tooltip=tips)
+             + cell_labels(base, vl.Text("pairs:Q", format=fmt.D3_INT), tips)).properties(
         width={"step": band(c["to"].nunique(), 60, 8)}, height={"step": 30})
     return Figure("strategy-pairs", "Pipeline send/receive pairs between stages", to_spec(chart),
                   caption="Matched send/receive operator pairs from each sending stage to each receiving stage.",

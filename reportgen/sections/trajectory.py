@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import altair as alt
+from .. import charts as vl
 import pandas as pd
 
 from .. import thresholds as th
@@ -424,15 +424,15 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
           cols_m: list[str]) -> Figure:
     rows = _chart_rows(per_rank, per_rank_step, shown_steps, src, cols_m)
     unit, factor = fmt.unit_for("ms", rows["step_ms"])
-    base = (alt.Chart(rows)
+    base = (vl.Chart(rows)
             .transform_filter("datum.step_key == step")
             .transform_calculate(sort_value="sort_by == 'rank' ? -datum.rank : datum[sort_by]"))
-    x = alt.X("rank:O", title="Rank", sort=alt.EncodingSortField(field="sort_value", op="max", order="descending"),
-              axis=alt.Axis(labelAngle=0))
-    tips = [alt.Tooltip("rank:O", title="Rank"), alt.Tooltip("host:N", title="Host"),
-            alt.Tooltip("stage:O", title="Stage")]
+    x = vl.X("rank:O", title="Rank", sort=vl.EncodingSortField(field="sort_value", op="max", order="descending"),
+              axis=vl.Axis(labelAngle=0))
+    tips = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("host:N", title="Host"),
+            vl.Tooltip("stage:O", title="Stage")]
     chart = stacked_parts(base, palette.column_parts(src.phases), x, unit, factor, tips).add_params(
-        alt.param(name="step", value="avg"), alt.param(name="sort_by", value="rank"))
+        vl.param(name="step", value="avg"), vl.param(name="sort_by", value="rank"))
     title = "Step time per rank: " + ", ".join(label.split(" (")[0].lower() for _, label in src.phases)
     return Figure("trajectory-bars", title, to_spec(chart),
                   caption="Stacked per rank for the selected step (or the average). Sort with the control above.",
@@ -460,6 +460,6 @@ def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Fig
         caption += WARMUP_CAPTION
     metrics = {"step_ms": labels["step_ms"], **{k: labels[k] for k in cols_m if k != "step_ms"}}
     chart = median_heatmap(df, metrics, param="heat_metric", y_title=y_title, reference="step_ms",
-                           tooltip=[alt.Tooltip("host:N", title="Host")])
+                           tooltip=[vl.Tooltip("host:N", title="Host")])
     return Figure("trajectory-heatmap", "Rank × step heatmap", to_spec(chart), caption=caption,
                   alt="Heatmap of time per rank and step")
