@@ -1,0 +1,68 @@
+"""Start-up cost (issue 15): what a report does not load or redo. Speed itself is measured by bench/scale.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import jinja2
+
+from reportgen import render
+
+
+def _env_with_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPORTGEN_CACHE", str(tmp_path / "cache"))
+    return render.environment()
+
+
+def test_compiled_template_is_cached_and_reused(tmp_path, monkeypatch):
+    _env_with_cache(tmp_path, monkeypatch).get_template("report.html.j2")
+    files = list((tmp_path / "cache" / "templates").iterdir())
+    assert len(files) == 1 and files[0].stat().st_size > 10_000
+    compiled = []
+    real = jinja2.Environment.compile
+
+    def spy(self, *a, **k):
+        compiled.append(a)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", spy)
+    render.environment().get_template("report.html.j2")
+    assert compiled == []  # loaded from the cache, not compiled
+
+
+def test_a_damaged_cache_entry_is_a_miss(tmp_path, monkeypatch):
+    _env_with_cache(tmp_path, monkeypatch).get_template("report.html.j2")
+    (entry,) = (tmp_path / "cache" / "templates").iterdir()
+    for junk in (b"", b"j2\x00garbage", entry.read_bytes()[:200], os.urandom(4096)):
+        entry.write_bytes(junk)
+        t = render.environment().get_template("report.html.j2")
+        assert t.render  # compiled afresh, no exception
+
+
+def test_an_unwritable_cache_never_fails_a_report(tmp_path, monkeypatch):
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", full)
+    assert _env_with_cache(tmp_path, monkeypatch).get_template("report.html.j2")
+    monkeypatch.setenv("REPORTGEN_CACHE", "/proc/reportgen-cache")  # cannot be made
+    assert render.environment().get_template("report.html.j2")
+
+
+def test_a_report_loads_no_chart_compiler(tmp_path):
+    """vl-convert (a native JS runtime) is loaded only for --static or to build the Vega bundle the first time."""
+    env = {k: v for k, v in os.environ.items() if k != "REPORTGEN_VALIDATE_SPECS"}  # the tests validate specs
+    env["REPORTGEN_CACHE"] = str(tmp_path / "cache")
+    code = ("import sys; from reportgen.cli import main; "
+            "main(['demo', '-o', sys.argv[1], '--quiet']); "
+            "main(['demo', '-o', sys.argv[1], '--quiet']) if 'vl_convert' in sys.modules else None; "
+            "print(sorted(m for m in ('vl_convert', 'altair', 'jsonschema') if m in sys.modules))")
+    # first run may build the bundle (imports vl_convert); a fresh process with the cache warm must not
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.html")], env=env, check=True,
+                   capture_output=True)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b.html")], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
