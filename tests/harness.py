@@ -36,7 +36,7 @@ GRACE_S = 5.0
 #: a run whose resident memory passes this is killed at once (the tests' bound is 1 GB; the machine is shared)
 RSS_KILL_MB = 1536.0
 #: modules the forked children should find imported (so no child pays for them)
-WARM_MODULES = ("numpy", "pandas", "jinja2", "altair", "reportgen.cli", "reportgen.readers", "reportgen.sections",
+WARM_MODULES = ("numpy", "pandas", "jinja2", "reportgen.cli", "reportgen.readers", "reportgen.sections",
                 "reportgen.render", "reportgen.metrics", "reportgen.compare", "reportgen.report")
 
 
