@@ -207,7 +207,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         ops = ops[ops["rank"].isin(lanes)]
     for step in all_steps:
         s = ops[ops["step"] == step].copy()
-        step_ranks = [r for r in lanes if r in set(s["rank"])]
+        present = set(s["rank"])
+        step_ranks = [r for r in lanes if r in present]
         shifts, used = _align_group(s, step_ranks)
         how = "all ranks"
         if used is None and len(step_ranks) > 1:
@@ -322,7 +323,8 @@ def analyze(run: Run, options=None) -> Analysis:
             metrics.update(mm)
             metrics["marey_source"] = tl_source
             data["marey"] = rows
-            data["lanes"] = [r for r in lane_order if r in set(rows["rank"])]
+            drawn_ranks = set(rows["rank"])
+            data["lanes"] = [r for r in lane_order if r in drawn_ranks]
     if "marey" not in data and "marey_unavailable" not in metrics:
         metrics["marey_unavailable"] = ("no operator timeline: Ascend trace_view.json (hccl/device ops and "
                                         "ProfilerStep), PyTorch GPU kernels with ProfilerStep, MindInsight "
