@@ -643,13 +643,13 @@ def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
         if avg is not None:
             out["ov_avg_rows"].append(dict(avg, rank=f.rank))
     elif f.kind == "hccl_raw":
-        from .mindinsight_hccl import parse_hccl_raw
+        from .mindinsight_hccl import parse_hccl_columns
 
-        parsed = parse_hccl_raw(f.path, f.rank, problems)
-        if parsed["tables"]:
+        parsed = parse_hccl_columns(f.path, f.rank, problems)
+        if parsed["columns"]:
             out["generations"].add(parsed["generation"])
-        for name, df in parsed["tables"].items():
-            out["tables"].setdefault("mi_" + name, []).append(df)
+        for name, cols in parsed["columns"].items():  # columns: one frame per table for all ranks (read())
+            out["tables"].setdefault("mi_" + name, []).append(cols)
     elif _extra_parser(f.kind) is not None:
         for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
             out["tables"].setdefault(name, []).append(df)
@@ -814,6 +814,11 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     if ov_avg_rows:
         run.tables["cluster_overlap_avg"] = pd.DataFrame(ov_avg_rows).reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
     for name, parts in out["tables"].items():
+        if parts and isinstance(parts[0], dict):  # hccl_raw columns of every rank
+            from .mindinsight_hccl import frame
+
+            run.tables[name] = frame(name[len("mi_"):], parts)
+            continue
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)
