@@ -67,8 +67,17 @@ def _rows(rank, start, end, kind, name, stream, source="trace") -> pd.DataFrame:
                          "stream": np.asarray(stream, dtype=object), "source": source})
 
 
+def per_value(values: pd.Series, f) -> pd.Series:
+    """``f(values)`` for an elementwise ``f`` (string methods), computed once per distinct value: operator names and
+    streams repeat in every step of every rank, so this is the number of distinct names, not of rows."""
+    codes, uniques = values.factorize(use_na_sentinel=False)
+    out = f(pd.Series(uniques, dtype=values.dtype))
+    return pd.Series(out.take(codes).to_numpy() if isinstance(out, pd.Series) else np.asarray(out)[codes],
+                     index=values.index, dtype=out.dtype)
+
+
 def _comm_kind(names: pd.Series) -> np.ndarray:
-    return np.where(names.astype(str).str.contains(RECEIVE), "receive", "communication")
+    return np.where(per_value(names, lambda n: n.astype(str).str.contains(RECEIVE)), "receive", "communication")
 
 
 # --------------------------------------------------------------------------- per family
@@ -155,7 +164,7 @@ def _derived(run: Run) -> pd.DataFrame | None:
     parts = []
     if so is not None:
         parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], _comm_kind(so["op"]), so["op"],
-                           "stream " + so["stream"].astype(str)))
+                           per_value(so["stream"], lambda v: "stream " + v.astype(str))))
     if st is not None and {"start_ms", "step_interval_ms", "fp_bp_ms"} <= set(st.columns):
         st = st.dropna(subset=["start_ms", "step_interval_ms", "fp_bp_ms"])
         comm_of = _by_rank(so) if so is not None else {}
