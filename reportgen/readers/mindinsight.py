@@ -93,12 +93,12 @@ _OVERLAP_COLUMNS = {
 
 _STREAM = re.compile(r"^stream_(\d+)_")
 
-#: file kind -> "module:function" parsing one file into {table: DataFrame}; the function takes
-#: (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
+#: file kind -> "module:function" parsing one file into {table: DataFrame} (or {table: [row dict]}: the one-row
+#: summaries, made into one frame for all ranks); the function takes (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
 EXTRA_PARSERS = {
-    "memory_usage_summary": "reportgen.readers.mindinsight_memory:parse_memory_summary",
+    "memory_usage_summary": "reportgen.readers.mindinsight_memory:memory_summary_rows",
     "memory_usage_details": "reportgen.readers.mindinsight_memory:parse_memory_details",
-    "flops_summary": "reportgen.readers.mindinsight_flops:parse_flops_summary",
+    "flops_summary": "reportgen.readers.mindinsight_flops:flops_summary_rows",
     "flops_detail": "reportgen.readers.mindinsight_flops:parse_flops_detail",
     "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
     "timeline_display": "reportgen.readers.mindinsight_timeline:parse_timeline_display",
@@ -818,6 +818,11 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             from .mindinsight_hccl import frame
 
             run.tables[name] = frame(name[len("mi_"):], parts)
+            continue
+        if parts and isinstance(parts[0], list):  # rows of every rank (one-row summaries)
+            rows = [r for p in parts for r in p]
+            if rows:
+                run.tables[name] = pd.DataFrame(rows)
             continue
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
