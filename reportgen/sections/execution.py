@@ -184,12 +184,18 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     windows = windows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])
     ops = ops.merge(windows.rename(columns={"start_ms": "step_start", "end_ms": "step_end"}),
                     left_on=["rank", "step"], right_index=True, how="inner")
-    ops["start"] = ops["start_ms"] - ops["step_start"]
-    ops["end"] = ops["end_ms"] - ops["step_start"]
-    ops = ops.sort_values(["rank", "step", "start_ms"])
-    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     total_ops = len(ops)
     all_steps = sorted(ops["step"].unique().tolist())
+    lanes = list(lane_order)
+    lanes_sampled = len(lanes) > MAX_LANES
+    if lanes_sampled:  # before the keys: they are per rank, and only the drawn lanes need them
+        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
+        lanes = [lanes[i] for i in pick]
+        ops = ops[ops["rank"].isin(lanes)]
+    ops["start"] = ops["start_ms"] - ops["step_start"]
+    ops["end"] = ops["end_ms"] - ops["step_start"]
+    ops = ops.sort_values(["rank", "step", "start_ms"])  # several keys: a stable sort
+    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     if F is not None:  # the run's steps: the median step first (the default view), then the others in scope, then
         # warm-up steps; so the default is drawn whatever the mark budget leaves out, and is never a warm-up step
         have = set(all_steps)
@@ -198,14 +204,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
             x for x in F.steps_all if x in have and x not in F.steps]
     align_rows, drawn = [], []
     marks = 0
-    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0,
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled, "steps_left_out": 0,
                "derived_merged": 0}
-    lanes = list(lane_order)
-    if len(lanes) > MAX_LANES:
-        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
-        lanes = [lanes[i] for i in pick]
-        trimmed["lanes_sampled"] = True
-        ops = ops[ops["rank"].isin(lanes)]
     for step in all_steps:
         s = ops[ops["step"] == step].copy()
         present = set(s["rank"])
