@@ -54,6 +54,7 @@ import json
 import math
 import re
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -256,7 +257,7 @@ def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, li
                 t, sz, bw = float(raw[0]), float(raw[1]), float(raw[2])
                 w = float(raw[3]) if n == 4 else math.nan
                 if 0.0 <= t <= top_ms and 0.0 <= sz <= top and 0.0 <= bw <= top and (n == 3 or 0.0 <= w <= top_ms):
-                    out.append((step, op, src, dst, transport if len(transport) <= 64 else
+                    out.append((step, op, src, dst, sys.intern(transport) if len(transport) <= 64 else
                                 limits.cap_text(transport, 64), t, sz, bw, w))
                     continue
             vals = _link_values(raw)
@@ -276,7 +277,8 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
         bad.add(line, "communication_operator_cost is not a JSON object; ignored")
         return
     for op, value in obj.items():
-        op = op if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
+        # interned: the same names recur in every step and rank, one string each instead of one per row
+        op = sys.intern(op) if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
         if isinstance(value, list) and len(value) == 4:
             op_step, op_cost, op_wait, op_links = value
             if str(op_step).strip() != step_text:
