@@ -76,8 +76,19 @@ def per_value(values: pd.Series, f) -> pd.Series:
                      index=values.index, dtype=out.dtype)
 
 
+def labels(mask, if_true: str, if_false: str):
+    """``np.where(mask, if_true, if_false)`` as a text array that holds the two strings themselves (same dtype in a
+    frame): a numpy text array becomes one Python string per row (~60 bytes each, 120 MB for 2M timeline rows)."""
+    return pd.array(np.array([if_false, if_true], dtype=object)[np.asarray(mask, dtype=bool).astype(np.intp)],
+                    dtype=pd.Series([if_true]).dtype)
+
+
+def _is_receive(names: pd.Series) -> pd.Series:
+    return per_value(names, lambda n: n.astype(str).str.contains(RECEIVE))
+
+
 def _comm_kind(names: pd.Series) -> np.ndarray:
-    return np.where(per_value(names, lambda n: n.astype(str).str.contains(RECEIVE)), "receive", "communication")
+    return np.where(_is_receive(names), "receive", "communication")
 
 
 # --------------------------------------------------------------------------- per family
@@ -163,7 +174,8 @@ def _derived(run: Run) -> pd.DataFrame | None:
     so, st = run.table("step_ops"), run.table("step_trace")
     parts = []
     if so is not None:
-        parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], _comm_kind(so["op"]), so["op"],
+        parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], labels(_is_receive(so["op"]), "receive",
+                                                                             "communication"), so["op"],
                            per_value(so["stream"], lambda v: "stream " + v.astype(str))))
     if st is not None and {"start_ms", "step_interval_ms", "fp_bp_ms"} <= set(st.columns):
         st = st.dropna(subset=["start_ms", "step_interval_ms", "fp_bp_ms"])

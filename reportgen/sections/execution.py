@@ -39,7 +39,7 @@ from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
-from ..timeline import DERIVED_NAME, per_value, step_windows
+from ..timeline import DERIVED_NAME, labels, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
@@ -117,7 +117,7 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"],
                         "match": per_value(tl["name"], lambda n: n.astype(str).str.replace(r"^stream_\d+_\d+_", "",
                                                                                                regex=True)),
-                        "kind": np.where(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
+                        "kind": labels(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
                         "start_ms": tl["start_ms"], "end_ms": tl["end_ms"], "derived": tl["source"] == "derived"})
     derived = ops["derived"]
     parts = [f"{k} ({n:,})" for k, n in tl.loc[~derived, "kind"].value_counts().sort_index().items()]
