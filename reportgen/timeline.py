@@ -67,8 +67,28 @@ def _rows(rank, start, end, kind, name, stream, source="trace") -> pd.DataFrame:
                          "stream": np.asarray(stream, dtype=object), "source": source})
 
 
+def per_value(values: pd.Series, f) -> pd.Series:
+    """``f(values)`` for an elementwise ``f`` (string methods), computed once per distinct value: operator names and
+    streams repeat in every step of every rank, so this is the number of distinct names, not of rows."""
+    codes, uniques = values.factorize(use_na_sentinel=False)
+    out = f(pd.Series(uniques, dtype=values.dtype))
+    return pd.Series(out.take(codes).to_numpy() if isinstance(out, pd.Series) else np.asarray(out)[codes],
+                     index=values.index, dtype=out.dtype)
+
+
+def labels(mask, if_true: str, if_false: str):
+    """``np.where(mask, if_true, if_false)`` as a text array that holds the two strings themselves (same dtype in a
+    frame): a numpy text array becomes one Python string per row (~60 bytes each, 120 MB for 2M timeline rows)."""
+    return pd.array(np.array([if_false, if_true], dtype=object)[np.asarray(mask, dtype=bool).astype(np.intp)],
+                    dtype=pd.Series([if_true]).dtype)
+
+
+def _is_receive(names: pd.Series) -> pd.Series:
+    return per_value(names, lambda n: n.astype(str).str.contains(RECEIVE))
+
+
 def _comm_kind(names: pd.Series) -> np.ndarray:
-    return np.where(names.astype(str).str.contains(RECEIVE), "receive", "communication")
+    return np.where(_is_receive(names), "receive", "communication")
 
 
 # --------------------------------------------------------------------------- per family
@@ -154,22 +174,39 @@ def _derived(run: Run) -> pd.DataFrame | None:
     so, st = run.table("step_ops"), run.table("step_trace")
     parts = []
     if so is not None:
-        parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], _comm_kind(so["op"]), so["op"],
-                           "stream " + so["stream"].astype(str)))
+        parts.append(_rows(so["rank"], so["start_ms"], so["end_ms"], labels(_is_receive(so["op"]), "receive",
+                                                                             "communication"), so["op"],
+                           per_value(so["stream"], lambda v: "stream " + v.astype(str))))
     if st is not None and {"start_ms", "step_interval_ms", "fp_bp_ms"} <= set(st.columns):
         st = st.dropna(subset=["start_ms", "step_interval_ms", "fp_bp_ms"])
-        for rank, s in st.groupby("rank"):
-            c = so[so["rank"] == rank] if so is not None else None
-            comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None and not c.empty \
+        comm_of = _by_rank(so) if so is not None else {}
+        fp_all = (st["start_ms"] + st["step_interval_ms"]).to_numpy()
+        bp_all = fp_all + st["fp_bp_ms"].to_numpy()
+        ranks, starts, ends = [], [], []
+        for rank, rows in _by_rank(st).items():
+            c = comm_of.get(rank)
+            comm = union(so["start_ms"].to_numpy()[c], so["end_ms"].to_numpy()[c]) if c is not None \
                 else (np.empty(0), np.empty(0))
-            fp = (s["start_ms"] + s["step_interval_ms"]).to_numpy()
-            bp = fp + s["fp_bp_ms"].to_numpy()
+            fp, bp = fp_all[rows], bp_all[rows]
             ok = bp > fp
             comp = difference(union(fp[ok], bp[ok]), comm)
             if len(comp[0]):
-                parts.append(_rows(np.full(len(comp[0]), rank), comp[0], comp[1], "compute", DERIVED_NAME,
-                                   "derived", source="derived"))
+                ranks.append(np.full(len(comp[0]), rank))
+                starts.append(comp[0])
+                ends.append(comp[1])
+        if ranks:  # one frame for every rank's rows (one per rank cost ~1 ms each at thousands of ranks)
+            parts.append(_rows(np.concatenate(ranks), np.concatenate(starts), np.concatenate(ends), "compute",
+                               DERIVED_NAME, "derived", source="derived"))
     return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _by_rank(df: pd.DataFrame) -> dict:
+    """rank -> the positions of its rows (in table order), ranks ascending: one stable sort instead of a filter of
+    the whole table per rank (quadratic in the ranks)."""
+    ranks = df["rank"].to_numpy()
+    order = np.argsort(ranks, kind="stable")
+    keys, first = np.unique(ranks[order], return_index=True)
+    return dict(zip(keys.tolist(), np.split(order, first[1:])))
 
 
 #: in order of preference (the first with data gives the run's timeline)
@@ -200,17 +237,20 @@ def assign_steps(df: pd.DataFrame, windows: pd.DataFrame | None, col: str = "sta
     out = np.full(len(df), -1, dtype=np.int64)
     if windows is None or windows.empty or df.empty:
         return out
-    ranks = df["rank"].to_numpy()
     t = df[col].to_numpy(dtype=float)
-    for rank, w in windows.groupby("rank"):
-        rows = np.flatnonzero(ranks == rank)
-        if not len(rows):
+    rows_of = _by_rank(df)
+    w_rank, w_start = windows["rank"].to_numpy(), windows["start_ms"].to_numpy(dtype=float)
+    order = np.lexsort((w_start, w_rank))  # by rank, then start (stable)
+    w_start, w_end, w_step = w_start[order], windows["end_ms"].to_numpy()[order], windows["step"].to_numpy()[order]
+    keys, first = np.unique(w_rank[order], return_index=True)
+    for rank, lo, hi in zip(keys.tolist(), first, np.append(first[1:], len(order))):
+        rows = rows_of.get(rank)
+        if rows is None:
             continue
-        w = w.sort_values("start_ms", kind="stable")
-        i = np.searchsorted(w["start_ms"].to_numpy(), t[rows], side="right") - 1
-        ic = np.clip(i, 0, None)
-        inside = (i >= 0) & (t[rows] < w["end_ms"].to_numpy()[ic])
-        out[rows[inside]] = w["step"].to_numpy()[ic[inside]]
+        i = np.searchsorted(w_start[lo:hi], t[rows], side="right") - 1
+        ic = np.clip(i, 0, None) + lo
+        inside = (i >= 0) & (t[rows] < w_end[ic])
+        out[rows[inside]] = w_step[ic[inside]]
     return out
 
 

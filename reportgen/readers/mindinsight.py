@@ -93,12 +93,12 @@ _OVERLAP_COLUMNS = {
 
 _STREAM = re.compile(r"^stream_(\d+)_")
 
-#: file kind -> "module:function" parsing one file into {table: DataFrame}; the function takes
-#: (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
+#: file kind -> "module:function" parsing one file into {table: DataFrame} (or {table: [row dict]}: the one-row
+#: summaries, made into one frame for all ranks); the function takes (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
 EXTRA_PARSERS = {
-    "memory_usage_summary": "reportgen.readers.mindinsight_memory:parse_memory_summary",
+    "memory_usage_summary": "reportgen.readers.mindinsight_memory:memory_summary_rows",
     "memory_usage_details": "reportgen.readers.mindinsight_memory:parse_memory_details",
-    "flops_summary": "reportgen.readers.mindinsight_flops:parse_flops_summary",
+    "flops_summary": "reportgen.readers.mindinsight_flops:flops_summary_rows",
     "flops_detail": "reportgen.readers.mindinsight_flops:parse_flops_detail",
     "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
     "timeline_display": "reportgen.readers.mindinsight_timeline:parse_timeline_display",
@@ -643,13 +643,13 @@ def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
         if avg is not None:
             out["ov_avg_rows"].append(dict(avg, rank=f.rank))
     elif f.kind == "hccl_raw":
-        from .mindinsight_hccl import parse_hccl_raw
+        from .mindinsight_hccl import parse_hccl_columns
 
-        parsed = parse_hccl_raw(f.path, f.rank, problems)
-        if parsed["tables"]:
+        parsed = parse_hccl_columns(f.path, f.rank, problems)
+        if parsed["columns"]:
             out["generations"].add(parsed["generation"])
-        for name, df in parsed["tables"].items():
-            out["tables"].setdefault("mi_" + name, []).append(df)
+        for name, cols in parsed["columns"].items():  # columns: one frame per table for all ranks (read())
+            out["tables"].setdefault("mi_" + name, []).append(cols)
     elif _extra_parser(f.kind) is not None:
         for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
             out["tables"].setdefault(name, []).append(df)
@@ -814,6 +814,16 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     if ov_avg_rows:
         run.tables["cluster_overlap_avg"] = pd.DataFrame(ov_avg_rows).reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
     for name, parts in out["tables"].items():
+        if parts and isinstance(parts[0], dict):  # hccl_raw columns of every rank
+            from .mindinsight_hccl import frame
+
+            run.tables[name] = frame(name[len("mi_"):], parts)
+            continue
+        if parts and isinstance(parts[0], list):  # rows of every rank (one-row summaries)
+            rows = [r for p in parts for r in p]
+            if rows:
+                run.tables[name] = pd.DataFrame(rows)
+            continue
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
             run.tables[name] = pd.concat(parts, ignore_index=True)

@@ -82,7 +82,14 @@ def _truthy(x: float) -> bool:
 
 
 def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFrame]:
-    """One ``flops_summary_{rank}.json`` -> ``{"mi_flops": one row}`` (see the module docstring)."""
+    """One ``flops_summary_{rank}.json`` -> ``{"mi_flops": one row}`` (see the module docstring; the frame of
+    :func:`flops_summary_rows`)."""
+    return {name: pd.DataFrame(rows) for name, rows in flops_summary_rows(path, rank, problems).items()}
+
+
+def flops_summary_rows(path, rank: int, problems: list) -> dict[str, list[dict]]:
+    """One ``flops_summary_{rank}.json`` -> ``{"mi_flops": [row]}``, or ``{}`` when unusable (rows: the reader makes
+    one frame of every rank's, not a frame per rank)."""
     try:
         d = read_json(path)
     except InputError as exc:
@@ -126,7 +133,7 @@ def parse_flops_summary(path, rank: int, problems: list) -> dict[str, pd.DataFra
     row = {"rank": int(rank), "flops": mf * 1e6, "flops_per_s": gf * 1e9, "utilization_ratio": util / 100,
            "cube_flops": cube_mf * 1e6, "vec_flops": vec_mf * 1e6, "vec_utilization_ratio": vec_util / 100,
            "generation": generation}
-    return {"mi_flops": pd.DataFrame([row])}
+    return {"mi_flops": [row]}
 
 
 _HEAD_NAME = re.compile(r"name", re.I)

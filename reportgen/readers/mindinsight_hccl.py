@@ -54,8 +54,10 @@ import json
 import math
 import re
 import statistics
+import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import limits
@@ -212,21 +214,52 @@ def _link_values(vals):
     return out[0], out[1], out[2], out[3] if len(out) > 3 else math.nan
 
 
+#: JSON number types (bool excluded: ``type(True) is bool``)
+_NUMBER = (float, int)
+_UNSEEN = object()
+
+
+def _pair(key: str):
+    """A link key ``"<src>-<dst>"`` -> (src, dst); None when not of that form; ``False`` when a rank is too high."""
+    m = _PAIR.match(key if len(key) <= 64 else key[:64])  # JSON keys are str
+    if not m:
+        return None
+    src, dst = int(m.group(1)), int(m.group(2))
+    return (src, dst) if max(src, dst) < limits.MAX_RANKS else False
+
+
 def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, line: int,
-                   column: str = "link_info") -> None:
+                   column: str = "link_info", pairs: dict | None = None) -> None:
+    """Link entries of ``obj`` appended to ``out`` as (step, op, src, dst, transport, time, size, bandwidth, wait).
+    ``pairs`` caches parsed keys across the calls of one file (the same few links recur in every step and op)."""
     if not isinstance(obj, dict):
         bad.add(line, "link_info is not a JSON object; ignored")
         return
+    if pairs is None:
+        pairs = {}
+    top_ms, top = limits.MAX_DURATION_MS, limits.MAX_MAGNITUDE
     for key, transports in obj.items():
-        m = _PAIR.match(key if len(key) <= 64 else key[:64])  # JSON keys are str
-        if not m or not isinstance(transports, dict):
+        pair = pairs.get(key, _UNSEEN)
+        if pair is _UNSEEN:
+            pair = pairs[key] = _pair(key)
+        if pair is None or not isinstance(transports, dict):
             bad.add(line, "link entry not of the form {\"<src>-<dst>\": {<transport>: [...]}}; ignored")
             continue
-        src, dst = int(m.group(1)), int(m.group(2))
-        if max(src, dst) >= limits.MAX_RANKS:
+        if pair is False:
             bad.add(line, f"column '{column}': a link with a rank beyond 0..{limits.MAX_RANKS - 1}; ignored")
             continue
+        src, dst = pair
         for transport, raw in transports.items():
+            # the usual entry inline ([time, size, bandwidth(, wait)] plain numbers in range); the rest as before
+            n = len(raw) if type(raw) is list else 0
+            if (n == 3 or n == 4) and type(raw[0]) in _NUMBER and type(raw[1]) in _NUMBER and \
+                    type(raw[2]) in _NUMBER and (n == 3 or type(raw[3]) in _NUMBER):
+                t, sz, bw = float(raw[0]), float(raw[1]), float(raw[2])
+                w = float(raw[3]) if n == 4 else math.nan
+                if 0.0 <= t <= top_ms and 0.0 <= sz <= top and 0.0 <= bw <= top and (n == 3 or 0.0 <= w <= top_ms):
+                    out.append((step, op, src, dst, sys.intern(transport) if len(transport) <= 64 else
+                                limits.cap_text(transport, 64), t, sz, bw, w))
+                    continue
             vals = _link_values(raw)
             if vals is None:
                 bad.add(line, "link values not [time, size, bandwidth(, rdma_wait)] numbers; ignored")
@@ -237,13 +270,15 @@ def _flatten_links(obj, step: int, op: str | None, out: list, bad: _Problems, li
                             *vals))
 
 
-def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Problems, line: int) -> None:
+def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Problems, line: int,
+              pairs: dict | None = None) -> None:
     """communication_operator_cost -> per-step operator rows (not for the ``-`` row) and per-op link rows."""
     if not isinstance(obj, dict):
         bad.add(line, "communication_operator_cost is not a JSON object; ignored")
         return
     for op, value in obj.items():
-        op = op if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
+        # interned: the same names recur in every step and rank, one string each instead of one per row
+        op = sys.intern(op) if len(op) <= limits.MAX_NAME_CHARS else limits.cap_text(op)
         if isinstance(value, list) and len(value) == 4:
             op_step, op_cost, op_wait, op_links = value
             if str(op_step).strip() != step_text:
@@ -263,7 +298,7 @@ def _read_ops(obj, step: int, step_text: str, ops: list, links: list, bad: _Prob
             continue
         if step != AVG_STEP:
             ops.append((step, op, float(op_cost), float(op_wait)))
-        _flatten_links(op_links, step, op, links, bad, line, "communication_operator_cost")
+        _flatten_links(op_links, step, op, links, bad, line, "communication_operator_cost", pairs)
 
 
 # --------------------------------------------------------------------------- generation
@@ -317,11 +352,46 @@ def _detect(steps: list[tuple], avg: tuple | None, links: list[tuple]) -> tuple[
 
 def _empty(problems: list[tuple[str, str]], path: Path, problem: str) -> dict:
     problems.append((str(path), problem))
-    return {"generation": GEN_OLD, "tables": {}}
+    return {"generation": GEN_OLD, "columns": {}}
+
+
+def _columns(rank: int, **columns) -> dict:
+    """One rank's table as columns: ``rank`` first, integer tuples -> int64 arrays, float arrays and text lists
+    as given (object arrays stay object: ``op`` holds None)."""
+    n = len(next(iter(columns.values())))
+    cols = {"rank": np.full(n, rank)}
+    for key, values in columns.items():
+        cols[key] = np.array(values, dtype=np.int64) if isinstance(values, tuple) else values
+    return cols
+
+
+def frame(name: str, parts: list[dict]) -> pd.DataFrame:
+    """Table ``name`` from the column dicts of one or more ranks (:func:`parse_hccl_columns`), in their order:
+    the same frame as ``pd.concat`` of each rank's frame, built once (a frame per rank costs ~0.3-1 ms, which is
+    seconds at thousands of ranks)."""
+    cols = {}
+    for key in COLUMNS[name]:
+        values = [p[key] for p in parts]
+        if isinstance(values[0], list):
+            cols[key] = [v for part in values for v in part]
+        else:
+            cols[key] = values[0] if len(values) == 1 else np.concatenate(values)
+            if cols[key].dtype == object:  # kept as objects (pandas would infer text and turn None into NaN)
+                cols[key] = pd.Series(cols[key], dtype=object)
+    return pd.DataFrame(cols, columns=COLUMNS[name])
 
 
 def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> dict:
-    """-> {"generation": "<=2.1" | "2.2+", "tables": {name: DataFrame}} (empty tables omitted)
+    """-> {"generation": "<=2.1" | "2.2+", "tables": {name: DataFrame}} (empty tables omitted): the frames of
+    :func:`parse_hccl_columns`."""
+    parsed = parse_hccl_columns(path, rank, problems)
+    return {"generation": parsed["generation"],
+            "tables": {name: frame(name, [cols]) for name, cols in parsed["columns"].items()}}
+
+
+def parse_hccl_columns(path: Path, rank: int, problems: list[tuple[str, str]]) -> dict:
+    """-> {"generation": "<=2.1" | "2.2+", "columns": {name: {column: values}}} (empty tables omitted; one rank's
+    file, so a task of its own; :func:`frame` makes the tables of one or many ranks)
 
     Tables (columns in :data:`COLUMNS`, each with ``rank`` = the given rank, units ms / MB / GB/s):
     ``comm_rank_step`` (per step: communication_cost, wait_cost), ``comm_rank_avg`` (the file's ``-`` row as
@@ -365,6 +435,7 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
     links: list[tuple] = []
     seen: set = set()
     step_line: dict[int, int] = {}
+    pairs: dict = {}  # link key -> (src, dst), shared by every row of the file
     for line, cells, end in records:
         if not any(c.strip() for c in cells):
             continue
@@ -413,9 +484,9 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
                 bad.add(line, f"invalid JSON in {col}; ignored")
                 continue
             if col == "link_info":
-                _flatten_links(obj, step, None, links, bad, line)
+                _flatten_links(obj, step, None, links, bad, line, pairs=pairs)
             else:
-                _read_ops(obj, step, step_text, ops, links, bad, line)
+                _read_ops(obj, step, step_text, ops, links, bad, line, pairs)
 
     if not steps and avg is None and not links:
         problems.append((str(path), "no readable data rows"))
@@ -449,25 +520,29 @@ def parse_hccl_raw(path: Path, rank: int, problems: list[tuple[str, str]]) -> di
                                                 "one day (ms); ignored")
         ops = kept
     bw_mul = 1.0 if gen == GEN_NEW else 1e-6  # KB/s -> GB/s
-    tables: dict[str, pd.DataFrame] = {}
+    tables: dict[str, dict] = {}
+    # columns, not rows (from rows, pandas infers every cell's type: ~4x the cost at thousands of ranks)
     if steps:
-        tables["comm_rank_step"] = pd.DataFrame(
-            [(rank, s, c / cost_div, w / cost_div) for s, c, w in steps], columns=COLUMNS["comm_rank_step"])
+        s, c, w = zip(*steps)
+        tables["comm_rank_step"] = _columns(rank, step=s, comm_ms=np.array(c) / cost_div,
+                                            wait_ms=np.array(w) / cost_div)
     if avg is not None:
-        tables["comm_rank_avg"] = pd.DataFrame(
-            [(rank, avg[0] / cost_div, avg[1] / cost_div, AVG_KIND[gen])], columns=COLUMNS["comm_rank_avg"])
+        tables["comm_rank_avg"] = _columns(rank, comm_ms=np.array([avg[0] / cost_div]),
+                                           wait_ms=np.array([avg[1] / cost_div]), avg_kind=[AVG_KIND[gen]])
     if ops:
-        tables["comm_ops"] = pd.DataFrame(
-            [(rank, s, op, c / cost_div, w / cost_div) for s, op, c, w in ops], columns=COLUMNS["comm_ops"])
+        s, op, c, w = zip(*ops)
+        tables["comm_ops"] = _columns(rank, step=s, op=list(op), comm_ms=np.array(c) / cost_div,
+                                      wait_ms=np.array(w) / cost_div)
     if links:
-        df = pd.DataFrame([(rank, *r) for r in links], columns=[
-            "rank", "step", "op", "src_local", "dst_local", "transport", "time_ms", "size_kb", "bandwidth",
-            "rdma_wait_ms"])
-        df["op"] = pd.Series([r[1] for r in links], dtype=object)  # None stays None (not NaN)
-        df["size_mb"] = df["size_kb"] / 1e3
-        df["bandwidth_gbps"] = df["bandwidth"] * bw_mul
-        time = df["time_ms"].where(df["time_ms"] > 0)
-        df["bandwidth_sizetime_gbps"] = df["size_mb"] / time  # MB/ms = GB/s
-        tables["links"] = df[COLUMNS["links"]]
+        s, op, src, dst, tr, time, size, bw, wait = zip(*links)
+        size_mb = np.array(size, dtype=float) / 1e3
+        time = np.array(time, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sizetime = size_mb / np.where(time > 0, time, np.nan)  # MB/ms = GB/s
+        tables["links"] = _columns(
+            rank, step=s, op=np.array(op, dtype=object),  # None stays None (not NaN)
+            src_local=src, dst_local=dst, transport=list(tr), time_ms=time, size_mb=size_mb,
+            bandwidth_gbps=np.array(bw, dtype=float) * bw_mul, bandwidth_sizetime_gbps=sizetime,
+            rdma_wait_ms=np.array(wait, dtype=float))
     bad.flush(problems)
-    return {"generation": gen, "tables": tables}
+    return {"generation": gen, "columns": tables}

@@ -63,6 +63,14 @@ def _num(v: Any, limit: float = MAX_GIB) -> float:
 
 
 def parse_memory_summary(path, rank, problems: list) -> dict[str, pd.DataFrame]:
+    """One ``memory_usage_summary_{rank}.json`` -> ``{"mi_memory_summary": one row}`` (the frame of
+    :func:`memory_summary_rows`)."""
+    return {name: pd.DataFrame(rows) for name, rows in memory_summary_rows(path, rank, problems).items()}
+
+
+def memory_summary_rows(path, rank, problems: list) -> dict[str, list[dict]]:
+    """One ``memory_usage_summary_{rank}.json`` -> ``{"mi_memory_summary": [row]}``, or ``{}`` when unusable (rows:
+    the reader makes one frame of every rank's, not a frame per rank)."""
     data = _load(path, problems)
     if data is None:
         return {}
@@ -85,9 +93,9 @@ def parse_memory_summary(path, rank, problems: list) -> dict[str, pd.DataFrame]:
     cap, static, alloc = (fields[k][0] for k in ("capacity", "static_mem", "allocations"))
     if cap == 0:
         cap = math.nan  # 0 means "not known" to the writer, never a real capacity
-    return {"mi_memory_summary": pd.DataFrame({
-        "rank": [int(rank)], "capacity_mb": [cap * GIB_TO_MB], "peak_mb": [peak * GIB_TO_MB],
-        "static_mb": [static * GIB_TO_MB], "allocations": [alloc]})}
+    return {"mi_memory_summary": [{
+        "rank": int(rank), "capacity_mb": cap * GIB_TO_MB, "peak_mb": peak * GIB_TO_MB,
+        "static_mb": static * GIB_TO_MB, "allocations": alloc}]}
 
 
 def _graphs(data: Any) -> list[tuple[str, dict]]:

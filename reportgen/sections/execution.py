@@ -39,7 +39,7 @@ from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
-from ..timeline import DERIVED_NAME, step_windows
+from ..timeline import DERIVED_NAME, labels, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
@@ -115,8 +115,9 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     if tl.empty:
         return None, None, ""
     ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"],
-                        "match": tl["name"].astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True),
-                        "kind": np.where(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
+                        "match": per_value(tl["name"], lambda n: n.astype(str).str.replace(r"^stream_\d+_\d+_", "",
+                                                                                               regex=True)),
+                        "kind": labels(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
                         "start_ms": tl["start_ms"], "end_ms": tl["end_ms"], "derived": tl["source"] == "derived"})
     derived = ops["derived"]
     parts = [f"{k} ({n:,})" for k, n in tl.loc[~derived, "kind"].value_counts().sort_index().items()]
@@ -183,12 +184,18 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     windows = windows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])
     ops = ops.merge(windows.rename(columns={"start_ms": "step_start", "end_ms": "step_end"}),
                     left_on=["rank", "step"], right_index=True, how="inner")
-    ops["start"] = ops["start_ms"] - ops["step_start"]
-    ops["end"] = ops["end_ms"] - ops["step_start"]
-    ops = ops.sort_values(["rank", "step", "start_ms"])
-    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     total_ops = len(ops)
     all_steps = sorted(ops["step"].unique().tolist())
+    lanes = list(lane_order)
+    lanes_sampled = len(lanes) > MAX_LANES
+    if lanes_sampled:  # before the keys: they are per rank, and only the drawn lanes need them
+        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
+        lanes = [lanes[i] for i in pick]
+        ops = ops[ops["rank"].isin(lanes)]
+    ops["start"] = ops["start_ms"] - ops["step_start"]
+    ops["end"] = ops["end_ms"] - ops["step_start"]
+    ops = ops.sort_values(["rank", "step", "start_ms"])  # several keys: a stable sort
+    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
     if F is not None:  # the run's steps: the median step first (the default view), then the others in scope, then
         # warm-up steps; so the default is drawn whatever the mark budget leaves out, and is never a warm-up step
         have = set(all_steps)
@@ -197,17 +204,12 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
             x for x in F.steps_all if x in have and x not in F.steps]
     align_rows, drawn = [], []
     marks = 0
-    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": False, "steps_left_out": 0,
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled, "steps_left_out": 0,
                "derived_merged": 0}
-    lanes = list(lane_order)
-    if len(lanes) > MAX_LANES:
-        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
-        lanes = [lanes[i] for i in pick]
-        trimmed["lanes_sampled"] = True
-        ops = ops[ops["rank"].isin(lanes)]
     for step in all_steps:
         s = ops[ops["step"] == step].copy()
-        step_ranks = [r for r in lanes if r in set(s["rank"])]
+        present = set(s["rank"])
+        step_ranks = [r for r in lanes if r in present]
         shifts, used = _align_group(s, step_ranks)
         how = "all ranks"
         if used is None and len(step_ranks) > 1:
@@ -322,7 +324,8 @@ def analyze(run: Run, options=None) -> Analysis:
             metrics.update(mm)
             metrics["marey_source"] = tl_source
             data["marey"] = rows
-            data["lanes"] = [r for r in lane_order if r in set(rows["rank"])]
+            drawn_ranks = set(rows["rank"])
+            data["lanes"] = [r for r in lane_order if r in drawn_ranks]
     if "marey" not in data and "marey_unavailable" not in metrics:
         metrics["marey_unavailable"] = ("no operator timeline: Ascend trace_view.json (hccl/device ops and "
                                         "ProfilerStep), PyTorch GPU kernels with ProfilerStep, MindInsight "
