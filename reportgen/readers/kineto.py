@@ -756,18 +756,14 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
         bd = breakdown(gpu_rows(gpu, coll), steps[steps["rank"].isin(gpu_ranks)], receive=bool(p2p))
         bd["other_ms"] = math.nan
         bd["preparing_ms"] = math.nan
-        win = bd[["rank", "step"]].merge(steps, on=["rank", "step"], how="left")
-        for rank in loaders & gpu_ranks:  # the first GPU op starting in the window
-            m = (win["rank"] == rank).to_numpy()
-            first = np.sort(gpu.loc[gpu["rank"] == rank, "start_ms"].to_numpy())
-            w0, w1 = win.loc[m, "start_ms"].to_numpy(), win.loc[m, "end_ms"].to_numpy()
-            i = np.searchsorted(first, w0, side="left")
-            f = first[np.minimum(i, len(first) - 1)]
-            bd.loc[m, "preparing_ms"] = np.where((i < len(first)) & (f < w1), f - w0, math.nan)
+        if loaders & gpu_ranks:
+            bd["preparing_ms"] = _preparing(bd, steps, gpu, loaders & gpu_ranks)
         parts.append(bd)
     rows = []
+    gloo = dict(tuple(coll[coll["source"] == "gloo"].groupby("rank"))) if coll is not None and not coll.empty \
+        else {}
     for rank, st in steps[~steps["rank"].isin(gpu_ranks)].groupby("rank"):
-        c = coll[(coll["rank"] == rank) & (coll["source"] == "gloo")] if coll is not None else None
+        c = gloo.get(rank) if coll is not None else None
         comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None \
             and not c.empty else (np.empty(0), np.empty(0))
         for s in st.itertuples():
@@ -785,3 +781,27 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
         else pd.DataFrame(columns=cols + extra)
     df[extra] = df[extra].astype(float)
     return df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+
+
+def _preparing(bd: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame, ranks: set) -> np.ndarray:
+    """``preparing_ms`` of the rows of ``bd`` (rank, step) whose rank is in ``ranks``: the first GPU op starting
+    in the step window W minus W's start, NaN when none starts in W (step_breakdown's doc). One sort of all GPU
+    op starts by (rank, start); each rank's windows search only its own slice."""
+    win = bd[["rank", "step"]].merge(steps, on=["rank", "step"], how="left")
+    out = np.full(len(bd), math.nan)
+    gr, gs = gpu["rank"].to_numpy(), gpu["start_ms"].to_numpy()
+    order = np.lexsort((gs, gr))
+    gr, gs = gr[order], gs[order]
+    wr, w0s, w1s = win["rank"].to_numpy(), win["start_ms"].to_numpy(), win["end_ms"].to_numpy()
+    by_rank = pd.Series(np.arange(len(win))).groupby(wr).indices
+    for rank in ranks:
+        rows = by_rank.get(rank)
+        if rows is None:
+            continue
+        lo, hi = np.searchsorted(gr, rank, side="left"), np.searchsorted(gr, rank, side="right")
+        first = gs[lo:hi]
+        w0, w1 = w0s[rows], w1s[rows]
+        i = np.searchsorted(first, w0, side="left")
+        f = first[np.minimum(i, len(first) - 1)]
+        out[rows] = np.where((i < len(first)) & (f < w1), f - w0, math.nan)
+    return out
