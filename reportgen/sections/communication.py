@@ -166,7 +166,10 @@ def _kineto(run: Run) -> dict:
     sel["size_mb"] = sel[["in_mb", "out_mb"]].max(axis=1)
     n = sel["group_size"].where(sel["group_size"] > 0, sel["ranks_seen"])
     sel["bandwidth_gbps"] = (sel["size_mb"] / sel["dur_ms"]).where(sel["dur_ms"] > 0)  # MB/ms = GB/s
-    sel["busbw_gbps"] = sel["bandwidth_gbps"] * [busbw_factor(c, int(k)) for c, k in zip(sel["collective"], n)]
+    factor: dict = {}  # a handful of (collective, group size) pairs among many ops
+    sel["busbw_gbps"] = sel["bandwidth_gbps"] * [
+        factor[ck] if ck in factor else factor.setdefault(ck, busbw_factor(ck[0], int(ck[1])))
+        for ck in zip(sel["collective"], n)]
     steps = run.table("trace_steps")
     sel["step"] = assign_steps(sel, steps)  # the rank's step window holding the op's start; -1 outside every step
     ops = sel.rename(columns={"collective": "op_type"}).assign(op=sel["name"], elapse_ms=sel["dur_ms"])
