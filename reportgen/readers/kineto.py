@@ -75,7 +75,7 @@ from ..timebase import origin
 _TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
 _MAX_DEPTH = 6
-#: decode in parallel processes only when there is enough to read (process start-up costs ~0.2 s)
+#: decode in parallel processes only when there is enough JSON to read (uncompressed; process start-up ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 _DAY_NS = 86_400 * 10 ** 9
 #: ``[memory]`` "Device Type" values that are accelerator (device) memory: the accelerator entries of
@@ -170,8 +170,16 @@ MAX_DEVICE_BYTES = float(1 << 50)
 
 
 def _size(p: Path) -> int:
+    """Bytes of JSON to decode: a ``.gz`` file's ISIZE trailer (its uncompressed size mod 2^32, RFC 1952; at
+    least the compressed size), else the size on disk. Deciding on the compressed size kept a 1024-rank run of
+    ~85 KB .gz files (1.5 MB of JSON each) out of the process pool below 200 ranks."""
     try:
-        return p.stat().st_size
+        size = p.stat().st_size
+        if p.name.lower().endswith(".gz") and size >= 18:
+            with open(p, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                return max(size, int.from_bytes(fh.read(4), "little"))
+        return size
     except OSError:
         return 0
 
