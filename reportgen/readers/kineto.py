@@ -685,7 +685,12 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     dl = _stacked(by_rank, "dataloader")
     if dl is not None:
         out["dataloader"] = _ms(dl, t0, keep=["name"])[["rank", "name", "start_ms", "dur_ms"]]
-    return out
+    # the tables in the order a rank-by-rank pass first meets them (as the former per-rank conversion did)
+    source = {"trace_steps": "steps", "memory_events": "memory"}
+    fixed = list(out)
+    first = {name: next(i for i, (_, (_, d)) in enumerate(sorted(by_rank.items()))
+                        if not d.tables.get(source.get(name, name), pd.DataFrame()).empty) for name in out}
+    return {name: out[name] for name in sorted(out, key=lambda n: (first[n], fixed.index(n)))}
 
 
 def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:

@@ -1,0 +1,199 @@
+"""Kineto at scale (issue 15): the batched forms give what the per-rank forms gave, on random data.
+
+The reader once built a DataFrame per rank and table, filtered all GPU ops per rank for the preparing time and
+masked every row per rank to assign steps; these tests keep those per-rank forms as naive references and check
+that the batched code gives identical tables. No timing here (bench/ measures speed); one resource bound.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen.model import rel_ms
+from reportgen.readers import kineto
+from reportgen.readers.kineto_decode import DecodedTrace
+from reportgen.timeline import assign_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _windows(rng, ranks, steps):
+    rows = []
+    for r in ranks:
+        t = float(rng.uniform(0, 5))
+        for s in range(steps):
+            w = float(rng.uniform(1, 3))
+            rows.append({"rank": r, "step": 10 + s, "start_ms": t, "end_ms": t + w})
+            t += w + float(rng.uniform(0, 0.5))  # gaps between steps: some ops fall outside every step
+    return pd.DataFrame(rows)
+
+
+def _naive_assign(df, windows, col="start_ms"):
+    out = np.full(len(df), -1, dtype=np.int64)
+    for i, (r, t) in enumerate(zip(df["rank"], df[col])):
+        w = windows[(windows["rank"] == r) & (windows["start_ms"] <= t) & (t < windows["end_ms"])]
+        if len(w):
+            out[i] = w.sort_values("start_ms")["step"].iloc[-1]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_assign_steps_matches_a_per_row_search(seed):
+    rng = np.random.default_rng(seed)
+    ranks = rng.permutation(12)[:9]
+    win = _windows(rng, ranks[:7], 4)  # two ranks without windows
+    n = 400
+    df = pd.DataFrame({"rank": rng.choice(ranks, n), "start_ms": rng.uniform(-1, 20, n)}).sample(frac=1,
+                                                                                                 random_state=seed)
+    assert assign_steps(df, win).tolist() == _naive_assign(df, win).tolist()
+
+
+def _naive_preparing(bd, steps, gpu, ranks):
+    """The former per-rank loop of step_breakdown (a filter of every GPU op per rank)."""
+    bd = bd.copy()
+    bd["preparing_ms"] = math.nan
+    win = bd[["rank", "step"]].merge(steps, on=["rank", "step"], how="left")
+    for rank in ranks:
+        m = (win["rank"] == rank).to_numpy()
+        first = np.sort(gpu.loc[gpu["rank"] == rank, "start_ms"].to_numpy())
+        w0, w1 = win.loc[m, "start_ms"].to_numpy(), win.loc[m, "end_ms"].to_numpy()
+        i = np.searchsorted(first, w0, side="left")
+        f = first[np.minimum(i, len(first) - 1)]
+        bd.loc[m, "preparing_ms"] = np.where((i < len(first)) & (f < w1), f - w0, math.nan)
+    return bd["preparing_ms"].to_numpy()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_preparing_matches_the_per_rank_loop(seed):
+    rng = np.random.default_rng(100 + seed)
+    steps = _windows(rng, list(range(8)), 5)
+    bd = steps[["rank", "step"]].sample(frac=1, random_state=seed).reset_index(drop=True)
+    n = 300
+    gpu = pd.DataFrame({"rank": rng.choice(np.arange(8), n), "start_ms": rng.uniform(0, 25, n)})
+    gpu.loc[rng.random(n) < 0.05, "start_ms"] = math.nan  # an op without a start sorts last, as before
+    ranks = {0, 2, 3, 5, 7, 11}  # 11: a loader rank without windows
+    got = kineto._preparing(bd, steps, gpu, ranks)
+    np.testing.assert_array_equal(got, _naive_preparing(bd, steps, gpu, ranks))
+
+
+# ---- the run-model tables: stacked and converted once vs the former DataFrame per rank and table
+
+def _naive_ranked_ms(df, rank, t0):
+    df = df.copy()
+    df.insert(0, "rank", rank)
+    ts, dur = df.pop("ts_ns"), df.pop("dur_ns")
+    df["start_ms"] = rel_ms(ts, t0)
+    df["dur_ms"] = dur / 1e6
+    df["end_ms"] = rel_ms(ts + dur, t0)
+    return df
+
+
+def _naive_rank_tables(rank, t, t0):
+    out = {}
+    steps = t.get("steps")
+    if steps is not None:
+        out["trace_steps"] = pd.DataFrame({"rank": rank, "step": steps["step"].astype(int),
+                                           "start_ms": rel_ms(steps["ts_ns"], t0),
+                                           "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
+    g = t.get("gpu_ops")
+    if g is not None:
+        out["gpu_ops"] = pd.DataFrame({"rank": rank, "name": g["name"], "kind": g["kind"], "stream": g["stream"],
+                                       "start_ms": rel_ms(g["ts_ns"], t0), "dur_ms": g["dur_ns"] / 1e6,
+                                       "end_ms": rel_ms(g["ts_ns"] + g["dur_ns"], t0),
+                                       "correlation": g.get("correlation", -1),
+                                       "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"]})
+    c = t.get("collectives")
+    if c is not None:
+        df = _naive_ranked_ms(c, rank, t0)
+        for col in ("in_bytes", "out_bytes"):
+            df[col.replace("_bytes", "_mb")] = df.pop(col) / 1e6
+        out["collectives"] = df
+    m = t.get("memory")
+    if m is not None:
+        out["memory_events"] = pd.DataFrame({
+            "rank": rank, "ts_ms": rel_ms(m["ts_ns"], t0), "device_type": m["device_type"],
+            "device_id": m["device_id"], "allocated_mb": m["total_allocated"] / 1e6,
+            "reserved_mb": m["total_reserved"] / 1e6})
+    if t.get("cpu_ops") is not None:
+        out["cpu_ops"] = _naive_ranked_ms(t["cpu_ops"], rank, t0)
+    if t.get("hta_events") is not None:
+        out["hta_events"] = t["hta_events"].assign(rank=rank)
+    if t.get("host_ops") is not None:
+        out["host_ops"] = _naive_ranked_ms(t["host_ops"], rank, t0)
+    if t.get("dataloader") is not None:
+        out["dataloader"] = _naive_ranked_ms(t["dataloader"], rank, t0)[["rank", "name", "start_ms", "dur_ms"]]
+    return out
+
+
+def _random_decoded(rng, n_ops):
+    def times(n):
+        ts = 1_795_303_600_000_000_000 + np.sort(rng.integers(0, 10 ** 10, n))
+        return ts, rng.integers(0, 10 ** 7, n)
+
+    tables = {}
+    ts, dur = times(n_ops)
+    tables["gpu_ops"] = pd.DataFrame({"name": rng.choice(["gemm", "nccl_ar", "memcpy"], n_ops),
+                                      "kind": rng.choice(["kernel", "comm", "memcpy"], n_ops), "ts_ns": ts,
+                                      "dur_ns": dur, "stream": rng.integers(0, 30, n_ops),
+                                      "device": 0, "correlation": rng.integers(-1, 999, n_ops)})
+    if rng.random() < 0.3:
+        tables["gpu_ops"] = tables["gpu_ops"].drop(columns="correlation")  # filled with -1, as before
+    k = int(rng.integers(1, 20))
+    ts, dur = times(k)
+    tables["collectives"] = pd.DataFrame({"source": "gpu_kernel", "name": "nccl", "ts_ns": ts, "dur_ns": dur,
+                                          "tid": 7, "collective": "all_reduce", "in_nelems": 4, "out_nelems": 4,
+                                          "dtype": "Float", "elem_bytes": 4.0,
+                                          "in_bytes": rng.uniform(0, 1e9, k), "out_bytes": rng.uniform(0, 1e9, k),
+                                          "group_name": "0", "group_desc": "default_pg", "group_ranks": "[0]",
+                                          "group_size": 8, "seq": np.arange(k), "src_rank": -1, "dst_rank": -1})
+    ts, dur = times(3)
+    tables["steps"] = pd.DataFrame({"step": [1, 2, 3], "ts_ns": ts, "dur_ns": dur})
+    ts, _ = times(5)
+    tables["memory"] = pd.DataFrame({"ts_ns": ts, "device_type": 1, "device_id": 0, "bytes": 1.0,
+                                     "total_allocated": rng.uniform(0, 1e10, 5), "total_reserved": 2e10})
+    for name in ("cpu_ops", "host_ops", "dataloader"):
+        if rng.random() < 0.7:
+            ts, dur = times(4)
+            tables[name] = pd.DataFrame({"name": "aten::mm", "ts_ns": ts, "dur_ns": dur, "tid": 1})
+    ts, dur = times(6)
+    tables["hta_events"] = pd.DataFrame({"role": "launch", "name": "", "stream": -1, "correlation": np.arange(6),
+                                         "ts_ns": ts, "dur_ns": 0})
+    return tables
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_run_tables_match_the_per_rank_conversion(seed):
+    rng = np.random.default_rng(200 + seed)
+    ranks = sorted(rng.choice(64, 6, replace=False).tolist())
+    decoded = {r: _random_decoded(rng, int(rng.integers(1, 50))) for r in ranks}
+    t0 = min(int(df["ts_ns"].min()) for t in decoded.values() for df in t.values())
+    frames: dict[str, list] = {}
+    for r in ranks:
+        for name, df in _naive_rank_tables(r, {k: v.copy() for k, v in decoded[r].items()}, t0).items():
+            frames.setdefault(name, []).append(df)
+    want = {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
+    by_rank = {r: (Path(f"rank{r}.json"), DecodedTrace(meta={}, tables=decoded[r])) for r in reversed(ranks)}
+    got = kineto._run_tables(by_rank, t0)
+    assert list(got) == list(want)
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name], check_exact=True, obj=name)
+
+
+def test_reading_a_16_rank_run_stays_small(tmp_path):
+    """Resource bound (not a timing): the reader holds a 16-rank, 10-step run in well under 1 GB."""
+    code = ("import resource, sys\nfrom reportgen.synth.kineto import KinetoSpec, write_kineto_run\n"
+            "from reportgen.readers import kineto\n"
+            f"write_kineto_run({str(tmp_path)!r}, KinetoSpec(hosts=2, devices_per_host=8, steps=10, seed=3))\n"
+            f"run = kineto.read({str(tmp_path)!r}, jobs=1)\n"
+            "assert len(run.ranks) == 16 and len(run.steps) == 10\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    rss_mb = int(out.stdout.split()[-1]) / 1024
+    assert rss_mb < 500, rss_mb  # ru_maxrss is in KiB on Linux
