@@ -125,6 +125,7 @@ class _Sim:
         self.ops: list[dict] = []
         self.by_rank: dict[int, list[int]] = {}
         self.comm: dict[tuple, list[int]] = {}
+        self.started: dict[tuple, int] = {}   # comm key -> peers started (not a scan of the group per op)
 
     def add(self, rank: int, **op) -> int:
         op.update(rank=rank, start=None, end=None)
@@ -154,14 +155,16 @@ class _Sim:
                     if any(d is None for d in deps):
                         continue
                     op["start"] = max([op["launch"] + 5.0, prev_end[k]] + deps)
+                    if op.get("key") is not None:
+                        self.started[op["key"]] = self.started.get(op["key"], 0) + 1
                     moved = True
                 if op["end"] is None:
                     if op["kind"] in ("comp", "memcpy"):
                         op["end"] = op["start"] + op["dur"]
                     else:
-                        peers = [self.ops[j] for j in self.comm[op["key"]]]
-                        if any(p["start"] is None for p in peers):
+                        if self.started.get(op["key"], 0) < len(self.comm[op["key"]]):
                             continue
+                        peers = [self.ops[j] for j in self.comm[op["key"]]]
                         end = max(p["start"] for p in peers) + op["xfer"]
                         for p in peers:
                             p["end"] = end
@@ -235,6 +238,20 @@ def write_kineto_run(root: str | Path, spec: KinetoSpec) -> dict:
         groups += [(str(1 + dp + k), "mesh_dp", list(range(k * dp, (k + 1) * dp))) for k in range(S)]
     pp_group = {r: g for g in groups if g[1] == "mesh_pp" for r in g[2]}
     dp_group = {r: g for g in groups if g[1] == ("mesh_dp" if S > 1 else "default_pg") for r in g[2]}
+    ar_bw: dict[str, float] = {}                          # group -> all-reduce bus bandwidth (slowest pair)
+    texts: dict[str, str] = {}
+    positions: dict[str, dict[int, int]] = {}
+
+    def ranks_text(g):                                  # "Process Group Ranks", written on every collective
+        if g[0] not in texts:
+            texts[g[0]] = json.dumps(g[2])
+        return texts[g[0]]
+
+    def index_in(g, r):                                 # a rank's position in its group
+        if g[0] not in positions:
+            positions[g[0]] = {x: i for i, x in enumerate(g[2])}
+        return positions[g[0]][r]
+
 
     act_bytes = tokens * _HIDDEN * 2
     mb_flops = {r: 2.0 * tokens * _HIDDEN * ffn(r) for r in range(world)}   # one GEMM
@@ -326,7 +343,9 @@ def write_kineto_run(root: str | Path, spec: KinetoSpec) -> dict:
                         seq_ar[r] += 1
                         nbytes = _HIDDEN * ffn(r) * 2
                         n = len(g[2])
-                        bw = min(_AR_BUSBW[where(a, g[2][0])] for a in g[2])
+                        if g[0] not in ar_bw:
+                            ar_bw[g[0]] = min(_AR_BUSBW[where(a, g[2][0])] for a in g[2])
+                        bw = ar_bw[g[0]]
                         xfer = nbytes / (bw / (2 * (n - 1) / n)) * 1e6 * (1 + 0.005 * abs(float(
                             rng.standard_normal()))) + _NCCL_LAT_US
                         ar_ops.append(issue("ar", {"type": "ar", "tid": tid_bwd[r], "group": g, "seq": seq_ar[r],
@@ -406,19 +425,19 @@ def write_kineto_run(root: str | Path, spec: KinetoSpec) -> dict:
                     coll = {"Collective name": "allreduce", "In msg nelems": rec["nelems"],
                             "Out msg nelems": rec["nelems"], "Group size": len(g[2]), "dtype": "BFloat16",
                             "In split size": "[]", "Out split size": "[]", "Process Group Name": g[0],
-                            "Process Group Description": g[1], "Process Group Ranks": json.dumps(g[2])}
+                            "Process Group Description": g[1], "Process Group Ranks": ranks_text(g)}
                     kname = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-                    rpc = {"Rank": g[2].index(r), "Seq": rec["seq"]}
+                    rpc = {"Rank": index_in(g, r), "Seq": rec["seq"]}
                 else:
                     g = pp_group[r]
                     nel = act_bytes // 2
                     coll = {"Collective name": kind, "In msg nelems": nel, "Out msg nelems": nel,
                             "Group size": len(g[2]), "dtype": "BFloat16", "In split size": "[]",
                             "Out split size": "[]", "Process Group Name": g[0], "Process Group Description": g[1],
-                            "Process Group Ranks": json.dumps(g[2])}
+                            "Process Group Ranks": ranks_text(g)}
                     coll["Dst Rank" if kind == "send" else "Src Rank"] = rec["peer"]
                     kname = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
-                    rpc = {"Rank": g[2].index(rec["peer"])}
+                    rpc = {"Rank": index_in(g, rec["peer"])}
                     if kind == "recv":
                         recv_iv.append((gs, gs + gd))
                     else:
