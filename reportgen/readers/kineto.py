@@ -331,11 +331,13 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
             key = cap_text(str(pg.get("pg_name", pg.get("uid", i))), 256)
             desc = pg.get("pg_desc", "")
             desc = cap_text(desc if isinstance(desc, str) else str(desc), 256)
+            have = out.get(key)
+            if have is not None and have["listed"] == pg["ranks"] and set(map(type, pg["ranks"])) <= {int}:
+                continue  # every rank lists the world group: checked once, not once per file (O(ranks^2))
             ranks, why = _pg_ranks(pg["ranks"], world)
             if ranks is None:
                 problem(path, f"distributedInfo.pg_config group {key!r} {why}; group ignored")
                 continue
-            have = out.get(key)
             if have is not None:
                 if have["ranks"] != ranks:
                     problem(path, f"process group {key!r} lists other ranks than in {Path(have['path']).name}; "
@@ -348,7 +350,7 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
             if size is not None and as_int(size) != len(ranks) and len(ranks):
                 problem(path, f"distributedInfo.pg_config group {key!r}: pg_size {cap_text(repr(size), 40)} is not "
                               f"the {len(ranks)} ranks it lists; the list is used")
-            out[key] = {"desc": desc, "ranks": ranks, "path": str(path)}
+            out[key] = {"desc": desc, "ranks": ranks, "path": str(path), "listed": pg["ranks"] if set(map(type, pg["ranks"])) <= {int} else None}
         if not_groups:
             problem(path, f"distributedInfo.pg_config: {not_groups} entries without a 'ranks' list were ignored")
     if dropped:
