@@ -189,8 +189,9 @@ def hta_gpu_time_metrics(gpu: pd.DataFrame, events: pd.DataFrame | None = None,
     if not keep.any():
         return {}
     ts, end, names = ts[keep], end[keep], rows["name"].to_numpy()[keep]
-    comm_mask = np.array([bool(HTA_COMM.match(n)) for n in names], dtype=bool)
-    comp_mask = np.array([not HTA_NOT_COMPUTE.match(n) for n in names], dtype=bool)
+    codes, uniq = pd.factorize(names, use_na_sentinel=False)  # few distinct names among many rows: match each once
+    comm_mask = np.array([bool(HTA_COMM.match(n)) for n in uniq], dtype=bool)[codes]
+    comp_mask = np.array([not HTA_NOT_COMPUTE.match(n) for n in uniq], dtype=bool)[codes]
     t = _temporal(ts, end, comp_mask, comm_mask)
     comm, comp = union(ts[comm_mask], end[comm_mask]), union(ts[comp_mask], end[comp_mask])
     comm_len = length(*comm)
