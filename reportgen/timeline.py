@@ -286,8 +286,9 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
     if receive is None:
         receive = bool((tl["kind"] == "receive").any())
     rows = []
+    of_rank = dict(tuple(tl.groupby("rank", sort=False)))  # one pass, not a mask over every row per rank
     for rank, win in windows.groupby("rank"):
-        t = tl[tl["rank"] == rank]
+        t = of_rank.get(rank, tl.iloc[:0])
         comp = _iv(t[t["kind"] == "compute"])
         comm = _iv(t[t["kind"].isin(["communication", "receive"])])
         both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
