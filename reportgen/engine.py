@@ -526,7 +526,7 @@ def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int 
     parts = run_units([(family, u, tuple(comm_patterns)) for u in found], jobs=jobs, progress=progress)
     data = dumps(parts, family)
     _write_bytes(output, data)
-    return len(parts), len(data)
+    return sum(p.meta.get("mi") != "cluster" for p in parts), len(data)
 
 
 def _write_bytes(path: str, data: bytes) -> None:

@@ -154,41 +154,6 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_reduced_file_is_one_line_exit_2(good, tmp_path, capsys, case):
-    run = tmp_path / "run"
-    run.mkdir()
-    bad = run / "rank0.reduced"
-    bad.write_bytes(HOSTILE[case](good))
-    assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert "rank0.reduced" in err, err
-
-
-def test_good_reduced_file_reports(good, tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "r.reduced").write_bytes(good)
-    assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 0
-
-
-def test_reduce_refuses_output_inside_input_and_wrong_suffix(runs, tmp_path, capsys):
-    src = runs["kineto"]
-    assert main(["reduce", str(src), "-o", str(src / "x.reduced"), "-q"]) == 2
-    assert main(["reduce", str(src), "-o", str(tmp_path / "x.zip"), "-q"]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and "never changes its input" in err[0] and ".reduced" in err[1]
-
-
-def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
-    pytest.importorskip("distributed")
-    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
-    assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", "--dask", "tcp://127.0.0.1:9"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--dask" in err
-
-
 def _mi_reduced(tmp_path_factory, layout: str) -> bytes:
     base = tmp_path_factory.mktemp("mi-" + layout)
     write_mindinsight_run(base / "run", MindInsightSpec(hosts=1, devices_per_host=2, steps=2, layout=layout))
@@ -228,22 +193,40 @@ HOSTILE_MI = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE_MI))
-def test_hostile_mindinsight_reduced_file_is_one_line_exit_2(good_mi, tmp_path, capsys, case):
+@pytest.mark.parametrize("case", sorted(HOSTILE) + [f"mindinsight: {c}" for c in sorted(HOSTILE_MI)])
+def test_hostile_reduced_file_is_one_line_exit_2(good, good_mi, tmp_path, capsys, case):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "rank0.reduced").write_bytes(HOSTILE_MI[case](good_mi))
+    bad = run / "rank0.reduced"
+    bad.write_bytes(HOSTILE[case](good) if case in HOSTILE else HOSTILE_MI[case.split(": ", 1)[1]](good_mi))
     assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "rank0.reduced" in err, err
 
 
-def test_good_mindinsight_reduced_file_reports(good_mi, tmp_path):
+@pytest.mark.parametrize("which", ["good", "good_mi"])
+def test_good_reduced_file_reports(request, which, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "r.reduced").write_bytes(good_mi)
+    (run / "r.reduced").write_bytes(request.getfixturevalue(which))
     assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+
+
+def test_reduce_refuses_output_inside_input_and_wrong_suffix(runs, tmp_path, capsys):
+    src = runs["kineto"]
+    assert main(["reduce", str(src), "-o", str(src / "x.reduced"), "-q"]) == 2
+    assert main(["reduce", str(src), "-o", str(tmp_path / "x.zip"), "-q"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "never changes its input" in err[0] and ".reduced" in err[1]
+
+
+def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
+    assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", "--dask", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--dask" in err
 
 
 def test_mindinsight_reduce_refuses_ranks_it_does_not_hold_and_files(runs, tmp_path, capsys):
