@@ -392,7 +392,10 @@ def _reduce_parser() -> argparse.ArgumentParser:
                             "ranks beside them) as one run.")
     p.add_argument("inputs", nargs="+", metavar="RANK_DIR", help="rank directory, trace file or directory of them")
     p.add_argument("-o", "--output", required=True, help="the .reduced file to write")
-    p.add_argument("--format", dest="fmt", choices=["ascend", "kineto"], help="input family (default: detect)")
+    p.add_argument("--format", dest="fmt", choices=["ascend", "kineto", "mindinsight"],
+                   help="input family (default: detect)")
+    p.add_argument("--ranks", metavar="LIST", help="MindSpore Insight: reduce only these ranks of the directory "
+                                                   "(e.g. 0-7,16; default: every rank found)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="reduce in N processes")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
                    help="as for the report (applied here, when the traces are decoded)")
@@ -422,7 +425,7 @@ def reduce_main(argv: list[str]) -> int:
         if not args.output.endswith(engine.SUFFIX):
             raise InputError(args.output, f"-o: a reduced file is named *{engine.SUFFIX} (reportgen finds it so)")
         n, size = engine.write(args.output, args.inputs, fmt=args.fmt, jobs=args.jobs,
-                               comm_patterns=tuple(args.comm_pattern),
+                               comm_patterns=tuple(args.comm_pattern), ranks=args.ranks,
                                progress=lambda d, t: progress.update("reducing", d, t))
     except InputError as exc:
         say(str(exc))

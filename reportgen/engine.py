@@ -3,11 +3,13 @@
 A run is read in three steps, whatever runs them:
 
 1. **units** - the files that belong to one rank: a Kineto trace file; an Ascend rank directory
-   (``*_ascend_pt`` / ``*_ascend_ms``).
+   (``*_ascend_pt`` / ``*_ascend_ms``); a MindInsight rank's files (one folder holds every rank's files, so a
+   directory is split by rank after ``mindinsight.discover``; its layout, the problems found and the legacy
+   rank table's text are one more, cluster-wide part).
 2. **reduce(unit) -> Part** - the part linear in data (decoding, parsing, per-rank checks): plain tables with
    exact int-ns times, the data problems found, and JSON metadata; no open file, no callable.
 3. **assemble(root, parts) -> Run** - what needs every rank (rank choice, world size, groups, the run origin,
-   cross-rank tables): the reader's own code (``kineto.assemble``, ``ascend.assemble``).
+   cross-rank tables): the reader's own code (``kineto.assemble``, ``ascend.assemble``, ``mindinsight.assemble``).
 
 Step 2 runs in-process, in the ``--jobs`` process pool (:mod:`reportgen.workers`), on a Dask distributed cluster
 (``--dask SCHEDULER``; the workers open the paths as given, so they must see the files at the same paths), or
@@ -41,8 +43,8 @@ from .limits import MAX_NAME_CHARS, cap_text
 FORMAT = "reportgen-reduced"
 VERSION = 1
 SUFFIX = ".reduced"
-#: families that can be reduced and assembled from parts (MindInsight: not yet)
-FAMILIES = ("kineto", "ascend")
+#: families that can be reduced and assembled from parts (not MindSpore's CPU output)
+FAMILIES = ("kineto", "ascend", "mindinsight")
 #: bounds of one .reduced file: its entries, their total (uncompressed) size, the manifest, rows of one table
 MAX_ENTRIES = 200_000
 MAX_TOTAL_BYTES = 1 << 30
@@ -73,8 +75,9 @@ class Part:
 # --------------------------------------------------------------------------- families
 
 
-def units(family: str, root: Path) -> list[str]:
-    """The units of ``root`` (paths as strings, in the reader's order)."""
+def units(family: str, root: Path, ranks: set[int] | None = None) -> list:
+    """The units of ``root`` (paths as strings, in the reader's order; MindInsight: the cluster part, then one
+    unit per rank, of ``ranks`` when given)."""
     if family == "kineto":
         from .readers.kineto import find_traces
 
@@ -83,6 +86,14 @@ def units(family: str, root: Path) -> list[str]:
         from .readers.ascend import _walk_prof_dirs
 
         return [str(p) for p in _walk_prof_dirs(Path(root))]
+    if family == "mindinsight":
+        from .readers import mindinsight
+
+        if not mindinsight.detect(Path(root)):  # a directory of .reduced files only
+            return []
+        d = mindinsight.discover(Path(root))
+        return [("cluster", str(root), *mindinsight.cluster_part(d))] + [
+            ("rank", *u) for u in mindinsight.rank_units(d, ranks)]
     raise InputError(root, f"{family} output cannot be reduced yet (reportgen reduce: {', '.join(FAMILIES)})")
 
 
@@ -101,7 +112,21 @@ def reduce(job: tuple) -> Part:
 
         meta, tables = reduce_dir(Path(unit))
         return Part(family, unit, meta, tables, [])
-    raise InputError(unit, f"{family} output cannot be reduced yet")
+    if family == "mindinsight":
+        if unit[0] == "cluster":  # found by units(): carried as it is
+            return Part(family, *unit[1:])
+        from .readers.mindinsight import rank_part
+
+        files, host, device = unit[1:]
+        return Part(family, str(files[0].path), *rank_part(files, host, device))
+    raise InputError(_name(unit), f"{family} output cannot be reduced yet")
+
+
+def _name(unit) -> str:
+    """A unit as a path for messages (a MindInsight rank unit: its first file)."""
+    if isinstance(unit, tuple):
+        return unit[1] if unit[0] == "cluster" else str(unit[1][0].path)
+    return unit
 
 
 def assemble(family: str, root: Path, parts: list[Part]):
@@ -113,6 +138,10 @@ def assemble(family: str, root: Path, parts: list[Part]):
         results = [(p.source, DecodedTrace(p.meta.get("meta") or {}, p.tables) if p.meta.get("decoded") else None,
                     [tuple(x) for x in p.problems]) for p in parts]
         return kineto_assemble(Path(root), [Path(p.source) for p in parts], results)
+    if family == "mindinsight":
+        from .readers.mindinsight import assemble as mi_assemble
+
+        return mi_assemble(Path(root), [(p.source, p.meta, p.tables, p.problems) for p in parts])
     from .readers.ascend import assemble_parts
 
     return assemble_parts(Path(root), [(p.meta, p.tables) for p in parts])
@@ -148,7 +177,7 @@ def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | No
                 except (InputError, KeyboardInterrupt):
                     raise
                 except Exception as exc:  # noqa: BLE001 - a worker without reportgen, a lost worker...
-                    raise InputError(job[1], f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
+                    raise InputError(_name(job[1]), f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
                                              f"{cap_text(str(exc), 200)}; is reportgen[dask] installed on every "
                                              "worker?)") from None
                 if progress:
@@ -373,14 +402,15 @@ def _decode_column(opener: _open, spec, rows: int) -> pd.Series | np.ndarray | l
         na = None if spec.get("na") == "none" else np.nan
         table = np.array([_text(v) for v in values] + [na], dtype=object)
         out = table[codes]  # code -1 picks the missing value
-        return pd.array(out, dtype="str") if dtype == "str" else out
+        # object columns stay object (pandas would infer text and turn None into NaN)
+        return pd.array(out, dtype="str") if dtype == "str" else pd.Series(out, dtype=object)
     if dtype == "object-json":
         values = _json_entry(opener, key + ".json")
         if not isinstance(values, list) or len(values) != rows:
             raise _Bad(f"entry {cap_text(str(key), 80)}.json is not a list of {rows} values")
         out = np.empty(rows, dtype=object)
         out[:] = [cap_text(v, MAX_TEXT) if isinstance(v, str) else v for v in values]
-        return out
+        return pd.Series(out, dtype=object)
     raise _Bad(f"column dtype {cap_text(repr(dtype), 40)} is not one of {', '.join(NUMERIC)}, Int64, boolean, str")
 
 
@@ -427,6 +457,13 @@ def load(path: Path, family: str | None = None) -> list[Part]:
                         data[col] = _decode_column(opener, spec, rows)
                     tables[name] = pd.DataFrame(data, index=pd.RangeIndex(rows)) if data \
                         else pd.DataFrame(index=pd.RangeIndex(rows))
+                if manifest["family"] == "mindinsight":
+                    from .readers.mindinsight import check_part
+
+                    try:
+                        check_part(p["meta"], tables)
+                    except ValueError as exc:
+                        raise _Bad(str(exc)) from None
                 parts.append(Part(manifest["family"], cap_text(p["source"], 1024), p["meta"], tables, problems))
         except _Bad as exc:
             raise InputError(path, f"broken .reduced file: {exc}") from None
@@ -435,17 +472,36 @@ def load(path: Path, family: str | None = None) -> list[Part]:
     return parts
 
 
+def parse_ranks(text: str) -> set[int]:
+    """``--ranks 0-15,32``: the rank ids it names (InputError when it is not such a list)."""
+    from .limits import MAX_RANKS
+
+    out: set[int] = set()
+    for item in text.split(","):
+        a, sep, b = item.strip().partition("-")
+        if not (a.isascii() and a.isdigit() and (not sep or b.isascii() and b.isdigit())) \
+                or int(b or a) >= MAX_RANKS or int(b or a) < int(a):
+            raise InputError(None, f"--ranks {cap_text(text, 80)}: expected rank ids and ranges below {MAX_RANKS}, "
+                                   "e.g. 0-15,32")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
 def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int | None = None,
-          comm_patterns: tuple[str, ...] = (), progress=None) -> tuple[int, int]:
-    """``reportgen reduce``: reduce every unit under ``sources`` (rank directories or files) into ``output``.
-    Returns (parts, bytes written)."""
+          comm_patterns: tuple[str, ...] = (), progress=None, ranks: str | None = None) -> tuple[int, int]:
+    """``reportgen reduce``: reduce every unit under ``sources`` (rank directories or files; MindInsight: the
+    run directory, its ranks in ``ranks`` when given) into ``output``. Returns (parts, bytes written)."""
     from .readers import choose, survey
 
+    wanted = parse_ranks(ranks) if ranks is not None else None
     family, found = None, []
     for src in sources:
         root = Path(src)
         if root.is_file():
             fam = fmt or "kineto"
+            if fam == "mindinsight":
+                raise InputError(root, "MindSpore Insight output is reduced by directory: give the directory "
+                                       "holding the ranks' files (--ranks for some of them)")
             us = [str(root)]
         else:
             from .readers import _check_root
@@ -455,7 +511,12 @@ def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int 
             if fam not in FAMILIES:
                 raise InputError(root, f"{fam} output cannot be reduced yet (reportgen reduce reads "
                                        f"{', '.join(FAMILIES)})")
-            us = units(fam, root)
+            us = units(fam, root, wanted if fam == "mindinsight" else None)
+            if fam == "mindinsight" and not any(u[0] == "rank" for u in us):
+                raise InputError(root, f"no files of the ranks {cap_text(ranks, 80)}" if ranks else "no rank files")
+        if wanted is not None and fam != "mindinsight":
+            raise InputError(root, "--ranks picks ranks of a MindSpore Insight directory; give the other "
+                                   "families' rank directories or trace files")
         if family is not None and fam != family:
             raise InputError(root, f"holds {fam} output, the other inputs {family}")
         family = fam
@@ -465,7 +526,7 @@ def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int 
     parts = run_units([(family, u, tuple(comm_patterns)) for u in found], jobs=jobs, progress=progress)
     data = dumps(parts, family)
     _write_bytes(output, data)
-    return len(parts), len(data)
+    return sum(p.meta.get("mi") != "cluster" for p in parts), len(data)
 
 
 def _write_bytes(path: str, data: bytes) -> None:

@@ -17,6 +17,7 @@ from reportgen import engine
 from reportgen.cli import main
 from reportgen.synth.ascend import AscendSpec, write_ascend_run
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 
 def _metrics(root: Path, dask: str | None = None) -> dict:
@@ -35,9 +36,13 @@ def _metrics(root: Path, dask: str | None = None) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("dist")
-    out = {"kineto": base / "kineto", "ascend": base / "ascend"}
+    out = {"kineto": base / "kineto", "ascend": base / "ascend", "mindinsight": base / "mindinsight",
+           "mindinsight-legacy": base / "mindinsight-legacy"}
     write_kineto_run(out["kineto"], KinetoSpec(hosts=8, devices_per_host=8, steps=2, micro_batches=2))
     write_ascend_run(out["ascend"], AscendSpec(hosts=8, devices_per_host=8, steps=2, microbatches=2))
+    write_mindinsight_run(out["mindinsight"], MindInsightSpec(hosts=8, devices_per_host=8, steps=3))
+    write_mindinsight_run(out["mindinsight-legacy"], MindInsightSpec(hosts=8, devices_per_host=8, steps=3,
+                                                                     layout="legacy"))
     return out
 
 
@@ -55,15 +60,16 @@ def cluster():
         yield c.scheduler_address
 
 
-@pytest.mark.parametrize("family", ["kineto", "ascend"])
+@pytest.mark.parametrize("family", ["kineto", "ascend", "mindinsight", "mindinsight-legacy"])
 def test_64_ranks_dask_and_reduced_equal_local(runs, local, cluster, family, tmp_path):
     root, local = runs[family], local[family]
     assert local["run"]["world_size"] == 64
     assert _metrics(root, dask=cluster) == local
     # each "node" reduces its ranks; the report reads only the reduced files
-    units = engine.units(family, root)
+    units = engine.units(family, root) if family in engine.FAMILIES else []
     for i in range(0, 64, 16):
-        assert main(["reduce", *units[i:i + 16], "-o", str(tmp_path / f"node{i // 16}.reduced"), "-q",
+        given = [str(root), "--ranks", f"{i}-{i + 15}"] if family.startswith("mindinsight") else units[i:i + 16]
+        assert main(["reduce", *given, "-o", str(tmp_path / f"node{i // 16}.reduced"), "-q",
                      *(["--format", family] if family == "kineto" else [])]) == 0
     red = tmp_path / "reduced"
     red.mkdir()
@@ -143,26 +149,67 @@ HOSTILE = {
     "table without its columns": lambda d: _rezip(d, _manifest(
         lambda m: [c.update(name=c["name"] + "_x") for t in m["parts"][0]["tables"].values() for c in t["columns"]])),
     "meta of another shape": lambda d: _rezip(d, _manifest(lambda m: m["parts"][0].update(meta=[1]))),
-    "unknown family": lambda d: _rezip(d, _manifest(lambda m: m.update(family="mindinsight"))),
+    "unknown family": lambda d: _rezip(d, _manifest(lambda m: m.update(family="other"))),
+    "kineto tables as mindinsight": lambda d: _rezip(d, _manifest(lambda m: m.update(family="mindinsight"))),
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_reduced_file_is_one_line_exit_2(good, tmp_path, capsys, case):
+def _mi_reduced(tmp_path_factory, layout: str) -> bytes:
+    base = tmp_path_factory.mktemp("mi-" + layout)
+    write_mindinsight_run(base / "run", MindInsightSpec(hosts=1, devices_per_host=2, steps=2, layout=layout))
+    parts = engine.run_units([("mindinsight", u, ()) for u in engine.units("mindinsight", base / "run")], jobs=1)
+    return engine.dumps(parts, "mindinsight")
+
+
+@pytest.fixture(scope="module")
+def good_mi(tmp_path_factory) -> bytes:
+    """A legacy-layout MindInsight run of 2 ranks reduced (it carries the rank table)."""
+    return _mi_reduced(tmp_path_factory, "legacy")
+
+
+def _oversized_rank_table(entries):
+    m = json.loads(entries["manifest.json"])
+    cluster = next(p for p in m["parts"] if p["meta"].get("mi") == "cluster")
+    table = cluster["tables"]["rank_table"]
+    size = (16 << 20) + 1
+    table["rows"] = size
+    entries[table["columns"][0]["entry"]] = b" " * size
+    entries["manifest.json"] = json.dumps(m).encode()
+
+
+def _rank_part(m) -> dict:
+    return next(p for p in m["parts"] if p["meta"].get("mi") == "rank")
+
+
+HOSTILE_MI = {
+    "oversized rank table": lambda d: _rezip(d, _oversized_rank_table),
+    "rank part of another family's tables": lambda d: _rezip(d, _manifest(lambda m: _rank_part(m).update(
+        tables={"ops": next(iter(_rank_part(m)["tables"].values()))}))),
+    "part neither rank nor cluster": lambda d: _rezip(d, _manifest(lambda m: _rank_part(m)["meta"].update(mi="x"))),
+    "file of an unknown kind": lambda d: _rezip(d, _manifest(
+        lambda m: _rank_part(m)["meta"]["files"][0].update(kind="pickle"))),
+    "rank out of range": lambda d: _rezip(d, _manifest(lambda m: _rank_part(m)["meta"].update(rank=-1))),
+    "files not a list": lambda d: _rezip(d, _manifest(lambda m: _rank_part(m)["meta"].update(files={"a": 1}))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE) + [f"mindinsight: {c}" for c in sorted(HOSTILE_MI)])
+def test_hostile_reduced_file_is_one_line_exit_2(good, good_mi, tmp_path, capsys, case):
     run = tmp_path / "run"
     run.mkdir()
     bad = run / "rank0.reduced"
-    bad.write_bytes(HOSTILE[case](good))
+    bad.write_bytes(HOSTILE[case](good) if case in HOSTILE else HOSTILE_MI[case.split(": ", 1)[1]](good_mi))
     assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "rank0.reduced" in err, err
 
 
-def test_good_reduced_file_reports(good, tmp_path):
+@pytest.mark.parametrize("which", ["good", "good_mi"])
+def test_good_reduced_file_reports(request, which, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "r.reduced").write_bytes(good)
+    (run / "r.reduced").write_bytes(request.getfixturevalue(which))
     assert main([str(run), "-o", str(tmp_path / "r.html"), "-q"]) == 0
 
 
@@ -180,3 +227,13 @@ def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
     assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", "--dask", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--dask" in err
+
+
+def test_mindinsight_reduce_refuses_ranks_it_does_not_hold_and_files(runs, tmp_path, capsys):
+    root = runs["mindinsight"]
+    assert main(["reduce", str(root), "--ranks", "100-101", "-o", str(tmp_path / "x.reduced"), "-q"]) == 2
+    assert main(["reduce", str(root), "--ranks", "3-x", "-o", str(tmp_path / "x.reduced"), "-q"]) == 2
+    one = next((root / "profiler").glob("step_trace_raw_0_*"))
+    assert main(["reduce", str(one), "--format", "mindinsight", "-o", str(tmp_path / "x.reduced"), "-q"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and "no files of the ranks" in err[0] and "--ranks" in err[1] and "directory" in err[2], err

@@ -517,7 +517,7 @@ class RankTable:
     world_size: int
 
 
-def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
+def parse_rank_table(path: Path, problems: list | None = None, text: str | None = None) -> RankTable:
     """HCCL rank table (``hccl.json``): ``server_list[].device[] = {device_id, device_ip, rank_id}``.
 
     The table itself must be a JSON object with a ``server_list`` list (else :class:`InputError`). An entry of
@@ -531,7 +531,7 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
         if problems is not None:
             problems.append((str(p), text))
 
-    doc = read_json(path)
+    doc = read_json(path) if text is None else _loads(path, text)
     if not isinstance(doc, dict) or "server_list" not in doc:
         raise InputError(path, f"not a rank table: expected a JSON object with a server_list, found "
                                f"{_json_kind(doc)}{'' if not isinstance(doc, dict) else ' without one'}")
@@ -584,6 +584,18 @@ def parse_rank_table(path: Path, problems: list | None = None) -> RankTable:
         raise InputError(path, f"rank table lists no usable device (server_list[].device[] with numeric device_id "
                                f"and rank_id){why}")
     return RankTable(path, rank_of, listed)
+
+
+def _loads(path: Path, text: str):
+    """JSON ``text`` (the file at ``path`` read earlier, or carried in a .reduced file), as :func:`read_json`."""
+    import json
+
+    from ._files import json_problem
+
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(path, json_problem(exc, text)) from None
 
 
 def parse_host_mapping(path: Path) -> dict[str, str]:
@@ -692,17 +704,49 @@ def _legacy_files(root: Path, table: RankTable, problems: Problems, hosts: dict,
     return files
 
 
-def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
+# --------------------------------------------------------------------------- the reader: discover, parts, assemble
+#
+# read() is three steps, as in reportgen/engine.py: discover() (the layout, the legacy rank table, which file is
+# which rank's), one part per rank (rank_part: that rank's files parsed, the part linear in data) and a cluster
+# part (cluster_part: the discovery's problems and the rank table's text), and assemble() (what needs every rank).
+# The engine runs the rank parts elsewhere (a process pool, Dask workers, `reportgen reduce` on each node) and
+# calls the same assemble(), so every path gives the same run.
+
+#: the rank table carried in a cluster part (a .reduced file) is at most this many bytes
+MAX_CLUSTER_FILE_BYTES = 16 << 20
+#: profiler_info keys the reader uses (the rest of the file is not carried)
+_INFO_KEYS = ("rank_id", "parallel_mode", "rank_size", "stage_num")
+_OP_COLUMNS = ["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"]
+#: per-file row lists of a rank part, kept as tables named "<file index>.<name>"
+_ROW_LISTS = ("step_rows", "avg_rows", "ov_rows", "ov_avg_rows")
+
+
+@dataclass
+class Discovery:
+    layout: str
+    files: list[FoundFile]
+    problems: Problems
+    hosts: dict[int, str]
+    devices: dict[int, int]
+    rank_table: tuple[str, str] | None = None  # (path, text) of the legacy rank table: parsed in assemble()
+
+
+def discover(root: Path) -> Discovery:
+    """The layout of ``root`` and its per-rank files with their ranks (the legacy rank table is read here to
+    map device ids to ranks; its own problems are listed when it is parsed again in :func:`assemble`)."""
     root = Path(root)
     problems = Problems()
     hosts: dict[int, str] = {}
     devices: dict[int, int] = {}
-    claim = None  # (claimed world size, the file claiming it)
-
+    rank_table = None
     rank_table_path, broken = _legacy_rank_table(root)
     if rank_table_path is not None:
-        table = parse_rank_table(rank_table_path, problems)
-        claim = (table.world_size, rank_table_path)
+        text = _read_text(rank_table_path)
+        if len(text) > MAX_CLUSTER_FILE_BYTES:
+            raise InputError(rank_table_path, f"a rank table of {len(text):,} characters (at most "
+                                              f"{MAX_CLUSTER_FILE_BYTES:,})")
+        table = parse_rank_table(rank_table_path, text=text)
+        rank_table = (str(rank_table_path), text)
         files = _legacy_files(root, table, problems, hosts, devices)
         layout = (f"legacy MindInsight layout: rank table {rank_table_path.name}, "
                   f"host_ips_mapping.txt, cluster_profiler/<host>/profiler/ keyed by device id")
@@ -722,10 +766,168 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             f.rank = f.key
         rel = "." if folder == root else folder.name
         layout = f"MindInsight cluster layout (all ranks in {rel}/, files keyed by rank)"
+    return Discovery(layout, files, problems, hosts, devices, rank_table)
 
-    run = Run(name=root.resolve().name or str(root), source_format="mindinsight", source_path=str(root), layout=layout)
-    run.hosts = hosts
-    run.devices = devices
+
+def rank_units(d: Discovery, ranks=None) -> list[tuple]:
+    """One unit per rank (of ``ranks`` when given): (its files in discovery order, host, device)."""
+    by_rank: dict[int, list[FoundFile]] = {}
+    for f in d.files:
+        if ranks is None or f.rank in ranks:
+            by_rank.setdefault(f.rank, []).append(f)
+    return [(by_rank[r], d.hosts.get(r), d.devices.get(r)) for r in sorted(by_rank)]
+
+
+def cluster_part(d: Discovery) -> tuple[dict, dict[str, pd.DataFrame], list]:
+    """(meta, tables, problems) of the discovery: its layout and problems, the rank table's text as bytes."""
+    import numpy as np
+
+    meta = {"mi": "cluster", "layout": d.layout, "unlisted": d.problems.unlisted,
+            "rank_table": d.rank_table[0] if d.rank_table else None}
+    tables = {}
+    if d.rank_table:
+        tables["rank_table"] = pd.DataFrame({"byte": np.frombuffer(d.rank_table[1].encode(), dtype=np.uint8)})
+    return meta, tables, list(d.problems)
+
+
+def _as_columns(cols: dict) -> tuple[pd.DataFrame, dict]:
+    """An hccl column dict as a frame, and how to give it back (:func:`_from_columns`)."""
+    kinds = {k: "list" if isinstance(v, list) else "object" if v.dtype == object else "array" for k, v in cols.items()}
+    return pd.DataFrame({k: pd.Series(v, dtype=object) if kinds[k] == "object" else v
+                         for k, v in cols.items()}), kinds
+
+
+def _objects(s: pd.Series):
+    arr = s.to_numpy(dtype=object, copy=True)
+    arr[pd.isna(arr)] = None
+    return arr
+
+
+def _from_columns(df: pd.DataFrame, kinds: dict) -> dict:
+    return {k: df[k].tolist() if kind == "list" else _objects(df[k]) if kind == "object" else df[k].to_numpy()
+            for k, kind in kinds.items()}
+
+
+def rank_part(files: list[FoundFile], host: str | None = None, device: int | None = None
+              ) -> tuple[dict, dict[str, pd.DataFrame], list]:
+    """(meta, tables, problems) of one rank's files: each file parsed as :func:`read` always did, its rows kept
+    as tables named ``<file index>.<name>``; meta says per file what it is and how many problems it had."""
+    problems = Problems()
+    tables: dict[str, pd.DataFrame] = {}
+    metas = []
+    for i, f in enumerate(files):
+        listed, unlisted = len(problems), problems.unlisted
+        out = {"step_rows": [], "avg_rows": [], "op_rows": [], "ov_rows": [], "ov_avg_rows": [], "tables": {},
+               "generations": set(), "info": []}
+        try:
+            _read_file(f, problems, out)
+        except InputError as exc:
+            problems.add(exc.path or f.path, exc.problem + "; file skipped")
+        except CONTENT_ERRORS as exc:
+            problems.add(f.path, f"unexpected content ({type(exc).__name__}: {limits.cap_text(str(exc), 120)}); "
+                                 f"file skipped")
+        fm = {"kind": f.kind, "path": str(f.path), "key": f.key, "key_text": f.key_text, "rank": f.rank,
+              "rank_from": f.rank_from, "meta": f.meta, "problems": len(problems) - listed,
+              "unlisted": problems.unlisted - unlisted, "generation": next(iter(out["generations"]), None),
+              "columns": {}, "rows": []}
+        for name in _ROW_LISTS:
+            if out[name]:
+                tables[f"{i}.{name}"] = pd.DataFrame(out[name])
+        if out["op_rows"]:
+            tables[f"{i}.op_rows"] = pd.DataFrame(out["op_rows"], columns=_OP_COLUMNS)
+        for name, parts in out["tables"].items():
+            for p in parts:  # one per file
+                if isinstance(p, dict):
+                    tables[f"{i}.t.{name}"], fm["columns"][name] = _as_columns(p)
+                elif isinstance(p, list):
+                    tables[f"{i}.t.{name}"] = pd.DataFrame(p)
+                    fm["rows"].append(name)
+                elif p is not None:
+                    tables[f"{i}.t.{name}"] = p
+        if out["info"]:
+            fm["info"] = {k: v for k, v in out["info"][0][1].items() if k in _INFO_KEYS}
+        metas.append(fm)
+    return {"mi": "rank", "rank": files[0].rank if files else None, "host": host, "device": device,
+            "files": metas}, tables, list(problems)
+
+
+def check_part(meta: dict, tables: dict) -> None:
+    """A part from an untrusted .reduced file has the shape :func:`assemble` reads (else ValueError, why)."""
+    kind = meta.get("mi")
+    if kind == "cluster":
+        if not isinstance(meta.get("layout"), str) or set(tables) - {"rank_table"}:
+            raise ValueError("a MindInsight cluster part without its layout, or with other tables")
+        t = tables.get("rank_table")
+        if t is not None:
+            if list(t.columns) != ["byte"] or str(t["byte"].dtype) != "uint8" or not isinstance(
+                    meta.get("rank_table"), str):
+                raise ValueError("the carried rank table is not a byte column with its path")
+            if len(t) > MAX_CLUSTER_FILE_BYTES:
+                raise ValueError(f"the carried rank table has {len(t):,} bytes (at most {MAX_CLUSTER_FILE_BYTES:,})")
+        return
+    if kind != "rank":
+        raise ValueError("not a MindInsight part (rank or cluster)")
+    files = meta.get("files")
+    if not isinstance(files, list) or not isinstance(meta.get("rank"), int) or not 0 <= meta["rank"] < limits.MAX_RANKS:
+        raise ValueError("a MindInsight rank part without its rank or files")
+    for fm in files:
+        if not isinstance(fm, dict) or fm.get("kind") not in FILE_PATTERNS or fm.get("rank") != meta["rank"] \
+                or not isinstance(fm.get("path"), str) or not isinstance(fm.get("problems"), int):
+            raise ValueError("a MindInsight file entry of another shape")
+    for name in tables:
+        i, _, what = name.partition(".")
+        if not (i.isdigit() and int(i) < len(files)) or not (
+                what in _ROW_LISTS or what == "op_rows" or what.startswith("t.mi_")):
+            raise ValueError(f"table {limits.cap_text(name, 80)} is not a MindInsight table")
+
+
+def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
+    """The run from cluster and rank parts ``(source, meta, tables, problems)``, whatever ran them: what needs
+    every rank (world size, stages, missing ranks, the run origin, one table per name), files taken in the
+    order :func:`read` always read them (host folder, then name)."""
+    root = Path(root)
+    problems = Problems()
+    clusters = [p for p in parts if p[1].get("mi") == "cluster"]
+    if not clusters:
+        raise InputError(root, "no MindSpore Insight layout (a rank part without its cluster part)")
+    claim = None  # (claimed world size, the file claiming it)
+    first = clusters[0][1]
+    rank_table = clusters[0][2].get("rank_table")
+    if rank_table is not None:
+        path = Path(first["rank_table"])
+        text = rank_table["byte"].to_numpy(dtype="uint8").tobytes().decode("utf-8", errors="replace")
+        claim = (parse_rank_table(path, problems, text=text).world_size, path)
+    seen_problems = set()
+    for _source, meta, _tables, found in clusters:
+        for item in map(tuple, found):
+            if len(clusters) == 1 or item not in seen_problems:  # nodes that read one directory say it once
+                seen_problems.add(item)
+                problems.append(item)
+        problems.unlisted += meta.get("unlisted", 0)
+        if meta.get("layout") != first["layout"]:
+            problems.add(_source, f"another layout ({limits.cap_text(meta.get('layout'), 120)}); the ranks are "
+                                  f"read as given, the run is named after the first ({first['layout']})")
+    run = Run(name=root.resolve().name or str(root), source_format="mindinsight", source_path=str(root),
+              layout=first["layout"])
+    hosts: dict[int, str] = {}
+    devices: dict[int, int] = {}
+    # every file of every rank, in the reader's order; a rank given twice is read from its first part
+    entries, owner = [], {}
+    for source, meta, tables, found in parts:
+        if meta.get("mi") != "rank":
+            continue
+        rank = meta["rank"]
+        if owner.setdefault(rank, source) != source:
+            problems.add(source, f"rank {rank} is also in {owner[rank]}; that one is read")
+            continue
+        at = 0
+        for i, fm in enumerate(meta["files"]):
+            f = FoundFile(fm["kind"], Path(fm["path"]), fm["key"], rank, fm["meta"], fm["key_text"], fm["rank_from"])
+            entries.append(((meta.get("host") or "", f.path.name), f, i, fm, tables, found[at:at + fm["problems"]],
+                            meta))
+            at += fm["problems"]
+    entries.sort(key=lambda e: e[0])
+    files = [e[1] for e in entries]
 
     # parallel layout from the cluster_analyse file name (mode, stage count, world size)
     stages_claim = None
@@ -740,19 +942,36 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             problems.add(ca[0].path.parent, "ascend_cluster_analyse_* file names disagree on mode/stages/size; the "
                                             f"first ({ca[0].path.name}) was used")
 
-    total = len(files)
     out = {"step_rows": [], "avg_rows": [], "op_rows": [], "ov_rows": [], "ov_avg_rows": [], "tables": {},
            "generations": set(), "info": []}
-    for n, f in enumerate(files, start=1):
-        if progress:
-            progress(n, total)
-        try:
-            _read_file(f, problems, out)
-        except InputError as exc:
-            problems.add(exc.path or f.path, exc.problem + "; file skipped")
-        except CONTENT_ERRORS as exc:
-            problems.add(f.path, f"unexpected content ({type(exc).__name__}: {limits.cap_text(str(exc), 120)}); "
-                                 f"file skipped")
+    for _key, f, i, fm, tables, found, meta in entries:
+        if meta.get("host") is not None:
+            hosts.setdefault(f.rank, meta["host"])
+            devices.setdefault(f.rank, meta["device"])
+        for item in found:
+            problems.append(tuple(item))
+        problems.unlisted += fm.get("unlisted", 0)
+        for name in _ROW_LISTS:
+            df = tables.get(f"{i}.{name}")
+            if df is not None:
+                out[name].extend(df.to_dict("records"))
+        df = tables.get(f"{i}.op_rows")
+        if df is not None:
+            out["op_rows"].extend(df[_OP_COLUMNS].itertuples(index=False, name=None))
+        for key, df in tables.items():
+            prefix = f"{i}.t."
+            if not key.startswith(prefix):
+                continue
+            name = key[len(prefix):]
+            kinds = fm["columns"].get(name)
+            part = _from_columns(df, kinds) if kinds else df.to_dict("records") if name in fm["rows"] else df
+            out["tables"].setdefault(name, []).append(part)
+        if fm.get("generation"):
+            out["generations"].add(fm["generation"])
+        if "info" in fm:
+            out["info"].append((f, fm["info"]))
+    run.hosts = hosts
+    run.devices = devices
     for f, info in out["info"]:
         if claim is None and "rank_size" in info:
             claim = (info["rank_size"], f.path)
@@ -845,6 +1064,20 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         run.problem(path, problem)
     run.problems_unlisted = getattr(run, "problems_unlisted", 0) + problems.unlisted
     return run
+
+
+
+
+def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
+    """The run of ``root``: :func:`discover`, each rank's part (:func:`rank_part`), :func:`assemble`."""
+    d = discover(root)
+    units = rank_units(d)
+    parts = [(str(root), *cluster_part(d))]
+    for n, unit in enumerate(units, start=1):
+        if progress:
+            progress(n, len(units))
+        parts.append((str(unit[0][0].path), *rank_part(*unit)))
+    return assemble(root, parts)
 
 
 def recognised_kinds(run: Run) -> dict[str, int]:
