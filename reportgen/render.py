@@ -318,8 +318,9 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
     """The whole page as plain data. The template receives exactly this dict."""
-    from .metrics import cuts_text
+    from .metrics import cuts_text, plan_cuts
 
+    plan = plan_cuts(run, outcomes)
     sections = []
     findings = []
     for o in outcomes:
@@ -330,7 +331,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "status": o.status,
             "reason": o.reason,
             "summary": view.summary if view else "",
-            "notes": (list(view.notes) if view else []) + cuts_text(o),
+            "notes": (list(view.notes) if view else []) + cuts_text(o, plan),
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
@@ -704,6 +705,55 @@ def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
     return store
 
 
+def _is_per_rank(t: dict[str, Any]) -> bool:
+    """A table with one row per rank: a rank column whose values are all different."""
+    i = next((i for i, c in enumerate(t["columns"]) if c["kind"] == "rank"), None)
+    if i is None or len(t["rows"]) < 2:
+        return False
+    ranks = [r[i] for r in t["rows"]]
+    return len(set(map(repr, ranks))) == len(ranks)
+
+
+def _row_chars(rows: list) -> float:
+    """Characters one of ``rows`` takes in the page's JSON (:func:`script_json`): the mean over up to 200 rows."""
+    if not rows:
+        return 0.0
+    sample = rows[::max(1, len(rows) // 200)][:200]
+    return len(script_json(sample)) / len(sample)
+
+
+def fit_table_data(context: dict[str, Any], page_chars) -> None:
+    """Cut the rows the page embeds per table so the page stays within thresholds.PAGE_BYTES at any rank and step
+    count. ``page_chars()``: the page's size when each table embeds only the rows it lists as HTML (always kept);
+    what the rest of the budget allows beyond them goes first to the per-rank tables (one row per rank: any rank a
+    filter away), then to the other tables, each set by thresholds.fair_shares of their sizes; each table keeps its
+    first rows (the section's order) and says how many it left out. ``context``'s tables are changed in place."""
+    tables = [t for sec in context["sections"] for t in sec.get("tables") or ()]
+    full = [t["rows"] for t in tables]
+    shown = [len(t.get("cells") or ()) for t in tables]
+    for t, n in zip(tables, shown):
+        t["rows"] = t["rows"][:n]
+    room = th.PAGE_BYTES - page_chars()
+    widths = [_row_chars(rows[n:]) for rows, n in zip(full, shown)]
+    sizes = [w * (len(rows) - n) for w, rows, n in zip(widths, full, shown)]
+    if sum(sizes) <= room:
+        keep = [len(rows) for rows in full]
+    else:
+        first = [_is_per_rank({**t, "rows": rows}) for t, rows in zip(tables, full)]
+        shares = [0.0] * len(tables)
+        for tier in (True, False):
+            idx = [i for i, f in enumerate(first) if f is tier]
+            for i, share in zip(idx, th.fair_shares([sizes[i] for i in idx], room)):
+                shares[i] = share
+            room -= sum(shares[i] for i in idx)
+        keep = [n + (int(share // w) if w else 0) for n, share, w in zip(shown, shares, widths)]
+    for t, rows, k in zip(tables, full, keep):
+        t["rows"] = rows[:k]
+        if k < len(rows):  # a table built elsewhere (tests) may lack the counts: set only when cut here
+            t["truncated"] = max(0, k - len(t.get("cells") or ()))
+            t["rows_left_out"] = t.get("rows_total", len(rows)) - k
+
+
 def render_html(context: dict[str, Any], static: bool = False) -> str:
     """The page. ``static``: every chart as inline SVG and no JavaScript at all (for viewers whose
     Content-Security-Policy blocks scripts, e.g. Jenkins artifacts, and for mail bodies)."""
@@ -722,14 +772,22 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
             if spec is not None and spec is not fig["spec"]:
                 f["svg"] = static_svg(spec)
     else:
-        sections = [{**sec, "figures": [dict(fig) for fig in sec["figures"]]} for sec in context["sections"]]
+        sections = [{**sec, "figures": [dict(fig) for fig in sec["figures"]],
+                     "tables": [dict(t) for t in sec.get("tables") or ()]} for sec in context["sections"]]
         context = {**context, "sections": sections,
                    "chart_data": share_chart_data([fig for sec in sections for fig in sec["figures"]])}
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),
                       vega_bundle=_safe_script(vega_bundle(), "vl-convert bundle"))
-    return env.get_template("report.html.j2").render(**context, assets=assets, static=static,
-                                                      budget={"rows": MAX_EMBEDDED_ROWS, "bytes": MAX_EMBEDDED_BYTES})
+    budget = {"rows": MAX_EMBEDDED_ROWS, "bytes": MAX_EMBEDDED_BYTES, "page": th.PAGE_BYTES}
+    template = env.get_template("report.html.j2")
+
+    def page() -> str:
+        return template.render(**context, assets=assets, static=static, budget=budget)
+
+    if not static:
+        fit_table_data(context, lambda: len(page()))
+    return page()
 
 
 def temp_beside(path: str | os.PathLike) -> tuple[int, str]:

@@ -157,6 +157,27 @@ JSON_OP_ROWS = 20_000
 JSON_STEP_ROWS = 20_000
 #: a metrics JSON holding more table rows than this is written without indentation (a third smaller)
 JSON_INDENT_ROWS = 20_000
+#: size of the page (characters of HTML). The rows of the tables embedded in the page for the filters and the CSV
+#: downloads share what the rest of the page leaves of it (render.fit_table_data: per-rank tables first, then the
+#: others, by :func:`fair_shares`); the page says, per table, how many rows it left out.
+PAGE_BYTES = 9_500_000
+#: size of the metrics JSON (characters). Per-operator and per-(rank, step) tables share what the rest of the file
+#: leaves of it (metrics.plan_cuts, :func:`fair_shares`); per-rank tables are never cut, so a run with enough ranks
+#: (about 8,000 MindInsight ranks: 2.3 kB of per-rank rows per rank) still writes every per-rank number, above this.
+JSON_BYTES = 19_000_000
+
+
+def fair_shares(sizes, budget: float) -> list[float]:
+    """Max-min fair shares of ``budget`` among items of ``sizes``: an item smaller than an equal share keeps its
+    size, the others split what is left equally (water-filling). The shares sum to at most ``budget``."""
+    sizes = [max(0.0, float(x)) for x in sizes]
+    out = [0.0] * len(sizes)
+    left, budget = len(sizes), max(0.0, float(budget))
+    for i in sorted(range(len(sizes)), key=lambda i: sizes[i]):
+        out[i] = min(sizes[i], budget / left)
+        budget -= out[i]
+        left -= 1
+    return out
 
 
 def ranks_shown(values, named=()) -> list[int] | None:
