@@ -7,8 +7,8 @@ Size budget (whatever the input says; reportgen/thresholds.py, "Page budget"): p
 :data:`MAX_TABLE_ROWS` rows; then the per-operator and per-(rank, step) tables share what the rest of the file
 leaves of ``JSON_BYTES`` (:func:`plan_cuts`); a section's ``tables_left_out`` says how many rows of which table were
 left out and which were kept. Per-rank tables are whole. Every string is cut to
-:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A file with more than ``JSON_INDENT_ROWS`` table rows
-is written without indentation. A 1024-rank synth run's largest table has 245,760 rows.
+:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A file with more than ``JSON_INDENT_ROWS`` table rows,
+or larger than ``JSON_BYTES`` indented, is written without indentation. A 1024-rank synth run's largest table has 245,760 rows.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _row_chars(df: pd.DataFrame) -> float:
         return 0.0
     sample = df.iloc[::max(1, len(df) // 200)].iloc[:200]
     text = json.dumps(table_rows(sample), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return len(text) / len(sample)
+    return 1.05 * len(text) / len(sample)  # rows vary in size: a margin over the sample's mean
 
 
 #: characters of the metrics file outside its tables (run, summary, facts other than per-rank rows, metrics,
@@ -287,8 +287,14 @@ def dumps(doc: dict[str, Any]) -> str:
     rows = sum(len(t) for b in (doc.get("sections") or {}).values() if isinstance(b, dict)
                for t in (b.get("tables") or {}).values())
     compact = rows > th.JSON_INDENT_ROWS  # indentation adds a third to a large file
-    text = json.dumps(doc, indent=None if compact else 1, separators=(",", ":") if compact else None,
-                      allow_nan=False, ensure_ascii=False) + "\n"
+
+    def text_of(compact: bool) -> str:
+        return json.dumps(doc, indent=None if compact else 1, separators=(",", ":") if compact else None,
+                          allow_nan=False, ensure_ascii=False) + "\n"
+
+    text = text_of(compact)
+    if not compact and len(text) > th.JSON_BYTES:  # plan_cuts sized the tables compact
+        text = text_of(True)
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text

@@ -722,6 +722,10 @@ def _row_chars(rows: list) -> float:
     return len(script_json(sample)) / len(sample)
 
 
+#: the estimated size of a row (from a sample) times this: rows vary in size
+_ROW_MARGIN = 1.05
+
+
 def fit_table_data(context: dict[str, Any], page_chars) -> None:
     """Cut the rows the page embeds per table so the page stays within thresholds.PAGE_BYTES at any rank and step
     count. ``page_chars()``: the page's size when each table embeds only the rows it lists as HTML (always kept);
@@ -733,8 +737,8 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
     shown = [len(t.get("cells") or ()) for t in tables]
     for t, n in zip(tables, shown):
         t["rows"] = t["rows"][:n]
-    room = th.PAGE_BYTES - page_chars()
-    widths = [_row_chars(rows[n:]) for rows, n in zip(full, shown)]
+    room = th.PAGE_BYTES - page_chars() - 1_000 * len(tables)  # a note per table saying what it left out
+    widths = [_ROW_MARGIN * _row_chars(rows[n:]) for rows, n in zip(full, shown)]
     sizes = [w * (len(rows) - n) for w, rows, n in zip(widths, full, shown)]
     if sum(sizes) <= room:
         keep = [len(rows) for rows in full]

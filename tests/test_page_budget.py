@@ -132,3 +132,38 @@ def test_small_runs_unchanged(budget_run):
     assert not any("tables_left_out" in b for b in doc["sections"].values())
     html = out.read_text(encoding="utf-8")
     assert "the per-rank charts draw" not in html and "The metrics JSON (--json) keeps" not in html
+
+
+def test_fair_shares():
+    assert th.fair_shares([1, 2, 10, 20], 20) == [1, 2, 8.5, 8.5]  # small items whole, big ones split the rest
+    assert th.fair_shares([1, 2], 100) == [1, 2] and th.fair_shares([], 5) == []
+    assert sum(th.fair_shares([5, 7, 9], 6)) == pytest.approx(6) and th.fair_shares([3], -1) == [0]
+
+
+def test_budgets_by_rule_on_a_generated_run(budget_run, monkeypatch):
+    """The byte budgets shrunk to the size of a 32-rank run: the JSON's per-(rank, step) and per-operator tables
+    share what the per-rank tables leave (whole steps, the longest operators, every per-rank row kept), the page's
+    table data is cut to its budget, per-rank tables first, and both say so."""
+    out, js = budget_run / "b.html", budget_run / "b.json"
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    full_html, full_json = out.stat().st_size, js.stat().st_size
+    monkeypatch.setattr(metrics, "_JSON_OTHER_CHARS", 10_000)
+    monkeypatch.setattr(th, "JSON_BYTES", full_json // 2)
+    monkeypatch.setattr(th, "PAGE_BYTES", full_html - 60_000)  # the rows listed as HTML alone take all but ~130 kB
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    html, text = out.read_text(encoding="utf-8"), js.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert len(text) <= th.JSON_BYTES and len(html) <= th.PAGE_BYTES
+    left = {(sid, name): cut for sid, b in doc["sections"].items() for name, cut in b.get("tables_left_out", {}).items()}
+    assert left and all(name.endswith("ops") or name.endswith("step") for _, name in left), left
+    assert any("share of the file's" in c["kept"] for c in left.values())
+    for sec in ("trajectory", "overlap", "communication", "memory", "flops"):
+        assert sorted(r["rank"] for r in doc["sections"][sec]["tables"]["per_rank"]) == list(range(32)), sec
+    traj = doc["sections"]["trajectory"]["tables"]["per_rank_step"]
+    steps = {r["step"] for r in traj}
+    assert all(sum(r["step"] == s for r in traj) == 32 for s in steps)  # whole steps, every rank of each
+    assert "the per-operator and per-(rank, step) tables split" in html  # the page states the JSON cuts
+    assert "rows are left out of this page (the page keeps to" in html
+    for tid in ("trajectory-per-rank", "overlap-per-rank", "communication-per-rank"):  # per-rank tables first
+        data = json.loads(re.search(rf'id="{tid}-data">(.*?)</script>', html, re.S).group(1))
+        assert sorted(r[data["keys"].index("rank")] for r in data["rows"]) == list(range(32)), tid
