@@ -702,6 +702,32 @@ def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
             fig["spec"] = walk(fig["spec"])
             # many marks: drawn on a canvas (one element) instead of one SVG element per mark
             fig["renderer"] = "canvas" if counted[0] > th.PAGE_CANVAS_ROWS else "svg"
+    return _store_within_budget(store, figures)
+
+
+def _store_within_budget(store: dict[str, Any], figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chart store within thresholds.PAGE_CHART_BYTES: while it is larger, the chart holding the most data
+    of its own (blocks no other chart uses) is left out of the page with a note, and its data with it."""
+    sizes = {k: len(script_json(v)) for k, v in store.items()}
+    if sum(sizes.values()) <= th.PAGE_CHART_BYTES:
+        return store
+    refs = {id(f): set(re.findall(r'"\$rg": ?"([0-9a-f]+)"', json.dumps(f["spec"])))
+            for f in figures if f.get("spec") is not None}
+    while sum(sizes.values()) > th.PAGE_CHART_BYTES and refs:
+        users: dict[str, int] = {}
+        for keys in refs.values():
+            for k in keys:
+                users[k] = users.get(k, 0) + 1
+        fig = max((f for f in figures if id(f) in refs),
+                  key=lambda f: sum(sizes[k] for k in refs[id(f)] if users[k] == 1))
+        own = [k for k in refs.pop(id(fig)) if users[k] == 1]
+        size = sum(sizes[k] for k in own)
+        for k in own:
+            del sizes[k], store[k]
+        fig["spec"] = None
+        fig["left_out"] = (f"This chart was left out: its data takes {size / 1e6:.1f} MB, and the charts' data "
+                           f"in this page keeps to {th.PAGE_CHART_BYTES / 1e6:.0f} MB (the largest charts are left out "
+                           f"first). The tables and the metrics JSON (--json) have the numbers.")
     return store
 
 

@@ -161,6 +161,9 @@ JSON_INDENT_ROWS = 20_000
 #: downloads share what the rest of the page leaves of it (render.fit_table_data: per-rank tables first, then the
 #: others, by :func:`fair_shares`); the page says, per table, how many rows it left out.
 PAGE_BYTES = 9_500_000
+#: size of the charts' data in the page (render.share_chart_data's store); above it the charts holding the most data
+#: are left out, each with a note (4096 MindInsight ranks x 10 steps: 3.6 MB)
+PAGE_CHART_BYTES = 5_000_000
 #: size of the metrics JSON (characters). Per-operator and per-(rank, step) tables share what the rest of the file
 #: leaves of it (metrics.plan_cuts, :func:`fair_shares`); per-rank tables are never cut, so a run with enough ranks
 #: (about 8,000 MindInsight ranks: 2.3 kB of per-rank rows per rank) still writes every per-rank number, above this.

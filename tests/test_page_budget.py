@@ -167,3 +167,15 @@ def test_budgets_by_rule_on_a_generated_run(budget_run, monkeypatch):
     for tid in ("trajectory-per-rank", "overlap-per-rank", "communication-per-rank"):  # per-rank tables first
         data = json.loads(re.search(rf'id="{tid}-data">(.*?)</script>', html, re.S).group(1))
         assert sorted(r[data["keys"].index("rank")] for r in data["rows"]) == list(range(32)), tid
+
+
+def test_chart_store_within_budget(monkeypatch):
+    """Above PAGE_CHART_BYTES the chart with the most data of its own is left out with a note; shared data stays."""
+    big = [{"rank": r, "ms": r * 1.5} for r in range(3000)]
+    mid = [{"rank": r, "x": r * 2.5} for r in range(1000)]
+    figures = [{"id": "a", "spec": {"data": {"values": big}}}, {"id": "b", "spec": {"data": {"values": mid}}},
+               {"id": "c", "spec": {"layer": [{"data": {"values": mid}}]}}]
+    monkeypatch.setattr(th, "PAGE_CHART_BYTES", 40_000)
+    store = render.share_chart_data(figures)
+    assert figures[0]["spec"] is None and "This chart was left out" in figures[0]["left_out"]
+    assert figures[1]["spec"] is not None and figures[2]["spec"] is not None and len(store) == 1
