@@ -144,8 +144,7 @@ def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.
             return kept, {"rows": n, "left_out": n - len(kept),
                           "kept": f"the {len(kept):,} {'rows with the longest ' + by if by else 'first rows'} "
                                   f"({_budget_words(limit, shared, 'operator')})"}
-        return df, None
-    if {"rank", "step"} <= set(df.columns):
+    elif {"rank", "step"} <= set(df.columns):
         limit = min(th.JSON_STEP_ROWS, rows) if shared else th.JSON_STEP_ROWS
         if n > limit:
             steps = list(dict.fromkeys(df["step"].tolist()))
@@ -161,7 +160,6 @@ def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.
                           "kept": f"every rank in {len(kept_steps)} of {len(steps)} steps ({kept_steps[0]}"
                                   f"{'' if len(kept_steps) == 1 else '-' + str(kept_steps[-1])}; "
                                   f"{_budget_words(limit, shared, '(rank, step)')})"}
-        return df, None
     if n > MAX_TABLE_ROWS:
         return df.iloc[:MAX_TABLE_ROWS], {"rows": n, "left_out": n - MAX_TABLE_ROWS}
     return df, None
