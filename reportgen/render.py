@@ -816,7 +816,7 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
         return template.render(**context, assets=assets, static=static, budget=budget)
 
     if not static:
-        fit_table_data(context, lambda: len(page()))
+        fit_table_data(context, lambda: len(page().encode("utf-8")))  # bytes of the file
     return page()
 
 
