@@ -219,7 +219,7 @@ def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str
     if sum(sizes) <= th.JSON_BYTES - fixed:
         return plan
     for key, size, width, share in zip(cut_keys, sizes, widths, th.fair_shares(sizes, th.JSON_BYTES - fixed)):
-        if share < size:
+        if share < size * (1 - 1e-9):  # not a whole share (float rounding aside)
             o = next(o for o in outcomes if o.id == key[0])
             plan[key] = _budgeted(key[1], o.analysis.tables[key[1]], rows=max(1, int(share // width)))
     return plan

@@ -776,7 +776,8 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
             for i, share in zip(idx, th.fair_shares([sizes[i] for i in idx], room)):
                 shares[i] = share
             room -= sum(shares[i] for i in idx)
-        keep = [n + (int(share // w) if w else 0) for n, share, w in zip(shown, shares, widths)]
+        keep = [n + (min(len(rows) - n, int(share / w + 1e-6)) if w else 0)  # a whole share: every row
+                for rows, n, share, w in zip(full, shown, shares, widths)]
     for t, rows, k in zip(tables, full, keep):
         t["rows"] = rows[:k]
         if k < len(rows):  # a table built elsewhere (tests) may lack the counts: set only when cut here
