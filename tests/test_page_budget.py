@@ -179,3 +179,23 @@ def test_chart_store_within_budget(monkeypatch):
     store = render.share_chart_data(figures)
     assert figures[0]["spec"] is None and "This chart was left out" in figures[0]["left_out"]
     assert figures[1]["spec"] is not None and figures[2]["spec"] is not None and len(store) == 1
+
+
+def test_fit_table_data_per_rank_tables_first(monkeypatch):
+    """The page's table data within PAGE_BYTES: a per-rank table keeps every rank, the other table is cut to what is
+    left, the rows listed as HTML always stay."""
+    def table(tid, rows, kind):
+        return {"id": tid, "columns": [{"kind": kind}, {"kind": "ms"}], "rows": rows, "cells": rows[:10],
+                "rows_total": len(rows), "truncated": len(rows) - 10, "rows_left_out": 0}
+    per_rank = table("pr", [[r, r * 0.1] for r in range(3000)], "rank")
+    other = table("ops", [[r % 7, r * 0.3] for r in range(30_000)], "rank")  # ranks repeat: not per rank
+    ctx = {"sections": [{"tables": [per_rank, other]}]}
+    size = len(render.script_json(per_rank["rows"]))
+    monkeypatch.setattr(th, "PAGE_BYTES", 100_000 + 2_000 + int(1.2 * size) + 50_000)
+    render.fit_table_data(ctx, lambda: 100_000)
+    assert len(per_rank["rows"]) == 3000 and per_rank["rows_left_out"] == 0
+    assert 10 < len(other["rows"]) < 30_000 and other["rows_left_out"] == 30_000 - len(other["rows"])
+    assert len(render.script_json(other["rows"])) < 60_000
+    monkeypatch.setattr(th, "PAGE_BYTES", 100_000)  # no room at all: the listed rows only
+    render.fit_table_data(ctx, lambda: 100_000)
+    assert len(per_rank["rows"]) == 10 and len(other["rows"]) == 10
