@@ -16,7 +16,10 @@ rows) is made harmless and bounded in one place each:
 * Text: every string printed into the page is cut to :data:`PAGE_TEXT_CHARS` (:func:`_finalize`), a table
   cell to :data:`CELL_TEXT_CHARS`; lone surrogates (possible in JSON input) become U+FFFD.
 * Tables: the rows embedded for the CSV download and the filters stop at :data:`MAX_EMBEDDED_ROWS` rows or
-  :data:`MAX_EMBEDDED_BYTES` of JSON per table, and the page says how many were left out.
+  :data:`MAX_EMBEDDED_BYTES` of JSON per table, and all tables' rows share what the rest of the page leaves of
+  thresholds.PAGE_BYTES (:func:`fit_table_data`, per-rank tables first); the page says how many were left out.
+* Chart data: the store shared by the specs keeps to thresholds.PAGE_CHART_BYTES (:func:`share_chart_data`); a
+  chart beyond it is left out with a note.
 * ``--static`` SVG (:func:`clean_svg`): parsed as XML and rebuilt with known SVG elements only, without event
   handlers, links or external ``url()`` references; text stays text, so a label reading ``javascript:`` or
   ``onload=`` is drawn, escaped, and the chart is kept.
