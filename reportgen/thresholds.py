@@ -135,6 +135,8 @@ def as_dict() -> dict[str, float]:
 # the largest items were per-operator rows (communication ops: 61,440 rows at 256 ranks, 12 MB of JSON and 3.2 MB
 # of page data), per-rank chart data (long form rank x step x phase: 1.6 MB per chart at 256 ranks) and 300 HTML
 # rows per table (23k table cells at 256 ranks). Goal: HTML <= 10 MB, JSON <= 20 MB at any rank or step count.
+# With the byte budgets below (same synth): 1024 ranks 7.6 MB / 12.7 MB (nothing cut by them), 4096 ranks
+# 9.3 MB / 16.3 MB (was 13.7 / 23.7); Kineto 64 ranks x 100 steps 9.3 MB / 12.1 MB (was 12.6 / 12.1).
 # ---------------------------------------------------------------------------------------------------------------
 
 #: Per-rank charts (one bar / cell / line per rank) draw every rank up to this many ranks. Beyond it they draw the
