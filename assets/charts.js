@@ -1,16 +1,19 @@
 /* reportgen charts: draws every .rg-chart from its inert JSON spec with vegaEmbed.
- * Visible charts first (IntersectionObserver), the rest in idle slices, all of them before
- * printing. Page controls set Vega signals. A finding's "See the chart" link (data-view) sets
- * the controls and chart parameters that show it, then scrolls to the chart; a chart whose spec
- * has usermeta.rg_click sets a control from the datum clicked. Nothing here fetches anything;
- * errors are written as text, never as HTML. When every chart is done, <html data-charts-ready="1">;
- * when a finding's view is shown, <html data-view-shown="figure id">. */
+ * The charts in the first screen first (IntersectionObserver's first report); when they are drawn the page is
+ * ready: <html data-charts-ready="1">. Then the rest, one per idle slice (a chart scrolled into view is drawn at
+ * once), and all of them before printing; when every chart is drawn, <html data-charts-done="1">, and when the
+ * tables are built too (table.js: data-tables-done), <html data-all-done="1">. Page controls set Vega signals.
+ * A finding's "See the chart" link (data-view) sets the controls and chart parameters that show it, then scrolls
+ * to the chart; a chart whose spec has usermeta.rg_click sets a control from the datum clicked. Nothing here
+ * fetches anything; errors are written as text, never as HTML. When a finding's view is shown,
+ * <html data-view-shown="figure id">. */
 (function () {
   "use strict";
   var doc = document;
   var root = doc.documentElement;
   var charts = Array.prototype.slice.call(doc.querySelectorAll(".rg-chart[data-spec]"));
   var remaining = charts.length;
+  var first = null;                /* the charts of the first screen still drawing (null: not known yet) */
   var views = [];                  /* {el, view, section, names} of every drawn chart */
   var chosen = Object.create(null); /* section id -> {signal: value} picked with the controls */
   var pinned = Object.create(null); /* figure id -> {signal: value} set by a finding's view (no control) */
@@ -19,13 +22,23 @@
   var observer = null;
 
   function ready() {
+    if (root.dataset.chartsReady === "1") return;
     root.dataset.chartsReady = "1";
+    next(); /* the rest of the charts, in idle slices */
   }
-  function settled() {
+  function done() {
+    root.dataset.chartsDone = "1";
+    if (root.dataset.tablesDone === "1") root.dataset.allDone = "1";
+  }
+  function settled(el) {
+    el.rgSettled = true;
     remaining -= 1;
-    if (remaining === 0) ready();
+    if (first && first.indexOf(el) >= 0) {
+      first.splice(first.indexOf(el), 1);
+      if (!first.length) ready();
+    }
+    if (remaining === 0) { ready(); done(); }
   }
-  if (remaining === 0) ready();
 
   function sectionOf(el) {
     var s = el.closest("section");
@@ -211,7 +224,7 @@
       el.setAttribute("data-rendered", "1");
     }, function (err) {
       showError(el, err, false);
-    }).then(settled);
+    }).then(function () { settled(el); });
     return el.rgStarted;
   }
 
@@ -366,19 +379,9 @@
   }
   window.addEventListener("popstate", fromHash);
 
-  /* visible first */
-  if ("IntersectionObserver" in window) {
-    observer = new IntersectionObserver(function (entries) {
-      entries.forEach(function (e) {
-        if (e.isIntersecting) render(e.target);
-      });
-    }, { rootMargin: "400px 0px" });
-    charts.forEach(function (el) { observer.observe(el); });
-  }
-
   /* then the rest, one per idle slice */
   var idle = window.requestIdleCallback
-    ? function (fn) { window.requestIdleCallback(fn, { timeout: 1500 }); }
+    ? function (fn) { window.requestIdleCallback(fn, { timeout: 1000 }); }
     : function (fn) { window.setTimeout(fn, 30); };
   var queue = charts.slice();
   function next() {
@@ -390,7 +393,30 @@
       else next();
     });
   }
-  next();
+  /* the first screen first: the charts IntersectionObserver first reports in view (or near it) */
+  function firstScreen(inView) {
+    if (first !== null) return;
+    first = inView.filter(function (el) { return !el.rgSettled; }); /* a finding's view may have drawn one */
+    if (!first.length) ready();
+    else first.forEach(render);
+  }
+  if ("IntersectionObserver" in window && charts.length) {
+    observer = new IntersectionObserver(function (entries) {
+      var inView = [];
+      entries.forEach(function (e) {
+        if (e.isIntersecting) inView.push(e.target);
+      });
+      if (first === null) firstScreen(inView);
+      else inView.forEach(render);
+    }, { rootMargin: "200px 0px" });
+    charts.forEach(function (el) { observer.observe(el); });
+    /* a page that renders no frame (a background tab) gets no report: draw in idle time all the same */
+    window.setTimeout(function () { firstScreen([]); }, 3000);
+  } else {
+    firstScreen(charts.slice());
+  }
+
+  if (!charts.length) { ready(); done(); }
 
   /* printing: draw everything and open the report's own collapsed <details> */
   var opened = [];

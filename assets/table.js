@@ -117,38 +117,51 @@
     this.table.classList.add("rg-live");
   }
 
-  /* What a column holds, from its JSON values: numbers or text, and its distinct values. */
+  /* What a column holds, from its JSON values: numbers or text, and its distinct values (counted while there are
+   * few enough for a <select>: a column with more gets a text or number box, so the scan stops counting them). */
   Table.prototype.describe = function (th, i) {
-    var seen = {}, values = [], numeric = true, integer = true, blanks = 0;
-    this.data.rows.forEach(function (row) {
-      var v = row[i];
-      if (empty(v)) { blanks += 1; return; }
+    var seen = new Map(), numeric = true, integer = true, blanks = 0, many = false;
+    var rows = this.data.rows, n = rows.length;
+    for (var r = 0; r < n; r += 1) {
+      var v = rows[r][i];
+      if (v === null || v === undefined || v === "" || v === "-" || v === "\u2013") { blanks += 1; continue; }
       if (typeof v !== "number") numeric = false;
-      else if (Math.floor(v) !== v) integer = false;
-      var k = valueKey(v);
-      if (!(k in seen)) { seen[k] = 0; values.push(v); }
-      seen[k] += 1;
-    });
-    values.sort(compare);
-    var n = this.data.rows.length, distinct = values.length + (blanks ? 1 : 0);
+      else if (integer && Math.floor(v) !== v) integer = false;
+      if (many) { if (!numeric) break; continue; } /* text with too many values: nothing more to learn */
+      var k = typeof v === "object" ? JSON.stringify(v) : String(v);
+      var c = seen.get(k);
+      if (c === undefined) {
+        seen.set(k, { v: v, n: 1 });
+        if (seen.size > SELECT_MAX) many = true;
+      } else {
+        c.n += 1;
+      }
+    }
+    var values = [], counts = {};
+    if (!many) {
+      seen.forEach(function (c, k) { values.push(c.v); counts[k] = c.n; });
+      values.sort(compare);
+    }
+    var distinct = many ? SELECT_MAX + 1 : values.length + (blanks ? 1 : 0);
     var kind = "none";
     if (distinct > 1) {
-      if (distinct <= SELECT_MAX && distinct < n && (!numeric || integer)) kind = "select";
+      if (!many && distinct <= SELECT_MAX && distinct < n && (!numeric || integer)) kind = "select";
       else kind = numeric ? "number" : "text";
     }
     return {
-      label: this.data.columns[i], numeric: numeric && values.length > 0, kind: kind, values: values,
-      counts: seen, blanks: blanks, scale: Number(th.getAttribute("data-scale")) || 1,
+      label: this.data.columns[i], numeric: numeric && (many || values.length > 0), kind: kind, values: values,
+      counts: counts, blanks: blanks, scale: Number(th.getAttribute("data-scale")) || 1,
       priority: th.getAttribute("data-priority") || "2", group: th.getAttribute("data-group") || "",
     };
   };
 
+  /* DOM writes only: the caller lays the table out (layoutAll), so building many tables costs one layout */
   Table.prototype.build = function () {
     if (this.data.rows.length >= MIN_FILTER_ROWS && this.columns.some(function (c) { return c.kind !== "none"; })) {
       this.buildFilters();
     }
     this.buildTools();
-    this.showColumns();
+    this.showColumns(true);
     this.apply();
   };
 
@@ -387,7 +400,7 @@
     this.picker = summary;
   };
 
-  Table.prototype.showColumns = function () {
+  Table.prototype.showColumns = function (noLayout) {
     var hidden = this.hidden, shown = 0;
     this.cols.forEach(function (col, i) {
       col.style.visibility = hidden[i] ? "collapse" : "";
@@ -400,24 +413,44 @@
       this.picker.textContent = "Columns " + shown + " of " + this.cols.length;
       this.picker.title = shown < this.cols.length ? "Some columns are hidden on screen (all are printed)" : "";
     }
-    this.layout();
+    if (!noLayout) this.layout();
   };
 
-  /* Key columns (leading, data-priority=1) stay in view while the table scrolls sideways. */
+  /* Key columns (leading, data-priority=1) stay in view while the table scrolls sideways. Three passes so that
+   * laying out many tables reads the layout once: unpin (writes), measure (reads), pin (writes). */
   Table.prototype.layout = function () {
-    var self = this, scroll = this.scroll;
+    layoutAll([this]);
+  };
+  function layoutAll(list) {
+    list.forEach(function (t) { t.unpin(); });
+    var sizes = list.map(function (t) { return t.measure(); });
+    list.forEach(function (t, i) { t.pin(sizes[i]); });
+  }
+  Table.prototype.unpin = function () {
     Array.prototype.forEach.call(this.table.querySelectorAll(".rg-pin"), function (el) {
       el.classList.remove("rg-pin", "rg-pin-last");
       el.style.left = "";
     });
-    var wide = scroll.scrollWidth > scroll.clientWidth + 1;
-    scroll.classList.toggle("rg-wide", wide);
-    this.edges();
-    if (!wide) return;
-    var left = 0, limit = scroll.clientWidth * PIN_SHARE, last = null;
+  };
+  Table.prototype.measure = function () {
+    var scroll = this.scroll, m = { wide: scroll.scrollWidth > scroll.clientWidth + 1, widths: [] };
+    m.more = scroll.scrollLeft + scroll.clientWidth < scroll.scrollWidth - 2;
+    m.limit = scroll.clientWidth * PIN_SHARE;
+    if (!m.wide) return m;
     for (var k = 0; k < this.ths.length && this.columns[k].priority === "1"; k++) {
-      var w = this.ths[k].getBoundingClientRect().width;
-      if (left + w > limit) break;
+      m.widths.push(this.ths[k].getBoundingClientRect().width);
+    }
+    return m;
+  };
+  Table.prototype.pin = function (m) {
+    var self = this, scroll = this.scroll;
+    scroll.classList.toggle("rg-wide", m.wide);
+    scroll.classList.toggle("rg-more-right", m.more);
+    if (!m.wide) return;
+    var left = 0, last = null;
+    for (var k = 0; k < m.widths.length; k++) {
+      var w = m.widths[k];
+      if (left + w > m.limit) break;
       var cells = [];
       Array.prototype.forEach.call(this.table.rows, function (tr) {
         if (tr.classList.contains("rg-group-row")) return;
@@ -476,7 +509,7 @@
   };
 
   function download(button) {
-    var t = tables[button.getAttribute("data-csv-for") || ""];
+    var t = get(button.getAttribute("data-csv-for") || "");
     if (!t) return;
     var text = csvText(t.csvData(button.getAttribute("data-csv-rows") || "all"));
     var blob = new Blob(["\ufeff" + text], { type: "text/csv;charset=utf-8" });
@@ -493,20 +526,72 @@
 
   /* ---------------------------------------------------------------- wiring */
 
+  /* Tables are built (filters, picker, pinned key columns) in the first screen at once, then the ones scrolled
+   * near, the rest in idle slices; a table used before that (sorted, downloaded) is built first. When every
+   * table is built: <html data-tables-done="1"> (and data-all-done="1" once charts.js has drawn every chart). */
+  var boxes = [], waiting = Object.create(null), observer = null, root = doc.documentElement;
+
+  function make(box) {
+    if (!waiting[box.id]) return null;
+    delete waiting[box.id];
+    if (observer) observer.unobserve(box);
+    var t = new Table(box, JSON.parse(doc.getElementById(box.id + "-data").textContent));
+    tables[box.id] = t;
+    t.build();
+    t.scroll.addEventListener("scroll", function () { t.edges(); }, { passive: true });
+    return t;
+  }
+  function laidOut(built) {
+    if (built.length) layoutAll(built);
+    if (!Object.keys(waiting).length && root.dataset.tablesDone !== "1") {
+      root.dataset.tablesDone = "1";
+      if (root.dataset.chartsDone === "1") root.dataset.allDone = "1";
+    }
+  }
+  function buildAll(list) {
+    laidOut(list.map(make).filter(Boolean));
+  }
+
+  function get(id) {
+    if (waiting[id]) buildAll([doc.getElementById(id)]);
+    return tables[id] || null;
+  }
+
   function tableOf(el) {
     var box = el.closest(".rg-table");
-    return box ? tables[box.id] : null;
+    return box ? get(box.id) : null;
   }
 
   function init() {
     Array.prototype.forEach.call(doc.querySelectorAll(".rg-table"), function (box) {
-      var holder = doc.getElementById(box.id + "-data");
-      if (!holder || !box.querySelector("table.rg-sortable")) return;
-      var t = new Table(box, JSON.parse(holder.textContent));
-      tables[box.id] = t;
-      t.build();
-      t.scroll.addEventListener("scroll", function () { t.edges(); }, { passive: true });
+      if (!box.id || !doc.getElementById(box.id + "-data") || !box.querySelector("table.rg-sortable")) return;
+      waiting[box.id] = true;
+      boxes.push(box);
     });
+    var reach = (window.innerHeight || 1000) + 400; /* one layout to read, then one to lay the built tables out */
+    buildAll(boxes.filter(function (box) {
+      var r = box.getBoundingClientRect();
+      return r.bottom > -400 && r.top < reach;
+    }));
+    if ("IntersectionObserver" in window) {
+      observer = new IntersectionObserver(function (entries) {
+        buildAll(entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; }));
+      }, { rootMargin: "600px 0px" });
+      boxes.forEach(function (box) { if (waiting[box.id]) observer.observe(box); });
+    }
+    var idle = window.requestIdleCallback
+      ? function (fn) { window.requestIdleCallback(fn, { timeout: 1000 }); }
+      : function (fn) { window.setTimeout(function () { fn(null); }, 30); };
+    function slice(deadline) {
+      var built = [];
+      while (boxes.length && (!built.length || (deadline && deadline.timeRemaining() > 8))) {
+        var t = make(boxes.shift());
+        if (t) built.push(t);
+      }
+      laidOut(built);
+      if (boxes.length) idle(slice);
+    }
+    idle(slice);
   }
 
   doc.addEventListener("click", function (ev) {
@@ -538,13 +623,13 @@
     pending = true;
     window.requestAnimationFrame(function () {
       pending = false;
-      Object.keys(tables).forEach(function (id) { tables[id].layout(); });
+      layoutAll(Object.keys(tables).map(function (id) { return tables[id]; }));
     });
   });
 
   init();
   window.reportgenTables = {
     csvText: csvText, csvCell: csvCell, numberFilter: numberFilter, compare: compare,
-    csv: function (id, which) { return tables[id] ? csvText(tables[id].csvData(which || "shown")) : null; },
+    csv: function (id, which) { var t = get(id); return t ? csvText(t.csvData(which || "shown")) : null; },
   };
 })();

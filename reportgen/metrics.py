@@ -4,10 +4,11 @@ Every number the HTML shows comes from the same Analysis objects serialised here
 
 Size budget (whatever the input says; reportgen/thresholds.py, "Page budget"): per-operator tables keep
 ``JSON_OP_ROWS`` rows (the longest), per-(rank, step) tables whole steps up to ``JSON_STEP_ROWS`` rows, any table
-:data:`MAX_TABLE_ROWS` rows; a section's ``tables_left_out`` says how many rows of which table were left out and
-which were kept (:func:`_budgeted`). Per-rank tables are whole. Every string is cut to
-:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A file with more than ``JSON_INDENT_ROWS`` table rows
-is written without indentation. A 1024-rank synth run's largest table has 245,760 rows.
+:data:`MAX_TABLE_ROWS` rows; then the per-operator and per-(rank, step) tables share what the rest of the file
+leaves of ``JSON_BYTES`` (:func:`plan_cuts`); a section's ``tables_left_out`` says how many rows of which table were
+left out and which were kept. Per-rank tables are whole. Every string is cut to
+:data:`reportgen.limits.MAX_NAME_CHARS` with the cut stated. A file with more than ``JSON_INDENT_ROWS`` table rows,
+or larger than ``JSON_BYTES`` indented, is written without indentation. A 1024-rank synth run's largest table has 245,760 rows.
 """
 
 from __future__ import annotations
@@ -122,49 +123,116 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     return _clean(out)
 
 
-def _budgeted(name: str, df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """``df`` as the metrics file keeps it, and what was cut (None: nothing). Budgets (reportgen/thresholds.py):
 
     * a per-operator table (name ending in ``ops``) keeps :data:`~reportgen.thresholds.JSON_OP_ROWS` rows: the
       longest first when it has a time column (``elapse_ms``, ``time_ms``, ``total_ms``), else its first rows;
     * a per-(rank, step) table keeps whole steps, every rank of each, up to
-      :data:`~reportgen.thresholds.JSON_STEP_ROWS` rows: the first steps in its order;
+      :data:`~reportgen.thresholds.JSON_STEP_ROWS` rows: the first steps in its order (at least one step);
+    * ``rows``, when given, is a smaller budget for either kind: its share of the file's (:func:`plan_cuts`);
     * any table keeps :data:`MAX_TABLE_ROWS` rows.
 
     Per-rank tables (one row per rank) are never cut below :data:`MAX_TABLE_ROWS`."""
     n = len(df)
-    if name.endswith("ops") and n > th.JSON_OP_ROWS:
-        by = next((c for c in ("elapse_ms", "time_ms", "total_ms") if c in df.columns), None)
-        kept = (df.sort_values(by, ascending=False, kind="stable") if by else df).iloc[:th.JSON_OP_ROWS]
-        return kept, {"rows": n, "left_out": n - len(kept),
-                      "kept": f"the {len(kept):,} {'rows with the longest ' + by if by else 'first rows'} (budget "
-                              f"per operator table: {th.JSON_OP_ROWS:,} rows)"}
-    if {"rank", "step"} <= set(df.columns) and n > th.JSON_STEP_ROWS:
-        steps = list(dict.fromkeys(df["step"].tolist()))
-        per_step = df.groupby("step", sort=False).size()
-        kept_steps, total = [], 0
-        for st in steps:
-            if kept_steps and total + per_step[st] > th.JSON_STEP_ROWS:
-                break
-            kept_steps.append(st)
-            total += per_step[st]
-        kept = df[df["step"].isin(kept_steps)]
-        return kept, {"rows": n, "left_out": n - len(kept),
-                      "kept": f"every rank in {len(kept_steps)} of {len(steps)} steps ({kept_steps[0]}"
-                              f"{'' if len(kept_steps) == 1 else '-' + str(kept_steps[-1])}; budget per (rank, step) "
-                              f"table: {th.JSON_STEP_ROWS:,} rows)"}
+    shared = rows is not None
+    if name.endswith("ops"):
+        limit = min(th.JSON_OP_ROWS, rows) if shared else th.JSON_OP_ROWS
+        if n > limit:
+            by = next((c for c in ("elapse_ms", "time_ms", "total_ms") if c in df.columns), None)
+            kept = (df.sort_values(by, ascending=False, kind="stable") if by else df).iloc[:limit]
+            return kept, {"rows": n, "left_out": n - len(kept),
+                          "kept": f"the {len(kept):,} {'rows with the longest ' + by if by else 'first rows'} "
+                                  f"({_budget_words(limit, shared, 'operator')})"}
+    elif {"rank", "step"} <= set(df.columns):
+        limit = min(th.JSON_STEP_ROWS, rows) if shared else th.JSON_STEP_ROWS
+        if n > limit:
+            steps = list(dict.fromkeys(df["step"].tolist()))
+            per_step = df.groupby("step", sort=False).size()
+            kept_steps, total = [], 0
+            for st in steps:
+                if kept_steps and total + per_step[st] > limit:
+                    break
+                kept_steps.append(st)
+                total += per_step[st]
+            kept = df[df["step"].isin(kept_steps)]
+            return kept, {"rows": n, "left_out": n - len(kept),
+                          "kept": f"every rank in {len(kept_steps)} of {len(steps)} steps ({kept_steps[0]}"
+                                  f"{'' if len(kept_steps) == 1 else '-' + str(kept_steps[-1])}; "
+                                  f"{_budget_words(limit, shared, '(rank, step)')})"}
     if n > MAX_TABLE_ROWS:
         return df.iloc[:MAX_TABLE_ROWS], {"rows": n, "left_out": n - MAX_TABLE_ROWS}
     return df, None
 
 
-def cuts_text(outcome: SectionOutcome) -> list[str]:
-    """What the metrics file leaves out of ``outcome``'s tables, in words, for the page (its section's notes)."""
+def _budget_words(limit: int, shared: bool, kind: str) -> str:
+    if shared:
+        return (f"budget for this table: {limit:,} rows, its share of the file's {th.JSON_BYTES / 1e6:.0f} MB that "
+                f"the per-operator and per-(rank, step) tables split")
+    return f"budget per {kind} table: {limit:,} rows"
+
+
+def _cuttable(name: str, df: pd.DataFrame) -> bool:
+    return name.endswith("ops") or {"rank", "step"} <= set(df.columns)
+
+
+def _row_chars(df: pd.DataFrame) -> float:
+    """Characters one row of ``df`` takes in the compact file: the mean over up to 200 rows spread over it."""
+    if not len(df):
+        return 0.0
+    sample = df.iloc[::max(1, len(df) // 200)].iloc[:200]
+    text = json.dumps(table_rows(sample), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return 1.05 * len(text) / len(sample)  # rows vary in size: a margin over the sample's mean
+
+
+#: characters of the metrics file outside its tables (run, summary, facts other than per-rank rows, metrics,
+#: findings, data problems): an allowance, above what a 4096-rank run takes
+_JSON_OTHER_CHARS = 1_000_000
+
+
+def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str, str], tuple[pd.DataFrame, Any]]:
+    """Every table of ``outcomes`` as the metrics file keeps it: (section id, table name) -> (rows kept, cut or
+    None). Each table first gets its own budget (:func:`_budgeted`); then the per-operator and per-(rank, step)
+    tables split what the other tables, the facts and an allowance leave of
+    :data:`~reportgen.thresholds.JSON_BYTES` (:func:`~reportgen.thresholds.fair_shares` of their sizes, estimated
+    from a sample of rows), so the file stays within it at any rank and step count while per-rank tables are
+    whole. The page states the same cuts (:func:`cuts_text`)."""
+    plan: dict[tuple[str, str], tuple[pd.DataFrame, Any]] = {}
+    fixed = float(_JSON_OTHER_CHARS)
+    F = facts.of(run) if run is not None else None
+    if F is not None:
+        fixed += _row_chars(F.per_rank) * len(F.per_rank)
+    cut_keys, sizes, widths = [], [], []
+    for o in outcomes:
+        if o.status != "ok" or o.analysis is None:
+            continue
+        for name, df in o.analysis.tables.items():
+            kept, cut = _budgeted(name, df)
+            plan[(o.id, name)] = (kept, cut)
+            width = _row_chars(kept)
+            if _cuttable(name, df):
+                cut_keys.append((o.id, name))
+                sizes.append(width * len(kept))
+                widths.append(width)
+            else:
+                fixed += width * len(kept)
+    if sum(sizes) <= th.JSON_BYTES - fixed:
+        return plan
+    for key, size, width, share in zip(cut_keys, sizes, widths, th.fair_shares(sizes, th.JSON_BYTES - fixed)):
+        if share < size * (1 - 1e-9):  # not a whole share (float rounding aside)
+            o = next(o for o in outcomes if o.id == key[0])
+            plan[key] = _budgeted(key[1], o.analysis.tables[key[1]], rows=max(1, int(share // width)))
+    return plan
+
+
+def cuts_text(outcome: SectionOutcome, plan: dict | None = None) -> list[str]:
+    """What the metrics file leaves out of ``outcome``'s tables, in words, for the page (its section's notes).
+    ``plan``: :func:`plan_cuts` of the run (without it, each table's own budget only)."""
     if outcome.status != "ok" or outcome.analysis is None:
         return []
     out = []
     for name, df in outcome.analysis.tables.items():
-        _, cut = _budgeted(name, df)
+        _, cut = plan[(outcome.id, name)] if plan is not None else _budgeted(name, df)
         if cut:
             out.append(f"The metrics JSON (--json) keeps {cut.get('kept') or f'the first {MAX_TABLE_ROWS:,} rows'} "
                        f"of the {cut['rows']:,} rows of its table '{name}'; {cut['left_out']:,} rows are left out "
@@ -175,13 +243,14 @@ def cuts_text(outcome: SectionOutcome) -> list[str]:
 def build(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     sections: dict[str, Any] = {}
     findings: list[dict[str, Any]] = []
+    plan = plan_cuts(run, outcomes)
     for o in outcomes:
         block: dict[str, Any] = {"status": o.status}
         if o.status == "ok" and o.analysis is not None:
             block["metrics"] = _clean(o.analysis.metrics)
             block["tables"], left = {}, {}
-            for name, df in o.analysis.tables.items():
-                kept, cut = _budgeted(name, df)
+            for name in o.analysis.tables:
+                kept, cut = plan[(o.id, name)]
                 block["tables"][name] = table_rows(kept)
                 if cut:
                     left[name] = cut
@@ -216,8 +285,14 @@ def dumps(doc: dict[str, Any]) -> str:
     rows = sum(len(t) for b in (doc.get("sections") or {}).values() if isinstance(b, dict)
                for t in (b.get("tables") or {}).values())
     compact = rows > th.JSON_INDENT_ROWS  # indentation adds a third to a large file
-    text = json.dumps(doc, indent=None if compact else 1, separators=(",", ":") if compact else None,
-                      allow_nan=False, ensure_ascii=False) + "\n"
+
+    def text_of(compact: bool) -> str:
+        return json.dumps(doc, indent=None if compact else 1, separators=(",", ":") if compact else None,
+                          allow_nan=False, ensure_ascii=False) + "\n"
+
+    text = text_of(compact)
+    if not compact and len(text) > th.JSON_BYTES:  # plan_cuts sized the tables compact
+        text = text_of(True)
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text

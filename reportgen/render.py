@@ -16,7 +16,10 @@ rows) is made harmless and bounded in one place each:
 * Text: every string printed into the page is cut to :data:`PAGE_TEXT_CHARS` (:func:`_finalize`), a table
   cell to :data:`CELL_TEXT_CHARS`; lone surrogates (possible in JSON input) become U+FFFD.
 * Tables: the rows embedded for the CSV download and the filters stop at :data:`MAX_EMBEDDED_ROWS` rows or
-  :data:`MAX_EMBEDDED_BYTES` of JSON per table, and the page says how many were left out.
+  :data:`MAX_EMBEDDED_BYTES` of JSON per table, and all tables' rows share what the rest of the page leaves of
+  thresholds.PAGE_BYTES (:func:`fit_table_data`, per-rank tables first); the page says how many were left out.
+* Chart data: the store shared by the specs keeps to thresholds.PAGE_CHART_BYTES (:func:`share_chart_data`); a
+  chart beyond it is left out with a note.
 * ``--static`` SVG (:func:`clean_svg`): parsed as XML and rebuilt with known SVG elements only, without event
   handlers, links or external ``url()`` references; text stays text, so a label reading ``javascript:`` or
   ``onload=`` is drawn, escaped, and the chart is kept.
@@ -361,8 +364,9 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
     """The whole page as plain data. The template receives exactly this dict."""
-    from .metrics import cuts_text
+    from .metrics import cuts_text, plan_cuts
 
+    plan = plan_cuts(run, outcomes)
     sections = []
     findings = []
     for o in outcomes:
@@ -373,7 +377,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "status": o.status,
             "reason": o.reason,
             "summary": view.summary if view else "",
-            "notes": (list(view.notes) if view else []) + cuts_text(o),
+            "notes": (list(view.notes) if view else []) + cuts_text(o, plan),
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
@@ -744,7 +748,87 @@ def share_chart_data(figures: list[dict[str, Any]]) -> dict[str, Any]:
             fig["spec"] = walk(fig["spec"])
             # many marks: drawn on a canvas (one element) instead of one SVG element per mark
             fig["renderer"] = "canvas" if counted[0] > th.PAGE_CANVAS_ROWS else "svg"
+    return _store_within_budget(store, figures)
+
+
+def _store_within_budget(store: dict[str, Any], figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chart store within thresholds.PAGE_CHART_BYTES: while it is larger, the chart holding the most data
+    of its own (blocks no other chart uses) is left out of the page with a note, and its data with it."""
+    sizes = {k: len(script_json(v)) for k, v in store.items()}
+    if sum(sizes.values()) <= th.PAGE_CHART_BYTES:
+        return store
+    refs = {id(f): set(re.findall(r'"\$rg": ?"([0-9a-f]+)"', json.dumps(f["spec"])))
+            for f in figures if f.get("spec") is not None}
+    while sum(sizes.values()) > th.PAGE_CHART_BYTES and refs:
+        users: dict[str, int] = {}
+        for keys in refs.values():
+            for k in keys:
+                users[k] = users.get(k, 0) + 1
+        fig = max((f for f in figures if id(f) in refs),
+                  key=lambda f: sum(sizes[k] for k in refs[id(f)] if users[k] == 1))
+        own = [k for k in refs.pop(id(fig)) if users[k] == 1]
+        size = sum(sizes[k] for k in own)
+        for k in own:
+            del sizes[k], store[k]
+        fig["spec"] = None
+        fig["left_out"] = (f"This chart was left out: its data takes {size / 1e6:.1f} MB, and the charts' data "
+                           f"in this page keeps to {th.PAGE_CHART_BYTES / 1e6:.0f} MB (the largest charts are left out "
+                           f"first). The tables and the metrics JSON (--json) have the numbers.")
     return store
+
+
+def _is_per_rank(t: dict[str, Any]) -> bool:
+    """A table with one row per rank: a rank column whose values are all different."""
+    i = next((i for i, c in enumerate(t["columns"]) if c["kind"] == "rank"), None)
+    if i is None or len(t["rows"]) < 2:
+        return False
+    ranks = [r[i] for r in t["rows"]]
+    return len(set(map(repr, ranks))) == len(ranks)
+
+
+def _row_chars(rows: list) -> float:
+    """Characters one of ``rows`` takes in the page's JSON (:func:`script_json`): the mean over up to 200 rows."""
+    if not rows:
+        return 0.0
+    sample = rows[::max(1, len(rows) // 200)][:200]
+    return len(script_json(sample)) / len(sample)
+
+
+#: the estimated size of a row (from a sample) times this: rows vary in size
+_ROW_MARGIN = 1.05
+
+
+def fit_table_data(context: dict[str, Any], page_chars) -> None:
+    """Cut the rows the page embeds per table so the page stays within thresholds.PAGE_BYTES at any rank and step
+    count. ``page_chars()``: the page's size when each table embeds only the rows it lists as HTML (always kept);
+    what the rest of the budget allows beyond them goes first to the per-rank tables (one row per rank: any rank a
+    filter away), then to the other tables, each set by thresholds.fair_shares of their sizes; each table keeps its
+    first rows (the section's order) and says how many it left out. ``context``'s tables are changed in place."""
+    tables = [t for sec in context["sections"] for t in sec.get("tables") or ()]
+    full = [t["rows"] for t in tables]
+    shown = [len(t.get("cells") or ()) for t in tables]
+    for t, n in zip(tables, shown):
+        t["rows"] = t["rows"][:n]
+    room = th.PAGE_BYTES - page_chars() - 1_000 * len(tables)  # a note per table saying what it left out
+    widths = [_ROW_MARGIN * _row_chars(rows[n:]) for rows, n in zip(full, shown)]
+    sizes = [w * (len(rows) - n) for w, rows, n in zip(widths, full, shown)]
+    if sum(sizes) <= room:
+        keep = [len(rows) for rows in full]
+    else:
+        first = [_is_per_rank({**t, "rows": rows}) for t, rows in zip(tables, full)]
+        shares = [0.0] * len(tables)
+        for tier in (True, False):
+            idx = [i for i, f in enumerate(first) if f is tier]
+            for i, share in zip(idx, th.fair_shares([sizes[i] for i in idx], room)):
+                shares[i] = share
+            room -= sum(shares[i] for i in idx)
+        keep = [n + (min(len(rows) - n, int(share / w + 1e-6)) if w else 0)  # a whole share: every row
+                for rows, n, share, w in zip(full, shown, shares, widths)]
+    for t, rows, k in zip(tables, full, keep):
+        t["rows"] = rows[:k]
+        if k < len(rows):  # a table built elsewhere (tests) may lack the counts: set only when cut here
+            t["truncated"] = max(0, k - len(t.get("cells") or ()))
+            t["rows_left_out"] = t.get("rows_total", len(rows)) - k
 
 
 def render_html(context: dict[str, Any], static: bool = False) -> str:
@@ -765,14 +849,22 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
             if spec is not None and spec is not fig["spec"]:
                 f["svg"] = static_svg(spec)
     else:
-        sections = [{**sec, "figures": [dict(fig) for fig in sec["figures"]]} for sec in context["sections"]]
+        sections = [{**sec, "figures": [dict(fig) for fig in sec["figures"]],
+                     "tables": [dict(t) for t in sec.get("tables") or ()]} for sec in context["sections"]]
         context = {**context, "sections": sections,
                    "chart_data": share_chart_data([fig for sec in sections for fig in sec["figures"]])}
         assets.update(charts_js=_safe_script(read_asset("charts.js"), "charts.js"),
                       table_js=_safe_script(read_asset("table.js"), "table.js"),
                       vega_bundle=_safe_script(vega_bundle(), "vl-convert bundle"))
-    return env.get_template("report.html.j2").render(**context, assets=assets, static=static,
-                                                      budget={"rows": MAX_EMBEDDED_ROWS, "bytes": MAX_EMBEDDED_BYTES})
+    budget = {"rows": MAX_EMBEDDED_ROWS, "bytes": MAX_EMBEDDED_BYTES, "page": th.PAGE_BYTES}
+    template = env.get_template("report.html.j2")
+
+    def page() -> str:
+        return template.render(**context, assets=assets, static=static, budget=budget)
+
+    if not static:
+        fit_table_data(context, lambda: len(page().encode("utf-8")))  # bytes of the file
+    return page()
 
 
 def temp_beside(path: str | os.PathLike) -> tuple[int, str]:

@@ -135,6 +135,8 @@ def as_dict() -> dict[str, float]:
 # the largest items were per-operator rows (communication ops: 61,440 rows at 256 ranks, 12 MB of JSON and 3.2 MB
 # of page data), per-rank chart data (long form rank x step x phase: 1.6 MB per chart at 256 ranks) and 300 HTML
 # rows per table (23k table cells at 256 ranks). Goal: HTML <= 10 MB, JSON <= 20 MB at any rank or step count.
+# With the byte budgets below (same synth): 1024 ranks 7.6 MB / 12.7 MB (nothing cut by them), 4096 ranks
+# 9.3 MB / 16.3 MB (was 13.7 / 23.7); Kineto 64 ranks x 100 steps 9.3 MB / 12.1 MB (was 12.6 / 12.1).
 # ---------------------------------------------------------------------------------------------------------------
 
 #: Per-rank charts (one bar / cell / line per rank) draw every rank up to this many ranks. Beyond it they draw the
@@ -157,6 +159,30 @@ JSON_OP_ROWS = 20_000
 JSON_STEP_ROWS = 20_000
 #: a metrics JSON holding more table rows than this is written without indentation (a third smaller)
 JSON_INDENT_ROWS = 20_000
+#: size of the page (characters of HTML). The rows of the tables embedded in the page for the filters and the CSV
+#: downloads share what the rest of the page leaves of it (render.fit_table_data: per-rank tables first, then the
+#: others, by :func:`fair_shares`); the page says, per table, how many rows it left out.
+PAGE_BYTES = 9_500_000
+#: size of the charts' data in the page (render.share_chart_data's store); above it the charts holding the most data
+#: are left out, each with a note (4096 MindInsight ranks x 10 steps: 3.6 MB)
+PAGE_CHART_BYTES = 5_000_000
+#: size of the metrics JSON (characters). Per-operator and per-(rank, step) tables share what the rest of the file
+#: leaves of it (metrics.plan_cuts, :func:`fair_shares`); per-rank tables are never cut, so a run with enough ranks
+#: (about 8,000 MindInsight ranks: 2.3 kB of per-rank rows per rank) still writes every per-rank number, above this.
+JSON_BYTES = 19_000_000
+
+
+def fair_shares(sizes, budget: float) -> list[float]:
+    """Max-min fair shares of ``budget`` among items of ``sizes``: an item smaller than an equal share keeps its
+    size, the others split what is left equally (water-filling). The shares sum to at most ``budget``."""
+    sizes = [max(0.0, float(x)) for x in sizes]
+    out = [0.0] * len(sizes)
+    left, budget = len(sizes), max(0.0, float(budget))
+    for i in sorted(range(len(sizes)), key=lambda i: sizes[i]):
+        out[i] = min(sizes[i], budget / left)
+        budget -= out[i]
+        left -= 1
+    return out
 
 
 def ranks_shown(values, named=()) -> list[int] | None:

@@ -28,7 +28,8 @@ LAUNCH_ARGS = [
     "--host-resolver-rules=MAP * ~NOTFOUND",
     "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
 ]
-READY = "document.documentElement.dataset.chartsReady === '1'"
+#: every chart drawn and every table built (charts.js / table.js); data-charts-ready alone means the first screen
+READY = "document.documentElement.dataset.allDone === '1'"
 TIMEOUT_MS = 20_000
 
 #: every chart: its state and how many data marks its SVG (or canvas) holds

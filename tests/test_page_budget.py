@@ -132,3 +132,70 @@ def test_small_runs_unchanged(budget_run):
     assert not any("tables_left_out" in b for b in doc["sections"].values())
     html = out.read_text(encoding="utf-8")
     assert "the per-rank charts draw" not in html and "The metrics JSON (--json) keeps" not in html
+
+
+def test_fair_shares():
+    assert th.fair_shares([1, 2, 10, 20], 20) == [1, 2, 8.5, 8.5]  # small items whole, big ones split the rest
+    assert th.fair_shares([1, 2], 100) == [1, 2] and th.fair_shares([], 5) == []
+    assert sum(th.fair_shares([5, 7, 9], 6)) == pytest.approx(6) and th.fair_shares([3], -1) == [0]
+
+
+def test_budgets_by_rule_on_a_generated_run(budget_run, monkeypatch):
+    """The byte budgets shrunk to the size of a 32-rank run: the JSON's per-(rank, step) and per-operator tables
+    share what the per-rank tables leave (whole steps, the longest operators, every per-rank row kept), the page's
+    table data is cut to its budget, per-rank tables first, and both say so."""
+    out, js = budget_run / "b.html", budget_run / "b.json"
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    full_html, full_json = out.stat().st_size, js.stat().st_size
+    monkeypatch.setattr(metrics, "_JSON_OTHER_CHARS", 10_000)
+    monkeypatch.setattr(th, "JSON_BYTES", full_json // 2)
+    monkeypatch.setattr(th, "PAGE_BYTES", full_html - 60_000)  # the rows listed as HTML alone take all but ~130 kB
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    html, text = out.read_text(encoding="utf-8"), js.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert len(text) <= th.JSON_BYTES and len(html) <= th.PAGE_BYTES
+    left = {(sid, name): cut for sid, b in doc["sections"].items() for name, cut in b.get("tables_left_out", {}).items()}
+    assert left and all(name.endswith("ops") or name.endswith("step") for _, name in left), left
+    assert any("share of the file's" in c["kept"] for c in left.values())
+    for sec in ("trajectory", "overlap", "communication", "memory", "flops"):
+        assert sorted(r["rank"] for r in doc["sections"][sec]["tables"]["per_rank"]) == list(range(32)), sec
+    traj = doc["sections"]["trajectory"]["tables"]["per_rank_step"]
+    steps = {r["step"] for r in traj}
+    assert all(sum(r["step"] == s for r in traj) == 32 for s in steps)  # whole steps, every rank of each
+    assert "the per-operator and per-(rank, step) tables split" in html  # the page states the JSON cuts
+    assert "rows are left out of this page (the page keeps to" in html
+    for tid in ("trajectory-per-rank", "overlap-per-rank", "communication-per-rank"):  # per-rank tables first
+        data = json.loads(re.search(rf'id="{tid}-data">(.*?)</script>', html, re.S).group(1))
+        assert sorted(r[data["keys"].index("rank")] for r in data["rows"]) == list(range(32)), tid
+
+
+def test_chart_store_within_budget(monkeypatch):
+    """Above PAGE_CHART_BYTES the chart with the most data of its own is left out with a note; shared data stays."""
+    big = [{"rank": r, "ms": r * 1.5} for r in range(3000)]
+    mid = [{"rank": r, "x": r * 2.5} for r in range(1000)]
+    figures = [{"id": "a", "spec": {"data": {"values": big}}}, {"id": "b", "spec": {"data": {"values": mid}}},
+               {"id": "c", "spec": {"layer": [{"data": {"values": mid}}]}}]
+    monkeypatch.setattr(th, "PAGE_CHART_BYTES", 40_000)
+    store = render.share_chart_data(figures)
+    assert figures[0]["spec"] is None and "This chart was left out" in figures[0]["left_out"]
+    assert figures[1]["spec"] is not None and figures[2]["spec"] is not None and len(store) == 1
+
+
+def test_fit_table_data_per_rank_tables_first(monkeypatch):
+    """The page's table data within PAGE_BYTES: a per-rank table keeps every rank, the other table is cut to what is
+    left, the rows listed as HTML always stay."""
+    def table(tid, rows, kind):
+        return {"id": tid, "columns": [{"kind": kind}, {"kind": "ms"}], "rows": rows, "cells": rows[:10],
+                "rows_total": len(rows), "truncated": len(rows) - 10, "rows_left_out": 0}
+    per_rank = table("pr", [[r, r * 0.1] for r in range(3000)], "rank")
+    other = table("ops", [[r % 7, r * 0.3] for r in range(30_000)], "rank")  # ranks repeat: not per rank
+    ctx = {"sections": [{"tables": [per_rank, other]}]}
+    size = len(render.script_json(per_rank["rows"]))
+    monkeypatch.setattr(th, "PAGE_BYTES", 100_000 + 2_000 + int(1.2 * size) + 50_000)
+    render.fit_table_data(ctx, lambda: 100_000)
+    assert len(per_rank["rows"]) == 3000 and per_rank["rows_left_out"] == 0
+    assert 10 < len(other["rows"]) < 30_000 and other["rows_left_out"] == 30_000 - len(other["rows"])
+    assert len(render.script_json(other["rows"])) < 60_000
+    monkeypatch.setattr(th, "PAGE_BYTES", 100_000)  # no room at all: the listed rows only
+    render.fit_table_data(ctx, lambda: 100_000)
+    assert len(per_rank["rows"]) == 10 and len(other["rows"]) == 10
