@@ -90,7 +90,7 @@ def _ascend(run: Run) -> dict:
     mr = run.table("memory_record")
     mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
     # the APP rows of every rank at once; only ranks without APP rows look for their largest component
-    chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy()
+    chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
     has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
     sources = {}
     for rank, g in mr[~has_app].groupby("rank"):
