@@ -20,6 +20,7 @@ whenever the float holds the value that was written (durations, relative times),
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 
@@ -40,6 +41,8 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _DIGITS = frozenset("0123456789")
 _MAX_NS = _INT64[1]
 _DECIMALS_NS = (0, 100, 10, 1)  # ns per unit of the last of 1, 2, 3 µs decimals
+#: cells of a column joined by newlines, each ``[spaces]digits.ddd[spaces]`` (epoch µs have 16 whole digits)
+_USEC3 = re.compile(r"(?:[ \t]*[0-9]{1,16}\.[0-9]{3}[ \t]*\n)*")
 
 
 def _decimal_ns(text: str, unit_ns: int) -> int | None:
@@ -116,13 +119,26 @@ def column_ns(values, unit_ns: int = NS_PER_US) -> pd.Series:
     if s.dtype.kind == "f":
         out[:] = [to_ns(x, unit_ns) if pd.notna(x) else None for x in s.tolist()]
         return out
+    cells = s.tolist()
+    if unit_ns == NS_PER_US:   # the usual Ascend column: every cell "digits.ddd" (+ TAB): checked and parsed in C
+        try:
+            text = "\n".join(cells)
+        except TypeError:      # a missing / non-text cell: the general pass below
+            text = None
+        if text is not None and _USEC3.fullmatch(text + "\n"):
+            words = text.replace(".", "").split()
+            if len(words) == len(cells):   # (a cell holding a newline would split in two)
+                try:
+                    return pd.Series(np.array(words, dtype=np.int64), index=s.index, dtype="Int64")
+                except OverflowError:      # beyond int64 ns: the general pass (missing)
+                    pass
     scale = max(_scale(unit_ns), 0)
     top = str(_MAX_NS // unit_ns)  # a whole part below this cannot overflow int64 ns (larger ones: to_ns, None)
     nt, pad = len(top), "0" * scale
     vals = np.zeros(len(s), dtype=np.int64)
     ok = np.zeros(len(s), dtype=bool)
     # one pass in Python over the cells (the per-column pandas string methods cost more at profiler sizes)
-    for i, x in enumerate(s.tolist()):
+    for i, x in enumerate(cells):
         if x.__class__ is not str:
             if x is None or x is pd.NA or (x.__class__ is float and x != x):
                 continue

@@ -53,6 +53,19 @@ def test_column_ns_equals_per_cell_reference(dtype):
             assert [None if v is pd.NA else int(v) for v in got.tolist()] == want, (vals, unit)
 
 
+def test_column_ns_fast_path_for_whole_usec_columns():
+    rnd = random.Random(4)
+    for _ in range(100):   # every cell "digits.ddd" (the Ascend CSV form), with and without a trailing TAB
+        vals = [f"{rnd.randint(0, 10 ** rnd.randint(1, 16))}.{rnd.randint(0, 999):03d}" + rnd.choice(["", "\t", " "])
+                for _ in range(rnd.randint(1, 30))]
+        if rnd.random() < 0.2:
+            vals[0] = rnd.choice(["9223372036854775.807", "9223372036854775.808", "9999999999999999.999",
+                                  "1.234\n5.678", "0001.000", "12.5", "N/A"])
+        s = pd.Series(vals, dtype=rnd.choice([object, "str"]))
+        got = column_ns(s)
+        assert [None if v is pd.NA else int(v) for v in got.tolist()] == _column_ns_naive(vals, 1000), vals
+
+
 def _transit_outliers_naive(ops):
     o = ops.dropna(subset=["transit_ms"])
     out = []
