@@ -14,7 +14,10 @@ One ``{host}_{pid}_{timestamp}_ascend_pt/`` directory per rank, as torch_npu wri
   (elapse = transit + wait + idle; sync = the wait before the transfer) and Bandwidth Info for all five
   transports (SDMA = HCCS + PCIE + SIO aggregate), plus ``Total Op Info``.
 * ``communication_matrix.json`` (§2.3): ``<optype>-<stat>@<hash>`` with top1/middle/bottom*/total, links
-  keyed by GROUP-LOCAL indices (sorted global ranks of the group), LOCAL self links.
+  keyed by GROUP-LOCAL indices (sorted global ranks of the group), LOCAL self links. A rank lists only the
+  links it sends on (as the fixtures' files do): the gradient AllReduce is HCCL "MESH-RING" (:func:`_peers`:
+  full HCCS mesh inside a server, RDMA to its ring neighbours in the group), so at most
+  ``devices_per_host + 2`` links per rank and op whatever the group size (the matrix stays linear in ranks).
 * ``kernel_details.csv`` (§2.5; MatMul kernels with Input/Output Shapes so 2·M·N·K is computable; hcom ops as
   COMMUNICATION rows), ``op_statistic.csv`` (§2.6), ``memory_record.csv`` / ``npu_module_mem.csv`` /
   ``operator_memory.csv`` (§2.7; "MB" columns are MiB as torch_npu writes them; timestamps with a trailing TAB).
@@ -76,7 +79,8 @@ class AscendSpec:
 
     Anomalies (all off by default; any combination):
     ``slow_rank`` (rank; compute x ``slow_rank_factor``), ``slow_host`` (host index; preparing
-    + ``slow_host_share`` of the clean step), ``slow_link`` ((src, dst) ranks; bandwidth x ``slow_link_factor``),
+    + ``slow_host_share`` of the clean step), ``slow_link`` ((src, dst) ranks that exchange data: same server or ring
+    neighbours in a dp group, or adjacent pipeline stages; bandwidth x ``slow_link_factor``),
     ``pipeline_bubble`` (``bubble_microbatches`` micro-batches for the same tokens), ``memory_near_capacity``
     (rank; peak = ``memory_peak_ratio`` of the capacity), ``flops_imbalance`` (1-based stage with stages > 1,
     FLOPs and compute x ``flops_factor``; a rank with stages = 1, FLOPs and compute x ``flops_rank_factor``).
@@ -197,12 +201,13 @@ def _validate(spec: AscendSpec) -> dict:
                              f"outside {lo}..{lim}")
     if spec.slow_link is not None:
         a, b = (int(x) for x in spec.slow_link)
-        same_dp = dp > 1 and stage_of.get(a) == stage_of.get(b) and a != b and \
+        inside = 0 <= a < world and 0 <= b < world
+        same_dp = inside and dp > 1 and stage_of[a] == stage_of[b] and a != b and \
             b in _peers(list(range(stage_of[a] * dp, (stage_of[a] + 1) * dp)), host_of)[a]
-        adjacent_pp = a % dp == b % dp and abs(stage_of.get(a, -9) - stage_of.get(b, -9)) == 1
-        if not (0 <= a < world and 0 <= b < world and (same_dp or adjacent_pp)):
-            raise ValueError(f"slow_link {spec.slow_link}: no traffic between these ranks (same dp group or "
-                             f"adjacent pipeline stages needed)")
+        adjacent_pp = inside and a % dp == b % dp and abs(stage_of[a] - stage_of[b]) == 1
+        if not (same_dp or adjacent_pp):
+            raise ValueError(f"slow_link {spec.slow_link}: no traffic between these ranks (same server or ring "
+                             f"neighbours in a dp group, or adjacent pipeline stages needed)")
     for v in (spec.slow_rank_factor, spec.slow_link_factor, spec.flops_factor, spec.flops_rank_factor):
         if not v > 0:
             raise ValueError("factors must be > 0")
