@@ -253,15 +253,18 @@ def _ascend(run: Run) -> dict:
         raise Unavailable("No FLOPs data: the Ascend run has no kernel_details.csv with Input Shapes "
                           f"(profile with record_shapes=True). Sources: {SOURCES}.")
     mm = k[k["type"].astype(str).str.contains(_ASCEND_MATMUL) & (k["core"] != "COMMUNICATION")].copy()
-    mm["flops"] = [ascend_matmul_flops(i, o) for i, o in zip(mm["input_shapes"], mm["output_shapes"])]
+    memo: dict = {}   # a model repeats a few shapes thousands of times
+    mm["flops"] = [memo[io] if io in memo else memo.setdefault(io, ascend_matmul_flops(*io))
+                   for io in zip(mm["input_shapes"], mm["output_shapes"])]
     if not mm["flops"].notna().any():
         raise Unavailable("No FLOPs data: kernel_details.csv has no MatMul kernels with readable shapes. "
                           f"Sources: {SOURCES}.")
     steps = run.table("step_time")
     rows = []
+    st_of = dict(iter(steps.groupby("rank"))) if steps is not None else {}   # not one filter per rank
     for rank, o in mm.groupby("rank"):
         total = float(o["flops"].sum())
-        st = steps[steps["rank"] == rank] if steps is not None else None
+        st = st_of.get(rank, steps.iloc[:0]) if steps is not None else None
         wall_ms = float(st["step_ms"].sum()) if st is not None and not st.empty else math.nan
         rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "flops_per_s": device_rate(total, wall_ms),
                      "ops_counted": int(o["flops"].notna().sum())})

@@ -88,19 +88,22 @@ def _mindinsight(run: Run) -> dict:
 
 def _ascend(run: Run) -> dict:
     mr = run.table("memory_record")
-    mr = mr[mr["reserved_mb"].notna()]
-    rows, parts = [], []
-    for rank, g in mr.groupby("rank"):
-        comp = g["component"].astype(str)
-        app = g[comp.str.upper() == "APP"]
-        if not app.empty:
-            sel, source = app, "APP reserved (process level)"
-        else:
-            best = g.groupby("component")["reserved_mb"].max().idxmax()
-            sel, source = g[g["component"] == best], f"max over components of reserved ({best})"
-        rows.append({"rank": int(rank), "peak_mb": float(sel["reserved_mb"].max()), "source": source})
-        parts.append(pd.DataFrame({"rank": int(rank), "ts": sel["ts_ms"].to_numpy(), "mb": sel["reserved_mb"].to_numpy()}))
-    return {"per_rank": pd.DataFrame(rows), "series": pd.concat(parts, ignore_index=True), "x_kind": "time",
+    mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
+    # the APP rows of every rank at once; only ranks without APP rows look for their largest component
+    chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
+    has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
+    sources = {}
+    for rank, g in mr[~has_app].groupby("rank"):
+        best = g.groupby("component")["reserved_mb"].max().idxmax()
+        chosen[g.index[(g["component"] == best).to_numpy()]] = True
+        sources[rank] = f"max over components of reserved ({best})"
+    sel = mr[chosen].sort_values("rank", kind="stable")   # rank order, rows in file order (as a groupby)
+    peak = sel.groupby("rank")["reserved_mb"].max()
+    rows = pd.DataFrame({"rank": peak.index.to_numpy().astype(int), "peak_mb": peak.to_numpy(dtype=float),
+                         "source": [sources.get(r, "APP reserved (process level)") for r in peak.index]})
+    series = pd.DataFrame({"rank": sel["rank"].to_numpy().astype(int), "ts": sel["ts_ms"].to_numpy(),
+                           "mb": sel["reserved_mb"].to_numpy()})
+    return {"per_rank": rows, "series": series, "x_kind": "time",
             "capacity_source": None,
             "peak_definition": "maximum total reserved of the APP component (else the largest component)"}
 

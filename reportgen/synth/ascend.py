@@ -14,7 +14,10 @@ One ``{host}_{pid}_{timestamp}_ascend_pt/`` directory per rank, as torch_npu wri
   (elapse = transit + wait + idle; sync = the wait before the transfer) and Bandwidth Info for all five
   transports (SDMA = HCCS + PCIE + SIO aggregate), plus ``Total Op Info``.
 * ``communication_matrix.json`` (§2.3): ``<optype>-<stat>@<hash>`` with top1/middle/bottom*/total, links
-  keyed by GROUP-LOCAL indices (sorted global ranks of the group), LOCAL self links.
+  keyed by GROUP-LOCAL indices (sorted global ranks of the group), LOCAL self links. A rank lists only the
+  links it sends on (as the fixtures' files do): the gradient AllReduce is HCCL "MESH-RING" (:func:`_peers`:
+  full HCCS mesh inside a server, RDMA to its ring neighbours in the group), so at most
+  ``devices_per_host + 2`` links per rank and op whatever the group size (the matrix stays linear in ranks).
 * ``kernel_details.csv`` (§2.5; MatMul kernels with Input/Output Shapes so 2·M·N·K is computable; hcom ops as
   COMMUNICATION rows), ``op_statistic.csv`` (§2.6), ``memory_record.csv`` / ``npu_module_mem.csv`` /
   ``operator_memory.csv`` (§2.7; "MB" columns are MiB as torch_npu writes them; timestamps with a trailing TAB).
@@ -30,6 +33,7 @@ no clock, no environment: the same spec gives byte-identical files.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +79,8 @@ class AscendSpec:
 
     Anomalies (all off by default; any combination):
     ``slow_rank`` (rank; compute x ``slow_rank_factor``), ``slow_host`` (host index; preparing
-    + ``slow_host_share`` of the clean step), ``slow_link`` ((src, dst) ranks; bandwidth x ``slow_link_factor``),
+    + ``slow_host_share`` of the clean step), ``slow_link`` ((src, dst) ranks that exchange data: same server or ring
+    neighbours in a dp group, or adjacent pipeline stages; bandwidth x ``slow_link_factor``),
     ``pipeline_bubble`` (``bubble_microbatches`` micro-batches for the same tokens), ``memory_near_capacity``
     (rank; peak = ``memory_peak_ratio`` of the capacity), ``flops_imbalance`` (1-based stage with stages > 1,
     FLOPs and compute x ``flops_factor``; a rank with stages = 1, FLOPs and compute x ``flops_rank_factor``).
@@ -154,6 +159,20 @@ def _num(x: float) -> str:
 # --------------------------------------------------------------------------- layout
 
 
+def _peers(ranks: list, host_of: dict) -> dict:
+    """Ranks each member of a collective group sends to, in group order (HCCL "MESH-RING", research §2.4
+    ``alg_type``): every member on its own server (full HCCS mesh) and its two neighbours in the ring of the
+    group's sorted ranks (RDMA when they sit on another server). So a rank lists at most
+    ``devices_per_host + 1`` links whatever the group size, as real matrices do (a rank's links, not the
+    group's), instead of one per group member. A group inside one server keeps the full mesh."""
+    n = len(ranks)
+    out = {}
+    for i, r in enumerate(ranks):
+        ring = {ranks[(i + 1) % n], ranks[i - 1]}
+        out[r] = [q for q in ranks if q == r or host_of[q] == host_of[r] or q in ring]
+    return out
+
+
 def _validate(spec: AscendSpec) -> dict:
     if spec.hosts < 1 or spec.devices_per_host < 1 or spec.steps < 1 or spec.microbatches < 1:
         raise ValueError("hosts, devices_per_host, steps and microbatches must be >= 1")
@@ -182,11 +201,13 @@ def _validate(spec: AscendSpec) -> dict:
                              f"outside {lo}..{lim}")
     if spec.slow_link is not None:
         a, b = (int(x) for x in spec.slow_link)
-        same_dp = dp > 1 and stage_of.get(a) == stage_of.get(b) and a != b
-        adjacent_pp = a % dp == b % dp and abs(stage_of.get(a, -9) - stage_of.get(b, -9)) == 1
-        if not (0 <= a < world and 0 <= b < world and (same_dp or adjacent_pp)):
-            raise ValueError(f"slow_link {spec.slow_link}: no traffic between these ranks (same dp group or "
-                             f"adjacent pipeline stages needed)")
+        inside = 0 <= a < world and 0 <= b < world
+        same_dp = inside and dp > 1 and stage_of[a] == stage_of[b] and a != b and \
+            b in _peers(list(range(stage_of[a] * dp, (stage_of[a] + 1) * dp)), host_of)[a]
+        adjacent_pp = inside and a % dp == b % dp and abs(stage_of[a] - stage_of[b]) == 1
+        if not (same_dp or adjacent_pp):
+            raise ValueError(f"slow_link {spec.slow_link}: no traffic between these ranks (same server or ring "
+                             f"neighbours in a dp group, or adjacent pipeline stages needed)")
     for v in (spec.slow_rank_factor, spec.slow_link_factor, spec.flops_factor, spec.flops_rank_factor):
         if not v > 0:
             raise ValueError("factors must be > 0")
@@ -215,6 +236,8 @@ class _Sim:
         w = lay["world"]
         self.events = {r: [] for r in range(w)}      # kernels and comm ops, dicts
         self.seq: dict = {}
+        self._local: dict = {}
+        self._peers: dict = {}
         self.hash = {k: double_hash(k) for k in lay["groups"]}
         self.dp_key = {s: k for k, (n, rk) in lay["groups"].items() if n == "dp" for s in [lay["stage_of"][rk[0]]]}
         self.pp_key = {rk[0] % lay["dp"]: k for k, (n, rk) in lay["groups"].items() if n == "pp"}
@@ -246,7 +269,7 @@ class _Sim:
         return int(round(nbytes / 1e6 / bw * 1e6))
 
     def kernel(self, r, step, t, name, typ, core, dur, ins="", outs="", flops=0.0, block=20):
-        dur = int(round(dur * self.slow[r] * (1 + float(np.clip(self.rng.normal(0, _JIT), -0.01, 0.01)))))
+        dur = int(round(dur * self.slow[r] * (1 + min(max(float(self.rng.normal(0, _JIT)), -0.01), 0.01))))
         self.task[r] += 1
         self.events[r].append({"k": "kernel", "step": step, "name": name, "type": typ, "core": core, "start": t,
                                "dur": dur, "ins": ins, "outs": outs, "flops": flops, "block": block,
@@ -264,8 +287,20 @@ class _Sim:
                                "kind": kind, "group": key, "start": start, "dur": end - start, "transit": transit,
                                "wait": wait, "sync": sync, "idle": end - start - transit - wait, "links": links})
 
+    def at(self, r: int, step: int) -> list:
+        """Events of rank ``r`` in ``step``."""
+        return self.events[r][self.span[(r, step)]]
+
     def local(self, key, r):
-        return self.lay["groups"][key][1].index(r)
+        idx = self._local.get(key)
+        if idx is None:
+            idx = self._local[key] = {q: i for i, q in enumerate(self.lay["groups"][key][1])}
+        return idx[r]
+
+    def peers(self, key):
+        if key not in self._peers:
+            self._peers[key] = _peers(self.lay["groups"][key][1], self.lay["host_of"])
+        return self._peers[key]
 
     # ---- one micro-batch of work
     def forward(self, r, step, t):
@@ -336,11 +371,12 @@ class _Sim:
                 key = self.dp_key[s]
                 ranks = lay["groups"][key][1]
                 n = len(ranks)
+                peers = self.peers(key)
                 for k, nbytes in enumerate(_BUCKETS):
                     per = 2 * nbytes // n
                     arrive = {r: max(launch[r][k], coll_end[r]) for r in ranks}
                     links = {r: [(self.local(key, r), self.local(key, q), self.transport(r, q), per / 1e6,
-                                  self.link_ns(r, q, per)) for q in ranks] for r in ranks}
+                                  self.link_ns(r, q, per)) for q in peers[r]] for r in ranks}
                     tr = {r: max(x[4] for x in links[r] if x[2] != "LOCAL") for r in ranks}
                     begin, top = max(arrive.values()), max(tr.values())
                     end = begin + top + _IDLE_NS
@@ -364,13 +400,17 @@ class _Sim:
                                     if sp.slow_host is not None and lay["host_of"][r] == sp.slow_host else 0)
                      for r in range(w)}
         self.host_start = {}
+        self.span: dict = {}      # (rank, step) -> slice of events[rank] (events are appended step by step)
         start = {r: _T0 + int(self.rng.integers(0, 50_000)) for r in range(w)}
         for i in range(sp.steps):
             step = sp.first_step + i
             for r in range(w):
                 self.host_start[(r, step)] = start[r]
+            first = {r: len(self.events[r]) for r in range(w)}
             ends = self.step(step, start)
-            last = {r: max(e["start"] + e["dur"] for e in self.events[r] if e["step"] == step) for r in range(w)}
+            for r in range(w):
+                self.span[(r, step)] = slice(first[r], len(self.events[r]))
+            last = {r: max(e["start"] + e["dur"] for e in self.at(r, step)) for r in range(w)}
             start = {r: max(ends[r], last[r]) + _HOST_GAP_NS + int(self.rng.integers(0, 30_000)) for r in range(w)}
         self.end = start
 
@@ -379,7 +419,7 @@ class _Sim:
 
 
 def _step_row(sim: _Sim, r: int, step: int) -> dict:
-    ev = [e for e in sim.events[r] if e["step"] == step]
+    ev = sim.at(r, step)
     comp = _union([[e["start"], e["start"] + e["dur"]] for e in ev if e["k"] == "kernel"])
     comm = _union([[e["start"], e["start"] + e["dur"]] for e in ev if e["k"] == "comm"])
     first, last = min(e["start"] for e in ev), max(e["start"] + e["dur"] for e in ev)
@@ -395,25 +435,34 @@ def _step_row(sim: _Sim, r: int, step: int) -> dict:
     return v
 
 
+_SDMA_PARTS = ("HCCS", "PCIE", "SIO")
+_NO_LINKS: dict = {}
+
+
 def _bw_info(links: list, with_bw: bool = True) -> dict:
+    if not links and with_bw and _NO_LINKS:   # a receive op: the same empty entry every time (only serialised)
+        return _NO_LINKS
     out = {}
     for t in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO"):
-        sel = [x for x in links if x[2] == t or (t == "SDMA" and x[2] in ("HCCS", "PCIE", "SIO"))]
-        size = sum(x[3] for x in sel)
-        time = sum(x[4] for x in sel) / 1e6
-        dist: dict = {}
-        for x in sel:
-            key = repr(round(x[3], 6))
-            c, ms = dist.get(key, (0, 0.0))
-            dist[key] = (c + 1, ms + x[4] / 1e6)
+        sel = [x for x in links if x[2] in _SDMA_PARTS] if t == "SDMA" else [x for x in links if x[2] == t]
+        size = sum([x[3] for x in sel])
+        time = sum([x[4] for x in sel]) / 1e6
         entry = {"Transit Size(MB)": size, "Transit Time(ms)": time} if with_bw else \
             {"Transit Time(ms)": time, "Transit Size(MB)": size}   # Total Op Info: no bandwidth (torch_npu)
         if with_bw:
-            big = sum(1 for x in sel if x[3] > _LARGE.get(t, 32.0))
+            big = sum([1 for x in sel if x[3] > _LARGE.get(t, 32.0)])
             entry["Bandwidth(GB/s)"] = round(size / time, 4) if time else 0
             entry["Large Packet Ratio"] = round(big / len(sel), 4) if sel and t != "SDMA" else 0
-        entry["Size Distribution"] = {k: [c, ms] for k, (c, ms) in dist.items()} if t != "SDMA" else {}
+        dist: dict = {}
+        if t != "SDMA":
+            for x in sel:
+                key = repr(round(x[3], 6))
+                c, ms = dist.get(key, (0, 0.0))
+                dist[key] = (c + 1, ms + x[4] / 1e6)
+        entry["Size Distribution"] = {k: [c, ms] for k, (c, ms) in dist.items()}
         out[t] = entry
+    if not links and with_bw:
+        _NO_LINKS.update(out)
     return out
 
 
@@ -428,7 +477,7 @@ def _time_info(e: dict) -> dict:
 def _communication(sim: _Sim, r: int, steps: list) -> tuple[dict, dict]:
     comm, matrix = {}, {}
     for step in steps:
-        ops = [e for e in sim.events[r] if e["step"] == step and e["k"] == "comm"]
+        ops = [e for e in sim.at(r, step) if e["k"] == "comm"]
         sc, sm = {}, {}
         for kind in ("p2p", "collective"):
             sel = [e for e in ops if e["kind"] == kind]
@@ -542,12 +591,19 @@ def _memory(sim: _Sim, r: int, dev: int, peak_mib: float, with_dev: bool) -> tup
     top = max(1, max(x[1] for x in marks))
     app_base = peak_mib * 0.86
 
+    mark_t = [tm for tm, _ in marks]
+    ordered = all(a <= b for a, b in zip(mark_t, mark_t[1:]))   # kernels of a rank run one after another
+
     def app_at(t):
-        lv = 0
-        for tm, x in marks:
-            if tm > t:
-                break
-            lv = x
+        if ordered:
+            i = bisect.bisect_right(mark_t, t)
+            lv = marks[i - 1][1] if i else 0
+        else:
+            lv = 0
+            for tm, x in marks:
+                if tm > t:
+                    break
+                lv = x
         return app_base + (peak_mib - app_base) * lv / top * (1 + rng.normal(0, 0.002))
 
     times = list(range(t0, t1, _APP_PERIOD_NS))
@@ -577,8 +633,10 @@ def _memory(sim: _Sim, r: int, dev: int, peak_mib: float, with_dev: bool) -> tup
     nm = _csv((["Device_id"] if with_dev else []) + ["Component", "Timestamp(us)", "Total Reserved(MB)", "Device"],
               nrows)
     orow = []
-    for step in sorted({e["step"] for e in kern}):
-        ks = [e for e in kern if e["step"] == step]
+    by_step: dict = {}
+    for e in kern:
+        by_step.setdefault(e["step"], []).append(e)
+    for step, ks in sorted(by_step.items()):
         a, b = ks[0]["start"], ks[-1]["start"]
         kb = act_mib * top * 1024 * 0.5
         orow.append(["aten::empty_strided", _num(round(kb, 3)), _us(a), _us(b), _us(b - 2480), f"{(b - a) / 1000:.3f}\t",
@@ -656,7 +714,7 @@ def write_ascend_run(root, spec: AscendSpec | None = None) -> dict:
             rows.append(([str(dev)] if spec.device_id_column else []) + [str(step)] + [
                 _num(v[k] / 1000) for k in ("computing", "cno", "overlapped", "comm", "free", "stage", "bubble",
                                             "cno_excl", "prep")])
-            ops = [e for e in sim.events[r] if e["step"] == step and e["k"] == "comm"]
+            ops = [e for e in sim.at(r, step) if e["k"] == "comm"]
             ms = {k: v[k] / 1e6 for k in v}
             gt_steps.append({"rank": r, "step": step, "step_ms": ms["computing"] + ms["cno"] + ms["free"],
                              "computing_ms": ms["computing"], "comm_not_overlapped_ms": ms["cno"],
