@@ -64,7 +64,7 @@ ALL_DONE_JS = ("document.documentElement.dataset.allDone === '1' || "
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                "--disable-extensions", "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
 FAMILIES = ("mindinsight", "ascend", "kineto")
-GEN_FORMAT = 1            # bump when the specs below change (invalidates the cache)
+GEN_FORMAT = 2            # bump when the specs below change (invalidates the cache); 2: Ascend MESH-RING links
 SMALL_TRACE_REL = Path("fixtures/kineto/hta_tests_data/tests/data/execution_trace/benchmark_simple_add_trace.json.gz")
 
 # targets (printed, not asserted)
