@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import fmt, palette
 from . import thresholds as th
+from .report import Figure
 from .report import natural_key  # noqa: F401 - the one natural order (tables and charts), re-exported
 
 #: Widest plot area (px) of a chart whose size is computed (heatmaps, matrices, small multiples): with its axis
@@ -637,3 +638,82 @@ def focusable(spec: dict[str, Any]) -> dict[str, Any]:
         return spec
     out["params"] = list(spec.get("params") or []) + [{"name": n, "value": []} for n in sorted(used)]
     return out
+
+
+# --------------------------------------------------------------------------- many ranks
+#
+# Beyond th.PAGE_RANKS_ALL ranks a per-rank bar chart draws th.ranks_shown ranks only (issue 15, goal 2). These helpers
+# give the three sections that cut (trajectory, overlap, communication) the same rule for the ranks findings add, the
+# same note and the chart of every rank that sits beside the cut one.
+
+#: bins of a per-rank distribution (``rank_distribution``): Rice's rule (2·n^(1/3) bins for n ranks) within these
+#: bounds; 256 ranks -> 13 bins, 4096 -> 32, so the chart holds a few dozen rows at any rank count
+DIST_BINS = (10, 40)
+#: height (px) of the distribution chart's histogram and of the rug under it (the ranks the bar chart draws)
+DIST_HEIGHT, DIST_RUG_HEIGHT = 110, 16
+
+
+def finding_ranks(findings) -> list[int]:
+    """The ranks the findings name, for ``th.ranks_shown``'s ``named``: at most th.PAGE_RANKS_EXTREMES of them,
+    taken in turn from each finding (every finding's first rank, then every finding's second...). A finding about a
+    whole stage or host names hundreds of ranks at scale (1024 ranks in 4 stages: 256); they must not all come back
+    into a chart meant to draw a few."""
+    lists = [list(dict.fromkeys(int(r) for r in f.ranks)) for f in findings]
+    out: dict[int, None] = {}
+    for i in range(max(map(len, lists), default=0)):
+        for ranks in lists:
+            if len(out) >= th.PAGE_RANKS_EXTREMES:
+                return list(out)
+            if i < len(ranks):
+                out.setdefault(ranks[i])
+    return list(out)
+
+
+def rank_cut_note(shown: list[int], total: int, by: str, table: str) -> str:
+    """The note of a section whose per-rank charts draw ``shown`` ranks of ``total``: ``th.ranks_shown_note``, where
+    every rank is drawn (``rank_distribution``) and how to see any one rank (the per-rank table ``table``)."""
+    return (th.ranks_shown_note(shown, total, by) + f" The distribution chart below the bars counts all {total:,} ranks; "
+            f"to see any one rank, type its id in the Rank filter of the table '{table}'.")
+
+
+def rank_distribution(fid: str, values: pd.Series, shown: list[int], label: str, what: str) -> Figure:
+    """Histogram of ``values`` (one per rank, indexed by rank, base unit ms) over every rank, binned here (a few dozen
+    rows at any rank count, ``DIST_BINS``), with a tick under the bars for each of the ``shown`` ranks (those the cut
+    bar chart draws). ``label``: the quantity ("Step time"); ``what``: what a value is ("average over the steps in
+    scope"). Ranks without a value (NaN) are left out and the caption says how many."""
+    v = pd.to_numeric(values, errors="coerce").astype(float)
+    v = v[np.isfinite(v.to_numpy())]
+    unit, factor = fmt.unit_for("ms", v)
+    k = min(DIST_BINS[1], max(DIST_BINS[0], math.ceil(2 * len(v) ** (1 / 3))))
+    counts, edges = np.histogram(v.to_numpy(), bins=k) if len(v) else (np.zeros(0, int), np.zeros(1))
+    bins = [{"lo": float(lo), "hi": float(hi), "ranks": int(c)} for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+    marks = [{"rank": int(r), "ms": float(v[r])} for r in shown if r in v.index]
+    # enough significant digits that neighbouring bin edges read differently (ranks 0.05% apart: 194.862, 194.869)
+    width = float(edges[1] - edges[0]) / factor if len(edges) > 1 else 0.0
+    top = float(np.abs(edges).max()) / factor if len(edges) else 0.0
+    sig = max(4, math.ceil(math.log10(top / width)) + 1) if width > 0 and top > 0 else 4
+    edge_fmt = f",.{min(sig, 12)}~r"
+    x_axis = {**axis(label, unit), "format": edge_fmt}
+    bars = in_unit(Chart(bins), factor, "lo", "hi").mark_bar(color=palette.ROLE["compute_range"], binSpacing=0,
+                                                              stroke=palette.ROLE["compute"], strokeWidth=0.5).encode(
+        x=X("lo_u:Q", scale=Scale(zero=False), axis=Axis(**{**x_axis, "title": None}, labels=False, ticks=False)),
+        x2=X("hi_u:Q"), y=Y("ranks:Q", axis=Axis(title="Ranks", format=fmt.D3_INT, tickMinStep=1)), y2={"datum": 0},
+        tooltip=[Tooltip("lo_u:Q", title=fmt.header("From", "ms", unit), format=edge_fmt),
+                 Tooltip("hi_u:Q", title=fmt.header("To", "ms", unit), format=edge_fmt),
+                 Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT)])
+    # the ranks the bar chart draws: a rug under the histogram, on the same x scale
+    rug = in_unit(Chart(marks), factor, "ms").mark_tick(color="currentColor", thickness=1.5).encode(
+        x=X("ms_u:Q", axis=Axis(**x_axis)),
+        tooltip=[Tooltip("rank:O", title="Rank"), Tooltip("ms_u:Q", title=fmt.header(label, "ms", unit),
+                                                          format=edge_fmt)])
+    chart = fit_concat(vconcat(bars.properties(width="container", height=DIST_HEIGHT),
+                               rug.properties(width="container", height=DIST_RUG_HEIGHT), spacing=2)
+                       .resolve_scale(x="shared"))
+    left = len(values) - len(v)
+    spread = (f" From the lowest to the highest rank: {fmt.percent((v.max() - v.min()) / v.median())} of the median."
+              if len(v) and v.median() > 0 else "")
+    caption = (f"How many of the {len(v):,} ranks fall in each of {k} equal ranges of {label.lower()} ({what}); a tick "
+               f"under the bars marks each of the {len(marks)} ranks the bar chart above draws.{spread}"
+               + (f" {left:,} ranks without a value are left out." if left else ""))
+    return Figure(fid, f"{label} of every rank: distribution", to_spec(chart),
+                  caption=caption, alt=f"Histogram of {label.lower()} over all ranks")

@@ -414,10 +414,15 @@ def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     per_rank, prs = t["per_rank"], t["per_rank_step"]
     findings = _findings(a)
-    shown = th.ranks_shown(per_rank.set_index("rank")["comm_ms"], [r for f in findings for r in f.ranks])
-    figures = [_rank_bars(per_rank, prs) if shown is None else
-               _rank_bars(per_rank[per_rank["rank"].isin(shown)], prs[prs["rank"].isin(shown)])]
+    comm_ms = per_rank.set_index("rank")["comm_ms"]
+    shown = th.ranks_shown(comm_ms, vl.finding_ranks(findings))
     warm = set(m.get("warmup_steps") or [])
+    if shown is None:
+        figures = [_rank_bars(per_rank, prs)]
+    else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
+        figures = [_rank_bars(per_rank[per_rank["rank"].isin(shown)], prs[prs["rank"].isin(shown)]),
+                   vl.rank_distribution("communication-distribution", comm_ms, shown, "Communication time",
+                                        "average over the steps in scope" if warm else "average over the steps")]
     controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
                         [(str(s), facts.step_label(s, warm))
                          for s in sorted(prs["step"].unique())], "avg")]
@@ -476,7 +481,7 @@ def present(a: Analysis) -> View:
         notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
                      "order; transit = the shortest duration among those ranks, wait = the rest.")
     if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
-        notes.append(th.ranks_shown_note(shown, len(per_rank), "communication time"))
+        notes.append(vl.rank_cut_note(shown, len(per_rank), "communication time", "Per rank"))
     # MindInsight's communication time excludes the waiting (its ratio is wait / (communication + wait)); the
     # others' communication time holds it (wait / (wait + transit))
     apart = "(communication + wait)" in m["wait_ratio_formula"]

@@ -286,14 +286,22 @@ def present(a: Analysis) -> View:
                             "comm_not_overlapped_ms"))
     findings = _findings(m, a.data, per_rank)
     by = "step_ms" if "step_ms" in per_rank and per_rank["step_ms"].notna().any() else "comm_not_overlapped_ms"
-    shown = th.ranks_shown(per_rank.set_index("rank")[by], [r for f in findings for r in f.ranks])
-    bar_ranks, bar_rows = ((per_rank, rows) if shown is None else
-                           (per_rank[per_rank["rank"].isin(shown)], rows[rows["rank"].isin(shown)]))
-    figures = [_bars(bar_ranks, bar_rows, phases, bool(stage_values)), _heat(rows, heat_cols, labels)]
+    by_values = per_rank.set_index("rank")[by]
+    shown = th.ranks_shown(by_values, vl.finding_ranks(findings))
+    if shown is None:
+        figures = [_bars(per_rank, rows, phases, bool(stage_values))]
+    else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
+        figures = [_bars(per_rank[per_rank["rank"].isin(shown)], rows[rows["rank"].isin(shown)], phases,
+                         bool(stage_values)),
+                   vl.rank_distribution("overlap-distribution", by_values, shown,
+                                        "Step time" if by == "step_ms" else "Communication not overlapped",
+                                        avg_label.lower())]
+    figures.append(_heat(rows, heat_cols, labels))
+    per_rank_title = f"Per rank ({avg_label.lower()})"
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c], "ms", group=groups.get(c, "Step breakdown")) for c in present_cols] + \
         [Column("pure_comm_ratio", "Pure comm share", "ratio", group="Step")]
-    tables = [Table.from_frame("overlap-per-rank", f"Per rank ({avg_label.lower()})", per_rank, cols),
+    tables = [Table.from_frame("overlap-per-rank", per_rank_title, per_rank, cols),
               Table.from_frame("overlap-per-rank-step", "Per rank and step", rows,
                                cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
     if "per_stage_step" in a.tables:
@@ -332,8 +340,8 @@ def present(a: Analysis) -> View:
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
     if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
-        notes.append(th.ranks_shown_note(shown, len(per_rank), "step time" if by == "step_ms" else "exposed "
-                                         "communication"))
+        notes.append(vl.rank_cut_note(shown, len(per_rank), "step time" if by == "step_ms" else "exposed "
+                                      "communication", per_rank_title))
     within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +

@@ -330,17 +330,23 @@ def present(a: Analysis) -> View:
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
     findings = _findings(m, d, src)
-    shown = th.ranks_shown(per_rank.set_index("rank")["step_ms"], [r for f in findings for r in f.ranks])
-    if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
-        notes.append(th.ranks_shown_note(shown, len(per_rank), "step time"))
-    bar_ranks, bar_steps = ((per_rank, per_rank_step) if shown is None else
-                            (per_rank[per_rank["rank"].isin(shown)], per_rank_step[per_rank_step["rank"].isin(shown)]))
-    figures = [_bars(bar_ranks, bar_steps, shown_steps, src, cols_m), _heatmap(per_rank_step, src, cols_m)]
+    step_ms = per_rank.set_index("rank")["step_ms"]
+    shown = th.ranks_shown(step_ms, vl.finding_ranks(findings))
+    per_rank_title = "Per rank (" + avg_label.lower() + ")"
+    if shown is None:
+        figures = [_bars(per_rank, per_rank_step, shown_steps, src, cols_m)]
+    else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
+        notes.append(vl.rank_cut_note(shown, len(per_rank), "step time", per_rank_title))
+        figures = [_bars(per_rank[per_rank["rank"].isin(shown)], per_rank_step[per_rank_step["rank"].isin(shown)],
+                         shown_steps, src, cols_m),
+                   vl.rank_distribution("trajectory-distribution", step_ms, shown, labels["step_ms"],
+                                        avg_label.lower())]
+    figures.append(_heatmap(per_rank_step, src, cols_m))
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
         [Column(k, labels[k], "ms") for k in cols_m]
     tables = [
-        Table.from_frame("trajectory-per-rank", "Per rank (" + avg_label.lower() + ")", per_rank,
+        Table.from_frame("trajectory-per-rank", per_rank_title, per_rank,
                          cols + [Column("wait_vs_mean_ratio", f"{src.wait_label.split(' (')[0].capitalize()} vs mean",
                                         "ratio")]),
         Table.from_frame("trajectory-per-rank-step", "Per rank and step", per_rank_step,
