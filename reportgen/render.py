@@ -863,8 +863,18 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
         return template.render(**context, assets=assets, static=static, budget=budget)
 
     if not static:
+        rows = sum(len(t.get("rows") or ()) for sec in context["sections"] for t in sec.get("tables") or ())
+        if rows <= FIT_AFTER_ROWS:  # a small run: the whole page at once (one render), cut only if it is too big
+            html = page()
+            if len(html.encode("utf-8")) <= th.PAGE_BYTES:
+                return html
         fit_table_data(context, lambda: len(page().encode("utf-8")))  # bytes of the file
     return page()
+
+
+#: embedded table rows up to which the page is first rendered whole (one render; a report of a few ranks) and cut by
+#: :func:`fit_table_data` only if it is over thresholds.PAGE_BYTES; above it the fit comes first (two renders)
+FIT_AFTER_ROWS = 20_000
 
 
 def temp_beside(path: str | os.PathLike) -> tuple[int, str]:

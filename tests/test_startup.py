@@ -66,3 +66,22 @@ def test_a_report_loads_no_chart_compiler(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b.html")], env=env, check=True,
                          capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_small_page_is_rendered_once(monkeypatch):
+    """A page within its budget is rendered whole, once (the fit to thresholds.PAGE_BYTES renders it twice)."""
+    from reportgen import cli, thresholds as th
+    from reportgen.sections import Options, run_sections
+
+    run = cli.load_run("demo")
+    ctx = render.build_context(run, run_sections(run, Options({})))
+    calls = []
+    real = jinja2.Template.render
+
+    def spy(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(jinja2.Template, "render", spy)
+    html = render.render_html(ctx)
+    assert len(calls) == 1 and len(html.encode()) <= th.PAGE_BYTES
