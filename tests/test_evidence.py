@@ -111,6 +111,9 @@ def test_evidence_views_of_the_reference_runs():
         "small_packets": ("communication-sizes", set()),
         "stage_flops_imbalance": ("flops-stages", set()),
         "slow_link": ("communication-link-boxes", {"bandwidth_gbps"}),
+        "group_exposed_comm": ("domains-members", set()),
+        "group_slow_member": ("domains-members", set()),
+        "group_slow_link": ("domains-members", set()),
     }
     for parts in (("mindinsight", "mi_cluster_propose_pp2x4"), ("ascend", "msinsight", "test", "st", "level2"),
                   ("generated", "torch_gloo_ddp4_baseline")):

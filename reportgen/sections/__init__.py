@@ -21,7 +21,7 @@ from ..report import SectionOutcome
 log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
-SECTION_IDS = ["trajectory", "overlap", "communication", "memory", "flops", "strategy", "execution", "advisor"]
+SECTION_IDS = ["trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution", "advisor"]
 
 
 @dataclass
@@ -31,6 +31,8 @@ class Options:
     values: dict[str, Any] = field(default_factory=dict)
     #: outcomes of the sections already run, so a later section reuses them instead of analysing twice
     done: dict[str, SectionOutcome] = field(default_factory=dict)
+    #: analyses another section asked for before their own turn (run_sections uses them instead of a second run)
+    early: dict[str, Any] = field(default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -44,7 +46,12 @@ def analysis_of(section_id: str, run: Run, options: "Options | None"):
         if done.status != "ok":
             raise Unavailable(done.reason)
         return done.analysis
-    return load(section_id).analyze(run, options)
+    if isinstance(options, Options) and section_id in options.early:
+        return options.early[section_id]
+    analysis = load(section_id).analyze(run, options)
+    if isinstance(options, Options):
+        options.early[section_id] = analysis
+    return analysis
 
 
 def load(section_id: str):
@@ -62,7 +69,7 @@ def run_sections(run: Run, options: Options | None = None,
         if progress:
             progress(sid)
         try:
-            analysis = module.analyze(run, options)
+            analysis = options.early.pop(sid, None) or module.analyze(run, options)
             view = module.present(analysis)
             outcomes.append(SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view))
         except Unavailable as exc:

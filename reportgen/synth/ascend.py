@@ -52,6 +52,7 @@ ANOMALY_FINDINGS = {
     "pipeline_bubble": ["pipeline_between_stage"],
     "memory_near_capacity": ["memory_near_capacity"],
     "flops_imbalance": ["stage_flops_imbalance", "flops_per_s_low"],
+    "launch_gaps": ["group_slow_member"],
 }
 
 _T0 = 1_764_246_877_000_000_000   # ns since the epoch of the first ProfilerStep
@@ -83,7 +84,9 @@ class AscendSpec:
     neighbours in a dp group, or adjacent pipeline stages; bandwidth x ``slow_link_factor``),
     ``pipeline_bubble`` (``bubble_microbatches`` micro-batches for the same tokens), ``memory_near_capacity``
     (rank; peak = ``memory_peak_ratio`` of the capacity), ``flops_imbalance`` (1-based stage with stages > 1,
-    FLOPs and compute x ``flops_factor``; a rank with stages = 1, FLOPs and compute x ``flops_rank_factor``).
+    FLOPs and compute x ``flops_factor``; a rank with stages = 1, FLOPs and compute x ``flops_rank_factor``),
+    ``launch_gaps`` (rank; a host-bound rank: after each kernel its device idles ``launch_gap_share`` of the kernel's
+    time before the next one is launched, so its free time grows, not its computation).
     """
 
     hosts: int = 2
@@ -98,6 +101,8 @@ class AscendSpec:
     device_id_column: bool = True
     slow_rank: int | None = None
     slow_rank_factor: float = 1.4
+    launch_gaps: int | None = None
+    launch_gap_share: float = 0.3
     slow_host: int | None = None
     slow_host_share: float = 0.15
     slow_link: tuple[int, int] | None = None
@@ -186,7 +191,8 @@ def _validate(spec: AscendSpec) -> dict:
     dp = world // spec.stages
     stage_of = {r: r // dp for r in range(world)}          # 0-based
     host_of = {r: r // spec.devices_per_host for r in range(world)}
-    for label, r in (("slow_rank", spec.slow_rank), ("memory_near_capacity", spec.memory_near_capacity)):
+    for label, r in (("slow_rank", spec.slow_rank), ("memory_near_capacity", spec.memory_near_capacity),
+                     ("launch_gaps", spec.launch_gaps)):
         if r is not None and not 0 <= r < world:
             raise ValueError(f"{label}: rank {r} outside 0..{world - 1}")
     if spec.slow_host is not None and not 0 <= spec.slow_host < spec.hosts:
@@ -247,6 +253,9 @@ class _Sim:
         self.slow = {r: 1.0 for r in range(w)}
         if spec.slow_rank is not None:
             self.slow[spec.slow_rank] = spec.slow_rank_factor
+        self.launch_gap = {r: 0.0 for r in range(w)}
+        if spec.launch_gaps is not None:
+            self.launch_gap[spec.launch_gaps] = spec.launch_gap_share
         self.work = {r: 1.0 for r in range(w)}
         if spec.flops_imbalance is not None:
             for r in range(w):
@@ -274,7 +283,7 @@ class _Sim:
         self.events[r].append({"k": "kernel", "step": step, "name": name, "type": typ, "core": core, "start": t,
                                "dur": dur, "ins": ins, "outs": outs, "flops": flops, "block": block,
                                "task": self.task[r]})
-        return t + dur + _GAP_NS
+        return t + dur + _GAP_NS + int(dur * self.launch_gap[r])
 
     def op_name(self, r: int, key: str, optype: str) -> str:
         n = self.seq.get((r, key), 0) + 1
@@ -783,6 +792,9 @@ def _anomalies(spec: AscendSpec, lay: dict, stage1) -> list[dict]:
     if spec.slow_rank is not None:
         r = spec.slow_rank
         add("slow_rank", [r], stage=stage1(r), host=lay["names"][lay["host_of"][r]])
+    if spec.launch_gaps is not None:
+        r = spec.launch_gaps
+        add("launch_gaps", [r], stage=stage1(r), host=lay["names"][lay["host_of"][r]])
     if spec.slow_host is not None:
         add("slow_host_data_loading", [r for r in range(world) if lay["host_of"][r] == spec.slow_host],
             host=lay["names"][spec.slow_host])

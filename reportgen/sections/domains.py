@@ -1,0 +1,561 @@
+"""Communication domains: the run seen one process group at a time, as the current Ascend tools organise their
+analysis (msprof-analyze's communication groups, MindStudio Insight's communication domains;
+../shared/research/ascend-profiler-output-and-msprof-analyze.md §3.3-3.4).
+
+Sources and definitions:
+
+* Groups: the strategy section's ``groups`` table (Ascend ``parallel_group_info``, PyTorch ``pg_config``, MindSpore
+  stage blocks marked as derived). Groups of one rank are counted, not shown (nothing to compare).
+* Member shares (every family): the ``step_time`` breakdown averaged over the run's steps in scope
+  (reportgen/facts.py): computation only = computing - overlapped, communication overlapped, communication not
+  overlapped (exposed), free. They add up to the member's step time (``step_time.step_ms`` = computing +
+  comm not overlapped + free); ``unaccounted_ms`` is the rest when a source's step is not that sum.
+* Spread of a part within a group = (max - min over the members of the part's mean ms) / mean step of the members,
+  the msprof-analyze advisor's slow-rank rule (``thresholds.SLOW_RANK_SPREAD``, 5 %) applied inside the group.
+* Verdict (one per group, the first that holds):
+  ``computation``: the computation-only spread is above the threshold and at least the free spread — the worst
+  member is the one with the most computation (the others wait for it in this group's collectives);
+  ``scheduling``: the free spread is above the threshold — the worst member is the one with the most free time
+  (its device idles: host-bound, data loading, launch gaps);
+  ``communication``: the members' exposed communication is above ``thresholds.COMM_SHARE`` of their step — the
+  worst member is the one with the most exposed communication;
+  ``balanced`` otherwise.
+* The group's own operations (communication section's ``ops``, matched by group key, ranks list or name): per member
+  and step the count and time of its operations; per operation type the count and the distribution of their time
+  (median, p90, max) and the median transit bandwidth (size / transit time) of operations >= ``thresholds.LINK_MIN_MB``. Links: the
+  communication section's ``links`` of the group (slowest link by bandwidth).
+* Slow fabric (advisor rule): a group whose median bandwidth for an operation type is more than
+  ``thresholds.LINK_BELOW_TYPE_MEAN`` below the median of the groups of the same kind, size and operation type.
+* Layout check: a ``tp`` group whose members are on more than one host (tensor parallelism across the network).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import charts as vl
+from .. import facts, fmt
+from .. import thresholds as th
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count, rank_ranges
+from . import analysis_of
+
+ID = "domains"
+TITLE = "Communication domains"
+
+#: member parts, in stacking order: (column, label, palette role)
+PARTS = [("compute_only_ms", "Computation only", "compute"),
+         ("overlapped_ms", "Communication overlapped", "comm_overlapped"),
+         ("comm_not_overlapped_ms", "Communication not overlapped", "comm"),
+         ("free_ms", "Free", "free")]
+#: the parts when free and overlapped time are not measured (MindSpore Insight's cluster analysis)
+_MI_PARTS = [("compute_only_ms", "Computation (incl. free)", "compute"), PARTS[2]]
+VERDICT_ORDER = {"computation": 0, "scheduling": 1, "communication": 2, "balanced": 3}
+#: groups the member chart offers (the worst verdicts first); the tables and the JSON have every group
+CHART_GROUPS = 64
+#: members drawn per group in the chart (the ones the verdict looks at first); the member table has all
+CHART_MEMBERS = 64
+#: findings of one rule listed one by one; beyond, one finding sums up the rest
+MAX_FINDINGS = 8
+
+
+def _group_key_map(groups: pd.DataFrame) -> dict[str, int]:
+    """Every text an op's ``group`` column may hold for a group (its key, its ranks list as Python and as a comma
+    list, its name when no other group shares it) -> the group's row position."""
+    out: dict[str, int] = {}
+    names = groups["name"].astype(str).value_counts()
+    for i, (key, name, ranks) in enumerate(zip(groups["group"].astype(str), groups["name"].astype(str),
+                                              groups["ranks"])):
+        for k in (key, str(list(ranks)), ",".join(map(str, ranks))):
+            out.setdefault(k, i)
+        if name and names.get(name, 0) == 1:
+            out.setdefault(name, i)
+    return out
+
+
+def _derived_groups(run: Run) -> pd.DataFrame | None:
+    """Without group data: the world and, with several pipeline stages, each stage (its dp x tp ranks)."""
+    ranks = sorted(int(r) for r in run.ranks)
+    if len(ranks) < 2:
+        return None
+    rows = [{"group": "world", "name": "world", "kind": "world", "ranks": ranks}]
+    stages: dict = {}
+    for r in ranks:
+        s = run.stage_of(r)
+        if s is not None:
+            stages.setdefault(int(s), []).append(r)
+    if len(stages) > 1:
+        rows += [{"group": f"stage {s}", "name": f"stage {s}", "kind": "stage", "ranks": rs}
+                 for s, rs in sorted(stages.items())]
+    return pd.DataFrame(rows)
+
+
+def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
+    """Per rank: mean step and its parts (ms) over the steps in scope, from the overlap section's per-rank table
+    (the facts' steps), and ``unaccounted_ms``; second value: whether free and overlapped time are measured
+    (MindSpore Insight's cluster analysis has computation including idle time, and no overlap)."""
+    try:
+        per = analysis_of("overlap", run, options).tables["per_rank"].copy()
+    except Unavailable:
+        return None, False
+    full = all(c in per and per[c].notna().any() for c in ("computing_ms", "free_ms"))
+    if not full:
+        if "computation_incl_free_ms" not in per:
+            return None, False
+        per["computing_ms"] = per["computation_incl_free_ms"]
+        per["free_ms"] = math.nan
+        per["overlapped_ms"] = math.nan
+    per = per.dropna(subset=["step_ms", "computing_ms", "comm_not_overlapped_ms"])
+    if per.empty:
+        return None, False
+    if full:
+        per["overlapped_ms"] = per["overlapped_ms"].fillna(0.0).clip(lower=0.0) if "overlapped_ms" in per else 0.0
+    per["compute_only_ms"] = (per["computing_ms"] - per["overlapped_ms"].fillna(0.0)).clip(lower=0.0)
+    total = per[[c for c, _, _ in PARTS]].sum(axis=1, min_count=1)
+    per["unaccounted_ms"] = per["step_ms"] - total
+    for c, _, _ in PARTS:
+        per[c.replace("_ms", "_share")] = (per[c] / per["step_ms"]).where(per["step_ms"] > 0)
+    keep = ["rank", "step_ms", "computing_ms", "unaccounted_ms"] + [c for c, _, _ in PARTS] + \
+        [c.replace("_ms", "_share") for c, _, _ in PARTS]
+    return per[keep].reset_index(drop=True), full
+
+
+def _spread(m: pd.DataFrame, col: str, step: float) -> float:
+    """(max - min) of ``col`` over the rows / ``step``."""
+    return float(m[col].max() - m[col].min()) / step if step > 0 and len(m) else 0.0
+
+
+def _verdict(m: pd.DataFrame, link: dict | None = None) -> dict:
+    """The group's verdict (module docstring). ``m``: its members' parts and ``stage`` (None when unknown);
+    ``link``: its slowest and median link bandwidth (None without link data). Members of different pipeline stages
+    run different layers, so the computation and free spreads are taken within each stage (the largest); the
+    difference between the stages' mean computation is ``stage_computation_spread``."""
+    step = float(m["step_ms"].mean())
+    staged = m["stage"].notna().all() and m["stage"].nunique() > 1
+    parts = [g for _, g in m.groupby("stage")] if staged else [m]
+    spread = {c: max(_spread(g, c, step) for g in parts)
+              for c in ("computing_ms", "free_ms", "comm_not_overlapped_ms", "step_ms")}
+    stage_spread = _spread(m.groupby("stage", as_index=False)["computing_ms"].mean(), "computing_ms", step) \
+        if staged else 0.0
+    exposed = float(m["comm_not_overlapped_ms"].mean()) / step if step > 0 else 0.0
+    comp = spread["computing_ms"]
+    free = spread["free_ms"] if math.isfinite(spread["free_ms"]) else 0.0  # not measured: no scheduling verdict
+    slow_link = link is not None and link["median_gbps"] > 0 and \
+        link["slowest_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * link["median_gbps"]
+    pool, worst = m, None
+    if comp > th.SLOW_RANK_SPREAD and comp >= free:
+        kind, detail, col = "computation", "straggler", "computing_ms"
+        pool = max(parts, key=lambda g: _spread(g, col, step))
+    elif free > th.SLOW_RANK_SPREAD:
+        kind, detail, col = "scheduling", "idle member", "free_ms"
+        pool = max(parts, key=lambda g: _spread(g, col, step))
+    elif slow_link:
+        kind, detail, col = "communication", "slow link", None
+        worst = int(link["src"])
+    elif stage_spread > th.SLOW_RANK_SPREAD:
+        kind, detail, col = "computation", "stage imbalance", "computing_ms"
+    elif exposed > th.COMM_SHARE:
+        kind, detail, col = "communication", "exposed communication", "comm_not_overlapped_ms"
+    else:
+        kind, detail, col = "balanced", "", None
+    if col:
+        worst = int(pool.loc[pool[col].idxmax(), "rank"])
+    return {"verdict": kind, "verdict_detail": detail, "worst_rank": worst, "verdict_metric": col or "",
+            "step_ms_mean": step, "stages": int(m["stage"].nunique()) if m["stage"].notna().any() else 0,
+            "computation_spread_ratio": comp, "free_spread_ratio": free, "stage_computation_spread_ratio": stage_spread,
+            "exposed_spread_ratio": spread["comm_not_overlapped_ms"], "step_spread_ratio": spread["step_ms"],
+            "exposed_comm_share_ratio": exposed}
+
+
+def _group_ops(ops: pd.DataFrame | None, keymap: dict[str, int], steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per (group row, rank): ops and time per step; per (group row, op_type): count and time distribution)."""
+    if ops is None or ops.empty or "group" not in ops:
+        return pd.DataFrame(columns=["gi", "rank", "group_ops", "group_op_ms"]), pd.DataFrame()
+    gi = ops["group"].astype(str).map(keymap)
+    o = ops.assign(gi=gi)[gi.notna()]
+    if o.empty:
+        return pd.DataFrame(columns=["gi", "rank", "group_ops", "group_op_ms"]), pd.DataFrame()
+    o = o.assign(gi=o["gi"].astype(int))
+    per = o.groupby(["gi", "rank"], as_index=False).agg(group_ops=("elapse_ms", "size"),
+                                                         group_op_ms=("elapse_ms", "sum"))
+    per["group_ops"] = per["group_ops"] / steps
+    per["group_op_ms"] = per["group_op_ms"] / steps
+    # bandwidth on the transit time (the op's time without waiting for its peers: an op that waited for a straggler
+    # is not slow fabric), operations of at least LINK_MIN_MB only
+    if "size_mb" in o and "transit_ms" in o:
+        ok = (o["size_mb"] >= th.LINK_MIN_MB) & (o["transit_ms"] > 0)
+        o = o.assign(bw=(o["size_mb"] / o["transit_ms"]).where(ok))
+    else:
+        o = o.assign(bw=math.nan)
+    g = o.groupby(["gi", "op_type"])
+    dist = g["elapse_ms"].agg(ops="size", total_ms="sum", median_ms="median",
+                              p90_ms=lambda s: float(np.percentile(s, 90)), max_ms="max").reset_index()
+    dist["median_bandwidth_gbps"] = g["bw"].median().to_numpy()
+    if "wait_ms" in o:
+        dist["wait_ms"] = g["wait_ms"].sum().to_numpy()
+    return per, dist
+
+
+def _slow_fabric(domains: pd.DataFrame, dist: pd.DataFrame) -> list[dict]:
+    """Groups whose median bandwidth for an op type is > LINK_BELOW_TYPE_MEAN below the same kind/size/type median."""
+    if dist.empty or dist["median_bandwidth_gbps"].isna().all():
+        return []
+    d = dist.dropna(subset=["median_bandwidth_gbps"]).merge(domains[["gi", "kind", "size"]], on="gi")
+    out = []
+    for (kind, size, op_type), g in d.groupby(["kind", "size", "op_type"]):
+        if len(g) < 3:  # a median of two says nothing about which one is slow
+            continue
+        ref = float(g["median_bandwidth_gbps"].median())
+        for _, r in g.iterrows():
+            if ref > 0 and r["median_bandwidth_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * ref:
+                out.append({"gi": int(r["gi"]), "op_type": str(op_type), "bandwidth_gbps": float(r["median_bandwidth_gbps"]),
+                            "reference_gbps": ref, "groups_compared": int(len(g))})
+    return out
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    try:
+        strategy = analysis_of("strategy", run, options)
+        groups = strategy.tables["groups"].reset_index(drop=True)
+        source = strategy.metrics.get("groups_source", "groups table")
+    except Unavailable as exc:
+        groups = _derived_groups(run)
+        if groups is None:
+            raise Unavailable("No process groups in this run, so no communication domains. " + exc.reason) from None
+        source = "derived: the world and each pipeline stage (the files name no process groups)"
+    F = facts.of(run, options)
+    parts, full = member_parts(run, options)
+    if parts is None:
+        raise Unavailable(
+            "No per-rank breakdown of the step into computation, communication and free time. Ascend: "
+            "ASCEND_PROFILER_OUTPUT/step_trace_time.csv; PyTorch: GPU kernels and NCCL kernels (or gloo spans) with "
+            "ProfilerStep markers; MindSpore Insight: the timeline display files or the step trace with its "
+            "communication ops.")
+    present_ranks = set(parts["rank"])
+    sizes = groups["ranks"].map(len)
+    covered = groups["ranks"].map(lambda rs: sum(r in present_ranks for r in rs))
+    keep = (sizes >= 2) & (covered >= 2)
+    try:
+        comm = analysis_of("communication", run, options)
+    except Unavailable:
+        comm = None
+    keymap = _group_key_map(groups)
+    steps = len(F.steps) if F is not None else max(1, len(run.steps))
+    ops = comm.tables.get("ops") if comm is not None else None
+    if ops is not None and F is not None and "step" in ops:
+        ops = ops[ops["step"].isin(F.steps)]
+    op_per, dist = _group_ops(ops, keymap, max(1, steps))
+    links = comm.tables.get("links") if comm is not None else None
+    host_of = {int(r): run.host_of(int(r)) for r in present_ranks}
+    stage_of = {int(r): run.stage_of(int(r)) for r in present_ranks}
+    pidx = parts.set_index("rank")
+    rows, members = [], []
+    for i in np.flatnonzero(keep.to_numpy()):
+        g = groups.iloc[i]
+        ranks = [int(r) for r in g["ranks"] if r in present_ranks]
+        m = pidx.loc[ranks].reset_index()
+        m["stage"] = [stage_of.get(r) for r in ranks]
+        hosts = sorted({str(host_of.get(r)) for r in ranks if host_of.get(r) is not None})
+        link, lrow = None, {}
+        if links is not None and "group" in links:
+            lk = links[links["group"].astype(str).map(keymap) == i]
+            lk = lk[(lk["src_rank"] != lk["dst_rank"]) & (lk["size_mb"] >= th.LINK_MIN_MB)] if not lk.empty else lk
+            if not lk.empty:
+                sl = lk.loc[lk["bandwidth_gbps"].idxmin()]
+                link = {"src": int(sl["src_rank"]), "dst": int(sl["dst_rank"]),
+                        "slowest_gbps": float(sl["bandwidth_gbps"]), "median_gbps": float(lk["bandwidth_gbps"].median())}
+                lrow = {"links": int(len(lk)), "slowest_link": f"{link['src']}-{link['dst']}",
+                        "slowest_link_gbps": link["slowest_gbps"], "median_link_gbps": link["median_gbps"]}
+        v = _verdict(m, link)
+        row = {"gi": int(i), "group": str(g["group"]), "name": str(g["name"]), "kind": str(g["kind"]),
+               "size": int(len(g["ranks"])), "members_with_data": len(ranks), "hosts": len(hosts), **v, **lrow}
+        rows.append(row)
+        members.append(m.assign(gi=int(i), group=row["group"], kind=row["kind"]))
+    if not rows:
+        raise Unavailable(
+            "No process group of two or more ranks has step-time data in this run (" +
+            count(int((sizes < 2).sum()), "group") + " of one rank). A domain needs at least two members.")
+    domains = pd.DataFrame(rows)
+    mem = pd.concat(members, ignore_index=True)
+    if not op_per.empty:
+        mem = mem.merge(op_per, on=["gi", "rank"], how="left")
+        tot = op_per.groupby("gi", as_index=False)[["group_ops", "group_op_ms"]].mean()
+        domains = domains.merge(tot.rename(columns={"group_ops": "group_ops_per_member",
+                                                    "group_op_ms": "group_op_ms_per_member"}), on="gi", how="left")
+    mem["step_minus_parts_ms"] = mem["unaccounted_ms"]
+    domains["order"] = domains["verdict"].map(VERDICT_ORDER)
+    domains = domains.sort_values(["order", "step_spread_ratio", "gi"], ascending=[True, False, True]) \
+        .drop(columns="order").reset_index(drop=True)
+    fabric = _slow_fabric(domains, dist)
+    spanning = [int(r["gi"]) for _, r in domains.iterrows() if r["kind"] == "tp" and r["hosts"] > 1]
+    verdicts = domains["verdict"].value_counts()
+    metrics = {"groups": int(len(domains)), "groups_single_rank": int((sizes < 2).sum()),
+               "groups_without_data": int(((sizes >= 2) & (covered < 2)).sum()),
+               "verdicts": {k: int(verdicts.get(k, 0)) for k in VERDICT_ORDER},
+               "steps": steps, "threshold_spread_ratio": th.SLOW_RANK_SPREAD,
+               "threshold_comm_share_ratio": th.COMM_SHARE, "threshold_fabric_below_ratio": th.LINK_BELOW_TYPE_MEAN,
+               "groups_source": source,
+               "group_ops_matched": bool(not op_per.empty),
+               "parts_measured": [label for _, label, _ in (PARTS if full else _MI_PARTS)]}
+    tables = {"domains": domains, "members": mem.drop(columns=["step_minus_parts_ms"])}
+    if not dist.empty:
+        tables["op_types"] = dist.merge(domains[["gi", "group", "name", "kind"]], on="gi")
+    return Analysis(metrics=metrics, tables=tables, data={"slow_fabric": fabric, "tp_spanning_hosts": spanning,
+                                                          "hosts": host_of, "full": full})
+
+
+# --------------------------------------------------------------------------- present
+
+_VERDICT_TEXT = {
+    "computation": "computation differs between members (a straggler; the others wait for it in this group)",
+    "scheduling": "free time differs between members (a member's device idles: host-bound, data loading or launch gaps)",
+    "communication": "members are balanced but spend much of the step in exposed communication",
+    "balanced": "balanced",
+}
+
+
+def _gname(r) -> str:
+    """``group_name_19 'pp'``, ``2 'mesh_pp'``: the key and, when it says more, the framework's name."""
+    name = str(r["name"]) if r["name"] and r["name"] != r["group"] else ""
+    return f"{r['group']}" + (f" '{name}'" if name else "")
+
+
+def _label(r) -> str:
+    name = r["name"] if r["name"] and r["name"] != r["group"] else ""
+    return f"{r['group']}" + (f" ({name})" if name else "") + f" · {r['kind']} · {r['size']} ranks"
+
+
+def present(a: Analysis) -> View:
+    m, t = a.metrics, a.tables
+    d = t["domains"]
+    v = m["verdicts"]
+    summary = (f"{count(m['groups'], 'process group')} of two or more ranks: "
+               f"{v['computation']} with a computation straggler, {v['scheduling']} with uneven free time (scheduling), "
+               f"{v['communication']} dominated by exposed communication, {v['balanced']} balanced"
+               + (f"; {count(m['groups_single_rank'], 'group')} of one rank not shown" if m["groups_single_rank"] else "")
+               + ".")
+    d = d.assign(label=[_label(r) for _, r in d.iterrows()],
+                 worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
+    cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
+            Column("size", "Size", "int"), Column("hosts", "Hosts", "int"), Column("verdict", "Verdict", "text"),
+            Column("verdict_detail", "Detail", "text"), Column("worst_rank", "Worst member", "rank"),
+            Column("computation_spread_ratio", "Computation spread", "ratio",
+                   help="(max - min) of computation-only time over the members / their mean step"),
+            Column("free_spread_ratio", "Free spread", "ratio"),
+            Column("exposed_comm_share_ratio", "Exposed communication", "ratio",
+                   help="mean not-overlapped communication of the members / their mean step"),
+            Column("step_ms_mean", "Step", "ms")]
+    if "group_op_ms_per_member" in d:
+        cols += [Column("group_ops_per_member", "Group ops per step", "float"),
+                 Column("group_op_ms_per_member", "Group op time per step", "ms")]
+    if "slowest_link_gbps" in d:
+        cols += [Column("slowest_link", "Slowest link", "text"),
+                 Column("slowest_link_gbps", "Slowest link bandwidth", "gbps"),
+                 Column("median_link_gbps", "Median link bandwidth", "gbps")]
+    tables = [Table.from_frame(
+        "domains-groups", "Process groups (communication domains)", d, cols,
+        caption="One row per process group of two or more ranks, the worst verdicts first. Spreads are "
+                f"(max - min) over the members / their mean step; a spread above {th.SLOW_RANK_SPREAD:.0%} names a "
+                f"computation or scheduling problem, exposed communication above {th.COMM_SHARE:.0%} a communication "
+                "one.")]
+    mem = t["members"]
+    parts = _parts(a)
+    mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
+             Column("step_ms", "Step", "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
+            [Column(c.replace("_ms", "_share"), f"{label} share", "ratio") for c, label, _ in parts]
+    if "group_op_ms" in mem:
+        mcols += [Column("group_ops", "Group ops per step", "float"),
+                  Column("group_op_ms", "Group op time per step", "ms")]
+    tables.append(Table.from_frame(
+        "domains-members", "Members of each group: where the step goes", mem, mcols,
+        caption="Means over the steps in scope. The parts add up to the step." + (
+            "" if a.data["full"] else " MindSpore Insight's cluster analysis counts idle time as computation and "
+            "does not measure overlap: free time and overlapped communication are not in the data, so no "
+            "scheduling verdict is possible.")))
+    if "op_types" in t:
+        ot = t["op_types"]
+        tables.append(Table.from_frame(
+            "domains-ops", "Each group's operations by type", ot,
+            [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("op_type", "Operation", "text"),
+             Column("ops", "Count", "int"), Column("total_ms", "Total", "ms"), Column("median_ms", "Median", "ms"),
+             Column("p90_ms", "p90", "ms"), Column("max_ms", "Max", "ms"),
+             Column("median_bandwidth_gbps", "Median transit bandwidth", "gbps")],
+            caption=f"Operations of the steps in scope, every member; bandwidth of operations of at least "
+                    f"{th.LINK_MIN_MB:g} MB."))
+    figures, controls = [], []
+    fig = _members_figure(d, mem, parts)
+    if fig is not None:
+        figures.append(fig[0])
+        controls.append(fig[1])
+    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls)
+
+
+def _parts(a: Analysis) -> list[tuple[str, str, str]]:
+    """The parts this run measures (module docstring); without free time, computation includes it."""
+    return PARTS if a.data["full"] else _MI_PARTS
+
+
+def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list):
+    shown = d.head(CHART_GROUPS)  # the worst verdicts first: every group a finding names is among them
+    rows = []
+    for _, g in shown.iterrows():
+        mm = mem[mem["gi"] == g["gi"]]
+        if len(mm) > CHART_MEMBERS:
+            col = g["verdict_metric"] or "comm_not_overlapped_ms"
+            mm = mm.sort_values([col, "rank"], ascending=[False, True]).head(CHART_MEMBERS)
+        for order, (c, label, _) in enumerate(parts):
+            rows.append(mm[["gi", "rank", "step_ms"]].assign(ms=mm[c], phase=label, order=order))
+    if not rows:
+        return None
+    long = pd.concat(rows, ignore_index=True)
+    long["worst"] = long["rank"].eq(long["gi"].map(dict(zip(d["gi"], d["worst_rank"]))))
+    unit, factor = fmt.unit_for("ms", long["step_ms"])
+    first = int(shown.iloc[0]["gi"])
+    base = vl.Chart(long).transform_filter("datum.gi == domain")
+    chart = vl.stacked_parts(base, [(label, role) for _, label, role in parts],
+                             vl.X("rank:O", title="Member (rank)", axis=vl.Axis(labelAngle=0)), unit, factor,
+                             [vl.Tooltip("rank:O", title="Rank")], height=240).add_params(
+        vl.param(name="domain", value=first))
+    control = Control("domain", "Group", [(int(r["gi"]), _label(r) + f" — {r['verdict']}") for _, r in shown.iterrows()],
+                      first)
+    more = len(d) - len(shown)
+    caption = ("The members of the chosen group, their step split into computation only, overlapped and exposed "
+               "communication and free time (means over the steps in scope)."
+               + (f" The chart offers the {len(shown)} groups with the worst verdicts; the tables list all "
+                  f"{len(d):,}." if more > 0 else "")
+               + (f" Groups of more than {CHART_MEMBERS} ranks draw the {CHART_MEMBERS} members with the most time "
+                  f"in the verdict's part." if (mem.groupby('gi').size() > CHART_MEMBERS).any() else ""))
+    return (Figure("domains-members", "Where each member's step goes, per process group", to_spec(chart),
+                   caption=caption, alt="Stacked bars per member of a process group"), control)
+
+
+def _view(gi) -> EvidenceView:
+    """The member chart set to the finding's group."""
+    return EvidenceView("domains-members", {"domain": int(gi)})
+
+
+def _group_share(r) -> float | None:
+    """The group's own operations per member and step / the members' step (None when its ops are not known)."""
+    v = r.get("group_op_ms_per_member")
+    return float(v) / float(r["step_ms_mean"]) if v is not None and pd.notna(v) and r["step_ms_mean"] > 0 else None
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    """Findings from the groups the data names (not the world group, not groups derived from stages: the overlap
+    section's rules already judge all ranks). Time at stake (``share_of_step_ratio``): a straggler or idle member:
+    its spread; a slow link: the group's op time x (1 - slowest / median link); exposed communication: the smaller
+    of the exposed share and the group's op share; slow fabric: the op type's time x (1 - bandwidth / reference)."""
+    d, data = a.tables["domains"], a.data
+    out: list[Finding] = []
+    named = d if not str(a.metrics["groups_source"]).startswith("derived") else d.iloc[0:0]
+    named = named[named["kind"] != "world"]
+    bad = named[named["verdict_detail"].isin(["straggler", "idle member"])]
+    by_rank = list(bad.groupby("worst_rank", sort=False))
+    for rank, g in by_rank[:MAX_FINDINGS]:
+        r = g.iloc[0]
+        kind = r["verdict"]
+        spread = float(r["computation_spread_ratio"] if kind == "computation" else r["free_spread_ratio"])
+        names = ", ".join(f"{_gname(x)} ({x['kind']})" for _, x in g.head(4).iterrows()) + \
+            (f" and {len(g) - 4} more" if len(g) > 4 else "")
+        what = "computes longer" if kind == "computation" else "idles longer (free time)"
+        out.append(Finding(
+            "group_slow_member", "medium", ID,
+            f"Rank {int(rank)} {what} than the other members of {count(len(g), 'process group')} ({names}): the "
+            f"{'computation' if kind == 'computation' else 'free-time'} spread in its group is "
+            f"{fmt.percent(spread)} of the step ({kind} problem).",
+            ranks=[int(rank)], evidence={"metric": "computation_spread_ratio" if kind == "computation"
+                                         else "free_spread_ratio", "value": spread,
+                                         "reference": th.SLOW_RANK_SPREAD, "group": str(r["group"]),
+                                         "share_of_step_ratio": spread},
+            suggestion=("Compare this rank with a normal member of its group (its operators, its device and host): "
+                        "the others wait for it in the group's collectives." if kind == "computation" else
+                        "Find what keeps this rank's device idle: data loading, host-side work between kernels, "
+                        "synchronisation or launch gaps (the trajectory and execution sections)."),
+            view=_view(r["gi"]), share_of_step=spread))
+    if len(by_rank) > MAX_FINDINGS:
+        rest = pd.concat([g for _, g in by_rank[MAX_FINDINGS:]])
+        spread = float(rest[["computation_spread_ratio", "free_spread_ratio"]].max(axis=1).max())
+        out.append(Finding(
+            "group_slow_member", "medium", ID,
+            f"{count(rest['worst_rank'].nunique(), 'more rank')} are the worst member of "
+            f"{count(len(rest), 'more group')} (largest spread {fmt.percent(spread)} of the step); the table "
+            "'Process groups' lists them.",
+            ranks=[int(x) for x in rest["worst_rank"].unique()[:1000]],
+            evidence={"metric": "groups", "value": int(len(rest)), "reference": 0, "share_of_step_ratio": spread},
+            suggestion="Filter the table 'Process groups' on the verdict to see each group and its worst member.",
+            view=_view(rest.iloc[0]["gi"]), share_of_step=spread))
+    for _, r in named[named["verdict_detail"] == "slow link"].head(MAX_FINDINGS).iterrows():
+        src, dst = (int(x) for x in str(r["slowest_link"]).split("-"))
+        below = 1 - r["slowest_link_gbps"] / r["median_link_gbps"]
+        gs = _group_share(r)
+        share = gs * below if gs is not None else None
+        out.append(Finding(
+            "group_slow_link", "medium", ID,
+            f"Link {src} → {dst} of group {_gname(r)} ({r['kind']}) carries {r['slowest_link_gbps']:.3g} GB/s, "
+            f"{fmt.percent(below)} below the median of the group's links ({r['median_link_gbps']:.3g} GB/s); "
+            "the group's operations wait for it.",
+            ranks=[src, dst], links=[[src, dst]],
+            evidence={"metric": "slowest_link_gbps", "value": float(r["slowest_link_gbps"]),
+                      "reference": float(r["median_link_gbps"]), "group": str(r["group"]),
+                      "share_of_step_ratio": share},
+            suggestion="Check this link's path (NIC, cable, switch port, HCCS lane) and the link table of the "
+                       "communication section; the group's other links show what it should reach.",
+            view=_view(r["gi"]), share_of_step=share))
+    comm = named[named["verdict_detail"] == "exposed communication"]
+    if not comm.empty:
+        worst = comm.sort_values("exposed_comm_share_ratio", ascending=False).iloc[0]
+        gs = _group_share(worst)
+        share = float(worst["exposed_comm_share_ratio"]) if gs is None else min(gs, float(worst["exposed_comm_share_ratio"]))
+        out.append(Finding(
+            "group_exposed_comm", "low", ID,
+            f"{count(len(comm), 'process group')} {'is' if len(comm) == 1 else 'are'} balanced but "
+            f"communication-bound: in {_gname(worst)} ({worst['kind']}) the members spend "
+            f"{fmt.percent(worst['exposed_comm_share_ratio'])} of their step in exposed communication (all their "
+            f"groups' operations)" + (f"; this group's own operations take {fmt.ms(worst['group_op_ms_per_member'])} "
+                                      f"per member and step." if gs is not None else "."),
+            ranks=[int(worst["worst_rank"])] if pd.notna(worst["worst_rank"]) else [],
+            evidence={"metric": "exposed_comm_share_ratio", "value": float(worst["exposed_comm_share_ratio"]),
+                      "reference": th.COMM_SHARE, "group": str(worst["group"]), "share_of_step_ratio": share},
+            suggestion="Overlap this group's communication with computation (bucketing, prefetching, a different "
+                       "schedule) or shrink it (fewer or larger messages, a smaller group).",
+            view=_view(worst["gi"]), share_of_step=share))
+    gi_row = {int(r["gi"]): r for _, r in d.iterrows()}
+    ops = a.tables.get("op_types")
+    for f in data["slow_fabric"][:MAX_FINDINGS]:
+        r = gi_row[f["gi"]]
+        below = 1 - f["bandwidth_gbps"] / f["reference_gbps"]
+        share = None
+        if ops is not None and r["step_ms_mean"] > 0:
+            t = ops[(ops["gi"] == f["gi"]) & (ops["op_type"] == f["op_type"])]["total_ms"].sum()
+            share = float(t) / max(1, int(r["members_with_data"])) / max(1, a.metrics["steps"]) / \
+                float(r["step_ms_mean"]) * below
+        out.append(Finding(
+            "group_slow_fabric", "medium", ID,
+            f"{f['op_type']} in group {_gname(r)} ({r['kind']}, {r['size']} ranks) reaches "
+            f"{f['bandwidth_gbps']:.3g} GB/s, {fmt.percent(below)} below the median of the {f['groups_compared']} "
+            f"{r['kind']} groups of that size ({f['reference_gbps']:.3g} GB/s), on the same operation's transit time.",
+            evidence={"metric": "median_bandwidth_gbps", "value": f["bandwidth_gbps"],
+                      "reference": f["reference_gbps"], "group": str(r["group"]), "share_of_step_ratio": share},
+            ranks=[int(x) for x in a.tables["members"].loc[a.tables["members"]["gi"] == f["gi"], "rank"].head(64)],
+            suggestion="The same operation is slower on this group's links: check its links (communication section) "
+                       "and the network path between its members (a degraded NIC, cable or switch port).",
+            view=_view(r["gi"]), share_of_step=share))
+    spanning = [gi_row[g] for g in data["tp_spanning_hosts"] if g in gi_row]
+    if spanning:
+        r = spanning[0]
+        members = a.tables["members"].loc[a.tables["members"]["gi"] == r["gi"], "rank"]
+        out.append(Finding(
+            "group_layout_spans_hosts", "low", ID,
+            f"{count(len(spanning), 'tensor-parallel group')} span{'s' if len(spanning) == 1 else ''} hosts (e.g. "
+            f"{_gname(r)}: ranks {rank_ranges(list(members))[:120]} on {r['hosts']} hosts): tensor parallelism "
+            "exchanges activations every layer and needs the intra-node links.",
+            evidence={"metric": "tp_groups_spanning_hosts", "value": len(spanning), "reference": 0},
+            suggestion="Order the ranks so that each tensor-parallel group sits on one host (tp innermost in the "
+                       "rank order) or reduce tp to the devices of a host.",
+            view=_view(r["gi"])))
+    return out
