@@ -94,7 +94,7 @@ def field(shorthand: str | dict | None = None, **props) -> dict:
     return out
 
 
-X = Y = Color = Tooltip = Text = Size = StrokeWidth = Order = Detail = field
+X = Y = X2 = Y2 = Color = Tooltip = Text = Size = StrokeWidth = Order = Detail = Shape = Opacity = field
 
 
 def Axis(**props) -> dict:  # noqa: N802 - the Vega-Lite name

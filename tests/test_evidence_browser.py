@@ -38,7 +38,11 @@ SHOWN_METRIC = {
 }
 #: evidence metrics shown by a chart that has one metric only (no control): that chart
 FIXED_CHART = {"small_op_ratio": "communication-sizes", "flops_per_rank": "flops-stages",
-               "flops_per_s": "flops-bars"}
+               "flops_per_s": "flops-bars",
+               # the domain chart shows every part of the chosen group's members (the view chooses the group)
+               "exposed_comm_share_ratio": "domains-members", "computation_spread_ratio": "domains-members",
+               "free_spread_ratio": "domains-members", "slowest_link_gbps": "domains-members",
+               "median_bandwidth_gbps": "domains-members"}
 
 STATE_JS = """(view) => {
   const fig = document.getElementById(view.figure);

@@ -79,20 +79,11 @@ def _group_key_map(groups: pd.DataFrame) -> dict[str, int]:
 
 
 def _derived_groups(run: Run) -> pd.DataFrame | None:
-    """Without group data: the world and, with several pipeline stages, each stage (its dp x tp ranks)."""
+    """Without any group data (the strategy section unavailable): the world."""
     ranks = sorted(int(r) for r in run.ranks)
     if len(ranks) < 2:
         return None
-    rows = [{"group": "world", "name": "world", "kind": "world", "ranks": ranks}]
-    stages: dict = {}
-    for r in ranks:
-        s = run.stage_of(r)
-        if s is not None:
-            stages.setdefault(int(s), []).append(r)
-    if len(stages) > 1:
-        rows += [{"group": f"stage {s}", "name": f"stage {s}", "kind": "stage", "ranks": rs}
-                 for s, rs in sorted(stages.items())]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"group": "world", "name": "world", "kind": "world", "ranks": ranks}])
 
 
 def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
@@ -227,7 +218,7 @@ def analyze(run: Run, options=None) -> Analysis:
         groups = _derived_groups(run)
         if groups is None:
             raise Unavailable("No process groups in this run, so no communication domains. " + exc.reason) from None
-        source = "derived: the world and each pipeline stage (the files name no process groups)"
+        source = "derived: the world (the files name no process groups)"
     F = facts.of(run, options)
     parts, full = member_parts(run, options)
     if parts is None:
@@ -342,14 +333,13 @@ def present(a: Analysis) -> View:
     d = d.assign(label=[_label(r) for _, r in d.iterrows()],
                  worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
     cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
-            Column("size", "Size", "int"), Column("hosts", "Hosts", "int"), Column("verdict", "Verdict", "text"),
+            Column("size", "Size", "int"), Column("verdict", "Verdict", "text"),
             Column("verdict_detail", "Detail", "text"), Column("worst_rank", "Worst member", "rank"),
             Column("computation_spread_ratio", "Computation spread", "ratio",
                    help="(max - min) of computation-only time over the members / their mean step"),
             Column("free_spread_ratio", "Free spread", "ratio"),
             Column("exposed_comm_share_ratio", "Exposed communication", "ratio",
-                   help="mean not-overlapped communication of the members / their mean step"),
-            Column("step_ms_mean", "Step", "ms")]
+                   help="mean not-overlapped communication of the members / their mean step")]
     if "group_op_ms_per_member" in d:
         cols += [Column("group_ops_per_member", "Group ops per step", "float"),
                  Column("group_op_ms_per_member", "Group op time per step", "ms")]
@@ -452,7 +442,7 @@ def _findings(a: Analysis) -> list[Finding]:
     of the exposed share and the group's op share; slow fabric: the op type's time x (1 - bandwidth / reference)."""
     d, data = a.tables["domains"], a.data
     out: list[Finding] = []
-    named = d if not str(a.metrics["groups_source"]).startswith("derived") else d.iloc[0:0]
+    named = d if "derived" not in str(a.metrics["groups_source"]) else d.iloc[0:0]
     named = named[named["kind"] != "world"]
     bad = named[named["verdict_detail"].isin(["straggler", "idle member"])]
     by_rank = list(bad.groupby("worst_rank", sort=False))

@@ -31,9 +31,11 @@ import pandas as pd
 
 from .. import fmt, limits, palette
 from ..charts import band, cell_labels, natural_key, scale_position, sequential, to_spec
+from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View, count, natural_order, rank_ranges
+from . import pipeline
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -208,9 +210,20 @@ def _mode(run: Run, sizes: dict) -> str:
 def analyze(run: Run, options=None) -> Analysis:
     groups, ops, pairs = run.table("groups"), run.table("mi_strategy_ops"), run.table("mi_strategy_pairs")
     stage_devices = _mi_stage_devices(run, ops) if ops is not None else {}
-    derived = False
+    derived, derived_from = False, ""
     if groups is None and stage_devices:
-        groups, derived = _mi_groups(stage_devices), True
+        groups, derived, derived_from = _mi_groups(stage_devices), True, "derived from MindSpore stage devices"
+    elif groups is None and len(set(run.stage_map.values())) > 1:
+        # no group data, but the files state each rank's stage (MindSpore Insight cluster analysis): stage blocks
+        # and the pipeline chains (same position in every stage), derived as MindInsight's strategy view does
+        blocks: dict[int, list[int]] = {}
+        for r, st in sorted(run.stage_map.items()):
+            blocks.setdefault(int(st) - 1, []).append(int(r))
+        stage_devices = blocks
+        groups, derived, derived_from = _mi_groups(blocks), True, "derived from the run's pipeline stages"
+        stage_rows = groups["group"].str.match(r"stage\d+$")  # named by the 1-based stage the report shows
+        groups.loc[stage_rows, "name"] = [f"stage {int(g[5:]) + 1} ranks" for g in groups.loc[stage_rows, "group"]]
+        groups.loc[stage_rows, "group"] = [f"stage{int(g[5:]) + 1}" for g in groups.loc[stage_rows, "group"]]
     if groups is None:
         raise Unavailable(
             "No process-group or parallel-strategy data in this run. MindSpore Insight: parallel_strategy_<rank>.json "
@@ -236,7 +249,7 @@ def analyze(run: Run, options=None) -> Analysis:
     world = run.world_size or len(ranks)
     metrics = {"mode": _mode(run, dims), "stages": int(stages), "world_size": int(world),
                **{f"{k}_size": int(v) for k, v in dims.items()}, "groups": int(len(groups)),
-               "groups_source": "derived from MindSpore stage devices" if derived else "groups table"}
+               "groups_source": derived_from if derived else "groups table"}
     if run.parallel.get("framework_mode") and metrics["mode"] != run.parallel["framework_mode"]:
         metrics["framework_mode"] = str(run.parallel["framework_mode"])
     mrun = run if not derived else _StageRun(run, stage_of)
@@ -269,6 +282,13 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["strategy_ops"] = merged[interesting].reset_index(drop=True)
         tables["special_ops"] = _special_counts(merged)
         data["all_ops"] = merged
+    F = facts.of(run, options)
+    pipe = pipeline.analyze(run, groups, stage_of, F)
+    if pipe is not None:
+        metrics["pipeline"] = pipe["metrics"]
+        tables["pipeline_stages"] = pipe["stages"]
+        tables["pipeline_links"] = pipe["links"]
+        data["pipeline"] = pipe
     if pairs is not None:
         matched = match_pairs(pairs, stage_of)
         tables["pipeline_pairs"] = matched
@@ -301,7 +321,8 @@ def present(a: Analysis) -> View:
         "strategy-groups", "Process groups", groups.assign(ranks_text=[_ranks_text(r) for r in groups["ranks"]]),
         [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
          Column("size", "Size", "int"), Column("ranks_text", "Ranks", "text")],
-        caption="Derived from MindSpore's stage devices (the files name no group ranks)." if a.data["derived"] else ""),
+        caption=(m["groups_source"][0].upper() + m["groups_source"][1:] + " (the files name no group ranks).")
+        if a.data["derived"] else ""),
         Table.from_frame(
         "strategy-mesh", "Rank coordinates", t["mesh"],
         [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] +
@@ -324,6 +345,13 @@ def present(a: Analysis) -> View:
              Column("with_strategy", "With strategy", "int"), Column("in_group", "In a group", "int"),
              Column("redistribution", "Redistribution", "int"),
              Column("gradient_aggregation", "Gradient aggregation", "int")]))
+    controls = []
+    if "pipeline" in a.data:
+        pfigs, ptables, pcontrols, psummary = pipeline.present(a.data["pipeline"])
+        figures += pfigs
+        tables += ptables
+        controls += pcontrols
+        summary += " Pipeline: " + psummary
     if "pipeline_pairs" in t:
         pp = t["pipeline_pairs"]
         tables.append(Table.from_frame(
@@ -336,7 +364,7 @@ def present(a: Analysis) -> View:
         fig = _pairs_figure(pp)
         if fig is not None:
             figures.append(fig)
-    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a))
+    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls)
 
 
 _ranks_text = rank_ranges
