@@ -126,7 +126,8 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
 def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """``df`` as the metrics file keeps it, and what was cut (None: nothing). Budgets (reportgen/thresholds.py):
 
-    * a per-operator table (name ending in ``ops``) keeps :data:`~reportgen.thresholds.JSON_OP_ROWS` rows: the
+    * a per-operator or per-link table (name ending in ``ops`` or ``links``: one row per operation or per pair of
+      ranks, which grows with the ranks times their peers) keeps :data:`~reportgen.thresholds.JSON_OP_ROWS` rows: the
       longest first when it has a time column (``elapse_ms``, ``time_ms``, ``total_ms``), else its first rows;
     * a per-(rank, step) table keeps whole steps, every rank of each, up to
       :data:`~reportgen.thresholds.JSON_STEP_ROWS` rows: the first steps in its order (at least one step);
@@ -136,14 +137,14 @@ def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.
     Per-rank tables (one row per rank) are never cut below :data:`MAX_TABLE_ROWS`."""
     n = len(df)
     shared = rows is not None
-    if name.endswith("ops"):
+    if name.endswith(("ops", "links")):
         limit = min(th.JSON_OP_ROWS, rows) if shared else th.JSON_OP_ROWS
         if n > limit:
             by = next((c for c in ("elapse_ms", "time_ms", "total_ms") if c in df.columns), None)
             kept = (df.sort_values(by, ascending=False, kind="stable") if by else df).iloc[:limit]
             return kept, {"rows": n, "left_out": n - len(kept),
                           "kept": f"the {len(kept):,} {'rows with the longest ' + by if by else 'first rows'} "
-                                  f"({_budget_words(limit, shared, 'operator')})"}
+                                  f"({_budget_words(limit, shared, 'operator' if name.endswith('ops') else 'link')})"}
     elif {"rank", "step"} <= set(df.columns):
         limit = min(th.JSON_STEP_ROWS, rows) if shared else th.JSON_STEP_ROWS
         if n > limit:
@@ -173,7 +174,7 @@ def _budget_words(limit: int, shared: bool, kind: str) -> str:
 
 
 def _cuttable(name: str, df: pd.DataFrame) -> bool:
-    return name.endswith("ops") or {"rank", "step"} <= set(df.columns)
+    return name.endswith(("ops", "links")) or {"rank", "step"} <= set(df.columns)
 
 
 def _row_chars(df: pd.DataFrame) -> float:

@@ -67,11 +67,17 @@ def _ascend(run: Run) -> pd.DataFrame | None:
     members = {}
     if groups is not None:
         members = {str(g): [int(r) for r in rs] for g, rs in zip(groups["group"], groups["ranks"])}
-    peer, cand = [], []
-    for r, g in zip(c["rank"].tolist(), c["group"].astype(str).tolist()):
+    # per distinct (rank, group): a handful per rank, not per operation
+    key = pd.MultiIndex.from_arrays([c["rank"].to_numpy(), c["group"].astype(str).to_numpy()])
+    uniq = key.unique()
+    u_peer, u_cand = [], []
+    for r, g in uniq:
         others = [m for m in members.get(g, []) if m != int(r)]
-        peer.append(others[0] if len(others) == 1 else -1)
-        cand.append(others if len(others) > 1 else [])
+        u_peer.append(others[0] if len(others) == 1 else -1)
+        u_cand.append(others if len(others) > 1 else [])
+    pos = uniq.get_indexer(key)
+    peer = np.asarray(u_peer, dtype=np.int64)[pos]
+    cand = [u_cand[i] for i in pos]
     return pd.DataFrame({"rank": c["rank"].to_numpy(), "step": c["step"].to_numpy(),
                          "kind": c["op_type"].map(_ASCEND_KIND).to_numpy(), "peer_rank": peer,
                          "name": c["op"].astype(str).to_numpy(), "start_ms": c["start_ms"].to_numpy(),

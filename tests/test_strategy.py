@@ -225,3 +225,61 @@ def test_inconsistent_layout_is_a_low_finding():
     assert all(f.severity == "low" for f in ids.values())
     assert ids["rank_without_group"].ranks == [4]
     assert ids["layout_inconsistent"].evidence == {"metric": "product_of_dims", "value": 4, "reference": 5}
+
+
+# --------------------------------------------------------------------------- issue 16: matrices, namespaces, view
+
+
+def _generated_strategy(tmp_path, **kw):
+    from reportgen.synth.mindinsight_strategy import write_strategy_files
+    truth = write_strategy_files(tmp_path, **kw)
+    return truth, _ok(read_run(tmp_path))
+
+
+def test_generated_strategy_counts_pairs_and_matrices(tmp_path):
+    truth, o = _generated_strategy(tmp_path, stages=3, dp=2, mp=2, layers=2, micro=4)
+    m, t = o.analysis.metrics, o.analysis.tables
+    # per stage: operators, with strategy, redistribution and gradient aggregation of the stage's first rank
+    ns = t["namespaces"]
+    for s, want in truth["per_stage"].items():
+        assert m["op_nodes_per_stage"][s] == want["ops"]
+        sp = t["special_ops"][t["special_ops"]["stage"] == int(s) + 1].sum()
+        assert (sp["with_strategy"], sp["redistribution"], sp["gradient_aggregation"]) == \
+            (want["with_strategy"], want["redistribution"], want["gradient_aggregation"])
+        top = ns[(ns["stage"] == int(s) + 1) & (ns["depth"] == 1)][["ops", "with_strategy"]].sum()
+        assert (top["ops"], top["with_strategy"]) == (want["ops"], want["with_strategy"])
+    # every Send has its Receive (sr_tag), the same pairs the files describe
+    pp = t["pipeline_pairs"]
+    assert pp["matched"].all() and len(pp) == len(truth["pairs"])
+    got = sorted(zip(pp["send_rank"].astype(int), pp["recv_rank"].astype(int), pp["sr_tag"].astype(int)))
+    assert got == sorted(tuple(p) for p in truth["pairs"])
+    # the strategy matrices of three named operators equal the file's in_strategy, input by input
+    mat = t["strategy_matrices"]
+    names = ["Default/network/model/layers.0/attention/MatMul-op1000",
+             "Default/network/model/layers.2/attention/Softmax-op2005",
+             "Default/network/model/layers.5/attention/MatMul-op3017"]
+    for name in names:
+        rows = mat[mat["name"] == name].sort_values("input")
+        want = truth["strategies"][name][str(next(iter(truth["strategies"][name])))]
+        got = [[int(r[f"d{k}"]) for k in range(1, 9) if pd.notna(r[f"d{k}"])] for _, r in rows.iterrows()]
+        assert got == want, name
+    assert {f.id for f in o.view.figures} >= {"strategy-view", "strategy-mesh"}
+    assert "strategy_disagreements" not in t and m["strategy_disagreements"] == 0
+
+
+def test_strategy_disagreement_is_flagged(tmp_path):
+    name = "Default/network/model/layers.0/mlp/Gelu-op1007"
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=2, mp=2, layers=2, micro=2, disagree={1: name})
+    assert truth["strategies"][name]["1"] != truth["strategies"][name]["0"]
+    dis = o.analysis.tables["strategy_disagreements"]
+    assert set(dis["name"]) == {name}
+    assert sorted(map(tuple, dis["ranks"])) == [(0, 2, 3), (1,)]
+    (f,) = [f for f in o.view.findings if f.id == "strategy_disagreement"]
+    assert f.ranks == [1] and name in f.message
+
+
+def test_parse_shard_rejects_what_is_not_a_matrix():
+    from reportgen.sections.strategy import parse_shard
+    assert parse_shard("[[2, 1], [1, 4]]") == [[2, 1], [1, 4]]
+    for bad in ("", "2", "[2, 1]", "[[2, 'x']]", "[[true]]", "{", None, "[[1.5]]"):
+        assert parse_shard(bad) is None, bad

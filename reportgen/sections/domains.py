@@ -116,51 +116,70 @@ def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
     return per[keep].reset_index(drop=True), full
 
 
-def _spread(m: pd.DataFrame, col: str, step: float) -> float:
-    """(max - min) of ``col`` over the rows / ``step``."""
-    return float(m[col].max() - m[col].min()) / step if step > 0 and len(m) else 0.0
+def _argmax_rank(df: pd.DataFrame, by: list[str], col: str) -> pd.Series:
+    """Per ``by`` group of ``df``: the rank of the row with the largest ``col`` (ties: the smallest rank)."""
+    d = df.sort_values([col, "rank"], ascending=[False, True], kind="stable")
+    return d.drop_duplicates(by).set_index(by)["rank"]
 
 
-def _verdict(m: pd.DataFrame, link: dict | None = None) -> dict:
-    """The group's verdict (module docstring). ``m``: its members' parts and ``stage`` (None when unknown);
-    ``link``: its slowest and median link bandwidth (None without link data). Members of different pipeline stages
-    run different layers, so the computation and free spreads are taken within each stage (the largest); the
-    difference between the stages' mean computation is ``stage_computation_spread``."""
-    step = float(m["step_ms"].mean())
-    staged = m["stage"].notna().all() and m["stage"].nunique() > 1
-    parts = [g for _, g in m.groupby("stage")] if staged else [m]
-    spread = {c: max(_spread(g, c, step) for g in parts)
-              for c in ("computing_ms", "free_ms", "comm_not_overlapped_ms", "step_ms")}
-    stage_spread = _spread(m.groupby("stage", as_index=False)["computing_ms"].mean(), "computing_ms", step) \
-        if staged else 0.0
-    exposed = float(m["comm_not_overlapped_ms"].mean()) / step if step > 0 else 0.0
-    comp = spread["computing_ms"]
-    free = spread["free_ms"] if math.isfinite(spread["free_ms"]) else 0.0  # not measured: no scheduling verdict
-    slow_link = link is not None and link["median_gbps"] > 0 and \
-        link["slowest_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * link["median_gbps"]
-    pool, worst = m, None
-    if comp > th.SLOW_RANK_SPREAD and comp >= free:
-        kind, detail, col = "computation", "straggler", "computing_ms"
-        pool = max(parts, key=lambda g: _spread(g, col, step))
-    elif free > th.SLOW_RANK_SPREAD:
-        kind, detail, col = "scheduling", "idle member", "free_ms"
-        pool = max(parts, key=lambda g: _spread(g, col, step))
-    elif slow_link:
-        kind, detail, col = "communication", "slow link", None
-        worst = int(link["src"])
-    elif stage_spread > th.SLOW_RANK_SPREAD:
-        kind, detail, col = "computation", "stage imbalance", "computing_ms"
-    elif exposed > th.COMM_SHARE:
-        kind, detail, col = "communication", "exposed communication", "comm_not_overlapped_ms"
-    else:
-        kind, detail, col = "balanced", "", None
-    if col:
-        worst = int(pool.loc[pool[col].idxmax(), "rank"])
-    return {"verdict": kind, "verdict_detail": detail, "worst_rank": worst, "verdict_metric": col or "",
-            "step_ms_mean": step, "stages": int(m["stage"].nunique()) if m["stage"].notna().any() else 0,
-            "computation_spread_ratio": comp, "free_spread_ratio": free, "stage_computation_spread_ratio": stage_spread,
-            "exposed_spread_ratio": spread["comm_not_overlapped_ms"], "step_spread_ratio": spread["step_ms"],
-            "exposed_comm_share_ratio": exposed}
+def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None) -> pd.DataFrame:
+    """Per group (``gi``) of ``mem`` (one row per group and member: parts, ``stage``), the verdict of the module
+    docstring, vectorised over the groups. Members of different pipeline stages run different layers, so the
+    computation and free spreads are taken within each stage (the largest); the difference between the stages'
+    mean computation is ``stage_computation_spread``. ``links``: per group its slowest link (``gi``, ``src``,
+    ``dst``, ``slowest_gbps``, ``median_gbps``)."""
+    step = mem.groupby("gi")["step_ms"].mean()
+    m = mem.assign(stage_key=mem["stage"].fillna(-1))
+    staged = mem.groupby("gi")["stage"].agg(lambda s: s.notna().all() and s.nunique() > 1)
+    # within a stage when the group spans stages, else over the group (stage_key is one value then)
+    by_stage = m.groupby(["gi", "stage_key"])
+    cols = ["computing_ms", "free_ms", "comm_not_overlapped_ms", "step_ms"]
+    rng = (by_stage[cols].max() - by_stage[cols].min()).div(step, level="gi", axis=0)
+    spread = rng.groupby(level="gi").max()
+    stage_mean = by_stage["computing_ms"].mean()
+    stage_spread = ((stage_mean.groupby(level="gi").max() - stage_mean.groupby(level="gi").min()) / step) \
+        .where(staged, 0.0).fillna(0.0)
+    exposed = mem.groupby("gi")["comm_not_overlapped_ms"].mean() / step
+    comp = spread["computing_ms"].fillna(0.0)
+    free = spread["free_ms"].fillna(0.0)  # not measured (MindInsight): no scheduling verdict
+    out = pd.DataFrame({"step_ms_mean": step, "computation_spread_ratio": comp, "free_spread_ratio": free,
+                        "stage_computation_spread_ratio": stage_spread,
+                        "exposed_spread_ratio": spread["comm_not_overlapped_ms"],
+                        "step_spread_ratio": spread["step_ms"], "exposed_comm_share_ratio": exposed,
+                        "stages": mem.groupby("gi")["stage"].nunique()})
+    slow_link = pd.Series(False, index=out.index)
+    if links is not None and not links.empty:
+        lk = links.set_index("gi")
+        below = lk["slowest_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * lk["median_gbps"]
+        slow_link = (below & (lk["median_gbps"] > 0)).reindex(out.index, fill_value=False)
+    t = th.SLOW_RANK_SPREAD
+    cases = [(comp > t) & (comp >= free), free > t, slow_link, stage_spread > t, exposed > th.COMM_SHARE]
+    kinds = [("computation", "straggler", "computing_ms"), ("scheduling", "idle member", "free_ms"),
+             ("communication", "slow link", ""), ("computation", "stage imbalance", "computing_ms"),
+             ("communication", "exposed communication", "comm_not_overlapped_ms")]
+    choice = np.select([c.to_numpy() for c in cases], list(range(len(kinds))), default=len(kinds))
+    table = kinds + [("balanced", "", "")]
+    out["verdict"] = [table[i][0] for i in choice]
+    out["verdict_detail"] = [table[i][1] for i in choice]
+    out["verdict_metric"] = [table[i][2] for i in choice]
+    # the worst member: within the stage whose spread decided (straggler, idle member), else over the group
+    worst = pd.Series(np.nan, index=out.index, dtype="float64")
+    for detail, col in (("straggler", "computing_ms"), ("idle member", "free_ms")):
+        gis = out.index[out["verdict_detail"] == detail]
+        if len(gis):
+            r = rng.loc[rng.index.get_level_values("gi").isin(gis), col]
+            pick = r.groupby(level="gi").idxmax()  # (gi, stage_key) of the widest stage
+            sub = m.set_index(["gi", "stage_key"]).loc[list(pick)].reset_index()
+            worst.loc[gis] = _argmax_rank(sub, ["gi"], col).reindex(gis).to_numpy()
+    for detail, col in (("stage imbalance", "computing_ms"), ("exposed communication", "comm_not_overlapped_ms")):
+        gis = out.index[out["verdict_detail"] == detail]
+        if len(gis):
+            worst.loc[gis] = _argmax_rank(mem[mem["gi"].isin(gis)], ["gi"], col).reindex(gis).to_numpy()
+    gis = out.index[out["verdict_detail"] == "slow link"]
+    if len(gis):
+        worst.loc[gis] = links.set_index("gi")["src"].reindex(gis).to_numpy()
+    out["worst_rank"] = worst.astype("Int64")
+    return out
 
 
 def _group_ops(ops: pd.DataFrame | None, keymap: dict[str, int], steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -244,56 +263,78 @@ def analyze(run: Run, options=None) -> Analysis:
     links = comm.tables.get("links") if comm is not None else None
     host_of = {int(r): run.host_of(int(r)) for r in present_ranks}
     stage_of = {int(r): run.stage_of(int(r)) for r in present_ranks}
-    pidx = parts.set_index("rank")
-    rows, members = [], []
-    for i in np.flatnonzero(keep.to_numpy()):
-        g = groups.iloc[i]
-        ranks = [int(r) for r in g["ranks"] if r in present_ranks]
-        m = pidx.loc[ranks].reset_index()
-        m["stage"] = [stage_of.get(r) for r in ranks]
-        hosts = sorted({str(host_of.get(r)) for r in ranks if host_of.get(r) is not None})
-        link, lrow = None, {}
-        if links is not None and "group" in links:
-            lk = links[links["group"].astype(str).map(keymap) == i]
-            lk = lk[(lk["src_rank"] != lk["dst_rank"]) & (lk["size_mb"] >= th.LINK_MIN_MB)] if not lk.empty else lk
-            if not lk.empty:
-                sl = lk.loc[lk["bandwidth_gbps"].idxmin()]
-                link = {"src": int(sl["src_rank"]), "dst": int(sl["dst_rank"]),
-                        "slowest_gbps": float(sl["bandwidth_gbps"]), "median_gbps": float(lk["bandwidth_gbps"].median())}
-                lrow = {"links": int(len(lk)), "slowest_link": f"{link['src']}-{link['dst']}",
-                        "slowest_link_gbps": link["slowest_gbps"], "median_link_gbps": link["median_gbps"]}
-        v = _verdict(m, link)
-        row = {"gi": int(i), "group": str(g["group"]), "name": str(g["name"]), "kind": str(g["kind"]),
-               "size": int(len(g["ranks"])), "members_with_data": len(ranks), "hosts": len(hosts), **v, **lrow}
-        rows.append(row)
-        members.append(m.assign(gi=int(i), group=row["group"], kind=row["kind"]))
+    kept = np.flatnonzero(keep.to_numpy())
+    # one row per (group, member with data)
+    lens = np.array([len(r) for r in groups["ranks"].iloc[kept]], dtype=np.int64)
+    mem = pd.DataFrame({"gi": np.repeat(kept, lens),
+                        "rank": np.concatenate([np.asarray(r, dtype=np.int64) for r in groups["ranks"].iloc[kept]])
+                        if len(kept) else np.zeros(0, np.int64)})
+    mem = mem[mem["rank"].isin(present_ranks)].merge(parts, on="rank", how="left")
+    mem["stage"] = mem["rank"].map(stage_of)
+    lk = None
+    if links is not None and "group" in links and not links.empty:
+        lk = links.assign(gi=links["group"].astype(str).map(keymap))
+        lk = lk[lk["gi"].isin(kept) & (lk["src_rank"] != lk["dst_rank"]) & (lk["size_mb"] >= th.LINK_MIN_MB)]
+        if not lk.empty:
+            lk = lk.assign(gi=lk["gi"].astype(int))
+            med = lk.groupby("gi")["bandwidth_gbps"].median()
+            n = lk.groupby("gi").size()
+            sl = lk.sort_values(["bandwidth_gbps", "src_rank", "dst_rank"]).drop_duplicates("gi").set_index("gi")
+            lk = pd.DataFrame({"gi": sl.index, "src": sl["src_rank"].astype(int).to_numpy(),
+                               "dst": sl["dst_rank"].astype(int).to_numpy(),
+                               "slowest_gbps": sl["bandwidth_gbps"].to_numpy(),
+                               "median_gbps": med.reindex(sl.index).to_numpy(), "links": n.reindex(sl.index).to_numpy()})
+        else:
+            lk = None
+    rows = []
+    if len(mem):
+        v = verdicts(mem, lk)
+        g = groups.iloc[v.index]
+        hosts = mem.assign(host=mem["rank"].map(host_of)).dropna(subset=["host"]).groupby("gi")["host"].nunique()
+        domains = pd.DataFrame({"gi": v.index.astype(int), "group": g["group"].astype(str).to_numpy(),
+                                "name": g["name"].astype(str).to_numpy(), "kind": g["kind"].astype(str).to_numpy(),
+                                "size": g["ranks"].map(len).to_numpy(),
+                                "members_with_data": mem.groupby("gi").size().reindex(v.index).to_numpy(),
+                                "hosts": hosts.reindex(v.index, fill_value=0).to_numpy()})
+        v = v.reset_index(drop=True)
+        domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_metric", "step_ms_mean",
+                                         "stages", "computation_spread_ratio", "free_spread_ratio",
+                                         "stage_computation_spread_ratio", "exposed_spread_ratio",
+                                         "step_spread_ratio", "exposed_comm_share_ratio"]]], axis=1)
+        if lk is not None:
+            li = lk.set_index("gi")
+            domains["links"] = li["links"].reindex(domains["gi"]).to_numpy()
+            domains["slowest_link"] = [f"{int(a)}-{int(b)}" if pd.notna(a) else None for a, b in
+                                       zip(li["src"].reindex(domains["gi"]), li["dst"].reindex(domains["gi"]))]
+            domains["slowest_link_gbps"] = li["slowest_gbps"].reindex(domains["gi"]).to_numpy()
+            domains["median_link_gbps"] = li["median_gbps"].reindex(domains["gi"]).to_numpy()
+        rows = [1]
     if not rows:
         raise Unavailable(
             "No process group of two or more ranks has step-time data in this run (" +
             count(int((sizes < 2).sum()), "group") + " of one rank). A domain needs at least two members.")
-    domains = pd.DataFrame(rows)
-    mem = pd.concat(members, ignore_index=True)
+    mem = mem.assign(group=domains.set_index("gi")["group"].reindex(mem["gi"]).to_numpy(),
+                     kind=domains.set_index("gi")["kind"].reindex(mem["gi"]).to_numpy())
     if not op_per.empty:
         mem = mem.merge(op_per, on=["gi", "rank"], how="left")
         tot = op_per.groupby("gi", as_index=False)[["group_ops", "group_op_ms"]].mean()
         domains = domains.merge(tot.rename(columns={"group_ops": "group_ops_per_member",
                                                     "group_op_ms": "group_op_ms_per_member"}), on="gi", how="left")
-    mem["step_minus_parts_ms"] = mem["unaccounted_ms"]
     domains["order"] = domains["verdict"].map(VERDICT_ORDER)
     domains = domains.sort_values(["order", "step_spread_ratio", "gi"], ascending=[True, False, True]) \
         .drop(columns="order").reset_index(drop=True)
     fabric = _slow_fabric(domains, dist)
-    spanning = [int(r["gi"]) for _, r in domains.iterrows() if r["kind"] == "tp" and r["hosts"] > 1]
-    verdicts = domains["verdict"].value_counts()
+    spanning = [int(x) for x in domains.loc[(domains["kind"] == "tp") & (domains["hosts"] > 1), "gi"]]
+    counts = domains["verdict"].value_counts()
     metrics = {"groups": int(len(domains)), "groups_single_rank": int((sizes < 2).sum()),
                "groups_without_data": int(((sizes >= 2) & (covered < 2)).sum()),
-               "verdicts": {k: int(verdicts.get(k, 0)) for k in VERDICT_ORDER},
+               "verdicts": {k: int(counts.get(k, 0)) for k in VERDICT_ORDER},
                "steps": steps, "threshold_spread_ratio": th.SLOW_RANK_SPREAD,
                "threshold_comm_share_ratio": th.COMM_SHARE, "threshold_fabric_below_ratio": th.LINK_BELOW_TYPE_MEAN,
                "groups_source": source,
                "group_ops_matched": bool(not op_per.empty),
                "parts_measured": [label for _, label, _ in (PARTS if full else _MI_PARTS)]}
-    tables = {"domains": domains, "members": mem.drop(columns=["step_minus_parts_ms"])}
+    tables = {"domains": domains, "members": mem}
     if not dist.empty:
         tables["op_types"] = dist.merge(domains[["gi", "group", "name", "kind"]], on="gi")
     return Analysis(metrics=metrics, tables=tables, data={"slow_fabric": fabric, "tp_spanning_hosts": spanning,
@@ -403,7 +444,8 @@ def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list):
     if not rows:
         return None
     long = pd.concat(rows, ignore_index=True)
-    long["worst"] = long["rank"].eq(long["gi"].map(dict(zip(d["gi"], d["worst_rank"]))))
+    worst = {int(g): (int(w) if pd.notna(w) else -1) for g, w in zip(d["gi"], d["worst_rank"])}
+    long["worst"] = long["rank"].to_numpy() == long["gi"].map(worst).to_numpy()
     unit, factor = fmt.unit_for("ms", long["step_ms"])
     first = int(shown.iloc[0]["gi"])
     base = vl.Chart(long).transform_filter("datum.gi == domain")

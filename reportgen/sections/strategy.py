@@ -23,6 +23,7 @@ Sources and definitions:
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -164,6 +165,87 @@ def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> p
     return pd.concat(out, ignore_index=True)[cols]
 
 
+#: dimensions of a strategy matrix shown as columns (a tensor of more dimensions keeps the rest in ``dims``)
+MATRIX_DIMS = 8
+
+
+def parse_shard(text) -> list[list[int]] | None:
+    """``in_strategy`` as MindInsight's UI reads it (``JSON.parse(parallel_shard)``): one list per input, one
+    number of slices per dimension; None when it is not such a list."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
+        return None
+    out = []
+    for row in value:
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in row):
+            return None
+        out.append([int(x) for x in row])
+    return out
+
+
+def strategy_matrices(merged: pd.DataFrame) -> pd.DataFrame:
+    """One row per input of every operator with a shard strategy (seed figure 14): slices per dimension in
+    ``d1..d8`` and the whole row as ``dims`` ("2 × 1 × 4"), ``devices`` = the product (how many devices share the
+    input)."""
+    rows = []
+    for r in merged.itertuples():
+        m = parse_shard(r.parallel_shard)
+        if not m:
+            continue
+        for i, dims in enumerate(m, start=1):
+            row = {"stage": r.stage, "name": r.name, "scope": r.scope, "type": r.type, "input": i,
+                   "dims": " × ".join(map(str, dims)), "devices": int(math.prod(dims)) if dims else 1}
+            row.update({f"d{k + 1}": (dims[k] if k < len(dims) else None) for k in range(MATRIX_DIMS)})
+            rows.append(row)
+    cols = ["stage", "name", "scope", "type", "input", "dims", "devices"] + [f"d{k + 1}" for k in range(MATRIX_DIMS)]
+    return pd.DataFrame(rows, columns=cols).astype({f"d{k + 1}": "Int64" for k in range(MATRIX_DIMS)})
+
+
+def namespace_counts(merged: pd.DataFrame) -> pd.DataFrame:
+    """Per stage and namespace (every prefix of the operators' scopes, the seed's aggregation nodes): operators
+    below it, those with a strategy, redistribution and gradient-aggregation operators."""
+    m = merged.assign(with_strategy=merged["parallel_shard"].astype(str) != "",
+                      redistribution=merged["instance_type"] == "Redistribution",
+                      gradient_aggregation=merged["instance_type"] == "GradientAggregation", ops=1)
+    parts = []
+    scopes = m["scope"].astype(str).str.split("/")
+    depth = scopes.map(len).max() if len(m) else 0
+    for d in range(1, int(depth) + 1):
+        ns = scopes.map(lambda p: "/".join(p[:d]) if len(p) >= d and p[0] else None)
+        x = m.assign(namespace=ns, depth=d).dropna(subset=["namespace"])
+        parts.append(x.groupby(["stage", "namespace", "depth"], as_index=False)[
+            ["ops", "with_strategy", "redistribution", "gradient_aggregation"]].sum())
+    cols = ["stage", "namespace", "depth", "ops", "with_strategy", "redistribution", "gradient_aggregation"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True)[cols]
+    return out.sort_values(["stage", "namespace"], key=lambda c: c.map(natural_key) if c.name == "namespace" else c,
+                           kind="stable").reset_index(drop=True)
+
+
+def disagreements(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> pd.DataFrame:
+    """Operators whose shard strategy is not the same on every rank of their stage, or differs between stages for
+    the same operator name: one row per operator and strategy, with the ranks that have it."""
+    o = ops[ops["parallel_shard"].astype(str) != ""]
+    if o.empty:
+        return pd.DataFrame(columns=["scope_of_check", "name", "parallel_shard", "ranks", "stage_ids"])
+    rows = []
+    for name, g in o.groupby("name", sort=False):
+        if g["parallel_shard"].nunique() < 2:
+            continue
+        within = any(x["parallel_shard"].nunique() > 1 for _, x in g.groupby("stage_id"))
+        for shard, x in g.groupby("parallel_shard", sort=False):
+            rows.append({"scope_of_check": "within a stage" if within else "between stages", "name": name,
+                         "parallel_shard": shard, "ranks": sorted(int(r) for r in x["rank"]),
+                         "stage_ids": sorted({int(s) for s in x["stage_id"].dropna()})})
+    return pd.DataFrame(rows, columns=["scope_of_check", "name", "parallel_shard", "ranks", "stage_ids"])
+
+
 def _special_counts(merged: pd.DataFrame) -> pd.DataFrame:
     m = merged.assign(with_strategy=merged["parallel_shard"].astype(str) != "",
                       redistribution=merged["instance_type"] == "Redistribution",
@@ -282,6 +364,14 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["strategy_ops"] = merged[interesting].reset_index(drop=True)
         tables["special_ops"] = _special_counts(merged)
         data["all_ops"] = merged
+        mat = strategy_matrices(merged)
+        if not mat.empty:
+            tables["strategy_matrices"] = mat
+        tables["namespaces"] = namespace_counts(merged)
+        dis = disagreements(ops, stage_devices)
+        if not dis.empty:
+            tables["strategy_disagreements"] = dis
+        metrics["strategy_disagreements"] = int(len(dis))
     F = facts.of(run, options)
     pipe = pipeline.analyze(run, groups, stage_of, F)
     if pipe is not None:
@@ -345,6 +435,39 @@ def present(a: Analysis) -> View:
              Column("with_strategy", "With strategy", "int"), Column("in_group", "In a group", "int"),
              Column("redistribution", "Redistribution", "int"),
              Column("gradient_aggregation", "Gradient aggregation", "int")]))
+    if "strategy_matrices" in t:
+        mat = t["strategy_matrices"]
+        width = max((k for k in range(1, MATRIX_DIMS + 1) if mat[f"d{k}"].notna().any()), default=1)
+        tables.append(Table.from_frame(
+            "strategy-matrices", "Strategy matrices: slices per input dimension", mat,
+            [Column("stage", "Stage", "int"), Column("name", "Operator", "text"), Column("type", "Type", "text"),
+             Column("scope", "Namespace", "text"), Column("input", "Input", "int")] +
+            [Column(f"d{k}", f"Dim {k}", "int") for k in range(1, width + 1)] +
+            [Column("devices", "Devices per input", "int", help="product of the slices")],
+            caption="One row per input of every operator with a shard strategy (in_strategy), from each stage's first "
+                    "rank: the number of slices of each dimension (MindInsight's strategy matrix). Filter by operator "
+                    "or namespace."))
+    if "namespaces" in t and not t["namespaces"].empty:
+        ns = t["namespaces"].assign(label=["· " * (int(d) - 1) + str(n).rsplit("/", 1)[-1]
+                                           for d, n in zip(t["namespaces"]["depth"], t["namespaces"]["namespace"])])
+        tables.append(Table.from_frame(
+            "strategy-namespaces", "Namespaces: operators, strategies and parallel roles below each", ns,
+            [Column("stage", "Stage", "int"), Column("label", "Namespace (tree)", "text"),
+             Column("namespace", "Full namespace", "text"), Column("depth", "Depth", "int"),
+             Column("ops", "Operators", "int"), Column("with_strategy", "With strategy", "int"),
+             Column("redistribution", "Redistribution", "int"),
+             Column("gradient_aggregation", "Gradient aggregation", "int")],
+            caption="Every prefix of the operators' scopes (MindInsight's aggregation nodes), in tree order; filter "
+                    "'Full namespace' to open a subtree or 'Depth' (e.g. <= 3) to close the deeper levels."))
+    if "strategy_disagreements" in t:
+        dis = t["strategy_disagreements"].assign(ranks_text=[_ranks_text(r) for r in t["strategy_disagreements"]["ranks"]])
+        tables.append(Table.from_frame(
+            "strategy-disagreements", "Operators whose strategy differs between ranks or stages", dis,
+            [Column("name", "Operator", "text"), Column("scope_of_check", "Where", "text"),
+             Column("parallel_shard", "Strategy", "text"), Column("ranks_text", "Ranks", "text")]))
+    view = _strategy_view(a)
+    if view is not None:
+        figures.append(view)
     controls = []
     if "pipeline" in a.data:
         pfigs, ptables, pcontrols, psummary = pipeline.present(a.data["pipeline"])
@@ -444,8 +567,82 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
                   alt="Matrix of send/receive pairs between pipeline stages")
 
 
+#: operators drawn per stage in the strategy view (beyond: the first ones in execution order, and said)
+VIEW_OPS = 4000
+_ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
+_COMM_TYPES = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll", "AlltoAll", "Send", "Receive",
+               "NeighborExchange", "Barrier"}
+
+
+def _strategy_view(a: Analysis) -> Figure | None:
+    """Seed figure 19: each stage's operators left to right in execution order, coloured by role (computation,
+    communication, redistribution, gradient aggregation), stages stacked; a line joins each Send to its Receive in
+    the other stage. Zoom with the wheel, pan by dragging (both axes' scales are bound)."""
+    ops = a.data.get("all_ops")
+    if ops is None or ops.empty:
+        return None
+    rows, cut = [], False
+    for st, g in ops.groupby("stage"):
+        g = g.assign(pos=pd.to_numeric(g["node_id"], errors="coerce")).dropna(subset=["pos"]).sort_values("pos")
+        if len(g) > VIEW_OPS:
+            g, cut = g.head(VIEW_OPS), True
+        role = [_ROLE_OF_OP.get(i) or ("communication" if t in _COMM_TYPES else "computation")
+                for i, t in zip(g["instance_type"], g["type"])]
+        rows.append(pd.DataFrame({"stage": int(st), "pos": g["pos"].astype(int), "role": role,
+                                  "name": [limits.cap_text(str(n), 120) for n in g["name"]],
+                                  "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str)}))
+    pts = pd.concat(rows, ignore_index=True)
+    lines = []
+    pp = a.tables.get("pipeline_pairs")
+    if pp is not None:
+        m = pp[pp["matched"] & pp["send_stage"].notna() & pp["recv_stage"].notna()]
+        for i, r in enumerate(m.itertuples()):
+            lines.append({"pair": i, "stage": int(r.send_stage), "pos": int(r.send_node)})
+            lines.append({"pair": i, "stage": int(r.recv_stage), "pos": int(r.recv_node)})
+    roles = ["computation", "communication", "redistribution", "gradient aggregation"]
+    colors = [palette.ROLE["compute"], palette.ROLE["comm"], palette.ROLE["receive"], palette.ROLE["tail"]]
+    stages = sorted(pts["stage"].unique().tolist())
+    x = vl.X("pos:Q", title="Node position (execution order)", axis=vl.Axis(format=fmt.D3_FORMAT))
+    y = vl.Y("stage:O", title="Stage", scale=vl.Scale(domain=stages))
+    zoom = vl.selection_interval("strategy_zoom", encodings=["x"], bind="scales")
+    marks = vl.Chart(pts).mark_tick(thickness=2, size=18).encode(
+        x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=roles, range=colors)),
+        tooltip=[vl.Tooltip("name:N", title="Operator"), vl.Tooltip("type:N", title="Type"),
+                 vl.Tooltip("role:N", title="Role"), vl.Tooltip("strategy:N", title="Strategy"),
+                 vl.Tooltip("pos:Q", title="Position", format=fmt.D3_INT)]).add_params(zoom)
+    layers = [marks]
+    if lines:
+        layers.insert(0, vl.Chart(pd.DataFrame(lines)).mark_line(color=palette.ROLE["free"], strokeWidth=1).encode(
+            x=x, y=y, detail=vl.Detail("pair:N")))
+    chart = vl.fit(vl.layer(*layers), {"step": 36})
+    caption = ("Each stage's operators (its first rank) left to right in execution order, coloured by role; a line "
+               "joins each Send to its Receive. Scroll to zoom, drag to pan, double-click to reset."
+               + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else ""))
+    return Figure("strategy-view", "Parallel strategy view: operators by stage and role", to_spec(chart),
+                  caption=caption, static_caption=caption.replace(" Scroll to zoom, drag to pan, double-click to "
+                                                                  "reset.", ""),
+                  alt="Operators of each stage in execution order coloured by computation, communication, "
+                      "redistribution and gradient aggregation")
+
+
 def _findings(a: Analysis) -> list[Finding]:
     out, d = [], a.data
+    dis = a.tables.get("strategy_disagreements")
+    if dis is not None and not dis.empty:
+        names = list(dict.fromkeys(dis["name"]))
+        first = dis[dis["name"] == names[0]]
+        out.append(Finding(
+            "strategy_disagreement", "medium", ID,
+            f"{count(len(names), 'operator')} {'has' if len(names) == 1 else 'have'} a shard strategy that differs "
+            f"between ranks or stages, e.g. {names[0][:160]}: "
+            + "; ".join(f"{x.parallel_shard} on ranks {_ranks_text(x.ranks)[:60]}" for x in first.head(3).itertuples())
+            + ".",
+            ranks=sorted(min(first["ranks"], key=len))[:1000],  # the rank(s) with the least common strategy
+            evidence={"metric": "strategy_disagreements", "value": len(names), "reference": 0},
+            suggestion="Ranks of one stage must shard an operator the same way; a different strategy on one rank "
+                       "means a different graph or configuration there (check the launch of those ranks and the "
+                       "set_strategy / shard calls of that operator).",
+            figure="strategy-view"))
     if d.get("mismatch"):
         mm = d["mismatch"]
         expr = " × ".join(f"{k} {v}" for k, v in mm["dims"].items())
