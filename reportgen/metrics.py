@@ -191,18 +191,14 @@ def _row_chars(df: pd.DataFrame) -> float:
 _JSON_OTHER_CHARS = 1_000_000
 
 
-def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str, str], tuple[pd.DataFrame, Any]]:
-    """Every table of ``outcomes`` as the metrics file keeps it: (section id, table name) -> (rows kept, cut or
-    None). Each table first gets its own budget (:func:`_budgeted`); then the per-operator and per-(rank, step)
-    tables split what the other tables, the facts and an allowance leave of
-    :data:`~reportgen.thresholds.JSON_BYTES` (:func:`~reportgen.thresholds.fair_shares` of their sizes, estimated
-    from a sample of rows), so the file stays within it at any rank and step count while per-rank tables are
-    whole. The page states the same cuts (:func:`cuts_text`)."""
+def _plan(run: Run | None, outcomes: list[SectionOutcome], budget: float) -> tuple[dict, float, bool]:
+    """(the plan for ``budget`` bytes, the estimate of the file outside its tables, whether anything was cut)."""
     plan: dict[tuple[str, str], tuple[pd.DataFrame, Any]] = {}
-    fixed = float(_JSON_OTHER_CHARS)
+    other = float(_JSON_OTHER_CHARS)
     F = facts.of(run) if run is not None else None
     if F is not None:
-        fixed += _row_chars(F.per_rank) * len(F.per_rank)
+        other += _row_chars(F.per_rank) * len(F.per_rank)
+    fixed = other
     cut_keys, sizes, widths = [], [], []
     for o in outcomes:
         if o.status != "ok" or o.analysis is None:
@@ -217,12 +213,42 @@ def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str
                 widths.append(width)
             else:
                 fixed += width * len(kept)
-    if sum(sizes) <= th.JSON_BYTES - fixed:
-        return plan
-    for key, size, width, share in zip(cut_keys, sizes, widths, th.fair_shares(sizes, th.JSON_BYTES - fixed)):
+    any_cut = any(c is not None for _, c in plan.values())
+    if sum(sizes) <= budget - fixed:
+        return plan, other, any_cut
+    for key, size, width, share in zip(cut_keys, sizes, widths, th.fair_shares(sizes, max(0.0, budget - fixed))):
         if share < size * (1 - 1e-9):  # not a whole share (float rounding aside)
             o = next(o for o in outcomes if o.id == key[0])
             plan[key] = _budgeted(key[1], o.analysis.tables[key[1]], rows=max(1, int(share // width)))
+    return plan, other, True
+
+
+def _tables_bytes(plan: dict) -> int:
+    """Bytes the plan's tables take in the compact file (UTF-8), measured."""
+    return sum(len(json.dumps(table_rows(kept), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+                   .encode("utf-8")) for kept, _ in plan.values())
+
+
+#: the last plan (its outcomes list and the plan): the page and the metrics file ask for the same one
+_LAST_PLAN: list = [None, None]
+
+
+def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str, str], tuple[pd.DataFrame, Any]]:
+    """Every table of ``outcomes`` as the metrics file keeps it: (section id, table name) -> (rows kept, cut or
+    None). Each table first gets its own budget (:func:`_budgeted`); then the per-operator, per-link and
+    per-(rank, step) tables split what the other tables, the facts and an allowance leave of
+    :data:`~reportgen.thresholds.JSON_BYTES` (:func:`~reportgen.thresholds.fair_shares` of their sizes, estimated
+    from a sample of rows), so the file stays within it at any rank and step count while per-rank tables are
+    whole. When anything is cut, the kept tables are measured and, if the estimate was short, planned once more
+    with the budget reduced by the overshoot. The page states the same cuts (:func:`cuts_text`)."""
+    if _LAST_PLAN[0] is outcomes:
+        return _LAST_PLAN[1]
+    plan, other, any_cut = _plan(run, outcomes, th.JSON_BYTES)
+    if any_cut:
+        over = _tables_bytes(plan) + other - th.JSON_BYTES
+        if over > 0:
+            plan, _, _ = _plan(run, outcomes, th.JSON_BYTES - 1.1 * over)
+    _LAST_PLAN[0], _LAST_PLAN[1] = outcomes, plan
     return plan
 
 

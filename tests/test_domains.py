@@ -27,7 +27,8 @@ def _check_blocks(run, o, by):
     trajectory / facts use for that rank."""
     groups = run.table("groups")
     want = sorted(str(g) for g, rs in zip(groups["group"], groups["ranks"]) if len(rs) >= 2)
-    d, mem = o.analysis.tables["domains"], o.analysis.tables["members"]
+    from reportgen.sections.domains import members
+    d, mem = o.analysis.tables["domains"], members(o.analysis)
     assert sorted(d["group"]) == want
     assert o.analysis.metrics["groups_single_rank"] == sum(len(rs) < 2 for rs in groups["ranks"])
     for _, g in d.iterrows():
@@ -74,7 +75,8 @@ def test_mindinsight_without_groups_gets_stage_domains(tmp_path):
     stages = len(set(run.stage_map.values()))
     per_stage = len(run.ranks) // stages
     assert d["kind"].value_counts().to_dict() == {"other": stages, "pp": per_stage}
-    mem = o.analysis.tables["members"]
+    from reportgen.sections.domains import members
+    mem = members(o.analysis)
     # no free time in MindInsight's cluster analysis: computation includes it, and no scheduling verdict is made
     assert mem["free_ms"].isna().all() and (d["verdict"] != "scheduling").all()
     assert (abs(mem["compute_only_ms"] + mem["comm_not_overlapped_ms"] - mem["step_ms"]) < 1e-9).all()

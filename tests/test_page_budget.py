@@ -199,3 +199,24 @@ def test_fit_table_data_per_rank_tables_first(monkeypatch):
     monkeypatch.setattr(th, "PAGE_BYTES", 100_000)  # no room at all: the listed rows only
     render.fit_table_data(ctx, lambda: 100_000)
     assert len(per_rank["rows"]) == 10 and len(other["rows"]) == 10
+
+
+def test_plan_measures_and_replans_when_the_estimate_is_short(monkeypatch):
+    """A per-operator table whose sampled rows are short and whose other rows are long: the estimate is short, so
+    the plan measures what it kept and plans again; the kept tables then fit the budget."""
+    from reportgen.report import Analysis, SectionOutcome
+
+    n = 20_000
+    long_name = "x" * 400
+    ops = pd.DataFrame({"rank": [i % 8 for i in range(n)], "op": [long_name if i % 200 else "a" for i in range(n)],
+                        "elapse_ms": [float(i) for i in range(n)]})
+    per_rank = pd.DataFrame({"rank": range(8), "step_ms": [1.0] * 8})
+    outs = [SectionOutcome("communication", "C", "ok", analysis=Analysis(tables={"ops": ops, "per_rank": per_rank}))]
+    monkeypatch.setattr(metrics, "_JSON_OTHER_CHARS", 0)
+    monkeypatch.setattr(th, "JSON_BYTES", 1_000_000)
+    est, _, cut = metrics._plan(None, outs, th.JSON_BYTES)
+    assert cut and metrics._tables_bytes(est) > th.JSON_BYTES  # the sample missed the long rows
+    plan = metrics.plan_cuts(None, outs)
+    assert metrics._tables_bytes(plan) <= th.JSON_BYTES
+    assert plan[("communication", "per_rank")][1] is None  # per-rank rows are whole
+    assert metrics.plan_cuts(None, outs) is plan  # the page and the file get the same plan

@@ -334,7 +334,12 @@ def analyze(run: Run, options=None) -> Analysis:
                "groups_source": source,
                "group_ops_matched": bool(not op_per.empty),
                "parts_measured": [label for _, label, _ in (PARTS if full else _MI_PARTS)]}
-    tables = {"domains": domains, "members": mem}
+    # the JSON keeps each rank's parts once (``parts``) and per group only its members and what is the group's own
+    # (its operations); the page's member table joins them again (members(a))
+    member_cols = ["gi", "group", "rank"] + [c for c in ("group_ops", "group_op_ms") if c in mem]
+    part_cols = [c for c in parts.columns]
+    tables = {"domains": domains, "parts": parts.assign(stage=parts["rank"].map(stage_of))[part_cols + ["stage"]],
+              "members": mem[member_cols]}
     if not dist.empty:
         tables["op_types"] = dist.merge(domains[["gi", "group", "name", "kind"]], on="gi")
     return Analysis(metrics=metrics, tables=tables, data={"slow_fabric": fabric, "tp_spanning_hosts": spanning,
@@ -394,7 +399,7 @@ def present(a: Analysis) -> View:
                 f"(max - min) over the members / their mean step; a spread above {th.SLOW_RANK_SPREAD:.0%} names a "
                 f"computation or scheduling problem, exposed communication above {th.COMM_SHARE:.0%} a communication "
                 "one.")]
-    mem = t["members"]
+    mem = members(a)
     parts = _parts(a)
     mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
              Column("step_ms", "Step", "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
@@ -424,6 +429,13 @@ def present(a: Analysis) -> View:
         figures.append(fig[0])
         controls.append(fig[1])
     return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls)
+
+
+def members(a: Analysis) -> pd.DataFrame:
+    """One row per group and member with the member's parts (the ``members`` table joined to ``parts``)."""
+    t = a.tables
+    out = t["members"].merge(t["parts"], on="rank", how="left")
+    return out.assign(kind=t["domains"].set_index("gi")["kind"].reindex(out["gi"]).to_numpy())
 
 
 def _parts(a: Analysis) -> list[tuple[str, str, str]]:
