@@ -247,14 +247,32 @@
   };
 
   Table.prototype.active = function () {
-    return this.filters.some(function (f) { return f; });
+    return !!this.rankSet || this.filters.some(function (f) { return f; });
+  };
+
+  /* A section's rank-set control (a process group): keep the rows whose rank columns all hold a rank of the set;
+   * null keeps every row. */
+  Table.prototype.setRankSet = function (ranks) {
+    var cols = [];
+    this.ths.forEach(function (th, i) { if (th.getAttribute("data-kind") === "rank") cols.push(i); });
+    if (!cols.length) return;
+    if (ranks && ranks.length) {
+      var set = {};
+      ranks.forEach(function (r) { set[String(r)] = true; });
+      this.rankSet = function (row) {
+        return cols.every(function (i) { return empty(row[i]) || set[String(row[i])] === true; });
+      };
+    } else {
+      this.rankSet = null;
+    }
+    this.apply();
   };
 
   /* Filter every JSON row; show the page's rows that pass; stripe the visible ones; count. */
   Table.prototype.apply = function () {
-    var filters = this.filters, rows = this.data.rows, matched = 0;
+    var filters = this.filters, rows = this.data.rows, matched = 0, inSet = this.rankSet;
     this.match = rows.map(function (row) {
-      var ok = filters.every(function (f, i) { return !f || f(row[i]); });
+      var ok = (!inSet || inSet(row)) && filters.every(function (f, i) { return !f || f(row[i]); });
       if (ok) matched += 1;
       return ok;
     });
@@ -272,7 +290,7 @@
     text = active ? matched + " of " + total + " rows" : total + (total === 1 ? " row" : " rows");
     if (this.trs.length < total) text += " · " + listed + " listed here";
     if (this.count) this.count.textContent = text;
-    if (this.clear) this.clear.hidden = !active;
+    if (this.clear) this.clear.hidden = !this.filters.some(function (f) { return f; });  /* the group control stays */
     this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
   };
 
@@ -539,8 +557,27 @@
     tables[box.id] = t;
     t.build();
     t.scroll.addEventListener("scroll", function () { t.edges(); }, { passive: true });
+    var chosen = rankSetOf(box.closest("section"));
+    if (chosen) t.setRankSet(chosen);
     return t;
   }
+  /* The ranks a section's rank-set control (data-rank-set) chose, or null (none, or "all"). */
+  function rankSetOf(section) {
+    var sel = section && section.querySelector("select[data-rank-set]");
+    if (!sel) return null;
+    var v;
+    try { v = JSON.parse(sel.value); } catch (e) { return null; }
+    return Array.isArray(v) ? v : null;
+  }
+  doc.addEventListener("change", function (ev) {
+    var sel = ev.target;
+    if (!sel || !sel.matches || !sel.matches("select[data-rank-set]")) return;
+    var section = sel.closest("section"), ranks = rankSetOf(section);
+    Object.keys(tables).forEach(function (id) {
+      var t = tables[id];
+      if (t.box.closest("section") === section) t.setRankSet(ranks);
+    });
+  });
   function laidOut(built) {
     if (built.length) layoutAll(built);
     if (!Object.keys(waiting).length && root.dataset.tablesDone !== "1") {

@@ -422,7 +422,7 @@ def _control_ctx(c) -> dict[str, Any]:
         default = [o for o in options[MAX_OPTIONS:] if o[0] == c.default][:1]
         options = options[:MAX_OPTIONS] + default
     return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
-            "default": c.default}
+            "default": c.default, "rank_sets": bool(getattr(c, "rank_sets", False))}
 
 
 def _figure_ctx(f) -> dict[str, Any]:

@@ -93,6 +93,9 @@ class Control:
     label: str
     options: list[tuple[Any, str]]  # (value, label)
     default: Any
+    #: the values are sets of ranks (lists) or "all": the section's tables also keep only the rows whose rank columns
+    #: are all in the chosen set (assets/table.js), and its charts filter on the signal
+    rank_sets: bool = False
 
 
 @dataclass

@@ -323,3 +323,29 @@ def test_pdf_repeats_real_header_rows(reports, open_report, tmp_path):
     for i in range(start, end + 1):
         assert "Elapse (" in pages[i] and "Operator" in pages[i], f"page {i + 1} has no header row"
     assert not log.problems(), log.problems()
+
+
+def test_process_group_control_filters_the_communication_section(reports, open_report):
+    """Issue 16: choosing a process group keeps the section's tables to its ranks (a link: both ends) and its
+    per-rank chart to its ranks; "All ranks" brings every row back."""
+    page, log = open_report(reports("level2"))
+    sel = page.locator("#sec-communication select[data-rank-set]")
+    assert sel.count() == 1
+    per_rank = "communication-per-rank"
+    before = len(_listed(page, per_rank))
+    sel.select_option(value="[0,1]")
+    page.wait_for_timeout(300)
+    data = _data(page, per_rank)
+    rank_col = data["columns"].index("Rank")
+    shown = {data["rows"][i][rank_col] for i in _listed(page, per_rank)}
+    assert shown == {0, 1} and before == 4
+    links = "communication-links"
+    ld = _data(page, links)
+    ends = [ld["columns"].index(c) for c in ("Source", "Destination")]
+    rows = [ld["rows"][i] for i in _listed(page, links)]
+    assert rows and all(r[e] in (0, 1) for r in rows for e in ends)
+    assert page.evaluate("window.reportgenCharts.signals('communication-ranks').comm_group") == [0, 1]
+    sel.select_option(value='"all"')
+    page.wait_for_timeout(300)
+    assert len(_listed(page, per_rank)) == before
+    assert not log.problems(), log.problems()

@@ -25,6 +25,7 @@ Sources and definitions:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .. import charts as vl
 import numpy as np
@@ -250,7 +251,36 @@ def analyze(run: Run, options=None) -> Analysis:
                                                           "ranks": run.ranks, "transit_outliers": outliers,
                                                           "family": run.source_format,
                                                           "ops_steps": int(d["ops"]["step"].nunique())
-                                                          if d.get("ops") is not None else 1})
+                                                          if d.get("ops") is not None else 1,
+                                                          "groups": _group_options(run, options)})
+
+
+#: process groups the communication section's Group control offers (the largest first); the domains section has all
+GROUP_OPTIONS = 64
+#: the charts' filter on the Group control (``comm_group``: "all" or a list of ranks, data, never code)
+GROUP_FILTER = "!isArray(comm_group) || indexof(comm_group, datum.rank) >= 0"
+
+
+def _group_options(run: Run, options) -> list[tuple[Any, str]]:
+    """The Group control's options: every process group of 2+ ranks that is not the whole run (strategy section's
+    groups; the largest first, then by key), as (sorted ranks, label)."""
+    from . import analysis_of
+    try:
+        groups = analysis_of("strategy", run, options).tables["groups"]
+    except Unavailable:
+        return []
+    world = len(run.ranks)
+    rows = [(sorted(int(r) for r in rs), str(g), str(n), str(k)) for g, n, k, rs in
+            zip(groups["group"], groups["name"], groups["kind"], groups["ranks"]) if 2 <= len(rs) < max(world, 3)]
+    rows.sort(key=lambda x: (-len(x[0]), natural_key(x[1])))
+    seen, out = set(), []
+    for ranks, g, n, k in rows:
+        if tuple(ranks) in seen:
+            continue
+        seen.add(tuple(ranks))
+        label = f"{g}" + (f" '{n}'" if n and n != g else "") + f" · {k} · {len(ranks)} ranks"
+        out.append((ranks, label))
+    return out[:GROUP_OPTIONS]
 
 
 #: links shown in the per-link box plots (the busiest by total time)
@@ -435,6 +465,10 @@ def present(a: Analysis) -> View:
         figures.append(_boxes(t["link_ops"]))
         if not any(c.signal == "link_metric" for c in controls):
             controls.append(LINK_METRIC_CONTROL)
+    groups = a.data.get("groups") or []
+    if groups:
+        controls.append(Control("comm_group", "Process group", [("all", "All ranks")] + groups, "all",
+                                rank_sets=True))
     sizes = a.data.get("op_sizes")
     if sizes is not None and not sizes.empty:
         figures.append(_sizes_chart(sizes))
@@ -559,7 +593,7 @@ def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
     hi, lo = max(top.values()), min(top.values())
     separate = lo > 0 and hi / lo >= SEPARATE_SCALES_RATIO
     shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_ms"], wide["wait_ms"]]))
-    base = vl.Chart(wide).transform_filter("datum.step_key == step")
+    base = vl.Chart(wide).transform_filter("datum.step_key == step").transform_filter(GROUP_FILTER)
     rows = []
     for i, (col, label, role) in enumerate((("comm_ms", "Communication", "comm"), ("wait_ms", "Wait", "wait"))):
         unit, factor = fmt.unit_for("ms", wide[col]) if separate else shared_unit
@@ -570,13 +604,14 @@ def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
             y=vl.Y(f"{col}_u:Q", axis=vl.Axis(**axis(label, unit))),
             tooltip=[vl.Tooltip("rank:O", title="Rank"), tip(f"{col}_u", label, unit)],
         ).properties(width="container", height=150 if separate else 120))
-    chart = fit_concat(vl.vconcat(*rows, spacing=6).add_params(vl.param(name="step", value="avg"))
+    chart = fit_concat(vl.vconcat(*rows, spacing=6).add_params(vl.param(name="step", value="avg"),
+                                                               vl.param(name="comm_group", value="all"))
                        .resolve_scale(y="independent" if separate else "shared"))
     how = ("each on its own scale (one is over " f"{SEPARATE_SCALES_RATIO:g}× the other)" if separate
            else "on the same scale")
     return Figure("communication-ranks", "Communication and waiting time per rank", to_spec(chart),
                   caption=f"Communication (top) and waiting (bottom) per rank, {how}, for the selected step or the "
-                          "average.",
+                          "average, and the ranks of the selected process group.",
                   alt="Bars of communication and wait time per rank")
 
 
