@@ -422,7 +422,7 @@
   var opened = [];
   window.addEventListener("beforeprint", function () {
     charts.forEach(render);
-    Array.prototype.forEach.call(doc.querySelectorAll("details.rg-details:not([open])"), function (d) {
+    Array.prototype.forEach.call(doc.querySelectorAll("details.rg-details:not([open]), details.rg-tree-node:not([open])"), function (d) {
       d.open = true;
       opened.push(d);
     });

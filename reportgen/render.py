@@ -381,6 +381,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
+            "trees": [_tree_ctx(t) for t in (getattr(view, "trees", None) or [])] if view else [],
             "findings": [f.as_dict() for f in (view.findings if view else [])],
         }
         findings.extend(sec["findings"])
@@ -423,6 +424,42 @@ def _control_ctx(c) -> dict[str, Any]:
         options = options[:MAX_OPTIONS] + default
     return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
             "default": c.default, "rank_sets": bool(getattr(c, "rank_sets", False))}
+
+
+#: nodes of a tree the page lists (beyond: the deeper levels are left out, and said; the table has every node)
+TREE_MAX_NODES = 2000
+
+
+def _tree_ctx(t) -> dict[str, Any]:
+    """A tree for the template: nodes breadth-first up to :data:`TREE_MAX_NODES`, each value formatted in its
+    column's unit (the unit chosen over every node's value, named in the legend)."""
+    flat: list = []
+    level = [(n, 0) for n in t.roots]
+    while level and len(flat) < TREE_MAX_NODES:
+        flat.extend(level)
+        level = [(c, d + 1) for n, d in level for c in n.children]
+    kept = {id(n) for n, _ in flat[:TREE_MAX_NODES]}
+    left = sum(1 for _ in _walk(t.roots)) - len(kept)
+    cols = []
+    for i, c in enumerate(t.columns):
+        unit, factor = fmt.unit_for(c.kind, [n.values[i] for n, _ in flat])
+        cols.append({"label": fmt.header(c.label, c.kind, unit), "kind": c.kind, "factor": factor})
+
+    def node(n, depth):
+        return {"label": n.label, "depth": depth, "open": depth < t.open_depth,
+                "values": [fmt.cell(v, col["kind"], col["factor"]) for v, col in zip(n.values, cols)],
+                "children": [node(c, depth + 1) for c in n.children if id(c) in kept]}
+
+    return {"id": t.id, "title": t.title, "caption": t.caption, "columns": cols,
+            "roots": [node(n, 0) for n in t.roots if id(n) in kept],
+            "left_out": (f"{left:,} deeper nodes are not listed here (the page lists {TREE_MAX_NODES:,}); the table "
+                         "below has every one." if left > 0 else "")}
+
+
+def _walk(nodes):
+    for n in nodes:
+        yield n
+        yield from _walk(n.children)
 
 
 def _figure_ctx(f) -> dict[str, Any]:

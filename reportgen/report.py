@@ -86,6 +86,28 @@ class Table:
 
 
 @dataclass
+class TreeNode:
+    """One node of a :class:`Tree`: its label, one value per tree column, its children."""
+
+    label: str
+    values: list[Any]
+    children: list["TreeNode"] = field(default_factory=list)
+
+
+@dataclass
+class Tree:
+    """A hierarchy the page shows as nested, collapsible rows (``<details>``: opens and closes without a script,
+    the browser's find opens the rows it matches); its numbers are also in a table of the section's analysis."""
+
+    id: str
+    title: str
+    columns: list[Column]  # the values of each node
+    roots: list[TreeNode]
+    caption: str = ""
+    open_depth: int = 2  # levels open when the page loads
+
+
+@dataclass
 class Control:
     """A page control that sets a Vega signal in every figure of its section that declares it."""
 
@@ -174,6 +196,7 @@ class View:
     tables: list[Table] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     controls: list[Control] = field(default_factory=list)
+    trees: list[Tree] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 

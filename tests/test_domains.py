@@ -173,3 +173,27 @@ def test_tp_group_across_hosts(tmp_path):
     a = analyze(run, Options())
     f = [f for f in present(a).findings if f.id == "group_layout_spans_hosts"]
     assert len(f) == 1 and "tp_x" in f[0].message
+
+
+def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path, monkeypatch):
+    """At scale the member chart draws the CHART_GROUPS worst groups and at most CHART_MEMBERS members of each (the
+    ones with the most time in the verdict's part) and says so; the tables and the JSON keep every group and
+    member."""
+    from reportgen.sections import domains
+    monkeypatch.setattr(domains, "CHART_GROUPS", 2)
+    monkeypatch.setattr(domains, "CHART_MEMBERS", 3)
+    _write("ascend", tmp_path, slow_rank=5)
+    _, o, _ = _domains(tmp_path)
+    (fig,) = [f for f in o.view.figures if f.id == "domains-members"]
+    rows = [r for rows in fig.spec["datasets"].values() for r in rows]
+    per_group = {}
+    for r in rows:
+        per_group.setdefault(r["gi"], set()).add(r["rank"])
+    assert len(per_group) == 2 and all(len(v) <= 3 for v in per_group.values())
+    d = o.analysis.tables["domains"]
+    first = int(d.iloc[0]["gi"])
+    assert first in per_group and int(d.iloc[0]["worst_rank"]) in per_group[first]  # the straggler is drawn
+    assert "groups with the worst verdicts" in fig.caption and "members with the most time" in fig.caption
+    assert len(d) > 2 and len(domains.members(o.analysis)) == sum(d["members_with_data"])
+    (ctl,) = [c for c in o.view.controls if c.signal == "domain"]
+    assert [v for v, _ in ctl.options] == [int(x) for x in d["gi"].head(2)]

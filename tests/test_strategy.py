@@ -283,3 +283,40 @@ def test_parse_shard_rejects_what_is_not_a_matrix():
     assert parse_shard("[[2, 1], [1, 4]]") == [[2, 1], [1, 4]]
     for bad in ("", "2", "[2, 1]", "[[2, 'x']]", "[[true]]", "{", None, "[[1.5]]"):
         assert parse_shard(bad) is None, bad
+
+
+def test_strategy_view_aligns_stages_on_send_receive(tmp_path):
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=1, mp=2, layers=2, micro=3)
+    (fig,) = [f for f in o.view.figures if f.id == "strategy-view"]
+    layers = fig.spec["layer"]
+    lines = next(rows for rows in fig.spec["datasets"].values() if rows and "pair" in rows[0])
+    by_pair = {}
+    for r in lines:
+        by_pair.setdefault(r["pair"], {})[r["stage"]] = r["pos"]
+    # forward pairs (sr_tag < 1000: stage 1 Send -> stage 2 Receive) line up after the shift: the same x
+    pp = o.analysis.tables["pipeline_pairs"]
+    fw = [i for i, tag in enumerate(pp[pp["matched"]]["sr_tag"].astype(int)) if tag < 1000]
+    offsets = {by_pair[i][1] - by_pair[i][2] for i in fw}
+    assert len(layers) == 2 and offsets <= {-1, 0, 1} and 0 in offsets
+    assert "stage 2 shifted by" in fig.caption
+
+
+def test_namespace_tree_nests_every_scope(tmp_path):
+    from reportgen.render import _tree_ctx
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=2, mp=2, layers=2, micro=2)
+    (tree,) = o.view.trees
+    ctx = _tree_ctx(tree)
+    assert [r["label"] for r in ctx["roots"]] == ["Stage 1", "Stage 2"]
+    assert [int(v) for v in ctx["roots"][0]["values"]] == [truth["per_stage"]["0"][k] for k in
+                                                           ("ops", "with_strategy", "redistribution",
+                                                            "gradient_aggregation")]
+
+    def find(nodes, path):
+        for n in nodes:
+            if n["label"] == path[0]:
+                return n if len(path) == 1 else find(n["children"], path[1:])
+        return None
+
+    layer = find(ctx["roots"][0]["children"], ["Default", "network", "model", "layers.0"])
+    assert layer is not None and [c["label"] for c in layer["children"]] == ["attention", "mlp"]
+    assert ctx["roots"][0]["open"] and not layer["open"]  # two levels open when the page loads

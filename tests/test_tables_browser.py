@@ -349,3 +349,28 @@ def test_process_group_control_filters_the_communication_section(reports, open_r
     page.wait_for_timeout(300)
     assert len(_listed(page, per_rank)) == before
     assert not log.problems(), log.problems()
+
+
+def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, tmp_path_factory):
+    """Issue 16: the namespace tree opens and closes on a click (no script needed: <details>), and printing opens
+    every node."""
+    from reportgen.synth.mindinsight_strategy import write_strategy_files
+    run = tmp_path_factory.mktemp("strategy_run")
+    write_strategy_files(run, stages=2, dp=2, mp=2, layers=2, micro=2)
+    page, log = open_report(report_cache.get(run))
+    tree = page.locator("#strategy-namespace-tree")
+    assert tree.count() == 1
+    closed = tree.locator("details.rg-tree-node:not([open])")
+    n_closed = closed.count()
+    assert n_closed > 0
+    first = closed.first.element_handle()  # the element, not the selector (which matches closed nodes only)
+    summary = first.query_selector(":scope > summary")
+    summary.click()
+    assert first.evaluate("d => d.open") is True
+    summary.click()
+    assert first.evaluate("d => d.open") is False
+    page.evaluate("window.dispatchEvent(new Event('beforeprint'))")
+    assert tree.locator("details.rg-tree-node:not([open])").count() == 0
+    page.evaluate("window.dispatchEvent(new Event('afterprint'))")
+    assert tree.locator("details.rg-tree-node:not([open])").count() == n_closed
+    assert not log.problems(), log.problems()

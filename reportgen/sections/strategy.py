@@ -35,7 +35,8 @@ from ..charts import band, cell_labels, natural_key, scale_position, sequential,
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Figure, Finding, Table, View, count, natural_order, rank_ranges
+from ..report import (Analysis, Column, Figure, Finding, Table, Tree, TreeNode, View, count, natural_order,
+                      rank_ranges)
 from . import pipeline
 
 ID = "strategy"
@@ -403,6 +404,7 @@ class _StageRun:
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     figures = [_mesh_figure(t["mesh"], m)]
+    trees: list[Tree] = []
     dims = " × ".join(f"{k} {m[f'{k}_size']}" for k in DIMS if f"{k}_size" in m)
     summary = (f"Mode {m['mode']}, {count(m['stages'] or 1, 'pipeline stage')}, {count(m['world_size'], 'rank')}"
                + (f" ({dims})" if dims else "") + f"; {count(m['groups'], 'process group')}.")
@@ -459,6 +461,8 @@ def present(a: Analysis) -> View:
              Column("gradient_aggregation", "Gradient aggregation", "int")],
             caption="Every prefix of the operators' scopes (MindInsight's aggregation nodes), in tree order; filter "
                     "'Full namespace' to open a subtree or 'Depth' (e.g. <= 3) to close the deeper levels."))
+    if "namespaces" in t and not t["namespaces"].empty:
+        trees.append(_namespace_tree(t["namespaces"]))
     if "strategy_disagreements" in t:
         dis = t["strategy_disagreements"].assign(ranks_text=[_ranks_text(r) for r in t["strategy_disagreements"]["ranks"]])
         tables.append(Table.from_frame(
@@ -487,7 +491,8 @@ def present(a: Analysis) -> View:
         fig = _pairs_figure(pp)
         if fig is not None:
             figures.append(fig)
-    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls)
+    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls,
+                trees=trees)
 
 
 _ranks_text = rank_ranges
@@ -574,6 +579,30 @@ _COMM_TYPES = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll
                "NeighborExchange", "Barrier"}
 
 
+_NS_COLUMNS = [Column("ops", "Operators", "int"), Column("with_strategy", "With strategy", "int"),
+               Column("redistribution", "Redistribution", "int"),
+               Column("gradient_aggregation", "Gradient aggregation", "int")]
+
+
+def _namespace_tree(ns: pd.DataFrame) -> Tree:
+    """The namespaces table as a tree: a root per stage, a node per scope prefix under its parent."""
+    roots = []
+    vals = [c.key for c in _NS_COLUMNS]
+    for st, g in ns.groupby("stage", sort=True):
+        top = g[g["depth"] == 1]
+        root = TreeNode(f"Stage {int(st)}", [int(top[v].sum()) for v in vals])
+        nodes = {}
+        for r in g.sort_values("depth", kind="stable").itertuples():
+            node = TreeNode(str(r.namespace).rsplit("/", 1)[-1], [int(getattr(r, v)) for v in vals])
+            nodes[r.namespace] = node
+            parent = nodes.get(str(r.namespace).rsplit("/", 1)[0]) if "/" in str(r.namespace) else None
+            (parent.children if parent is not None else root.children).append(node)
+        roots.append(root)
+    return Tree("strategy-namespace-tree", "Namespace tree", _NS_COLUMNS, roots,
+                caption="Operators below each namespace, per stage (MindInsight's aggregation nodes): open and close a "
+                        "namespace to see its children; the browser's find opens the rows it matches.")
+
+
 def _strategy_view(a: Analysis) -> Figure | None:
     """Seed figure 19: each stage's operators left to right in execution order, coloured by role (computation,
     communication, redistribution, gradient aggregation), stages stacked; a line joins each Send to its Receive in
@@ -594,15 +623,25 @@ def _strategy_view(a: Analysis) -> Figure | None:
     pts = pd.concat(rows, ignore_index=True)
     lines = []
     pp = a.tables.get("pipeline_pairs")
+    offset = {st: 0 for st in pts["stage"].unique()}
     if pp is not None:
         m = pp[pp["matched"] & pp["send_stage"].notna() & pp["recv_stage"].notna()]
+        m = m.assign(send_pos=pd.to_numeric(m["send_node"], errors="coerce"),
+                     recv_pos=pd.to_numeric(m["recv_node"], errors="coerce")).dropna(subset=["send_pos", "recv_pos"])
+        # stages aligned on their Send/Receive pairs: each stage shifted so that the median of its Receives from the
+        # previous stage sits under the matching Sends (the first stage stays; a stage without such pairs too)
+        for st in sorted(offset)[1:]:
+            fw = m[(m["recv_stage"] == st) & (m["send_stage"] == st - 1)]
+            if not fw.empty and st - 1 in offset:
+                offset[st] = offset[st - 1] + int(round(float((fw["send_pos"] - fw["recv_pos"]).median())))
         for i, r in enumerate(m.itertuples()):
-            lines.append({"pair": i, "stage": int(r.send_stage), "pos": int(r.send_node)})
-            lines.append({"pair": i, "stage": int(r.recv_stage), "pos": int(r.recv_node)})
+            lines.append({"pair": i, "stage": int(r.send_stage), "pos": int(r.send_pos) + offset.get(int(r.send_stage), 0)})
+            lines.append({"pair": i, "stage": int(r.recv_stage), "pos": int(r.recv_pos) + offset.get(int(r.recv_stage), 0)})
+    pts["pos"] = pts["pos"] + pts["stage"].map(offset).fillna(0).astype(int)
     roles = ["computation", "communication", "redistribution", "gradient aggregation"]
     colors = [palette.ROLE["compute"], palette.ROLE["comm"], palette.ROLE["receive"], palette.ROLE["tail"]]
     stages = sorted(pts["stage"].unique().tolist())
-    x = vl.X("pos:Q", title="Node position (execution order)", axis=vl.Axis(format=fmt.D3_FORMAT))
+    x = vl.X("pos:Q", title="Node position (execution order, stages aligned)", axis=vl.Axis(format=fmt.D3_FORMAT))
     y = vl.Y("stage:O", title="Stage", scale=vl.Scale(domain=stages))
     zoom = vl.selection_interval("strategy_zoom", encodings=["x"], bind="scales")
     marks = vl.Chart(pts).mark_tick(thickness=2, size=18).encode(
@@ -615,8 +654,11 @@ def _strategy_view(a: Analysis) -> Figure | None:
         layers.insert(0, vl.Chart(pd.DataFrame(lines)).mark_line(color=palette.ROLE["free"], strokeWidth=1).encode(
             x=x, y=y, detail=vl.Detail("pair:N")))
     chart = vl.fit(vl.layer(*layers), {"step": 36})
+    shifted = {int(k): int(v) for k, v in offset.items() if v}
     caption = ("Each stage's operators (its first rank) left to right in execution order, coloured by role; a line "
-               "joins each Send to its Receive. Scroll to zoom, drag to pan, double-click to reset."
+               "joins each Send to its Receive. Stages are aligned on their Send/Receive pairs"
+               + (" (" + ", ".join(f"stage {k} shifted by {v:+d}" for k, v in sorted(shifted.items())) + ")"
+                  if shifted else "") + ". Scroll to zoom, drag to pan, double-click to reset."
                + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else ""))
     return Figure("strategy-view", "Parallel strategy view: operators by stage and role", to_spec(chart),
                   caption=caption, static_caption=caption.replace(" Scroll to zoom, drag to pan, double-click to "
