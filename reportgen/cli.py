@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks", default=None, metavar="LIST",
                    help="ranks to show in the per-rank drill-down besides the slowest, fastest and median "
                         "(e.g. 0,3,8-11)")
+    p.add_argument("--timeline", metavar="MERGED_JSON",
+                   help="also write every rank's timeline merged into one Chrome trace event file (.json or .json.gz) "
+                        "that Perfetto and chrome://tracing open; --ranks picks the ranks (default: all)")
+    p.add_argument("--timeline-detail", choices=["summary", "detail"], default="summary",
+                   help="summary: steps and the overlap analysis (computation / exposed communication / free) per "
+                        "rank; detail: steps and every device operation per stream / communication plane")
     p.add_argument("--include-warmup", action="store_true",
                    help="keep warm-up steps (leading steps far slower than the rest) in averages, rankings and "
                         "colour scales; by default they are listed, labelled and left out")
@@ -262,6 +268,11 @@ def preflight(args) -> None:
         compare.check_fail_on(expr, {}, {})
     inputs = _inputs(args)
     _check_output("-o", args.output, inputs)
+    if getattr(args, "timeline", None) is not None:
+        _check_output("--timeline", args.timeline, inputs)
+        for flag, other in (("-o", args.output), ("--json", args.json_path)):
+            if other is not None and _same_file(args.timeline, other):
+                raise InputError(args.timeline, f"--timeline: is the same file as {flag}; give it another name")
     if args.json_path is not None:
         # a rolling baseline (--baseline m.json --json m.json: compare with last time, then replace it) is allowed:
         # the baseline file is read whole before anything is written, and the new one replaces it atomically
@@ -299,8 +310,10 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
                  static: bool = False, baseline: str | None = None, fmt: str | None = None,
-                 dask: str | None = None) -> tuple[str, dict]:
-    """Read the run, analyse every section, return (html, metrics)."""
+                 dask: str | None = None, timeline: tuple | None = None) -> tuple[str, dict]:
+    """Read the run, analyse every section, return (html, metrics). ``timeline`` = (path, detail, ranks): also
+    write the merged timeline (reportgen/export_timeline.py), named in the metrics (``exports``) and the page;
+    ``written`` gets its path once it is in place."""
     from . import metrics, render
     from .sections import run_sections
 
@@ -313,7 +326,26 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     from .sections import Options
 
     outcomes = run_sections(run, Options(dict(options or {})), progress=section_progress)
+    exported = None
+    if timeline is not None:
+        from . import export_timeline
+
+        path, detail, ranks, written = timeline
+        progress.update("writing the merged timeline")
+        try:
+            exported = export_timeline.write(run, path, ranks, detail)
+        except LookupError as exc:
+            raise InputError(path, f"--timeline: {exc}; nothing to write") from None
+        written.append(path)
+        note = (f"The merged timeline of {exported['ranks']:,} rank(s) ({detail}, {exported['events']:,} events) was "
+                f"written to {exported['file']} (Chrome trace event format: open it in Perfetto or chrome://tracing; "
+                "each rank's clock is aligned per step, the shifts are in the file's otherData.alignment_ms).")
+        for o in outcomes:
+            if o.id == "execution" and o.view is not None:
+                o.view.notes.append(note)
     doc = metrics.build(run, outcomes)
+    if exported is not None:
+        doc["exports"] = {"timeline": {k: v for k, v in exported.items() if k != "path"}}
     comp = None
     if baseline:
         from . import compare
@@ -459,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = Progress(enabled=not args.quiet)
     failed: list[str] = []
-    outputs = [args.output] + ([args.json_path] if args.json_path is not None else [])
+    outputs = [args.output] + ([args.json_path] if args.json_path is not None else []) + \
+        ([args.timeline] if args.timeline is not None else [])
     written: list[str] = []  # outputs renamed into place, for messages that say exactly what was written
 
     def say(text: str) -> None:
@@ -474,8 +507,11 @@ def main(argv: list[str] | None = None) -> int:
                    "include_warmup": args.include_warmup}
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
+        timeline = (args.timeline, args.timeline_detail, options["ranks"], written) \
+            if args.timeline is not None else None
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
-                                 static=args.static, baseline=args.baseline, fmt=args.fmt, dask=args.dask)
+                                 static=args.static, baseline=args.baseline, fmt=args.fmt, dask=args.dask,
+                                 timeline=timeline)
         from . import compare, metrics, render
 
         base_doc = doc.pop("_baseline_doc", None)
