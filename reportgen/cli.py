@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks", default=None, metavar="LIST",
                    help="ranks to show in the per-rank drill-down besides the slowest, fastest and median "
                         "(e.g. 0,3,8-11)")
+    p.add_argument("--compare-ranks", metavar="A,B", default=None,
+                   help="the pair of the rank comparison (default: the slowest rank and the median rank of its stage)")
     p.add_argument("--timeline", metavar="MERGED_JSON",
                    help="also write every rank's timeline merged into one Chrome trace event file (.json or .json.gz) "
                         "that Perfetto and chrome://tracing open; --ranks picks the ranks (default: all)")
@@ -99,6 +101,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     p.add_argument("--version", action="version", version=f"reportgen {__version__}")
     return p
+
+
+def _compare_pair(text: str) -> list[int]:
+    """``--compare-ranks A,B``: two different ranks."""
+    parts = [p.strip() for p in text.split(",")]
+    ranks = [int(p) for p in parts if re.fullmatch(r"\d{1,7}", p)] if len(parts) == 2 else []
+    if len(ranks) != 2 or ranks[0] == ranks[1]:
+        raise InputError(None, f"--compare-ranks {one_line(text)}: give two different ranks, e.g. 5,3")
+    return ranks
 
 
 def _parse_ranks(text: str) -> list[int]:
@@ -504,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         preflight(args)
         options = {"device_memory_gb": args.device_memory_gb, "peak_tflops": args.peak_tflops,
                    "ranks": _parse_ranks(args.ranks) if args.ranks else [],
-                   "include_warmup": args.include_warmup}
+                   "include_warmup": args.include_warmup,
+                   "compare_ranks": _compare_pair(args.compare_ranks) if args.compare_ranks else None}
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
         timeline = (args.timeline, args.timeline_detail, options["ranks"], written) \

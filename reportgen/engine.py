@@ -531,20 +531,10 @@ def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int 
 
 def _write_bytes(path: str, data: bytes) -> None:
     """``data`` to a temp file beside ``path``, renamed onto it (the old file stays until then)."""
-    from .render import temp_beside
+    from .render import atomic_binary
 
-    fd, tmp = temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_binary(path) as fh:
+        fh.write(data)
 
 
 __all__ = ["Part", "units", "reduce", "assemble", "read", "load", "dumps", "write", "find_reduced", "run_units"]

@@ -198,13 +198,10 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
         lift = -min(lowest)
         shift = {r: {s: v + lift for s, v in sh.items()} for r, sh in shift.items()}
     path = Path(path)
-    from .render import temp_beside
+    from .render import atomic_binary
 
-    fd, tmp = temp_beside(str(path))
-    os.close(fd)
     events = 0
-    try:
-        raw = open(tmp, "wb")
+    with atomic_binary(path) as raw:
         out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
         try:
             out.write(b'{"traceEvents":[\n')
@@ -230,14 +227,6 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
         finally:
             if out is not raw:
                 out.close()
-            raw.close()
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     return {"path": str(path), "file": path.name, "ranks": len(want), "events": events,
             "detail": "communication operations only (no device timeline)" if partial else detail,
             "steps_source": windows_source, "bytes": path.stat().st_size}

@@ -950,6 +950,23 @@ def _signals_deferred():
             signal.raise_signal(pending[0])
 
 
+@contextlib.contextmanager
+def atomic_binary(path: str | os.PathLike):
+    """A binary file handle on a temp file beside ``path``, renamed onto it (mode 0644) when the block ends; removed
+    when the block raises (the old file stays until the rename). For outputs written in pieces (the merged
+    timeline, a .reduced file)."""
+    fd, tmp = temp_beside(str(path))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_atomic(outputs: dict[str | os.PathLike, str] | str | os.PathLike, text: str | None = None, *,
                  written: list[str] | None = None) -> None:
     """Write each text to a temp file beside its path, then rename them all into place.

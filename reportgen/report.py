@@ -164,6 +164,7 @@ class Finding:
     figure: str | None = None  # element id of the chart that shows it (``view.figure`` when a view is given)
     share_of_step: float | None = None  # share of the step time at stake (set by the advisor; None: not about time)
     view: EvidenceView | None = None  # the chart set up to show it (metric, step, stage); default: ``figure`` as is
+    compare: list[int] | None = None  # a straggler finding: [the rank, a normal peer] for the rank comparison
 
     def __post_init__(self):
         if self.view is not None:
@@ -184,6 +185,7 @@ class Finding:
             "figure": self.figure,
             "view": self.view.as_dict(self.ranks, self.links) if self.view is not None else None,
             "share_of_step_ratio": self.share_of_step,
+            **({"compare": list(self.compare)} if self.compare else {}),
         }
 
 

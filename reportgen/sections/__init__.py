@@ -21,7 +21,8 @@ from ..report import SectionOutcome
 log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
-SECTION_IDS = ["trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution", "advisor"]
+SECTION_IDS = ["trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution",
+               "compare", "advisor"]
 
 
 @dataclass

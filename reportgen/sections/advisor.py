@@ -695,9 +695,36 @@ def present(a: Analysis) -> View:
     return View(summary=summary, tables=tables)
 
 
+#: findings about one slow rank: they link to the rank comparison with the rank beside a normal peer
+STRAGGLER_FINDINGS = ("slow_device_compute", "slow_rank_spread", "slow_rank_vote", "group_slow_member",
+                      "slow_step_interval")
+
+
+def _link_compare(outcomes: list[SectionOutcome]) -> None:
+    """Straggler findings naming one rank get ``compare`` = [that rank, the median rank of its stage by the
+    comparison's measure] when the rank comparison's chart holds both (its controls then choose the pair)."""
+    cmp = next((o for o in outcomes if o.id == "compare" and o.status == "ok"), None)
+    if cmp is None:
+        return
+    embed = set(cmp.analysis.data.get("embed") or [])
+    pr = cmp.analysis.data["measure"]  # the measure the default pair uses (compute time, else step time)
+    stage = {int(r): s for r, s in (cmp.analysis.data.get("stages") or {}).items()}
+    for o in outcomes:
+        for f in (o.view.findings if o.view is not None else []):
+            if f.id not in STRAGGLER_FINDINGS or len(f.ranks) != 1 or int(f.ranks[0]) not in embed:
+                continue
+            r = int(f.ranks[0])
+            peers = [p for p in embed if p != r and stage.get(p) == stage.get(r)] or [p for p in embed if p != r]
+            if not peers:
+                continue
+            peers.sort(key=lambda p: (float(pr[p]), p))
+            f.compare = [r, peers[(len(peers) - 1) // 2]]
+
+
 def merge(outcomes: list[SectionOutcome]) -> None:
     """Put the advisor's new findings into the section whose chart shows them (or the advisor's own list when that
     section is not ok) and order every section's findings (:func:`order_key`)."""
+    _link_compare(outcomes)
     by_id = {o.id: o for o in outcomes}
     adv = by_id.get(ID)
     if adv is not None and adv.status == "ok":

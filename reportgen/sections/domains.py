@@ -108,7 +108,9 @@ def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
         per["overlapped_ms"] = per["overlapped_ms"].fillna(0.0).clip(lower=0.0) if "overlapped_ms" in per else 0.0
     per["compute_only_ms"] = (per["computing_ms"] - per["overlapped_ms"].fillna(0.0)).clip(lower=0.0)
     total = per[[c for c, _, _ in PARTS]].sum(axis=1, min_count=1)
-    per["unaccounted_ms"] = per["step_ms"] - total
+    rest = per["step_ms"] - total
+    # float noise of a sum (1e-14 ms) is not time: below a nanosecond per step it is 0
+    per["unaccounted_ms"] = rest.where(rest.abs() >= 1e-6, 0.0)
     for c, _, _ in PARTS:
         per[c.replace("_ms", "_share")] = (per[c] / per["step_ms"]).where(per["step_ms"] > 0)
     keep = ["rank", "step_ms", "computing_ms", "unaccounted_ms"] + [c for c, _, _ in PARTS] + \

@@ -1,0 +1,279 @@
+"""Rank comparison: an abnormal rank beside a normal one, the first step of the current Ascend workflow for a
+computation problem (../shared/research/ascend-profiler-output-and-msprof-analyze.md: compare an abnormal card with
+a normal one; msprof-analyze ``compare_tools``).
+
+Sources and definitions:
+
+* The pair: ``--compare-ranks A,B``; else the rank with the most compute time per step (the one the others wait for:
+  synchronous steps end together, so the longest step is often a rank that waited) and the median rank of its
+  pipeline stage by the same measure (every rank without stages); without operation times, the facts' slowest rank
+  (reportgen/facts.py) and the median of its stage by step time.
+* Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; Ascend text output without
+  trace_view.json: ``kernel_details.csv``) in the steps in scope. Per rank: count and total time per step, and the
+  mean time, by operation type (:func:`reportgen.timeline.op_type`) and by operation name; kind = compute,
+  communication, receive or memcpy as the timeline says.
+* Delta = A - B (ms per step); share of the step difference explained = delta / (step A - step B), when A's step is
+  longer. The shares of all types add up to the part of the difference the device operations explain (time outside
+  any operation, free time, is the rest).
+* Communication: the communication section's operations per type: time (elapse), transit and wait per step.
+* Memory: the memory section's peak per rank.
+* Any other pair: the chart embeds the type totals of at most :data:`PAIR_RANKS` ranks (every rank up to that
+  count; else the ranks the findings name, the fastest / median / slowest and the default pair) and two controls
+  choose A and B among them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import charts as vl
+from .. import facts, fmt, palette
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Control, Figure, Table, View
+from ..timeline import op_type
+from . import analysis_of
+
+ID = "compare"
+TITLE = "Rank comparison"
+
+#: ranks whose type totals the page embeds for the any-pair chart
+PAIR_RANKS = 64
+#: operation types drawn in the chart (the largest |delta| of the default pair first, then the largest totals)
+CHART_TYPES = 20
+#: operations listed by name (the largest |delta| first); the JSON keeps the same
+TOP_OPS = 30
+#: steps that differ by less than this share end together (synchronous training): no share of the difference
+SYNC_SHARE = 0.01
+
+
+def _ops(run: Run, F) -> pd.DataFrame | None:
+    tl = run.table("device_timeline")
+    if tl is not None and not tl.empty:
+        o = tl[tl["step"].isin(F.steps)]
+        o = o.assign(dur=o["end_ms"] - o["start_ms"])[["rank", "kind", "name", "dur"]]
+    else:
+        k = run.table("kernels")
+        if k is None or k.empty or "step" not in k:
+            return None
+        o = k[k["step"].isin(F.steps)].assign(kind="compute", dur=k["dur_ms"])[["rank", "kind", "name", "dur"]]
+    if o.empty:
+        return None
+    names = o["name"].fillna("").astype(str)  # pandas' str dtype keeps a missing name missing
+    uniq = pd.Series(names.unique(), dtype=object).astype(str)
+    o = o.assign(name=names, type=names.map(dict(zip(uniq, op_type(uniq)))))
+    return o
+
+
+def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tuple[int, int, str]:
+    """(A, B, how the pair was chosen). ``compute``: per rank the compute time per step (device operations)."""
+    want = options.get("compare_ranks") if options is not None else None
+    ranks = sorted(int(r) for r in F.per_rank["rank"])
+    if want:
+        a, b = (int(x) for x in want)
+        missing = [r for r in (a, b) if r not in ranks]
+        if missing:
+            raise Unavailable(f"--compare-ranks {a},{b}: rank {missing[0]} has no step time in this run (ranks "
+                              f"{ranks[0]}-{ranks[-1]})")
+        return a, b, "--compare-ranks"
+    # synchronous steps end together on every rank, so the longest step is often a rank that waited: the rank with
+    # the most computation is the one the others wait for (the facts' slowest rank without operation times)
+    pr = F.per_rank.set_index("rank")["step_ms"]
+    measure, what = pr, "step time"
+    if compute is not None and len(compute.reindex(ranks).dropna()) == len(ranks) and compute.max() > 0:
+        measure, what = compute.reindex(ranks), "computation"
+    slow = int(F.slowest_rank) if measure is pr else int(sorted(ranks, key=lambda r: (-float(measure[r]), r))[0])
+    stage = run.stage_of(slow)
+    peers = [r for r in ranks if r != slow and (stage is None or run.stage_of(r) == stage)]
+    if not peers:
+        peers = [r for r in ranks if r != slow]
+    if not peers:
+        raise Unavailable("The run has one rank: there is no other rank to compare it with.")
+    order = sorted(peers, key=lambda r: (float(measure[r]), r))
+    how = (f"the rank with the most {what} per step and the median rank of its pipeline stage by {what}"
+           if stage is not None else f"the rank with the most {what} per step and the median rank by {what}")
+    return slow, order[(len(order) - 1) // 2], how
+
+
+def pair_table(per: pd.DataFrame, a: int, b: int, keys: list[str], step_diff: float) -> pd.DataFrame:
+    """``per`` (rank, keys..., count, total_ms, mean_ms: per step) of ranks a and b side by side, with the delta and
+    the share of the step difference it explains."""
+    pa = per[per["rank"] == a].drop(columns="rank").set_index(keys)
+    pb = per[per["rank"] == b].drop(columns="rank").set_index(keys)
+    t = pa.add_prefix("a_").join(pb.add_prefix("b_"), how="outer").reset_index()
+    for c in ("count", "total_ms"):
+        t[f"a_{c}"] = t[f"a_{c}"].fillna(0.0)
+        t[f"b_{c}"] = t[f"b_{c}"].fillna(0.0)
+    t["delta_ms"] = t["a_total_ms"] - t["b_total_ms"]
+    t["explained_ratio"] = t["delta_ms"] / step_diff if step_diff > 0 else np.nan
+    return t.assign(order=t["delta_ms"].abs()).sort_values(["order"] + keys, ascending=[False] + [True] * len(keys),
+                                                           kind="stable").drop(columns="order").reset_index(drop=True)
+
+
+def _per(o: pd.DataFrame, keys: list[str], steps: int) -> pd.DataFrame:
+    g = o.groupby(["rank"] + keys)["dur"]
+    out = g.agg(count="size", total_ms="sum", mean_ms="mean").reset_index()
+    out["count"] = out["count"] / steps
+    out["total_ms"] = out["total_ms"] / steps
+    return out
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    F = facts.of(run, options)
+    if F is None or F.per_rank.empty:
+        raise Unavailable("No step times in this run, so no slowest or median rank to compare (see the trajectory "
+                          "section for the files that give step times).")
+    ops = _ops(run, F)
+    if ops is None:
+        raise Unavailable(
+            "No device operations in the steps in scope. PyTorch: GPU kernels (or CPU ops) with ProfilerStep markers; "
+            "Ascend: trace_view.json, a profiler DB or kernel_details.csv (profiler_level Level1 or higher); "
+            "MindSpore Insight: the timeline display files or the step trace.")
+    steps = max(1, len(F.steps))
+    compute = ops[ops["kind"] == "compute"].groupby("rank")["dur"].sum() / steps
+    a, b, how = default_pair(run, F, options, compute)
+    pr = F.per_rank.set_index("rank")["step_ms"]
+    step_a, step_b = float(pr[a]), float(pr[b])
+    diff = step_a - step_b
+    # synchronous steps end together on every rank: a step difference under SYNC_SHARE of the step explains nothing,
+    # the pair differs in where its time goes (more computation on one, more waiting on the other)
+    synchronous = abs(diff) < SYNC_SHARE * max(step_a, step_b)
+    by_type = _per(ops, ["kind", "type"], steps)
+    by_name = _per(ops, ["kind", "name"], steps)
+    denom = 0.0 if synchronous else diff
+    types = pair_table(by_type[by_type["rank"].isin([a, b])], a, b, ["kind", "type"], denom)
+    names = pair_table(by_name[by_name["rank"].isin([a, b])], a, b, ["kind", "name"], denom).head(TOP_OPS)
+    tables = {"types": types, "top_ops": names}
+    metrics = {"rank_a": a, "rank_b": b, "pair_source": how, "step_ms_a": step_a, "step_ms_b": step_b,
+               "step_diff_ms": diff, "steps": steps,
+               "explained_ratio": float(types["delta_ms"].sum() / diff) if diff > 0 and not synchronous else None,
+               "synchronous": bool(synchronous),
+               "delta_by_kind_ms": {str(k): float(v) for k, v in types.groupby("kind")["delta_ms"].sum().items()},
+               "stage_a": run.stage_of(a), "stage_b": run.stage_of(b)}
+    try:
+        comm = analysis_of("communication", run, options).tables.get("ops")
+    except Unavailable:
+        comm = None
+    if comm is not None and not comm.empty and "op_type" in comm:
+        c = comm[comm["rank"].isin([a, b]) & comm["step"].isin(F.steps)]
+        cols = [x for x in ("elapse_ms", "transit_ms", "wait_ms") if x in c]
+        per = c.groupby(["rank", "op_type"])[cols].sum().div(steps).reset_index()
+        per = per.assign(count=c.groupby(["rank", "op_type"]).size().div(steps).to_numpy())
+        ca, cb = (per[per["rank"] == r].drop(columns="rank").set_index("op_type") for r in (a, b))
+        ct = ca.add_prefix("a_").join(cb.add_prefix("b_"), how="outer").reset_index()
+        ct["delta_ms"] = ct.get("a_elapse_ms", 0).fillna(0) - ct.get("b_elapse_ms", 0).fillna(0)
+        tables["comm"] = ct.sort_values("delta_ms", key=np.abs, ascending=False).reset_index(drop=True)
+    try:
+        mem = analysis_of("memory", run, options).tables["per_rank"].set_index("rank")
+        if a in mem.index and b in mem.index:
+            metrics.update(peak_mb_a=float(mem.at[a, "peak_mb"]), peak_mb_b=float(mem.at[b, "peak_mb"]))
+    except Unavailable:
+        pass
+    # the any-pair chart: type totals of up to PAIR_RANKS ranks
+    all_ranks = sorted(int(r) for r in pr.index)
+    if len(all_ranks) <= PAIR_RANKS:
+        embed = all_ranks
+    else:
+        keep = [a, b, int(F.fastest_rank), int(F.median_rank), int(F.slowest_rank)]
+        rest = [r for r in np.linspace(0, len(all_ranks) - 1, PAIR_RANKS).round().astype(int)]
+        embed = sorted(dict.fromkeys(keep + [all_ranks[i] for i in rest]))[:PAIR_RANKS]
+    top = list(dict.fromkeys(list(types["type"].head(CHART_TYPES))))
+    chart_rows = by_type[by_type["rank"].isin(embed) & by_type["type"].isin(top)]
+    return Analysis(metrics=metrics, tables=tables,
+                    data={"chart": chart_rows, "embed": embed, "types_order": top, "pr": pr,
+                          "measure": compute if compute.reindex(all_ranks).notna().all() else pr,
+                          "stages": {int(r): run.stage_of(int(r)) for r in embed}})
+
+
+def present(a: Analysis) -> View:
+    m, t = a.metrics, a.tables
+    A, B = m["rank_a"], m["rank_b"]
+    diff = m["step_diff_ms"]
+    summary = (f"Rank {A} ({fmt.ms(m['step_ms_a'])} per step) beside rank {B} ({fmt.ms(m['step_ms_b'])}), "
+               f"{m['pair_source']}: ")
+    if m["synchronous"]:
+        kinds = m["delta_by_kind_ms"]
+        parts = [f"{fmt.ms(abs(v))} {'more' if v > 0 else 'less'} {k}" for k, v in
+                 sorted(kinds.items(), key=lambda kv: -abs(kv[1])) if abs(v) >= 0.001 * m["step_ms_b"]][:3]
+        summary += (f"their steps end together (synchronous), so the difference is in where the time goes: rank {A} "
+                    f"has " + (", ".join(parts) if parts else "the same time in every kind of operation") + ".")
+    else:
+        summary += (f"{fmt.ms(abs(diff))} {'longer' if diff >= 0 else 'shorter'}"
+                    + (f", {fmt.percent(m['explained_ratio'])} of it in the device operations below" if
+                       m.get("explained_ratio") is not None else "") + ".")
+    share_help = f"delta / the step difference ({fmt.ms(diff)})"
+    ab = f"A = rank {A}, B = rank {B}; per step over the steps in scope, the largest differences first."
+    types = t["types"].assign(counts=[f"{fmt.number(x)} / {fmt.number(y)}" for x, y in
+                                      zip(t["types"]["a_count"], t["types"]["b_count"])])
+    tables = [Table.from_frame(
+        "compare-types", f"Operation types: rank {A} (A) vs rank {B} (B)", types,
+        [Column("type", "Type", "text"), Column("kind", "Kind", "text"),
+         Column("a_total_ms", "A time", "ms"), Column("b_total_ms", "B time", "ms"), Column("delta_ms", "Delta", "ms"),
+         Column("explained_ratio", "Share", "ratio", help=share_help),
+         Column("counts", "Count A / B", "text", help="operations per step")],
+        caption=ab + " A count that differs means a different graph or schedule; the same count with more time means "
+                     "slower operations (the JSON has the mean time of each)."),
+        Table.from_frame(
+        "compare-ops", f"Operations by name: A vs B (the {TOP_OPS} largest differences)", t["top_ops"],
+        [Column("name", "Operation", "text"), Column("kind", "Kind", "text"),
+         Column("a_total_ms", "A time", "ms"), Column("b_total_ms", "B time", "ms"), Column("delta_ms", "Delta", "ms"),
+         Column("explained_ratio", "Share", "ratio", help=share_help)], caption=ab)]
+    if "comm" in t:
+        c = t["comm"]
+        cols = [Column("op_type", "Operation", "text")]
+        for p in ("a", "b"):
+            cols += [Column(f"{p}_{x}", f"{p.upper()} {label}", "ms") for x, label in
+                     (("elapse_ms", "time"), ("transit_ms", "transit"), ("wait_ms", "wait")) if f"{p}_{x}" in c]
+        cols.append(Column("delta_ms", "Delta (time)", "ms"))
+        tables.append(Table.from_frame(
+            "compare-comm", "Communication: A vs B", c, cols,
+            caption=f"A = rank {A}, B = rank {B}; per step. More wait on the normal rank and less on the abnormal one: "
+                    "the abnormal rank arrives late (it is slow elsewhere); more transit: its links are slow."))
+    notes = []
+    if m.get("peak_mb_a") is not None:
+        notes.append(f"Memory peak: rank {A} {fmt.quantity(m['peak_mb_a'], 'mb')}, rank {B} "
+                     f"{fmt.quantity(m['peak_mb_b'], 'mb')} (memory section).")
+    figures, controls = [], []
+    fig = _chart(a)
+    if fig is not None:
+        figures.append(fig[0])
+        controls += fig[1]
+    return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes)
+
+
+def _chart(a: Analysis):
+    d = a.data
+    rows = d["chart"]
+    if rows.empty:
+        return None
+    A, B = a.metrics["rank_a"], a.metrics["rank_b"]
+    unit, factor = fmt.unit_for("ms", rows["total_ms"])
+    data = rows[["rank", "type", "kind", "count", "total_ms", "mean_ms"]]
+    chart = vl.in_unit(vl.Chart(data), factor, "total_ms", "mean_ms").transform_filter(
+        "datum.rank == rank_a || datum.rank == rank_b").transform_calculate(
+        side="datum.rank == rank_a ? 'A' : 'B'").mark_bar().encode(
+        # no axis title: long type names would run into it (the caption names the axis)
+        y=vl.Y("type:N", title=None, sort=d["types_order"], axis=vl.Axis(labelLimit=320)),
+        yOffset=vl.field("side:N", scale=vl.Scale(domain=["A", "B"])),
+        x=vl.X("total_ms_u:Q", axis=vl.Axis(**vl.axis("Time per step", unit))),
+        color=vl.Color("side:N", title="Rank", scale=vl.Scale(domain=["A", "B"], range=[palette.ROLE["comm"],
+                                                                                      palette.ROLE["compute"]])),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("type:N", title="Type"),
+                 vl.Tooltip("kind:N", title="Kind"), vl.Tooltip("count:Q", title="Count per step",
+                                                                  format=fmt.D3_FORMAT),
+                 vl.tip("total_ms_u", "Time per step", unit), vl.tip("mean_ms_u", "Mean", unit)]).add_params(
+        vl.param(name="rank_a", value=A), vl.param(name="rank_b", value=B))
+    chart = vl.fit(chart, {"step": 11})
+    opts = [(int(r), f"rank {int(r)} ({fmt.ms(float(d['pr'][r]))})") for r in d["embed"]]
+    controls = [Control("rank_a", "Rank A", opts, A), Control("rank_b", "Rank B", opts, B)]
+    n = len(d["embed"])
+    total = len(d["pr"])
+    caption = (f"Time per step (x) of the {len(d['types_order'])} operation types (y) that differ most between the "
+               f"default pair, for the two ranks chosen above (A orange, B blue)."
+               + (f" The page holds {n} of the {total:,} ranks for this chart (the ranks the findings name, the "
+                  "fastest, median and slowest, and an even sample); the tables are for the default pair."
+                  if n < total else " The tables are for the default pair."))
+    return Figure("compare-chart", "Two ranks side by side, by operation type", to_spec(chart), caption=caption,
+                  alt="Grouped bars of operation-type time for two ranks"), controls
