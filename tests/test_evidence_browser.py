@@ -74,7 +74,7 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
     findings = doc["findings"]
     assert findings, f"{name} raised no finding"
     page, log = open_report(out)
-    links = page.locator("#rg-findings a[data-view]")
+    links = page.locator("#rg-findings a[data-view]:not(.rg-compare-link)")
     assert links.count() == len(findings)
     # findings are listed once: their sections link to the list instead of repeating them
     assert page.locator("section.rg-section .rg-finding").count() == 0
@@ -124,7 +124,7 @@ def test_the_computing_finding_opens_the_computing_heatmap(tmp_path, open_report
     i, f = next((i, f) for i, f in enumerate(findings) if f["id"] == "slow_device_compute")
     assert f["evidence"]["metric"] == "computing_ms" and f["ranks"][0] == 1
     page, log = open_report(out)
-    page.locator("#rg-findings a[data-view]").nth(i).click()
+    page.locator("#rg-findings a[data-view]:not(.rg-compare-link)").nth(i).click()
     page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg="trajectory-heatmap")
     state = page.evaluate(STATE_JS, f["view"])
     assert state["selects"]["heat_metric"] == "computing_ms" and state["signals"]["heat_metric"] == "computing_ms"
@@ -214,3 +214,27 @@ def test_static_svg_text_inside_and_captions_for_paper(report_cache, browser, na
             assert median not in doc["facts"]["warmup_steps"]
     finally:
         ctx.close()
+
+
+def test_straggler_finding_opens_the_rank_comparison(report_cache, open_report, tmp_path_factory):
+    """Issue 17: a straggler finding's second link sets the rank comparison's two ranks and shows its chart."""
+    from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+    run = tmp_path_factory.mktemp("straggler")
+    write_kineto_run(run, KinetoSpec(hosts=1, devices_per_host=8, stages=2, steps=3, slow_ranks={5: 1.4}))
+    out = report_cache.get(run, "--compare-ranks", "0,1")
+    doc = json.loads(out.with_suffix(".json").read_text())
+    linked = [f for f in doc["findings"] if f.get("compare")]
+    assert linked
+    page, log = open_report(out)
+    link = page.locator("#rg-findings a.rg-compare-link").first
+    a, b = linked[0]["compare"]
+    assert link.inner_text() == f"Compare rank {a} with rank {b}"
+    page.evaluate("delete document.documentElement.dataset.viewShown")
+    link.click()
+    page.wait_for_function("() => document.documentElement.dataset.viewShown === 'compare-chart'")
+    selects = page.evaluate("""() => Object.fromEntries(Array.from(
+        document.querySelectorAll('#sec-compare select[data-signal]')).map(s => [s.dataset.signal, JSON.parse(s.value)]))""")
+    assert selects == {"rank_a": a, "rank_b": b}
+    signals = page.evaluate("window.reportgenCharts.signals('compare-chart')")
+    assert (signals["rank_a"], signals["rank_b"]) == (a, b)
+    assert not log.problems(), log.problems()

@@ -344,7 +344,8 @@ def test_process_group_control_filters_the_communication_section(reports, open_r
     ends = [ld["columns"].index(c) for c in ("Source", "Destination")]
     rows = [ld["rows"][i] for i in _listed(page, links)]
     assert rows and all(r[e] in (0, 1) for r in rows for e in ends)
-    assert page.evaluate("window.reportgenCharts.signals('communication-ranks').comm_group") == [0, 1]
+    for fig in ("communication-ranks", "communication-matrix", "communication-graph"):
+        assert page.evaluate(f"window.reportgenCharts.signals('{fig}').comm_group") == [0, 1], fig
     sel.select_option(value='"all"')
     page.wait_for_timeout(300)
     assert len(_listed(page, per_rank)) == before

@@ -259,6 +259,9 @@ def analyze(run: Run, options=None) -> Analysis:
 GROUP_OPTIONS = 64
 #: the charts' filter on the Group control (``comm_group``: "all" or a list of ranks, data, never code)
 GROUP_FILTER = "!isArray(comm_group) || indexof(comm_group, datum.rank) >= 0"
+#: the same for a link: both ends in the group
+GROUP_LINK_FILTER = ("!isArray(comm_group) || (indexof(comm_group, datum.src_rank) >= 0 && "
+                     "indexof(comm_group, datum.dst_rank) >= 0)")
 
 
 def _group_options(run: Run, options) -> list[tuple[Any, str]]:
@@ -458,8 +461,9 @@ def present(a: Analysis) -> View:
                          for s in sorted(prs["step"].unique())], "avg")]
     links = t.get("links")
     if links is not None:
-        figures.append(_matrix(links, "src_rank", "dst_rank", "Rank"))
-        figures.append(_graph(per_rank, links))
+        grouped = bool(a.data.get("groups"))
+        figures.append(_matrix(links, "src_rank", "dst_rank", "Rank", grouped))
+        figures.append(_graph(per_rank, links, grouped))
         controls.append(LINK_METRIC_CONTROL)
     if "link_ops" in t:
         figures.append(_boxes(t["link_ops"]))
@@ -625,7 +629,7 @@ def _link_metrics(df: pd.DataFrame) -> dict:
             "bandwidth_gbps": ("Bandwidth", "gbps", df["bandwidth_gbps"])}
 
 
-def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
+def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool = False) -> Figure:
     lk = links.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
     lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
     side = int(max(lk[src].max(), lk[dst].max())) + 1 if not lk.empty else 1
@@ -640,7 +644,9 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
     cell = band(shown, 48, 3, 640)
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
-    base = scale_position(vl.Chart(lk).transform_calculate(value=value), "value").encode(
+    blocked = side > MATRIX_MAX_SIDE
+    src_data = vl.Chart(lk) if blocked or src != "src_rank" else vl.Chart(lk).transform_filter(GROUP_LINK_FILTER)
+    base = scale_position(src_data.transform_calculate(value=value), "value").encode(
         x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
         y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
     tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
@@ -650,7 +656,11 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str) -> Figure:
         tooltip=tips)
     if text:
         chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
-    chart = chart.add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units).properties(
+    params = [vl.param(name="link_metric", value="bandwidth_gbps"), units]
+    if not blocked and src == "src_rank":
+        params.append(vl.param(name="comm_group", value="all"))
+        caption += " The process group chosen above keeps its own links." if grouped else ""
+    chart = chart.add_params(*params).properties(
         width={"step": cell}, height={"step": cell},
         title=vl.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start", fontSize=12))
     if text:
@@ -680,7 +690,7 @@ def _boxes(link_ops: pd.DataFrame) -> Figure:
 LABEL_RADIUS = 1.15
 
 
-def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
+def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False) -> Figure:
     """Node-link graph, laid out in Python on a circle (deterministic); drawn with Vega-Lite rules and circles."""
     ranks = sorted(set(per_rank["rank"]) | set(links["src_rank"]) | set(links["dst_rank"]))
     angle = {r: 2 * math.pi * i / max(1, len(ranks)) for i, r in enumerate(ranks)}
@@ -703,13 +713,15 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
     hidden = vl.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
     extent = vl.Scale(domain=[-LABEL_RADIUS - 0.1, LABEL_RADIUS + 0.1])
     x, y = vl.X("x:Q", axis=hidden, scale=extent), vl.Y("y:Q", axis=hidden, scale=extent)
-    edges = in_unit(vl.Chart(e), size_f, "size_mb").mark_rule(opacity=0.6, color=palette.ROLE["comm"]).encode(
+    edges = in_unit(vl.Chart(e).transform_filter(GROUP_LINK_FILTER), size_f, "size_mb").mark_rule(
+        opacity=0.6, color=palette.ROLE["comm"]).encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q",
         strokeWidth=vl.StrokeWidth("size_mb_u:Q", scale=vl.Scale(range=[0.5, 6]),
                                     legend=vl.Legend(**axis("Size", size_unit))),
         tooltip=[vl.Tooltip("src_rank:O", title="Source"), vl.Tooltip("dst_rank:O", title="Destination"),
                  tip("size_mb_u", "Size", size_unit), tip("time_ms", "Time", "ms")])
-    points = in_unit(vl.Chart(nodes), time_f, "comm_ms", "wait_ms").mark_circle(opacity=0.95).encode(
+    points = in_unit(vl.Chart(nodes).transform_filter(GROUP_FILTER), time_f, "comm_ms", "wait_ms").mark_circle(
+        opacity=0.95).encode(
         x=x, y=y,
         size=vl.Size("comm_ms_u:Q", scale=vl.Scale(range=[40, 600]),
                       legend=vl.Legend(**axis("Communication", time_unit), symbolFillColor=palette.ROLE["comm"])),
@@ -717,11 +729,14 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame) -> Figure:
                         legend=vl.Legend(**axis("Waiting share", kind="ratio"))),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", "Communication", time_unit),
                  tip("wait_ms_u", "Wait", time_unit), tip("wait_share", "Waiting share", kind="ratio")])
-    labels = vl.Chart(nodes).mark_text(fontSize=11).encode(x=vl.X("lx:Q", axis=hidden, scale=extent),
+    labels = vl.Chart(nodes).transform_filter(GROUP_FILTER).mark_text(fontSize=11).encode(
+        x=vl.X("lx:Q", axis=hidden, scale=extent),
                                                             y=vl.Y("ly:Q", axis=hidden, scale=extent), text="rank:O")
     side = 420 if len(ranks) <= 16 else 560
-    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side)
+    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side) \
+        .add_params(vl.param(name="comm_group", value="all"))
     return Figure("communication-graph", "Who talks to whom", to_spec(chart),
                   caption="Node size = communication time; colour = share of waiting in communication + waiting "
-                          "(light ranks mostly wait); edge width = bytes moved.",
+                          "(light ranks mostly wait); edge width = bytes moved."
+                          + (" The process group chosen above keeps its ranks and links." if grouped else ""),
                   alt="Node-link graph of ranks and links")
