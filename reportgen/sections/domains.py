@@ -144,7 +144,8 @@ def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None) -> pd.DataFrame:
     exposed = mem.groupby("gi")["comm_not_overlapped_ms"].mean() / step
     comp = spread["computing_ms"].fillna(0.0)
     free = spread["free_ms"].fillna(0.0)  # not measured (MindInsight): no scheduling verdict
-    out = pd.DataFrame({"step_ms_mean": step, "computation_spread_ratio": comp, "free_spread_ratio": free,
+    out = pd.DataFrame({"step_ms_mean": step, "computation_spread_ratio": comp,
+                        "free_spread_ratio": spread["free_ms"],  # NaN where free time is not measured
                         "stage_computation_spread_ratio": stage_spread,
                         "exposed_spread_ratio": spread["comm_not_overlapped_ms"],
                         "step_spread_ratio": spread["step_ms"], "exposed_comm_share_ratio": exposed,
@@ -372,10 +373,12 @@ def _label(r) -> str:
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     d = t["domains"]
-    v = m["verdicts"]
+    details = d["verdict_detail"].replace("", "balanced").value_counts()
+    words = [("straggler", "with a computation straggler"), ("idle member", "with an idle member (scheduling)"),
+             ("slow link", "with a slow link"), ("stage imbalance", "whose pipeline stages compute unevenly"),
+             ("exposed communication", "dominated by exposed communication"), ("balanced", "balanced")]
     summary = (f"{count(m['groups'], 'process group')} of two or more ranks: "
-               f"{v['computation']} with a computation straggler, {v['scheduling']} with uneven free time (scheduling), "
-               f"{v['communication']} dominated by exposed communication, {v['balanced']} balanced"
+               + ", ".join(f"{int(details[k])} {w}" for k, w in words if details.get(k, 0))
                + (f"; {count(m['groups_single_rank'], 'group')} of one rank not shown" if m["groups_single_rank"] else "")
                + ".")
     d = d.assign(label=[_label(r) for _, r in d.iterrows()],
@@ -470,8 +473,8 @@ def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list):
     control = Control("domain", "Group", [(int(r["gi"]), _label(r) + f" — {r['verdict']}") for _, r in shown.iterrows()],
                       first)
     more = len(d) - len(shown)
-    caption = ("The members of the chosen group, their step split into computation only, overlapped and exposed "
-               "communication and free time (means over the steps in scope)."
+    caption = ("The members of the chosen group, their step split into "
+               + ", ".join(label.lower() for _, label, _ in parts) + " (means over the steps in scope)."
                + (f" The chart offers the {len(shown)} groups with the worst verdicts; the tables list all "
                   f"{len(d):,}." if more > 0 else "")
                + (f" Groups of more than {CHART_MEMBERS} ranks draw the {CHART_MEMBERS} members with the most time "
