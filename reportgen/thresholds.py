@@ -61,6 +61,10 @@ SMALL_PACKET_SHARE = 0.20
 DATA_WAIT_SHARE = 0.05
 #: msprof-analyze slow dataloader: DataLoader __next__ above this per step (ms).
 DATALOADER_MS = 10.0
+#: MindSpore dataset pipeline (MindInsight's bottleneck rule, thresholds ours): an operation whose input queue is at
+#: least this full and whose output queue is at most QUEUE_EMPTY full holds the pipeline back.
+QUEUE_FULL = 0.8
+QUEUE_EMPTY = 0.2
 #: Free (idle device) time above this share of the step, mean over ranks.
 LONG_FREE_SHARE = 0.10
 

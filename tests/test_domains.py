@@ -52,7 +52,10 @@ def test_level2_one_block_per_group():
     for g in ("group_name_19", "group_name_22", "group_name_0"):
         assert (d.loc[g, "verdict"], d.loc[g, "verdict_detail"]) == ("computation", "stage imbalance")
     for g in ("group_name_5", "group_name_3", "group_name_7"):
-        assert d.loc[g, "verdict"] == "communication"  # 33-53 % of the step is exposed communication
+        # 33-53 % of the members' step is exposed communication, but the dp groups' own operations take under 10 %
+        # of it (4.9-71 ms of 810 ms): the members wait in the other groups' collectives, not in these
+        assert d.loc[g, "verdict"] == "balanced" and d.loc[g, "exposed_comm_share_ratio"] > 0.3
+        assert d.loc[g, "own_comm_share_ratio"] < 0.1
     assert d.loc["group_name_19", "group_ops_per_member"] == 3  # the pp group's own ops (send / receive) per step
     assert not [f for f in o.view.findings if f.id == "group_slow_member"]
 

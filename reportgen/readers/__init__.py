@@ -460,6 +460,10 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
     else:
         run = module.read(root, progress=progress)
     _refuse_if_empty(run, root)
+    if family in ("mindinsight", "ascend", "mindspore_cpu") and not reduced:  # MindSpore's dataset pipeline
+        from . import minddata
+
+        minddata.attach(run, root)
     _report_unread(run, s, family)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
     return run

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
 SECTION_IDS = ["trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution",
-               "compare", "advisor"]
+               "compare", "data", "advisor"]
 
 
 @dataclass

@@ -32,8 +32,8 @@ from .. import facts, fmt, palette
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, Figure, Table, View
-from ..timeline import op_type
+from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
+from ..timeline import COMM_TYPE, op_type
 from . import analysis_of
 
 ID = "compare"
@@ -58,19 +58,38 @@ def _ops(run: Run, F) -> pd.DataFrame | None:
         k = run.table("kernels")
         if k is None or k.empty or "step" not in k:
             return None
-        o = k[k["step"].isin(F.steps)].assign(kind="compute", dur=k["dur_ms"])[["rank", "kind", "name", "dur"]]
+        k = k[k["step"].isin(F.steps)]
+        comm = k["name"].fillna("").astype(str).str.contains(COMM_TYPE)  # kernel_details lists hcom_* ops too
+        o = pd.DataFrame({"rank": k["rank"], "kind": np.where(comm, "communication", "compute"), "name": k["name"],
+                          "dur": k["dur_ms"]})
     if o.empty:
         return None
     names = o["name"].fillna("").astype(str)  # pandas' str dtype keeps a missing name missing
     uniq = pd.Series(names.unique(), dtype=object).astype(str)
-    o = o.assign(name=names, type=names.map(dict(zip(uniq, op_type(uniq)))))
+    o = o.assign(name=names, type=names.map(dict(zip(uniq, _types(uniq)))))
     return o
+
+
+#: per-instance parts of an operation name: MindSpore's stream prefix (``stream_25_5_``) and HCCL's instance suffix
+#: (``hcom_allReduce__170_1_1``)
+_INSTANCE = [(r"^stream_\d+_\d+_", ""), (r"__\d+_\d+_\d+$", "")]
+
+
+def _types(names: pd.Series) -> pd.Series:
+    """The operation type of each name (:func:`reportgen.timeline.op_type`, then the per-instance parts removed), so
+    that one type gathers every instance."""
+    t = op_type(names)
+    for pat, rep in _INSTANCE:
+        t = t.str.replace(pat, rep, regex=True)
+    return t
 
 
 def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tuple[int, int, str]:
     """(A, B, how the pair was chosen). ``compute``: per rank the compute time per step (device operations)."""
     want = options.get("compare_ranks") if options is not None else None
     ranks = sorted(int(r) for r in F.per_rank["rank"])
+    if compute is not None and not want:  # the pair is drawn from the ranks whose operations the files hold
+        ranks = [r for r in ranks if r in set(int(x) for x in compute.index)] or ranks
     if want:
         a, b = (int(x) for x in want)
         missing = [r for r in (a, b) if r not in ranks]
@@ -87,13 +106,15 @@ def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tupl
     slow = int(F.slowest_rank) if measure is pr else int(sorted(ranks, key=lambda r: (-float(measure[r]), r))[0])
     stage = run.stage_of(slow)
     peers = [r for r in ranks if r != slow and (stage is None or run.stage_of(r) == stage)]
+    same_stage = bool(peers) and stage is not None
     if not peers:
         peers = [r for r in ranks if r != slow]
     if not peers:
         raise Unavailable("The run has one rank: there is no other rank to compare it with.")
     order = sorted(peers, key=lambda r: (float(measure[r]), r))
     how = (f"the rank with the most {what} per step and the median rank of its pipeline stage by {what}"
-           if stage is not None else f"the rank with the most {what} per step and the median rank by {what}")
+           if same_stage else f"the rank with the most {what} per step and the median of the other ranks by {what}"
+           + (" (no other rank of its stage has operation times)" if stage is not None else ""))
     return slow, order[(len(order) - 1) // 2], how
 
 
@@ -134,6 +155,7 @@ def analyze(run: Run, options=None) -> Analysis:
     steps = max(1, len(F.steps))
     compute = ops[ops["kind"] == "compute"].groupby("rank")["dur"].sum() / steps
     a, b, how = default_pair(run, F, options, compute)
+    without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
     pr = F.per_rank.set_index("rank")["step_ms"]
     step_a, step_b = float(pr[a]), float(pr[b])
     diff = step_a - step_b
@@ -151,7 +173,8 @@ def analyze(run: Run, options=None) -> Analysis:
                "explained_ratio": float(types["delta_ms"].sum() / diff) if diff > 0 and not synchronous else None,
                "synchronous": bool(synchronous),
                "delta_by_kind_ms": {str(k): float(v) for k, v in types.groupby("kind")["delta_ms"].sum().items()},
-               "stage_a": run.stage_of(a), "stage_b": run.stage_of(b)}
+               "stage_a": run.stage_of(a), "stage_b": run.stage_of(b),
+               "ranks_without_operations": without[:1000]}
     try:
         comm = analysis_of("communication", run, options).tables.get("ops")
     except Unavailable:
@@ -179,8 +202,13 @@ def analyze(run: Run, options=None) -> Analysis:
         keep = [a, b, int(F.fastest_rank), int(F.median_rank), int(F.slowest_rank)]
         rest = [r for r in np.linspace(0, len(all_ranks) - 1, PAIR_RANKS).round().astype(int)]
         embed = sorted(dict.fromkeys(keep + [all_ranks[i] for i in rest]))[:PAIR_RANKS]
-    top = list(dict.fromkeys(list(types["type"].head(CHART_TYPES))))
-    chart_rows = by_type[by_type["rank"].isin(embed) & by_type["type"].isin(top)]
+    multi = set(by_type.groupby("type")["kind"].nunique().loc[lambda s: s > 1].index)
+    label = lambda t, k: f"{t} ({k})" if t in multi else t  # noqa: E731 - one type, several kinds: one bar each
+    top = list(dict.fromkeys(label(t, k) for t, k in zip(types["type"].head(CHART_TYPES),
+                                                            types["kind"].head(CHART_TYPES))))
+    chart_rows = by_type[by_type["rank"].isin(embed)]
+    chart_rows = chart_rows.assign(type=[label(t, k) for t, k in zip(chart_rows["type"], chart_rows["kind"])])
+    chart_rows = chart_rows[chart_rows["type"].isin(top)]
     return Analysis(metrics=metrics, tables=tables,
                     data={"chart": chart_rows, "embed": embed, "types_order": top, "pr": pr,
                           "measure": compute if compute.reindex(all_ranks).notna().all() else pr,
@@ -232,6 +260,9 @@ def present(a: Analysis) -> View:
             caption=f"A = rank {A}, B = rank {B}; per step. More wait on the normal rank and less on the abnormal one: "
                     "the abnormal rank arrives late (it is slow elsewhere); more transit: its links are slow."))
     notes = []
+    if m.get("ranks_without_operations"):
+        notes.append(f"{count(len(m['ranks_without_operations']), 'rank')} have no operation times in the files "
+                     f"({rank_ranges(m['ranks_without_operations'])[:80]}): the default pair is chosen among the others.")
     if m.get("peak_mb_a") is not None:
         notes.append(f"Memory peak: rank {A} {fmt.quantity(m['peak_mb_a'], 'mb')}, rank {B} "
                      f"{fmt.quantity(m['peak_mb_b'], 'mb')} (memory section).")

@@ -124,12 +124,15 @@ def _argmax_rank(df: pd.DataFrame, by: list[str], col: str) -> pd.Series:
     return d.drop_duplicates(by).set_index(by)["rank"]
 
 
-def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None) -> pd.DataFrame:
+def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None, own: pd.Series | None = None) -> pd.DataFrame:
     """Per group (``gi``) of ``mem`` (one row per group and member: parts, ``stage``), the verdict of the module
     docstring, vectorised over the groups. Members of different pipeline stages run different layers, so the
     computation and free spreads are taken within each stage (the largest); the difference between the stages'
     mean computation is ``stage_computation_spread``. ``links``: per group its slowest link (``gi``, ``src``,
-    ``dst``, ``slowest_gbps``, ``median_gbps``)."""
+    ``dst``, ``slowest_gbps``, ``median_gbps``). ``own``: per group the share of the step its own operations take
+    without waiting (transit; else their time), when the group's operations are known: the exposed-communication
+    verdict needs them above the threshold too (members that wait in another group's collectives, for a straggler
+    there, are not this group's communication problem)."""
     step = mem.groupby("gi")["step_ms"].mean()
     m = mem.assign(stage_key=mem["stage"].fillna(-1))
     staged = mem.groupby("gi")["stage"].agg(lambda s: s.notna().all() and s.nunique() > 1)
@@ -156,7 +159,10 @@ def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None) -> pd.DataFrame:
         below = lk["slowest_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * lk["median_gbps"]
         slow_link = (below & (lk["median_gbps"] > 0)).reindex(out.index, fill_value=False)
     t = th.SLOW_RANK_SPREAD
-    cases = [(comp > t) & (comp >= free), free > t, slow_link, stage_spread > t, exposed > th.COMM_SHARE]
+    own_share = own.reindex(out.index) if own is not None else pd.Series(np.nan, index=out.index)
+    out["own_comm_share_ratio"] = own_share
+    comm_bound = (exposed > th.COMM_SHARE) & (own_share.isna() | (own_share > th.COMM_SHARE))
+    cases = [(comp > t) & (comp >= free), free > t, slow_link, stage_spread > t, comm_bound]
     kinds = [("computation", "straggler", "computing_ms"), ("scheduling", "idle member", "free_ms"),
              ("communication", "slow link", ""), ("computation", "stage imbalance", "computing_ms"),
              ("communication", "exposed communication", "comm_not_overlapped_ms")]
@@ -182,6 +188,19 @@ def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None) -> pd.DataFrame:
     if len(gis):
         worst.loc[gis] = links.set_index("gi")["src"].reindex(gis).to_numpy()
     out["worst_rank"] = worst.astype("Int64")
+    # the number behind the verdict, in one column
+    measure = pd.Series(np.nan, index=out.index)
+    for detail, col in (("straggler", "computation_spread_ratio"), ("idle member", "free_spread_ratio"),
+                        ("stage imbalance", "stage_computation_spread_ratio"),
+                        ("exposed communication", "exposed_comm_share_ratio")):
+        sel = out["verdict_detail"] == detail
+        measure[sel] = out.loc[sel, col]
+    if links is not None and not links.empty:
+        lk = links.set_index("gi")
+        below = (1 - lk["slowest_gbps"] / lk["median_gbps"]).reindex(out.index)
+        sel = out["verdict_detail"] == "slow link"
+        measure[sel] = below[sel]
+    out["verdict_value_ratio"] = measure
     return out
 
 
@@ -198,6 +217,9 @@ def _group_ops(ops: pd.DataFrame | None, keymap: dict[str, int], steps: int) -> 
                                                          group_op_ms=("elapse_ms", "sum"))
     per["group_ops"] = per["group_ops"] / steps
     per["group_op_ms"] = per["group_op_ms"] / steps
+    if "transit_ms" in o and (o["transit_ms"] > 0).any():  # the group's own work, without waiting (0 = not measured)
+        tr = o.groupby(["gi", "rank"])["transit_ms"].sum(min_count=1) / steps
+        per["group_transit_ms"] = tr.reindex(pd.MultiIndex.from_frame(per[["gi", "rank"]])).to_numpy()
     # bandwidth on the transit time (the op's time without waiting for its peers: an op that waited for a straggler
     # is not slow fabric), operations of at least LINK_MIN_MB only
     if "size_mb" in o and "transit_ms" in o:
@@ -291,7 +313,13 @@ def analyze(run: Run, options=None) -> Analysis:
             lk = None
     rows = []
     if len(mem):
-        v = verdicts(mem, lk)
+        own = None
+        if not op_per.empty:
+            col = "group_transit_ms" if "group_transit_ms" in op_per and op_per["group_transit_ms"].notna().any() \
+                else "group_op_ms"
+            own_ms = op_per.groupby("gi")[col].mean()
+            own = own_ms / mem.groupby("gi")["step_ms"].mean().reindex(own_ms.index)
+        v = verdicts(mem, lk, own)
         g = groups.iloc[v.index]
         hosts = mem.assign(host=mem["rank"].map(host_of)).dropna(subset=["host"]).groupby("gi")["host"].nunique()
         domains = pd.DataFrame({"gi": v.index.astype(int), "group": g["group"].astype(str).to_numpy(),
@@ -300,10 +328,11 @@ def analyze(run: Run, options=None) -> Analysis:
                                 "members_with_data": mem.groupby("gi").size().reindex(v.index).to_numpy(),
                                 "hosts": hosts.reindex(v.index, fill_value=0).to_numpy()})
         v = v.reset_index(drop=True)
-        domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_metric", "step_ms_mean",
-                                         "stages", "computation_spread_ratio", "free_spread_ratio",
-                                         "stage_computation_spread_ratio", "exposed_spread_ratio",
-                                         "step_spread_ratio", "exposed_comm_share_ratio"]]], axis=1)
+        domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_value_ratio",
+                                         "verdict_metric", "step_ms_mean", "stages", "computation_spread_ratio",
+                                         "free_spread_ratio", "stage_computation_spread_ratio", "exposed_spread_ratio",
+                                         "step_spread_ratio", "exposed_comm_share_ratio",
+                                         "own_comm_share_ratio"]]], axis=1)
         if lk is not None:
             li = lk.set_index("gi")
             domains["links"] = li["links"].reindex(domains["gi"]).to_numpy()
@@ -339,7 +368,7 @@ def analyze(run: Run, options=None) -> Analysis:
                "parts_measured": [label for _, label, _ in (PARTS if full else _MI_PARTS)]}
     # the JSON keeps each rank's parts once (``parts``) and per group only its members and what is the group's own
     # (its operations); the page's member table joins them again (members(a))
-    member_cols = ["gi", "group", "rank"] + [c for c in ("group_ops", "group_op_ms") if c in mem]
+    member_cols = ["gi", "group", "rank"] + [c for c in ("group_ops", "group_op_ms", "group_transit_ms") if c in mem]
     part_cols = [c for c in parts.columns]
     tables = {"domains": domains, "parts": parts.assign(stage=parts["rank"].map(stage_of))[part_cols + ["stage"]],
               "members": mem[member_cols]}
@@ -386,11 +415,13 @@ def present(a: Analysis) -> View:
     cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
             Column("size", "Size", "int"), Column("verdict", "Verdict", "text"),
             Column("verdict_detail", "Detail", "text"), Column("worst_rank", "Worst member", "rank"),
-            Column("computation_spread_ratio", "Computation spread", "ratio",
-                   help="(max - min) of computation-only time over the members / their mean step"),
-            Column("free_spread_ratio", "Free spread", "ratio"),
+            Column("verdict_value_ratio", "Measure", "ratio",
+                   help="the number behind the verdict: the computation, free or stage spread / the mean step, the "
+                        "slowest link's shortfall from the median link, or the exposed communication share"),
             Column("exposed_comm_share_ratio", "Exposed communication", "ratio",
-                   help="mean not-overlapped communication of the members / their mean step")]
+                   help="mean not-overlapped communication of the members (all their groups) / their mean step"),
+            Column("own_comm_share_ratio", "Own communication", "ratio",
+                   help="the group's own operations without waiting (transit) per member and step / the step")]
     if "group_op_ms_per_member" in d:
         cols += [Column("group_ops_per_member", "Group ops per step", "float"),
                  Column("group_op_ms_per_member", "Group op time per step", "ms")]
@@ -402,8 +433,9 @@ def present(a: Analysis) -> View:
         "domains-groups", "Process groups (communication domains)", d, cols,
         caption="One row per process group of two or more ranks, the worst verdicts first. Spreads are "
                 f"(max - min) over the members / their mean step; a spread above {th.SLOW_RANK_SPREAD:.0%} names a "
-                f"computation or scheduling problem, exposed communication above {th.COMM_SHARE:.0%} a communication "
-                "one.")]
+                f"computation or scheduling problem; exposed communication above {th.COMM_SHARE:.0%} a communication "
+                f"one when the group's own operations (without waiting) also take more than {th.COMM_SHARE:.0%} of "
+                "the step. Measure = the number behind the verdict.")]
     mem = members(a)
     parts = _parts(a)
     mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),

@@ -115,6 +115,9 @@ class MindInsightSpec:
     heavy_stages: dict[int, float] = field(default_factory=dict)  # stage (1-based) -> FLOPs/compute x
     exposed_comm: dict[int, float] = field(default_factory=dict)  # stage (1-based) -> gradient AllReduce bytes x
     warmup: float = 1.06            # step 1's fp+bp multiplier (compilation)
+    # ---- issue 17: the dataset pipeline profile (minddata_pipeline_raw_<rank>.csv) ------------------------
+    with_minddata: bool = False     # write the pipeline profile of every rank
+    minddata_bottleneck: str | None = None   # "Map", "Batch", "Shuffle" or "ImageFolder": that op is slow
 
     @classmethod
     def clean_run(cls, **kw) -> "MindInsightSpec":
@@ -273,6 +276,30 @@ def _mean_links(rows: list[dict]) -> dict:
 # ---------------------------------------------------------------------------------------------
 # main entry point
 # ---------------------------------------------------------------------------------------------
+#: the generated dataset pipeline, root first: (op_id, op_type, workers, children)
+_MINDDATA_OPS = [(0, "Batch", 4, [1]), (1, "Map", 8, [2]), (2, "Shuffle", 1, [3]), (3, "ImageFolder", 8, [])]
+
+
+def _minddata_csv(bottleneck: str | None) -> str:
+    """minddata_pipeline_raw_<rank>.csv (MindSpore's MinddataPipelineParser columns). Clean: every queue nearly full
+    (the pipeline keeps ahead of the device). With a bottleneck op: the queues below it full, its own and those above
+    it nearly empty."""
+    names = [o[1] for o in _MINDDATA_OPS]
+    if bottleneck is not None and bottleneck not in names:
+        raise ValueError(f"minddata_bottleneck: one of {names}")
+    at = names.index(bottleneck) if bottleneck else None
+    lines = ["op_id,op_type,num_workers,output_queue_size,output_queue_average_size,output_queue_length,"
+             "output_queue_usage_rate,sample_interval,parent_id,children_id"]
+    for op_id, op_type, workers, children in _MINDDATA_OPS:
+        usage = 0.9 if at is None or op_id > at else 0.04
+        cap = 64
+        avg = round(usage * cap, 3)
+        parent = op_id - 1 if op_id > 0 else -1
+        lines.append(f'{op_id},{op_type},{workers},"[{avg}, {avg}]",{avg},{cap},{usage},10,{parent},'
+                     f'"{children}"')
+    return "\r\n".join(lines) + "\r\n"
+
+
 def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     """Write the run under root (created if needed); return the ground truth."""
     world, per_stage, names = _validate(spec)
@@ -670,6 +697,9 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                        "peak_mem": (static_b + act_b) / 2**30, "static_mem": static_b / 2**30}
                 mem_truth[r] = mem
                 _write(root, f"{prof_dir(r)}/memory_usage_summary_{file_id(r)}.json", json.dumps(mem), files)
+            if spec.with_minddata or spec.minddata_bottleneck:
+                _write(root, f"{prof_dir(r)}/minddata_pipeline_raw_{file_id(r)}.csv",
+                       _minddata_csv(spec.minddata_bottleneck), files)
             if spec.with_profiler_info:
                 info = {"context_mode": "graph", "rank_id": str(r), "rank_size": world,
                         "parallel_mode": "semi_auto_parallel" if S > 1 else "data_parallel",

@@ -1,0 +1,111 @@
+"""MindSpore dataset pipeline profiles: ``minddata_pipeline_raw_{rank}.csv`` anywhere below the run directory
+(MindSpore Insight's profiler folder, or ``*_ascend_ms/ASCEND_PROFILER_OUTPUT``; written with ``data_process=True``
+when the script uses ``mindspore.dataset``) -> table ``minddata_ops``.
+
+Columns of the file (MindSpore's MinddataPipelineParser): op_id, op_type, num_workers, output_queue_size,
+output_queue_average_size, output_queue_length, output_queue_usage_rate, sample_interval, parent_id, children_id.
+Queue values of -1 (an op without an output queue, the device queue op) are missing, not numbers. The usage rate is
+average size / capacity (0..1); a rate written in percent (1 < rate <= 100) is read as percent.
+
+Every file is bounded (:func:`reportgen.readers._files.read_csv`), a row that is not usable is counted and named in
+the data problems; the walk does not follow directory links.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from .. import limits
+from ..errors import InputError
+from ..model import Run
+from ._files import read_csv
+
+NAME = re.compile(r"^minddata_pipeline_raw_(\d{1,7})\.csv$")
+COLUMNS = ["rank", "op_id", "op_type", "num_workers", "queue_avg", "queue_capacity", "queue_usage", "parent_id",
+           "children"]
+#: files read at the most (one per rank)
+MAX_FILES = 16_384
+#: operations of one pipeline at the most (a real pipeline has a handful to a few dozen)
+MAX_OPS = 10_000
+
+
+def find(root: Path) -> list[tuple[int, Path]]:
+    out = []
+    for dirpath, _dirs, files in os.walk(root, followlinks=False):
+        for f in files:
+            m = NAME.match(f)
+            if m:
+                out.append((int(m.group(1)), Path(dirpath) / f))
+                if len(out) >= MAX_FILES:
+                    return sorted(out)
+    return sorted(out)
+
+
+def _num(text: str):
+    x = limits.strict_float(text.strip()) if isinstance(text, str) else None
+    return None if x is None or x < 0 else x
+
+
+def _children(text: str) -> str:
+    ids = re.findall(r"-?\d+", text or "")
+    return ",".join(i for i in ids if not i.startswith("-"))[:2000]
+
+
+def parse(path: Path, rank: int, run: Run) -> list[dict]:
+    try:
+        t = read_csv(path)
+    except InputError as exc:
+        run.problem(path, f"{exc.problem}; file skipped")
+        return []
+    need = ["op_id", "op_type", "num_workers", "output_queue_average_size", "output_queue_length",
+            "output_queue_usage_rate", "parent_id"]
+    missing = [c for c in need if c not in t.header]
+    if missing:
+        run.problem(path, f"no column {', '.join(missing)} (not a minddata_pipeline_raw file); file skipped")
+        return []
+    idx = {h: i for i, h in enumerate(t.header)}
+    rows, bad = [], 0
+    for line, cells in t.rows[:MAX_OPS]:
+        if t.shape_problem(line, cells):
+            bad += 1
+            continue
+        op_id = limits.as_int(cells[idx["op_id"]].strip())
+        if op_id is None or op_id < 0:
+            bad += 1
+            continue
+        usage = _num(cells[idx["output_queue_usage_rate"]])
+        if usage is not None and 1 < usage <= 100:
+            usage /= 100.0
+        if usage is not None and usage > 1:
+            bad += 1
+            continue
+        workers = limits.as_int(cells[idx["num_workers"]].strip())
+        parent = limits.as_int(cells[idx["parent_id"]].strip())
+        rows.append({"rank": rank, "op_id": op_id,
+                     "op_type": limits.cap_text(cells[idx["op_type"]].strip(), 120),
+                     "num_workers": workers if workers is not None and workers >= 0 else None,
+                     "queue_avg": _num(cells[idx["output_queue_average_size"]]),
+                     "queue_capacity": _num(cells[idx["output_queue_length"]]), "queue_usage": usage,
+                     "parent_id": parent if parent is not None and parent >= 0 else None,
+                     "children": _children(cells[idx["children_id"]]) if "children_id" in idx else ""})
+    if bad:
+        run.problem(path, f"{bad} row(s) without a usable op id or queue usage skipped")
+    if len(t.rows) > MAX_OPS:
+        run.problem(path, f"{len(t.rows) - MAX_OPS} row(s) beyond the first {MAX_OPS:,} not read")
+    return rows
+
+
+def attach(run: Run, root: Path) -> None:
+    """Add ``minddata_ops`` to ``run`` when the run directory holds pipeline profiles."""
+    files = find(root)
+    if not files:
+        return
+    rows = []
+    for rank, path in files:
+        rows.extend(parse(path, rank, run))
+    if rows:
+        run.tables["minddata_ops"] = pd.DataFrame(rows, columns=COLUMNS)
