@@ -146,8 +146,12 @@ def present(a: Analysis) -> View:
             caption=f"Queue usage = average size / capacity. Bottleneck: input usage >= {th.QUEUE_FULL:.0%} and "
                     f"output usage <= {th.QUEUE_EMPTY:.0%} (MindInsight's rule; the thresholds are ours)."))
     summary = ("; ".join(parts) + ".") if parts else ""
+    notes = [] if "pipeline_ops" in t else [
+        "No dataset pipeline profile in the run. MindSpore writes minddata_pipeline_raw_<rank>.csv when profiling "
+        "with data_process=True while the script uses mindspore.dataset; with it this section names the pipeline "
+        "operation that holds the input back. PyTorch DataLoader workers are not in the trace's events."]
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
-                findings=_findings(a))
+                findings=_findings(a), notes=notes)
 
 
 def _bars(pr: pd.DataFrame) -> Figure:
