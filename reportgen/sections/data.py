@@ -134,9 +134,14 @@ def present(a: Analysis) -> View:
                                                "first."))
         figures.append(_bars(pr.sort_values("rank").head(128)))
     if "pipeline_ops" in t:
-        po = t["pipeline_ops"]
-        parts.append(count(int(m["bottleneck_ops"]), "dataset operation") + " held back by its own speed "
-                     "(input queue full, output queue empty)")
+        po = t["pipeline_ops"].assign(bottleneck=t["pipeline_ops"]["bottleneck"].map({True: "yes", False: ""}))
+        hit = t["pipeline_ops"][t["pipeline_ops"]["bottleneck"]]
+        if hit.empty:
+            parts.append("no dataset operation holds the pipeline back (no input queue full with its output empty)")
+        else:
+            by = hit.groupby("op_type", sort=False)["rank"].nunique()
+            parts.append("; ".join(f"the dataset operation {op} holds the pipeline back on {count(int(n), 'rank')}"
+                                   for op, n in by.items()) + " (input queue full, output queue empty)")
         tables.append(Table.from_frame(
             "data-pipeline", "MindSpore dataset pipeline: operations and their queues", po,
             [Column("rank", "Rank", "rank"), Column("op_id", "Op id", "int"), Column("op_type", "Operation", "text"),

@@ -18,7 +18,7 @@ import pandas as pd
 from .. import charts as vl
 from .. import fmt, limits, p2p, palette
 from ..charts import to_spec
-from ..report import Column, Control, Figure, Table
+from ..report import Column, Control, Figure, Table, count
 
 #: pipeline chains the panel offers (the tables count every rank)
 CHAINS = 8
@@ -77,7 +77,7 @@ def analyze(run, groups: pd.DataFrame, stage_of, F) -> dict | None:
     links["dst_stage"] = links["dst_rank"].map(stage_of)
     metrics = {"p2p_ops": int(len(ops)), "p2p_pairs": int(len(pairs)), "p2p_matched": int(pairs["matched"].sum()),
                "p2p_unmatched": int((~pairs["matched"]).sum()), "p2p_peer_unknown": int((ops["peer_rank"] < 0).sum()),
-               "micro_batches": micro, "panel_step": None,
+               "micro_batches": micro, "panel_step": None, "steps": n_steps,
                "p2p_peer_source": {str(k): int(v) for k, v in ops["peer_source"].value_counts().items() if k}}
     chains = _chains(groups, stage_of, F)
     panel_step = F.median_step() if F is not None else None
@@ -107,7 +107,9 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
          Column("sends_backward", "Sends backward", "float", help="to an earlier stage (gradients)"),
          Column("receives", "Receives", "float"),
          Column("exchanges", "Send+receive", "float", help="batch_isend_irecv: sends and receives at once"),
-         Column("receive_ms", "Time in receives", "ms", help="receive and send+receive operations, per rank and step")],
+         Column("receive_ms", "Receive op time", "ms",
+                help="the whole duration of receive and send+receive operations (waiting included, overlapped or "
+                     "not); the overlap section's receive time counts only when nothing else runs")],
         caption="Means per rank and step over the steps in scope." + (
             f" Micro-batches: {m['micro_batches']:g} (forward sends of the first stage per rank and step)."
             if m["micro_batches"] else " The micro-batch count cannot be read from these operations.")),
@@ -124,7 +126,8 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
     if fig is not None:
         figures.append(fig[0])
         controls.append(fig[1])
-    summary = (f"{m['p2p_matched']:,} of {m['p2p_pairs']:,} point-to-point pairs matched"
+    summary = (f"{m['p2p_matched']:,} of {m['p2p_pairs']:,} point-to-point pairs matched over "
+               f"{count(m['steps'], 'step')}"
                + (f", {m['micro_batches']:g} micro-batches" if m["micro_batches"] else "") + ".")
     return figures, tables, controls, summary
 
