@@ -70,3 +70,13 @@ def test_broken_profile_rows_are_named_not_fatal(tmp_path):
     assert any("row(s)" in p for p in probs) and any("not a minddata_pipeline_raw" in p for p in probs)
     ops = o.analysis.tables["pipeline_ops"]
     assert set(ops["rank"]) == {0} and "Odd" not in set(ops["op_type"])  # 250 % usage is not a usage
+
+
+def test_a_huge_profile_is_skipped_unread(tmp_path, monkeypatch):
+    from reportgen.readers import minddata
+    monkeypatch.setattr(minddata, "MAX_FILE_BYTES", 100)
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2,
+                                                    minddata_bottleneck="Map"))
+    run = read_run(tmp_path)
+    assert run.table("minddata_ops") is None
+    assert sum("more than a pipeline profile holds" in p.problem for p in run.problems) == 2

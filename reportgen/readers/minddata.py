@@ -31,6 +31,8 @@ COLUMNS = ["rank", "op_id", "op_type", "num_workers", "queue_avg", "queue_capaci
 MAX_FILES = 16_384
 #: operations of one pipeline at the most (a real pipeline has a handful to a few dozen)
 MAX_OPS = 10_000
+#: a profile larger than this is not a pipeline profile (a few dozen rows take a few KB): skipped, not read
+MAX_FILE_BYTES = 16 << 20
 
 
 def find(root: Path) -> list[tuple[int, Path]]:
@@ -56,6 +58,15 @@ def _children(text: str) -> str:
 
 
 def parse(path: Path, rank: int, run: Run) -> list[dict]:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
+        return []
+    if size > MAX_FILE_BYTES:
+        run.problem(path, f"{size:,} bytes, more than a pipeline profile holds (at most {MAX_FILE_BYTES:,}); "
+                          "file skipped")
+        return []
     try:
         t = read_csv(path)
     except InputError as exc:
