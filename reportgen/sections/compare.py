@@ -33,7 +33,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
-from ..timeline import COMM_TYPE, op_type
+from ..timeline import COMM_TYPE, DERIVED_NAME, op_type
 from . import analysis_of
 
 ID = "compare"
@@ -81,7 +81,7 @@ def _types(names: pd.Series) -> pd.Series:
     t = op_type(names)
     for pat, rep in _INSTANCE:
         t = t.str.replace(pat, rep, regex=True)
-    return t
+    return t.where(names != DERIVED_NAME, DERIVED_NAME)  # "FP/BP minus communication" is a name, not a path
 
 
 def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tuple[int, int, str]:
