@@ -163,3 +163,20 @@ def test_link_matrix_stays_small_at_1024_ranks():
     fig = _matrix(links, "src_rank", "dst_rank", "Rank")
     (rows,) = fig.spec["datasets"].values()
     assert len(rows) <= MATRIX_MAX_SIDE ** 2 and "blocks of 8" in fig.caption
+
+
+def test_p2p_transit_is_the_shorter_kernel_of_the_matched_pair(tmp_path):
+    """A receive that waits for a late sender (a 1.4x compute straggler upstream) is wait, not transit: transit of
+    both halves = the shorter of the send and its matching receive (issue 16 review)."""
+    from reportgen.sections import Options, run_sections
+    from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+    write_kineto_run(tmp_path, KinetoSpec(hosts=1, devices_per_host=8, stages=2, steps=2, slow_ranks={5: 1.4}))
+    run = read_run(tmp_path)
+    (o,) = [x for x in run_sections(run, Options()) if x.id == "communication"]
+    ops = o.analysis.tables["ops"]
+    p2p = ops[ops["op_type"].isin(["send", "recv"])]
+    assert not p2p.empty
+    send_transit = p2p.loc[p2p["op_type"] == "send", "transit_ms"].mean()
+    recv = p2p[p2p["op_type"] == "recv"]
+    assert recv["transit_ms"].mean() == pytest.approx(send_transit, rel=1e-6)  # the sends are the shorter halves
+    assert (recv["elapse_ms"] >= recv["transit_ms"] - 1e-9).all() and recv["wait_ms"].sum() > 0

@@ -132,6 +132,28 @@ def _kernel_collectives(run: Run) -> pd.DataFrame:
                          "in_mb": math.nan, "out_mb": math.nan, "start_ms": k["start_ms"], "dur_ms": k["dur_ms"]})
 
 
+def _p2p_transit(sel: pd.DataFrame) -> None:
+    """Point-to-point kernels with known peers: transit = the shorter of the send kernel and its matching receive
+    kernel (the n-th send from a to b with the n-th receive on b from a, reportgen/p2p.py's rule), so a receive that
+    waited for a late sender is not counted as transfer time. The n-th receives of the two ranks of a pipeline pair
+    are transfers in opposite directions: their minimum (the collectives' rule) says nothing. In place; a send or
+    receive without its other half keeps no transit (NaN)."""
+    if "dst_rank" not in sel or "src_rank" not in sel:
+        return
+    is_send, is_recv = sel["collective"] == "send", sel["collective"] == "recv"
+    known = (is_send & (sel["dst_rank"] >= 0)) | (is_recv & (sel["src_rank"] >= 0))
+    if not known.any():
+        return
+    p = sel[known]
+    src = np.where(p["collective"] == "send", p["rank"], p["src_rank"]).astype(np.int64)
+    dst = np.where(p["collective"] == "send", p["dst_rank"], p["rank"]).astype(np.int64)
+    p = p.assign(_src=src, _dst=dst).sort_values("start_ms", kind="stable")
+    p["_n"] = p.groupby(["_src", "_dst", "collective"]).cumcount()
+    both = p.groupby(["_src", "_dst", "_n"])["dur_ms"].agg(["min", "count"])
+    p = p.join(both, on=["_src", "_dst", "_n"])
+    sel.loc[p.index, "transit_ms"] = p["min"].where(p["count"] == 2)
+
+
 def _kineto(run: Run) -> dict:
     coll = run.table("collectives")
     coll = coll if coll is not None else pd.DataFrame(columns=["source"])
@@ -163,6 +185,7 @@ def _kineto(run: Run) -> dict:
     sel = sel.join(inst, on=["group", "collective", "n"])
     partial = (sel["group_size"] > 0) & (sel["ranks_seen"] < sel["group_size"])
     sel.loc[partial, "transit_ms"] = math.nan  # not every rank of the group is in the run: no fair minimum
+    _p2p_transit(sel)
     sel["wait_ms"] = sel["dur_ms"] - sel["transit_ms"]
     sel["size_mb"] = sel[["in_mb", "out_mb"]].max(axis=1)
     n = sel["group_size"].where(sel["group_size"] > 0, sel["ranks_seen"])
