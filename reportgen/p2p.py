@@ -187,6 +187,14 @@ def ops(run: Run) -> pd.DataFrame | None:
     return None
 
 
+def issue_index(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """The matching rule of point-to-point operations, in one place: the position of each row among the rows of its
+    ``keys`` (a direction, e.g. source, destination and kind; per step where the keys say so) in start order. The
+    n-th send from a to b meets the n-th receive on b from a (NCCL / HCCL issue order per peer pair)."""
+    order = df.sort_values("start_ms", kind="stable")
+    return order.groupby(keys).cumcount().reindex(df.index)
+
+
 def pairs(p2p: pd.DataFrame) -> pd.DataFrame:
     """Each send joined to its receive (module docstring); columns :data:`PAIR_COLUMNS`."""
     known = p2p[p2p["peer_rank"] >= 0]
@@ -194,7 +202,7 @@ def pairs(p2p: pd.DataFrame) -> pd.DataFrame:
 
     def side(df, src, dst, prefix):
         out = df.assign(src_rank=df[src], dst_rank=df[dst])
-        out["n"] = out.groupby(cols).cumcount()
+        out["n"] = issue_index(out, cols)
         return out[cols + ["n", "name", "order", "start_ms", "end_ms"]].rename(
             columns={"name": f"{prefix}_name", "order": f"{prefix}_order", "start_ms": f"{prefix}_start_ms",
                      "end_ms": f"{prefix}_end_ms"})

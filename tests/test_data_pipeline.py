@@ -80,3 +80,17 @@ def test_a_huge_profile_is_skipped_unread(tmp_path, monkeypatch):
     run = read_run(tmp_path)
     assert run.table("minddata_ops") is None
     assert sum("more than a pipeline profile holds" in p.problem for p in run.problems) == 2
+
+
+def test_ascend_rank_directories_are_searched(tmp_path):
+    """A MindSpore *_ascend_ms rank directory keeps the profile in ASCEND_PROFILER_OUTPUT: the survey, which does not
+    walk into rank directories, looks there."""
+    from reportgen.synth.ascend import AscendSpec, write_ascend_run
+    from reportgen.synth.mindinsight import _minddata_csv
+    write_ascend_run(tmp_path, AscendSpec(hosts=1, devices_per_host=2, stages=1, steps=2))
+    outs = sorted(tmp_path.rglob("ASCEND_PROFILER_OUTPUT"))
+    assert outs
+    (outs[0] / "minddata_pipeline_raw_0.csv").write_text(_minddata_csv("Batch"))
+    run = read_run(tmp_path)
+    ops = run.table("minddata_ops")
+    assert ops is not None and set(ops["rank"]) == {0} and len(ops) == 4

@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..limits import cap_text
 from ..model import Run
 from .. import timeline
-from . import ascend, kineto, mindinsight, mindspore_cpu
+from . import ascend, kineto, mindinsight, minddata, mindspore_cpu
 
 #: (family name, module) in detection order.
 FAMILIES = [("mindinsight", mindinsight), ("mindspore_cpu", mindspore_cpu), ("ascend", ascend), ("kineto", kineto)]
@@ -81,6 +81,7 @@ class Survey:
     strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
     dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
     stopped: bool = False                                   # MAX_ENTRIES reached
+    minddata: list[Path] = field(default_factory=list)      # MindSpore dataset pipeline profiles (readers/minddata.py)
 
     def families(self) -> dict[str, str]:
         """{family: where} for every family present; ``where`` is a short description of the data found."""
@@ -203,6 +204,7 @@ def survey(root: str | Path) -> Survey:
         if _is_prof_dir(d, dirnames):
             s.ascend_dirs.append(d)
             dirnames[:] = []  # a rank directory does not nest another one; all inside is Ascend's
+            s.minddata.extend(minddata.in_rank_dir(d))
             continue
         dirnames.sort()
         for name in dirnames:
@@ -216,6 +218,9 @@ def survey(root: str | Path) -> Survey:
         strong = False
         for name in sorted(filenames):
             p = d / name
+            if minddata.NAME.match(name):
+                s.minddata.append(p)
+                continue
             found = mindinsight._classify(p)
             if found is not None:
                 strong = strong or found.kind in _MI_RUN_KINDS
@@ -461,9 +466,7 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
         run = module.read(root, progress=progress)
     _refuse_if_empty(run, root)
     if family in ("mindinsight", "ascend", "mindspore_cpu") and not reduced:  # MindSpore's dataset pipeline
-        from . import minddata
-
-        minddata.attach(run, root)
+        minddata.attach(run, s.minddata)
     _report_unread(run, s, family)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
     return run

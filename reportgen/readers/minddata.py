@@ -1,4 +1,4 @@
-"""MindSpore dataset pipeline profiles: ``minddata_pipeline_raw_{rank}.csv`` anywhere below the run directory
+"""MindSpore dataset pipeline profiles: ``minddata_pipeline_raw_{rank}.csv`` found by the survey of the run directory
 (MindSpore Insight's profiler folder, or ``*_ascend_ms/ASCEND_PROFILER_OUTPUT``; written with ``data_process=True``
 when the script uses ``mindspore.dataset``) -> table ``minddata_ops``.
 
@@ -7,8 +7,8 @@ output_queue_average_size, output_queue_length, output_queue_usage_rate, sample_
 Queue values of -1 (an op without an output queue, the device queue op) are missing, not numbers. The usage rate is
 average size / capacity (0..1); a rate written in percent (1 < rate <= 100) is read as percent.
 
-Every file is bounded (:func:`reportgen.readers._files.read_csv`), a row that is not usable is counted and named in
-the data problems; the walk does not follow directory links.
+Every file is bounded (:data:`MAX_FILE_BYTES`, :data:`MAX_OPS`), a row that is not usable is counted and named in
+the data problems. The files are those the survey's bounded walk found (reportgen/readers/__init__.py).
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ MAX_OPS = 10_000
 MAX_FILE_BYTES = 16 << 20
 
 
-def find(root: Path) -> list[tuple[int, Path]]:
+def in_rank_dir(d: Path) -> list[Path]:
+    """The profiles of an Ascend / MindSpore rank directory (the survey does not walk into one):
+    ``ASCEND_PROFILER_OUTPUT/`` and the directory itself."""
     out = []
-    for dirpath, _dirs, files in os.walk(root, followlinks=False):
-        for f in files:
-            m = NAME.match(f)
-            if m:
-                out.append((int(m.group(1)), Path(dirpath) / f))
-                if len(out) >= MAX_FILES:
-                    return sorted(out)
-    return sorted(out)
+    for where in (d / "ASCEND_PROFILER_OUTPUT", d):
+        try:
+            out += [where / n for n in sorted(os.listdir(where)) if NAME.match(n)]
+        except OSError:
+            continue
+    return out
 
 
 def _num(text: str):
@@ -110,13 +110,13 @@ def parse(path: Path, rank: int, run: Run) -> list[dict]:
     return rows
 
 
-def attach(run: Run, root: Path) -> None:
-    """Add ``minddata_ops`` to ``run`` when the run directory holds pipeline profiles."""
-    files = find(root)
-    if not files:
-        return
+def attach(run: Run, paths: list[Path]) -> None:
+    """Add ``minddata_ops`` to ``run`` from the profiles the survey found (reportgen/readers/__init__.py: its bounded
+    walk of the run directory, so the tree is not walked twice)."""
     rows = []
-    for rank, path in files:
-        rows.extend(parse(path, rank, run))
+    for path in sorted(set(paths))[:MAX_FILES]:
+        m = NAME.match(path.name)
+        if m:
+            rows.extend(parse(path, int(m.group(1)), run))
     if rows:
         run.tables["minddata_ops"] = pd.DataFrame(rows, columns=COLUMNS)

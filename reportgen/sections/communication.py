@@ -134,7 +134,7 @@ def _kernel_collectives(run: Run) -> pd.DataFrame:
 
 def _p2p_transit(sel: pd.DataFrame) -> None:
     """Point-to-point kernels with known peers: transit = the shorter of the send kernel and its matching receive
-    kernel (the n-th send from a to b with the n-th receive on b from a, reportgen/p2p.py's rule), so a receive that
+    kernel (the n-th send from a to b with the n-th receive on b from a, :func:`reportgen.p2p.issue_index`), so a receive that
     waited for a late sender is not counted as transfer time. The n-th receives of the two ranks of a pipeline pair
     are transfers in opposite directions: their minimum (the collectives' rule) says nothing. In place; a send or
     receive without its other half keeps no transit (NaN)."""
@@ -147,8 +147,10 @@ def _p2p_transit(sel: pd.DataFrame) -> None:
     p = sel[known]
     src = np.where(p["collective"] == "send", p["rank"], p["src_rank"]).astype(np.int64)
     dst = np.where(p["collective"] == "send", p["dst_rank"], p["rank"]).astype(np.int64)
-    p = p.assign(_src=src, _dst=dst).sort_values("start_ms", kind="stable")
-    p["_n"] = p.groupby(["_src", "_dst", "collective"]).cumcount()
+    from ..p2p import issue_index
+
+    p = p.assign(_src=src, _dst=dst)
+    p["_n"] = issue_index(p, ["_src", "_dst", "collective"])
     both = p.groupby(["_src", "_dst", "_n"])["dur_ms"].agg(["min", "count"])
     p = p.join(both, on=["_src", "_dst", "_n"])
     sel.loc[p.index, "transit_ms"] = p["min"].where(p["count"] == 2)

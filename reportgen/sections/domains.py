@@ -295,6 +295,10 @@ def analyze(run: Run, options=None) -> Analysis:
                         "rank": np.concatenate([np.asarray(r, dtype=np.int64) for r in groups["ranks"].iloc[kept]])
                         if len(kept) else np.zeros(0, np.int64)})
     mem = mem[mem["rank"].isin(present_ranks)].merge(parts, on="rank", how="left")
+    if mem.empty:
+        raise Unavailable(
+            "No process group of two or more ranks has step-time data in this run (" +
+            count(int((sizes < 2).sum()), "group") + " of one rank). A domain needs at least two members.")
     mem["stage"] = mem["rank"].map(stage_of)
     lk = None
     if links is not None and "group" in links and not links.empty:
@@ -311,40 +315,33 @@ def analyze(run: Run, options=None) -> Analysis:
                                "median_gbps": med.reindex(sl.index).to_numpy(), "links": n.reindex(sl.index).to_numpy()})
         else:
             lk = None
-    rows = []
-    if len(mem):
-        own = None
-        if not op_per.empty:
-            col = "group_transit_ms" if "group_transit_ms" in op_per and op_per["group_transit_ms"].notna().any() \
-                else "group_op_ms"
-            own_ms = op_per.groupby("gi")[col].mean()
-            own = own_ms / mem.groupby("gi")["step_ms"].mean().reindex(own_ms.index)
-        v = verdicts(mem, lk, own)
-        g = groups.iloc[v.index]
-        hosts = mem.assign(host=mem["rank"].map(host_of)).dropna(subset=["host"]).groupby("gi")["host"].nunique()
-        domains = pd.DataFrame({"gi": v.index.astype(int), "group": g["group"].astype(str).to_numpy(),
-                                "name": g["name"].astype(str).to_numpy(), "kind": g["kind"].astype(str).to_numpy(),
-                                "size": g["ranks"].map(len).to_numpy(),
-                                "members_with_data": mem.groupby("gi").size().reindex(v.index).to_numpy(),
-                                "hosts": hosts.reindex(v.index, fill_value=0).to_numpy()})
-        v = v.reset_index(drop=True)
-        domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_value_ratio",
-                                         "verdict_metric", "step_ms_mean", "stages", "computation_spread_ratio",
-                                         "free_spread_ratio", "stage_computation_spread_ratio", "exposed_spread_ratio",
-                                         "step_spread_ratio", "exposed_comm_share_ratio",
-                                         "own_comm_share_ratio"]]], axis=1)
-        if lk is not None:
-            li = lk.set_index("gi")
-            domains["links"] = li["links"].reindex(domains["gi"]).to_numpy()
-            domains["slowest_link"] = [f"{int(a)}-{int(b)}" if pd.notna(a) else None for a, b in
-                                       zip(li["src"].reindex(domains["gi"]), li["dst"].reindex(domains["gi"]))]
-            domains["slowest_link_gbps"] = li["slowest_gbps"].reindex(domains["gi"]).to_numpy()
-            domains["median_link_gbps"] = li["median_gbps"].reindex(domains["gi"]).to_numpy()
-        rows = [1]
-    if not rows:
-        raise Unavailable(
-            "No process group of two or more ranks has step-time data in this run (" +
-            count(int((sizes < 2).sum()), "group") + " of one rank). A domain needs at least two members.")
+    own = None
+    if not op_per.empty:
+        col = "group_transit_ms" if "group_transit_ms" in op_per and op_per["group_transit_ms"].notna().any() \
+            else "group_op_ms"
+        own_ms = op_per.groupby("gi")[col].mean()
+        own = own_ms / mem.groupby("gi")["step_ms"].mean().reindex(own_ms.index)
+    v = verdicts(mem, lk, own)
+    g = groups.iloc[v.index]
+    hosts = mem.assign(host=mem["rank"].map(host_of)).dropna(subset=["host"]).groupby("gi")["host"].nunique()
+    domains = pd.DataFrame({"gi": v.index.astype(int), "group": g["group"].astype(str).to_numpy(),
+                            "name": g["name"].astype(str).to_numpy(), "kind": g["kind"].astype(str).to_numpy(),
+                            "size": g["ranks"].map(len).to_numpy(),
+                            "members_with_data": mem.groupby("gi").size().reindex(v.index).to_numpy(),
+                            "hosts": hosts.reindex(v.index, fill_value=0).to_numpy()})
+    v = v.reset_index(drop=True)
+    domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_value_ratio",
+                                     "verdict_metric", "step_ms_mean", "stages", "computation_spread_ratio",
+                                     "free_spread_ratio", "stage_computation_spread_ratio", "exposed_spread_ratio",
+                                     "step_spread_ratio", "exposed_comm_share_ratio",
+                                     "own_comm_share_ratio"]]], axis=1)
+    if lk is not None:
+        li = lk.set_index("gi")
+        domains["links"] = li["links"].reindex(domains["gi"]).to_numpy()
+        domains["slowest_link"] = [f"{int(a)}-{int(b)}" if pd.notna(a) else None for a, b in
+                                   zip(li["src"].reindex(domains["gi"]), li["dst"].reindex(domains["gi"]))]
+        domains["slowest_link_gbps"] = li["slowest_gbps"].reindex(domains["gi"]).to_numpy()
+        domains["median_link_gbps"] = li["median_gbps"].reindex(domains["gi"]).to_numpy()
     mem = mem.assign(group=domains.set_index("gi")["group"].reindex(mem["gi"]).to_numpy(),
                      kind=domains.set_index("gi")["kind"].reindex(mem["gi"]).to_numpy())
     if not op_per.empty:
@@ -379,14 +376,6 @@ def analyze(run: Run, options=None) -> Analysis:
 
 
 # --------------------------------------------------------------------------- present
-
-_VERDICT_TEXT = {
-    "computation": "computation differs between members (a straggler; the others wait for it in this group)",
-    "scheduling": "free time differs between members (a member's device idles: host-bound, data loading or launch gaps)",
-    "communication": "members are balanced but spend much of the step in exposed communication",
-    "balanced": "balanced",
-}
-
 
 def _gname(r) -> str:
     """``group_name_19 'pp'``, ``2 'mesh_pp'``: the key and, when it says more, the framework's name."""
