@@ -23,7 +23,8 @@ Inputs (shared inputs are copied to a temp dir first; nothing is written into th
      ``distributedInfo`` (``"rank": N`` with a space, as HTA's rank regex needs; json.dumps default
      separators, one event per line);
   d  synthetic: one ~``--big-mib`` MiB single-rank trace made the same way (target 3). HTA runs on it
-     too (~6 GiB, ~2.5 min here) unless ``--no-hta-big`` or its estimated peak exceeds 12 GiB.
+     too (~6 GiB per GiB of JSON) unless ``--no-hta-big`` or its estimated peak exceeds 12 GiB (so not on
+     the default 2 GiB; ``--big-mib 1024`` gives the 1 GiB comparison, ~2.5 min of HTA here).
   c and d are written once to ``<cache-dir>/kineto-synth/`` (outside any timing) and reused.
 ``--quick`` skips c and d.
 
@@ -43,7 +44,8 @@ is max(tree sample, largest single process). MB = 10^6 bytes of uncompressed JSO
 Targets (printed PASS/FAIL, not asserted), ours = reportgen with the default --jobs:
   1. throughput per MB >= 10x HTA's   (ours wall / HTA wall <= 0.10 on the same input)
   2. peak RSS <= 1/4 of HTA's          (tree sums)
-  3. the 1 GB trace (d) is read by reportgen with a peak RSS (tree) under 4 GB (4 * 10^9 bytes)
+  3. the 2 GiB trace (d) is read by reportgen with a peak RSS (tree) <= 500 MB (500 * 10^6 bytes; issue 15:
+     a trace streams in bounded memory; the first goal, of the 1 GB trace within 4 GB, was met long ago)
 Targets 1 and 2 are printed for every input both tools ran on; the verdict that answers the issue
 is the large multi-rank input c (on a and b both tools spend most of their time importing; d is one
 rank, so neither tool can use its second core). A full run takes ~4 min on 2 cores (HTA on d is
@@ -81,7 +83,7 @@ SMALL_INPUTS = {
 }
 TARGET_SPEED = 0.10      # ours wall / HTA wall on the same bytes
 TARGET_RSS = 0.25        # ours peak / HTA peak
-TARGET_BIG_BYTES = 4e9   # target 3
+TARGET_BIG_BYTES = 500e6   # target 3
 SYNTH_FORMAT = 3         # bump when the generator changes (invalidates the cache)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -401,9 +403,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       "warm-up always uses a)")
     ap.add_argument("--synth-ranks", type=int, default=4, help="ranks of input c (default 4)")
     ap.add_argument("--synth-mb", type=float, default=150, help="MB of JSON per rank of input c (default ~150)")
-    ap.add_argument("--big-mib", type=float, default=1024, help="MiB of JSON of input d (default 1024 = 1 GiB)")
+    ap.add_argument("--big-mib", type=float, default=2048, help="MiB of JSON of input d (default 2048 = 2 GiB)")
     ap.add_argument("--no-hta-big", action="store_true",
-                    help="do not run HTA on d (it takes ~6 GiB and ~2.5 min; always skipped if the estimate "
+                    help="do not run HTA on d (~6 GiB and ~2.5 min per GiB of JSON; always skipped if the estimate "
                          "exceeds 12 GiB or 80%% of the available memory)")
     ap.add_argument("--cache-dir", type=Path, default=cache_default, help="HTA venv and synthetic traces (default %(default)s)")
     ap.add_argument("--no-install", action="store_true", help="do not create the HTA venv")
@@ -444,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             gen_info["c"] = (secs, now)
         if "d" in only:
             dd, secs, now = synth_set(args.cache_dir, src, "big", 1, args.big_mib * 2**20)
-            inputs["d"] = ("synthetic 1 GiB single rank (plain)", dd, json_mb(dd), True)
+            inputs["d"] = (f"synthetic {args.big_mib / 1024:g} GiB single rank (plain)", dd, json_mb(dd), True)
             gen_info["d"] = (secs, now)
 
         rows: dict[tuple[str, str], Row] = {}
@@ -628,8 +630,9 @@ def main(argv: list[str] | None = None) -> int:
             secs, now = gen_info["d"]
             if big.good:
                 peak = big.peak()
-                verdict = "PASS" if peak * 2**20 < TARGET_BIG_BYTES else "FAIL"
-                print(f"target 3 (d): {mb:.0f} MB trace read by reportgen in < 4 GB: {verdict} "
+                verdict = "PASS" if peak * 2**20 <= TARGET_BIG_BYTES else "FAIL"
+                print(f"target 3 (d): {mb:.0f} MB trace read by reportgen in <= {TARGET_BIG_BYTES / 1e6:.0f} MB: "
+                      f"{verdict} "
                       f"(peak {peak:.0f} MiB = {peak * 2**20 / 1e9:.2f} GB, wall {big.median('wall'):.1f} s; "
                       f"trace generated {'in this run' if now else 'earlier (cached)'} in {secs:.0f} s)")
             else:

@@ -45,7 +45,7 @@ _SUMMARY_THREADS = [(1, "Computation", "compute"), (2, "Communication (not overl
 
 def _alignment(tl: pd.DataFrame | None, windows: pd.DataFrame, ranks: list[int]) -> dict[int, dict[int, float]]:
     """rank -> step -> shift (ms) to add to the rank's clock (module docstring)."""
-    from .sections.execution import _align_group
+    from .sections.execution import _align_group, match_names, occurrence_keys
 
     shift: dict[int, dict[int, float]] = {r: {} for r in ranks}
     w = windows[windows["rank"].isin(ranks)]
@@ -62,7 +62,7 @@ def _alignment(tl: pd.DataFrame | None, windows: pd.DataFrame, ranks: list[int])
                 c = c.sort_values(["rank", "start_ms"], kind="stable")
                 c = c.assign(start=c["start_ms"] - c["rank"].map(start), end=c["end_ms"] - c["rank"].map(start),
                              kind="communication")
-                c["key"] = c["name"].astype(str) + " #" + c.groupby(["rank", "name"]).cumcount().add(1).astype(str)
+                c["key"] = occurrence_keys(match_names(c["name"]), [c["rank"]])
                 offsets, _ = _align_group(c, present)
         for r in present:
             shift[r][int(step)] = float(start[ref] - start[r] + offsets.get(r, 0.0))

@@ -138,6 +138,7 @@ HTA_COMM = re.compile(r"^nccl.*Kernel")
 HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 #: GPU-side sync rows that HTA keeps with the GPU kernels even without a stream
 HTA_DEVICE_SYNC = ("Event Sync", "Context Sync")
+_NO_LAUNCH = np.iinfo(np.int64).max  # = readers.kineto_decode.NO_LAUNCH (no call has the row's correlation)
 
 
 def hta_profiler_steps(names) -> int:
@@ -157,16 +158,27 @@ def hta_gpu_time_metrics(gpu: pd.DataFrame, events: pd.DataFrame | None = None,
     * GPU work = every row with ``stream != -1``: our GPU ops plus the ``gpu`` events (Triton launchers, syncs);
     * ``drop_last_step`` (HTA: >= 2 distinct ProfilerStep names over all ranks): rows with ``stream >= 0`` and
       ``correlation >= 0`` (and Event/Context Sync) are kept when their correlation belongs to a CPU row (any
-      other row) starting before the last ProfilerStep start of the rank; CPU rows when they start before it;
+      other row) starting before the last ProfilerStep start of the rank; CPU rows when they start before it.
+      The runtime/driver calls among those CPU rows come as ``launch_ts_ns`` (the earliest call with the row's
+      correlation) on ``gpu`` and ``events``, or as ``launch`` rows of ``events``;
     * classes by kernel name (:data:`HTA_COMM`, :data:`HTA_NOT_COMPUTE`); span = end of the last merged
       interval - start of the first; overlap = HTA's +1/-1 (comm), +2/-2 (compute) sweep over the merged
       intervals, time where the sum is 3, over Σ merged comm lengths.
     """
     cols = ["name", "stream", "correlation", "ts_ns", "dur_ns"]
-    parts = [gpu[cols]]
+    launch_col = "launch_ts_ns" in gpu or (events is not None and "launch_ts_ns" in events)
+
+    def pick(df: pd.DataFrame) -> pd.DataFrame:
+        out = df[cols]
+        if launch_col:
+            out = out.assign(launch_ts_ns=df["launch_ts_ns"].to_numpy(np.int64) if "launch_ts_ns" in df
+                             else np.full(len(df), _NO_LAUNCH, dtype=np.int64))
+        return out
+
+    parts = [pick(gpu)]
     h = events if events is not None else pd.DataFrame(columns=["role"] + cols)
     if (h["role"] == "gpu").any():
-        parts.append(h.loc[h["role"] == "gpu", cols])
+        parts.append(pick(h.loc[h["role"] == "gpu"]))
     rows = pd.concat(parts, ignore_index=True)
     ts_ns, end_ns = rows["ts_ns"].to_numpy(np.int64), (rows["ts_ns"] + rows["dur_ns"]).to_numpy(np.int64)
     ts = -((-ts_ns) // 1000)  # ceil, µs
@@ -183,8 +195,11 @@ def hta_gpu_time_metrics(gpu: pd.DataFrame, events: pd.DataFrame | None = None,
         cpu_ts = np.concatenate([ts[~gpu_row], -((-other["ts_ns"].to_numpy(np.int64)) // 1000)])
         cpu_corr = np.concatenate([corr[~gpu_row], np.where(other["role"] == "mark", -1,
                                                             other["correlation"].to_numpy(np.int64))])
-        kept = np.unique(cpu_corr[cpu_ts < last])
-        keep = np.where(gpu_row, np.isin(corr, kept), ts < last)
+        kept = np.isin(corr, np.unique(cpu_corr[cpu_ts < last]))
+        if launch_col:  # the runtime/driver calls, as the earliest one's ts per correlation (kineto_decode)
+            launch = rows["launch_ts_ns"].to_numpy(np.int64)
+            kept |= -((-launch) // 1000) < last
+        keep = np.where(gpu_row, kept, ts < last)
     keep &= stream != -1
     if not keep.any():
         return {}

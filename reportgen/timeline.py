@@ -105,11 +105,12 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
             recv = pd.MultiIndex.from_frame(g[["rank", "name", "start_ms"]]).isin(
                 pd.MultiIndex.from_frame(rv[["rank", "name", "start_ms"]]))
         has_args = set(coll.loc[coll["source"] == "gpu_kernel", "rank"])
-    low = g["name"].astype(str).str.lower()
-    by_name = (low.str.contains("recv") & ~low.str.contains("send") & ~g["rank"].isin(has_args)).to_numpy()
+    recv_name = per_value(g["name"], lambda n: n.astype(str).str.lower().str.contains("recv")
+                          & ~n.astype(str).str.lower().str.contains("send"))
+    by_name = (recv_name & ~g["rank"].isin(has_args)).to_numpy()
     kind = kind.where(~(comm & (recv | by_name)), "receive").fillna("compute")
     return _rows(g["rank"], g["start_ms"], _end(g), kind.to_numpy(), g["name"],
-                 "stream " + g["stream"].astype(str))
+                 per_value(g["stream"], lambda v: "stream " + v.astype(str)))
 
 
 def _kineto_gpu(run: Run) -> pd.DataFrame | None:

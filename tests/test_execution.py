@@ -168,3 +168,16 @@ def test_marey_zoom_and_stage_collapse(pp2x4):
     assert {c.signal for c in o.view.controls} >= {"step", "marey_view"}
     rows = [r for v in fig.spec["datasets"].values() for r in v if "lane_order" in r]
     assert {r["stage"] for r in rows} == {1, 2} and "stage_lane" in spec
+
+
+def test_occurrence_keys_number_each_op_per_rank_in_start_order():
+    """The key the Marey alignment and the merged timeline export match between ranks: ``<op> #<n>``, the n-th
+    occurrence within the rank's step, with the step trace's stream prefix dropped (one rule, execution.py)."""
+    from reportgen.sections.execution import match_names, occurrence_keys
+
+    names = pd.Series(["stream_3_1_AllReduce-op1", "MatMul-op2", "stream_5_9_AllReduce-op1", "AllReduce-op1",
+                       "MatMul-op2"])
+    rank = pd.Series([0, 0, 0, 1, 1])
+    assert occurrence_keys(match_names(names), [rank]).tolist() == [
+        "AllReduce-op1 #1", "MatMul-op2 #1", "AllReduce-op1 #2", "AllReduce-op1 #1", "MatMul-op2 #1"]
+    assert occurrence_keys(pd.Series([], dtype=object), [pd.Series([], dtype="int64")]).empty

@@ -539,3 +539,65 @@ def test_dtype_sizes_and_collective_names():
              "nccl:_all_gather_base": "all_gather", "broadcast": "broadcast", "c10d::recv_": "recv",
              "send": "send", "c10d::barrier": "barrier", "reduce": "reduce", "gather": "gather"}
     assert {k: kd.canonical_collective(k) for k in names} == names
+
+
+def _trace(tmp_path: Path, events: list) -> Path:
+    p = tmp_path / "rank0.pt.trace.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return p
+
+
+def test_runtime_calls_are_reduced_to_the_earliest_call_per_correlation(tmp_path):
+    """Issue 15 (a 2 GB trace in <= 500 MB): the runtime/driver calls (4-5 per kernel) are not kept as rows; each
+    GPU row and hta row gets ``launch_ts_ns``, the earliest call's ts with its correlation (HTA's last-step filter
+    asks nothing else of them), NO_LAUNCH when there is none. A call whose ts is a day away is still refused."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"ProfilerStep#{i}", "ts": 1000 * i, "dur": 900, "pid": 1, "tid": 1}
+          for i in (1, 2)]
+    ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 5, "pid": 1, "tid": 1,
+            "args": {"correlation": corr}} for ts, corr in ((1500, 5), (1100, 5), (1200, 6), (2100, 7))]
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1000 + 86_400 * 10 ** 6 * 2,
+               "dur": 5, "pid": 1, "tid": 1, "args": {"correlation": 9}})  # two days away: refused
+    ev += [{"ph": "X", "cat": "kernel", "name": f"k{corr}", "ts": ts, "dur": 50, "pid": 0, "tid": 7,
+            "args": {"correlation": corr, "stream": 7, "device": 0}}
+           for ts, corr in ((1300, 5), (1250, 6), (2200, 7), (2300, 8), (2400, 9))]
+    ev.append({"ph": "X", "cat": "cpu_op", "name": "triton_launcher", "ts": 2050, "dur": 10, "pid": 1, "tid": 1,
+               "args": {"stream": 0, "correlation": 7}})  # an hta "gpu" row
+    problems: list = []
+    d = decode_trace(_trace(tmp_path, ev), problems)
+    g = d.tables["gpu_ops"].set_index("name")["launch_ts_ns"]
+    assert g.to_dict() == {"k6": 1_200_000, "k5": 1_100_000, "k7": 2_100_000, "k8": kd.NO_LAUNCH,
+                           "k9": kd.NO_LAUNCH}
+    h = d.tables["hta_events"]
+    assert set(h["role"]) == {"gpu", "mark"}  # no "launch" rows
+    assert h.loc[h["role"] == "gpu", "launch_ts_ns"].tolist() == [2_100_000]
+    assert any("field 'ts'" in text and "one day" in text for _, text in problems)
+
+
+def test_hta_metrics_from_launch_ts_equal_those_from_launch_rows():
+    """intervals.hta_gpu_time_metrics gives the same numbers from the reduced form (launch_ts_ns) as from the
+    runtime calls as rows (what the decoder kept before): random kernels, calls and steps, with and without the
+    last-step filter."""
+    import numpy as np
+
+    from reportgen.intervals import hta_gpu_time_metrics
+
+    rng = np.random.default_rng(7)
+    for _ in range(25):
+        n, m = int(rng.integers(1, 60)), int(rng.integers(0, 120))
+        gpu = pd.DataFrame({"name": rng.choice(["gemm", "ncclKernel_AllReduce", "Memcpy DtoD", "Event Sync"], n),
+                            "stream": rng.choice([-1, 7, 8], n, p=[0.1, 0.45, 0.45]),
+                            "correlation": rng.integers(-1, 40, n), "ts_ns": rng.integers(0, 10 ** 7, n),
+                            "dur_ns": rng.integers(0, 10 ** 5, n)})
+        calls = pd.DataFrame({"role": "launch", "name": "", "stream": -1, "correlation": rng.integers(-1, 40, m),
+                              "ts_ns": rng.integers(0, 10 ** 7, m), "dur_ns": 0})
+        marks = pd.DataFrame({"role": "mark", "name": ["ProfilerStep#1", "ProfilerStep#2"], "stream": -1,
+                              "correlation": -1, "ts_ns": np.sort(rng.integers(0, 10 ** 7, 2)), "dur_ns": 10})
+        rows_form = pd.concat([marks, calls], ignore_index=True)
+        first = calls.groupby("correlation")["ts_ns"].min()
+        reduced_gpu = gpu.assign(launch_ts_ns=gpu["correlation"].map(first).fillna(kd.NO_LAUNCH).astype("int64"))
+        reduced_events = marks.assign(launch_ts_ns=kd.NO_LAUNCH)
+        for drop in (False, True):
+            a = hta_gpu_time_metrics(gpu, rows_form, drop)
+            b = hta_gpu_time_metrics(reduced_gpu, reduced_events, drop)
+            assert a.keys() == b.keys()
+            assert all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)

@@ -26,8 +26,9 @@ run model (ms, MB = 10^6 B, global ranks).
 * Times (model doc, "Time base"): the decoder's exact int ns; the run origin is the earliest timestamp of any
   rank, every ``start_ms`` / ``end_ms`` / ``ts_ms`` is :func:`~reportgen.model.rel_ms` of it, and ``end_ms`` comes
   from ``ts + dur`` in integers (so a child ending with its parent ends at the same float). ``gpu_ops`` keeps
-  ``ts_ns`` / ``dur_ns`` on the file's clock and ``hta_events`` (rank, role, name, stream, correlation, ts_ns,
-  dur_ns) holds what else HTA 0.5 reads, both only for its whole-µs conventions
+  ``ts_ns`` / ``dur_ns`` on the file's clock (and ``launch_ts_ns``, the earliest runtime call with its correlation)
+  and ``hta_events`` (rank, role, name, stream, correlation, ts_ns, dur_ns, launch_ts_ns) holds what else HTA 0.5
+  reads, both only for its whole-µs conventions
   (:func:`reportgen.intervals.hta_gpu_time_metrics`).
 * Ranks are independent: with ``jobs > 1`` they are decoded in parallel processes.
 * Hosts: the top-level ``host_name`` key torch writes (2.x; ``socket.gethostname()``), only when the files
@@ -620,7 +621,7 @@ def _stacked(by_rank: dict, name: str) -> pd.DataFrame | None:
     in rows with a small constant: at 1024 ranks the per-rank pandas calls were most of the serial read."""
     parts, ranks = [], []
     for rank, (_, decoded) in sorted(by_rank.items()):
-        df = decoded.tables.get(name)
+        df = decoded.tables.pop(name, None)  # converted once: the decoded copy is not kept beside the run's
         if df is not None and not df.empty:
             parts.append(df)
             ranks.append(np.full(len(df), rank, dtype=np.int64))
@@ -646,15 +647,26 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     """Every rank's decoded tables (exact int ns) -> run-model tables in ms relative to the run origin ``t0``,
     rows in rank order (each rank's rows in the decoder's order)."""
     out = {}
+    # the tables in the order a rank-by-rank pass first meets them (as the former per-rank conversion did);
+    # taken before _stacked, which hands each decoded table over to the run (and drops it from the decoded trace)
+    met = {name: i for i, (_, (_, d)) in reversed(list(enumerate(sorted(by_rank.items()))))
+           for name, df in d.tables.items() if not df.empty}
     steps = _stacked(by_rank, "steps")
     if steps is not None:
         out["trace_steps"] = pd.DataFrame({"rank": steps["rank"], "step": steps["step"].astype(int),
                                            "start_ms": rel_ms(steps["ts_ns"], t0),
                                            "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
+    from .kineto_decode import NO_LAUNCH
+
+    launches = any("launch_ts_ns" in d.tables.get(n, ()) for _, d in by_rank.values() for n in ("gpu_ops", "hta_events"))
     for rank, (_, decoded) in by_rank.items():
         g = decoded.tables.get("gpu_ops")
         if g is not None and "correlation" not in g:
-            decoded.tables["gpu_ops"] = g.assign(correlation=-1)
+            decoded.tables["gpu_ops"] = g = g.assign(correlation=-1)
+        for name in ("gpu_ops", "hta_events"):  # one dtype when stacked: a rank without calls has none
+            t = decoded.tables.get(name)
+            if launches and t is not None and "launch_ts_ns" not in t:
+                decoded.tables[name] = t.assign(launch_ts_ns=NO_LAUNCH)
     g = _stacked(by_rank, "gpu_ops")
     if g is not None:
         # ts_ns/dur_ns: the file's exact times on its own clock, for HTA's whole-µs convention (intervals.py)
@@ -662,6 +674,8 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
                                        "stream": g["stream"], "start_ms": rel_ms(g["ts_ns"], t0),
                                        "dur_ms": g["dur_ns"] / 1e6, "end_ms": rel_ms(g["ts_ns"] + g["dur_ns"], t0),
                                        "correlation": g["correlation"], "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"]})
+        if launches:
+            out["gpu_ops"]["launch_ts_ns"] = g["launch_ts_ns"].to_numpy(np.int64)
     c = _stacked(by_rank, "collectives")
     if c is not None:
         df = _ms(c, t0)
@@ -687,12 +701,9 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     dl = _stacked(by_rank, "dataloader")
     if dl is not None:
         out["dataloader"] = _ms(dl, t0, keep=["name"])[["rank", "name", "start_ms", "dur_ms"]]
-    # the tables in the order a rank-by-rank pass first meets them (as the former per-rank conversion did)
     source = {"trace_steps": "steps", "memory_events": "memory"}
     fixed = list(out)
-    first = {name: next(i for i, (_, (_, d)) in enumerate(sorted(by_rank.items()))
-                        if not d.tables.get(source.get(name, name), pd.DataFrame()).empty) for name in out}
-    return {name: out[name] for name in sorted(out, key=lambda n: (first[n], fixed.index(n)))}
+    return {name: out[name] for name in sorted(out, key=lambda n: (met[source.get(n, n)], fixed.index(n)))}
 
 
 def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:

@@ -38,7 +38,7 @@ Tables (empty ones are omitted; ``ts_ns``/``dur_ns`` are the file's values as ex
 file's own clock, sorted by ts):
 
 ``steps``        step, ts_ns, dur_ns — ``ProfilerStep#N`` CPU spans (duplicates merged to the widest).
-``gpu_ops``      name, kind, ts_ns, dur_ns, stream, device, correlation — every event whose category is
+``gpu_ops``      name, kind, ts_ns, dur_ns, stream, device, correlation[, launch_ts_ns] — every event whose category is
                  ``kernel``/``Kernel`` (kind ``kernel``, or ``comm``), ``gpu_memcpy``/``Memcpy``
                  (``memcpy``), ``gpu_memset``/``Memset`` (``memset``). Only the category decides: CPU
                  events that merely carry a ``stream`` arg (Triton launcher ``cpu_op`` s) are NOT GPU
@@ -92,13 +92,17 @@ file's own clock, sorted by ts):
                  line says when the cap is hit and the trace has no GPU ops).
 ``dataloader``   name, ts_ns, dur_ns, tid — ``enumerate(DataLoader)#...__next__`` spans (``user_annotation``
                  in real traces; the time the step waited for its input batch on the host).
-``hta_events``   role, name, stream, correlation, ts_ns, dur_ns — what HTA 0.5 sees beyond ``gpu_ops``, for its
-                 conventions in :func:`reportgen.intervals.hta_gpu_time_metrics`: ``launch`` = runtime/driver
-                 API calls (categories ``cuda_runtime``, ``cuda_driver``, ``*_runtime``, ``*_driver``) with
-                 their ``correlation``; ``gpu`` = any other complete event whose ``stream`` arg HTA reads as
+``hta_events``   role, name, stream, correlation, ts_ns, dur_ns, launch_ts_ns — what HTA 0.5 sees beyond
+                 ``gpu_ops``, for its conventions in :func:`reportgen.intervals.hta_gpu_time_metrics`: ``gpu`` =
+                 any complete event other than a GPU op whose ``stream`` arg HTA reads as
                  an int other than -1 (Triton launcher ``cpu_op`` s with ``"stream": 0``, ``cuda_sync`` rows,
                  ``mtia_ccp_events``); ``mark`` = ``ProfilerStep#N`` spans, CPU ones and GPU-side
                  ``gpu_user_annotation`` ones. stream/correlation as HTA reads them (``int()``, else -1).
+                 The runtime/driver API calls (categories ``cuda_runtime``, ``cuda_driver``, ``*_runtime``,
+                 ``*_driver``) are not rows: HTA's last-step filter only asks, per correlation, when the first
+                 one started, which ``launch_ts_ns`` holds on these rows and on ``gpu_ops`` (:func:`_attach_launches`;
+                 :data:`NO_LAUNCH` when no call has the row's correlation). Keeping them as rows cost 180 MB for
+                 the 3.2 M calls of a 2 GB trace.
 ``memory``       ts_ns, device_type, device_id, bytes, total_allocated, total_reserved — ``[memory]``
                  instant events, values as written (NaN when absent; 2021 traces have no totals).
 
@@ -1318,13 +1322,27 @@ class _Collector:
         def sort(df: pd.DataFrame) -> pd.DataFrame:
             return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
+        def frame(cols: dict, *release: str) -> pd.DataFrame:
+            """The columns as a frame sorted by ts_ns (stable); the collector's lists/arrays named in ``release``
+            are emptied first, so a 2 GB trace's columns are not held twice (collector + frame) at once."""
+            for name in release:
+                v = getattr(self, name)
+                setattr(self, name, [] if isinstance(v, list) else array(v.typecode))
+            ts = cols["ts_ns"]
+            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+                order = np.argsort(ts, kind="stable")
+                cols = {k: v[order] if isinstance(v, np.ndarray) else np.asarray(v, dtype=object)[order]
+                        for k, v in cols.items()}
+            return pd.DataFrame(cols)
+
         if len(self.step_n):  # as recorded; merged per step number below, after the time checks
             out["steps"] = pd.DataFrame({"step": i64(self.step_n), "ts_ns": ns(self.step_ts),
                                          "dur_ns": ns(self.step_dur)})
         if self.g_name:
-            out["gpu_ops"] = sort(pd.DataFrame({
+            out["gpu_ops"] = frame({
                 "name": self.g_name, "kind": self.g_kind, "ts_ns": ns(self.g_ts), "dur_ns": ns(self.g_dur),
-                "stream": i64(self.g_stream), "device": i64(self.g_dev), "correlation": i64(self.g_corr)}))
+                "stream": i64(self.g_stream), "device": i64(self.g_dev), "correlation": i64(self.g_corr)},
+                "g_name", "g_kind", "g_ts", "g_stream", "g_dev", "g_corr")  # g_dur: kept_durations_us
         if self.coll:
             cols = ["source", "name", "ts_ns", "dur_ns", "tid", "collective", "in_nelems", "out_nelems", "dtype",
                     "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
@@ -1339,30 +1357,35 @@ class _Collector:
                 df["dur_ns"] //= NS_PER_US
             out["collectives"] = sort(df)
         if self.o_name:
-            out["cpu_ops"] = sort(pd.DataFrame({
+            out["cpu_ops"] = frame({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
-                "input_dims": self.o_dims, "input_types": self.o_types}))
+                "input_dims": self.o_dims, "input_types": self.o_types},
+                "o_name", "o_ts", "o_tid", "o_dims", "o_types")
         host = self._host_ops(ns)
         if host is not None:
             out["host_ops"] = host
         if self.d_name:
             out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
                                                    "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
-        if self.hta_role or len(self.launch_ts):
-            n = len(self.launch_ts)
-            out["hta_events"] = sort(pd.DataFrame({
-                "role": self.hta_role + ["launch"] * n, "name": self.hta_name + [""] * n,
-                "stream": np.concatenate([i64(self.hta_stream), np.full(n, -1, dtype=np.int64)]),
-                "correlation": np.concatenate([i64(self.hta_corr), i64(self.launch_corr)]),
-                "ts_ns": np.concatenate([ns(self.hta_ts), ns(self.launch_ts)]),
-                "dur_ns": np.concatenate([ns(self.hta_dur), np.zeros(n, dtype=np.int64)])}))
+        if self.hta_role:
+            out["hta_events"] = frame({
+                "role": self.hta_role, "name": self.hta_name, "stream": i64(self.hta_stream),
+                "correlation": i64(self.hta_corr), "ts_ns": ns(self.hta_ts), "dur_ns": ns(self.hta_dur)},
+                "hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur")
+        launches = None
+        if len(self.launch_ts):  # checked with the others below, then reduced to launch_ts_ns (_attach_launches)
+            launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts)}
+            self.launch_ts, self.launch_corr = array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
         if len(self.m_ts):
             out["memory"] = sort(pd.DataFrame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
                 "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
                 "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
+        if launches is not None:
+            out["launches"] = launches
         self._check_times(out, from_ns)
+        _attach_launches(out)
         st = out.pop("steps", None)
         if st is not None and not st.empty:
             # the same step recorded twice (another thread/process): the widest span
@@ -1377,21 +1400,23 @@ class _Collector:
         """Refuse kept rows whose duration is over one day (the unit is known now) or whose ts is more than one
         day from the median of the trace's kept times (a lone absurd clock value would stretch the timeline).
         One numpy pass per table; refused rows are quoted by their ts as written."""
-        parts = [df["ts_ns"].to_numpy() for df in out.values() if len(df)]
+        parts = [np.asarray(df["ts_ns"]) for df in out.values() if len(df["ts_ns"])]
         if not parts:
             return
         ref = int(np.median(np.concatenate(parts)))
         lo, hi = ref - _MAX_DUR_NS, ref + _MAX_DUR_NS
         far, long = [], []
         for name in [only] if only else list(out):
-            df = out[name]
-            ts = df["ts_ns"].to_numpy()
+            df = out[name]  # a frame, or a dict of equal-length arrays (``launches``)
+            ts = np.asarray(df["ts_ns"])
             bad_ts = (ts < lo) | (ts > hi)
-            bad_dur = df["dur_ns"].to_numpy() > _MAX_DUR_NS if "dur_ns" in df else np.zeros(len(ts), dtype=bool)
+            bad_dur = np.asarray(df["dur_ns"]) > _MAX_DUR_NS if "dur_ns" in df else np.zeros(len(ts), dtype=bool)
             if bad_ts.any() or bad_dur.any():
                 far.append(ts[bad_ts])
                 long.append(ts[bad_dur & ~bad_ts])
-                out[name] = df[~(bad_ts | bad_dur)].reset_index(drop=True)
+                ok = ~(bad_ts | bad_dur)
+                out[name] = df[ok].reset_index(drop=True) if isinstance(df, pd.DataFrame) else \
+                    {k: v[ok] for k, v in df.items()}
         for arrays, column, reason in ((far, "field 'ts'", "more than one day away from the trace's other events"),
                                        (long, "field 'dur'", "over one day")):
             if not arrays:
@@ -1409,6 +1434,8 @@ class _Collector:
         if not self.h_name:
             return None
         tid = np.array([self._s(t) for t in self.h_tid], dtype=object)
+        h_name, h_ts, h_dur = self.h_name, self.h_ts, self.h_dur  # handed over (emptied in the collector)
+        self.h_name, self.h_tid, self.h_ts, self.h_dur = [], [], array("q"), array("q")
         if self.step_tids:
             main = max(self.step_tids, key=self.step_tids.get)
         else:
@@ -1417,13 +1444,14 @@ class _Collector:
         on = tid == main
         if not on.any():
             return None
-        ts, dur = ns(self.h_ts)[on], ns(self.h_dur)[on]
+        ts, dur = ns(h_ts)[on], ns(h_dur)[on]
+        del h_ts, h_dur
         order = np.lexsort((-dur, ts))  # by start, the enclosing (longer) span first
         ts, dur = ts[order], dur[order]
         end = ts + dur
         before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
         top = end > before  # not inside an earlier span of the thread
-        names = np.array(self.h_name, dtype=object)[on][order][top]
+        names = np.array(h_name, dtype=object)[on][order][top]
         return pd.DataFrame({"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": main})
 
     def kept_durations_us(self) -> np.ndarray:
@@ -1449,6 +1477,34 @@ def _comm_regex(patterns, where: str, problems: list):
 
 
 # --------------------------------------------------------------------------------------------------
+
+
+#: ``launch_ts_ns`` of a GPU row whose correlation no runtime/driver call has
+NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def _attach_launches(out: dict) -> None:
+    """Replace the runtime/driver calls (``launches``: correlation, ts_ns) by ``launch_ts_ns`` on the rows that HTA's
+    last-step filter looks up by correlation (``gpu_ops`` and ``hta_events``): the earliest call's ts with the row's
+    correlation, :data:`NO_LAUNCH` when there is none. That filter keeps a GPU row when some CPU row with its
+    correlation starts before the last ProfilerStep (:func:`reportgen.intervals.hta_gpu_time_metrics`), so the
+    earliest call is all it needs of them; a trace has 4-5 calls per kernel (3.2 M rows, 180 MB, in a 2 GB trace)."""
+    launch = out.pop("launches", None)
+    if launch is None or not len(launch["ts_ns"]):
+        return
+    lc, lt = launch.pop("correlation"), launch.pop("ts_ns")
+    order = np.lexsort((lt, lc))
+    lc = lc[order]
+    first = np.flatnonzero(np.r_[True, lc[1:] != lc[:-1]])
+    corr_u, ts_u = lc[first], lt[order[first]]
+    del lc, lt, order
+    for name in ("gpu_ops", "hta_events"):
+        df = out.get(name)
+        if df is None or df.empty:
+            continue
+        corr = df["correlation"].to_numpy(np.int64)
+        pos = np.minimum(np.searchsorted(corr_u, corr), len(corr_u) - 1)
+        df["launch_ts_ns"] = np.where(corr_u[pos] == corr, ts_u[pos], NO_LAUNCH)
 
 
 @dataclass

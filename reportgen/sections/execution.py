@@ -114,9 +114,7 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     tl = tl[tl["step"] >= 0]
     if tl.empty:
         return None, None, ""
-    ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"],
-                        "match": per_value(tl["name"], lambda n: n.astype(str).str.replace(r"^stream_\d+_\d+_", "",
-                                                                                               regex=True)),
+    ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"], "match": match_names(tl["name"]),
                         "kind": labels(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
                         "start_ms": tl["start_ms"], "end_ms": tl["end_ms"], "derived": tl["source"] == "derived"})
     derived = ops["derived"]
@@ -125,6 +123,22 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
         parts.append(f"derived compute ({int(derived.sum()):,}: {DERIVED_NAME})")
     source = "device_timeline: " + ", ".join(parts)
     return ops.reset_index(drop=True), windows, source
+
+
+def match_names(names: pd.Series) -> pd.Series:
+    """The op name ranks share: the step trace's ``stream_<s>_<i>_`` prefix dropped (the stream differs between
+    ranks, the operator ``<Type>-op<N>`` does not)."""
+    return per_value(names, lambda n: n.astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True))
+
+
+def occurrence_keys(match: pd.Series, by: list[pd.Series]) -> pd.Series:
+    """``<match> #<n>``: the n-th occurrence of the op within its ``by`` group (a rank's step), rows in start order.
+    The key :func:`_align_group` matches between ranks (the Marey view and the merged timeline export)."""
+    if match.empty:
+        return pd.Series([], index=match.index, dtype=object)
+    n = match.groupby(by + [match], sort=False).cumcount().add(1).to_numpy()
+    codes, uniq = pd.MultiIndex.from_arrays([match.to_numpy(), n]).factorize()
+    return pd.Series(np.array([f"{m} #{k}" for m, k in uniq], dtype=object)[codes], index=match.index)
 
 
 def _groups(ops: pd.DataFrame, ranks: list[int], stage_of: dict) -> list[list[int]]:
@@ -194,8 +208,10 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         ops = ops[ops["rank"].isin(lanes)]
     ops["start"] = ops["start_ms"] - ops["step_start"]
     ops["end"] = ops["end_ms"] - ops["step_start"]
-    ops = ops.sort_values(["rank", "step", "start_ms"])  # several keys: a stable sort
-    ops["key"] = ops["match"].astype(str) + " #" + ops.groupby(["rank", "step", "match"]).cumcount().add(1).astype(str)
+    # step by step (a slice each, keys made per step): one frame of the run's ops, not several (a 2 GB trace has
+    # 736k kernels; a key text per row of the whole run cost 100 MB)
+    ops = ops.sort_values(["step", "rank", "start_ms"], kind="stable").reset_index(drop=True)
+    step_values = ops["step"].to_numpy()
     if F is not None:  # the run's steps: the median step first (the default view), then the others in scope, then
         # warm-up steps; so the default is drawn whatever the mark budget leaves out, and is never a warm-up step
         have = set(all_steps)
@@ -207,7 +223,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled, "steps_left_out": 0,
                "derived_merged": 0}
     for step in all_steps:
-        s = ops[ops["step"] == step].copy()
+        s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
+        s["key"] = occurrence_keys(s["match"], [s["rank"]])
         present = set(s["rank"])
         step_ranks = [r for r in lanes if r in present]
         shifts, used = _align_group(s, step_ranks)
