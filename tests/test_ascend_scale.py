@@ -122,3 +122,33 @@ def test_a_link_left_out_by_one_rank_is_read_again(tmp_path, monkeypatch):
     pick = lambda m: m[(m["stat"] != "total") & pd.MultiIndex.from_frame(  # noqa: E731
         m[["src_rank", "dst_rank", "transport"]]).isin(busiest)].reset_index(drop=True)
     pd.testing.assert_frame_equal(pick(cut), pick(whole))
+
+
+def test_text_columns_hold_one_object_per_distinct_value_per_rank(run8):
+    """Issue 15 (Ascend 1024 ranks within 2 GB): the csv module and the JSON decoders make a string per cell; the
+    reader keeps one object per distinct text per rank (model.share_text, Csv.text), so a kernel name or a
+    communication op repeated every step costs a pointer, not a string (1024 ranks: 1983 -> 1414 MiB)."""
+    run = read_run(run8)
+    ranks = len(run.ranks)
+    for name, cols in (("kernels", ["name", "type", "input_shapes"]), ("comm_ops", ["op", "op_type", "group"]),
+                       ("comm_matrix", ["op_type", "transport", "op_name"])):
+        t = run.table(name)
+        assert t is not None and len(t) > 10 * ranks, name
+        for col in cols:
+            objects = len({id(v) for v in t[col]})
+            assert objects <= t[col].nunique(dropna=False) * ranks, (name, col, objects)
+
+
+def test_share_text_keeps_values_dtypes_and_order():
+    import numpy as np
+
+    from reportgen.model import share_text
+
+    words = ["".join(["ab", str(i % 3)]) for i in range(30)]  # 30 objects, 3 values
+    df = pd.DataFrame({"s": pd.array(words, dtype=pd.Series(["x"]).dtype),
+                       "o": pd.Series([w.upper() for w in words] + [], dtype=object),
+                       "n": np.arange(30), "na": [None if i % 4 == 0 else w for i, w in enumerate(words)]})
+    before = df.copy()
+    share_text(df)
+    pd.testing.assert_frame_equal(df, before)
+    assert {c: len({id(v) for v in df[c]}) for c in ("s", "o")} == {"s": 3, "o": 3}

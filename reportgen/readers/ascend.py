@@ -50,7 +50,7 @@ from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
 from ._files import read_text as _read_text
-from ..model import Run
+from ..model import Run, share_text
 from ..timebase import abs_columns, column_ns, origin, to_ns, to_rel_ms
 
 try:  # the fast JSON decoder the Kineto reader uses (optional): typed decoding of the communication files
@@ -396,9 +396,9 @@ class Csv:
         if name not in self.cols:
             return [default] * len(self)
         col = self.cols[name]
-        if not col or max(map(len, col)) <= MAX_NAME_CHARS:
-            return col
-        return [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in col]
+        if col and max(map(len, col)) > MAX_NAME_CHARS:
+            col = [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in col]
+        return shared_text(col)
 
     def _refuse(self, name: str, idx, why) -> None:
         for i in idx:
@@ -424,6 +424,13 @@ class Csv:
     def keep(self, df: pd.DataFrame) -> pd.DataFrame:
         """``df`` (one row per CSV row) without the rows a refused cell dropped."""
         return df[~self.bad].reset_index(drop=True) if self.bad.any() else df
+
+
+def shared_text(cells) -> list[str]:
+    """The cells with each distinct text one object: the csv module makes a new string per cell, and a kernel
+    name, type or shape repeats in every step (1024 ranks' kernel_details.csv: 1.5 M rows of five text columns)."""
+    seen: dict = {}
+    return [seen.setdefault(c, c) for c in cells]
 
 
 def _csv(path: Path, want: set) -> tuple[Csv, Rejects]:
@@ -852,8 +859,8 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "stream": t.num("Stream ID", "id"),
         "start_ns": t.ns("Start Time(us)"),
         "dur_ms": t.num("Duration(us)", "us", required=True),
-        "input_shapes": [s.strip('"') for s in t.text("Input Shapes")],
-        "output_shapes": [s.strip('"') for s in t.text("Output Shapes")],
+        "input_shapes": shared_text(s.strip('"') for s in t.text("Input Shapes")),
+        "output_shapes": shared_text(s.strip('"') for s in t.text("Output Shapes")),
     })
     return _done(df, t, rejects, problems)
 
@@ -1400,7 +1407,7 @@ def _lazy_loader(run: Run, items: list, eager_parts: list):
                 parts.append(to_rel_ms(df, run.time_origin_ns))
         for path, problem in problems:
             run.problem(path, problem)
-        return pd.concat(parts, ignore_index=True) if parts else None
+        return share_text(pd.concat(parts, ignore_index=True)) if parts else None
 
     return load
 
@@ -1421,8 +1428,8 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list,
     present = {p.name: p for p in out.iterdir()} if out.is_dir() else {}
 
     def add(name, df):
-        if df is not None:
-            tables.setdefault(name, []).append(df)
+        if df is not None:  # one object per distinct text of the rank (sent so to the parent: pickle keeps it)
+            tables.setdefault(name, []).append(share_text(df))
 
     for fname, (table, parser) in TEXT_FILES.items():
         p = present.get(fname)
