@@ -65,6 +65,11 @@ DATALOADER_MS = 10.0
 #: least this full and whose output queue is at most QUEUE_EMPTY full holds the pipeline back.
 QUEUE_FULL = 0.8
 QUEUE_EMPTY = 0.2
+#: MindSpore's BottleneckAnalyzer (minddata_analyzer.py): an operation whose workers each use more than this share of
+#: a core is CPU-bound (more workers help); the device queue's input found empty in more than DEVICE_QUEUE_EMPTY of
+#: the batches means the host does not keep up with the device.
+MINDDATA_CPU_PER_WORKER = 0.75
+DEVICE_QUEUE_EMPTY = 0.6
 #: Free (idle device) time above this share of the step, mean over ranks.
 LONG_FREE_SHARE = 0.10
 
@@ -121,6 +126,8 @@ def as_dict() -> dict[str, float]:
         "small_packet_rdma_mb": SMALL_PACKET_RDMA_MB,
         "small_packet_share_ratio": SMALL_PACKET_SHARE,
         "data_wait_share_ratio": DATA_WAIT_SHARE,
+        "minddata_cpu_per_worker_ratio": MINDDATA_CPU_PER_WORKER,
+        "device_queue_empty_ratio": DEVICE_QUEUE_EMPTY,
         "dataloader_ms": DATALOADER_MS,
         "long_free_share_ratio": LONG_FREE_SHARE,
         "contention_overlap_ratio": CONTENTION_OVERLAP,

@@ -69,7 +69,11 @@ def test_broken_profile_rows_are_named_not_fatal(tmp_path):
     probs = [p.problem for p in run.problems if "minddata" in p.path]
     assert any("row(s)" in p for p in probs) and any("not a minddata_pipeline_raw" in p for p in probs)
     ops = o.analysis.tables["pipeline_ops"]
-    assert set(ops["rank"]) == {0} and "Odd" not in set(ops["op_type"])  # 250 % usage is not a usage
+    assert "Odd" not in set(ops["op_type"])  # 250 % usage is not a usage
+    # rank 1's raw profile is unusable: its operations come from its pipeline summary (no queue capacity there)
+    r1 = ops[ops["rank"] == 1]
+    assert list(r1["op_type"]) == ["Batch", "Map", "Shuffle", "ImageFolder"] and r1["queue_capacity"].isna().all()
+    assert ops[ops["rank"] == 0]["queue_capacity"].notna().all()
 
 
 def test_a_huge_profile_is_skipped_unread(tmp_path, monkeypatch):
@@ -94,3 +98,141 @@ def test_ascend_rank_directories_are_searched(tmp_path):
     run = read_run(tmp_path)
     ops = run.table("minddata_ops")
     assert ops is not None and set(ops["rank"]) == {0} and len(ops) == 4
+
+
+# ---- issue 17 part 3, the rest: pipeline summary, device queue, dataset.csv, CPU utilisation
+
+
+def _findings(outs) -> dict:
+    return {f.id: f for o in outs.values() if o.view is not None for f in o.view.findings}
+
+
+def test_summary_queue_and_stages_with_a_cpu_bound_map(tmp_path):
+    """Generated run with a Map bottleneck: the summary's CPU per worker (92% > 75%) joins the raw profile's rows,
+    the device queue was empty on 3 of 4 batches (the first batch left out), dataset.csv is read as written, and the
+    findings say it once per cause with the parameter to change."""
+    from reportgen.synth.mindinsight import MINDDATA_QUEUE_CAPACITY, minddata_queue_sizes
+
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=4, stages=1, steps=3,
+                                                    minddata_bottleneck="Map"))
+    run, o, outs = _data(tmp_path)
+    ops = o.analysis.tables["pipeline_ops"]
+    m = ops[ops["op_type"] == "Map"]
+    assert len(m) == 4 and (m["cpu_per_worker_ratio"] == 0.92).all() and m["cpu_bound"].all()
+    assert m["queue_capacity"].notna().all()  # the raw profile's rows, with the summary's columns
+    assert not ops.loc[ops["op_type"] == "Shuffle", "cpu_bound"].any()  # single-threaded by design
+    q = o.analysis.tables["device_queue"]
+    sizes = minddata_queue_sizes("Map")
+    assert len(q) == 4 and (q["batches"] == len(sizes)).all() and (q["capacity"] == MINDDATA_QUEUE_CAPACITY).all()
+    assert q["empty_ratio"].tolist() == pytest.approx([sum(s == 0 for s in sizes) / len(sizes)] * 4)
+    assert q["batch_time_ms"].tolist() == [48.0] * 4 and q["pipeline_time_ms"].tolist() == [40.0] * 4
+    st = o.analysis.tables["stages"]
+    assert len(st) == 8 and st.loc[st["operation"] == "ImageFolder", "total_ms"].iloc[0] == pytest.approx(
+        1280 * 120.25 / 1e3)
+    ms = o.analysis.tables["mindspore_summary"]
+    assert set(ms["ms_bottleneck"]) == {"Map(id=1)"} and (ms["batch_time_ms"] == 48.0).all()
+    f = _findings(outs)
+    assert "data_queue_empty" in f and set(f["data_queue_empty"].ranks) == {0, 1, 2, 3}
+    assert "Map" in f["data_queue_empty"].suggestion
+    b = f["data_pipeline_bottleneck"]
+    assert "92% of a core (CPU-bound" in b.message and "num_parallel_workers" in b.suggestion
+    assert "data_op_cpu_bound" not in f  # the same operation is not named twice
+    doc = __import__("reportgen.metrics", fromlist=["build"]).build(run, list(outs.values()))
+    data = doc["sections"]["data"]
+    assert {"device_queue", "mindspore_summary", "stages", "pipeline_ops"} <= set(data["tables"])
+    assert data["metrics"]["threshold_device_queue_empty_ratio"] == 0.6
+
+
+def test_clean_pipeline_summary_raises_nothing(tmp_path):
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=3,
+                                                    with_minddata=True))
+    run, o, outs = _data(tmp_path)
+    f = _findings(outs)
+    assert not {"data_queue_empty", "data_op_cpu_bound", "data_pipeline_bottleneck"} & set(f)
+    assert (o.analysis.tables["device_queue"]["empty_ratio"] == 0).all()
+    assert not o.view.notes or "Not in the run" not in " ".join(o.view.notes)
+
+
+def test_summary_csv_equals_the_json(tmp_path):
+    """The CSV form (one row per key) gives the same rows as the JSON form."""
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2,
+                                                    minddata_bottleneck="Batch"))
+    a = read_run(tmp_path)
+    for f in tmp_path.rglob("minddata_pipeline_summary_*.json"):
+        f.unlink()
+    b = read_run(tmp_path)
+    cols = ["rank", "op_id", "op_type", "queue_empty_ratio", "avg_cpu_pct", "cpu_per_worker_pct"]
+    assert a.table("minddata_ops")[cols].equals(b.table("minddata_ops")[cols])
+    sa, sb = a.table("minddata_summary"), b.table("minddata_summary")
+    assert sa.drop(columns="source").equals(sb.drop(columns="source"))
+    assert set(sb["source"].str[-4:]) == {".csv"}
+
+
+def test_cpu_utilisation_file_gives_the_cpu_of_a_real_profile():
+    """MindInsight's public unit-test profile has minddata_cpu_utilization_0.json but no summary: the CPU of op 1 is
+    the mean of user + sys over its samples ([10,20,30] + [10,20,30] -> 40%), as MindSpore's analyzer computes it,
+    and its device queue profile holds the first batch only (0 batches after it: a row, not a problem)."""
+    from conftest import fixture_dir
+
+    run = read_run(fixture_dir("mindinsight", "mi_profiler_single"))
+    ops = run.table("minddata_ops").set_index("op_id")
+    assert ops.loc[1, "avg_cpu_pct"] == 40.0 and ops.loc[1, "cpu_per_worker_pct"] == 40.0
+    assert ops.loc[[0, 2, 3], "avg_cpu_pct"].isna().all()
+    q = run.table("minddata_queue")
+    assert q["batches"].tolist() == [0]
+    assert not [p for p in run.problems if "device_queue" in p.path]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "types", "not_object", "lengths", "queue_junk", "queue_binary",
+                                    "stages_columns"])
+def test_broken_summary_queue_and_stages_files_are_named_not_fatal(tmp_path, damage):
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2,
+                                                    minddata_bottleneck="Map"))
+    js = next(tmp_path.rglob("minddata_pipeline_summary_0.json"))
+    q = next(tmp_path.rglob("device_queue_profiling_0.txt"))
+    st = next(tmp_path.rglob("dataset_0.csv"))
+    if damage == "truncated":
+        js.write_text(js.read_text()[:150])
+    elif damage == "types":
+        js.write_text('{"op_ids": [0, "x", -4, 1e300], "op_names": 5, "avg_cpu_pct_per_worker": ["a", null, -1, '
+                      '1e999], "per_batch_time": "fast", "bottleneck_warning": [{"x": 1}]}')
+    elif damage == "not_object":
+        js.write_text("[1, 2, 3]")
+    elif damage == "lengths":
+        js.write_text('{"op_ids": [0, 1, 2], "num_workers": [1], "queue_utilization_pct": [250, 10, 20]}')
+    elif damage == "queue_junk":
+        q.write_text("1 16 2 x 5\n1 16 3 -4 5\n\n1 16 4 2 9\nhello\n")
+    elif damage == "queue_binary":
+        q.write_bytes(b"\x00\xff\xfe" * 100)
+    elif damage == "stages_columns":
+        st.write_text("Operation,Stage\r\nPipeline,GetNext\r\n")
+    run, o, outs = _data(tmp_path)
+    probs = [p for p in run.problems if p.path.endswith((js.name, q.name, st.name))]
+    assert probs, [p.problem for p in run.problems]
+    assert all("\n" not in p.problem for p in probs)
+    if damage == "queue_junk":
+        row = run.table("minddata_queue").set_index("rank").loc[0]
+        assert row["batches"] == 1 and row["size_mean"] == 2  # the one good record after the first batch
+    if damage == "lengths":  # 250% is not a usage; a list shorter than op_ids leaves its values empty
+        ops = run.table("minddata_ops")
+        r0 = ops[ops["rank"] == 0]
+        assert r0["queue_empty_ratio"].isna().all() and r0["num_workers"].notna().all()  # workers: the raw profile
+
+
+def test_dataset_csv_of_an_ascend_ms_rank_dir_takes_the_rank_of_its_directory(tmp_path):
+    """*_ascend_ms/ASCEND_PROFILER_OUTPUT/dataset.csv has no rank in its name: it takes the rank directory's
+    profiler_info_<rank>.json; elsewhere a file named dataset.csv is somebody's data set and not read."""
+    from reportgen.readers import minddata
+    from reportgen.model import Run
+
+    d = tmp_path / "host_1_20250101_ascend_ms"
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (d / "profiler_info_5.json").write_text("{}")
+    f = d / "ASCEND_PROFILER_OUTPUT" / "dataset.csv"
+    f.write_text("Operation,Stage,Occurrences,Avg. time(us),Custom Info\n,GetNext,10,1000,\n")
+    assert minddata.in_rank_dir(d) == [f]
+    assert minddata.kind_of("dataset.csv") is None and minddata.kind_of("dataset_3.csv") == "stages"
+    run = Run(name="x", source_format="ascend", source_path=str(tmp_path))
+    minddata.attach(run, [f])
+    st = run.table("minddata_stages")
+    assert st["rank"].tolist() == [5] and st["total_ms"].tolist() == [10.0]

@@ -218,7 +218,7 @@ def survey(root: str | Path) -> Survey:
         strong = False
         for name in sorted(filenames):
             p = d / name
-            if minddata.NAME.match(name):
+            if minddata.kind_of(name):
                 s.minddata.append(p)
                 continue
             found = mindinsight._classify(p)

@@ -13,6 +13,17 @@ Sources and definitions:
   bottleneck (MindInsight's rule): an operation whose input queue is full and whose output queue is empty, here input usage >= :data:`~reportgen.thresholds.QUEUE_FULL` and output usage <=
   :data:`~reportgen.thresholds.QUEUE_EMPTY` (thresholds ours: the seed states the rule, not numbers). It produces
   more slowly than the operations before it deliver and the ones after it consume.
+* MindSpore pipeline summary (``minddata_pipeline_summary_{rank}.json|csv``): each operation's CPU (user + sys,
+  share of one core) per worker. An operation whose workers each use more than
+  :data:`~reportgen.thresholds.MINDDATA_CPU_PER_WORKER` of a core is CPU-bound: more workers help (MindSpore's
+  BottleneckAnalyzer rule and threshold; operations that run in one thread by design, such as Shuffle or Repeat,
+  are left out as MindSpore does). MindSpore's own verdict (``bottleneck_warning`` / ``bottleneck_suggestion``) is
+  shown as written, beside ours.
+* Device queue (``device_queue_profiling_{rank}.txt``, else ``dataset_iterator_profiling_{rank}.txt``): per rank the
+  batches, the queue's capacity and mean size when a batch was taken, the share of batches that found it empty
+  (the device waited for the host) and the mean times to get a batch from the pipeline, to push it and per batch.
+  More than :data:`~reportgen.thresholds.DEVICE_QUEUE_EMPTY` empty (MindSpore's DeviceQueue rule) is a finding.
+* ``dataset.csv``: MindSpore's per-stage times of the dataset operations, as written (occurrences x average = total).
 """
 
 from __future__ import annotations
@@ -86,14 +97,30 @@ def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: MindSpore's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops): their CPU per
+#: worker says nothing about workers
+SINGLE_THREADED = {"Barrier", "Concat", "EpochCtrl", "Rename", "Repeat", "Shuffle", "Skip", "Take", "Zip"}
+#: what produces each part of the section (the notes of a run without it)
+SOURCES = {
+    "pipeline_ops": "minddata_pipeline_raw_<rank>.csv (the operations and their queues)",
+    "cpu": "minddata_pipeline_summary_<rank>.json or .csv (CPU per worker, MindSpore's own verdict)",
+    "queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt (the device queue per batch)",
+    "stages": "dataset.csv (dataset_<rank>.csv in the MindInsight layout: per-stage times)",
+}
+PROFILE_OPTION = ("MindSpore writes them when profiling with data_process=True while the script uses "
+                  "mindspore.dataset")
+
+
 def analyze(run: Run, options=None) -> Analysis:
     F = facts.of(run, options)
     w, measure = waits(run, options, F)
     ops = run.table("minddata_ops")
-    if (w is None or w.empty) and ops is None:
+    queue, summary, stages = run.table("minddata_queue"), run.table("minddata_summary"), run.table("minddata_stages")
+    if (w is None or w.empty) and all(x is None for x in (ops, queue, summary, stages)):
         raise Unavailable(
             "No input-wait times and no dataset pipeline profile in this run. MindSpore: profile with "
-            "data_process=True while the script uses mindspore.dataset (minddata_pipeline_raw_<rank>.csv); MindSpore "
+            "data_process=True while the script uses mindspore.dataset (minddata_pipeline_raw_<rank>.csv, "
+            "minddata_pipeline_summary_<rank>.json, device_queue_profiling_<rank>.txt, dataset.csv); MindSpore "
             "Insight: the step trace's step interval; Ascend: step_trace_time.csv (Preparing); PyTorch: the trace's "
             "CPU activity with enumerate(DataLoader) spans and ProfilerStep markers.")
     tables, metrics, data = {}, {"wait_measure": measure, "threshold_queue_full_ratio": th.QUEUE_FULL,
@@ -109,12 +136,31 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["wait_ms_mean"] = float(per["wait_ms"].mean())
         if "wait_share_ratio" in per:
             metrics["wait_share_ratio_mean"] = float(per["wait_share_ratio"].mean())
+    metrics["threshold_cpu_per_worker_ratio"] = th.MINDDATA_CPU_PER_WORKER
+    metrics["threshold_device_queue_empty_ratio"] = th.DEVICE_QUEUE_EMPTY
     if ops is not None:
         b = bottlenecks(ops)
+        if "cpu_per_worker_pct" in b:
+            b["cpu_per_worker_ratio"] = b.pop("cpu_per_worker_pct") / 100.0
+            b["cpu_ratio"] = b.pop("avg_cpu_pct") / 100.0
+            b["cpu_bound"] = (b["cpu_per_worker_ratio"] > th.MINDDATA_CPU_PER_WORKER) & \
+                ~b["op_type"].astype(str).isin(SINGLE_THREADED)
+            metrics["cpu_bound_ops"] = int(b["cpu_bound"].sum())
+            data["cpu_bound"] = b[b["cpu_bound"]]
         tables["pipeline_ops"] = b
         hit = b[b["bottleneck"]]
         metrics["bottleneck_ops"] = int(len(hit))
         data["bottlenecks"] = hit
+    if queue is not None:
+        q = queue.sort_values(["empty_ratio", "rank"], ascending=[False, True], na_position="last")
+        tables["device_queue"] = q.reset_index(drop=True)
+        metrics["queue_empty_ratio_mean"] = float(q["empty_ratio"].mean()) if q["empty_ratio"].notna().any() else None
+        data["queue_empty"] = q[q["empty_ratio"] > th.DEVICE_QUEUE_EMPTY]
+    if summary is not None:
+        tables["mindspore_summary"] = summary
+        metrics["mindspore_bottleneck_ranks"] = int((summary["ms_bottleneck"].astype(str) != "").sum())
+    if stages is not None:
+        tables["stages"] = stages
     return Analysis(metrics=metrics, tables=tables, data=data)
 
 
@@ -134,27 +180,84 @@ def present(a: Analysis) -> View:
                                                "first."))
         figures.append(_bars(pr.sort_values("rank").head(128)))
     if "pipeline_ops" in t:
-        po = t["pipeline_ops"].assign(bottleneck=t["pipeline_ops"]["bottleneck"].map({True: "yes", False: ""}))
-        hit = t["pipeline_ops"][t["pipeline_ops"]["bottleneck"]]
+        raw = t["pipeline_ops"]
+        po = raw.assign(bottleneck=raw["bottleneck"].map({True: "yes", False: ""}))
+        if "cpu_bound" in po:
+            po["cpu_bound"] = po["cpu_bound"].map({True: "yes", False: ""})
+        hit = raw[raw["bottleneck"]]
         if hit.empty:
             parts.append("no dataset operation holds the pipeline back (no input queue full with its output empty)")
         else:
             by = hit.groupby("op_type", sort=False)["rank"].nunique()
             parts.append("; ".join(f"the dataset operation {op} holds the pipeline back on {count(int(n), 'rank')}"
                                    for op, n in by.items()) + " (input queue full, output queue empty)")
+        cpu = "cpu_bound" in raw
+        if cpu and raw["cpu_bound"].any():
+            by = raw[raw["cpu_bound"]].groupby("op_type", sort=False)["rank"].nunique()
+            parts.append("; ".join(f"{op} is CPU-bound on {count(int(n), 'rank')}" for op, n in by.items())
+                         + f" (each worker above {th.MINDDATA_CPU_PER_WORKER:.0%} of a core)")
+        cols = [Column("rank", "Rank", "rank"), Column("op_id", "Op id", "int"), Column("op_type", "Operation", "text"),
+                Column("num_workers", "Workers", "int"), Column("input_usage", "Input queue usage", "ratio"),
+                Column("queue_usage", "Output queue usage", "ratio"), Column("queue_capacity", "Queue capacity", "int")]
+        if cpu:
+            cols += [Column("queue_empty_ratio", "Output queue empty (share of samples)", "ratio"),
+                     Column("cpu_ratio", "CPU (cores)", "ratio"),
+                     Column("cpu_per_worker_ratio", "CPU per worker (of a core)", "ratio"),
+                     Column("cpu_bound", "CPU-bound", "text")]
+        cols.append(Column("bottleneck", "Bottleneck", "text"))
         tables.append(Table.from_frame(
-            "data-pipeline", "MindSpore dataset pipeline: operations and their queues", po,
-            [Column("rank", "Rank", "rank"), Column("op_id", "Op id", "int"), Column("op_type", "Operation", "text"),
-             Column("num_workers", "Workers", "int"), Column("input_usage", "Input queue usage", "ratio"),
-             Column("queue_usage", "Output queue usage", "ratio"), Column("queue_capacity", "Queue capacity", "int"),
-             Column("bottleneck", "Bottleneck", "text")],
+            "data-pipeline", "MindSpore dataset pipeline: operations and their queues", po, cols,
             caption=f"Queue usage = average size / capacity. Bottleneck: input usage >= {th.QUEUE_FULL:.0%} and "
-                    f"output usage <= {th.QUEUE_EMPTY:.0%} (MindInsight's rule; the thresholds are ours)."))
+                    f"output usage <= {th.QUEUE_EMPTY:.0%} (MindInsight's rule; the thresholds are ours)."
+                    + (f" CPU from the pipeline summary (user + sys, 100% = one core); CPU-bound: each worker above "
+                       f"{th.MINDDATA_CPU_PER_WORKER:.0%} of a core (MindSpore's rule; single-threaded operations "
+                       "such as Shuffle left out)." if cpu else "")))
+    if "device_queue" in t:
+        q = t["device_queue"]
+        if m.get("queue_empty_ratio_mean") is not None:
+            parts.append(f"batches find the device queue empty {fmt.percent(m['queue_empty_ratio_mean'])} of the time "
+                         "(mean over ranks)")
+        tables.append(Table.from_frame(
+            "data-queue", "Device queue per rank", q,
+            [Column("rank", "Rank", "rank"), Column("source", "Queue", "text"), Column("batches", "Batches", "int"),
+             Column("capacity", "Capacity", "int"), Column("size_mean", "Mean size when taken", "count"),
+             Column("empty_ratio", "Batches that found it empty", "ratio"),
+             Column("pipeline_time_ms", "Get from pipeline (mean)", "ms"),
+             Column("push_time_ms", "Push to device (mean)", "ms"), Column("batch_time_ms", "Per batch (mean)", "ms")],
+            caption="From device_queue_profiling_<rank>.txt (the host-to-device queue; dataset_iterator_profiling "
+                    "otherwise); the first batch is left out, as MindSpore does. An empty queue means the device waited "
+                    f"for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding (MindSpore's "
+                    "rule). The emptiest first."))
+        figures.append(_queue_bars(q.sort_values("rank").head(128)))
+    if "mindspore_summary" in t:
+        tables.append(Table.from_frame(
+            "data-mindspore", "MindSpore's own pipeline analysis per rank", t["mindspore_summary"],
+            [Column("rank", "Rank", "rank"), Column("batch_time_ms", "Per batch", "ms"),
+             Column("pipeline_time_ms", "Per pipeline get", "ms"), Column("push_time_ms", "Per queue push", "ms"),
+             Column("ms_bottleneck", "MindSpore's bottleneck", "text"),
+             Column("ms_suggestion", "MindSpore's suggestion", "text"),
+             Column("ms_details", "MindSpore's details", "text"), Column("source", "File", "text")],
+            caption="As written in minddata_pipeline_summary_<rank>.json (or .csv) by MindSpore's analyzer; its "
+                    "rule is CPU per worker and queue usage, ours is in the tables above."))
+    if "stages" in t:
+        tables.append(Table.from_frame(
+            "data-stages", "Dataset stages (dataset.csv)", t["stages"],
+            [Column("rank", "Rank", "rank"), Column("operation", "Operation", "text"), Column("stage", "Stage", "text"),
+             Column("occurrences", "Occurrences", "int"), Column("avg_ms", "Mean", "ms"),
+             Column("total_ms", "Total", "ms"), Column("info", "Custom info", "text")],
+            caption="As written by MindSpore; total = occurrences x mean."))
     summary = ("; ".join(parts) + ".") if parts else ""
-    notes = [] if "pipeline_ops" in t else [
-        "No dataset pipeline profile in the run. MindSpore writes minddata_pipeline_raw_<rank>.csv when profiling "
-        "with data_process=True while the script uses mindspore.dataset; with it this section names the pipeline "
-        "operation that holds the input back. PyTorch DataLoader workers are not in the trace's events."]
+    missing = [v for k, v in SOURCES.items() if not (k == "pipeline_ops" and "pipeline_ops" in t)
+               and not (k == "cpu" and "mindspore_summary" in t) and not (k == "queue" and "device_queue" in t)
+               and not (k == "stages" and "stages" in t)]
+    notes = []
+    if missing:
+        notes.append("Not in the run: " + "; ".join(missing) + ". " + PROFILE_OPTION
+                     + " (minddata_pipeline_raw names the operation that holds the input back; the summary adds "
+                       "CPU per worker; the device queue shows whether the device waited for the host).")
+    if m.get("wait_measure", "").startswith("DataLoader"):
+        notes.append("PyTorch DataLoader worker processes are not in the trace's events: the wait of the main "
+                     "process for each batch (enumerate(DataLoader) __next__) is what the trace shows.")
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
                 findings=_findings(a), notes=notes)
 
@@ -171,12 +274,26 @@ def _bars(pr: pd.DataFrame) -> Figure:
                   alt="Bars of input waiting time per rank")
 
 
+def _queue_bars(q: pd.DataFrame) -> Figure:
+    chart = vl.Chart(q[["rank", "empty_ratio"]].dropna()).mark_bar(color=palette.ROLE["data_wait"]).encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("empty_ratio:Q", title="Batches that found the device queue empty", axis=vl.Axis(format="%"),
+               scale=vl.Scale(domain=[0, 1])),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("empty_ratio:Q", title="Empty", format=".1%")])
+    rule = vl.Chart(pd.DataFrame({"y": [th.DEVICE_QUEUE_EMPTY]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
+    return Figure("data-queue-empty", "Batches that found the device queue empty, per rank",
+                  to_spec(vl.fit(chart + rule, 200)),
+                  caption=f"The dashed line is {th.DEVICE_QUEUE_EMPTY:.0%} (MindSpore's rule). The first 128 ranks; "
+                          "the table has every rank.",
+                  alt="Bars of the share of batches that found the device queue empty, per rank")
+
+
 def _findings(a: Analysis) -> list[Finding]:
+    out = _cpu_findings(a) + _queue_findings(a)
     hit = a.data.get("bottlenecks")
     if hit is None or hit.empty:
-        return []
+        return out
     m = a.metrics
-    out = []
     share = m.get("wait_share_ratio_mean")
     for op_type, g in list(hit.groupby("op_type", sort=False))[:4]:
         ranks = sorted(int(r) for r in g["rank"].unique())
@@ -193,12 +310,95 @@ def _findings(a: Analysis) -> list[Finding]:
             + (f"its input queue is {fmt.percent(r0['input_usage'])} full and its output queue "
                f"{fmt.percent(r0['queue_usage'])}." if pd.notna(r0["input_usage"]) else
                f"it reads the data itself and its output queue is {fmt.percent(r0['queue_usage'])} full.")
-            + waiting,
+            + _cpu_note(r0) + waiting,
             ranks=ranks[:1000],
             evidence={"metric": "output_queue_usage_ratio", "value": float(r0["queue_usage"]),
                       "reference": th.QUEUE_EMPTY,
                       "input_queue_usage_ratio": float(r0["input_usage"]) if pd.notna(r0["input_usage"]) else None,
                       "share_of_step_ratio": float(share) if share is not None else None},
-            suggestion=_advice(str(op_type), source=bool(pd.isna(r0["input_usage"]) and not str(r0["children"]).strip()))
-            + ".", figure="data-waits" if "per_rank" in a.tables else None))
+            suggestion=_capital(_advice(str(op_type), source=bool(pd.isna(r0["input_usage"])
+                                                                  and not str(r0["children"]).strip()))) + ".",
+            figure="data-waits" if "per_rank" in a.tables else None))
     return out
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _cpu_note(row) -> str:
+    """What the pipeline summary says of a bottleneck operation's CPU (nothing without a summary)."""
+    v = row.get("cpu_per_worker_ratio") if hasattr(row, "get") else None
+    if v is None or pd.isna(v):
+        return ""
+    busy = "CPU-bound: more workers help" if v > th.MINDDATA_CPU_PER_WORKER else \
+        "not CPU-bound: more workers alone may not help (look at I/O and the prefetch depth)"
+    return f" Each of its workers uses {fmt.percent(v)} of a core ({busy})."
+
+
+def _waiting(a: Analysis) -> str:
+    share = a.metrics.get("wait_share_ratio_mean")
+    if share is None:
+        return ""
+    return (f" The ranks wait {fmt.percent(share)} of the step for input: the pipeline limits the training."
+            if share > th.DATA_WAIT_SHARE else
+            f" The ranks wait only {fmt.percent(share)} of the step for input: it does not limit the training now.")
+
+
+def _cpu_findings(a: Analysis) -> list[Finding]:
+    """``data_op_cpu_bound``: an operation whose workers each use more than MINDDATA_CPU_PER_WORKER of a core."""
+    hit = a.data.get("cpu_bound")
+    if hit is None or hit.empty:
+        return []
+    out = []
+    share = a.metrics.get("wait_share_ratio_mean")
+    queue_rule = a.data.get("bottlenecks")
+    named = set() if queue_rule is None else set(queue_rule["op_type"])  # said once, in data_pipeline_bottleneck
+    for op_type, g in list(hit.groupby("op_type", sort=False))[:4]:
+        if op_type in named:
+            continue
+        ranks = sorted(int(r) for r in g["rank"].unique())
+        worst = g.sort_values("cpu_per_worker_ratio", ascending=False).iloc[0]
+        workers = int(worst["num_workers"]) if pd.notna(worst["num_workers"]) else None
+        out.append(Finding(
+            "data_op_cpu_bound", "medium" if share is None or share > th.DATA_WAIT_SHARE else "low", ID,
+            f"The dataset operation {op_type} (op {int(worst['op_id'])}) is CPU-bound on {count(len(ranks), 'rank')} "
+            f"({rank_ranges(ranks)[:80]}): each of its {workers if workers is not None else '?'} workers uses "
+            f"{fmt.percent(worst['cpu_per_worker_ratio'])} of a core (above {th.MINDDATA_CPU_PER_WORKER:.0%})."
+            + _waiting(a),
+            ranks=ranks[:1000],
+            evidence={"metric": "cpu_per_worker_ratio", "value": float(worst["cpu_per_worker_ratio"]),
+                      "reference": th.MINDDATA_CPU_PER_WORKER, "num_workers": workers,
+                      "share_of_step_ratio": float(share) if share is not None else None},
+            suggestion=(f"Raise num_parallel_workers of {op_type} above {workers}" if workers else
+                        f"Raise num_parallel_workers of {op_type}")
+            + " (the host has to have the cores: check the other processes on it), or move the transform to the "
+              "device.", figure=None))
+    return out
+
+
+def _queue_findings(a: Analysis) -> list[Finding]:
+    """``data_queue_empty``: ranks whose device queue was empty for more than DEVICE_QUEUE_EMPTY of the batches."""
+    hit = a.data.get("queue_empty")
+    if hit is None or hit.empty:
+        return []
+    ranks = sorted(int(r) for r in hit["rank"])
+    worst = hit.iloc[0]
+    culprit = a.data.get("bottlenecks")
+    cpu = a.data.get("cpu_bound")
+    named = next((str(d.iloc[0]["op_type"]) for d in (culprit, cpu) if d is not None and not d.empty), None)
+    return [Finding(
+        "data_queue_empty", "high" if (a.metrics.get("wait_share_ratio_mean") or 0) > th.DATA_WAIT_SHARE else "medium",
+        ID,
+        f"The device found its input queue empty in {fmt.percent(worst['empty_ratio'])} of the batches on rank "
+        f"{int(worst['rank'])}" + (f" and above {th.DEVICE_QUEUE_EMPTY:.0%} on {count(len(ranks), 'rank')} "
+                                   f"({rank_ranges(ranks)[:80]})" if len(ranks) > 1 else "")
+        + ": the host's dataset pipeline does not keep up with the device." + _waiting(a),
+        ranks=ranks[:1000],
+        evidence={"metric": "device_queue_empty_ratio", "value": float(worst["empty_ratio"]),
+                  "reference": th.DEVICE_QUEUE_EMPTY},
+        suggestion=(f"Speed up {named} first (the operation named above), then " if named else "Find the slow "
+                    "dataset operation (profile with data_process=True for minddata_pipeline_raw), then ")
+        + "raise the prefetch depth (mindspore.dataset.config.set_prefetch_size) so the queue holds more batches.",
+        figure="data-queue-empty")]
+

@@ -63,6 +63,7 @@ TICKS_PER_MS = 100_000
 # ---------------------------------------------------------------------------------------------
 _T0 = 1_162_400_000_000          # clock origin, like the real fixture (~1.16e12)
 _IV_BASE = 150_000               # step interval (data loading wait): 1.5 ms
+_MINDDATA_WAIT = 3_600_000       # added step interval of every rank with a dataset-pipeline bottleneck: 36 ms
 _FB_BASE = 16_800_000            # forward + backward: 168 ms
 #: the base forward+backward time in ms (shares of it size the injected delays)
 FP_BP_BASE_MS = _FB_BASE / TICKS_PER_MS
@@ -300,6 +301,76 @@ def _minddata_csv(bottleneck: str | None) -> str:
     return "\r\n".join(lines) + "\r\n"
 
 
+#: CPU (percent of one core, user + sys) of each pipeline op in a generated summary: the bottleneck op works its
+#: workers hard (92% each, above MindSpore's 75% per-worker limit), the others idle at 30% per worker
+_MINDDATA_CPU_BUSY, _MINDDATA_CPU_IDLE = 92.0, 30.0
+#: batches of a generated device-queue profile, and its capacity
+MINDDATA_BATCHES, MINDDATA_QUEUE_CAPACITY = 40, 16
+
+
+def _minddata_summary(bottleneck: str | None) -> dict:
+    """minddata_pipeline_summary_<rank>.json (MindSpore's MinddataProfilingAnalyzer keys), consistent with
+    :func:`_minddata_csv`: the bottleneck op's workers are busy, its output queue is empty."""
+    names = [o[1] for o in _MINDDATA_OPS]
+    at = names.index(bottleneck) if bottleneck else None
+    ids = [o[0] for o in _MINDDATA_OPS]
+    use = [0.9 if at is None or i > at else 0.04 for i in ids]
+    per_worker = [_MINDDATA_CPU_BUSY if i == at else _MINDDATA_CPU_IDLE for i in ids]
+    workers = [o[2] for o in _MINDDATA_OPS]
+    doc = {"pipeline_ops": [f"{n}(id={i})" for i, n in zip(ids, names)], "op_names": names, "op_ids": ids,
+           "num_workers": workers, "queue_average_size": [round(u * 64, 2) for u in use],
+           "queue_utilization_pct": [round(100 * u, 2) for u in use],
+           "queue_empty_freq_pct": [70.0 if u < 0.5 else 0.0 for u in use],
+           "children_ids": [o[3] for o in _MINDDATA_OPS], "parent_id": [i - 1 if i > 0 else -1 for i in ids],
+           "avg_cpu_pct": [round(c * w, 2) for c, w in zip(per_worker, workers)],
+           "per_batch_time": [12.5 if at is None else 48.0], "per_pipeline_time": [3.1 if at is None else 40.2],
+           "per_push_queue_time": [1.2], "avg_cpu_pct_per_worker": per_worker}
+    if at is not None:
+        doc["cpu_analysis_details"] = [f"{doc['pipeline_ops'][at]} is using {per_worker[at]}% CPU per worker."]
+        doc["bottleneck_warning"] = [doc["pipeline_ops"][at]]
+        doc["bottleneck_suggestion"] = [f"{doc['pipeline_ops'][at]} has high CPU utilization per worker of "
+                                        f"{per_worker[at]}% Try increasing num_parallel_workers above {workers[at]}."]
+    return doc
+
+
+def _summary_csv(doc: dict) -> str:
+    """The CSV form MindSpore writes beside the JSON: one row per key, the key then its values."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    w = csv.writer(out)
+    for key, vals in doc.items():
+        w.writerow([key] + list(vals))
+    return out.getvalue()
+
+
+def minddata_queue_sizes(bottleneck: str | None) -> list[int]:
+    """The device queue's size when each batch (2..) was taken: full-ish when the pipeline keeps ahead, empty on 3 of
+    4 batches with a bottleneck (the device waits for the host)."""
+    cap = MINDDATA_QUEUE_CAPACITY
+    return [(0 if b % 4 else 2) if bottleneck else cap - 1 - b % 3 for b in range(2, MINDDATA_BATCHES + 1)]
+
+
+def _device_queue_txt(bottleneck: str | None) -> str:
+    """device_queue_profiling_<rank>.txt: per batch a queue-size record and the three time records (ms), batch 1
+    included (the reader leaves it out, as MindSpore)."""
+    lines, ts = [], 1_700_000_000_000
+    sizes = [MINDDATA_QUEUE_CAPACITY] + minddata_queue_sizes(bottleneck)
+    for b, size in enumerate(sizes, start=1):
+        ts += 48 if bottleneck else 12
+        lines += [f"1 {MINDDATA_QUEUE_CAPACITY} {b} {size} {ts}", f"0 0 {b} {40 if bottleneck else 3} {ts}",
+                  f"0 1 {b} 1 {ts}", f"0 2 {b} {48 if bottleneck else 12} {ts}"]
+    return "\n".join(lines) + "\n"
+
+
+def _dataset_csv() -> str:
+    """dataset_<rank>.csv (Operation, Stage, Occurrences, Avg. time(us), Custom Info)."""
+    return ("Operation,Stage,Occurrences,Avg. time(us),Custom Info\r\n"
+            f"Pipeline,GetNext,{MINDDATA_BATCHES},850.5,\r\n"
+            f"ImageFolder,Read,{MINDDATA_BATCHES * 32},120.25,num_parallel_workers=8\r\n")
+
+
 def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     """Write the run under root (created if needed); return the ground truth."""
     world, per_stage, names = _validate(spec)
@@ -345,6 +416,8 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
     iv = np.rint(_IV_BASE * (1 + 0.03 * n_iv) * slow_iv[:, None]).astype(np.int64)
     if iv_extra.any():
         iv = iv + iv_extra[:, None]
+    if spec.minddata_bottleneck:  # a slow dataset pipeline makes every rank wait for its batch (the queue is empty)
+        iv = iv + _MINDDATA_WAIT
     warm = np.ones(N)
     warm[0] = spec.warmup
     fb_sd = 0.002 if clean else 0.004
@@ -700,6 +773,12 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
             if spec.with_minddata or spec.minddata_bottleneck:
                 _write(root, f"{prof_dir(r)}/minddata_pipeline_raw_{file_id(r)}.csv",
                        _minddata_csv(spec.minddata_bottleneck), files)
+                summary = _minddata_summary(spec.minddata_bottleneck)
+                _write(root, f"{prof_dir(r)}/minddata_pipeline_summary_{file_id(r)}.json", json.dumps(summary), files)
+                _write(root, f"{prof_dir(r)}/minddata_pipeline_summary_{file_id(r)}.csv", _summary_csv(summary), files)
+                _write(root, f"{prof_dir(r)}/device_queue_profiling_{file_id(r)}.txt",
+                       _device_queue_txt(spec.minddata_bottleneck), files)
+                _write(root, f"{prof_dir(r)}/dataset_{file_id(r)}.csv", _dataset_csv(), files)
             if spec.with_profiler_info:
                 info = {"context_mode": "graph", "rank_id": str(r), "rank_size": world,
                         "parallel_mode": "semi_auto_parallel" if S > 1 else "data_parallel",
