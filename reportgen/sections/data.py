@@ -201,7 +201,7 @@ def present(a: Analysis) -> View:
                 Column("queue_usage", "Output queue usage", "ratio"), Column("queue_capacity", "Queue capacity", "int")]
         if cpu:
             cols += [Column("queue_empty_ratio", "Output queue empty (share of samples)", "ratio"),
-                     Column("cpu_ratio", "CPU (cores)", "ratio"),
+                     Column("cpu_ratio", "CPU of all workers", "ratio"),
                      Column("cpu_per_worker_ratio", "CPU per worker (of a core)", "ratio"),
                      Column("cpu_bound", "CPU-bound", "text")]
         cols.append(Column("bottleneck", "Bottleneck", "text"))
