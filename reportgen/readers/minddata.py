@@ -119,6 +119,15 @@ def _children(text: str) -> str:
     return ",".join(i for i in ids if not i.startswith("-"))[:2000]
 
 
+def _columns(t, need: list[str], path: Path, run: Run, what: str) -> dict | None:
+    """Column name -> index of a CSV that has every column of ``need``; else the file is named (``what``) and None."""
+    missing = [c for c in need if c not in t.header]
+    if missing:
+        run.problem(path, f"no column {', '.join(missing)} ({what}); file skipped")
+        return None
+    return {h: i for i, h in enumerate(t.header)}
+
+
 def parse(path: Path, rank: int, run: Run) -> list[dict]:
     try:
         size = path.stat().st_size
@@ -136,11 +145,9 @@ def parse(path: Path, rank: int, run: Run) -> list[dict]:
         return []
     need = ["op_id", "op_type", "num_workers", "output_queue_average_size", "output_queue_length",
             "output_queue_usage_rate", "parent_id"]
-    missing = [c for c in need if c not in t.header]
-    if missing:
-        run.problem(path, f"no column {', '.join(missing)} (not a minddata_pipeline_raw file); file skipped")
+    idx = _columns(t, need, path, run, "not a minddata_pipeline_raw file")
+    if idx is None:
         return []
-    idx = {h: i for i, h in enumerate(t.header)}
     rows, bad = [], 0
     for line, cells in t.rows[:MAX_OPS]:
         if t.shape_problem(line, cells):
@@ -370,20 +377,30 @@ def _merge_summary(ops: pd.DataFrame | None, summary: pd.DataFrame) -> pd.DataFr
     return pd.concat([merged, only.assign(queue_capacity=float("nan"))[merged.columns]], ignore_index=True)
 
 
+_UNREAD = object()
+
+
+def _load(path: Path, run: Run, loader):
+    """``loader(path)`` for a file of at most MAX_FILE_BYTES; a larger, unreadable or broken file is named in the
+    data problems and gives ``_UNREAD``."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            run.problem(path, f"more than {MAX_FILE_BYTES:,} bytes; file skipped")
+            return _UNREAD
+        return loader(path)
+    except OSError as exc:
+        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
+    except InputError as exc:
+        run.problem(path, f"{exc.problem}; file skipped")
+    return _UNREAD
+
+
 def parse_cpu(path: Path, rank: int, run: Run) -> list[dict]:
     """``minddata_cpu_utilization_{rank}.json`` -> (rank, op_id, avg_cpu_pct): per operation the mean over the samples
     of user + sys utilisation (percent of one core), as MindSpore's analyzer computes the summary's ``avg_cpu_pct``
     from it (op_id -1, the process' own row, left out)."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            run.problem(path, f"more than {MAX_FILE_BYTES:,} bytes; file skipped")
-            return []
-        doc = read_json(path)
-    except OSError as exc:
-        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
-        return []
-    except InputError as exc:
-        run.problem(path, f"{exc.problem}; file skipped")
+    doc = _load(path, run, read_json)
+    if doc is _UNREAD:
         return []
     info = doc.get("op_info") if isinstance(doc, dict) else None
     if not isinstance(info, list):
@@ -490,25 +507,15 @@ STAGE_COLUMNS = ["rank", "operation", "stage", "occurrences", "avg_ms", "total_m
 
 def parse_stages(path: Path, rank: int, run: Run) -> list[dict]:
     """``dataset.csv`` -> ``minddata_stages`` rows (module doc)."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            run.problem(path, f"more than {MAX_FILE_BYTES:,} bytes; file skipped")
-            return []
-        t = read_csv(path)
-    except OSError as exc:
-        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
-        return []
-    except InputError as exc:
-        run.problem(path, f"{exc.problem}; file skipped")
+    t = _load(path, run, read_csv)
+    if t is _UNREAD:
         return []
     need = ["Operation", "Stage", "Occurrences", "Avg. time(us)"]
     if "Operation" not in t.header:  # somebody's data set named dataset_<n>.csv, not a profile: not ours to name
         return []
-    missing = [c for c in need if c not in t.header]
-    if missing:
-        run.problem(path, f"no column {', '.join(missing)} (a dataset.csv without its columns); file skipped")
+    idx = _columns(t, need, path, run, "a dataset.csv without its columns")
+    if idx is None:
         return []
-    idx = {h: i for i, h in enumerate(t.header)}
     rows, bad = [], 0
     for line, cells in t.rows[:MAX_OPS]:
         if t.shape_problem(line, cells):
