@@ -126,7 +126,7 @@ def test_a_link_left_out_by_one_rank_is_read_again(tmp_path, monkeypatch):
 
 def test_text_columns_hold_one_object_per_distinct_value_per_rank(run8):
     """Issue 15 (Ascend 1024 ranks within 2 GB): the csv module and the JSON decoders make a string per cell; the
-    reader keeps one object per distinct text per rank (model.share_text, Csv.text), so a kernel name or a
+    reader keeps one object per distinct text per rank (model.share_text on each per-rank frame), so a kernel name or a
     communication op repeated every step costs a pointer, not a string (1024 ranks: 1983 -> 1414 MiB)."""
     run = read_run(run8)
     ranks = len(run.ranks)

@@ -396,9 +396,9 @@ class Csv:
         if name not in self.cols:
             return [default] * len(self)
         col = self.cols[name]
-        if col and max(map(len, col)) > MAX_NAME_CHARS:
-            col = [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in col]
-        return shared_text(col)
+        if not col or max(map(len, col)) <= MAX_NAME_CHARS:
+            return col
+        return [c if len(c) <= MAX_NAME_CHARS else cap_text(c) for c in col]
 
     def _refuse(self, name: str, idx, why) -> None:
         for i in idx:
@@ -424,13 +424,6 @@ class Csv:
     def keep(self, df: pd.DataFrame) -> pd.DataFrame:
         """``df`` (one row per CSV row) without the rows a refused cell dropped."""
         return df[~self.bad].reset_index(drop=True) if self.bad.any() else df
-
-
-def shared_text(cells) -> list[str]:
-    """The cells with each distinct text one object: the csv module makes a new string per cell, and a kernel
-    name, type or shape repeats in every step (1024 ranks' kernel_details.csv: 1.5 M rows of five text columns)."""
-    seen: dict = {}
-    return [seen.setdefault(c, c) for c in cells]
 
 
 def _csv(path: Path, want: set) -> tuple[Csv, Rejects]:
@@ -859,8 +852,8 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "stream": t.num("Stream ID", "id"),
         "start_ns": t.ns("Start Time(us)"),
         "dur_ms": t.num("Duration(us)", "us", required=True),
-        "input_shapes": shared_text(s.strip('"') for s in t.text("Input Shapes")),
-        "output_shapes": shared_text(s.strip('"') for s in t.text("Output Shapes")),
+        "input_shapes": [s.strip('"') for s in t.text("Input Shapes")],
+        "output_shapes": [s.strip('"') for s in t.text("Output Shapes")],
     })
     return _done(df, t, rejects, problems)
 
@@ -1403,11 +1396,11 @@ def _lazy_loader(run: Run, items: list, eager_parts: list):
         parts = [p for p in eager_parts if p is not None and not p.empty]
         for path, parser, rank in items:
             df = _guarded(path, problems, parser, rank, problems)
-            if df is not None and not df.empty:
-                parts.append(to_rel_ms(df, run.time_origin_ns))
+            if df is not None and not df.empty:  # one object per distinct text of the file, as _read_rank's
+                parts.append(share_text(to_rel_ms(df, run.time_origin_ns)))
         for path, problem in problems:
             run.problem(path, problem)
-        return share_text(pd.concat(parts, ignore_index=True)) if parts else None
+        return pd.concat(parts, ignore_index=True) if parts else None
 
     return load
 

@@ -1365,8 +1365,8 @@ class _Collector:
         if host is not None:
             out["host_ops"] = host
         if self.d_name:
-            out["dataloader"] = sort(pd.DataFrame({"name": self.d_name, "ts_ns": ns(self.d_ts),
-                                                   "dur_ns": ns(self.d_dur), "tid": self.d_tid}))
+            out["dataloader"] = frame({"name": self.d_name, "ts_ns": ns(self.d_ts), "dur_ns": ns(self.d_dur),
+                                       "tid": self.d_tid})
         if self.hta_role:
             out["hta_events"] = frame({
                 "role": self.hta_role, "name": self.hta_name, "stream": i64(self.hta_stream),
@@ -1377,11 +1377,11 @@ class _Collector:
             launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts)}
             self.launch_ts, self.launch_corr = array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
         if len(self.m_ts):
-            out["memory"] = sort(pd.DataFrame({
+            out["memory"] = frame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
                 "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
                 "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
-                "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()}))
+                "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()})
         if launches is not None:
             out["launches"] = launches
         self._check_times(out, from_ns)

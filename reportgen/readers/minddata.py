@@ -68,14 +68,6 @@ MAX_QUEUE_BYTES = 128 << 20
 #: text kept of MindSpore's own verdicts per rank
 MAX_VERDICT_CHARS = 400
 
-
-def kind_of(name: str, rank_dir: bool = False) -> str | None:
-    """Which dataset profile a file name is (a key of :data:`PATTERNS`), or None. ``dataset.csv`` without a rank
-    in its name only counts inside a rank directory (``rank_dir``): elsewhere it is anybody's data set."""
-    kind = next((k for k, pat in PATTERNS.items() if pat.match(name)), None)
-    if kind == "stages" and not rank_dir and name == "dataset.csv":
-        return None
-    return kind
 COLUMNS = ["rank", "op_id", "op_type", "num_workers", "queue_avg", "queue_capacity", "queue_usage", "parent_id",
            "children"]
 #: files read at the most (one per rank)
@@ -84,6 +76,15 @@ MAX_FILES = 16_384
 MAX_OPS = 10_000
 #: a profile larger than this is not a pipeline profile (a few dozen rows take a few KB): skipped, not read
 MAX_FILE_BYTES = 16 << 20
+
+
+def kind_of(name: str, rank_dir: bool = False) -> str | None:
+    """Which dataset profile a file name is (a key of :data:`PATTERNS`), or None. ``dataset.csv`` without a rank
+    in its name only counts inside a rank directory (``rank_dir``): elsewhere it is anybody's data set."""
+    kind = next((k for k, pat in PATTERNS.items() if pat.match(name)), None)
+    if kind == "stages" and not rank_dir and name == "dataset.csv":
+        return None
+    return kind
 
 
 def in_rank_dir(d: Path) -> list[Path]:
@@ -119,6 +120,27 @@ def _children(text: str) -> str:
     return ",".join(i for i in ids if not i.startswith("-"))[:2000]
 
 
+_UNREAD = object()
+
+
+def _load(path: Path, run: Run, loader, what: str):
+    """``loader(path)`` for a file of at most MAX_FILE_BYTES (a real one takes a few KB); a larger, unreadable or
+    broken file is named in the data problems (``what`` it is not) and gives ``_UNREAD``."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            run.problem(path, f"{size:,} bytes, more than {what} holds (at most {MAX_FILE_BYTES:,}); file skipped")
+            return _UNREAD
+        return loader(path)
+    except OSError as exc:
+        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
+    except InputError as exc:
+        run.problem(path, f"{exc.problem}; file skipped")
+    except CONTENT_ERRORS as exc:
+        run.problem(path, f"unexpected content ({type(exc).__name__}); file skipped")
+    return _UNREAD
+
+
 def _columns(t, need: list[str], path: Path, run: Run, what: str) -> dict | None:
     """Column name -> index of a CSV that has every column of ``need``; else the file is named (``what``) and None."""
     missing = [c for c in need if c not in t.header]
@@ -129,19 +151,8 @@ def _columns(t, need: list[str], path: Path, run: Run, what: str) -> dict | None
 
 
 def parse(path: Path, rank: int, run: Run) -> list[dict]:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
-        return []
-    if size > MAX_FILE_BYTES:
-        run.problem(path, f"{size:,} bytes, more than a pipeline profile holds (at most {MAX_FILE_BYTES:,}); "
-                          "file skipped")
-        return []
-    try:
-        t = read_csv(path)
-    except InputError as exc:
-        run.problem(path, f"{exc.problem}; file skipped")
+    t = _load(path, run, read_csv, "a pipeline profile")
+    if t is _UNREAD:
         return []
     need = ["op_id", "op_type", "num_workers", "output_queue_average_size", "output_queue_length",
             "output_queue_usage_rate", "parent_id"]
@@ -213,9 +224,9 @@ def attach(run: Run, paths: list[Path]) -> None:
             summaries.append(got[1])
     if sum_ops:
         ops = _merge_summary(ops, pd.DataFrame(sum_ops))
-    cpu_rows = []
+    cpu_rows, summarised = [], {row["rank"] for row in summaries}
     for rank, path in sorted(by_kind["cpu"].items()):
-        if rank not in set(summary["rank"] for summary in summaries):  # the summary has it, computed the same way
+        if rank not in summarised:  # the summary has it, computed the same way
             cpu_rows.extend(parse_cpu(path, rank, run))
     if cpu_rows and ops is not None and not ops.empty:
         ops = _merge_cpu(ops, pd.DataFrame(cpu_rows))
@@ -239,10 +250,6 @@ def attach(run: Run, paths: list[Path]) -> None:
 
 
 # --------------------------------------------------------------------------- pipeline summary
-
-SUMMARY_OP_COLUMNS = ["rank", "op_id", "op_type", "num_workers", "queue_avg", "queue_usage", "queue_empty_ratio",
-                      "avg_cpu_pct", "cpu_per_worker_pct", "parent_id", "children"]
-
 
 def _pct(v) -> float | None:
     """A percent value of the summary (-1 = none) -> 0..1; anything else (text, NaN, > 100) is None."""
@@ -292,21 +299,8 @@ def _summary_from_csv(path: Path) -> dict:
 
 def parse_summary(path: Path, rank: int, run: Run) -> tuple[list[dict], dict] | None:
     """One rank's ``minddata_pipeline_summary`` -> (op rows, the rank's row); None when unusable (named)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            run.problem(path, f"{size:,} bytes, more than a pipeline summary holds (at most {MAX_FILE_BYTES:,}); "
-                              "file skipped")
-            return None
-        doc = read_json(path) if path.suffix == ".json" else _summary_from_csv(path)
-    except OSError as exc:
-        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
-        return None
-    except InputError as exc:
-        run.problem(path, f"{exc.problem}; file skipped")
-        return None
-    except CONTENT_ERRORS as exc:
-        run.problem(path, f"unexpected content ({type(exc).__name__}); file skipped")
+    doc = _load(path, run, read_json if path.suffix == ".json" else _summary_from_csv, "a pipeline summary")
+    if doc is _UNREAD:
         return None
     if not isinstance(doc, dict):
         run.problem(path, "not a pipeline summary (the top level is not an object); file skipped")
@@ -377,29 +371,11 @@ def _merge_summary(ops: pd.DataFrame | None, summary: pd.DataFrame) -> pd.DataFr
     return pd.concat([merged, only.assign(queue_capacity=float("nan"))[merged.columns]], ignore_index=True)
 
 
-_UNREAD = object()
-
-
-def _load(path: Path, run: Run, loader):
-    """``loader(path)`` for a file of at most MAX_FILE_BYTES; a larger, unreadable or broken file is named in the
-    data problems and gives ``_UNREAD``."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            run.problem(path, f"more than {MAX_FILE_BYTES:,} bytes; file skipped")
-            return _UNREAD
-        return loader(path)
-    except OSError as exc:
-        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
-    except InputError as exc:
-        run.problem(path, f"{exc.problem}; file skipped")
-    return _UNREAD
-
-
 def parse_cpu(path: Path, rank: int, run: Run) -> list[dict]:
     """``minddata_cpu_utilization_{rank}.json`` -> (rank, op_id, avg_cpu_pct): per operation the mean over the samples
     of user + sys utilisation (percent of one core), as MindSpore's analyzer computes the summary's ``avg_cpu_pct``
     from it (op_id -1, the process' own row, left out)."""
-    doc = _load(path, run, read_json)
+    doc = _load(path, run, read_json, "a CPU utilisation file")
     if doc is _UNREAD:
         return []
     info = doc.get("op_info") if isinstance(doc, dict) else None
@@ -507,7 +483,7 @@ STAGE_COLUMNS = ["rank", "operation", "stage", "occurrences", "avg_ms", "total_m
 
 def parse_stages(path: Path, rank: int, run: Run) -> list[dict]:
     """``dataset.csv`` -> ``minddata_stages`` rows (module doc)."""
-    t = _load(path, run, read_csv)
+    t = _load(path, run, read_csv, "a dataset.csv")
     if t is _UNREAD:
         return []
     need = ["Operation", "Stage", "Occurrences", "Avg. time(us)"]

@@ -142,7 +142,7 @@ def analyze(run: Run, options=None) -> Analysis:
         b = bottlenecks(ops)
         if "cpu_per_worker_pct" in b:
             b["cpu_per_worker_ratio"] = b.pop("cpu_per_worker_pct") / 100.0
-            b["cpu_ratio"] = b.pop("avg_cpu_pct") / 100.0
+            b["cpu_cores"] = b.pop("avg_cpu_pct") / 100.0  # cores busy (user + sys): may exceed 1, not a ratio
             b["cpu_bound"] = (b["cpu_per_worker_ratio"] > th.MINDDATA_CPU_PER_WORKER) & \
                 ~b["op_type"].astype(str).isin(SINGLE_THREADED)
             metrics["cpu_bound_ops"] = int(b["cpu_bound"].sum())
@@ -201,7 +201,7 @@ def present(a: Analysis) -> View:
                 Column("queue_usage", "Output queue usage", "ratio"), Column("queue_capacity", "Queue capacity", "int")]
         if cpu:
             cols += [Column("queue_empty_ratio", "Output queue empty (share of samples)", "ratio"),
-                     Column("cpu_ratio", "CPU of all workers", "ratio"),
+                     Column("cpu_cores", "CPU of all workers (cores)", "count"),
                      Column("cpu_per_worker_ratio", "CPU per worker (of a core)", "ratio"),
                      Column("cpu_bound", "CPU-bound", "text")]
         cols.append(Column("bottleneck", "Bottleneck", "text"))
@@ -247,9 +247,8 @@ def present(a: Analysis) -> View:
              Column("total_ms", "Total", "ms"), Column("info", "Custom info", "text")],
             caption="As written by MindSpore; total = occurrences x mean."))
     summary = ("; ".join(parts) + ".") if parts else ""
-    missing = [v for k, v in SOURCES.items() if not (k == "pipeline_ops" and "pipeline_ops" in t)
-               and not (k == "cpu" and "mindspore_summary" in t) and not (k == "queue" and "device_queue" in t)
-               and not (k == "stages" and "stages" in t)]
+    shown = {"pipeline_ops": "pipeline_ops", "cpu": "mindspore_summary", "queue": "device_queue", "stages": "stages"}
+    missing = [v for k, v in SOURCES.items() if shown[k] not in t]
     notes = []
     if missing:
         notes.append("Not in the run: " + "; ".join(missing) + ". " + PROFILE_OPTION
