@@ -255,6 +255,13 @@ def assign_steps(df: pd.DataFrame, windows: pd.DataFrame | None, col: str = "sta
     return out
 
 
+def dataloader_rows(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """``enumerate(DataLoader)`` spans (rank, name, start_ms, dur_ms) -> the ``dataloader`` table: each with the step
+    window of its rank that contains its start (-1 if none). One rule for the Kineto and the Ascend trace readers."""
+    df = df.assign(step=assign_steps(df, steps))
+    return df[["rank", "step", "name", "start_ms", "dur_ms"]].reset_index(drop=True)
+
+
 def build(run: Run) -> pd.DataFrame | None:
     """The device timeline of the run (module doc), or None when no source has intervals."""
     for builder in BUILDERS:

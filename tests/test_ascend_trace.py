@@ -421,3 +421,22 @@ def test_standard_json_fallback_gives_the_same_tables(tmp_path, monkeypatch):
         assert set(got) == set(tables)
         for name in tables:
             assert got[name].equals(tables[name]), (p, name)
+
+
+@pytest.mark.parametrize("level", ["level0", "level1", "level2"])
+def test_dataloader_spans_of_torch_npu_traces(level):
+    """torch_npu writes enumerate(DataLoader)#...__next__ in the Python layer, as a Kineto trace does: they become the
+    ``dataloader`` table (the data section's input wait and msprof-analyze's slow-dataloader rule), exact times."""
+    from reportgen.readers import read_run
+
+    for rank in (0, 1):
+        path = torch_trace(level, rank)
+        want = sorted((to_ns(e["ts"]), to_ns(e.get("dur", 0))) for e in json.loads(path.read_text())
+                      if e.get("ph") == "X" and str(e.get("name", "")).startswith("enumerate(DataLoader)"))
+        assert want, path
+        got = read_trace_view(path, rank, [])["dataloader"]
+        assert list(zip(got["start_ns"], (got["dur_ms"] * 1e6).round().astype("int64"))) == want
+    run = read_run(torch_trace(level, 0).parents[2])
+    dl = run.table("dataloader")
+    assert set(dl["rank"]) == {0, 1} and (dl["step"] >= 0).all()  # each in a ProfilerStep window
+    assert list(dl.columns) == ["rank", "step", "name", "start_ms", "dur_ms"]

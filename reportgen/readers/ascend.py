@@ -1294,6 +1294,10 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
         st = run.tables["step_time"].sort_values(["rank", "step"]).reset_index(drop=True)
         run.tables["step_time"] = st
         run.steps = sorted(st["step"].unique().tolist())
+    if "dataloader" in run.tables:  # torch_npu's enumerate(DataLoader) spans (ascend_trace.py), as Kineto's
+        from ..timeline import dataloader_rows
+
+        run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

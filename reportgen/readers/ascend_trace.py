@@ -27,6 +27,10 @@ origin.
 ``hccl_ops``  rank, op, lane, start_ns, dur_ms
     ``HCCL`` process, every lane except ``Plane <k>`` (small tasks); real lanes are
     ``Group <n> Communication``. An HCCL thread without a name is used only for ``hcom_*`` events.
+``dataloader``  rank, name, start_ns, dur_ms
+    ``enumerate(DataLoader)#...__next__`` X events of any process (torch_npu writes them in the Python layer):
+    the time the training loop waited for its next batch, as in a PyTorch Kineto trace. The reader gives each the
+    step it starts in (:func:`reportgen.timeline.assign_steps`).
 ``device_ops``  rank, name, stream, start_ns, dur_ms
     ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
     pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
@@ -85,6 +89,10 @@ OVERLAP_KINDS = {
 }
 _USED_PROCESSES = frozenset({"Overlap Analysis", "HCCL", "Ascend Hardware", "CPU OP"})
 _STEP_PREFIX = "ProfilerStep#"
+#: torch's span around each batch the training loop takes from its DataLoader (the Python layer of torch_npu)
+_LOADER_PREFIX = "enumerate(DataLoader)"
+#: DataLoader spans kept per file at the most (one per step of the run)
+MAX_LOADER_SPANS = 1_000_000
 _STEP_RE = re.compile(r"ProfilerStep#(\d+)")
 _WS = b" \t\r\n"
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -337,6 +345,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     tnames: dict = {}      # (pid, tid) -> thread name
     groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), exact int ns
     steps: list = []       # (pid, name, start_ns, dur_ns)
+    loaders: list = []     # (name, start_ns, dur_ns) of enumerate(DataLoader) spans
     skip_pids: set = set()
     skip_keys: set = set()
     rejects = Rejects()
@@ -354,12 +363,14 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                 if ph == "X":
                     pid = ev.get("pid")
                     name = ev.get("name")
-                    if type(name) is str and name.startswith(_STEP_PREFIX):
+                    if type(name) is str and name.startswith((_STEP_PREFIX, _LOADER_PREFIX)):
                         t, d = to_ns(ev.get("ts")), to_ns(ev.get("dur", 0))
                         if t is None or d is None or t < 0 or d < 0 or d > _MAX_DUR_NS or t > _MAX_NS - d:
                             _refuse_time(rejects, where, i, t, d)
-                        else:
+                        elif name.startswith(_STEP_PREFIX):
                             steps.append((pid, name, t, d))
+                        elif len(loaders) < MAX_LOADER_SPANS:
+                            loaders.append((cap_text(name, 200), t, d))
                         continue
                     try:
                         if pid in skip_pids:
@@ -432,7 +443,14 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    return _tables(rank, pnames, tnames, groups, steps, problems, where)
+    out = _tables(rank, pnames, tnames, groups, steps, problems, where)
+    if loaders:
+        loaders.sort(key=lambda x: x[1])
+        out["dataloader"] = pd.DataFrame({"rank": np.full(len(loaders), rank, dtype=np.int64),
+                                          "name": [x[0] for x in loaders],
+                                          "start_ns": np.array([x[1] for x in loaders], dtype=np.int64),
+                                          "dur_ms": np.array([x[2] for x in loaders], dtype=np.int64) / 1e6})
+    return out
 
 
 def _refuse_time(rejects: Rejects, where: str, index: int, t: int | None, d: int | None) -> None:

@@ -556,7 +556,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
                              "from its first to its last GPU op (HTA's default; CPU-only ranks: first to last event "
                              "read).")
     if "dataloader" in run.tables:
-        run.tables["dataloader"] = _assign_steps(run.tables["dataloader"], run.tables.get("trace_steps"))
+        from ..timeline import dataloader_rows
+
+        run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
     if "trace_steps" in run.tables:
         run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
                                                  run.tables.get("collectives"), run.tables.get("dataloader"))
@@ -704,14 +706,6 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     source = {"trace_steps": "steps", "memory_events": "memory"}
     fixed = list(out)
     return {name: out[name] for name in sorted(out, key=lambda n: (met[source.get(n, n)], fixed.index(n)))}
-
-
-def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
-    """Add ``step``: the ProfilerStep window of the same rank that contains the row's start (-1 if none)."""
-    from ..timeline import assign_steps
-
-    df = df.assign(step=assign_steps(df, steps))
-    return df[["rank", "step", "name", "start_ms", "dur_ms"]]
 
 
 _P2P = ("send", "recv")
