@@ -236,3 +236,22 @@ def test_dataset_csv_of_an_ascend_ms_rank_dir_takes_the_rank_of_its_directory(tm
     minddata.attach(run, [f])
     st = run.table("minddata_stages")
     assert st["rank"].tolist() == [5] and st["total_ms"].tolist() == [10.0]
+
+
+def test_legacy_layout_profiles_take_the_rank_of_their_host_and_device(tmp_path):
+    """MindInsight's legacy layout keeps the profiles in cluster_profiler/<host>/profiler/ named by device id: the
+    rank is the rank table's for (host folder, device), every rank gets its pipeline, and a device the table does not
+    know is named, not guessed."""
+    truth = write_mindinsight_run(tmp_path, MindInsightSpec.clean_run(minddata_bottleneck="Map"))
+    assert truth["layout"] == "legacy"
+    stray = next(tmp_path.rglob("device_queue_profiling_0.txt")).with_name("device_queue_profiling_9.txt")
+    stray.write_text("1 16 2 0 5\n")
+    run, o, outs = _data(tmp_path)
+    world = len(run.ranks)
+    b = o.analysis.tables["pipeline_ops"]
+    assert sorted(b.loc[b["bottleneck"], "rank"]) == list(range(world))
+    assert set(b.loc[b["bottleneck"], "op_type"]) == {"Map"}
+    assert sorted(o.analysis.tables["device_queue"]["rank"]) == list(range(world))
+    assert [p.problem for p in run.problems if p.path.endswith(stray.name)] == [
+        f"device 9 of host folder {stray.parent.parent.name} has no rank in the rank table; file skipped"]
+    assert "data_queue_empty" in _findings(outs)

@@ -466,7 +466,8 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
         run = module.read(root, progress=progress)
     _refuse_if_empty(run, root)
     if family in ("mindinsight", "ascend", "mindspore_cpu") and not reduced:  # MindSpore's dataset pipeline
-        minddata.attach(run, s.minddata)
+        legacy = [r for r in s.mi_runs if (r / "cluster_profiler").is_dir()] if family == "mindinsight" else []
+        minddata.attach(run, s.minddata, minddata.legacy_files(run, legacy) if legacy else None)
     _report_unread(run, s, family)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
     return run

@@ -8,7 +8,9 @@ Queue values of -1 (an op without an output queue, the device queue op) are miss
 average size / capacity (0..1); a rate written in percent (1 < rate <= 100) is read as percent.
 
 Every file is bounded (:data:`MAX_FILE_BYTES`, :data:`MAX_OPS`), a row that is not usable is counted and named in
-the data problems. The files are those the survey's bounded walk found (reportgen/readers/__init__.py).
+the data problems. The files are those the survey's bounded walk found (reportgen/readers/__init__.py), and in
+MindInsight's legacy layout those of ``cluster_profiler/<host>/profiler/`` (:func:`legacy_files`: named by
+device id, ranked by the rank table).
 
 The other dataset profiles MindSpore writes beside it (format: MindSpore's MinddataProfilingAnalyzer, which writes
 the summaries from the raw profiles; no public sample of any of these files exists):
@@ -190,17 +192,52 @@ def parse(path: Path, rank: int, run: Run) -> list[dict]:
     return rows
 
 
-def attach(run: Run, paths: list[Path]) -> None:
+def legacy_files(run: Run, roots: list[Path]) -> dict[Path, int]:
+    """The profiles of MindInsight's legacy layout (``<root>/cluster_profiler/<host>/profiler/``, which the survey
+    does not walk: the MindInsight reader reads it), with their ranks: the number in such a file's name is the
+    device id on its host, and the rank is the one the rank table gave that (host folder, device) — the reader's
+    ``run.hosts`` / ``run.devices``. A file whose device has no rank is named and skipped."""
+    rank_of = {(run.hosts.get(r), d): r for r, d in run.devices.items()}
+    out: dict[Path, int] = {}
+    for root in roots:
+        try:
+            host_dirs = sorted(p for p in (root / "cluster_profiler").iterdir() if p.is_dir())[:MAX_FILES]
+        except OSError:
+            continue
+        for host_dir in host_dirs:
+            folder = host_dir / "profiler" if (host_dir / "profiler").is_dir() else host_dir
+            try:
+                names = sorted(os.listdir(folder))[:MAX_FILES * len(PATTERNS)]
+            except OSError:
+                continue
+            for name in names:
+                kind = kind_of(name)
+                m = PATTERNS[kind].match(name) if kind else None
+                if m is None or m.group(1) is None:
+                    continue
+                rank = rank_of.get((host_dir.name, int(m.group(1))))
+                if rank is None:
+                    run.problem(folder / name, f"device {int(m.group(1))} of host folder "
+                                               f"{limits.cap_text(host_dir.name, 120)} has no rank in the rank "
+                                               "table; file skipped")
+                    continue
+                out[folder / name] = rank
+    return out
+
+
+def attach(run: Run, paths: list[Path], ranks: dict[Path, int] | None = None) -> None:
     """Add ``minddata_ops`` / ``minddata_summary`` / ``minddata_queue`` / ``minddata_stages`` to ``run`` from the
     profiles the survey found (reportgen/readers/__init__.py: its bounded walk of the run directory, so the tree is
-    not walked twice). A rank's summary in JSON wins over the same in CSV; its device queue over its iterator."""
+    not walked twice) and those of ``ranks`` (path -> rank: :func:`legacy_files`). A rank's summary in JSON wins
+    over the same in CSV; its device queue over its iterator."""
     by_kind: dict[str, dict[int, Path]] = {k: {} for k in PATTERNS}
-    for path in sorted(set(paths))[:MAX_FILES * len(PATTERNS)]:
+    ranks = ranks or {}
+    for path in sorted(set(paths) | set(ranks))[:MAX_FILES * len(PATTERNS)]:
         kind = kind_of(path.name, rank_dir=True)  # the survey chose the files (dataset.csv only in rank dirs)
         if kind is None:
             continue
         m = PATTERNS[kind].match(path.name)
-        rank = int(m.group(1)) if m.group(1) is not None else _dir_rank(path)
+        rank = ranks[path] if path in ranks else int(m.group(1)) if m.group(1) is not None else _dir_rank(path)
         if rank is None:
             run.problem(path, "no rank in its name and none in its rank directory (profiler_info_<rank>.json); "
                               "file skipped")
