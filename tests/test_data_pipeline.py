@@ -83,7 +83,7 @@ def test_a_huge_profile_is_skipped_unread(tmp_path, monkeypatch):
                                                     minddata_bottleneck="Map"))
     run = read_run(tmp_path)
     assert run.table("minddata_ops") is None
-    assert sum("more than a pipeline profile holds" in p.problem for p in run.problems) == 2
+    assert sum("more than a minddata_pipeline_raw file holds" in p.problem for p in run.problems) == 2
 
 
 def test_ascend_rank_directories_are_searched(tmp_path):

@@ -152,44 +152,51 @@ def _columns(t, need: list[str], path: Path, run: Run, what: str) -> dict | None
     return {h: i for i, h in enumerate(t.header)}
 
 
-def parse(path: Path, rank: int, run: Run) -> list[dict]:
-    t = _load(path, run, read_csv, "a pipeline profile")
-    if t is _UNREAD:
+def _csv_rows(path: Path, run: Run, what: str, need: list[str], row, unusable: str, ours=None) -> list[dict]:
+    """The rows ``row(cells, idx)`` makes of a profile CSV (None: the row is unusable): the file loaded and bounded
+    (:func:`_load`), its columns checked (``ours(header)`` False: not a profile at all, skipped unnamed), rows of the
+    wrong shape or unusable counted in one data problem (``unusable``), rows beyond MAX_OPS named."""
+    t = _load(path, run, read_csv, what)
+    if t is _UNREAD or (ours is not None and not ours(t.header)):
         return []
-    need = ["op_id", "op_type", "num_workers", "output_queue_average_size", "output_queue_length",
-            "output_queue_usage_rate", "parent_id"]
-    idx = _columns(t, need, path, run, "not a minddata_pipeline_raw file")
+    idx = _columns(t, need, path, run, f"not {what}")
     if idx is None:
         return []
     rows, bad = [], 0
     for line, cells in t.rows[:MAX_OPS]:
-        if t.shape_problem(line, cells):
+        got = None if t.shape_problem(line, cells) else row(cells, idx)
+        if got is None:
             bad += 1
-            continue
-        op_id = limits.as_int(cells[idx["op_id"]].strip())
-        if op_id is None or op_id < 0:
-            bad += 1
-            continue
-        usage = _num(cells[idx["output_queue_usage_rate"]])
-        if usage is not None and 1 < usage <= 100:
-            usage /= 100.0
-        if usage is not None and usage > 1:
-            bad += 1
-            continue
-        workers = limits.as_int(cells[idx["num_workers"]].strip())
-        parent = limits.as_int(cells[idx["parent_id"]].strip())
-        rows.append({"rank": rank, "op_id": op_id,
-                     "op_type": limits.cap_text(cells[idx["op_type"]].strip(), 120),
-                     "num_workers": workers if workers is not None and workers >= 0 else None,
-                     "queue_avg": _num(cells[idx["output_queue_average_size"]]),
-                     "queue_capacity": _num(cells[idx["output_queue_length"]]), "queue_usage": usage,
-                     "parent_id": parent if parent is not None and parent >= 0 else None,
-                     "children": _children(cells[idx["children_id"]]) if "children_id" in idx else ""})
+        else:
+            rows.append(got)
     if bad:
-        run.problem(path, f"{bad} row(s) without a usable op id or queue usage skipped")
+        run.problem(path, f"{bad} row(s) {unusable} skipped")
     if len(t.rows) > MAX_OPS:
         run.problem(path, f"{len(t.rows) - MAX_OPS} row(s) beyond the first {MAX_OPS:,} not read")
     return rows
+
+
+def parse(path: Path, rank: int, run: Run) -> list[dict]:
+    """``minddata_pipeline_raw_{rank}.csv`` -> ``minddata_ops`` rows (module doc)."""
+    def row(cells, idx):
+        op_id = limits.as_int(cells[idx["op_id"]].strip())
+        usage = _num(cells[idx["output_queue_usage_rate"]])
+        if usage is not None and 1 < usage <= 100:
+            usage /= 100.0
+        if op_id is None or op_id < 0 or (usage is not None and usage > 1):
+            return None
+        workers = limits.as_int(cells[idx["num_workers"]].strip())
+        parent = limits.as_int(cells[idx["parent_id"]].strip())
+        return {"rank": rank, "op_id": op_id, "op_type": limits.cap_text(cells[idx["op_type"]].strip(), 120),
+                "num_workers": workers if workers is not None and workers >= 0 else None,
+                "queue_avg": _num(cells[idx["output_queue_average_size"]]),
+                "queue_capacity": _num(cells[idx["output_queue_length"]]), "queue_usage": usage,
+                "parent_id": parent if parent is not None and parent >= 0 else None,
+                "children": _children(cells[idx["children_id"]]) if "children_id" in idx else ""}
+
+    return _csv_rows(path, run, "a minddata_pipeline_raw file",
+                     ["op_id", "op_type", "num_workers", "output_queue_average_size", "output_queue_length",
+                      "output_queue_usage_rate", "parent_id"], row, "without a usable op id or queue usage")
 
 
 def legacy_files(run: Run, roots: list[Path]) -> dict[Path, int]:
@@ -520,30 +527,15 @@ STAGE_COLUMNS = ["rank", "operation", "stage", "occurrences", "avg_ms", "total_m
 
 def parse_stages(path: Path, rank: int, run: Run) -> list[dict]:
     """``dataset.csv`` -> ``minddata_stages`` rows (module doc)."""
-    t = _load(path, run, read_csv, "a dataset.csv")
-    if t is _UNREAD:
-        return []
-    need = ["Operation", "Stage", "Occurrences", "Avg. time(us)"]
-    if "Operation" not in t.header:  # somebody's data set named dataset_<n>.csv, not a profile: not ours to name
-        return []
-    idx = _columns(t, need, path, run, "a dataset.csv without its columns")
-    if idx is None:
-        return []
-    rows, bad = [], 0
-    for line, cells in t.rows[:MAX_OPS]:
-        if t.shape_problem(line, cells):
-            bad += 1
-            continue
+    def row(cells, idx):
         occ, avg = _num(cells[idx["Occurrences"]]), _num(cells[idx["Avg. time(us)"]])
         if occ is None or avg is None or not float(occ).is_integer():
-            bad += 1
-            continue
-        rows.append({"rank": rank, "operation": limits.cap_text(cells[idx["Operation"]].strip(), 120),
-                     "stage": limits.cap_text(cells[idx["Stage"]].strip(), 120), "occurrences": int(occ),
-                     "avg_ms": avg / 1e3, "total_ms": occ * avg / 1e3,
-                     "info": limits.cap_text(cells[idx["Custom Info"]].strip(), 200) if "Custom Info" in idx else ""})
-    if bad:
-        run.problem(path, f"{bad} row(s) without usable occurrences / average time skipped")
-    if len(t.rows) > MAX_OPS:
-        run.problem(path, f"{len(t.rows) - MAX_OPS} row(s) beyond the first {MAX_OPS:,} not read")
-    return rows
+            return None
+        return {"rank": rank, "operation": limits.cap_text(cells[idx["Operation"]].strip(), 120),
+                "stage": limits.cap_text(cells[idx["Stage"]].strip(), 120), "occurrences": int(occ),
+                "avg_ms": avg / 1e3, "total_ms": occ * avg / 1e3,
+                "info": limits.cap_text(cells[idx["Custom Info"]].strip(), 200) if "Custom Info" in idx else ""}
+
+    # a file named dataset_<n>.csv without an Operation column is somebody's data set, not a profile: not named
+    return _csv_rows(path, run, "a dataset.csv", ["Operation", "Stage", "Occurrences", "Avg. time(us)"], row,
+                     "without usable occurrences / average time", ours=lambda header: "Operation" in header)
