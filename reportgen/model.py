@@ -280,13 +280,13 @@ def share_text(df: pd.DataFrame) -> pd.DataFrame:
     Readers that stack per-rank frames get a new string per cell from the csv module and the JSON decoders, and
     op names, groups, transports and kernel types repeat in every step of every rank: at 1024 Ascend ranks the
     communication tables held ~500 MB of duplicate strings. Values, dtypes and order are unchanged."""
-    for col in df.columns:
+    text = [c for c, t in df.dtypes.items() if t == object or isinstance(t, pd.StringDtype)]
+    for col in text:
         values = df[col]
-        if values.dtype == object or isinstance(values.dtype, pd.StringDtype):
-            codes, uniques = pd.factorize(values, use_na_sentinel=False)
-            if len(uniques) < len(values):
-                shared = np.asarray(uniques, dtype=object)[codes]
-                df[col] = pd.Series(shared, index=df.index, dtype=values.dtype)
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        if 2 * len(uniques) <= len(values):  # mostly distinct values (op names with counters): nothing to gain
+            df[col] = uniques.array.take(codes) if isinstance(values.dtype, pd.StringDtype) else \
+                pd.Series(np.asarray(uniques, dtype=object)[codes], index=df.index, dtype=object)
     return df
 
 

@@ -72,7 +72,7 @@ def reference_counts(events: list) -> dict:
     pn = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     tn = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
           if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    counts = {"trace_steps": 0, "overlap_intervals": 0, "hccl_ops": 0, "device_ops": 0}
+    counts = {"trace_steps": 0, "overlap_intervals": 0, "hccl_ops": 0, "device_ops": 0, "dataloader": 0}
     has_hw = any(v == "Ascend Hardware" for v in pn.values())
     for e in events:
         if e.get("ph") != "X":
@@ -80,6 +80,8 @@ def reference_counts(events: list) -> dict:
         proc, thread = pn.get(e["pid"]), tn.get((e["pid"], e["tid"]))
         if e["name"].startswith("ProfilerStep#"):
             counts["trace_steps"] += 1
+        elif e["name"].startswith("enumerate(DataLoader)"):
+            counts["dataloader"] += 1
         elif proc == "Overlap Analysis":
             counts["overlap_intervals"] += 1
         elif proc == "HCCL" and thread and not thread.startswith("Plane"):

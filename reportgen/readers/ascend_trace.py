@@ -110,6 +110,7 @@ COLUMNS = {
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
     "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
+    "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
 
 
