@@ -255,3 +255,21 @@ def test_legacy_layout_profiles_take_the_rank_of_their_host_and_device(tmp_path)
     assert [p.problem for p in run.problems if p.path.endswith(stray.name)] == [
         f"device 9 of host folder {stray.parent.parent.name} has no rank in the rank table; file skipped"]
     assert "data_queue_empty" in _findings(outs)
+
+
+def test_dataloader_wait_shown_beside_the_time_before_the_device_starts():
+    """torch_npu run: the section's wait is the DataLoader spans; beside it, per rank, the trajectory's preparing time
+    (what the advisor's data_wait reads), so the two sections' numbers are seen together, not as a contradiction."""
+    from conftest import fixture_dir
+
+    run, o, outs = _data(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level2"))
+    m, pr = o.analysis.metrics, o.analysis.tables["per_rank"].set_index("rank")
+    assert m["wait_measure"].startswith("DataLoader") and m["before_device_measure"] == "preparing time"
+    dl = run.table("dataloader").groupby("rank")["dur_ms"].sum()
+    tr = outs["trajectory"].analysis.tables["per_rank_step"].groupby("rank")["preparing_ms"].mean()
+    for rank in pr.index:
+        assert pr.loc[rank, "wait_ms"] == pytest.approx(dl[rank])
+        assert pr.loc[rank, "before_device_ms"] == pytest.approx(tr[rank])
+    assert "the device starts" in o.view.summary
+    assert m["framework"] == "pytorch" and not any("minddata" in n for n in o.view.notes)  # no MindSpore files asked
+    assert any("DataLoader worker processes" in n for n in o.view.notes)

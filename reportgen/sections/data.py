@@ -62,24 +62,30 @@ def _advice(op_type: str, source: bool = False) -> str:
     return next((a for k, a in ADVICE if k in low), "raise num_parallel_workers of this operation") + " " + PREFETCH
 
 
-def waits(run: Run, options, F) -> tuple[pd.DataFrame | None, str]:
-    """Per rank and step the input wait (ms) and which measure it is."""
+def waits(run: Run, options, F) -> tuple[pd.DataFrame | None, str, str]:
+    """Per rank and step the input wait (ms), which measure it is and (with DataLoader spans) the label of the
+    trajectory's time before the device starts, kept as ``before_device_ms``: the advisor's data_wait reads that one,
+    and it includes the DataLoader's wait (plus copying the batch and launching the first work)."""
     try:
         tr = analysis_of("trajectory", run, options).tables.get("per_rank_step")
     except Unavailable:
         tr = None
+    before, label = None, ""
+    if tr is not None:
+        for col, name in (("step_interval_ms", "step interval"), ("preparing_ms", "preparing time")):
+            if col in tr and tr[col].notna().any():
+                before = tr[["rank", "step", col]].rename(columns={col: "wait_ms"}).dropna()
+                before = F.in_scope(before) if F is not None else before
+                label = name
+                break
     dl = run.table("dataloader")
     if dl is not None and not dl.empty:
         d = dl.groupby(["rank", "step"], as_index=False)["dur_ms"].sum().rename(columns={"dur_ms": "wait_ms"})
         d = F.in_scope(d) if F is not None else d
-        return d, "DataLoader __next__ (enumerate(DataLoader) spans)"
-    if tr is not None:
-        for col, label in (("step_interval_ms", "step interval"), ("preparing_ms", "preparing time")):
-            if col in tr and tr[col].notna().any():
-                d = tr[["rank", "step", col]].rename(columns={col: "wait_ms"}).dropna()
-                d = F.in_scope(d) if F is not None else d
-                return d, label
-    return None, ""
+        if before is not None:
+            d = d.merge(before.rename(columns={"wait_ms": "before_device_ms"}), on=["rank", "step"], how="left")
+        return d, "DataLoader __next__ spans", label if before is not None else ""
+    return before, label, ""
 
 
 def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
@@ -111,9 +117,17 @@ PROFILE_OPTION = ("MindSpore writes them when profiling with data_process=True w
                   "mindspore.dataset")
 
 
+def framework(run: Run) -> str:
+    """``pytorch`` (Kineto traces, torch_npu's ``*_ascend_pt`` output, or DataLoader spans) or ``mindspore``: which
+    framework's input pipeline files the section can ask for."""
+    files = run.table("files")
+    pt = files is not None and files["path"].astype(str).str.contains("_ascend_pt", regex=False).any()
+    return "pytorch" if run.source_format == "kineto" or pt or run.table("dataloader") is not None else "mindspore"
+
+
 def analyze(run: Run, options=None) -> Analysis:
     F = facts.of(run, options)
-    w, measure = waits(run, options, F)
+    w, measure, before_label = waits(run, options, F)
     ops = run.table("minddata_ops")
     queue, summary, stages = run.table("minddata_queue"), run.table("minddata_summary"), run.table("minddata_stages")
     if (w is None or w.empty) and all(x is None for x in (ops, queue, summary, stages)):
@@ -123,17 +137,20 @@ def analyze(run: Run, options=None) -> Analysis:
             "minddata_pipeline_summary_<rank>.json, device_queue_profiling_<rank>.txt, dataset.csv); MindSpore "
             "Insight: the step trace's step interval; Ascend: step_trace_time.csv (Preparing); PyTorch: the trace's "
             "CPU activity with enumerate(DataLoader) spans and ProfilerStep markers.")
-    tables, metrics, data = {}, {"wait_measure": measure, "threshold_queue_full_ratio": th.QUEUE_FULL,
+    tables, metrics, data = {}, {"framework": framework(run), "wait_measure": measure, "threshold_queue_full_ratio": th.QUEUE_FULL,
                                  "threshold_queue_empty_ratio": th.QUEUE_EMPTY,
                                  "threshold_wait_share_ratio": th.DATA_WAIT_SHARE}, {}
     if w is not None and not w.empty:
-        per = w.groupby("rank", as_index=False)["wait_ms"].mean()
+        per = w.groupby("rank", as_index=False)[[c for c in ("wait_ms", "before_device_ms") if c in w]].mean()
         if F is not None:
             per = per.merge(F.per_rank[["rank", "step_ms"]], on="rank", how="left")
             per["wait_share_ratio"] = (per["wait_ms"] / per["step_ms"]).where(per["step_ms"] > 0)
         tables["per_rank"] = per.sort_values(["wait_ms", "rank"], ascending=[False, True]).reset_index(drop=True)
         tables["per_rank_step"] = w
         metrics["wait_ms_mean"] = float(per["wait_ms"].mean())
+        if before_label and per["before_device_ms"].notna().any():
+            metrics["before_device_measure"] = before_label
+            metrics["before_device_ms_mean"] = float(per["before_device_ms"].mean())
         if "wait_share_ratio" in per:
             metrics["wait_share_ratio_mean"] = float(per["wait_share_ratio"].mean())
     metrics["threshold_cpu_per_worker_ratio"] = th.MINDDATA_CPU_PER_WORKER
@@ -171,8 +188,13 @@ def present(a: Analysis) -> View:
         pr = t["per_rank"]
         parts.append(f"ranks wait {fmt.ms(m['wait_ms_mean'])} per step for input ({m['wait_measure']})"
                      + (f", {fmt.percent(m['wait_share_ratio_mean'])} of the step" if "wait_share_ratio_mean" in m
-                        else ""))
+                        else "")
+                     + (f"; the device starts {fmt.ms(m['before_device_ms_mean'])} into the step "
+                        f"({m['before_device_measure']}: the wait, copying the batch and launching the first work)"
+                        if "before_device_ms_mean" in m else ""))
         cols = [Column("rank", "Rank", "rank"), Column("wait_ms", "Waiting for input per step", "ms")]
+        if "before_device_ms_mean" in m:
+            cols.append(Column("before_device_ms", f"Before the device starts ({m['before_device_measure']})", "ms"))
         if "wait_share_ratio" in pr:
             cols += [Column("step_ms", "Step", "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
         tables.append(Table.from_frame("data-ranks", "Waiting for input per rank", pr, cols,
@@ -250,11 +272,11 @@ def present(a: Analysis) -> View:
     shown = {"pipeline_ops": "pipeline_ops", "cpu": "mindspore_summary", "queue": "device_queue", "stages": "stages"}
     missing = [v for k, v in SOURCES.items() if shown[k] not in t]
     notes = []
-    if missing:
+    if missing and m["framework"] == "mindspore":  # MindSpore's files: a PyTorch run has none to miss
         notes.append("Not in the run: " + "; ".join(missing) + ". " + PROFILE_OPTION
                      + " (minddata_pipeline_raw names the operation that holds the input back; the summary adds "
                        "CPU per worker; the device queue shows whether the device waited for the host).")
-    if m.get("wait_measure", "").startswith("DataLoader"):
+    if m["framework"] == "pytorch":
         notes.append("PyTorch DataLoader worker processes are not in the trace's events: the wait of the main "
                      "process for each batch (enumerate(DataLoader) __next__) is what the trace shows.")
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
