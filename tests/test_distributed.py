@@ -20,13 +20,13 @@ from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 
-def _metrics(root: Path, dask: str | None = None) -> dict:
+def _metrics(root: Path, dask: str | None = None, jobs: int = 1) -> dict:
     """The metrics JSON of ``root`` (what --json writes), without the parts that name the input directory."""
     from reportgen import metrics
     from reportgen.readers import read_run
     from reportgen.sections import Options, run_sections
 
-    run = read_run(root, jobs=1, dask=dask)
+    run = read_run(root, jobs=jobs, dask=dask)
     doc = json.loads(metrics.dumps(metrics.build(run, run_sections(run, Options({})))))
     for key in ("name", "source_path"):
         doc["run"].pop(key)
@@ -237,3 +237,38 @@ def test_mindinsight_reduce_refuses_ranks_it_does_not_hold_and_files(runs, tmp_p
     assert main(["reduce", str(one), "--format", "mindinsight", "-o", str(tmp_path / "x.reduced"), "-q"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and "no files of the ranks" in err[0] and "--ranks" in err[1] and "directory" in err[2], err
+
+
+def test_ascend_rank_pool_equals_serial(runs, local, monkeypatch, tmp_path):
+    """``--jobs 2`` reads the Ascend rank directories in the process pool, their lazily parsed files parsed there:
+    the metrics (data problems included) are those of the serial read."""
+    from reportgen import workers
+    from reportgen.readers import ascend
+
+    entered = []
+    real_pool = workers.pool
+
+    def pool(n):
+        entered.append(n)
+        return real_pool(n)
+
+    monkeypatch.setattr(workers, "pool", pool)
+    monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 0)
+    assert _metrics(runs["ascend"], jobs=2) == local["ascend"]
+    assert entered == [2]
+    # a damaged lazily parsed file (kernel_details.csv) and an eagerly checked one (op_statistic.csv): the same
+    # data problems, whichever process parsed them
+    root = tmp_path / "ascend"
+    shutil.copytree(runs["ascend"], root)
+    out = sorted(root.glob("*/ASCEND_PROFILER_OUTPUT"))
+    for name, at in (("kernel_details.csv", out[3]), ("op_statistic.csv", out[5])):
+        f = at / name
+        lines = f.read_text().splitlines(keepends=True)
+        f.write_text("".join(lines[:2] + ["x," * 3 + "\n"] + lines[2:]))
+    monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 1 << 60)
+    serial = _metrics(root, jobs=2)
+    assert len(entered) == 1  # below the threshold: read here
+    named = " ".join(p["path"] for p in serial["data_problems"])
+    assert "kernel_details.csv" in named and "op_statistic.csv" in named
+    monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 0)
+    assert _metrics(root, jobs=2) == serial and len(entered) == 2

@@ -462,6 +462,8 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
                           progress=progress)
     elif module is kineto:
         run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
+    elif module is ascend:
+        run = module.read(root, progress=progress, jobs=jobs)
     else:
         run = module.read(root, progress=progress)
     _refuse_if_empty(run, root)

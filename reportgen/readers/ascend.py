@@ -1177,16 +1177,60 @@ class _Meta:
             self.add(path, None, doc)
 
 
-def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
+#: read the rank directories in the ``--jobs`` process pool only when their files hold this many bytes (the pool's
+#: start-up, ~0.2 s, and sending the parsed tables back cost more than they save on a small run)
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+
+
+def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> Run:
+    """The run of ``root``. With ``jobs`` > 1 (default: the cores) and at least :data:`PARALLEL_MIN_BYTES` of
+    files, the rank directories are read in a process pool (:func:`_read_rank_job`: the same parts, their lazily
+    parsed files parsed there); the run is the same either way."""
     root = Path(root)
     problems: list[tuple[str, str]] = []
-    chosen = choose_rank_dirs(root, problems)
+    chosen = sorted(choose_rank_dirs(root, problems).items())
     parts = {}
-    for n, (rank, d) in enumerate(sorted(chosen.items()), start=1):
-        if progress:
-            progress(n, len(chosen))
-        parts[rank] = read_rank_dir(d, rank)
-    return assemble(root, chosen, parts, problems)
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1 and len(chosen) > 1 and _files_bytes(chosen) >= PARALLEL_MIN_BYTES:
+        from .. import workers
+
+        with workers.pool(min(jobs, len(chosen))) as pool:
+            for n, ((rank, _d), part) in enumerate(zip(chosen, pool.map(_read_rank_job, chosen)), start=1):
+                parts[rank] = part
+                if progress:
+                    progress(n, len(chosen))
+    else:
+        for n, (rank, d) in enumerate(chosen, start=1):
+            if progress:
+                progress(n, len(chosen))
+            parts[rank] = read_rank_dir(d, rank)
+    return assemble(root, dict(chosen), parts, problems)
+
+
+def _files_bytes(chosen: list) -> int:
+    """Bytes of the files in the chosen rank directories' output folders (stops counting at the threshold)."""
+    total = 0
+    for _rank, d in chosen:
+        try:
+            for e in os.scandir(d.output):
+                if e.is_file():
+                    total += e.stat().st_size
+        except OSError:
+            continue
+        if total >= PARALLEL_MIN_BYTES:
+            break
+    return total
+
+
+def _read_rank_job(job: tuple) -> dict:
+    """:func:`read_rank_dir` of one ``(rank, RankDir)`` on a worker of the pool, its lazily parsed files parsed
+    there (:func:`_parsed`): the parent receives tables, not parsers to run."""
+    rank, d = job
+    part = read_rank_dir(d, rank)
+    lazy = part["tables"].get("_lazy")
+    if lazy:
+        part["tables"]["_lazy"] = [(table, p, _parsed(table, p, parser, r), r) for table, p, parser, r in lazy]
+    return part
 
 
 def read_rank_dir(d: RankDir, rank: int, reduce: bool = True) -> dict:
@@ -1673,7 +1717,17 @@ class Parsed:
 
     def __call__(self, _path, _rank, problems: list):
         problems.extend(self.problems)
-        return self.df
+        df, self.df = self.df, None  # the loader runs once: the table is not held twice while it is assembled
+        return df
+
+
+def _parsed(table: str, path: Path, parser, rank: int) -> Parsed:
+    """A lazily parsed file parsed now, as the loader would (:func:`_lazy_loader`), with its first exact time."""
+    problems: list = []
+    df = _guarded(path, problems, parser, rank, problems)
+    t = _first_ns(parser, path, table)
+    # one object per distinct text before it is sent to the parent (pickle keeps shared objects shared)
+    return Parsed(share_text(df) if df is not None else None, problems, origin(t) if t is not None else None)
 
 
 def _first_ns(parser, path: Path, table: str) -> pd.Series | None:
@@ -1700,15 +1754,12 @@ def reduce_dir(path: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
                 tables.append([name, f"t{len(frames) - 1}"])
     lazy = []
     for table, p, parser, r in part["tables"].get("_lazy", []):
-        probs: list = []
-        df = _guarded(p, probs, parser, r, probs)
-        t = _first_ns(parser, p, table)
-        first = int(t.min()) if t is not None and len(t) else None
+        done = _parsed(table, p, parser, r)
         key = None
-        if df is not None:
+        if done.df is not None:
             key = f"t{len(frames)}"
-            frames[key] = df
-        lazy.append([table, str(p), key, [list(x) for x in probs], first])
+            frames[key] = done.df
+        lazy.append([table, str(p), key, [list(x) for x in done.problems], done.first_ns])
     meta = {"dir": {"path": str(d.path), "rank": d.rank, "rank_source": d.rank_source, "framework": d.framework,
                     "stamp": d.stamp, "info": d.info, "info_path": d.info_path},
             "discovery": [list(x) for x in discovery], "rank": rank,

@@ -33,7 +33,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
-from ..timeline import COMM_TYPE, DERIVED_NAME, op_type
+from ..timeline import COMM_TYPE, DERIVED_NAME, op_type, per_value
 from . import analysis_of
 
 ID = "compare"
@@ -59,7 +59,7 @@ def _ops(run: Run, F) -> pd.DataFrame | None:
         if k is None or k.empty or "step" not in k:
             return None
         k = k[k["step"].isin(F.steps)]
-        comm = k["name"].fillna("").astype(str).str.contains(COMM_TYPE)  # kernel_details lists hcom_* ops too
+        comm = per_value(k["name"].fillna("").astype(str), lambda n: n.str.contains(COMM_TYPE))  # hcom_* ops too
         o = pd.DataFrame({"rank": k["rank"], "kind": np.where(comm, "communication", "compute"), "name": k["name"],
                           "dur": k["dur_ms"]})
     if o.empty:

@@ -51,6 +51,7 @@ from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_
                       tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
+from ..timeline import per_value
 from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
 
 ID = "flops"
@@ -252,7 +253,8 @@ def _ascend(run: Run) -> dict:
     if k is None or "input_shapes" not in k:
         raise Unavailable("No FLOPs data: the Ascend run has no kernel_details.csv with Input Shapes "
                           f"(profile with record_shapes=True). Sources: {SOURCES}.")
-    mm = k[k["type"].astype(str).str.contains(_ASCEND_MATMUL) & (k["core"] != "COMMUNICATION")].copy()
+    matmul = per_value(k["type"].astype(str), lambda t: t.str.contains(_ASCEND_MATMUL))  # once per distinct type
+    mm = k[matmul & (k["core"] != "COMMUNICATION")].copy()
     memo: dict = {}   # a model repeats a few shapes thousands of times
     mm["flops"] = [memo[io] if io in memo else memo.setdefault(io, ascend_matmul_flops(*io))
                    for io in zip(mm["input_shapes"], mm["output_shapes"])]
