@@ -124,11 +124,17 @@ def test_a_link_left_out_by_one_rank_is_read_again(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(pick(cut), pick(whole))
 
 
-def test_text_columns_hold_one_object_per_distinct_value_per_rank(run8):
+@pytest.mark.parametrize("pool", [False, True], ids=["here", "pool"])
+def test_text_columns_hold_one_object_per_distinct_value_per_rank(run8, pool, monkeypatch):
     """Issue 15 (Ascend 1024 ranks within 2 GB): the csv module and the JSON decoders make a string per cell; the
     reader keeps one object per distinct text per rank (model.share_text on each per-rank frame), so a kernel name or a
-    communication op repeated every step costs a pointer, not a string (1024 ranks: 1983 -> 1414 MiB)."""
-    run = read_run(run8)
+    communication op repeated every step costs a pointer, not a string (1024 ranks: 1983 -> 1414 MiB). So it does
+    when the ranks are read in the --jobs pool (the worker shares the text before the part is sent back)."""
+    if pool:
+        from reportgen.readers import ascend
+
+        monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 0)
+    run = read_run(run8, jobs=2 if pool else 1)
     ranks = len(run.ranks)
     for name, cols in (("kernels", ["name", "type", "input_shapes"]), ("comm_ops", ["op", "op_type", "group"]),
                        ("comm_matrix", ["op_type", "transport", "op_name"])):
@@ -152,3 +158,22 @@ def test_share_text_keeps_values_dtypes_and_order():
     share_text(df)
     pd.testing.assert_frame_equal(df, before)
     assert {c: len({id(v) for v in df[c]}) for c in ("s", "o")} == {"s": 3, "o": 3}
+
+
+def test_by_rank_gives_the_rows_of_the_filter():
+    """model.ByRank splits a table by rank once (a filter per rank inside a loop over 4096 ranks read every row 4096
+    times): each rank's rows, order and index are those of ``df[df["rank"] == r]``; a rank without rows gets an
+    empty frame with the columns; None stays None."""
+    import numpy as np
+
+    from reportgen.model import ByRank
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"rank": rng.integers(0, 7, 200), "v": rng.random(200)}, index=rng.permutation(1000)[:200])
+    by = ByRank(df)
+    for r in range(9):
+        pd.testing.assert_frame_equal(by[r], df[df["rank"] == r])
+        pd.testing.assert_frame_equal(by[np.int64(r)], df[df["rank"] == r])
+    assert list(by[99].columns) == ["rank", "v"] and by[99].empty
+    assert ByRank(None)[0] is None
+    assert ByRank(df.iloc[:0])[1].empty

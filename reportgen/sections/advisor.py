@@ -29,7 +29,7 @@ import pandas as pd
 from .. import facts, fmt
 from .. import thresholds as th
 from ..errors import Unavailable
-from ..model import Run
+from ..model import ByRank, Run
 from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
 from .communication import SIZE_CLASSES, SIZES_FIGURE
 from .trajectory import metric_view
@@ -470,8 +470,9 @@ def contention_ops(run: Run) -> pd.DataFrame | None:
     if x.empty:
         return None
     parts = []
+    comp_of = ByRank(comp)
     for rank, g in x.groupby("rank"):
-        c = comp[comp["rank"] == rank]
+        c = comp_of[rank]
         cu = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
         start, dur = g["start_ms"].to_numpy(float), g["elapse_ms"].to_numpy(float)
         cov = iv.covered(cu, start, start + dur)

@@ -89,7 +89,8 @@ def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tupl
     want = options.get("compare_ranks") if options is not None else None
     ranks = sorted(int(r) for r in F.per_rank["rank"])
     if compute is not None and not want:  # the pair is drawn from the ranks whose operations the files hold
-        ranks = [r for r in ranks if r in set(int(x) for x in compute.index)] or ranks
+        have = set(int(x) for x in compute.index)
+        ranks = [r for r in ranks if r in have] or ranks
     if want:
         a, b = (int(x) for x in want)
         missing = [r for r in (a, b) if r not in ranks]

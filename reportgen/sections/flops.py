@@ -50,7 +50,7 @@ from .. import fmt, palette
 from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_position, sequential, stage_color,
                       tip, to_spec)
 from ..errors import Unavailable
-from ..model import Run
+from ..model import ByRank, Run
 from ..timeline import per_value
 from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
 
@@ -196,10 +196,11 @@ def _kineto(run: Run) -> dict:
     basis = "whole-trace window (first to last GPU op; CPU-only: first to last event)" if whole \
         else "ProfilerStep windows"
     rows, step_rows = [], []
+    inner_of, steps_of = ByRank(inner), ByRank(steps)
     for rank in sorted(ops["rank"].unique()):
-        o = inner[inner["rank"] == rank]
+        o = inner_of[rank]
         total = float(o["flops"].sum())
-        st = steps[steps["rank"] == rank].sort_values("start_ms") if steps is not None else None
+        st = steps_of[rank].sort_values("start_ms") if steps is not None else None
         in_steps, wall_ms = math.nan, math.nan
         if st is not None and not st.empty:
             wall_ms = float((st["end_ms"] - st["start_ms"]).sum())

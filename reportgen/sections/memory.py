@@ -35,7 +35,7 @@ from .. import fmt
 from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, natural_key, scale_position, sequential,
                       stage_color, tip, to_spec)
 from ..errors import Unavailable
-from ..model import Run
+from ..model import ByRank, Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Finding, Table, View, count
 
@@ -69,13 +69,14 @@ def _mindinsight(run: Run) -> dict:
     if lines is not None:
         parts, mark_parts = [], []
         raw_marks = run.table("mi_memory_marks")
+        marks_of = ByRank(raw_marks)
         for rank, g in lines.groupby("rank"):
             g = g.sort_values(["graph", "node_index"], kind="stable")
             parts.append(pd.DataFrame({"rank": rank, "x": np.arange(len(g), dtype=float), "mb": g["mb"].to_numpy()}))
             if raw_marks is not None:
                 # x of a node = its position in the rank's concatenated graphs
                 offset = g.groupby("graph", sort=False).size().cumsum().shift(fill_value=0)
-                rm = raw_marks[raw_marks["rank"] == rank]
+                rm = marks_of[rank]
                 for mk in rm.itertuples():
                     if mk.graph in offset.index:
                         mark_parts.append({"rank": rank, "x": float(offset[mk.graph] + mk.node_index), "mark": mk.mark})
@@ -132,13 +133,15 @@ def _kineto(run: Run) -> dict:
                           "Profile with a newer PyTorch and profile_memory=True.")
     props = run.table("device_properties")
     rows, parts = [], []
+    props_of = ByRank(props)
     for rank, g in device.groupby("rank"):
         dev_peaks = g.groupby("device_id")["reserved_mb"].max()
         dev = dev_peaks.idxmax()
         sel = g[g["device_id"] == dev]
         cap = math.nan
         if props is not None:
-            p = props[(props["rank"] == rank) & props["total_memory_mb"].notna()]
+            p = props_of[rank]
+            p = p[p["total_memory_mb"].notna()]
             match = p[p["device_id"] == dev]
             if not match.empty:
                 cap = float(match["total_memory_mb"].iloc[0])

@@ -33,7 +33,7 @@ from .. import fmt, palette
 from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_parts, to_spec
 from .. import facts
 from ..errors import Unavailable
-from ..model import Run
+from ..model import ByRank, Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View
 
 ID = "overlap"
@@ -229,8 +229,9 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
     events = run.table("hta_events")
     drop_last = events is not None and hta_profiler_steps(events.loc[events["role"] == "mark", "name"]) >= 2
     rows = []
+    events_of = ByRank(events)
     for rank, g in gpu.groupby("rank"):
-        ev = events[events["rank"] == rank] if events is not None else None
+        ev = events_of[rank]
         ours = gpu_time_metrics(g)
         hta = hta_gpu_time_metrics(g, ev, drop_last) if "ts_ns" in g else {}
         row = {"rank": int(rank), **ours}

@@ -145,8 +145,9 @@ def mesh(run: Run, groups: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
 def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> pd.DataFrame:
     """MindInsight's MergedGraph per stage: op nodes of the first rank, parallel_group = sorted union."""
     out = []
+    have = set(ops["rank"].unique().tolist())
     for s, ranks in sorted(stage_devices.items()):
-        present = [r for r in ranks if (ops["rank"] == r).any()]
+        present = [r for r in ranks if r in have]
         if not present:
             continue
         first = ops[ops["rank"] == present[0]]
