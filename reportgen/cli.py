@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="read this input family when the directory holds more than one (default: detect; "
                         "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
-                   help="decode ranks in N parallel processes (default: the number of cores)")
+                   help="decode ranks in N parallel processes (default: the number of cores; Kineto traces and Ascend "
+                        "rank directories, from 16 MiB of input)")
     p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
                    help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs "
                         "reportgen[dask] here and on the workers, which must see the files at the same paths)")

@@ -247,6 +247,11 @@ def chart_spec(spec: Any, key: str = "") -> Any:
     """A chart spec for the page (and the --static SVG): JSON-safe (:func:`_json_safe`), every string but the
     expressions cut to :data:`CHART_TEXT_CHARS` and U+2028 / U+2029 shown as text (module docstring). Data and
     sort orders go through the same function, so a cut or replaced name still matches itself."""
+    cls = spec.__class__
+    if cls is float:  # most leaves are data values: the plain types first
+        return spec if math.isfinite(spec) else None
+    if cls is int or cls is bool or spec is None:
+        return spec
     if isinstance(spec, str):
         if key in _EXPRESSION_KEYS:
             return spec.replace("\u2028", " ").replace("\u2029", " ")
