@@ -673,7 +673,8 @@ def rank_cut_note(shown: list[int], total: int, by: str, table: str) -> str:
     """The note of a section whose per-rank charts draw ``shown`` ranks of ``total``: ``th.ranks_shown_note``, where
     every rank is drawn (``rank_distribution``) and how to see any one rank (the per-rank table ``table``)."""
     return (th.ranks_shown_note(shown, total, by) + f" The distribution chart below the bars counts all {total:,} ranks; "
-            f"to see any one rank, type its id in the Rank filter of the table '{table}'.")
+            f"to see any one rank, type its id in the Rank filter of the table '{table}', or look it up in the metrics "
+            f"JSON (--json) when the page had no room for it.")
 
 
 def rank_distribution(fid: str, values: pd.Series, shown: list[int], label: str, what: str) -> Figure:

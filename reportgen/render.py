@@ -374,6 +374,7 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
     plan = plan_cuts(run, outcomes)
     sections = []
     findings = []
+    named = _named_ranks(run, outcomes)
     for o in outcomes:
         view = o.view
         sec = {
@@ -388,6 +389,8 @@ def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = 
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
             "trees": [_tree_ctx(t) for t in (getattr(view, "trees", None) or [])] if view else [],
             "findings": [f.as_dict() for f in (view.findings if view else [])],
+            # rows a cut per-rank table keeps first (fit_table_data)
+            "keep_ranks": sorted(named | set(int(r) for r in (view.ranks_drawn if view else ()))),
         }
         findings.extend(sec["findings"])
         sections.append(sec)
@@ -841,13 +844,46 @@ def _row_chars(rows: list) -> float:
 _ROW_MARGIN = 1.05
 
 
+def _named_ranks(run: Run, outcomes: list[SectionOutcome]) -> set[int]:
+    """The ranks a reader looks for first: the slowest, median and fastest rank (facts) and up to
+    thresholds.PAGE_RANKS_EXTREMES ranks of each finding."""
+    F = facts.of(run)
+    out = {int(r) for r in (F.slowest_rank, F.median_rank, F.fastest_rank) if r is not None} if F is not None else set()
+    for o in outcomes:
+        for f in (o.view.findings if o.view is not None else ()):
+            out.update(int(r) for r in list(f.ranks)[:th.PAGE_RANKS_EXTREMES])
+    return out
+
+
+def _rows_to_keep(t: dict[str, Any], rows: list, k: int, ranks: set[int]) -> list:
+    """``k`` of a per-rank table's ``rows``, in their order: the rows listed as HTML, the rows of ``ranks``, then
+    the first others."""
+    i = next(i for i, c in enumerate(t["columns"]) if c["kind"] == "rank")
+    first = len(t.get("cells") or ())
+    chosen = set(range(min(first, k)))
+    for j, row in enumerate(rows):
+        if len(chosen) >= k:
+            break
+        v = row[i]
+        if isinstance(v, (int, float)) and v == v and int(v) in ranks:
+            chosen.add(j)
+    j = 0
+    while len(chosen) < k and j < len(rows):
+        chosen.add(j)
+        j += 1
+    return [rows[j] for j in sorted(chosen)]
+
+
 def fit_table_data(context: dict[str, Any], page_chars) -> None:
     """Cut the rows the page embeds per table so the page stays within thresholds.PAGE_BYTES at any rank and step
     count. ``page_chars()``: the page's size when each table embeds only the rows it lists as HTML (always kept);
     what the rest of the budget allows beyond them goes first to the per-rank tables (one row per rank: any rank a
     filter away), then to the other tables, each set by thresholds.fair_shares of their sizes; each table keeps its
-    first rows (the section's order) and says how many it left out. ``context``'s tables are changed in place."""
+    first rows (the section's order) and says how many it left out; a per-rank table keeps the rows of its section's
+    ``keep_ranks`` first (the ranks its charts draw, the slowest / median / fastest rank, the ranks findings name:
+    :func:`_rows_to_keep`). ``context``'s tables are changed in place."""
     tables = [t for sec in context["sections"] for t in sec.get("tables") or ()]
+    ranks = [set(sec.get("keep_ranks") or ()) for sec in context["sections"] for _t in sec.get("tables") or ()]
     full = [t["rows"] for t in tables]
     shown = [len(t.get("cells") or ()) for t in tables]
     for t, n in zip(tables, shown):
@@ -855,10 +891,12 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
     room = th.PAGE_BYTES - page_chars() - 1_000 * len(tables)  # a note per table saying what it left out
     widths = [_ROW_MARGIN * _row_chars(rows[n:]) for rows, n in zip(full, shown)]
     sizes = [w * (len(rows) - n) for w, rows, n in zip(widths, full, shown)]
+    per_rank = [False] * len(tables)  # (only asked when a table is cut)
     if sum(sizes) <= room:
         keep = [len(rows) for rows in full]
     else:
         first = [_is_per_rank({**t, "rows": rows}) for t, rows in zip(tables, full)]
+        per_rank = first
         shares = [0.0] * len(tables)
         for tier in (True, False):
             idx = [i for i, f in enumerate(first) if f is tier]
@@ -867,8 +905,11 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
             room -= sum(shares[i] for i in idx)
         keep = [n + (min(len(rows) - n, int(share / w + 1e-6)) if w else 0)  # a whole share: every row
                 for rows, n, share, w in zip(full, shown, shares, widths)]
-    for t, rows, k in zip(tables, full, keep):
-        t["rows"] = rows[:k]
+    for t, rows, k, named, is_per_rank in zip(tables, full, keep, ranks, per_rank):
+        if k < len(rows) and is_per_rank and named:  # the ranks the charts draw and the findings name stay
+            t["rows"], t["keeps_ranks"] = _rows_to_keep(t, rows, k, named), True
+        else:
+            t["rows"] = rows[:k]
         if k < len(rows):  # a table built elsewhere (tests) may lack the counts: set only when cut here
             t["truncated"] = max(0, k - len(t.get("cells") or ()))
             t["rows_left_out"] = t.get("rows_total", len(rows)) - k

@@ -200,6 +200,9 @@ class View:
     controls: list[Control] = field(default_factory=list)
     trees: list[Tree] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the ranks the per-rank charts draw when they cannot draw every rank (thresholds.ranks_shown): a table the
+    #: page must cut keeps these ranks' rows first (render.fit_table_data)
+    ranks_drawn: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -217,8 +217,9 @@ def ranks_shown_note(shown: list[int], total: int, by: str) -> str:
     """The sentence a section adds when its per-rank charts draw :func:`ranks_shown` ranks only."""
     return (f"{total:,} ranks: the per-rank charts draw {len(shown)} of them (above {PAGE_RANKS_ALL} ranks), the "
             f"{PAGE_RANKS_EXTREMES} with the highest and the {PAGE_RANKS_EXTREMES} with the lowest {by}, the median "
-            f"rank and up to {PAGE_RANKS_EXTREMES} ranks the findings name; the heatmaps group ranks, and the tables (filter them by rank), "
-            f"their CSV downloads and the metrics JSON hold every rank.")
+            f"rank and up to {PAGE_RANKS_EXTREMES} ranks the findings name; the heatmaps group ranks; the metrics JSON "
+            f"holds every rank, and the tables (filter them by rank) and their CSV downloads every rank the page has "
+            f"room for, these ranks first (a table says how many rows it left out).")
 #: a chart with more data rows than this is drawn on a canvas (one element) instead of SVG (one element per mark):
 #: a 20,000-cell heatmap was 20,000 SVG paths; the --static page stays SVG
 PAGE_CANVAS_ROWS = 3_000

@@ -199,3 +199,29 @@ def test_reading_a_16_rank_run_stays_small(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     rss_mb = int(out.stdout.split()[-1]) / 1024
     assert rss_mb < 500, rss_mb  # VmHWM is in kB
+
+
+def test_thousands_of_process_groups_are_kept(monkeypatch):
+    """A 4096-rank job has thousands of process groups (the generated one 2,051: a pp group per dp index); a cap at
+    1,024 once left half its ranks without a pipeline stage. A capped group is counted once, however many ranks
+    list it, and the problem says what the ranks lose."""
+    from types import SimpleNamespace
+
+    from reportgen.readers import kineto
+
+    world = 6000
+    files = [(f"r{r}.json", SimpleNamespace(meta={"distributedInfo": {"pg_config": [
+        {"pg_name": str(1 + r // 2), "pg_desc": "mesh_pp", "ranks": [r - r % 2, r - r % 2 + 1]}]}}))
+        for r in range(world)]
+    problems: list = []
+    out = kineto._pg_configs(files, world, problems)
+    assert len(out) == 3000 and problems == []
+    monkeypatch.setattr(kineto, "MAX_GROUPS", 1000)
+    out = kineto._pg_configs(files, world, problems)
+    assert len(out) == 1000 and len(problems) == 1
+    assert problems[0][1].startswith("2,000 more process groups were not kept (at most 1,000 groups")
+    assert "no stage" in problems[0][1]
+    monkeypatch.setattr(kineto, "MAX_GROUPS", 1 << 16)
+    monkeypatch.setattr(kineto, "MAX_GROUP_MEMBERS", 10)  # the members' bound: 5 groups of 2
+    problems.clear()
+    assert len(kineto._pg_configs(files, world, problems)) == 5 and problems[0][1].startswith("2,995 more")

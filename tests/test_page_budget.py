@@ -220,3 +220,26 @@ def test_plan_measures_and_replans_when_the_estimate_is_short(monkeypatch):
     assert metrics._tables_bytes(plan) <= th.JSON_BYTES
     assert plan[("communication", "per_rank")][1] is None  # per-rank rows are whole
     assert metrics.plan_cuts(None, outs) is plan  # the page and the file get the same plan
+
+
+def test_cut_per_rank_table_keeps_the_ranks_drawn_and_named_first(monkeypatch):
+    """A 4096-rank page cannot hold every per-rank row: a cut per-rank table keeps the rows listed as HTML, then the
+    rows of its section's keep_ranks (the ranks its charts draw, the slowest / median / fastest, the ranks findings
+    name), then the first others, in the table's order; the CSV button says how many of how many rows it holds."""
+    rows = [[r, r * 0.1] for r in range(4096)]
+    t = {"id": "pr", "title": "Per rank", "caption": "", "columns": [{"kind": "rank"}, {"kind": "ms"}], "rows": rows,
+         "cells": rows[:10], "rows_total": 4096, "truncated": 4086, "rows_left_out": 0}
+    ctx = {"sections": [{"tables": [t], "keep_ranks": [1522, 3738, 5000, 12]}]}
+    size = len(render.script_json(rows))
+    monkeypatch.setattr(th, "PAGE_BYTES", 100_000 + 2_000 + size // 4)
+    render.fit_table_data(ctx, lambda: 100_000)
+    kept = [r[0] for r in t["rows"]]
+    assert 20 < len(kept) < 4096 and t["rows_left_out"] == 4096 - len(kept) and t["keeps_ranks"]
+    assert kept[:10] == list(range(10)) and {1522, 3738, 12} <= set(kept) and kept == sorted(kept)
+    assert kept[-2:] == [1522, 3738] and kept[10:-2] == list(range(10, len(kept) - 2))
+    # without ranks to keep: the first rows, as before
+    t.update(rows=rows, rows_left_out=0)
+    t.pop("keeps_ranks")
+    ctx["sections"][0]["keep_ranks"] = []
+    render.fit_table_data(ctx, lambda: 100_000)
+    assert [r[0] for r in t["rows"]] == list(range(len(t["rows"]))) and "keeps_ranks" not in t

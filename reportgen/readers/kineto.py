@@ -162,8 +162,11 @@ def group_kind(desc: str, name: str = "") -> str:
 #: group keeps only the ranks that have a trace; missing ranks are counted in a data problem, not listed)
 #: rank ids listed over all process groups at most (later large groups keep only the ranks with a trace)
 MAX_LISTED_TOTAL = 1 << 18
-#: distinct process groups kept at most
-MAX_GROUPS = 1024
+#: distinct process groups kept at most, and their members (summed over the groups) at most. A real job has a
+#: few groups per rank (Megatron at 4096 GPUs: tp, pp, dp, cp, ep, embedding... ~5-10k groups; the generated
+#: 4096-rank run 2,051): a cap at 1,024 groups once left half the ranks of such a run without a pipeline stage
+MAX_GROUPS = 1 << 16
+MAX_GROUP_MEMBERS = 1 << 22
 #: deviceProperties entries kept per file
 MAX_DEVICES = 1024
 #: a device's totalGlobalMem at most (1 PiB)
@@ -314,7 +317,8 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
     """The union of the files' ``distributedInfo.pg_config`` groups, each checked (module doc, "Process groups")."""
     problem = _adder(problems)
     out: dict[str, dict] = {}
-    dropped = 0
+    dropped: set = set()  # names of the groups not kept (a group is listed by each of its ranks: counted once)
+    more, members = 0, 0
     for path, decoded in files:
         meta = decoded.meta if isinstance(decoded.meta, dict) else {}
         info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
@@ -344,9 +348,13 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
                     problem(path, f"process group {key!r} lists other ranks than in {Path(have['path']).name}; "
                                   "the first file's list is used")
                 continue
-            if len(out) >= MAX_GROUPS:
-                dropped += 1
+            if len(out) >= MAX_GROUPS or members + len(ranks) > MAX_GROUP_MEMBERS:
+                if key in dropped or len(dropped) < 1 << 16:  # distinct names counted up to 65,536 (then "+")
+                    dropped.add(key)
+                else:
+                    more += 1
                 continue
+            members += len(ranks)
             size = pg.get("pg_size")
             if size is not None and as_int(size) != len(ranks) and len(ranks):
                 problem(path, f"distributedInfo.pg_config group {key!r}: pg_size {cap_text(repr(size), 40)} is not "
@@ -355,7 +363,9 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
         if not_groups:
             problem(path, f"distributedInfo.pg_config: {not_groups} entries without a 'ranks' list were ignored")
     if dropped:
-        problem(files[0][0], f"{dropped} more process groups were not kept (at most {MAX_GROUPS})")
+        problem(files[0][0], f"{len(dropped) + more:,}{'+' if more else ''} more process groups were not kept (at "
+                             f"most {MAX_GROUPS:,} groups and {MAX_GROUP_MEMBERS:,} members in all); ranks only in "
+                             "those groups have no stage or group from them")
     return out
 
 

@@ -562,7 +562,8 @@ def present(a: Analysis) -> View:
                                        t["per_rank_file_average"], [Column("rank", "Rank", "rank"),
                                                                     Column("comm_ms", "Communication", "ms"),
                                                                     Column("wait_ms", "Wait", "ms")]))
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
+    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+                ranks_drawn=list(shown or []))
 
 
 def _findings(a: Analysis) -> list[Finding]:

@@ -350,7 +350,8 @@ def present(a: Analysis) -> View:
                 if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
+    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+                ranks_drawn=list(shown or []))
 
 
 def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:

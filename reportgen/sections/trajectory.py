@@ -306,7 +306,8 @@ def present(a: Analysis) -> View:
     notes = []
     if len(shown_steps) < len(steps):
         notes.append(f"The step selector offers {len(shown_steps)} of {len(steps)} steps (evenly spaced) to keep the "
-                     f"file small; every step is in the per-rank-step table and its CSV.")
+                     f"file small; every step is in the per-rank-step table and its CSV as far as the page has room "
+                     f"(the table says how many rows it left out).")
     if warm and m["steps"] < len(steps):
         notes.append(f"Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, sorted(warm)))}: left out of the "
                      f"averages, the ranking of ranks and the heatmap's colour scale (the first step took more than "
@@ -371,7 +372,8 @@ def present(a: Analysis) -> View:
                + (f" (warm-up step {', '.join(map(str, sorted(warm)))} left out)" if warm and m["steps"] < len(steps)
                   else "") + f". Median step time {fmt.ms(m['step_ms_median'])} "
                f"(spread {fmt.percent(m['step_ms_spread_ratio'])} of the median); mean {parts}.")
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes)
+    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+                ranks_drawn=list(shown or []))
 
 
 def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
