@@ -162,6 +162,7 @@ def test_kineto_memory_line_inside_the_step_window():
     span = w["end_ms"] - w["start_ms"]
     m = mem[mem["rank"] == r]
     assert (m["t_ms"] >= 0).all() and (m["t_ms"] <= span).all()
+    assert m["t_ms"].iloc[-1] == pytest.approx(span)  # the level is held to the step end
     me = run.table("memory_events")
     g = me[(me["rank"] == r) & (me["device_type"] == 1)]
     inside = g[(g["ts_ms"] >= w["start_ms"]) & (g["ts_ms"] < w["end_ms"])]
@@ -189,6 +190,8 @@ def test_kineto_cumulative_flops_end_at_the_step_flops():
         f = f.sort_values("t_ms")
         assert f["value"].is_monotonic_increasing
         assert f["value"].iloc[-1] == pytest.approx(o["flops"].sum())
+        # held to the step end: the x-axis is the whole step, not the time of the last launch
+        assert f["t_ms"].iloc[-1] == pytest.approx(w["end_ms"] - w["start_ms"])
         if per_step is not None:
             ref = per_step[(per_step["rank"] == r) & (per_step["step"] == step)]["flops"]
             assert f["value"].iloc[-1] == pytest.approx(float(ref.iloc[0]))

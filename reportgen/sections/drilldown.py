@@ -348,7 +348,16 @@ def memory_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame |
         return None
     if not before.empty:
         inside = pd.concat([pd.DataFrame({"ts_ms": [start], "mb": [before["mb"].iloc[-1]]}), inside])
-    return downsample(inside["ts_ms"] - start, inside["mb"], "max", end - start)
+    return _to_step_end(downsample(inside["ts_ms"] - start, inside["mb"], "max", end - start), end - start)
+
+
+def _to_step_end(d: pd.DataFrame, span: float) -> pd.DataFrame:
+    """``d`` (t_ms, value) with its last value held to the step end, so the x-axis is the whole step (a line that
+    stops at 5 ms of a 119 ms step read as a 5 ms step)."""
+    if d.empty or not span > float(d["t_ms"].iloc[-1]):
+        return d
+    return pd.concat([d, pd.DataFrame({"t_ms": [float(span)], "value": [float(d["value"].iloc[-1])]})],
+                     ignore_index=True)
 
 
 def _flops_events(run: Run, rank: int) -> pd.DataFrame | None:
@@ -384,7 +393,7 @@ def flops_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | 
         return None
     t = pd.concat([pd.Series([0.0]), e["start_ms"] - start], ignore_index=True)
     v = pd.concat([pd.Series([0.0]), e["flops"].cumsum()], ignore_index=True)
-    return downsample(t, v, "last", end - start)
+    return _to_step_end(downsample(t, v, "last", end - start), end - start)
 
 
 def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame | None, dict]:
@@ -434,7 +443,8 @@ def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | N
                   to_spec(chart),
                   caption=f"{what.capitalize()} over step {step} of rank {rank}, x = time from the step start "
                           f"(at most {MAX_LINE_POINTS} points per line: the max per time bin for memory, the "
-                          "last for cumulative FLOPs).",
+                          "last for cumulative FLOPs). An operation's FLOPs count at its start (PyTorch traces: its "
+                          "launch on the host, which runs ahead of the device: the line rises early in the step).",
                   alt=f"Line charts of {what} over one step on rank {rank}")
 
 
