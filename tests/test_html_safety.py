@@ -8,6 +8,7 @@ trusted assets, or a tag built from trace text shows up here as a failure.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -103,6 +104,10 @@ def check_page(html: str, n_json: int | None = None) -> None:
                 if tag in ("a",) and name == "href":
                     assert v.startswith("#"), f"link out of the page: {value}"
     assert ("meta", {"name": "referrer", "content": "no-referrer"}) in tags
+    # every id once: links (#finding-n, "see the chart") and the scripts find their element by it (a figure and a
+    # table of the strategy section once shared "strategy-mesh")
+    ids = Counter(attrs["id"] for _tag, attrs in tags if "id" in attrs)
+    assert not [i for i, n in ids.items() if n > 1], f"ids used twice: {[i for i, n in ids.items() if n > 1][:5]}"
     # nothing in the CSS loads anything
     css = render.read_asset("report.css").lower()
     assert "@import" not in css and "url(" not in css

@@ -320,3 +320,31 @@ def test_namespace_tree_nests_every_scope(tmp_path):
     layer = find(ctx["roots"][0]["children"], ["Default", "network", "model", "layers.0"])
     assert layer is not None and [c["label"] for c in layer["children"]] == ["attention", "mlp"]
     assert ctx["roots"][0]["open"] and not layer["open"]  # two levels open when the page loads
+
+
+def test_mesh_and_flops_grid_wrap_thousands_of_ranks():
+    """4096 ranks in 2 stages: the mesh was one row of 2048 cells per stage (6,000 px wide) and the FLOPs grid one row
+    of 4096 cells (16,500 px). Both now draw every rank in rows of 64: 64 columns, every rank once."""
+    from reportgen.sections import flops, strategy
+
+    n = 4096
+    ranks = list(range(n))
+    mesh = pd.DataFrame({"rank": ranks, "stage": [1 + r // 2048 for r in ranks], "column": [r % 2048 for r in ranks],
+                         "host": [f"h{r // 8}" for r in ranks], "groups": "g", **{f"{k}_index": None
+                                                                                     for k in strategy.DIMS}})
+    mesh["dp_index"] = [r % 2048 for r in ranks]
+    fig = strategy._mesh_figure(mesh, {"tp_size": 1})
+    spec = json.dumps(fig.spec, ensure_ascii=False)
+    data = [v for v in fig.spec["datasets"].values() if isinstance(v, list) and v and "column" in v[0]][0]
+    assert len(data) == n and max(d["column"] for d in data) == strategy.MESH_ROW_CELLS - 1
+    assert len({d["stage_label"] for d in data}) == 2 * 2048 // strategy.MESH_ROW_CELLS
+    assert "rows of 64 positions" in fig.caption and "stage 1 · 1984" in spec
+    pr = pd.DataFrame({"rank": ranks, "flops": [1e12 + r for r in ranks], "flops_per_s": 1e14,
+                       "ratio_to_max": [0.9] * n, "stage": [1 + r // 2048 for r in ranks],
+                       "host": [f"h{r // 8}" for r in ranks], "device_id": None})
+    fig = flops._grid(pr, hosts_known=False)
+    data = [v for v in fig.spec["datasets"].values() if isinstance(v, list) and v and "col" in v[0]][0]
+    assert len(data) == n and {d["col"] for d in data} == set(range(flops.GRID_ROW_RANKS))
+    assert {d["row"] for d in data} == set(range(0, n, flops.GRID_ROW_RANKS)) and "64 to a row" in fig.caption
+    small = flops._grid(pr.iloc[:100], hosts_known=False)  # up to PAGE_RANKS_ALL: one row, as before
+    assert "rows of" not in small.title and "col" not in json.dumps(small.spec["datasets"])

@@ -434,7 +434,7 @@ def present(a: Analysis) -> View:
         mcols += [Column("group_ops", "Group ops per step", "float"),
                   Column("group_op_ms", "Group op time per step", "ms")]
     tables.append(Table.from_frame(
-        "domains-members", "Members of each group: where the step goes", mem, mcols,
+        "domains-member-parts", "Members of each group: where the step goes", mem, mcols,
         caption="Means over the steps in scope. The parts add up to the step." + (
             "" if a.data["full"] else " MindSpore Insight's cluster analysis counts idle time as computation and "
             "does not measure overlap: free time and overlapped communication are not in the data, so no "

@@ -434,6 +434,9 @@ def findings(a: Analysis) -> list[Finding]:
 
 #: The FLOPs grid writes each cell's share in it up to this many cells in a row.
 GRID_TEXT_MAX = 32
+#: Above thresholds.PAGE_RANKS_ALL ranks the grid draws every rank in rows of this many (4096 ranks: 64 x 64 cells)
+#: instead of hosts x devices or one row (512 hosts were 14,000 px tall; 4096 ranks in a row 16,500 px wide)
+GRID_ROW_RANKS = 64
 
 
 def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
@@ -448,7 +451,16 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
     color = vl.Color("ratio_to_max:Q", scale=sequential([0, 1]),
                       legend=vl.Legend(**axis("FLOPs / max", kind="ratio")))
     gap = vl.Scale(paddingInner=0.06)
-    if hosts_known:
+    wrapped = len(df) > th.PAGE_RANKS_ALL
+    if wrapped:
+        df["col"] = df["rank"].astype(int) % GRID_ROW_RANKS
+        df["row"] = df["rank"].astype(int) // GRID_ROW_RANKS * GRID_ROW_RANKS
+        ticks = list(range(0, GRID_ROW_RANKS, 8))
+        x = vl.X("col:O", title="Rank - the row's first rank", scale=gap,
+                 axis=vl.Axis(labelAngle=0, values=ticks))
+        y = vl.Y("row:O", title="First rank of the row", scale=gap, axis=vl.Axis(labelOverlap=True))
+        title, n = f"ranks in rows of {GRID_ROW_RANKS}", GRID_ROW_RANKS
+    elif hosts_known:
         x = vl.X("device_id:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0))
         y, title = vl.Y("host:N", title="Host", scale=gap), "hosts × devices"
         n = max(1, df["device_id"].nunique())
@@ -462,10 +474,15 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
     chart = base.mark_rect().encode(color=color, tooltip=tips)
     if n <= GRID_TEXT_MAX:
         chart = chart + cell_labels(base, vl.Text("ratio_to_max:Q", format=fmt.D3_PCT), tips)
-    chart = chart.properties(width={"step": band(n, 48)}, height=40 if not hosts_known else {"step": 28})
+    rows = df["row"].nunique() if wrapped else 0
+    chart = chart.properties(width={"step": band(n, 48)},
+                             height={"step": max(4, min(16, 900 // rows))} if wrapped
+                             else 40 if not hosts_known else {"step": 28})
     return Figure("flops-grid", f"FLOPs of each rank relative to the busiest ({title})", to_spec(chart),
                   caption="Colour = FLOPs / the largest FLOPs of any rank (MindInsight's FLOPs_norm)."
-                          + ("" if hosts_known else " Hosts are not known for every rank, so ranks are shown in a row."),
+                          + (f" {len(df):,} ranks: every rank is drawn, {GRID_ROW_RANKS} to a row (the tooltip "
+                             "names its host)." if wrapped else "" if hosts_known
+                             else " Hosts are not known for every rank, so ranks are shown in a row."),
                   alt="Heat map of each rank's FLOPs relative to the maximum")
 
 

@@ -47,6 +47,9 @@ SOURCES = ("MindSpore Insight: parallel_strategy_<rank>.json and profiler_info_<
 DIMS = ["pp", "dp", "tp", "cp", "ep"]
 #: cells of the mesh chart that still get their rank written in them
 MESH_TEXT_MAX = 256
+#: positions of a stage per row of the mesh chart once a stage has more than twice as many (4096 ranks in 2 stages:
+#: 32 rows of 64 per stage instead of one row of 2048 cells 3 px wide)
+MESH_ROW_CELLS = 64
 
 
 # --------------------------------------------------------------------------- groups and mesh
@@ -417,7 +420,7 @@ def present(a: Analysis) -> View:
         caption=(m["groups_source"][0].upper() + m["groups_source"][1:] + " (the files name no group ranks).")
         if a.data["derived"] else ""),
         Table.from_frame(
-        "strategy-mesh", "Rank coordinates", t["mesh"],
+        "strategy-coordinates", "Rank coordinates", t["mesh"],
         [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] +
         [Column(f"{k}_index", f"{k} index", "int") for k in DIMS if t["mesh"][f"{k}_index"].notna().any()] +
         [Column("groups", "Groups (size)", "text")],
@@ -530,6 +533,14 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     if d["host"].notna().any():
         tips.append(vl.Tooltip("host:N", title="Host"))
     tips.append(vl.Tooltip("groups:N", title="Groups"))
+    wrapped = ncols > MESH_ROW_CELLS * 2  # a stage of 2048 positions was one row 6,000 px wide: rows of 64
+    if wrapped:
+        first = d["column"].astype(int) // MESH_ROW_CELLS * MESH_ROW_CELLS
+        d["stage_label"] = d["stage_label"] + " · " + first.astype(str)
+        d["column"] = d["column"].astype(int) % MESH_ROW_CELLS
+        order = d.assign(_s=d["stage"].fillna(1e9), _f=first).sort_values(["_s", "_f"])["stage_label"]
+        rows_order = list(dict.fromkeys(order.tolist()))
+        ncols = MESH_ROW_CELLS
     keep = ["rank", "stage_label", "column", "host", "groups", "colour_key", "ink"] + [f"{k}_index" for k in DIMS]
     d = d[keep]
     step = band(ncols, 36, 3)
@@ -538,17 +549,22 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     base = vl.Chart(d).encode(
         x=vl.X("column:O", title="Position in the stage (dp-major, tp fastest)", scale=gap,
                 axis=vl.Axis(labels=axis_labels, ticks=axis_labels, labelAngle=0, labelOverlap=True)),
-        y=vl.Y("stage_label:O", title=None, scale=gap))
+        y=vl.Y("stage_label:O", title="Stage · first position of the row" if wrapped else None, scale=gap,
+               sort=rows_order if wrapped else "ascending"))
     chart = base.mark_rect().encode(color=color, tooltip=tips)
     if len(d) <= MESH_TEXT_MAX and step >= 18:
         chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=vl.Color("ink:N", scale=None),
                                                            tooltip=tips)
-    chart = chart.properties(width={"step": step}, height={"step": band(d["stage_label"].nunique(), 36, 12, 400)})
+    rows = d["stage_label"].nunique()
+    chart = chart.properties(width={"step": step},
+                             height={"step": max(6, min(16, 900 // rows)) if wrapped else band(rows, 36, 12, 400)})
     how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
            "Stage": "colour = pipeline stage"}.get(title, "")
     return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
                   caption="One cell per rank (its rank id written in it): row = pipeline stage, column = position in "
-                          "the stage from its dp/tp group indices" + (f"; {how}" if how else "")
+                          "the stage from its dp/tp group indices"
+                          + (f" ({len(d):,} ranks: each stage in rows of {MESH_ROW_CELLS} positions)" if wrapped else "")
+                          + (f"; {how}" if how else "")
                           + "; hover for its groups.",
                   alt="Grid of ranks by pipeline stage and position in the stage")
 
