@@ -552,7 +552,8 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
         y=vl.Y("stage_label:O", title="Stage · first position of the row" if wrapped else None, scale=gap,
                sort=rows_order if wrapped else "ascending"))
     chart = base.mark_rect().encode(color=color, tooltip=tips)
-    if len(d) <= MESH_TEXT_MAX and step >= 18:
+    written = len(d) <= MESH_TEXT_MAX and step >= 18
+    if written:
         chart = chart + base.mark_text(fontSize=10).encode(text="rank:O", color=vl.Color("ink:N", scale=None),
                                                            tooltip=tips)
     rows = d["stage_label"].nunique()
@@ -561,7 +562,8 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
            "Stage": "colour = pipeline stage"}.get(title, "")
     return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
-                  caption="One cell per rank (its rank id written in it): row = pipeline stage, column = position in "
+                  caption=f"One cell per rank{' (its rank id written in it)' if written else ''}: row = pipeline "
+                          "stage, column = position in "
                           "the stage from its dp/tp group indices"
                           + (f" ({len(d):,} ranks: each stage in rows of {MESH_ROW_CELLS} positions)" if wrapped else "")
                           + (f"; {how}" if how else "")
