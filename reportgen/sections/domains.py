@@ -496,8 +496,8 @@ def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list):
     more = len(d) - len(shown)
     caption = ("The members of the chosen group, their step split into "
                + ", ".join(label.lower() for _, label, _ in parts) + " (means over the steps in scope)."
-               + (f" The chart offers the {len(shown)} groups with the worst verdicts; the tables list all "
-                  f"{len(d):,}." if more > 0 else "")
+               + (f" The chart offers the {len(shown)} groups with the worst verdicts; the tables below have all "
+                  f"{len(d):,} (filter them by group), as far as the page has room." if more > 0 else "")
                + (f" Groups of more than {CHART_MEMBERS} ranks draw the {CHART_MEMBERS} members with the most time "
                   f"in the verdict's part." if (mem.groupby('gi').size() > CHART_MEMBERS).any() else ""))
     return (Figure("domains-members", "Where each member's step goes, per process group", to_spec(chart),
