@@ -243,3 +243,19 @@ def test_cut_per_rank_table_keeps_the_ranks_drawn_and_named_first(monkeypatch):
     ctx["sections"][0]["keep_ranks"] = []
     render.fit_table_data(ctx, lambda: 100_000)
     assert [r[0] for r in t["rows"]] == list(range(len(t["rows"]))) and "keeps_ranks" not in t
+
+
+def test_large_links_table_lists_the_slowest_for_their_transport_first():
+    """41,984 links of which the page keeps 100: ordered by group they were all of one group. Above a page of rows
+    the links table goes by bandwidth relative to its transport's median, lowest first (an RDMA link at half the
+    RDMA median before every HCCS link, though HCCS links are faster in absolute terms)."""
+    from reportgen.sections import communication
+
+    rows = [{"group": f"g{i % 3}", "src_rank": i, "dst_rank": i + 1, "transport": "HCCS" if i % 2 else "RDMA",
+             "size_mb": 1.0, "time_ms": 1.0, "bandwidth_gbps": 100.0 if i % 2 else 20.0} for i in range(300)]
+    rows[40]["bandwidth_gbps"] = 10.0  # RDMA at half its median
+    rows[41]["bandwidth_gbps"] = 80.0  # HCCS at 0.8 of its median
+    rows[42]["bandwidth_gbps"] = float("nan")
+    out = communication._slowest_first(pd.DataFrame(rows))
+    assert out["src_rank"].tolist()[:2] == [40, 41] and out["src_rank"].iloc[-1] == 42
+    assert list(out.columns) == list(pd.DataFrame(rows).columns) and len(out) == 300
