@@ -823,9 +823,14 @@ def _store_within_budget(store: dict[str, Any], figures: list[dict[str, Any]]) -
     return store
 
 
+def _rank_column(t: dict[str, Any]) -> int | None:
+    """The index of the table's (first) rank column, or None."""
+    return next((i for i, c in enumerate(t["columns"]) if c["kind"] == "rank"), None)
+
+
 def _is_per_rank(t: dict[str, Any]) -> bool:
     """A table with one row per rank: a rank column whose values are all different."""
-    i = next((i for i, c in enumerate(t["columns"]) if c["kind"] == "rank"), None)
+    i = _rank_column(t)
     if i is None or len(t["rows"]) < 2:
         return False
     ranks = [r[i] for r in t["rows"]]
@@ -858,7 +863,7 @@ def _named_ranks(run: Run, outcomes: list[SectionOutcome]) -> set[int]:
 def _rows_to_keep(t: dict[str, Any], rows: list, k: int, ranks: set[int]) -> list:
     """``k`` of a per-rank table's ``rows``, in their order: the rows listed as HTML, the rows of ``ranks``, then
     the first others."""
-    i = next(i for i, c in enumerate(t["columns"]) if c["kind"] == "rank")
+    i = _rank_column(t)
     first = len(t.get("cells") or ())
     chosen = set(range(min(first, k)))
     for j, row in enumerate(rows):
@@ -895,11 +900,10 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
     if sum(sizes) <= room:
         keep = [len(rows) for rows in full]
     else:
-        first = [_is_per_rank({**t, "rows": rows}) for t, rows in zip(tables, full)]
-        per_rank = first
+        per_rank = [_is_per_rank({**t, "rows": rows}) for t, rows in zip(tables, full)]
         shares = [0.0] * len(tables)
         for tier in (True, False):
-            idx = [i for i, f in enumerate(first) if f is tier]
+            idx = [i for i, f in enumerate(per_rank) if f is tier]
             for i, share in zip(idx, th.fair_shares([sizes[i] for i in idx], room)):
                 shares[i] = share
             room -= sum(shares[i] for i in idx)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import clip, difference, intersect, length, union
-from .model import TABLES, Run
+from .model import TABLES, ByRank, Run
 
 COLUMNS = list(TABLES["device_timeline"])
 WINDOW_COLUMNS = ["rank", "step", "start_ms", "end_ms"]
@@ -294,9 +294,9 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
     if receive is None:
         receive = bool((tl["kind"] == "receive").any())
     rows = []
-    of_rank = dict(tuple(tl.groupby("rank", sort=False)))  # one pass, not a mask over every row per rank
+    of_rank = ByRank(tl)
     for rank, win in windows.groupby("rank"):
-        t = of_rank.get(rank, tl.iloc[:0])
+        t = of_rank[rank]
         comp = _iv(t[t["kind"] == "compute"])
         comm = _iv(t[t["kind"].isin(["communication", "receive"])])
         both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))

@@ -70,7 +70,7 @@ from .. import limits, workers
 from ..errors import InputError
 from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
-from ..model import Run, rel_ms
+from ..model import ByRank, Run, rel_ms
 from ..timebase import origin
 
 _TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
@@ -167,6 +167,8 @@ MAX_LISTED_TOTAL = 1 << 18
 #: 4096-rank run 2,051): a cap at 1,024 groups once left half the ranks of such a run without a pipeline stage
 MAX_GROUPS = 1 << 16
 MAX_GROUP_MEMBERS = 1 << 22
+#: names of the groups not kept that are told apart (beyond, further ones are counted per file and shown as "N+")
+_DROPPED_NAMES = 1 << 16
 #: deviceProperties entries kept per file
 MAX_DEVICES = 1024
 #: a device's totalGlobalMem at most (1 PiB)
@@ -349,7 +351,7 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
                                   "the first file's list is used")
                 continue
             if len(out) >= MAX_GROUPS or members + len(ranks) > MAX_GROUP_MEMBERS:
-                if key in dropped or len(dropped) < 1 << 16:  # distinct names counted up to 65,536 (then "+")
+                if key in dropped or len(dropped) < _DROPPED_NAMES:
                     dropped.add(key)
                 else:
                     more += 1
@@ -790,10 +792,9 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
             bd["preparing_ms"] = _preparing(bd, steps, gpu, loaders & gpu_ranks)
         parts.append(bd)
     rows = []
-    gloo = dict(tuple(coll[coll["source"] == "gloo"].groupby("rank"))) if coll is not None and not coll.empty \
-        else {}
+    gloo = ByRank(coll[coll["source"] == "gloo"] if coll is not None and not coll.empty else None)
     for rank, st in steps[~steps["rank"].isin(gpu_ranks)].groupby("rank"):
-        c = gloo.get(rank) if coll is not None else None
+        c = gloo[rank]
         comm = union(c["start_ms"].to_numpy(), c["end_ms"].to_numpy()) if c is not None \
             and not c.empty else (np.empty(0), np.empty(0))
         for s in st.itertuples():

@@ -264,10 +264,10 @@ def _ascend(run: Run) -> dict:
                           f"Sources: {SOURCES}.")
     steps = run.table("step_time")
     rows = []
-    st_of = dict(iter(steps.groupby("rank"))) if steps is not None else {}   # not one filter per rank
+    st_of = ByRank(steps)
     for rank, o in mm.groupby("rank"):
         total = float(o["flops"].sum())
-        st = st_of.get(rank, steps.iloc[:0]) if steps is not None else None
+        st = st_of[rank]
         wall_ms = float(st["step_ms"].sum()) if st is not None and not st.empty else math.nan
         rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "flops_per_s": device_rate(total, wall_ms),
                      "ops_counted": int(o["flops"].notna().sum())})
