@@ -37,12 +37,14 @@ class Analysis:
     """What ``analyze`` returns: numbers only.
 
     ``metrics`` and ``tables`` go to the metrics JSON verbatim (tables as lists of row
-    objects); ``data`` holds anything else ``present`` needs.
+    objects); ``data`` holds anything else ``present`` needs. ``findings`` are made here, by the analysis, never
+    by ``present`` (the runner hands them to the section's view).
     """
 
     metrics: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+    findings: list["Finding"] = field(default_factory=list)
 
 
 #: Column.priority values: a key column identifies the row (shown first, kept in view while the table

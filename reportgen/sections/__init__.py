@@ -1,9 +1,15 @@
 """The seven sections and the advisor (last: it reads their analyses), in report order, and the runner
 that isolates each one.
 
-Every section module has ``ID``, ``TITLE``, ``analyze(run, options) -> Analysis`` (numbers
-only; raises :class:`~reportgen.errors.Unavailable` when the run lacks its data) and
-``present(analysis) -> View`` (figures, tables, findings; never HTML).
+Every section module has ``ID``, ``TITLE``, ``analyze(run, options) -> Analysis`` (numbers and findings;
+raises :class:`~reportgen.errors.Unavailable` when the run lacks its data) and ``present(analysis) -> View``
+(figures, tables; never HTML, never a finding of its own: the runner puts ``analysis.findings`` on the view).
+
+A section declares the canonical tables it reads in ``NEEDS``: a tuple of requirements, each a table name or a
+tuple of alternative table names (any one of them will do). The runner checks them before ``analyze``: a
+requirement that no table of the run meets makes the section ``unavailable`` with the reason
+``needs <tables>`` (and the section's ``SOURCES``, the files or profiler options that give them, when it has
+one). ``analyze`` may still raise ``Unavailable`` for finer reasons.
 """
 
 from __future__ import annotations
@@ -49,7 +55,11 @@ def analysis_of(section_id: str, run: Run, options: "Options | None"):
         return done.analysis
     if isinstance(options, Options) and section_id in options.early:
         return options.early[section_id]
-    analysis = load(section_id).analyze(run, options)
+    module = load(section_id)
+    missing = missing_needs(run, getattr(module, "NEEDS", ()))
+    if missing:
+        raise Unavailable(needs_reason(module, missing))
+    analysis = module.analyze(run, options)
     if isinstance(options, Options):
         options.early[section_id] = analysis
     return analysis
@@ -57,6 +67,23 @@ def analysis_of(section_id: str, run: Run, options: "Options | None"):
 
 def load(section_id: str):
     return importlib.import_module(f"{__name__}.{section_id}")
+
+
+def missing_needs(run: Run, needs) -> list[str]:
+    """The requirements of ``needs`` (see the module doc) that the run does not meet, each as text."""
+    out = []
+    for req in needs or ():
+        alts = (req,) if isinstance(req, str) else tuple(req)
+        if not any(run.table(t) is not None for t in alts):
+            out.append(" or ".join(alts))
+    return out
+
+
+def needs_reason(module, missing: list[str]) -> str:
+    """``needs step_time or step_trace`` (+ the section's SOURCES)."""
+    text = "needs " + "; ".join(missing)
+    sources = getattr(module, "SOURCES", "")
+    return f"{text} ({sources})" if sources else text
 
 
 def run_sections(run: Run, options: Options | None = None,
@@ -70,8 +97,13 @@ def run_sections(run: Run, options: Options | None = None,
         if progress:
             progress(sid)
         try:
+            missing = missing_needs(run, getattr(module, "NEEDS", ()))
+            if missing:
+                raise Unavailable(needs_reason(module, missing))
             analysis = options.early.pop(sid, None) or module.analyze(run, options)
             view = module.present(analysis)
+            if analysis.findings:
+                view.findings = [*analysis.findings, *view.findings]
             outcomes.append(SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view))
         except Unavailable as exc:
             outcomes.append(SectionOutcome(sid, module.TITLE, "unavailable", reason=exc.reason))
