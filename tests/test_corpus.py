@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 14: every case of reportgen/synth/malformed.py, run as a user would run it.
+"""The hostile-input corpus of issue 14: every case of tests/malformed_corpus.py, run as a user would run it.
 
 Each case is built at test time (generators and shared fixtures; nothing committed) and run through the CLI in a
 forked child (tests/harness.py), two at a time. One test per case asserts, and lists every condition it broke:
@@ -32,7 +32,7 @@ import pytest
 
 from conftest import fixture_dir, tree_digest
 from harness import RSS_KILL_MB, WALL_LIMIT_S, Job, run_jobs, warm_up
-from reportgen.synth.malformed import CASES, DAY_MS, build_case
+from malformed_corpus import CASES, DAY_MS, build_case
 
 RSS_LIMIT_MB = 1024.0
 HTML_BUDGET = 50 * 10 ** 6

@@ -23,6 +23,8 @@ def test_wheel_contains_templates_and_assets(tmp_path):
                    "reportgen/sections/trajectory.py", "reportgen/readers/mindinsight.py",
                    "reportgen/synth/mindinsight.py"):
         assert needed in names, needed
+    # the malformed-input corpus is test code (tests/malformed_corpus.py), not shipped
+    assert not [n for n in names if "malformed" in n], sorted(n for n in names if "malformed" in n)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "reportgen = reportgen.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .ascend import AscendSpec, write_ascend_run
-from .kineto import KinetoSpec, write_kineto_run
-from .mindinsight import MindInsightSpec, write_mindinsight_run
+from reportgen.synth.ascend import AscendSpec, write_ascend_run
+from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 OWNERS = ("cli", "mindinsight", "ascend", "kineto", "detection")
 #: the issue's "What was seen" classes
@@ -164,7 +164,7 @@ def case(name: str, owner: str, klass: int, family: str, note: str):
 
 def default_fixture_root() -> Path:
     env = os.environ.get("REPORTGEN_SHARED")
-    return (Path(env) if env else Path(__file__).resolve().parents[3] / "shared") / "fixtures"
+    return (Path(env) if env else Path(__file__).resolve().parents[2] / "shared") / "fixtures"
 
 
 def _default_fixture(*parts: str) -> Path:
