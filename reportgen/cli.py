@@ -326,7 +326,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     """Read the run, analyse every section, return (html, metrics). ``timeline`` = (path, detail, ranks): also
     write the merged timeline (reportgen/export_timeline.py), named in the metrics (``exports``) and the page;
     ``written`` gets its path once it is in place."""
-    from . import metrics, render
+    from . import document, metrics, render
     from .sections import run_sections
 
     run = load_run(run_arg, progress, jobs, comm_patterns, fmt, dask)
@@ -355,7 +355,8 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
         for o in outcomes:
             if o.id == "execution" and o.view is not None:
                 o.view.notes.append(note)
-    doc = metrics.build(run, outcomes)
+    report = document.build(run, outcomes, title)  # the one document the JSON and the page render
+    doc = metrics.build(report)
     if exported is not None:
         doc["exports"] = {"timeline": {k: v for k, v in exported.items() if k != "path"}}
     comp = None
@@ -371,7 +372,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
         doc["baseline"] = comp
         doc["_baseline_doc"] = base_doc
     progress.update("rendering HTML")
-    ctx = render.build_context(run, outcomes, title=title)
+    ctx = render.build_context(report)
     ctx["baseline"] = comp
     html = render.render_html(ctx, static=static)
     return html, doc

@@ -194,19 +194,6 @@ class Rejects:
         self.kinds.clear()
 
 
-def bounded_problems(run) -> list:
-    """The run's data problems as shown (page and JSON): the first :data:`MAX_PROBLEMS`, then one entry
-    counting the rest (including those :meth:`Run.problem` only counted)."""
-    from .model import DataProblem
-
-    problems, unlisted = run.problems, getattr(run, "problems_unlisted", 0)
-    if len(problems) <= MAX_PROBLEMS and not unlisted:
-        return problems
-    keep = problems[: MAX_PROBLEMS - 1]
-    rest = len(problems) - len(keep) + unlisted
-    return keep + [DataProblem("(run)", f"{rest} more data problems not listed")]
-
-
 #: a count, size, rate or index larger than this (in the file's own unit) is not a measurement
 MAX_MAGNITUDE = 1e15
 

@@ -33,6 +33,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+#: ``memory_events.device_type`` values that are accelerator (device) memory: the accelerator entries of
+#: c10::DeviceType (c10/core/DeviceType.h). CPU (0) is host memory; MKLDNN/IDEEP/Meta/Lazy hold no device memory.
+ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
+    1: "CUDA", 6: "HIP", 7: "FPGA", 8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 15: "HPU",
+    16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
+
 #: Every table a reader may provide: name -> {column: meaning (unit)}.
 TABLES: dict[str, dict[str, str]] = {
     "ranks": {

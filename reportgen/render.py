@@ -49,7 +49,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from . import __version__, charts, facts, fmt, limits
+from . import __version__, charts, document, facts, fmt, limits
 from . import thresholds as th
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
@@ -367,55 +367,55 @@ def run_summary(run: Run) -> dict[str, Any]:
     }
 
 
-def build_context(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> dict[str, Any]:
-    """The whole page as plain data. The template receives exactly this dict."""
-    from .metrics import cuts_text, plan_cuts
-
-    plan = plan_cuts(run, outcomes)
+def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome] | None = None,
+                  title: str | None = None) -> dict[str, Any]:
+    """The whole page as plain data, rendered from the report :class:`~reportgen.document.Document` (given a run
+    and its outcomes instead, their document is built here). The template receives exactly this dict."""
+    if not isinstance(doc, document.Document):
+        doc = document.build(doc, outcomes, title)
+    run = doc.run
     sections = []
-    findings = []
-    named = _named_ranks(run, outcomes)
-    for o in outcomes:
+    by_finding: dict[int, dict[str, Any]] = {}
+    named = _named_ranks(run, doc.outcomes)
+    for o in doc.outcomes:
         view = o.view
+        found = []
+        for f in (view.findings if view else []):
+            found.append(f.as_dict())
+            by_finding[id(f)] = found[-1]
         sec = {
             "id": o.id,
             "title": o.title,
             "status": o.status,
             "reason": o.reason,
             "summary": view.summary if view else "",
-            "notes": (list(view.notes) if view else []) + cuts_text(o, plan),
+            "notes": (list(view.notes) if view else []) + doc.cut_notes.get(o.id, []),
             "controls": [_control_ctx(c) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
             "trees": [_tree_ctx(t) for t in (getattr(view, "trees", None) or [])] if view else [],
-            "findings": [f.as_dict() for f in (view.findings if view else [])],
+            "findings": found,
             # rows a cut per-rank table keeps first (fit_table_data)
             "keep_ranks": sorted(named | set(int(r) for r in (view.ranks_drawn if view else ()))),
         }
-        findings.extend(sec["findings"])
         sections.append(sec)
-    from .sections.advisor import order_key
-
-    findings.sort(key=order_key)
+    findings = [by_finding[id(f)] for f in doc.findings]  # the document's one order
     for n, f in enumerate(findings, 1):  # the one list of findings; sections link to their entries (finding-<n>)
         f["n"] = n
         f["view_text"] = view_text(f.get("view"), sections)
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
-    from .metrics import summary
-
-    facts = summary(run, outcomes)
     return {
-        "summary_text": summary_text(facts, findings),
+        "summary_text": summary_text(doc.summary, findings),
         "baseline": None,
         "drill_ranks": drill_ranks,
-        "title": title or f"reportgen — {run.name}",
+        "title": doc.title,
         "tool": {"name": "reportgen", "version": __version__},
         "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "is_demo": run.is_demo,
         "run": run_summary(run),
-        "problems": [p.as_dict() for p in limits.bounded_problems(run)],
+        "problems": [p.as_dict() for p in doc.problems],
         "notes": list(run.notes),
         "sections": sections,
         "findings": findings,
@@ -510,7 +510,7 @@ def static_caption(caption: str) -> str:
 
 
 def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
-    """The run in one paragraph (numbers from metrics.summary, which --json also carries)."""
+    """The run in one paragraph (numbers from the document's summary, which --json also carries)."""
     parts = []
     who = count(facts['ranks'], 'rank')
     if facts.get("hosts"):

@@ -344,9 +344,7 @@ def fill_step_time(run: Run) -> None:
         return
     bd = breakdown(tl, todo)
     if st is None:
-        from .readers.ascend import STEP_TIME_ORDER
-
-        run.tables["step_time"] = bd.reindex(columns=STEP_TIME_ORDER).sort_values(["rank", "step"]) \
+        run.tables["step_time"] = bd.reindex(columns=list(TABLES["step_time"])).sort_values(["rank", "step"]) \
             .reset_index(drop=True)
         run.steps = sorted(set(run.steps) | set(bd["step"].tolist()))
     else:

@@ -162,3 +162,12 @@ def test_sections_never_import_a_reader():
            for m, deps in g.items() if m == "reportgen.sections" or m.startswith("reportgen.sections.")}
     bad = {m: v for m, v in bad.items() if v}
     assert not bad, f"sections import readers: {bad}"
+
+
+def test_page_and_json_render_one_document():
+    """The page does not import the metrics writer (both render reportgen.document), and the advisor does not
+    import the writer it feeds."""
+    g = graph()
+    assert "reportgen.metrics" not in g["reportgen.render"]
+    assert "reportgen.metrics" not in g["reportgen.sections.advisor"]
+    assert {"reportgen.document"} <= g["reportgen.render"] & g["reportgen.metrics"]

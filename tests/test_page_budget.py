@@ -14,7 +14,7 @@ import re
 import pandas as pd
 import pytest
 
-from reportgen import cli, metrics, render
+from reportgen import cli, document, metrics, render
 from reportgen import thresholds as th
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
@@ -69,14 +69,14 @@ def test_metrics_budget_cuts_op_rows_and_whole_steps(monkeypatch):
     monkeypatch.setattr(th, "JSON_OP_ROWS", 100)
     monkeypatch.setattr(th, "JSON_STEP_ROWS", 250)
     ops = pd.DataFrame({"rank": [r % 50 for r in range(1000)], "elapse_ms": [float(r) for r in range(1000)]})
-    kept, cut = metrics._budgeted("ops", ops)
+    kept, cut = document._budgeted("ops", ops)
     assert len(kept) == 100 and kept["elapse_ms"].min() == 900.0 and cut["left_out"] == 900 and "longest" in cut["kept"]
     prs = pd.DataFrame([{"rank": r, "step": s, "ms": 1.0} for s in range(1, 11) for r in range(100)])
-    kept, cut = metrics._budgeted("per_rank_step", prs)
+    kept, cut = document._budgeted("per_rank_step", prs)
     assert sorted(kept["step"].unique()) == [1, 2] and len(kept) == 200  # whole steps, every rank of each
     assert cut == {"rows": 1000, "left_out": 800, "kept": cut["kept"]} and "2 of 10 steps (1-2" in cut["kept"]
     per_rank = pd.DataFrame({"rank": range(5000), "ms": 1.0})
-    assert metrics._budgeted("per_rank", per_rank)[1] is None  # per-rank tables are whole
+    assert document._budgeted("per_rank", per_rank)[1] is None  # per-rank tables are whole
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_budgets_by_rule_on_a_generated_run(budget_run, monkeypatch):
     out, js = budget_run / "b.html", budget_run / "b.json"
     assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
     full_html, full_json = out.stat().st_size, js.stat().st_size
-    monkeypatch.setattr(metrics, "_JSON_OTHER_CHARS", 10_000)
+    monkeypatch.setattr(document, "_JSON_OTHER_CHARS", 10_000)
     monkeypatch.setattr(th, "JSON_BYTES", full_json // 2)
     monkeypatch.setattr(th, "PAGE_BYTES", full_html - 60_000)  # the rows listed as HTML alone take all but ~130 kB
     assert cli.main([str(budget_run / "run"), "-o", str(out), "--json", str(js), "--quiet"]) == 0
@@ -204,6 +204,7 @@ def test_fit_table_data_per_rank_tables_first(monkeypatch):
 def test_plan_measures_and_replans_when_the_estimate_is_short(monkeypatch):
     """A per-operator table whose sampled rows are short and whose other rows are long: the estimate is short, so
     the plan measures what it kept and plans again; the kept tables then fit the budget."""
+    from reportgen.model import Run
     from reportgen.report import Analysis, SectionOutcome
 
     n = 20_000
@@ -212,14 +213,20 @@ def test_plan_measures_and_replans_when_the_estimate_is_short(monkeypatch):
                         "elapse_ms": [float(i) for i in range(n)]})
     per_rank = pd.DataFrame({"rank": range(8), "step_ms": [1.0] * 8})
     outs = [SectionOutcome("communication", "C", "ok", analysis=Analysis(tables={"ops": ops, "per_rank": per_rank}))]
-    monkeypatch.setattr(metrics, "_JSON_OTHER_CHARS", 0)
+    monkeypatch.setattr(document, "_JSON_OTHER_CHARS", 0)
     monkeypatch.setattr(th, "JSON_BYTES", 1_000_000)
-    est, _, cut = metrics._plan(None, outs, th.JSON_BYTES)
-    assert cut and metrics._tables_bytes(est) > th.JSON_BYTES  # the sample missed the long rows
-    plan = metrics.plan_cuts(None, outs)
-    assert metrics._tables_bytes(plan) <= th.JSON_BYTES
+    est, _, cut = document._plan(None, outs, th.JSON_BYTES)
+    assert cut and document._tables_bytes(est) > th.JSON_BYTES  # the sample missed the long rows
+    plan = document.plan_cuts(None, outs)
+    assert document._tables_bytes(plan) <= th.JSON_BYTES
     assert plan[("communication", "per_rank")][1] is None  # per-rank rows are whole
-    assert metrics.plan_cuts(None, outs) is plan  # the page and the file get the same plan
+
+    # one document per report: its plan is what the metrics file keeps and what the page's notes state
+    run = Run(name="r", source_format="x", source_path="/x")
+    doc = document.build(run, outs)
+    assert metrics.build(doc)["sections"]["communication"]["tables_left_out"]["ops"] == doc.plan[
+        ("communication", "ops")][1]
+    assert doc.cut_notes["communication"] == document.cuts_text(outs[0], doc.plan) != []
 
 
 def test_cut_per_rank_table_keeps_the_ranks_drawn_and_named_first(monkeypatch):

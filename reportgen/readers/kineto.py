@@ -35,7 +35,7 @@ run model (ms, MB = 10^6 B, global ranks).
   name at least two different hosts (one host says nothing about placement, and the run model then keeps
   ``hosts`` empty as before).
 * ``memory_events`` (rank, ts_ms, device_type, device_id, allocated_mb, reserved_mb): the ``[memory]`` events;
-  device memory is every :data:`ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, MTIA,
+  device memory is every :data:`reportgen.model.ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, MTIA,
   PrivateUse1 such as torch_npu, ...), host memory is CPU 0.
 * Steps: ``trace_steps`` from the ``ProfilerStep#N`` spans (``run.step_source = "markers"``); without any marker,
   one whole-trace window per rank, step 0 (:func:`whole_trace_windows`, ``"whole_trace"``). GPU work outside every
@@ -79,11 +79,6 @@ _MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough JSON to read (uncompressed; process start-up ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 _DAY_NS = 86_400 * 10 ** 9
-#: ``[memory]`` "Device Type" values that are accelerator (device) memory: the accelerator entries of
-#: c10::DeviceType (c10/core/DeviceType.h). CPU (0) is host memory; MKLDNN/IDEEP/Meta/Lazy hold no device memory.
-ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
-    1: "CUDA", 6: "HIP", 7: "FPGA", 8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 15: "HPU",
-    16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
 _NAMED_TRACE = (".pt.trace.json", ".pt.trace.json.gz")

@@ -133,7 +133,7 @@ class _Ctx:
 
 
 def _context(run: Run, done: dict[str, SectionOutcome]) -> _Ctx:
-    from ..metrics import summary
+    from ..summary import summary
 
     s = summary(run, list(done.values()))
     step = s.get("step_ms_median")

@@ -39,7 +39,7 @@ from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color,
 from ..errors import Unavailable
 from .. import facts
 from ..model import Run
-from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
+from ..model import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
 from ..timeline import COMM_TYPE, COPY, RECEIVE, op_type, step_windows
 

@@ -14,7 +14,7 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1):
   says which). ``npu_module_mem.csv`` alone: peak = the largest sum over CANN modules at one sample time.
   The files carry no capacity: it comes from the ``device_memory_gb`` option (GB = 10^9 B) or stays unknown.
 * PyTorch (Kineto) ``[memory]`` events with ``profile_memory=True``: peak = the maximum "Total Reserved"
-  of the rank's accelerator device (any accelerator c10::DeviceType, ``readers.kineto.ACCELERATOR_DEVICE_TYPES``:
+  of the rank's accelerator device (any accelerator c10::DeviceType, ``model.ACCELERATOR_DEVICE_TYPES``:
   CUDA 1, HIP 6 on ROCm, XPU, HPU, ...; what the caching allocator holds, the figure nvidia-smi / amd-smi is
   closest to); capacity = ``deviceProperties.totalGlobalMem`` of that device. CPU (0) events are host memory.
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null).
@@ -36,7 +36,7 @@ from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, nat
                       stage_color, tip, to_spec)
 from ..errors import Unavailable
 from ..model import ByRank, Run
-from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
+from ..model import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Finding, Table, View, count
 
 ID = "memory"
