@@ -469,9 +469,11 @@ def reduce_main(argv: list[str]) -> int:
         _check_output("-o", args.output, inputs)
         if not args.output.endswith(engine.SUFFIX):
             raise InputError(args.output, f"-o: a reduced file is named *{engine.SUFFIX} (reportgen finds it so)")
-        n, size = engine.write(args.output, args.inputs, fmt=args.fmt, jobs=args.jobs,
-                               comm_patterns=tuple(args.comm_pattern), ranks=args.ranks,
-                               progress=lambda d, t: progress.update("reducing", d, t))
+        from .readers import write_reduced
+
+        n, size = write_reduced(args.output, args.inputs, fmt=args.fmt, jobs=args.jobs,
+                                comm_patterns=tuple(args.comm_pattern), ranks=args.ranks,
+                                progress=lambda d, t: progress.update("reducing", d, t))
     except InputError as exc:
         say(str(exc))
         return EXIT_INPUT

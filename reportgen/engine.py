@@ -1,15 +1,15 @@
 """The per-rank engine: units of work, their reduction to small tables, and the run assembled from them.
 
-A run is read in three steps, whatever runs them:
+A run is read in three steps, whatever runs them; each input family that can be read so registers them
+(:mod:`reportgen.readers.registry`; the engine is given the family object and never names a family):
 
-1. **units** - the files that belong to one rank: a Kineto trace file; an Ascend rank directory
-   (``*_ascend_pt`` / ``*_ascend_ms``); a MindInsight rank's files (one folder holds every rank's files, so a
-   directory is split by rank after ``mindinsight.discover``; its layout, the problems found and the legacy
-   rank table's text are one more, cluster-wide part).
+1. **units** - ``family.units(root, ranks)``: the files that belong to one rank (a trace file, a rank directory,
+   or one rank's files of a folder that holds every rank's; a family may add one cluster-wide unit, such as its
+   layout and the problems found discovering it).
 2. **reduce(unit) -> Part** - the part linear in data (decoding, parsing, per-rank checks): plain tables with
    exact int-ns times, the data problems found, and JSON metadata; no open file, no callable.
 3. **assemble(root, parts) -> Run** - what needs every rank (rank choice, world size, groups, the run origin,
-   cross-rank tables): the reader's own code (``kineto.assemble``, ``ascend.assemble``, ``mindinsight.assemble``).
+   cross-rank tables): the reader's own code.
 
 Step 2 runs in-process, in the ``--jobs`` process pool (:mod:`reportgen.workers`), on a Dask distributed cluster
 (``--dask SCHEDULER``; the workers open the paths as given, so they must see the files at the same paths), or
@@ -21,7 +21,8 @@ no pickle and nothing executable: a zip archive with ``manifest.json`` (format n
 version, family, and per part its source path, rank, JSON metadata, data problems and table schemas) and one
 entry per column: the raw little-endian bytes of a numeric column (dtypes from :data:`NUMERIC`), or the int32
 codes of a text column with its distinct values in a JSON entry. Loading (:func:`load`) checks everything
-against the manifest and the bounds below; anything else is one line naming the file (exit 2).
+against the manifest, the families given (their names and their own check of a part) and the bounds below;
+anything else is one line naming the file (exit 2).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -43,8 +45,6 @@ from .limits import MAX_NAME_CHARS, cap_text
 FORMAT = "reportgen-reduced"
 VERSION = 1
 SUFFIX = ".reduced"
-#: families that can be reduced and assembled from parts (not MindSpore's CPU output)
-FAMILIES = ("kineto", "ascend", "mindinsight")
 #: bounds of one .reduced file: its entries, their total (uncompressed) size, the manifest, rows of one table
 MAX_ENTRIES = 200_000
 MAX_TOTAL_BYTES = 1 << 30
@@ -72,79 +72,22 @@ class Part:
     problems: list = field(default_factory=list)
 
 
-# --------------------------------------------------------------------------- families
+# --------------------------------------------------------------------------- jobs
+
+#: one unit of work: (the family's reduce function, the unit, extra communication name patterns, the unit's
+#: path for messages); functions travel to the workers by reference (module-level functions of the registry)
+Job = tuple
 
 
-def units(family: str, root: Path, ranks: set[int] | None = None) -> list:
-    """The units of ``root`` (paths as strings, in the reader's order; MindInsight: the cluster part, then one
-    unit per rank, of ``ranks`` when given)."""
-    if family == "kineto":
-        from .readers.kineto import find_traces
-
-        return [str(p) for p in find_traces(Path(root))]
-    if family == "ascend":
-        from .readers.ascend import _walk_prof_dirs
-
-        return [str(p) for p in _walk_prof_dirs(Path(root))]
-    if family == "mindinsight":
-        from .readers import mindinsight
-
-        if not mindinsight.detect(Path(root)):  # a directory of .reduced files only
-            return []
-        d = mindinsight.discover(Path(root))
-        return [("cluster", str(root), *mindinsight.cluster_part(d))] + [
-            ("rank", *u) for u in mindinsight.rank_units(d, ranks)]
-    raise InputError(root, f"{family} output cannot be reduced yet (reportgen reduce: {', '.join(FAMILIES)})")
+def jobs_of(family: Any, units: list, comm_patterns: tuple[str, ...] = ()) -> list[Job]:
+    """The jobs that reduce ``units`` of ``family`` (a registered family: ``reduce``, ``unit_name``)."""
+    return [(family.reduce, u, tuple(comm_patterns), family.unit_name(u)) for u in units]
 
 
-def reduce(job: tuple) -> Part:
-    """``(family, unit path, comm_patterns)`` -> :class:`Part` (runs on a worker; never raises for bad input)."""
-    family, unit, comm_patterns = job
-    if family == "kineto":
-        from .readers.kineto import _decode
-
-        path, decoded, problems = _decode((unit, tuple(comm_patterns)))
-        if decoded is None:
-            return Part(family, path, {"decoded": False}, {}, problems)
-        return Part(family, path, {"decoded": True, "meta": decoded.meta}, dict(decoded.tables), problems)
-    if family == "ascend":
-        from .readers.ascend import reduce_dir
-
-        meta, tables = reduce_dir(Path(unit))
-        return Part(family, unit, meta, tables, [])
-    if family == "mindinsight":
-        if unit[0] == "cluster":  # found by units(): carried as it is
-            return Part(family, *unit[1:])
-        from .readers.mindinsight import rank_part
-
-        files, host, device = unit[1:]
-        return Part(family, str(files[0].path), *rank_part(files, host, device))
-    raise InputError(_name(unit), f"{family} output cannot be reduced yet")
-
-
-def _name(unit) -> str:
-    """A unit as a path for messages (a MindInsight rank unit: its first file)."""
-    if isinstance(unit, tuple):
-        return unit[1] if unit[0] == "cluster" else str(unit[1][0].path)
-    return unit
-
-
-def assemble(family: str, root: Path, parts: list[Part]):
-    """The run from every unit's part (the reader's own assembly)."""
-    if family == "kineto":
-        from .readers.kineto import assemble as kineto_assemble
-        from .readers.kineto_decode import DecodedTrace
-
-        results = [(p.source, DecodedTrace(p.meta.get("meta") or {}, p.tables) if p.meta.get("decoded") else None,
-                    [tuple(x) for x in p.problems]) for p in parts]
-        return kineto_assemble(Path(root), [Path(p.source) for p in parts], results)
-    if family == "mindinsight":
-        from .readers.mindinsight import assemble as mi_assemble
-
-        return mi_assemble(Path(root), [(p.source, p.meta, p.tables, p.problems) for p in parts])
-    from .readers.ascend import assemble_parts
-
-    return assemble_parts(Path(root), [(p.meta, p.tables) for p in parts])
+def reduce(job: Job) -> Part:
+    """One job -> :class:`Part` (runs on a worker; the family's reduce never raises for bad input)."""
+    fn, unit, comm_patterns, _name = job
+    return fn(unit, comm_patterns)
 
 
 # --------------------------------------------------------------------------- running the units
@@ -177,7 +120,7 @@ def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | No
                 except (InputError, KeyboardInterrupt):
                     raise
                 except Exception as exc:  # noqa: BLE001 - a worker without reportgen, a lost worker...
-                    raise InputError(_name(job[1]), f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
+                    raise InputError(job[3], f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
                                              f"{cap_text(str(exc), 200)}; is reportgen[dask] installed on every "
                                              "worker?)") from None
                 if progress:
@@ -203,18 +146,19 @@ def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | No
     return out
 
 
-def read(root: Path, family: str, *, reduced: list[Path] = (), jobs: int | None = None, dask: str | None = None,
-         comm_patterns: tuple[str, ...] = (), progress=None):
-    """The run of ``root``: its raw units reduced (:func:`run_units`) and the parts of the ``reduced`` files."""
+def read(root: Path, family: Any, families: Mapping[str, Any], *, reduced: list[Path] = (), jobs: int | None = None,
+         dask: str | None = None, comm_patterns: tuple[str, ...] = (), progress=None):
+    """The run of ``root`` (``family``: a registered family): its raw units reduced (:func:`run_units`) and the
+    parts of the ``reduced`` files (checked against ``families``, the registry's by name), assembled."""
     root = Path(root)
-    loaded = [part for path in reduced for part in load(path, family)]
-    raw = units(family, root)
-    parts = run_units([(family, u, tuple(comm_patterns)) for u in raw], jobs=jobs, dask=dask, progress=progress)
+    loaded = [part for path in reduced for part in load(path, families, family.name)]
+    raw = family.units(root, None)
+    parts = run_units(jobs_of(family, raw, comm_patterns), jobs=jobs, dask=dask, progress=progress)
     parts = sorted(loaded + list(parts), key=lambda p: Path(p.source))
     if not loaded:
-        return assemble(family, root, parts)
+        return family.assemble(root, parts)
     try:
-        return assemble(family, root, parts)
+        return family.assemble(root, parts)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a .reduced file's tables
         raise InputError(reduced[0] if len(reduced) == 1 else root,
                          f"the .reduced data is not what this reportgen {__version__} reads ({type(exc).__name__}: "
@@ -235,11 +179,12 @@ def find_reduced(root: Path) -> list[Path]:
     return found
 
 
-def family_of_all(paths: list[Path], fmt: str | None = None) -> str:
-    """The one family the .reduced files hold (their manifests checked); InputError when they differ."""
+def family_of_all(paths: list[Path], families: Mapping[str, Any], fmt: str | None = None) -> str:
+    """The name of the one family the .reduced files hold (their manifests checked: a family of ``families``);
+    InputError when they differ."""
     seen: dict[str, Path] = {}
     for path in paths:
-        with _open(path) as (_zf, manifest):
+        with _open(path, families) as (_zf, manifest):
             seen.setdefault(manifest["family"], path)
     if len(seen) > 1:
         (a, pa), (b, pb) = list(seen.items())[:2]
@@ -309,8 +254,9 @@ class _Bad(Exception):
 class _open:
     """Context manager: the checked zip and its checked manifest (raises InputError naming the file)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, families: Mapping[str, Any]):
         self.path = Path(path)
+        self.families = families
 
     def __enter__(self):
         try:
@@ -337,8 +283,9 @@ class _open:
             if manifest.get("version") != VERSION:
                 raise _Bad(f"format version {cap_text(repr(manifest.get('version')), 20)}; this reportgen "
                            f"{__version__} reads version {VERSION} (reduce the rank again with it)")
-            if manifest.get("family") not in FAMILIES:
-                raise _Bad(f"family {cap_text(repr(manifest.get('family')), 40)} is not one of {', '.join(FAMILIES)}")
+            if not isinstance(manifest.get("family"), str) or manifest["family"] not in self.families:
+                raise _Bad(f"family {cap_text(repr(manifest.get('family')), 40)} is not one of "
+                           f"{', '.join(self.families)}")
             if not isinstance(manifest.get("parts"), list):
                 raise _Bad("manifest.json has no list of parts")
         except _Bad as exc:
@@ -421,10 +368,12 @@ def _json_entry(opener: _open, key: str):
         raise _Bad(f"entry {cap_text(key, 80)} is not JSON") from None
 
 
-def load(path: Path, family: str | None = None) -> list[Part]:
-    """The parts of one ``.reduced`` file, every entry checked (module doc); InputError naming the file."""
+def load(path: Path, families: Mapping[str, Any], family: str | None = None) -> list[Part]:
+    """The parts of one ``.reduced`` file, every entry checked (module doc; ``families``: the registry's families
+    by name, each part checked by its family's ``check_part``; ``family``: the name the file must hold);
+    InputError naming the file."""
     path = Path(path)
-    opener = _open(path)
+    opener = _open(path, families)
     with opener as (_zf, manifest):
         try:
             if family is not None and manifest["family"] != family:
@@ -457,13 +406,10 @@ def load(path: Path, family: str | None = None) -> list[Part]:
                         data[col] = _decode_column(opener, spec, rows)
                     tables[name] = pd.DataFrame(data, index=pd.RangeIndex(rows)) if data \
                         else pd.DataFrame(index=pd.RangeIndex(rows))
-                if manifest["family"] == "mindinsight":
-                    from .readers.mindinsight import check_part
-
-                    try:
-                        check_part(p["meta"], tables)
-                    except ValueError as exc:
-                        raise _Bad(str(exc)) from None
+                try:
+                    families[manifest["family"]].check_part(p["meta"], tables)
+                except ValueError as exc:
+                    raise _Bad(str(exc)) from None
                 parts.append(Part(manifest["family"], cap_text(p["source"], 1024), p["meta"], tables, problems))
         except _Bad as exc:
             raise InputError(path, f"broken .reduced file: {exc}") from None
@@ -487,46 +433,12 @@ def parse_ranks(text: str) -> set[int]:
     return out
 
 
-def write(output: str, sources: list[str], *, fmt: str | None = None, jobs: int | None = None,
-          comm_patterns: tuple[str, ...] = (), progress=None, ranks: str | None = None) -> tuple[int, int]:
-    """``reportgen reduce``: reduce every unit under ``sources`` (rank directories or files; MindInsight: the
-    run directory, its ranks in ``ranks`` when given) into ``output``. Returns (parts, bytes written)."""
-    from .readers import choose, survey
-
-    wanted = parse_ranks(ranks) if ranks is not None else None
-    family, found = None, []
-    for src in sources:
-        root = Path(src)
-        if root.is_file():
-            fam = fmt or "kineto"
-            if fam == "mindinsight":
-                raise InputError(root, "MindSpore Insight output is reduced by directory: give the directory "
-                                       "holding the ranks' files (--ranks for some of them)")
-            us = [str(root)]
-        else:
-            from .readers import _check_root
-
-            _check_root(root)
-            fam = choose(survey(root), fmt)
-            if fam not in FAMILIES:
-                raise InputError(root, f"{fam} output cannot be reduced yet (reportgen reduce reads "
-                                       f"{', '.join(FAMILIES)})")
-            us = units(fam, root, wanted if fam == "mindinsight" else None)
-            if fam == "mindinsight" and not any(u[0] == "rank" for u in us):
-                raise InputError(root, f"no files of the ranks {cap_text(ranks, 80)}" if ranks else "no rank files")
-        if wanted is not None and fam != "mindinsight":
-            raise InputError(root, "--ranks picks ranks of a MindSpore Insight directory; give the other "
-                                   "families' rank directories or trace files")
-        if family is not None and fam != family:
-            raise InputError(root, f"holds {fam} output, the other inputs {family}")
-        family = fam
-        found.extend(us)
-    if not found:
-        raise InputError(sources[0], "nothing to reduce")
-    parts = run_units([(family, u, tuple(comm_patterns)) for u in found], jobs=jobs, progress=progress)
+def write_parts(output: str, parts: list[Part], family: str) -> int:
+    """``reportgen reduce``'s file: ``parts`` of ``family`` (its name) into ``output`` (written whole, then renamed
+    onto it). Returns the bytes written."""
     data = dumps(parts, family)
     _write_bytes(output, data)
-    return sum(p.meta.get("mi") != "cluster" for p in parts), len(data)
+    return len(data)
 
 
 def _write_bytes(path: str, data: bytes) -> None:
@@ -537,4 +449,5 @@ def _write_bytes(path: str, data: bytes) -> None:
         fh.write(data)
 
 
-__all__ = ["Part", "units", "reduce", "assemble", "read", "load", "dumps", "write", "find_reduced", "run_units"]
+__all__ = ["Part", "jobs_of", "reduce", "read", "load", "dumps", "write_parts", "find_reduced", "run_units",
+           "family_of_all", "parse_ranks"]

@@ -15,6 +15,7 @@ import pytest
 
 from reportgen import engine
 from reportgen.cli import main
+from reportgen.readers.registry import REDUCIBLE
 from reportgen.synth.ascend import AscendSpec, write_ascend_run
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
@@ -66,7 +67,7 @@ def test_64_ranks_dask_and_reduced_equal_local(runs, local, cluster, family, tmp
     assert local["run"]["world_size"] == 64
     assert _metrics(root, dask=cluster) == local
     # each "node" reduces its ranks; the report reads only the reduced files
-    units = engine.units(family, root) if family in engine.FAMILIES else []
+    units = REDUCIBLE[family].units(root, None) if family in REDUCIBLE else []
     for i in range(0, 64, 16):
         given = [str(root), "--ranks", f"{i}-{i + 15}"] if family.startswith("mindinsight") else units[i:i + 16]
         assert main(["reduce", *given, "-o", str(tmp_path / f"node{i // 16}.reduced"), "-q",
@@ -96,7 +97,8 @@ def test_reduce_directory_of_several_ranks_and_mix_with_raw(runs, local, tmp_pat
 def good(tmp_path_factory) -> bytes:
     base = tmp_path_factory.mktemp("small")
     write_kineto_run(base / "run", KinetoSpec(hosts=1, devices_per_host=2, steps=2, stages=1))
-    parts = engine.run_units([("kineto", u, ()) for u in engine.units("kineto", base / "run")], jobs=1)
+    fam = REDUCIBLE["kineto"]
+    parts = engine.run_units(engine.jobs_of(fam, fam.units(base / "run", None)), jobs=1)
     return engine.dumps(parts, "kineto")
 
 
@@ -157,7 +159,8 @@ HOSTILE = {
 def _mi_reduced(tmp_path_factory, layout: str) -> bytes:
     base = tmp_path_factory.mktemp("mi-" + layout)
     write_mindinsight_run(base / "run", MindInsightSpec(hosts=1, devices_per_host=2, steps=2, layout=layout))
-    parts = engine.run_units([("mindinsight", u, ()) for u in engine.units("mindinsight", base / "run")], jobs=1)
+    fam = REDUCIBLE["mindinsight"]
+    parts = engine.run_units(engine.jobs_of(fam, fam.units(base / "run", None)), jobs=1)
     return engine.dumps(parts, "mindinsight")
 
 

@@ -34,15 +34,10 @@ from typing import Callable
 from ..errors import InputError
 from ..limits import cap_text
 from ..model import Run
-from .. import timeline
+from .. import engine, timeline
 from . import ascend, kineto, mindinsight, minddata, mindspore_cpu
-
-#: (family name, module) in detection order.
-FAMILIES = [("mindinsight", mindinsight), ("mindspore_cpu", mindspore_cpu), ("ascend", ascend), ("kineto", kineto)]
-#: the values of ``--format``
-FORMATS = tuple(name for name, _ in FAMILIES)
-LABELS = {"mindinsight": "MindSpore Insight", "mindspore_cpu": "MindSpore CPU", "ascend": "Ascend",
-          "kineto": "PyTorch Kineto"}
+from .registry import FAMILIES, FORMATS, LABELS, REDUCIBLE, Family, get
+from .registry import rel as _rel
 
 #: directory levels searched below the run directory (the Ascend reader's depth; Kineto reads 6)
 MAX_DEPTH = 10
@@ -84,16 +79,14 @@ class Survey:
     minddata: list[Path] = field(default_factory=list)      # MindSpore dataset pipeline profiles (readers/minddata.py)
 
     def families(self) -> dict[str, str]:
-        """{family: where} for every family present; ``where`` is a short description of the data found."""
+        """{family: where} for every family present (the registry's detection order); ``where`` is a short
+        description of the data found."""
+        first = {f.name: f.found(self, False) for f in FAMILIES}
         out = {}
-        if self.ascend_dirs:
-            out["mindspore_cpu" if self.cpu_only else "ascend"] = _where(self.root, self.ascend_dirs,
-                                                                         "rank directories")
-        if self.traces:
-            out["kineto"] = _where(self.root, self.traces, "traces")
-        runs = self.mi_runs_found(bool(out))
-        if runs:
-            out = {"mindinsight": _where(self.root, runs, "run" if len(runs) == 1 else "runs"), **out}
+        for f in FAMILIES:
+            found = f.found(self, any(v for k, v in first.items() if k != f.name))
+            if found:
+                out[f.name] = _where(self.root, found, f.noun[len(found) != 1])
         return out
 
     def mi_runs_found(self, others: bool = False) -> list[Path]:
@@ -104,14 +97,6 @@ class Survey:
         if self.mi_top is not None and not (others and self.mi_top_info_only):
             return [self.mi_top]
         return []
-
-
-def _rel(root: Path, p: Path) -> str:
-    try:
-        rel = p.relative_to(root).as_posix()
-    except ValueError:
-        rel = str(p)
-    return cap_text(rel or ".", 200)
 
 
 def _where(root: Path, paths: list[Path], noun: str) -> str:
@@ -265,26 +250,6 @@ def survey(root: str | Path) -> Survey:
 # --------------------------------------------------------------------------- choosing
 
 
-def _mi_default_runs(s: Survey) -> list[Path] | None:
-    """The MindInsight run the reader reads from the root (the root itself, or its newest ``profiler*``
-    sub-directory by name, as MindInsight does; or the legacy layout at the root), as a one-item list, when
-    every other run found is also the root or one of its ``profiler*`` sub-directories; None otherwise
-    (runs nested elsewhere: the user has to pick one)."""
-    root, runs = s.root, s.mi_runs
-    if not runs:
-        return [s.mi_top] if s.mi_top is not None else None
-    if any(p != root and not (p.parent == root and p.name.startswith("profiler")) for p in runs):
-        return None
-    if root in runs:
-        return [root]
-    return [s.mi_flat] if s.mi_flat is not None else [max(runs, key=lambda p: p.name)]
-
-
-def _older_profiler_dirs(s: Survey) -> list[Path]:
-    chosen = _mi_default_runs(s) or []
-    return [p for p in s.mi_runs if p not in chosen]
-
-
 def choose(s: Survey, fmt: str | None = None) -> str:
     """The family to read (a key of :data:`LABELS`), or :class:`InputError` with what to do instead."""
     root = s.root
@@ -296,8 +261,7 @@ def choose(s: Survey, fmt: str | None = None) -> str:
             others = ", ".join(f"{LABELS[k]} ({v})" for k, v in found.items())
             raise InputError(root, f"--format {fmt}: no {LABELS[fmt]} output found here"
                                    + (f"; found {others}" if others else "; " + _nothing_hint(s)))
-        if fmt == "mindinsight":
-            _one_mi_run(s)
+        get(fmt).check_choice(s)
         return fmt
     if len(found) > 1:
         names = [LABELS[k] for k in found]
@@ -309,33 +273,17 @@ def choose(s: Survey, fmt: str | None = None) -> str:
     if not found:
         raise InputError(root, _nothing_hint(s))
     family = next(iter(found))
-    if family == "mindinsight":
-        _one_mi_run(s)
+    get(family).check_choice(s)
     return family
 
 
 def _paths_of(s: Survey, family: str) -> list[Path]:
-    if family == "mindinsight":
-        return s.mi_runs_found(True) or s.mi_runs_found()
-    return s.traces if family == "kineto" else s.ascend_dirs
+    f = get(family)
+    return f.found(s, True) or f.found(s, False)
 
 
 def _and(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def _one_mi_run(s: Survey) -> None:
-    """MindInsight reads one run folder: refuse when several are found (except the documented newest
-    ``profiler*`` rule) or when the only one is deeper than the reader looks."""
-    if _mi_default_runs(s) is not None:
-        return
-    runs = s.mi_runs
-    listed = ", ".join(_rel(s.root, p) for p in runs[:5]) + (f", … ({len(runs)} in all)" if len(runs) > 5 else "")
-    if len(runs) == 1:
-        raise InputError(s.root, f"the MindSpore Insight output is in the sub-directory {listed}; give that "
-                                 "directory")
-    raise InputError(s.root, f"holds {len(runs)} MindSpore Insight runs ({listed}); pick one: give its "
-                             "sub-directory")
 
 
 def _nothing_hint(s: Survey) -> str:
@@ -366,13 +314,9 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
     files named like traces that are not, sub-directories that could not be listed."""
     root = s.root
     for other, where in s.families().items():
-        if other != family and not {other, family} <= {"ascend", "mindspore_cpu"}:
+        if other != family and other not in get(family).shares_data_with:
             run.problem(root, f"also holds {LABELS[other]} data ({where}); not read (--format {family})")
-    if family == "mindinsight":
-        for p in _older_profiler_dirs(s):
-            run.problem(p, "another MindSpore Insight run; not read (reportgen reads the run directory itself, "
-                           "else its newest profiler*/ sub-directory by name, as MindInsight does; give this "
-                           "directory to read it)")
+    get(family).unread(run, s)
     named = {str(p.path) for p in run.problems}
     listed = 0
     for p, why in s.suspects:
@@ -440,36 +384,66 @@ def _check_root(root: Path) -> None:
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
              comm_patterns: tuple[str, ...] = (), fmt: str | None = None, dask: str | None = None) -> Run:
-    """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it; ``.reduced`` files below
-    it and ``dask`` (a scheduler address) go through :mod:`reportgen.engine`.
-    Raises :class:`InputError` when unusable or ambiguous."""
-    from .. import engine
-
+    """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it (the family's registered
+    reader, :mod:`.registry`); ``.reduced`` files below it and ``dask`` (a scheduler address) go through
+    :mod:`reportgen.engine`. Raises :class:`InputError` when unusable or ambiguous."""
     root = Path(path)
     _check_root(root)
     reduced = engine.find_reduced(root)
     s = survey(root)
     if reduced:
-        family = engine.family_of_all(reduced, fmt)
+        family = get(engine.family_of_all(reduced, REDUCIBLE, fmt))
     else:
-        family = choose(s, fmt)
-    module = dict(FAMILIES)[family]
+        family = get(choose(s, fmt))
     if reduced or dask:
-        if family not in engine.FAMILIES:
-            raise InputError(root, f"--dask: {LABELS[family]} output is read on this machine only (the engine "
-                                   f"runs {', '.join(LABELS[f] for f in engine.FAMILIES)})")
-        run = engine.read(root, family, reduced=reduced, jobs=jobs, dask=dask, comm_patterns=comm_patterns,
-                          progress=progress)
-    elif module is kineto:
-        run = module.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
-    elif module is ascend:
-        run = module.read(root, progress=progress, jobs=jobs)
+        if not family.reducible:
+            raise InputError(root, f"--dask: {family.label} output is read on this machine only (the engine "
+                                   f"runs {', '.join(f.label for f in REDUCIBLE.values())})")
+        run = engine.read(root, family, REDUCIBLE, reduced=reduced, jobs=jobs, dask=dask,
+                          comm_patterns=comm_patterns, progress=progress)
     else:
-        run = module.read(root, progress=progress)
+        run = family.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
     _refuse_if_empty(run, root)
-    if family in ("mindinsight", "ascend", "mindspore_cpu") and not reduced:  # MindSpore's dataset pipeline
-        legacy = [r for r in s.mi_runs if (r / "cluster_profiler").is_dir()] if family == "mindinsight" else []
-        minddata.attach(run, s.minddata, minddata.legacy_files(run, legacy) if legacy else None)
-    _report_unread(run, s, family)
+    if not reduced:
+        family.after_read(run, s)  # e.g. MindSpore's dataset pipeline
+    _report_unread(run, s, family.name)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
     return run
+
+
+def write_reduced(output: str, sources: list[str], *, fmt: str | None = None, jobs: int | None = None,
+                  comm_patterns: tuple[str, ...] = (), progress=None, ranks: str | None = None) -> tuple[int, int]:
+    """``reportgen reduce``: reduce every unit under ``sources`` (rank directories or files; a family reduced by
+    directory: the run directory, its ranks in ``ranks`` when given) into ``output`` (:mod:`reportgen.engine`).
+    Returns (rank parts, bytes written)."""
+    wanted = engine.parse_ranks(ranks) if ranks is not None else None
+    by_dir = [f for f in REDUCIBLE.values() if f.directory_ranks]
+    family, found = None, []
+    for src in sources:
+        root = Path(src)
+        if root.is_file():
+            fam = get(fmt) if fmt else next(f for f in REDUCIBLE.values() if f.file_units)
+            if fam.directory_ranks:
+                raise InputError(root, f"{fam.label} output is reduced by directory: give the directory "
+                                       "holding the ranks' files (--ranks for some of them)")
+            us = [str(root)]
+        else:
+            _check_root(root)
+            fam = get(choose(survey(root), fmt))
+            if not fam.reducible:
+                raise InputError(root, f"{fam.name} output cannot be reduced yet (reportgen reduce reads "
+                                       f"{', '.join(REDUCIBLE)})")
+            us = fam.units(root, wanted if fam.directory_ranks else None)
+            if fam.directory_ranks and not any(fam.is_rank_unit(u) for u in us):
+                raise InputError(root, f"no files of the ranks {cap_text(ranks, 80)}" if ranks else "no rank files")
+        if wanted is not None and not fam.directory_ranks:
+            raise InputError(root, f"--ranks picks ranks of a {' or '.join(f.label for f in by_dir)} directory; "
+                                   "give the other families' rank directories or trace files")
+        if family is not None and fam is not family:
+            raise InputError(root, f"holds {fam.name} output, the other inputs {family.name}")
+        family = fam
+        found.extend(us)
+    if not found:
+        raise InputError(sources[0], "nothing to reduce")
+    parts = engine.run_units(engine.jobs_of(family, found, comm_patterns), jobs=jobs, progress=progress)
+    return sum(family.is_rank_unit(u) for u in found), engine.write_parts(output, parts, family.name)

@@ -962,7 +962,7 @@ class RankDir:
         return self.path / OUTPUT_DIR
 
 
-def _walk_prof_dirs(root: Path) -> list[Path]:
+def walk_prof_dirs(root: Path) -> list[Path]:
     found = []
     root_depth = len(root.parts)
     for dirpath, dirnames, _files in os.walk(root):
@@ -979,7 +979,7 @@ def _walk_prof_dirs(root: Path) -> list[Path]:
 
 
 def detect(root: Path) -> bool:
-    return bool(_walk_prof_dirs(root))
+    return bool(walk_prof_dirs(root))
 
 
 def _host_from_name(path: Path) -> str | None:
@@ -1070,7 +1070,7 @@ def _rank_dir(path: Path, problems: list) -> RankDir:
 
 def choose_rank_dirs(root: Path, problems: list) -> dict[int, RankDir]:
     """One profiler directory per rank (module doc, "Discovery"); raises :class:`InputError` when none is usable."""
-    return choose_among([_rank_dir(p, problems) for p in _walk_prof_dirs(root)], root, problems)
+    return choose_among([_rank_dir(p, problems) for p in walk_prof_dirs(root)], root, problems)
 
 
 def choose_among(dirs: list[RankDir], root: Path, problems: list) -> dict[int, RankDir]:

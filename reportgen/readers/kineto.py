@@ -120,7 +120,7 @@ def detect(root: Path) -> bool:
     return bool(find_traces(root))
 
 
-def _decode(job: tuple[str, tuple[str, ...]]):
+def decode_job(job: tuple[str, tuple[str, ...]]):
     from .kineto_decode import DEFAULT_COMM_PATTERNS, decode_trace
 
     path, extra = job
@@ -502,20 +502,20 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     results = []
     if jobs > 1 and len(paths) > 1 and total_bytes >= PARALLEL_MIN_BYTES:
         with workers.pool(min(jobs, len(paths))) as pool:
-            for n, res in enumerate(pool.map(_decode, [(str(p), comm_patterns) for p in paths]), start=1):
+            for n, res in enumerate(pool.map(decode_job, [(str(p), comm_patterns) for p in paths]), start=1):
                 results.append(res)
                 if progress:
                     progress(n, len(paths))
     else:
         for n, p in enumerate(paths, start=1):
-            results.append(_decode((str(p), comm_patterns)))
+            results.append(decode_job((str(p), comm_patterns)))
             if progress:
                 progress(n, len(paths))
     return assemble(root, paths, results)
 
 
 def assemble(root: Path, paths: list, results: list) -> Run:
-    """The run from every file's :func:`_decode` result ``(path, DecodedTrace or None, problems)``, in ``paths``
+    """The run from every file's :func:`decode_job` result ``(path, DecodedTrace or None, problems)``, in ``paths``
     order: what :func:`read` does after the per-file part (also used by :mod:`reportgen.engine` for results
     computed on a Dask cluster or loaded from ``.reduced`` files)."""
     root = Path(root)

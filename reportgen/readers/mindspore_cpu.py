@@ -84,7 +84,7 @@ def _is_cpu_dir(d: Path) -> bool:
 
 
 def detect(root: Path) -> bool:
-    dirs = ascend._walk_prof_dirs(Path(root))
+    dirs = ascend.walk_prof_dirs(Path(root))
     return bool(dirs) and all(_is_cpu_dir(d) for d in dirs)
 
 
