@@ -58,8 +58,9 @@ import numpy as np
 import pandas as pd
 
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text
-from .ascend import (MAX_ID, NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, _op_type, check_numbers,
-                     check_times, double_hash)
+from .ascend_values import (MAX_ID, NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, check_numbers,
+                            check_times, double_hash)
+from .ascend_values import op_type as _op_type
 
 NS_PER_MS = 1e6
 US_PER_MS = 1e3
