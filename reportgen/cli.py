@@ -60,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="report.html", help="HTML report to write (default: report.html)")
     p.add_argument("--json", dest="json_path", metavar="METRICS_JSON", help="also write every number as JSON")
     p.add_argument("--title", help="report title (default: the run directory name)")
-    p.add_argument("--format", dest="fmt", choices=["mindinsight", "mindspore_cpu", "ascend", "kineto"],
+    from .readers.registry import FORMATS
+
+    p.add_argument("--format", dest="fmt", choices=list(FORMATS),
                    help="read this input family when the directory holds more than one (default: detect; "
                         "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -437,7 +439,9 @@ def _reduce_parser() -> argparse.ArgumentParser:
                             "ranks beside them) as one run.")
     p.add_argument("inputs", nargs="+", metavar="RANK_DIR", help="rank directory, trace file or directory of them")
     p.add_argument("-o", "--output", required=True, help="the .reduced file to write")
-    p.add_argument("--format", dest="fmt", choices=["ascend", "kineto", "mindinsight"],
+    from .readers.registry import REDUCIBLE
+
+    p.add_argument("--format", dest="fmt", choices=sorted(REDUCIBLE),
                    help="input family (default: detect)")
     p.add_argument("--ranks", metavar="LIST", help="MindSpore Insight: reduce only these ranks of the directory "
                                                    "(e.g. 0-7,16; default: every rank found)")

@@ -159,12 +159,12 @@ def _text_problem(head: bytes) -> str | None:
 
 
 def _is_prof_dir(d: Path, dirnames: list[str]) -> bool:
-    return bool(ascend._PROF_DIR.search(d.name)) or ascend.OUTPUT_DIR in dirnames
+    return bool(ascend.PROF_DIR.search(d.name)) or ascend.OUTPUT_DIR in dirnames
 
 
 def _named_like_data(p: Path) -> bool:
     """A name one of the readers would read as a data file (used for directories that carry such a name)."""
-    return bool(mindinsight._classify(p) or _KINETO_NAME.search(p.name) or _ASCEND_NAMES.match(p.name))
+    return bool(mindinsight.classify(p) or _KINETO_NAME.search(p.name) or _ASCEND_NAMES.match(p.name))
 
 
 def survey(root: str | Path) -> Survey:
@@ -206,13 +206,13 @@ def survey(root: str | Path) -> Survey:
             if minddata.kind_of(name):
                 s.minddata.append(p)
                 continue
-            found = mindinsight._classify(p)
+            found = mindinsight.classify(p)
             if found is not None:
                 strong = strong or found.kind in _MI_RUN_KINDS
                 continue
             if len(s.strays) < 10 and _ASCEND_NAMES.match(name):
                 s.strays.append(p)
-            if depth > kineto._MAX_DEPTH or not kineto._TRACE_NAME.search(name):
+            if depth > kineto.MAX_DEPTH or not kineto.TRACE_NAME.search(name):
                 continue
             opened += 1
             if opened > MAX_OPENED:
@@ -231,15 +231,15 @@ def survey(root: str | Path) -> Survey:
         if s.stopped:
             break
     if s.ascend_dirs:
-        s.cpu_only = all(mindspore_cpu._is_cpu_dir(d) for d in s.ascend_dirs)
+        s.cpu_only = all(mindspore_cpu.is_cpu_dir(d) for d in s.ascend_dirs)
     if root not in s.ascend_dirs:
         try:
-            top = mindinsight._flat_folder(root)  # the reader's own rule (it follows a symlinked profiler*/)
+            top = mindinsight.flat_folder(root)  # the reader's own rule (it follows a symlinked profiler*/)
         except OSError:
             top = None
         s.mi_flat = top
         if top is not None and top not in s.mi_runs:
-            kinds = {f.kind for f in mindinsight._scan(top)}
+            kinds = {f.kind for f in mindinsight.scan(top)}
             if kinds & _MI_RUN_KINDS:
                 s.mi_runs.append(top)
             else:

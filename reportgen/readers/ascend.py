@@ -59,7 +59,7 @@ except ImportError:  # pragma: no cover - the stdlib path reads the same files, 
     _msgspec = None
 
 from .ascend_values import (  # noqa: F401 - shared with ascend_db; ascend.X names kept
-    US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, _PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type)
+    US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type)
 
 
 # --------------------------------------------------------------------------- files
@@ -783,7 +783,7 @@ def walk_prof_dirs(root: Path) -> list[Path]:
         if len(p.parts) - root_depth > _MAX_DEPTH:
             dirnames[:] = []
             continue
-        if _PROF_DIR.search(p.name) or OUTPUT_DIR in dirnames:
+        if PROF_DIR.search(p.name) or OUTPUT_DIR in dirnames:
             found.append(p)
             dirnames[:] = []  # a profiler dir does not nest another one
         else:

@@ -20,7 +20,7 @@ MIB_TO_MB = 1.048576
 KIB_TO_MB = 1.024e-3
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
-_PROF_DIR = re.compile(r"ascend_(pt|ms)$")
+PROF_DIR = re.compile(r"ascend_(pt|ms)$")
 _INFO = re.compile(r"^profiler_info_(-?\d+)\.json$")
 _MAX_DEPTH = 10
 #: missing ranks (world size minus the ranks found) are listed up to this many; more are only counted

@@ -73,9 +73,9 @@ from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, ran
 from ..model import ByRank, Run, rel_ms
 from ..timebase import origin
 
-_TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
+TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
-_MAX_DEPTH = 6
+MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough JSON to read (uncompressed; process start-up ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 _DAY_NS = 86_400 * 10 ** 9
@@ -106,12 +106,12 @@ def find_traces(root: Path) -> list[Path]:
     found = []
     base = len(root.parts)
     for dirpath, dirnames, filenames in os.walk(root):
-        if len(Path(dirpath).parts) - base >= _MAX_DEPTH:
+        if len(Path(dirpath).parts) - base >= MAX_DEPTH:
             dirnames[:] = []
         dirnames.sort()
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            if _TRACE_NAME.search(name) and p.is_file() and _looks_like_trace(p):
+            if TRACE_NAME.search(name) and p.is_file() and _looks_like_trace(p):
                 found.append(p)
     return found
 

@@ -148,7 +148,7 @@ class FoundFile:
 # --------------------------------------------------------------------------- discovery
 
 
-def _classify(path: Path) -> FoundFile | None:
+def classify(path: Path) -> FoundFile | None:
     for kind, pat in FILE_PATTERNS.items():
         m = pat.match(path.name)
         if m:
@@ -162,7 +162,7 @@ def _classify(path: Path) -> FoundFile | None:
     return None
 
 
-def _scan(folder: Path) -> list[FoundFile]:
+def scan(folder: Path) -> list[FoundFile]:
     found = []
     try:
         entries = sorted(folder.iterdir(), key=lambda p: p.name)
@@ -170,7 +170,7 @@ def _scan(folder: Path) -> list[FoundFile]:
         return found
     for p in entries:
         if p.is_file():
-            f = _classify(p)
+            f = classify(p)
             if f:
                 found.append(f)
     return found
@@ -208,17 +208,17 @@ def _checked(files: list[FoundFile], problems: Problems, what: str = "rank id") 
 def detect(root: Path) -> bool:
     """True when ``root`` looks like MindSpore Insight cluster output (either layout)."""
     try:
-        return _flat_folder(root) is not None or (root / "cluster_profiler").is_dir()
+        return flat_folder(root) is not None or (root / "cluster_profiler").is_dir()
     except OSError:
         return False
 
 
-def _flat_folder(root: Path) -> Path | None:
-    if _scan(root):
+def flat_folder(root: Path) -> Path | None:
+    if scan(root):
         return root
     subs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith("profiler")), key=lambda p: p.name)
     for sub in reversed(subs):
-        if _scan(sub):
+        if scan(sub):
             return sub
     return None
 
@@ -686,7 +686,7 @@ def _legacy_files(root: Path, table: RankTable, problems: Problems, hosts: dict,
             continue
         folder = host_dir / "profiler" if (host_dir / "profiler").is_dir() else host_dir
         ip = mapped_to_ip.get(host_dir.name, host_dir.name)
-        for f in _checked(_scan(folder), problems, what="device id"):
+        for f in _checked(scan(folder), problems, what="device id"):
             rank = table.rank_of.get((ip, f.key))
             if rank is None:
                 problems.add(f.path, f"device {f.key} of host {limits.cap_text(host_dir.name, 256)} is not in the "
@@ -750,18 +750,18 @@ def discover(root: Path) -> Discovery:
         files = _legacy_files(root, table, problems, hosts, devices)
         layout = (f"legacy MindInsight layout: rank table {rank_table_path.name}, "
                   f"host_ips_mapping.txt, cluster_profiler/<host>/profiler/ keyed by device id")
-    elif (root / "cluster_profiler").is_dir() and _flat_folder(root) is None:
+    elif (root / "cluster_profiler").is_dir() and flat_folder(root) is None:
         if broken is not None:
             raise InputError(broken.path, f"{broken.problem}: the rank table cannot be read, so the device ids of "
                                           f"cluster_profiler/ cannot be mapped to ranks")
         raise InputError(root / "cluster_profiler", "legacy layout without a rank table: expected a *.json with a "
                                                     "server_list (hccl.json) beside it to map device ids to ranks")
     else:
-        folder = _flat_folder(root)
+        folder = flat_folder(root)
         if folder is None:
             raise InputError(root, "no MindSpore Insight profiler files found (expected step_trace_raw_<rank>_detail_time.csv "
                                    "or other per-rank files here or in a profiler*/ sub-directory)")
-        files = _checked(_scan(folder), problems)
+        files = _checked(scan(folder), problems)
         for f in files:
             f.rank = f.key
         rel = "." if folder == root else folder.name

@@ -71,7 +71,7 @@ def _ops_file(d: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _is_cpu_dir(d: Path) -> bool:
+def is_cpu_dir(d: Path) -> bool:
     out = d / ascend.OUTPUT_DIR
     if not d.name.endswith("ascend_ms") or _ops_file(d) is None:
         return False
@@ -85,7 +85,7 @@ def _is_cpu_dir(d: Path) -> bool:
 
 def detect(root: Path) -> bool:
     dirs = ascend.walk_prof_dirs(Path(root))
-    return bool(dirs) and all(_is_cpu_dir(d) for d in dirs)
+    return bool(dirs) and all(is_cpu_dir(d) for d in dirs)
 
 
 def decimal_ns(text: str, unit_ns: int) -> int:

@@ -1,0 +1,70 @@
+"""One report document (reportgen/document.py), built once: the metrics file and the page render the same plan,
+summary, data problems and findings order; nothing is cached between reports."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from reportgen import document, metrics, render
+from reportgen import thresholds as th
+from reportgen.model import Run
+from reportgen.report import Analysis, Finding, SectionOutcome, View
+
+
+def _outcomes(n_ops: int) -> list[SectionOutcome]:
+    ops = pd.DataFrame({"rank": [i % 4 for i in range(n_ops)], "op": ["a"] * n_ops,
+                        "elapse_ms": [float(i) for i in range(n_ops)]})
+    per_rank = pd.DataFrame({"rank": range(4), "step_ms": [1.0] * 4})
+    view = View(findings=[
+        Finding("low_one", "low", "communication", "low"),
+        Finding("high_small", "high", "communication", "high, small", share_of_step=0.1),
+        Finding("high_large", "high", "communication", "high, large", share_of_step=0.3),
+    ])
+    return [SectionOutcome("communication", "Communication", "ok",
+                           analysis=Analysis(tables={"ops": ops, "per_rank": per_rank}), view=view)]
+
+
+def _run() -> Run:
+    run = Run(name="r", source_format="x", source_path="/x")
+    for i in range(3):
+        run.problem(f"/x/{i}", "bad")
+    return run
+
+
+def test_json_and_page_render_the_same_document():
+    run, outs = _run(), _outcomes(10)
+    doc = document.build(run, outs, "T")
+    js, ctx = metrics.build(doc), render.build_context(doc)
+    assert [f["id"] for f in js["findings"]] == [f["id"] for f in ctx["findings"]] == [
+        "high_large", "high_small", "low_one"]
+    assert [f["n"] for f in ctx["findings"]] == [1, 2, 3]
+    # a section's findings are the very entries of the one list (numbered there)
+    assert {f["id"]: f["n"] for f in ctx["sections"][0]["findings"]} == {"high_large": 1, "high_small": 2,
+                                                                         "low_one": 3}
+    assert js["summary"] == doc.summary and ctx["title"] == "T"
+    assert js["data_problems"] == [p.as_dict() for p in doc.problems] == ctx["problems"]
+    # the old entry points build the same document
+    assert metrics.build(run, outs)["findings"] == js["findings"]
+
+
+def test_no_plan_is_kept_between_reports(monkeypatch):
+    """The cut plan belongs to its document: the same outcomes list, its table grown, is planned again (a
+    module-level cache keyed on the list once returned the old plan)."""
+    monkeypatch.setattr(th, "JSON_OP_ROWS", 50)
+    run, outs = _run(), _outcomes(10)
+    first = document.build(run, outs)
+    assert first.plan[("communication", "ops")][1] is None and first.cut_notes["communication"] == []
+    outs[0].analysis.tables["ops"] = _outcomes(200)[0].analysis.tables["ops"]
+    second = document.build(run, outs)
+    kept, cut = second.plan[("communication", "ops")]
+    assert len(kept) == 50 and cut["left_out"] == 150
+    assert metrics.build(second)["sections"]["communication"]["tables_left_out"]["ops"] == cut
+    notes = render.build_context(second)["sections"][0]["notes"]
+    assert any("150 rows are left out" in n for n in notes)
+
+
+def test_data_problems_listed_are_bounded(monkeypatch):
+    monkeypatch.setattr(document, "MAX_PROBLEMS", 2)
+    doc = document.build(_run(), [])
+    assert [p.path for p in doc.problems] == ["/x/0", "(run)"]
+    assert doc.problems[-1].problem == "2 more data problems not listed"
