@@ -178,7 +178,7 @@ PAGE_BYTES = 9_500_000
 #: are left out, each with a note (4096 MindInsight ranks x 10 steps: 3.6 MB)
 PAGE_CHART_BYTES = 5_000_000
 #: size of the metrics JSON (characters). Per-operator and per-(rank, step) tables share what the rest of the file
-#: leaves of it (metrics.plan_cuts, :func:`fair_shares`); per-rank tables are never cut, so a run with enough ranks
+#: leaves of it (document.plan_cuts, :func:`fair_shares`); per-rank tables are never cut, so a run with enough ranks
 #: (about 8,000 MindInsight ranks: 2.3 kB of per-rank rows per rank) still writes every per-rank number, above this.
 JSON_BYTES = 19_000_000
 
