@@ -72,6 +72,7 @@ def run_block(run: Run) -> dict[str, Any]:
     return _clean({
         "name": run.name,
         "source_format": run.source_format,
+        "framework": run.framework,
         "source_path": run.source_path,
         "layout": run.layout,
         "world_size": run.world_size,

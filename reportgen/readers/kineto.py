@@ -86,6 +86,37 @@ ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
     16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
+def memory_samples(events: pd.DataFrame | None, props: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The canonical ``memory_samples`` (model.TABLES) from the ``[memory]`` events. PyTorch's rule, written down once
+    here: device memory is every :data:`ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, ...), its
+    reserved the caching allocator's "Total Reserved" (the figure nvidia-smi / amd-smi is closest to); CPU (0) and
+    the other types are host memory. Capacity: ``deviceProperties.totalGlobalMem`` of the device with that id, else
+    (a rank whose devices are all the same model) that one value."""
+    if events is None or events.empty:
+        return None
+    types = events["device_type"]
+    accel = types.isin(list(ACCELERATOR_DEVICE_TYPES)).to_numpy()
+    dev = pd.to_numeric(events["device_id"], errors="coerce")
+    names = types.map(lambda t: ACCELERATOR_DEVICE_TYPES.get(int(t), "CPU") if pd.notna(t) else "CPU")
+    series = np.where(accel, names.astype(str) + " device " + dev.fillna(-1).astype(int).astype(str) + " total reserved",
+                      "host (CPU) total reserved")
+    cap = np.full(len(events), np.nan)
+    if props is not None and "total_memory_mb" in props:
+        p = props[props["total_memory_mb"].notna()]
+        exact = {(int(r), int(d)): float(m) for r, d, m in zip(p["rank"], p["device_id"], p["total_memory_mb"])
+                 if pd.notna(d)}
+        same = {int(r): float(g["total_memory_mb"].iloc[0]) for r, g in p.groupby("rank")
+                if g["total_memory_mb"].nunique() == 1}
+        cap = np.array([(exact.get((int(r), int(d))) if pd.notna(d) else None) or same.get(int(r), np.nan)
+                        if a else np.nan for r, d, a in zip(events["rank"], dev, accel)], dtype=float)
+    return pd.DataFrame({"rank": events["rank"].astype(int).to_numpy(), "ts_ms": events["ts_ms"].to_numpy(),
+                         "kind": np.where(accel, "device", "host"), "device_id": dev.to_numpy(dtype=float),
+                         "series": series, "allocated_mb": events["allocated_mb"].to_numpy(dtype=float),
+                         "reserved_mb": events["reserved_mb"].to_numpy(dtype=float), "active_mb": np.nan,
+                         "capacity_mb": cap,
+                         "capacity_source": np.where(np.isnan(cap), None, "deviceProperties totalGlobalMem")})
+
+
 _NAMED_TRACE = (".pt.trace.json", ".pt.trace.json.gz")
 _TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
 
@@ -532,7 +563,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     world = _world(claims, found, problems)
     pgs = _pg_configs([(path, decoded) for path, decoded in by_rank.values()], world, problems)
 
-    run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root),
+    run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root), framework="pytorch",
               layout=f"PyTorch Kineto traces: {len(by_rank)} file{'s' if len(by_rank) != 1 else ''}"
                      + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
     run.ranks = found
@@ -557,6 +588,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if props:
         run.tables["device_properties"] = pd.DataFrame(props)
     run.tables.update(_run_tables(by_rank, run.time_origin_ns))
+    samples = memory_samples(run.tables.get("memory_events"), run.tables.get("device_properties"))
+    if samples is not None:
+        run.tables["memory_samples"] = samples
     if "trace_steps" in run.tables:
         run.step_source = "markers"
     else:
@@ -574,6 +608,11 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if "trace_steps" in run.tables:
         run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
                                                  run.tables.get("collectives"), run.tables.get("dataloader"))
+        run.step_definition = (
+            "Step time is the ProfilerStep span; computing, communication not overlapped and free partition it (GPU "
+            "kernels clipped to the window they run in; memcpy/memset count as free)." if "gpu_ops" in run.tables else
+            "CPU-only trace: step time is the ProfilerStep span; computing, communication not overlapped and free "
+            "partition it on the CPU operator timeline (gloo collectives on any thread count as communication).")
         run.steps = sorted(run.tables["trace_steps"]["step"].unique().tolist())
     links = p2p_links(run.tables.get("collectives"), run.hosts)
     if links is not None:
