@@ -68,7 +68,10 @@ COLLECTIVE_PARTS = Source(
     "step_time", None,
     (("comm_ms", "Collectives (gloo, any thread)"), ("other_ms", "Everything else")),
     "other_ms", "non-collective")
-SOURCES = (STEP_PHASES, DEVICE_PARTS, COLLECTIVE_PARTS)
+SPLITS = (STEP_PHASES, DEVICE_PARTS, COLLECTIVE_PARTS)
+SOURCES = ("MindSpore Insight: step_trace_raw_<rank>_detail_time.csv (step trace enabled); Ascend: "
+           "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (a profiler schedule and step()); PyTorch: ProfilerStep#N "
+           "markers (torch.profiler with schedule + step())")
 #: what the section reads: a per-step table (its parts as the columns say, :data:`SOURCES`)
 NEEDS = (("step_trace", "step_time"),)
 
@@ -85,7 +88,7 @@ MAX_CHART_ROWS = 20_000
 
 
 def _source(run: Run) -> Source:
-    for src in SOURCES:
+    for src in SPLITS:
         df = run.table(src.table)
         if df is not None and all(df[k].notna().any() for k, _ in src.phases if k in df.columns) \
                 and all(k in df.columns for k, _ in src.phases):
