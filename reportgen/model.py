@@ -176,7 +176,7 @@ TABLES: dict[str, dict[str, str]] = {
         "reserved_mb": "total reserved (MB)",
         "active_mb": "total active (MB; NaN when absent)",
     },
-    # ---- every family's memory, canonical (the memory section reads only these and mi_memory_lines)
+    # ---- every family's memory, canonical (the memory section reads only these)
     "memory_samples": {
         "rank": "global rank id",
         "ts_ms": "sample time (ms from the run origin)",
@@ -200,6 +200,18 @@ TABLES: dict[str, dict[str, str]] = {
         "series": "what the peak is (e.g. 'memory_usage_summary peak_mem')",
         "capacity_source": "where the capacity comes from",
         "definition": "the definition of the peak, one text for the run",
+    },
+    "memory_nodes": {
+        "rank": "global rank id",
+        "graph": "graph id (untrusted text)",
+        "node_index": "node position in its graph's execution order",
+        "mb": "memory in use at that node (MB)",
+    },
+    "memory_node_marks": {
+        "rank": "global rank id",
+        "graph": "graph id (untrusted text)",
+        "node_index": "node position in its graph's execution order",
+        "mark": "what happens at that node (forward start, backward end)",
     },
     "module_mem": {
         "rank": "global rank id",

@@ -1066,6 +1066,11 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         run.tables["memory_peaks"] = peaks.assign(
             series="memory_usage_summary peak_mem", capacity_source="memory_usage_summary capacity",
             definition="MindSpore memory planner peak (memory_usage_summary peak_mem)")
+    # the memory in use per graph node in execution order, and the graphs' forward / backward marks (canonical names
+    # of the same frames: memory_nodes, memory_node_marks)
+    for canonical, own in (("memory_nodes", "mi_memory_lines"), ("memory_node_marks", "mi_memory_marks")):
+        if own in run.tables:
+            run.tables[canonical] = run.tables[own]
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

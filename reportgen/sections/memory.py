@@ -11,7 +11,7 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
   ``readers.kineto.memory_samples``, MindSpore CPU's memory pool ``readers/mindspore_cpu.py``.
 * ``memory_peaks`` (rank, peak_mb, capacity_mb, static_mb, ...): a profiler that writes its own peak per rank
   instead of samples (the MindSpore memory planner's ``memory_usage_summary``,
-  ../shared/research/mindinsight-cluster-profiling.md §2.5, §3.4); its per-node series (``mi_memory_lines``, memory
+  ../shared/research/mindinsight-cluster-profiling.md §2.5, §3.4); its per-node series (``memory_nodes``, memory
   in use per graph node in execution order) is drawn over node index, not time.
 * Peak / capacity goes through :func:`reportgen.facts.share` (a peak above the capacity is a data problem, not shown).
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null).
@@ -59,13 +59,13 @@ STRIP_WIDTH = 32
 
 
 def _node_series(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """Memory per graph node in execution order (``mi_memory_lines``, marks from ``mi_memory_marks``): x = the
+    """Memory per graph node in execution order (``memory_nodes``, marks from ``memory_node_marks``): x = the
     node's position in the rank's concatenated graphs."""
-    lines = run.table("mi_memory_lines")
+    lines = run.table("memory_nodes")
     if lines is None:
         return None, None
     parts, mark_parts = [], []
-    raw_marks = run.table("mi_memory_marks")
+    raw_marks = run.table("memory_node_marks")
     marks_of = ByRank(raw_marks)
     for rank, g in lines.groupby("rank"):
         g = g.sort_values(["graph", "node_index"], kind="stable")
