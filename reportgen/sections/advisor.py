@@ -721,8 +721,8 @@ def summary_text(m: dict) -> str:
     """What the advisor's counts count: rules (checked / not applicable / raising), the findings those rules raised,
     and (once :func:`merge` has counted the page) every finding the report lists, the sections' own included."""
     listed = m.get("findings_listed")
-    text = (f"{m['rules']} rules: {m['rules_checked']} checked, {m['rules_not_applicable']} not applicable (their "
-            f"inputs are not in the run). {m['rules_raised']} of the rules checked raised "
+    text = (f"{m['rules']} rules: {m['rules_checked']} checked, {m['rules_not_applicable']} not applicable (the run "
+            f"lacks what they need; the table says what). {m['rules_raised']} of the rules checked raised "
             f"{m['rule_findings']} finding{'s' if m['rule_findings'] != 1 else ''}")
     if listed is not None:
         own = listed - m["rule_findings"]
