@@ -244,7 +244,7 @@ class InputWait:
 def _wait_rows(run: Run, F: RunFacts) -> tuple[pd.DataFrame, tuple[str, str, str]] | None:
     """rank, step, wait_ms of the run's measure (:data:`WAIT_MEASURES`, the first the data has)."""
     dl = run.table("dataloader")
-    if dl is not None and {"rank", "step", "dur_ms"} <= set(dl.columns):
+    if dl is not None and {"rank", "step", "dur_ms"} <= set(dl.columns) and (dl["step"] != -1).any():
         spans = dl[dl["step"] != -1].groupby(["rank", "step"], as_index=False)["dur_ms"].sum()
         grid = F.step_time[F.step_time["rank"].isin(set(dl["rank"]))][["rank", "step"]]
         rows = grid.merge(spans, on=["rank", "step"], how="left").rename(columns={"dur_ms": "wait_ms"})

@@ -84,6 +84,10 @@ def test_input_wait_prefers_dataloader_then_preparing_then_step_interval():
     assert per.loc[0, "wait_ms"] == pytest.approx(3.0) and per.loc[1, "wait_ms"] == pytest.approx(3.0)
     assert W.share_mean == pytest.approx(0.03)
 
+    # spans outside every step only (no step windows): not a measure of any step, the next measure is used
+    W = facts.input_wait(_run(st, dataloader=dl.assign(step=-1)))
+    assert W.measure == "preparing time"
+
     # step interval (a step trace, no step_time)
     tr = st.drop(columns=["preparing_ms"]).assign(step_interval_ms=5.0)
     run = Run(name="t", source_format="", source_path="/x", ranks=[0, 1], tables={"step_trace": tr})

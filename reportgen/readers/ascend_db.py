@@ -935,7 +935,7 @@ def _dataloader(ctx: _Rank) -> pd.DataFrame | None:
     expr, join = db.string_expr("p", db.col(t, "name"), "s1")
     df = db.read(f"SELECT {db.rowid(t, 'p')} AS _rid, p.{_q(db.col(t, 'startNs'))} AS s, "
                  f"p.{_q(db.col(t, 'endNs'))} AS e, {expr} AS name FROM {_q(t)} p{join} "
-                 f"WHERE {expr} LIKE ?", (_LOADER_PREFIX.replace("_", "\\_") + "%",))
+                 f"WHERE {expr} LIKE ?", (_LOADER_PREFIX + "%",))
     df = df[df["name"].astype(str).str.startswith(_LOADER_PREFIX)]
     if df.empty:
         return None
