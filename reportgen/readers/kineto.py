@@ -97,18 +97,26 @@ def memory_samples(events: pd.DataFrame | None, props: pd.DataFrame | None) -> p
     types = events["device_type"]
     accel = types.isin(list(ACCELERATOR_DEVICE_TYPES)).to_numpy()
     dev = pd.to_numeric(events["device_id"], errors="coerce")
-    names = types.map(lambda t: ACCELERATOR_DEVICE_TYPES.get(int(t), "CPU") if pd.notna(t) else "CPU")
-    series = np.where(accel, names.astype(str) + " device " + dev.fillna(-1).astype(int).astype(str) + " total reserved",
-                      "host (CPU) total reserved")
+    # one text per distinct (type, device), not per sample (millions of [memory] events at thousands of ranks)
+    key = pd.MultiIndex.from_arrays([types.to_numpy(), dev.fillna(-1).to_numpy()])
+    codes, uniq = pd.factorize(key)
+    text = np.array([f"{ACCELERATOR_DEVICE_TYPES[int(t)]} device {int(d)} total reserved"
+                     if pd.notna(t) and int(t) in ACCELERATOR_DEVICE_TYPES else "host (CPU) total reserved"
+                     for t, d in uniq], dtype=object)
+    series = text[codes]
     cap = np.full(len(events), np.nan)
     if props is not None and "total_memory_mb" in props:
         p = props[props["total_memory_mb"].notna()]
-        exact = {(int(r), int(d)): float(m) for r, d, m in zip(p["rank"], p["device_id"], p["total_memory_mb"])
-                 if pd.notna(d)}
-        same = {int(r): float(g["total_memory_mb"].iloc[0]) for r, g in p.groupby("rank")
-                if g["total_memory_mb"].nunique() == 1}
-        cap = np.array([(exact.get((int(r), int(d))) if pd.notna(d) else None) or same.get(int(r), np.nan)
-                        if a else np.nan for r, d, a in zip(events["rank"], dev, accel)], dtype=float)
+        exact = p.dropna(subset=["device_id"]).assign(rank=lambda x: x["rank"].astype(int),
+                                                      dev=lambda x: x["device_id"].astype(float))
+        exact = exact.drop_duplicates(["rank", "dev"]).set_index(["rank", "dev"])["total_memory_mb"]
+        same = p.groupby("rank")["total_memory_mb"].agg(["nunique", "first"])
+        same = same.loc[same["nunique"] == 1, "first"]
+        idx = pd.MultiIndex.from_arrays([events["rank"].astype(int).to_numpy(), dev.to_numpy(dtype=float)])
+        cap = exact.reindex(idx).to_numpy(dtype=float)
+        fallback = events["rank"].astype(int).map(same).to_numpy(dtype=float)
+        cap = np.where(np.isnan(cap), fallback, cap)
+        cap = np.where(accel, cap, np.nan)
     return pd.DataFrame({"rank": events["rank"].astype(int).to_numpy(), "ts_ms": events["ts_ms"].to_numpy(),
                          "kind": np.where(accel, "device", "host"), "device_id": dev.to_numpy(dtype=float),
                          "series": series, "allocated_mb": events["allocated_mb"].to_numpy(dtype=float),
