@@ -39,6 +39,7 @@ def run_block(run: Run) -> dict[str, Any]:
     return clean({
         "name": run.name,
         "source_format": run.source_format,
+        "framework": run.framework,
         "source_path": run.source_path,
         "layout": run.layout,
         "world_size": run.world_size,
@@ -191,21 +192,6 @@ def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str
         if over > 0:
             plan, _, _ = _plan(run, outcomes, th.JSON_BYTES - 1.1 * over)
     return plan
-
-
-def cuts_text(outcome: SectionOutcome, plan: dict | None = None) -> list[str]:
-    """What the metrics file leaves out of ``outcome``'s tables, in words, for the page (its section's notes).
-    ``plan``: :func:`plan_cuts` of the run (without it, each table's own budget only)."""
-    if outcome.status != "ok" or outcome.analysis is None:
-        return []
-    out = []
-    for name, df in outcome.analysis.tables.items():
-        _, cut = plan[(outcome.id, name)] if plan is not None else _budgeted(name, df)
-        if cut:
-            out.append(f"The metrics JSON (--json) keeps {cut.get('kept') or f'the first {MAX_TABLE_ROWS:,} rows'} "
-                       f"of the {cut['rows']:,} rows of its table '{name}'; {cut['left_out']:,} rows are left out "
-                       f"(listed under tables_left_out).")
-    return out
 
 
 def cuts_text(outcome: SectionOutcome, plan: dict | None = None) -> list[str]:

@@ -20,6 +20,13 @@ If two sections could disagree about one of these, the design is wrong: no secti
   fastest is the first, the slowest the last, the median the one at position ``(n - 1) // 2``.
 * **Headline step time**: the median and mean over ranks of the per-rank step time.
 * **Median step** (:meth:`RunFacts.median_step`): the step in scope of median time, what one-step views show first.
+* **Input wait** (:func:`input_wait`): one measure per run, per rank and step — the DataLoader wait where the run has
+  DataLoader spans, else the preparing time, else the step interval — named by what it is, read by the data
+  section, the trajectory and the advisor's data rules.
+* **Shares** (:func:`share`): every part / whole shown as a percentage goes through one guard; a share outside
+  0..1 beyond rounding is NaN (never shown) and a data problem naming the quantity.
+* **Slowest rank**: the word "slowest" means :attr:`RunFacts.slowest_rank` (mean step time) everywhere; a finding
+  about the rank the others wait for at collectives names that quantity ("arrives last"), never "slowest".
 """
 
 from __future__ import annotations
@@ -152,6 +159,131 @@ def compute(run: Run, include_warmup: bool = False) -> RunFacts | None:
         step_ms_median=float(per_rank["step_ms"].median()) if len(per_rank) else math.nan,
         step_ms_mean=float(per_rank["step_ms"].mean()) if len(per_rank) else math.nan,
         notes=tuple(notes))
+
+
+#: How far outside 0..1 a share may fall and still count as rounding (clipped to 0..1, not a data problem):
+#: profilers write times to the µs or 0.1 µs, so a part that should equal its whole can exceed it by that much.
+SHARE_ROUNDING = 1e-3
+
+
+def share(part, whole, quantity: str, run: Run | None = None):
+    """``part / whole`` as a ratio 0..1: the one guard every share of the report goes through.
+
+    A share is a part of a whole (wait of a step, idle of a step, peak of a capacity), so it lies in 0..1. Within
+    :data:`SHARE_ROUNDING` outside it is rounding and clipped; beyond that the inputs contradict each other (a
+    kernel of 0.02 µs gave idle -100 % and compute 200 %): the value is NaN, never shown as a percentage, and
+    ``run`` records one data problem naming ``quantity`` and how many values were out of range. A whole that is
+    not > 0 gives NaN silently (no share exists). Scalars give a float; arrays and Series give the same shape."""
+    scalar = np.ndim(part) == 0 and np.ndim(whole) == 0
+    p = np.asarray(part, dtype=float)
+    w = np.asarray(whole, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(w > 0, p / np.where(w > 0, w, 1.0), np.nan)
+    bad = (r < -SHARE_ROUNDING) | (r > 1 + SHARE_ROUNDING)
+    if bad.any():
+        worst = float(r[bad].flat[int(np.argmax(np.abs(r[bad] - 0.5)))])
+        if run is not None:
+            seen = run.__dict__.setdefault("_share_problems", set())
+            if quantity not in seen:
+                seen.add(quantity)
+                run.problem(quantity, f"{int(bad.sum())} value(s) of {quantity} outside 0..100 % (e.g. "
+                                      f"{worst * 100:.4g} %): the part and the whole contradict each other; "
+                                      "not shown")
+        r = np.where(bad, np.nan, r)
+    r = np.clip(r, 0.0, 1.0)
+    if scalar:
+        return float(r)
+    if isinstance(part, pd.Series):
+        return pd.Series(r, index=part.index, name=part.name)
+    if isinstance(whole, pd.Series):
+        return pd.Series(r, index=whole.index)
+    return r
+
+
+def share_mean(part, whole, quantity: str, run: Run | None = None) -> float:
+    """The mean over ranks of :func:`share` (NaN values left out; NaN when none is left)."""
+    r = np.asarray(share(part, whole, quantity, run), dtype=float)
+    r = r[~np.isnan(r)]
+    return float(r.mean()) if len(r) else math.nan
+
+
+# ----------------------------------------------------------------------------------------------- input wait
+#: The input-wait measures, the first the run has being THE measure of the run: (name, column, definition).
+WAIT_MEASURES = (
+    ("DataLoader wait", "dataloader_wait_ms",
+     "per rank and step, the summed duration of the main thread's enumerate(DataLoader)...__next__ spans that start "
+     "in the step (0 in a step without one; table dataloader)"),
+    ("preparing time", "preparing_ms",
+     "per rank and step, the time from the step start to its first device operation (table step_time, preparing_ms: "
+     "the profiler's Preparing column)"),
+    ("step interval", "step_interval_ms",
+     "per rank and step, the time from the step start to the forward start, reading data from the data queue "
+     "(table step_trace, step_interval_ms)"),
+)
+
+
+@dataclass(frozen=True)
+class InputWait:
+    """THE input-wait measure of a run (:func:`input_wait`): what the data section, the trajectory and the advisor's
+    data rules read, under its name."""
+
+    measure: str  # DataLoader wait | preparing time | step interval
+    column: str  # dataloader_wait_ms | preparing_ms | step_interval_ms
+    definition: str
+    per_rank_step: pd.DataFrame  # rank, step, wait_ms, step_ms, warmup, in_scope (the steps listed)
+    per_rank: pd.DataFrame  # rank, wait_ms, step_ms (means over the steps in scope), wait_share_ratio
+    share_mean: float  # mean over ranks of wait_share_ratio
+
+    def as_dict(self) -> dict:
+        return {"measure": self.measure, "column": self.column, "definition": self.definition,
+                "wait_ms_mean": float(self.per_rank["wait_ms"].mean()) if len(self.per_rank) else math.nan,
+                "wait_share_ratio_mean": self.share_mean,
+                "share_definition": "per rank, mean wait over the steps in scope / mean step time (facts.share)"}
+
+
+def _wait_rows(run: Run, F: RunFacts) -> tuple[pd.DataFrame, tuple[str, str, str]] | None:
+    """rank, step, wait_ms of the run's measure (:data:`WAIT_MEASURES`, the first the data has)."""
+    dl = run.table("dataloader")
+    if dl is not None and {"rank", "step", "dur_ms"} <= set(dl.columns) and (dl["step"] != -1).any():
+        spans = dl[dl["step"] != -1].groupby(["rank", "step"], as_index=False)["dur_ms"].sum()
+        grid = F.step_time[F.step_time["rank"].isin(set(dl["rank"]))][["rank", "step"]]
+        rows = grid.merge(spans, on=["rank", "step"], how="left").rename(columns={"dur_ms": "wait_ms"})
+        rows["wait_ms"] = rows["wait_ms"].fillna(0.0)
+        return rows, WAIT_MEASURES[0]
+    for (name, col, definition), table in zip(WAIT_MEASURES[1:], ("step_time", "step_trace")):
+        df = run.table(table)
+        if df is not None and col in df and df[col].notna().any():
+            rows = df[["rank", "step", col]].dropna().rename(columns={col: "wait_ms"})
+            return rows[rows["step"] != -1], (name, col, definition)
+    return None
+
+
+def input_wait(run: Run, options=None) -> InputWait | None:
+    """The run's input-wait measure, per rank and step, computed once (cached on the run per warm-up choice).
+
+    Definition: the DataLoader wait where the run has DataLoader spans, else the preparing time, else the step
+    interval (:data:`WAIT_MEASURES`); its name says which. Per rank: the mean wait over the steps in scope, the mean
+    step time (facts) and their share (:func:`share`). None when the run has none of the three or no step times."""
+    F = of(run, options)
+    if F is None:
+        return None
+    cache = run.__dict__.setdefault("_wait_cache", {})
+    if F.include_warmup in cache:
+        return cache[F.include_warmup]
+    got = _wait_rows(run, F)
+    out = None
+    if got is not None:
+        rows, (name, col, definition) = got
+        prs = F.step_time.merge(rows, on=["rank", "step"], how="inner")
+        prs = prs[["rank", "step", "wait_ms", "step_ms", "warmup", "in_scope"]].reset_index(drop=True)
+        scoped = prs[prs["in_scope"]]
+        if not scoped.empty:
+            per = scoped.groupby("rank", as_index=False)[["wait_ms", "step_ms"]].mean()
+            per["wait_share_ratio"] = share(per["wait_ms"], per["step_ms"], f"{name} / step time", run)
+            out = InputWait(name, col, definition, prs, per,
+                            share_mean(per["wait_ms"], per["step_ms"], f"{name} / step time"))
+    cache[F.include_warmup] = out
+    return out
 
 
 def of(run: Run, options=None) -> RunFacts | None:

@@ -182,6 +182,43 @@ TABLES: dict[str, dict[str, str]] = {
         "reserved_mb": "total reserved (MB)",
         "active_mb": "total active (MB; NaN when absent)",
     },
+    # ---- every family's memory, canonical (the memory section reads only these)
+    "memory_samples": {
+        "rank": "global rank id",
+        "ts_ms": "sample time (ms from the run origin)",
+        "kind": "device | host: memory of the device the framework trains on, or host (CPU) memory beside it",
+        "device_id": "device the series belongs to (NaN when the data names none)",
+        "series": "what the series is, as its reader chose it (e.g. 'APP reserved (process level)', 'CUDA device 0 "
+                  "total reserved'): the family's rule for which of its records is the memory in use, written once "
+                  "in the reader",
+        "allocated_mb": "total allocated (MB; NaN when absent)",
+        "reserved_mb": "total reserved (MB; NaN when absent): the peak is its maximum",
+        "active_mb": "total active (MB; NaN when absent)",
+        "capacity_mb": "the device's memory when the data states it (MB; NaN when unknown)",
+        "capacity_source": "where capacity_mb comes from (e.g. 'deviceProperties totalGlobalMem'; None when unknown)",
+    },
+    "memory_peaks": {
+        "rank": "global rank id",
+        "peak_mb": "the profiler's own peak of the rank (MB), when it writes one instead of samples",
+        "capacity_mb": "device memory as the profiler writes it (MB; NaN when unknown)",
+        "static_mb": "static memory (MB; NaN when unknown)",
+        "allocations": "allocations counted by the profiler (NaN when unknown)",
+        "series": "what the peak is (e.g. 'memory_usage_summary peak_mem')",
+        "capacity_source": "where the capacity comes from",
+        "definition": "the definition of the peak, one text for the run",
+    },
+    "memory_nodes": {
+        "rank": "global rank id",
+        "graph": "graph id (untrusted text)",
+        "node_index": "node position in its graph's execution order",
+        "mb": "memory in use at that node (MB)",
+    },
+    "memory_node_marks": {
+        "rank": "global rank id",
+        "graph": "graph id (untrusted text)",
+        "node_index": "node position in its graph's execution order",
+        "mark": "what happens at that node (forward start, backward end)",
+    },
     "module_mem": {
         "rank": "global rank id",
         "component": "CANN module (untrusted text)",
@@ -326,9 +363,16 @@ class Run:
     """One distributed training run, every rank, in fixed units."""
 
     name: str
-    source_format: str  # mindinsight | ascend | kineto
+    source_format: str  # mindinsight | ascend | mindspore_cpu | kineto (the reader family; sections never read it)
     source_path: str
     layout: str = ""
+    #: the framework of the training script, as the reader knows it from the data: pytorch | mindspore | mixed
+    #: (ranks of both) | "" (unknown). Sections read this, never the family, to say which framework's files or
+    #: options would give what is missing.
+    framework: str = ""
+    #: how the reader measured the step time and its parts (``step_time`` / ``step_trace``), one sentence the
+    #: trajectory shows: the family's definition written down once, in its reader ("" when it needs none)
+    step_definition: str = ""
     #: integer ns on the readers' clock that every absolute ``*_ms`` column is relative to (module doc)
     time_origin_ns: int = 0
     #: markers | repeated_ops | whole_trace (module doc); "" when the run has no per-step data

@@ -58,7 +58,7 @@ def _kineto(run: Run) -> pd.DataFrame | None:
 
 def _ascend(run: Run) -> pd.DataFrame | None:
     c = run.table("comm_ops")
-    if c is None or run.source_format != "ascend":
+    if c is None or run.source_format not in ("ascend", "mindspore_cpu"):
         return None
     c = c[(c["kind"] == "p2p") & c["op_type"].isin(list(_ASCEND_KIND))]
     if c.empty:

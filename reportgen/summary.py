@@ -35,8 +35,10 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
             parts = {"computing_share_ratio": comp, "exposed_comm_share_ratio": pr["comm_not_overlapped_ms"],
                      "free_share_ratio": pr["free_ms"] if pr["free_ms"].notna().any() else None}
             for key, col in parts.items():
-                if col is not None and col.notna().any():
-                    out[key] = float((col / step).mean())
+                if col is not None and col.notna().any():  # one share guard (facts.share): never -100 % or 200 %
+                    share = facts.share_mean(col, step, key.replace("_ratio", "").replace("_", " "), run)
+                    if share == share:
+                        out[key] = share
             if not pr["computing_ms"].notna().any():
                 out["computing_includes_free"] = True
     return clean(out)

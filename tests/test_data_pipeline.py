@@ -257,19 +257,35 @@ def test_legacy_layout_profiles_take_the_rank_of_their_host_and_device(tmp_path)
     assert "data_queue_empty" in _findings(outs)
 
 
-def test_dataloader_wait_shown_beside_the_time_before_the_device_starts():
-    """torch_npu run: the section's wait is the DataLoader spans; beside it, per rank, the trajectory's preparing time
-    (what the advisor's data_wait reads), so the two sections' numbers are seen together, not as a contradiction."""
+def test_one_input_wait_measure_for_data_trajectory_and_advisor():
+    """torch_npu run with DataLoader spans and a Preparing column: the run's input-wait measure (facts.input_wait) is
+    the DataLoader wait, and the data section, the trajectory and the advisor's data_wait rule all read that one
+    measure under that name (a data_wait finding once said 17.6 % of the step waits for input, from the preparing
+    time, while the data section measured the DataLoader wait at 2.9 %)."""
     from conftest import fixture_dir
 
+    from reportgen import facts
+
     run, o, outs = _data(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level2"))
+    W = facts.input_wait(run)
+    assert W.measure == "DataLoader wait" and W.column == "dataloader_wait_ms"
     m, pr = o.analysis.metrics, o.analysis.tables["per_rank"].set_index("rank")
-    assert m["wait_measure"].startswith("DataLoader") and m["before_device_measure"] == "preparing time"
-    dl = run.table("dataloader").groupby("rank")["dur_ms"].sum()
-    tr = outs["trajectory"].analysis.tables["per_rank_step"].groupby("rank")["preparing_ms"].mean()
+    assert m["wait_measure"] == "DataLoader wait" and "before_device_measure" not in m
+    F = facts.of(run)
+    dl = F.in_scope(run.table("dataloader")).groupby("rank")["dur_ms"].sum() / len(F.steps)
     for rank in pr.index:
         assert pr.loc[rank, "wait_ms"] == pytest.approx(dl[rank])
-        assert pr.loc[rank, "before_device_ms"] == pytest.approx(tr[rank])
-    assert "the device starts" in o.view.summary
+    assert m["wait_share_ratio_mean"] == pytest.approx(W.share_mean)
+    tr = outs["trajectory"].analysis
+    assert tr.metrics["wait_metric"] == "dataloader_wait_ms" and tr.metrics["wait_measure"] == "DataLoader wait"
+    got = tr.tables["per_rank"].set_index("rank")["dataloader_wait_ms"]
+    for rank in pr.index:
+        assert got[rank] == pytest.approx(pr.loc[rank, "wait_ms"])
+    waits = [f for f in outs["trajectory"].view.findings if f.id == "data_wait"]
+    for f in waits:  # raised or not, a data_wait finding speaks of that measure and its share
+        assert f.evidence["wait_measure"] == "DataLoader wait"
+        assert f.evidence["value"] == pytest.approx(W.share_mean)
+    rules = outs["advisor"].analysis.tables["rules"].set_index("rule")
+    assert rules.loc["data_wait", "result"] == ("raised" if waits else "passed")
     assert m["framework"] == "pytorch" and not any("minddata" in n for n in o.view.notes)  # no MindSpore files asked
     assert any("DataLoader worker processes" in n for n in o.view.notes)

@@ -178,6 +178,9 @@ def test_chart_budget_at_1024_ranks():
     rec.loc[rec["rank"] == 77, "reserved_mb"] *= 1.5  # one outlier
     run = Run(name="big", source_format="ascend", source_path="-", ranks=list(range(n)),
               stage_map={r: r // 512 + 1 for r in range(n)}, tables={"memory_record": rec})
+    from reportgen.readers import ascend as ascend_reader
+
+    run.tables["memory_samples"] = ascend_reader.memory_samples(run)  # the reader's APP rule -> canonical samples
     out = _memory(run, Options({"device_memory_gb": 64}))
     assert out.status == "ok", out.reason
     assert len(out.analysis.tables["per_rank"]) == n

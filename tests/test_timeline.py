@@ -171,7 +171,7 @@ def _type_info(d) -> dict[str, tuple[int, int]]:
 def test_mindspore_cpu_dp4_graph_sections_and_steps():
     root = fixture_dir(*MS_GRAPH)
     run = read_run(root)
-    assert run.source_format == "ascend" and "MindSpore CPU" in run.layout
+    assert run.source_format == "mindspore_cpu" and run.framework == "mindspore" and "MindSpore CPU" in run.layout
     assert run.ranks == [0, 1, 2, 3] and run.step_source == "repeated_ops" and run.steps == [1, 2, 3, 4, 5]
     status = _status(run)
     for sec in ("trajectory", "overlap", "communication", "execution"):

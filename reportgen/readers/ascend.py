@@ -1079,7 +1079,10 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
     """The run from the chosen rank directories and their :func:`read_rank_dir` parts (the cross-rank half of
     :func:`read`; also used by :mod:`reportgen.engine` for parts reduced elsewhere)."""
     frameworks = {d.framework for d in chosen.values()}
+    # torch_npu writes *_ascend_pt (PyTorch), MindSpore *_ascend_ms: the framework of the training script
+    fw = {"pytorch" if f == "torch_npu" else "mindspore" for f in frameworks}
     run = Run(name=root.resolve().name or str(root), source_format="ascend", source_path=str(root),
+              framework=fw.pop() if len(fw) == 1 else ("mixed" if fw else ""),
               layout=f"{'/'.join(sorted(frameworks))} Ascend profiler output: {len(chosen)} rank director"
                      f"{'y' if len(chosen) == 1 else 'ies'} (*_ascend_pt / *_ascend_ms)")
 
@@ -1148,9 +1151,14 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
                                  "step_trace_time.csv; that file was absent.")
     if "step_time" in run.tables:
         whole_trace_steps(run)
+        run.step_definition = ("Step time here is the device's end-to-end time of the step: computing + communication "
+                               "not overlapped + free, as the profiler's step_trace_time (csv or DB) writes it; "
+                               "Preparing (step start to the first device op) is outside it.")
         st = run.tables["step_time"].sort_values(["rank", "step"]).reset_index(drop=True)
         run.tables["step_time"] = st
         run.steps = sorted(st["step"].unique().tolist())
+    if any(t in run.tables or t in run.loaders for t in ("memory_record", "module_mem")):
+        run.loaders["memory_samples"] = lambda: memory_samples(run)  # parsed when the memory section asks
     if "dataloader" in run.tables:  # torch_npu's enumerate(DataLoader) spans (ascend_trace.py), as Kineto's
         from ..timeline import dataloader_rows
 
@@ -1159,6 +1167,38 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def memory_samples(run: Run) -> pd.DataFrame | None:
+    """The canonical ``memory_samples`` of an Ascend run (model.TABLES), from ``memory_record`` or, failing it,
+    ``npu_module_mem``. Ascend's rule, written down once here (research/ascend-profiler-output-and-msprof-analyze.md
+    §2.7): the memory in use of a rank is the APP component's total reserved (the process-level figure npu-smi shows)
+    when the rank has APP rows, else the component with the largest total reserved (the series names it);
+    ``npu_module_mem.csv`` alone: the sum over CANN modules at each sample time. The files carry no capacity."""
+    mr = run.table("memory_record")
+    if mr is not None and mr["reserved_mb"].notna().any():
+        mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
+        chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
+        has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
+        series = np.where(chosen, "APP reserved (process level)", None).astype(object)
+        for _rank, g in mr[~has_app].groupby("rank"):
+            best = g.groupby("component")["reserved_mb"].max().idxmax()
+            pick = g.index[(g["component"] == best).to_numpy()]
+            chosen[pick] = True
+            series[pick] = f"max over components of reserved ({best})"
+        sel = mr[chosen]
+        return pd.DataFrame({"rank": sel["rank"].to_numpy().astype(int), "ts_ms": sel["ts_ms"].to_numpy(),
+                             "kind": "device", "device_id": np.nan, "series": series[chosen],
+                             "allocated_mb": sel["allocated_mb"].to_numpy(dtype=float),
+                             "reserved_mb": sel["reserved_mb"].to_numpy(dtype=float),
+                             "active_mb": sel["active_mb"].to_numpy(dtype=float), "capacity_mb": np.nan})
+    mm = run.table("module_mem")
+    if mm is None:
+        return None
+    tot = mm.groupby(["rank", "ts_ms"], as_index=False)["reserved_mb"].sum()
+    return pd.DataFrame({"rank": tot["rank"].astype(int), "ts_ms": tot["ts_ms"], "kind": "device", "device_id": np.nan,
+                         "series": "npu_module_mem (sum of modules)", "allocated_mb": np.nan,
+                         "reserved_mb": tot["reserved_mb"], "active_mb": np.nan, "capacity_mb": np.nan})
 
 
 def whole_trace_steps(run: Run) -> None:
@@ -1340,13 +1380,13 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list,
                        "module_mem": "npu_module_mem.csv", "operator_memory": "operator_memory.csv",
                        "trace_steps": "trace_view.json", "overlap_intervals": "trace_view.json",
                        "hccl_ops": "trace_view.json", "device_ops": "trace_view.json",
-                       "metadata": "../profiler_metadata.json"}
+                       "metadata": "../profiler_metadata.json", "dataloader": "trace_view.json"}
         wanted = {t for t, f in counterpart.items() if not (out / f).exists()}
         # the trace-level tables and the metadata live only in the profiler DB (ascend_*_profiler_N.db,
         # msprof_*.db): without one, asking for them would only list them as missing
         if not any("profiler" in q.name or q.name.startswith("msprof") for q in dbs):
             wanted -= {"trace_steps", "overlap_intervals", "hccl_ops", "device_ops", "metadata", "kernels",
-                       "memory_record", "module_mem", "operator_memory"}
+                       "memory_record", "module_mem", "operator_memory", "dataloader"}
         if wanted:
             from .ascend_db import read_db_rank
 

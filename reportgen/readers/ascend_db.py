@@ -88,7 +88,10 @@ COLUMNS = {
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
     "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
     "metadata": ["rank", "name", "value", "path"],
+    "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
+#: torch's span around each batch the training loop takes from its DataLoader (as ascend_trace._LOADER_PREFIX)
+_LOADER_PREFIX = "enumerate(DataLoader)"
 
 #: StepTraceTime column (normalised) -> step_time column (ms after /1000)
 _STEP_TRACE = {
@@ -922,6 +925,29 @@ def _operator_memory(ctx: _Rank) -> pd.DataFrame | None:
     return out[~(bad | refused_a | refused_r | refused_d)].reset_index(drop=True)
 
 
+def _dataloader(ctx: _Rank) -> pd.DataFrame | None:
+    """``enumerate(DataLoader)#...__next__`` spans of the PYTORCH_API table (the Python layer of torch_npu), the
+    rows the text export writes into trace_view.json and :mod:`.ascend_trace` reads: rank, name, start_ns, dur_ms
+    (the assembly puts them in ProfilerStep windows as the text reader's). None when the DB has no such span."""
+    db = ctx.prof
+    t = db.table("PYTORCH_API") if db else None
+    if not (t and db.col(t, "startNs") and db.col(t, "endNs") and db.col(t, "name")):
+        return None
+    expr, join = db.string_expr("p", db.col(t, "name"), "s1")
+    df = db.read(f"SELECT {db.rowid(t, 'p')} AS _rid, p.{_q(db.col(t, 'startNs'))} AS s, "
+                 f"p.{_q(db.col(t, 'endNs'))} AS e, {expr} AS name FROM {_q(t)} p{join} "
+                 f"WHERE {expr} LIKE ?", (_LOADER_PREFIX + "%",))
+    df = df[df["name"].astype(str).str.startswith(_LOADER_PREFIX)]
+    if df.empty:
+        return None
+    df = ctx.spans(db, t, df).sort_values("s", kind="stable")
+    if df.empty:
+        return None
+    s, e = df["s"].to_numpy(np.int64), df["e"].to_numpy(np.int64)
+    return pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64), "name": _names(df["name"]),
+                         "start_ns": s, "dur_ms": (e - s) / NS_PER_MS}, columns=COLUMNS["dataloader"])
+
+
 def _trace_steps(ctx: _Rank) -> pd.DataFrame | None:
     steps = ctx.steps()
     if not steps:
@@ -1041,9 +1067,10 @@ _READERS = {
     "hccl_ops": _hccl_ops,
     "device_ops": _device_ops,
     "metadata": _metadata,
+    "dataloader": _dataloader,
 }
 _NEEDS_PROFILER = {"kernels", "memory_record", "module_mem", "operator_memory", "trace_steps", "overlap_intervals",
-                   "hccl_ops", "device_ops", "metadata"}
+                   "hccl_ops", "device_ops", "metadata", "dataloader"}
 
 
 # --------------------------------------------------------------------------- entry point

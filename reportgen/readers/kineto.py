@@ -70,7 +70,7 @@ from .. import limits, workers
 from ..errors import InputError
 from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
-from ..model import ByRank, Run, rel_ms
+from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
 from ..timebase import origin
 
 TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
@@ -79,6 +79,45 @@ MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough JSON to read (uncompressed; process start-up ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 _DAY_NS = 86_400 * 10 ** 9
+
+
+def memory_samples(events: pd.DataFrame | None, props: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The canonical ``memory_samples`` (model.TABLES) from the ``[memory]`` events. PyTorch's rule, written down once
+    here: device memory is every :data:`ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, ...), its
+    reserved the caching allocator's "Total Reserved" (the figure nvidia-smi / amd-smi is closest to); CPU (0) and
+    the other types are host memory. Capacity: ``deviceProperties.totalGlobalMem`` of the device with that id, else
+    (a rank whose devices are all the same model) that one value."""
+    if events is None or events.empty:
+        return None
+    types = events["device_type"]
+    accel = types.isin(list(ACCELERATOR_DEVICE_TYPES)).to_numpy()
+    dev = pd.to_numeric(events["device_id"], errors="coerce")
+    # one text per distinct (type, device), not per sample (millions of [memory] events at thousands of ranks)
+    key = pd.MultiIndex.from_arrays([types.to_numpy(), dev.fillna(-1).to_numpy()])
+    codes, uniq = pd.factorize(key)
+    text = np.array([f"{ACCELERATOR_DEVICE_TYPES[int(t)]} device {int(d)} total reserved"
+                     if pd.notna(t) and int(t) in ACCELERATOR_DEVICE_TYPES else "host (CPU) total reserved"
+                     for t, d in uniq], dtype=object)
+    series = text[codes]
+    cap = np.full(len(events), np.nan)
+    if props is not None and "total_memory_mb" in props:
+        p = props[props["total_memory_mb"].notna()]
+        exact = p.dropna(subset=["device_id"]).assign(rank=lambda x: x["rank"].astype(int),
+                                                      dev=lambda x: x["device_id"].astype(float))
+        exact = exact.drop_duplicates(["rank", "dev"]).set_index(["rank", "dev"])["total_memory_mb"]
+        same = p.groupby("rank")["total_memory_mb"].agg(["nunique", "first"])
+        same = same.loc[same["nunique"] == 1, "first"]
+        idx = pd.MultiIndex.from_arrays([events["rank"].astype(int).to_numpy(), dev.to_numpy(dtype=float)])
+        cap = exact.reindex(idx).to_numpy(dtype=float)
+        fallback = events["rank"].astype(int).map(same).to_numpy(dtype=float)
+        cap = np.where(np.isnan(cap), fallback, cap)
+        cap = np.where(accel, cap, np.nan)
+    return pd.DataFrame({"rank": events["rank"].astype(int).to_numpy(), "ts_ms": events["ts_ms"].to_numpy(),
+                         "kind": np.where(accel, "device", "host"), "device_id": dev.to_numpy(dtype=float),
+                         "series": series, "allocated_mb": events["allocated_mb"].to_numpy(dtype=float),
+                         "reserved_mb": events["reserved_mb"].to_numpy(dtype=float), "active_mb": np.nan,
+                         "capacity_mb": cap,
+                         "capacity_source": np.where(np.isnan(cap), None, "deviceProperties totalGlobalMem")})
 
 
 _NAMED_TRACE = (".pt.trace.json", ".pt.trace.json.gz")
@@ -527,7 +566,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     world = _world(claims, found, problems)
     pgs = _pg_configs([(path, decoded) for path, decoded in by_rank.values()], world, problems)
 
-    run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root),
+    run = Run(name=root.resolve().name or str(root), source_format="kineto", source_path=str(root), framework="pytorch",
               layout=f"PyTorch Kineto traces: {len(by_rank)} file{'s' if len(by_rank) != 1 else ''}"
                      + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
     run.ranks = found
@@ -552,6 +591,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if props:
         run.tables["device_properties"] = pd.DataFrame(props)
     run.tables.update(_run_tables(by_rank, run.time_origin_ns))
+    samples = memory_samples(run.tables.get("memory_events"), run.tables.get("device_properties"))
+    if samples is not None:
+        run.tables["memory_samples"] = samples
     if "trace_steps" in run.tables:
         run.step_source = "markers"
     else:
@@ -569,6 +611,11 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if "trace_steps" in run.tables:
         run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
                                                  run.tables.get("collectives"), run.tables.get("dataloader"))
+        run.step_definition = (
+            "Step time is the ProfilerStep span; computing, communication not overlapped and free partition it (GPU "
+            "kernels clipped to the window they run in; memcpy/memset count as free)." if "gpu_ops" in run.tables else
+            "CPU-only trace: step time is the ProfilerStep span; computing, communication not overlapped and free "
+            "partition it on the CPU operator timeline (gloo collectives on any thread count as communication).")
         run.steps = sorted(run.tables["trace_steps"]["step"].unique().tolist())
     links = p2p_links(run.tables.get("collectives"), run.hosts)
     if links is not None:

@@ -908,6 +908,7 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
             problems.add(_source, f"another layout ({limits.cap_text(meta.get('layout'), 120)}); the ranks are "
                                   f"read as given, the run is named after the first ({first['layout']})")
     run = Run(name=root.resolve().name or str(root), source_format="mindinsight", source_path=str(root),
+              framework="mindspore",
               layout=first["layout"])
     hosts: dict[int, str] = {}
     devices: dict[int, int] = {}
@@ -1058,6 +1059,18 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     for name, df in run.tables.items():
         if abs_columns(df):
             run.tables[name] = to_rel_ms(df, run.time_origin_ns)
+    summary = run.tables.get("mi_memory_summary")
+    if summary is not None and not summary.empty:  # the memory planner's own peak per rank (canonical memory_peaks)
+        peaks = summary.groupby("rank", as_index=False).agg(
+            {"peak_mb": "max", "capacity_mb": "max", "static_mb": "max", "allocations": "max"})
+        run.tables["memory_peaks"] = peaks.assign(
+            series="memory_usage_summary peak_mem", capacity_source="memory_usage_summary capacity",
+            definition="MindSpore memory planner peak (memory_usage_summary peak_mem)")
+    # the memory in use per graph node in execution order, and the graphs' forward / backward marks (canonical names
+    # of the same frames: memory_nodes, memory_node_marks)
+    for canonical, own in (("memory_nodes", "mi_memory_lines"), ("memory_node_marks", "mi_memory_marks")):
+        if own in run.tables:
+            run.tables[canonical] = run.tables[own]
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

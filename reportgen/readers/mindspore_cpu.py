@@ -212,7 +212,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     root = Path(root)
     problems: list[tuple[str, str]] = []
     chosen = ascend.choose_rank_dirs(root, problems)
-    run = Run(name=root.resolve().name or str(root), source_format="ascend", source_path=str(root),
+    run = Run(name=root.resolve().name or str(root), source_format="mindspore_cpu", source_path=str(root),
+              framework="mindspore",
               layout=f"MindSpore CPU profiler output: {len(chosen)} rank director{'y' if len(chosen) == 1 else 'ies'} "
                      "(*_ascend_ms with FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, no device data)")
     ops, mem, wins, files, counts = [], [], [], [], {}
@@ -250,6 +251,10 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
                          ", ".join(f"rank {r}: {n}" for r, n in sorted(counts.items())) + " steps"))
     run.ranks = sorted(int(r) for r in ops_df["rank"].unique())
     run.step_source = "repeated_ops" if max(counts.values()) >= 2 else "whole_trace"
+    run.step_definition = ("CPU run: a step is the window of one repetition of the op sequence (first start to last "
+                           "end, module doc of readers/mindspore_cpu.py); computing, communication not overlapped and "
+                           "free partition it on the CPU op timeline. There is no preparing time: the host work "
+                           "between steps is outside every step.")
 
     origin = run.time_origin_ns
     start = rel_ms(ops_df["start_ns"], origin)
@@ -278,6 +283,12 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
             "rank": mem_df["rank"], "component": "MindSpore", "ts_ms": rel_ms(mem_df["ts_ns"], origin),
             "allocated_mb": mem_df["allocated"] / 1e6, "reserved_mb": mem_df["reserved"] / 1e6,
             "active_mb": mem_df["active"] / 1e6})
+        # the memory of the device MindSpore trains on, here the CPU: its allocator's pool (total reserved)
+        run.tables["memory_samples"] = pd.DataFrame({
+            "rank": mem_df["rank"].astype(int), "ts_ms": rel_ms(mem_df["ts_ns"], origin), "kind": "device",
+            "device_id": math.nan, "series": "MindSpore CPU memory pool total reserved",
+            "allocated_mb": mem_df["allocated"] / 1e6, "reserved_mb": mem_df["reserved"] / 1e6,
+            "active_mb": mem_df["active"] / 1e6, "capacity_mb": math.nan})
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

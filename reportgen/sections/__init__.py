@@ -9,7 +9,8 @@ A section declares the canonical tables it reads in ``NEEDS``: a tuple of requir
 tuple of alternative table names (any one of them will do). The runner checks them before ``analyze``: a
 requirement that no table of the run meets makes the section ``unavailable`` with the reason
 ``needs <tables>`` (and the section's ``SOURCES``, the files or profiler options that give them, when it has
-one). ``analyze`` may still raise ``Unavailable`` for finer reasons.
+one). A requirement may name a column, ``table.column`` (the table has it with a value). ``analyze`` may still raise
+``Unavailable`` for finer reasons. The advisor's rules declare their inputs the same way (``Rule.inputs``).
 """
 
 from __future__ import annotations
@@ -69,12 +70,23 @@ def load(section_id: str):
     return importlib.import_module(f"{__name__}.{section_id}")
 
 
+def has_input(run: Run, item: str) -> bool:
+    """Does the run have ``item``: a table (``step_time``: present and not empty) or a column of a table
+    (``step_time.preparing_ms``: the table has the column with at least one value)?"""
+    table, _, col = item.partition(".")
+    df = run.table(table)
+    if df is None:
+        return False
+    return not col or (col in df.columns and bool(df[col].notna().any()))
+
+
 def missing_needs(run: Run, needs) -> list[str]:
-    """The requirements of ``needs`` (see the module doc) that the run does not meet, each as text."""
+    """The requirements of ``needs`` (see the module doc; an item may name a column, ``table.column``, see
+    :func:`has_input`) that the run does not meet, each as text."""
     out = []
     for req in needs or ():
         alts = (req,) if isinstance(req, str) else tuple(req)
-        if not any(run.table(t) is not None for t in alts):
+        if not any(has_input(run, t) for t in alts):
             out.append(" or ".join(alts))
     return out
 

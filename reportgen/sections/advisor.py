@@ -31,6 +31,7 @@ from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import ByRank, Run
 from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
+from . import missing_needs
 from .communication import SIZE_CLASSES, SIZES_FIGURE
 from .trajectory import metric_view
 
@@ -226,8 +227,15 @@ def rule_slow_rank_spread(ctx: _Ctx) -> list[Finding]:
         where = f" among the ranks of stage {int(stage)}" if stages.nunique() > 1 or stage != 0 else ""
         low = rank == int(lo["rank"])
         why = (f"rank {rank} " + ("is farthest from the median, with the " if len(g) >= 3 else "has the ")
-               + ("least" if low else "most") +
-               (" (the others wait for it)" if low and col == "comm_not_overlapped_ms" else ""))
+               + ("least" if low else "most"))
+        if low and col == "comm_not_overlapped_ms":
+            # the least exposed communication: it arrives last at the collectives, the others wait for it. That is
+            # not "slowest" (facts.slowest_rank: mean step time), which the summary names: say both when they differ
+            F = facts.of(ctx.run)
+            why += " (it arrives last at the collectives: the others wait for it"
+            if F is not None and F.slowest_rank is not None and F.slowest_rank != rank:
+                why += f"; by mean step time the slowest rank is {F.slowest_rank}"
+            why += ")"
         out.append(Finding(
             "slow_rank_spread", "low", "overlap",
             f"{label.capitalize()} time differs by {fmt.ms(diff)} between ranks{where} ({int(hi['rank'])}: "
@@ -362,43 +370,40 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
     return out
 
 
-def _wait_column(ctx: _Ctx) -> tuple[pd.DataFrame, str, str] | None:
-    a = ctx.analysis("trajectory")
-    if a is None:
-        return None
-    pr = a.tables.get("per_rank")
-    for col, label in (("step_interval_ms", "step interval"), ("preparing_ms", "preparing time")):
-        if pr is not None and col in pr and pr[col].notna().any() and "step_ms" in pr:
-            return pr, col, label
-    return None
+def _wait(ctx: _Ctx) -> facts.InputWait | None:
+    """The run's input-wait measure (reportgen/facts.py input_wait), what the data section and the trajectory show."""
+    return facts.input_wait(ctx.run)
 
 
-def _run_wide_share(p: pd.DataFrame, col: str, limit: float) -> tuple[float, pd.DataFrame] | None:
-    """Mean over ranks of col / step and the ranks by col (most first), when that mean is above ``limit``."""
+def _run_wide_share(p: pd.DataFrame, col: str, limit: float, run: Run | None = None) -> tuple[float, pd.DataFrame] | None:
+    """Mean over ranks of col / step (:func:`reportgen.facts.share`) and the ranks by col (most first), when that
+    mean is above ``limit``."""
     p = p.dropna(subset=[col])
     p = p[p["step_ms"] > 0]
     if p.empty:
         return None
-    share = float((p[col] / p["step_ms"]).mean())
+    share = facts.share_mean(p[col], p["step_ms"], f"{col} / step time", run)
     return (share, p.sort_values(col, ascending=False)) if share > limit else None
 
 
 def rule_data_wait(ctx: _Ctx) -> list[Finding]:
     """Data loading / preparing (msprof-analyze's dataloader family; the seed's step interval): the mean over
-    ranks of the time before a step's first device work (MindInsight step interval, Ascend / PyTorch preparing)
-    over the step time; above 5 % the whole run waits for input. Time at stake: that share."""
-    got = _wait_column(ctx)
-    hit = _run_wide_share(got[0], got[1], th.DATA_WAIT_SHARE) if got is not None else None
-    if hit is None:
+    ranks of the run's input-wait share (reportgen/facts.py input_wait: DataLoader wait, else preparing time, else
+    step interval; the one the data section shows); above 5 % the whole run waits for input. Time at stake: that
+    share."""
+    W = _wait(ctx)
+    if W is None or not W.share_mean > th.DATA_WAIT_SHARE:
         return []
-    (share, top), (_, col, label) = hit, got
+    share, col, label = W.share_mean, W.column, W.measure
+    top = W.per_rank.dropna(subset=["wait_share_ratio"]).sort_values(["wait_ms", "rank"], ascending=[False, True])
     return [Finding(
         "data_wait", "low", "trajectory",
-        f"Ranks spend {fmt.percent(share)} of the step in the {label} (mean {fmt.ms(top[col].mean())}), waiting for "
-        f"input before the device starts; most: rank {int(top['rank'].iloc[0])} ({fmt.ms(top[col].iloc[0])}).",
+        f"Ranks spend {fmt.percent(share)} of the step in the {label} (mean {fmt.ms(top['wait_ms'].mean())}), "
+        f"waiting for input; most: rank {int(top['rank'].iloc[0])} ({fmt.ms(top['wait_ms'].iloc[0])}).",
         ranks=[int(r) for r in top["rank"].head(8)],
         evidence={"metric": "wait_share_ratio", "value": share, "reference": th.DATA_WAIT_SHARE,
-                  "wait_metric": col, "mean_ms": float(top[col].mean()), "share_of_step_ratio": share},
+                  "wait_metric": col, "wait_measure": label, "mean_ms": float(top["wait_ms"].mean()),
+                  "share_of_step_ratio": share},
         suggestion="Prefetch and load data in parallel (more dataset / DataLoader workers, pinned memory, "
                    "prefetch_factor), move preprocessing off the training step, check storage throughput.",
         view=metric_view(col))]
@@ -418,7 +423,7 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
     share = excess / ctx.step_ms if ctx.step_ms else None
     worst = slow.loc[slow["dur_ms"].idxmax()]
     ranks = sorted(int(r) for r in slow["rank"].unique())
-    wait = _wait_column(ctx)
+    wait = _wait(ctx)
     return [Finding(
         "slow_dataloader", "low", "trajectory",
         f"The DataLoader's __next__ takes more than {fmt.ms(th.DATALOADER_MS)} in {len(slow)} step(s) on rank(s) "
@@ -428,14 +433,15 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
                                "reference": th.DATALOADER_MS, "share_of_step_ratio": share},
         suggestion="Use more DataLoader workers (num_workers), persistent_workers and pin_memory; prefetch.",
         # no chart has the DataLoader's own time: the time before the step's device work, which holds it
-        view=metric_view(wait[1]) if wait is not None else EvidenceView("trajectory-bars"))]
+        view=metric_view(wait.column) if wait is not None else EvidenceView("trajectory-bars"))]
 
 
 def rule_long_free(ctx: _Ctx) -> list[Finding]:
     """Long free time (msprof-analyze's free_analysis / schedule family): the device is idle — neither computing
     nor communicating — for more than 10 % of the step, mean over ranks. Time at stake: the free share."""
     pr = _per_rank(ctx)
-    hit = _run_wide_share(pr, "free_ms", th.LONG_FREE_SHARE) if pr is not None and "free_ms" in pr else None
+    hit = _run_wide_share(pr, "free_ms", th.LONG_FREE_SHARE, ctx.run) if pr is not None and "free_ms" in pr \
+        else None
     if hit is None:
         return []
     share, top = hit
@@ -532,6 +538,20 @@ class Rule:
     check: Callable[[_Ctx], list[Finding]] | None = None  # advisor rules; None = raised by the section
     needs: str = ""  # what data the rule needs, shown when it cannot run
     applies: Callable[[_Ctx], bool] | None = None
+    #: the canonical tables / columns the rule reads, as a section's NEEDS (each item a table, ``table.column``, or
+    #: a tuple of alternatives): a rule whose inputs the run lacks is "not applicable: needs X", never "passed"
+    inputs: tuple = ()
+
+
+#: the input-wait measure (reportgen/facts.py input_wait): DataLoader spans, else preparing time, else step interval
+WAIT_INPUTS = ("dataloader", "step_time.preparing_ms", "step_trace.step_interval_ms")
+#: the device-work part of a step compared with stage peers (the trajectory's compute metric)
+COMPUTE_INPUTS = ("step_trace.fp_bp_ms", "step_time.computing_ms", "step_time.other_ms")
+
+
+def _capacity_known(ctx: _Ctx) -> bool:
+    a = ctx.analysis("memory")
+    return a is not None and (a.metrics.get("capacity_known_ranks") or 0) > 0
 
 
 def _pipeline(ctx: _Ctx) -> bool:
@@ -553,10 +573,11 @@ def rules() -> list[Rule]:
     return [
         Rule("step_interval", "Slow data loading / preparing per rank and host", "seed", "trajectory",
              f"> {pct(th.STEP_INTERVAL_ABOVE_MEAN)} above the mean of ranks",
-             ("slow_step_interval", "slow_preparing", "slow_host"), needs="per-step timing"),
+             ("slow_step_interval", "slow_preparing", "slow_input_wait", "slow_host"),
+             needs="an input-wait measure: DataLoader spans, preparing time or step interval", inputs=(WAIT_INPUTS,)),
         Rule("slow_device_compute", "Compute straggler within its stage", "reportgen", "trajectory",
              f"> {pct(th.FP_BP_ABOVE_STAGE_PEERS)} above the stage peers' median", ("slow_device_compute",),
-             needs="per-step timing"),
+             needs="per-step device work (forward+backward or computing time)", inputs=(COMPUTE_INPUTS,)),
         Rule("comm_share", "Exposed communication share", "seed", "overlap", f"> {pct(th.COMM_SHARE)} of the step",
              ("comm_share",), needs="a run without pipeline stages (pipelines: the two rules below)",
              applies=lambda c: not _pipeline(c)),
@@ -580,7 +601,7 @@ def rules() -> list[Rule]:
              needs="FLOPs data and pipeline stages", applies=_pipeline),
         Rule("memory_near_capacity", "Peak memory near device capacity", "msprof-analyze", "memory",
              f"> {pct(th.MEMORY_NEAR_CAPACITY)} of capacity", ("memory_near_capacity",),
-             needs="memory data and the device capacity (--device-memory-gb)"),
+             needs="memory data and the device capacity (--device-memory-gb)", applies=_capacity_known),
         Rule("memory_imbalance", "Peak memory far from the stage median", "reportgen", "memory",
              f"> {pct(th.MEMORY_IMBALANCE)} from the median", ("memory_imbalance",), needs="memory data"),
         Rule("slow_rank_spread", "Slow rank by computing / communication / free spread", "msprof-analyze", "overlap",
@@ -597,11 +618,10 @@ def rules() -> list[Rule]:
              needs="operator sizes"),
         Rule("data_wait", "Time waiting for input before the step's device work", "msprof-analyze", "trajectory",
              f"> {pct(th.DATA_WAIT_SHARE)} of the step", ("data_wait",), check=rule_data_wait,
-             needs="step interval (MindInsight) or preparing time (Ascend, PyTorch)"),
+             needs="an input-wait measure: DataLoader spans, preparing time or step interval", inputs=(WAIT_INPUTS,)),
         Rule("slow_dataloader", "Slow DataLoader __next__", "msprof-analyze", "trajectory",
              f"> {fmt.ms(th.DATALOADER_MS)} per step", ("slow_dataloader",), check=rule_slow_dataloader,
-             needs="DataLoader CPU ops in a PyTorch trace",
-             applies=lambda c: c.run.table("dataloader") is not None),
+             needs="enumerate(DataLoader) spans (the trace's CPU activity)", inputs=("dataloader",)),
         Rule("long_free_time", "Long free (idle device) time", "msprof-analyze", "overlap",
              f"> {pct(th.LONG_FREE_SHARE)} of the step", ("long_free_time",), check=rule_long_free,
              needs="a device timeline with free time (MindInsight counts idle time as computation)",
@@ -629,7 +649,10 @@ def analyze(run: Run, options=None) -> Analysis:
     for rule in rules():
         sec = done.get(rule.section)
         result, reason, raised = "passed", "", []
-        if sec is None or sec.status != "ok":
+        missing = missing_needs(run, rule.inputs)
+        if missing:
+            result, reason = "not applicable", f"needs {'; '.join(missing)}" + (f" ({rule.needs})" if rule.needs else "")
+        elif sec is None or sec.status != "ok":
             result = "not applicable"
             reason = f"section {rule.section} is {sec.status if sec else 'not run'}; needs {rule.needs}"
         elif rule.applies is not None and not rule.applies(ctx):
@@ -658,8 +681,11 @@ def analyze(run: Run, options=None) -> Analysis:
     spread = spread_table(ctx)
     if spread is not None:
         tables["spread"] = spread
-    metrics = {"thresholds": th.as_dict(), "rules_checked": int((table["result"] != "not applicable").sum()),
+    metrics = {"thresholds": th.as_dict(), "rules": int(len(table)),
+               "rules_checked": int((table["result"] != "not applicable").sum()),
+               "rules_not_applicable": int((table["result"] == "not applicable").sum()),
                "rules_raised": int((table["result"] == "raised").sum()),
+               "rule_findings": int(table["findings"].sum()),
                "step_ms_reference": ctx.step_ms}
     return Analysis(metrics=metrics, tables=tables, data={"new": new})
 
@@ -688,12 +714,23 @@ def present(a: Analysis) -> View:
             "advisor-spread", "Spread (max - min) across all ranks per step", sp, cols,
             caption="As msprof-analyze's slow-rank analyser prints it (all ranks together); the slow_rank_spread "
                     "rule compares ranks within their pipeline stage."))
-    m = a.metrics
-    summary = (f"{m['rules_checked']} rules checked, {m['rules_raised']} raised findings. Severity: high at >= "
-               f"{fmt.percent(th.SEVERITY_HIGH_SHARE)} of the step time at stake, medium at >= "
-               f"{fmt.percent(th.SEVERITY_MEDIUM_SHARE)}, otherwise low (findings not about time keep their rule's "
-               f"severity).")
-    return View(summary=summary, tables=tables)
+    return View(summary=summary_text(a.metrics), tables=tables)
+
+
+def summary_text(m: dict) -> str:
+    """What the advisor's counts count: rules (checked / not applicable / raising), the findings those rules raised,
+    and (once :func:`merge` has counted the page) every finding the report lists, the sections' own included."""
+    listed = m.get("findings_listed")
+    text = (f"{m['rules']} rules: {m['rules_checked']} checked, {m['rules_not_applicable']} not applicable (the run "
+            f"lacks what they need; the table says what). {m['rules_raised']} of the rules checked raised "
+            f"{m['rule_findings']} finding{'s' if m['rule_findings'] != 1 else ''}")
+    if listed is not None:
+        own = listed - m["rule_findings"]
+        text += (f"; the report lists {listed} finding{'s' if listed != 1 else ''} in all"
+                 + (f" ({own} from the sections' own checks, which have no rule in this table)" if own > 0 else ""))
+    return text + (f". Severity: high at >= {fmt.percent(th.SEVERITY_HIGH_SHARE)} of the step time at stake, medium "
+                   f"at >= {fmt.percent(th.SEVERITY_MEDIUM_SHARE)}, otherwise low (findings not about time keep their "
+                   f"rule's severity).")
 
 
 #: findings about one slow rank: they link to the rank comparison with the rank beside a normal peer
@@ -736,3 +773,6 @@ def merge(outcomes: list[SectionOutcome]) -> None:
         if o.view is not None:
             o.view.findings.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio":
                                                           f.share_of_step}))
+    if adv is not None and adv.status == "ok":  # the summary counts what the page lists
+        adv.analysis.metrics["findings_listed"] = sum(len(o.view.findings) for o in outcomes if o.view is not None)
+        adv.view.summary = summary_text(adv.analysis.metrics)

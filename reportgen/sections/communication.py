@@ -212,7 +212,7 @@ def _kineto(run: Run) -> dict:
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    if run.table("comm_ops") is not None and run.source_format == "ascend":
+    if run.table("comm_ops") is not None and "elapse_ms" in run.table("comm_ops"):  # per-op elapse (not MindInsight's)
         d = _ascend(run)
     elif run.table("mi_comm_rank_step") is not None:
         d = _mindinsight(run)

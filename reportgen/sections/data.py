@@ -41,6 +41,13 @@ from . import analysis_of
 
 ID = "data"
 TITLE = "Data pipeline"
+#: an input-wait measure (reportgen/facts.py input_wait: DataLoader spans, else preparing time, else the step
+#: interval, with the step times) or a dataset pipeline profile
+NEEDS = (("dataloader", "step_time", "step_trace", "minddata_ops", "minddata_queue", "minddata_summary",
+          "minddata_stages"),)
+SOURCES = ("PyTorch: enumerate(DataLoader) spans with ProfilerStep markers; Ascend: step_trace_time.csv (Preparing); "
+           "MindSpore Insight: the step trace's step interval; MindSpore: data_process=True for the dataset pipeline "
+           "files")
 
 #: suggestion per kind of bottleneck operation (op_type contains the key, case-insensitive)
 ADVICE = [
@@ -62,30 +69,10 @@ def _advice(op_type: str, source: bool = False) -> str:
     return next((a for k, a in ADVICE if k in low), "raise num_parallel_workers of this operation") + " " + PREFETCH
 
 
-def waits(run: Run, options, F) -> tuple[pd.DataFrame | None, str, str]:
-    """Per rank and step the input wait (ms), which measure it is and (with DataLoader spans) the label of the
-    trajectory's time before the device starts, kept as ``before_device_ms``: the advisor's data_wait reads that one,
-    and it includes the DataLoader's wait (plus copying the batch and launching the first work)."""
-    try:
-        tr = analysis_of("trajectory", run, options).tables.get("per_rank_step")
-    except Unavailable:
-        tr = None
-    before, label = None, ""
-    if tr is not None:
-        for col, name in (("step_interval_ms", "step interval"), ("preparing_ms", "preparing time")):
-            if col in tr and tr[col].notna().any():
-                before = tr[["rank", "step", col]].rename(columns={col: "wait_ms"}).dropna()
-                before = F.in_scope(before) if F is not None else before
-                label = name
-                break
-    dl = run.table("dataloader")
-    if dl is not None and not dl.empty:
-        d = dl.groupby(["rank", "step"], as_index=False)["dur_ms"].sum().rename(columns={"dur_ms": "wait_ms"})
-        d = F.in_scope(d) if F is not None else d
-        if before is not None:
-            d = d.merge(before.rename(columns={"wait_ms": "before_device_ms"}), on=["rank", "step"], how="left")
-        return d, "DataLoader __next__ spans", label if before is not None else ""
-    return before, label, ""
+def waits(run: Run, options=None) -> facts.InputWait | None:
+    """The run's input-wait measure (reportgen/facts.py :func:`~reportgen.facts.input_wait`: DataLoader wait, else
+    preparing time, else step interval; per rank and step). The section shows that one measure under its name."""
+    return facts.input_wait(run, options)
 
 
 def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
@@ -107,7 +94,7 @@ def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
 #: worker says nothing about workers
 SINGLE_THREADED = {"Barrier", "Concat", "EpochCtrl", "Rename", "Repeat", "Shuffle", "Skip", "Take", "Zip"}
 #: what produces each part of the section (the notes of a run without it)
-SOURCES = {
+PART_SOURCES = {
     "pipeline_ops": "minddata_pipeline_raw_<rank>.csv (the operations and their queues)",
     "cpu": "minddata_pipeline_summary_<rank>.json or .csv (CPU per worker, MindSpore's own verdict)",
     "queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt (the device queue per batch)",
@@ -118,41 +105,36 @@ PROFILE_OPTION = ("MindSpore writes them when profiling with data_process=True w
 
 
 def framework(run: Run) -> str:
-    """``pytorch`` (Kineto traces, torch_npu's ``*_ascend_pt`` output, or DataLoader spans) or ``mindspore``: which
-    framework's input pipeline files the section can ask for."""
-    files = run.table("files")
-    pt = files is not None and files["path"].astype(str).str.contains("_ascend_pt", regex=False).any()
-    return "pytorch" if run.source_format == "kineto" or pt or run.table("dataloader") is not None else "mindspore"
+    """The framework of the training script as the reader found it (``Run.framework``: pytorch | mindspore | mixed |
+    ""): which framework's input pipeline files the section can ask for."""
+    return run.framework or ""
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    F = facts.of(run, options)
-    w, measure, before_label = waits(run, options, F)
+    W = waits(run, options)
     ops = run.table("minddata_ops")
     queue, summary, stages = run.table("minddata_queue"), run.table("minddata_summary"), run.table("minddata_stages")
-    if (w is None or w.empty) and all(x is None for x in (ops, queue, summary, stages)):
+    if W is None and all(x is None for x in (ops, queue, summary, stages)):
         raise Unavailable(
             "No input-wait times and no dataset pipeline profile in this run. MindSpore: profile with "
             "data_process=True while the script uses mindspore.dataset (minddata_pipeline_raw_<rank>.csv, "
             "minddata_pipeline_summary_<rank>.json, device_queue_profiling_<rank>.txt, dataset.csv); MindSpore "
             "Insight: the step trace's step interval; Ascend: step_trace_time.csv (Preparing); PyTorch: the trace's "
             "CPU activity with enumerate(DataLoader) spans and ProfilerStep markers.")
-    tables, metrics, data = {}, {"framework": framework(run), "wait_measure": measure, "threshold_queue_full_ratio": th.QUEUE_FULL,
+    tables, metrics, data = {}, {"framework": framework(run), "threshold_queue_full_ratio": th.QUEUE_FULL,
                                  "threshold_queue_empty_ratio": th.QUEUE_EMPTY,
                                  "threshold_wait_share_ratio": th.DATA_WAIT_SHARE}, {}
-    if w is not None and not w.empty:
-        per = w.groupby("rank", as_index=False)[[c for c in ("wait_ms", "before_device_ms") if c in w]].mean()
-        if F is not None:
-            per = per.merge(F.per_rank[["rank", "step_ms"]], on="rank", how="left")
-            per["wait_share_ratio"] = (per["wait_ms"] / per["step_ms"]).where(per["step_ms"] > 0)
+    if W is not None:
+        metrics["wait_measure"] = W.measure
+        metrics["wait_definition"] = W.definition
+        per = W.per_rank
         tables["per_rank"] = per.sort_values(["wait_ms", "rank"], ascending=[False, True]).reset_index(drop=True)
-        tables["per_rank_step"] = w
+        tables["per_rank_step"] = W.per_rank_step[W.per_rank_step["in_scope"]][["rank", "step", "wait_ms"]] \
+            .reset_index(drop=True)
         metrics["wait_ms_mean"] = float(per["wait_ms"].mean())
-        if before_label and per["before_device_ms"].notna().any():
-            metrics["before_device_measure"] = before_label
-            metrics["before_device_ms_mean"] = float(per["before_device_ms"].mean())
-        if "wait_share_ratio" in per:
-            metrics["wait_share_ratio_mean"] = float(per["wait_share_ratio"].mean())
+        metrics["wait_share_ratio_mean"] = W.share_mean
+    else:
+        metrics["wait_measure"] = ""
     metrics["threshold_cpu_per_worker_ratio"] = th.MINDDATA_CPU_PER_WORKER
     metrics["threshold_device_queue_empty_ratio"] = th.DEVICE_QUEUE_EMPTY
     if ops is not None:
@@ -178,7 +160,9 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["mindspore_bottleneck_ranks"] = int((summary["ms_bottleneck"].astype(str) != "").sum())
     if stages is not None:
         tables["stages"] = stages
-    return Analysis(metrics=metrics, tables=tables, data=data)
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(a)
+    return a
 
 
 def present(a: Analysis) -> View:
@@ -187,14 +171,10 @@ def present(a: Analysis) -> View:
     if "per_rank" in t:
         pr = t["per_rank"]
         parts.append(f"ranks wait {fmt.ms(m['wait_ms_mean'])} per step for input ({m['wait_measure']})"
-                     + (f", {fmt.percent(m['wait_share_ratio_mean'])} of the step" if "wait_share_ratio_mean" in m
-                        else "")
-                     + (f"; the device starts {fmt.ms(m['before_device_ms_mean'])} into the step "
-                        f"({m['before_device_measure']}: the wait, copying the batch and launching the first work)"
-                        if "before_device_ms_mean" in m else ""))
-        cols = [Column("rank", "Rank", "rank"), Column("wait_ms", "Waiting for input per step", "ms")]
-        if "before_device_ms_mean" in m:
-            cols.append(Column("before_device_ms", f"Before the device starts ({m['before_device_measure']})", "ms"))
+                     + (f", {fmt.percent(m['wait_share_ratio_mean'])} of the step"
+                        if m.get("wait_share_ratio_mean") == m.get("wait_share_ratio_mean") else ""))
+        cols = [Column("rank", "Rank", "rank"), Column("wait_ms", f"Waiting for input per step ({m['wait_measure']})",
+                                                         "ms")]
         if "wait_share_ratio" in pr:
             cols += [Column("step_ms", "Step", "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
         tables.append(Table.from_frame("data-ranks", "Waiting for input per rank", pr, cols,
@@ -270,7 +250,7 @@ def present(a: Analysis) -> View:
             caption="As written by MindSpore; total = occurrences x mean."))
     summary = ("; ".join(parts) + ".") if parts else ""
     shown = {"pipeline_ops": "pipeline_ops", "cpu": "mindspore_summary", "queue": "device_queue", "stages": "stages"}
-    missing = [v for k, v in SOURCES.items() if shown[k] not in t]
+    missing = [v for k, v in PART_SOURCES.items() if shown[k] not in t]
     notes = []
     if missing and m["framework"] == "mindspore":  # MindSpore's files: a PyTorch run has none to miss
         notes.append("Not in the run: " + "; ".join(missing) + ". " + PROFILE_OPTION
@@ -280,7 +260,7 @@ def present(a: Analysis) -> View:
         notes.append("PyTorch DataLoader worker processes are not in the trace's events: the wait of the main "
                      "process for each batch (enumerate(DataLoader) __next__) is what the trace shows.")
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
-                findings=_findings(a), notes=notes)
+                notes=notes)
 
 
 def _bars(pr: pd.DataFrame) -> Figure:

@@ -43,6 +43,10 @@ from ..timeline import DERIVED_NAME, labels, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
+#: step times (time overview) or the device timeline (Marey view)
+NEEDS = (("step_time", "step_trace", "device_timeline"),)
+SOURCES = ("MindSpore Insight: step_trace_raw_<rank>_detail_time.csv; Ascend: step_trace_time.csv or trace_view.json; "
+           "PyTorch: ProfilerStep annotations and GPU kernels in the trace")
 
 #: marks in the Marey figure (bars + polygon vertices), over all steps drawn
 MAX_MARKS = 6_000

@@ -1,22 +1,19 @@
 """Memory: peak device memory per rank against the device's capacity, where it sits on the cluster
 (hosts × devices), how it moves over time, and the ranks near capacity or out of line with their stage.
 
-Sources and definitions (MB = 10^6 B everywhere; ratios 0..1):
+Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads only canonical tables
+(model.TABLES); which record of a family is "the memory in use" is that family's rule, written once in its reader:
 
-* MindSpore Insight ``memory_usage_summary_{rank}.json`` (../shared/research/mindinsight-cluster-profiling.md
-  §2.5, §3.4): ``peak_mem`` and ``capacity`` in GiB, converted × 2^30 / 10^6. Peak = the graph memory
-  planner's peak (static + tensors alive at the busiest node), capacity = the device's total memory.
-  ``memory_usage_details_{rank}.json`` (when present) gives the memory in use per node in execution order:
-  drawn over node index, not time. MindInsight's heat map shows peak / capacity per rank, as we do.
-* Ascend ``memory_record.csv`` (../shared/research/ascend-profiler-output-and-msprof-analyze.md §2.7):
-  peak = the maximum of the APP component's total reserved (the process-level figure npu-smi shows)
-  when the rank has APP rows, else the maximum over components of total reserved (the source column
-  says which). ``npu_module_mem.csv`` alone: peak = the largest sum over CANN modules at one sample time.
-  The files carry no capacity: it comes from the ``device_memory_gb`` option (GB = 10^9 B) or stays unknown.
-* PyTorch (Kineto) ``[memory]`` events with ``profile_memory=True``: peak = the maximum "Total Reserved"
-  of the rank's accelerator device (any accelerator c10::DeviceType, ``model.ACCELERATOR_DEVICE_TYPES``:
-  CUDA 1, HIP 6 on ROCm, XPU, HPU, ...; what the caching allocator holds, the figure nvidia-smi / amd-smi is
-  closest to); capacity = ``deviceProperties.totalGlobalMem`` of that device. CPU (0) events are host memory.
+* ``memory_samples`` (rank, ts_ms, kind device|host, device_id, series, allocated / reserved / active MB,
+  capacity_mb): peak = the maximum total reserved of the rank's device series (the device whose reserved peaks
+  highest when a rank has several); the timeline draws that series. Ascend's APP-component rule is
+  ``readers.ascend.memory_samples``, PyTorch's accelerator device types and deviceProperties capacity
+  ``readers.kineto.memory_samples``, MindSpore CPU's memory pool ``readers/mindspore_cpu.py``.
+* ``memory_peaks`` (rank, peak_mb, capacity_mb, static_mb, ...): a profiler that writes its own peak per rank
+  instead of samples (the MindSpore memory planner's ``memory_usage_summary``,
+  ../shared/research/mindinsight-cluster-profiling.md §2.5, §3.4); its per-node series (``memory_nodes``, memory
+  in use per graph node in execution order) is drawn over node index, not time.
+* Peak / capacity goes through :func:`reportgen.facts.share` (a peak above the capacity is a data problem, not shown).
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null).
 * Imbalance reference = the median peak of the rank's pipeline stage (all ranks when there are no stages):
   stages legitimately hold different activations, so only peers are compared.
@@ -36,11 +33,13 @@ from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, nat
                       stage_color, tip, to_spec)
 from ..errors import Unavailable
 from ..model import ByRank, Run
-from ..model import ACCELERATOR_DEVICE_TYPES
+from .. import facts
 from ..report import Analysis, Column, Figure, Finding, Table, View, count
 
 ID = "memory"
 TITLE = "Memory"
+#: the canonical memory tables (model.TABLES): samples over time, or the profiler's own peak per rank
+NEEDS = (("memory_samples", "memory_peaks"),)
 SOURCES = ("MindSpore Insight: memory_usage_summary_<rank>.json (profile_memory=True); Ascend: memory_record.csv / "
            "npu_module_mem.csv (profile_memory=True); PyTorch: [memory] events (profile_memory=True)")
 
@@ -56,104 +55,71 @@ MAX_LINE_RANKS = 64
 STRIP_WIDTH = 32
 
 
-# --------------------------------------------------------------------------- per family
+# --------------------------------------------------------------------------- what the run has
 
 
-def _mindinsight(run: Run) -> dict:
-    s = run.table("mi_memory_summary")
-    s = s.groupby("rank", as_index=False).agg({"peak_mb": "max", "capacity_mb": "max", "static_mb": "max",
-                                               "allocations": "max"})
-    s["source"] = "memory_usage_summary peak_mem"
-    series, marks = None, None
-    lines = run.table("mi_memory_lines")
-    if lines is not None:
-        parts, mark_parts = [], []
-        raw_marks = run.table("mi_memory_marks")
-        marks_of = ByRank(raw_marks)
-        for rank, g in lines.groupby("rank"):
-            g = g.sort_values(["graph", "node_index"], kind="stable")
-            parts.append(pd.DataFrame({"rank": rank, "x": np.arange(len(g), dtype=float), "mb": g["mb"].to_numpy()}))
-            if raw_marks is not None:
-                # x of a node = its position in the rank's concatenated graphs
-                offset = g.groupby("graph", sort=False).size().cumsum().shift(fill_value=0)
-                rm = marks_of[rank]
-                for mk in rm.itertuples():
-                    if mk.graph in offset.index:
-                        mark_parts.append({"rank": rank, "x": float(offset[mk.graph] + mk.node_index), "mark": mk.mark})
-        series = pd.concat(parts, ignore_index=True)
-        marks = pd.DataFrame(mark_parts) if mark_parts else None
-    return {"per_rank": s, "series": series, "marks": marks, "x_kind": "node",
-            "capacity_source": "memory_usage_summary capacity",
-            "peak_definition": "MindSpore memory planner peak (memory_usage_summary peak_mem)"}
+def _node_series(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Memory per graph node in execution order (``memory_nodes``, marks from ``memory_node_marks``): x = the
+    node's position in the rank's concatenated graphs."""
+    lines = run.table("memory_nodes")
+    if lines is None:
+        return None, None
+    parts, mark_parts = [], []
+    raw_marks = run.table("memory_node_marks")
+    marks_of = ByRank(raw_marks)
+    for rank, g in lines.groupby("rank"):
+        g = g.sort_values(["graph", "node_index"], kind="stable")
+        parts.append(pd.DataFrame({"rank": rank, "x": np.arange(len(g), dtype=float), "mb": g["mb"].to_numpy()}))
+        if raw_marks is not None:
+            offset = g.groupby("graph", sort=False).size().cumsum().shift(fill_value=0)
+            for mk in marks_of[rank].itertuples():
+                if mk.graph in offset.index:
+                    mark_parts.append({"rank": rank, "x": float(offset[mk.graph] + mk.node_index), "mark": mk.mark})
+    return pd.concat(parts, ignore_index=True), (pd.DataFrame(mark_parts) if mark_parts else None)
 
 
-def _ascend(run: Run) -> dict:
-    mr = run.table("memory_record")
-    mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
-    # the APP rows of every rank at once; only ranks without APP rows look for their largest component
-    chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
-    has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
-    sources = {}
-    for rank, g in mr[~has_app].groupby("rank"):
-        best = g.groupby("component")["reserved_mb"].max().idxmax()
-        chosen[g.index[(g["component"] == best).to_numpy()]] = True
-        sources[rank] = f"max over components of reserved ({best})"
-    sel = mr[chosen].sort_values("rank", kind="stable")   # rank order, rows in file order (as a groupby)
-    peak = sel.groupby("rank")["reserved_mb"].max()
-    rows = pd.DataFrame({"rank": peak.index.to_numpy().astype(int), "peak_mb": peak.to_numpy(dtype=float),
-                         "source": [sources.get(r, "APP reserved (process level)") for r in peak.index]})
-    series = pd.DataFrame({"rank": sel["rank"].to_numpy().astype(int), "ts": sel["ts_ms"].to_numpy(),
-                           "mb": sel["reserved_mb"].to_numpy()})
-    return {"per_rank": rows, "series": series, "x_kind": "time",
-            "capacity_source": None,
-            "peak_definition": "maximum total reserved of the APP component (else the largest component)"}
+def _from_peaks(run: Run) -> dict:
+    """The profiler's own peak per rank (canonical ``memory_peaks``) and, when it has them, its per-node series."""
+    s = run.table("memory_peaks")
+    per = s.groupby("rank", as_index=False).agg({"peak_mb": "max", "capacity_mb": "max", "static_mb": "max",
+                                                 "allocations": "max", "series": "first", "capacity_source": "first"})
+    series, marks = _node_series(run)
+    return {"per_rank": per.rename(columns={"series": "source"}), "series": series, "marks": marks, "x_kind": "node",
+            "capacity_source": str(per["capacity_source"].dropna().iloc[0]) if per["capacity_source"].notna().any()
+            else None, "peak_definition": str(s["definition"].dropna().iloc[0]) if "definition" in s and
+            s["definition"].notna().any() else "the profiler's own peak per rank"}
 
 
-def _module_mem(run: Run) -> dict:
-    mm = run.table("module_mem")
-    tot = mm.groupby(["rank", "ts_ms"], as_index=False)["reserved_mb"].sum()
-    per = tot.groupby("rank", as_index=False)["reserved_mb"].max().rename(columns={"reserved_mb": "peak_mb"})
-    per["source"] = "npu_module_mem (sum of modules)"
-    return {"per_rank": per, "series": tot.rename(columns={"ts_ms": "ts", "reserved_mb": "mb"}), "x_kind": "time",
-            "capacity_source": None, "peak_definition": "largest sum over CANN modules at one sample (npu_module_mem)"}
-
-
-def _kineto(run: Run) -> dict:
-    me = run.table("memory_events")
-    dev_rows = me[me["device_type"].isin(list(ACCELERATOR_DEVICE_TYPES))]
+def _from_samples(run: Run) -> dict:
+    """Peak per rank from the canonical ``memory_samples``: the device series of the rank whose total reserved
+    peaks highest (a rank may have several devices), the peak its maximum, capacity as the data states it."""
+    ms = run.table("memory_samples")
+    dev_rows = ms[ms["kind"] == "device"]
     if dev_rows.empty:
-        raise Unavailable("The trace's [memory] events are all host (CPU) memory: no device memory to analyse. "
-                          "Profile with profile_memory=True and the accelerator activity (torch.profiler "
-                          "ProfilerActivity.CUDA, also on ROCm).")
+        raise Unavailable("The run's memory samples are all host (CPU) memory: no device memory to analyse. "
+                          f"Profile the accelerator's memory too ({SOURCES}).")
     device = dev_rows[dev_rows["reserved_mb"].notna()]
     if device.empty:
-        raise Unavailable("The trace's device [memory] events carry no Total Reserved / Total Allocated (older "
-                          "PyTorch, e.g. 2021 traces, wrote only the bytes of each allocation): the memory in use is "
-                          "unknown. "
-                          "Profile with a newer PyTorch and profile_memory=True.")
-    props = run.table("device_properties")
-    rows, parts = [], []
-    props_of = ByRank(props)
-    for rank, g in device.groupby("rank"):
-        dev_peaks = g.groupby("device_id")["reserved_mb"].max()
-        dev = dev_peaks.idxmax()
-        sel = g[g["device_id"] == dev]
-        cap = math.nan
-        if props is not None:
-            p = props_of[rank]
-            p = p[p["total_memory_mb"].notna()]
-            match = p[p["device_id"] == dev]
-            if not match.empty:
-                cap = float(match["total_memory_mb"].iloc[0])
-            elif p["total_memory_mb"].nunique() == 1:
-                cap = float(p["total_memory_mb"].iloc[0])  # every device of the rank is the same model
-        kind = ACCELERATOR_DEVICE_TYPES[int(sel["device_type"].iloc[0])]
-        rows.append({"rank": int(rank), "peak_mb": float(dev_peaks.max()), "capacity_mb": cap,
-                     "source": f"{kind} device {int(dev)} total reserved", "trace_device": int(dev)})
-        parts.append(pd.DataFrame({"rank": int(rank), "ts": sel["ts_ms"].to_numpy(), "mb": sel["reserved_mb"].to_numpy()}))
-    return {"per_rank": pd.DataFrame(rows), "series": pd.concat(parts, ignore_index=True), "x_kind": "time",
-            "capacity_source": "deviceProperties totalGlobalMem",
-            "peak_definition": "maximum total reserved of the rank's accelerator device (caching allocator)"}
+        raise Unavailable("The run's device memory samples carry no total reserved (older PyTorch, e.g. 2021 traces, "
+                          "wrote only the bytes of each allocation): the memory in use is unknown. Profile with a "
+                          "newer profiler and profile_memory=True.")
+    key = device["device_id"].fillna(-1.0)
+    peaks = device.groupby([device["rank"], key, device["series"]])["reserved_mb"].max().reset_index()
+    peaks.columns = ["rank", "dev", "series", "peak_mb"]
+    best = peaks.sort_values(["rank", "peak_mb"], ascending=[True, False], kind="stable").drop_duplicates("rank")
+    sel = device.assign(dev=key).merge(best[["rank", "dev", "series"]], on=["rank", "dev", "series"])
+    cap = sel.groupby("rank")["capacity_mb"].max()
+    cap_src = sel["capacity_source"].dropna() if "capacity_source" in sel else pd.Series(dtype=object)
+    rows = pd.DataFrame({"rank": best["rank"].astype(int).to_numpy(), "peak_mb": best["peak_mb"].to_numpy(float),
+                         "capacity_mb": best["rank"].map(cap).to_numpy(float), "source": best["series"].to_numpy()})
+    if (best["dev"] >= 0).any():
+        rows["trace_device"] = np.where(best["dev"] >= 0, best["dev"], np.nan)
+    series = pd.DataFrame({"rank": sel["rank"].astype(int).to_numpy(), "ts": sel["ts_ms"].to_numpy(),
+                           "mb": sel["reserved_mb"].to_numpy()})
+    return {"per_rank": rows, "series": series, "x_kind": "time",
+            "capacity_source": str(cap_src.iloc[0]) if len(cap_src) else None,
+            "peak_definition": "maximum total reserved of each rank's device memory series (the series per rank in "
+                               "'Peak from')"}
 
 
 # --------------------------------------------------------------------------- analysis helpers
@@ -194,19 +160,12 @@ def imbalance(per_rank: pd.DataFrame) -> pd.DataFrame:
 
 def analyze(run: Run, options=None) -> Analysis:
     get = options.get if options is not None else (lambda k, d=None: d)
-    if run.table("mi_memory_summary") is not None:
-        d = _mindinsight(run)
-    elif run.table("memory_record") is not None and run.table("memory_record")["reserved_mb"].notna().any():
-        d = _ascend(run)
-    elif run.table("module_mem") is not None:
-        d = _module_mem(run)
-    elif run.table("memory_events") is not None:
-        d = _kineto(run)
+    if run.table("memory_peaks") is not None:
+        d = _from_peaks(run)
+    elif run.table("memory_samples") is not None:
+        d = _from_samples(run)
     else:
-        raise Unavailable(
-            "No memory data in this run. MindSpore Insight: memory_usage_summary_<rank>.json (profile with "
-            "profile_memory=True); Ascend: ASCEND_PROFILER_OUTPUT/memory_record.csv or npu_module_mem.csv "
-            "(torch_npu profile_memory=True); PyTorch: [memory] events in the trace (profile_memory=True).")
+        raise Unavailable(f"No memory data in this run ({SOURCES}).")
     pr = d["per_rank"].copy()
     pr["rank"] = pr["rank"].astype(int)
     if "capacity_mb" not in pr:
@@ -223,11 +182,11 @@ def analyze(run: Run, options=None) -> Analysis:
     fill = pr["capacity_mb"].isna() & (not math.isnan(opt_mb))
     pr.loc[fill, "capacity_mb"] = opt_mb
     pr.loc[fill, "capacity_source"] = "option device_memory_gb"
-    pr["peak_ratio"] = (pr["peak_mb"] / pr["capacity_mb"]).where(pr["capacity_mb"] > 0)
     pr["host"] = pr["rank"].map(lambda r: run.hosts.get(r))
     dev = pr["rank"].map(lambda r: run.devices.get(r))
     if "trace_device" in pr:
         dev = dev.where(dev.notna(), pr["trace_device"])
+    pr["peak_ratio"] = facts.share(pr["peak_mb"], pr["capacity_mb"], "peak memory / device capacity", run)
     pr["device"] = dev.map(_int_or_none).astype(object)
     pr["stage"] = pr["rank"].map(lambda r: _int_or_none(run.stage_of(r))).astype(object)
     pr = pr.sort_values("rank").reset_index(drop=True)
@@ -278,9 +237,11 @@ def analyze(run: Run, options=None) -> Analysis:
         "timeline_x": "node index (execution order)" if d["x_kind"] == "node" else "ms since the rank's first sample",
         "timeline_trimmed": trimmed,
     }
-    return Analysis(metrics=metrics, tables={"per_rank": pr},
-                    data={"timeline": timeline, "x_kind": d["x_kind"], "marks": d.get("marks"), "near": near, "off": off,
-                          "hosts_known": bool(pr["host"].notna().all() and pr["device"].notna().all())})
+    a = Analysis(metrics=metrics, tables={"per_rank": pr},
+                 data={"timeline": timeline, "x_kind": d["x_kind"], "marks": d.get("marks"), "near": near, "off": off,
+                       "hosts_known": bool(pr["host"].notna().all() and pr["device"].notna().all())})
+    a.findings = _findings(a)
+    return a
 
 
 # --------------------------------------------------------------------------- present
@@ -312,14 +273,12 @@ def present(a: Analysis) -> View:
         notes.append(f"No memory data for ranks {_ranks_text(m['ranks_without_data'])}.")
     if a.data["x_kind"] == "node" and tl is not None and not tl.empty:
         notes.append("MindSpore's memory details are per graph node in execution order, not per time.")
-    findings = _findings(a)
     summary = (f"Peak device memory per rank: largest {fmt.quantity(m['peak_mb_max'], 'mb')}, "
                f"mean {fmt.quantity(m['peak_mb_mean'], 'mb')}")
     if m["peak_ratio_max"] is not None:
         summary += f"; highest peak / capacity {fmt.percent(m['peak_ratio_max'])}"
     summary += f" (peak = {m['peak_definition']})."
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, notes=notes,
-                controls=[])
+    return View(summary=summary, figures=figures, tables=tables, notes=notes, controls=[])
 
 
 def _ranks_text(ranks: list[int], limit: int = 20) -> str:

@@ -246,7 +246,7 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
 def present(a: Analysis) -> View:
     m = a.metrics
     per_rank, rows = a.tables["per_rank"], a.tables["per_rank_step"]
-    ascend = m["family"] in ("ascend", "kineto")
+    ascend = m["family"] in ("ascend", "kineto", "mindspore_cpu")  # timeline partitions (MindSpore CPU: its own label)
     if ascend:
         phases = [("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
                   ("free_ms", "Free")]

@@ -389,7 +389,9 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["pipeline_pairs"] = matched
         metrics["pipeline_pairs"] = int(matched["matched"].sum())
         metrics["pipeline_unmatched"] = int((~matched["matched"]).sum())
-    return Analysis(metrics=metrics, tables=tables, data=data)
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(a)
+    return a
 
 
 class _StageRun:
@@ -495,8 +497,7 @@ def present(a: Analysis) -> View:
         fig = _pairs_figure(pp)
         if fig is not None:
             figures.append(fig)
-    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls,
-                trees=trees)
+    return View(summary=summary, figures=figures, tables=tables, controls=controls, trees=trees)
 
 
 _ranks_text = rank_ranges

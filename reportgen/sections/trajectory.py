@@ -42,41 +42,53 @@ TITLE = "Step trajectory"
 
 @dataclass(frozen=True)
 class Source:
-    """How one input family splits a step."""
+    """How the run's step table splits a step: chosen by the columns the run HAS (never by its family)."""
 
     table: str
     avg_table: str | None
     phases: tuple  # ((column, label), ...) stacked in this order; they add up to step_ms
-    wait: str  # the "waiting before the step's work starts" metric (seed rule step_interval)
-    wait_label: str
-    wait_finding: str  # finding id
     compute: str  # the device-work metric compared with stage peers
     compute_label: str
 
 
-MINDINSIGHT = Source(
+#: step_trace with step interval / forward+backward / tail (module doc)
+STEP_PHASES = Source(
     "step_trace", "step_trace_avg",
     (("step_interval_ms", "Step interval (data wait)"), ("fp_bp_ms", "Forward + backward"),
      ("tail_ms", "Tail (gradient sync + update)")),
-    "step_interval_ms", "step interval", "slow_step_interval", "fp_bp_ms", "forward+backward")
-ASCEND = Source(
+    "fp_bp_ms", "forward+backward")
+#: step_time partitioned into computing / communication not overlapped / free (the device timeline's partition)
+DEVICE_PARTS = Source(
     "step_time", None,
     (("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
      ("free_ms", "Free (idle device)")),
-    "preparing_ms", "preparing time (step start to first device op)", "slow_preparing",
     "computing_ms", "computing")
-KINETO_CPU = Source(
+#: step_time with only collectives / everything else (no device timeline)
+COLLECTIVE_PARTS = Source(
     "step_time", None,
     (("comm_ms", "Collectives (gloo, any thread)"), ("other_ms", "Everything else")),
-    "preparing_ms", "preparing time", "slow_preparing", "other_ms", "non-collective")
-SOURCES = (MINDINSIGHT, ASCEND, KINETO_CPU)
+    "other_ms", "non-collective")
+SPLITS = (STEP_PHASES, DEVICE_PARTS, COLLECTIVE_PARTS)
+SOURCES = ("MindSpore Insight: step_trace_raw_<rank>_detail_time.csv (step trace enabled); Ascend: "
+           "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (a profiler schedule and step()); PyTorch: ProfilerStep#N "
+           "markers (torch.profiler with schedule + step())")
+#: what the section reads: a per-step table (its parts as the columns say, :data:`SOURCES`)
+NEEDS = (("step_trace", "step_time"),)
+
+#: the trajectory's finding about a rank that waits for input longer than the others, per input-wait measure
+#: (reportgen/facts.py WAIT_MEASURES)
+WAIT_FINDING = {"step interval": "slow_step_interval", "preparing time": "slow_preparing",
+                "DataLoader wait": "slow_input_wait"}
+WAIT_LABEL = {"step interval": "step interval", "preparing time": "preparing time (step start to first device op)",
+              "DataLoader wait": "DataLoader wait (enumerate(DataLoader) __next__ per step)"}
+
 
 #: Budget for rows embedded in one chart (see ../shared/research/offline-html-report.md §2.2).
 MAX_CHART_ROWS = 20_000
 
 
 def _source(run: Run) -> Source:
-    for src in SOURCES:
+    for src in SPLITS:
         df = run.table(src.table)
         if df is not None and all(df[k].notna().any() for k, _ in src.phases if k in df.columns) \
                 and all(k in df.columns for k, _ in src.phases):
@@ -88,20 +100,32 @@ def _source(run: Run) -> Source:
         "PyTorch traces need ProfilerStep#N markers (torch.profiler with schedule + step()).")
 
 
-def metrics_of(src: Source) -> list[str]:
+def metrics_of(src: Source, wait: str | None = None) -> list[str]:
     cols = ["step_ms"] + [k for k, _ in src.phases]
-    return cols + ([src.wait] if src.wait not in cols else [])
+    return cols + ([wait] if wait and wait not in cols else [])
 
 
-def labels_of(src: Source) -> dict[str, str]:
-    return {"step_ms": "Step time", **dict(src.phases), src.wait: src.wait_label.capitalize()}
+def labels_of(src: Source, wait: str | None = None, wait_measure: str = "") -> dict[str, str]:
+    labels = {"step_ms": "Step time", **dict(src.phases)}
+    if wait and wait not in labels:
+        labels[wait] = WAIT_LABEL.get(wait_measure, wait_measure).capitalize()
+    return labels
 
 
 def analyze(run: Run, options=None) -> Analysis:
     src = _source(run)
     F = facts.of(run, options)
+    W = facts.input_wait(run, options)  # THE input-wait measure of the run (facts), under its name
+    wait = W.column if W is not None else None
     st = run.table(src.table)
-    metrics_cols = [c for c in metrics_of(src) if st[c].notna().any()]  # a column the source lacks is left out
+    if wait is not None:  # the measure's per rank and step values (the same numbers the data section shows)
+        st = st.drop(columns=[wait], errors="ignore").merge(
+            W.per_rank_step[["rank", "step", "wait_ms"]].rename(columns={"wait_ms": wait}), on=["rank", "step"],
+            how="left")
+    # a column the source lacks is left out
+    metrics_cols = [c for c in metrics_of(src, wait) if c in st and st[c].notna().any()]
+    if wait not in metrics_cols:
+        wait = None
     info = run.ranks_table()[["rank", "host", "stage"]]
     # the steps listed are the run's (reportgen/facts.py); averages are over the steps in scope
     per_rank_step = F.listed(st)[["rank", "step"] + metrics_cols].copy()
@@ -124,9 +148,8 @@ def analyze(run: Run, options=None) -> Analysis:
     per_rank = per_rank.merge(info, on="rank", how="left")
     per_rank_step = per_rank_step.merge(info, on="rank", how="left")
 
-    wait_mean = float(per_rank[src.wait].mean()) if src.wait in per_rank and per_rank[src.wait].notna().any() \
-        else math.nan
-    per_rank["wait_vs_mean_ratio"] = per_rank[src.wait] / wait_mean - 1 if wait_mean > 0 else math.nan
+    wait_mean = float(per_rank[wait].mean()) if wait and per_rank[wait].notna().any() else math.nan
+    per_rank["wait_vs_mean_ratio"] = per_rank[wait] / wait_mean - 1 if wait and wait_mean > 0 else math.nan
     step_median = F.step_ms_median
 
     metrics = {
@@ -148,8 +171,8 @@ def analyze(run: Run, options=None) -> Analysis:
         "fastest_rank": F.fastest_rank,
         "median_rank": F.median_rank,
         "file_average_vs_step_mean_max_diff_ratio": avg_diff,
-        "wait_metric": src.wait,
-        "source_format": run.source_format,
+        "wait_metric": wait or "",
+        "wait_measure": W.measure if wait else "",
         "compute_metric": src.compute,
         "thresholds": {k: v for k, v in th.as_dict().items()
                        if k.startswith(("step_interval", "fp_bp", "severity", "min_excess"))},
@@ -160,13 +183,16 @@ def analyze(run: Run, options=None) -> Analysis:
 
     data = {
         "source": src,
+        "wait": wait,
+        "wait_measure": W.measure if wait else "",
+        "step_definition": run.step_definition,
         "columns": metrics_cols,
-        "slow_hosts": _slow_hosts(per_rank, src, wait_mean),
+        "slow_hosts": _slow_hosts(per_rank, wait, wait_mean),
         "step_ops": _op_summary(run.table("step_ops"), F),
         "step_median": step_median,
     }
     covered = {r for h in data["slow_hosts"] for r in h["ranks"]}
-    data["slow_ranks"] = _slow_wait(per_rank, src, wait_mean, covered)
+    data["slow_ranks"] = _slow_wait(per_rank, wait, wait_mean, covered)
     data["slow_compute"] = _slow_compute(per_rank, src)
 
     tables = {
@@ -175,35 +201,38 @@ def analyze(run: Run, options=None) -> Analysis:
     }
     if file_avg is not None:
         tables["per_rank_file_average"] = file_avg
-    return Analysis(metrics=metrics, tables=tables, data=data)
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(metrics, data, src)
+    return a
 
 
-def _slow_hosts(per_rank: pd.DataFrame, src: Source, mean_wait: float) -> list[dict]:
+def _slow_hosts(per_rank: pd.DataFrame, wait: str | None, mean_wait: float) -> list[dict]:
     """Hosts all of whose ranks wait more than the seed threshold above the mean of all ranks."""
     known = per_rank.dropna(subset=["host"])
-    if not mean_wait > 0 or known["host"].nunique() < 2:
+    if wait is None or not mean_wait > 0 or known["host"].nunique() < 2:
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     out = []
     for host, grp in known.groupby("host", sort=True):
         floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
-        if len(grp) > 1 and (grp[src.wait] > max(limit, floor)).all():
+        if len(grp) > 1 and (grp[wait] > max(limit, floor)).all():
             out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]),
-                        "value": float(grp[src.wait].mean()), "reference": mean_wait,
+                        "value": float(grp[wait].mean()), "reference": mean_wait,
                         "step_ms": float(grp["step_ms"].mean())})
     return out
 
 
-def _slow_wait(per_rank: pd.DataFrame, src: Source, mean_wait: float, covered: set[int]) -> list[dict]:
-    """Seed rule ``step_interval``: s_r / mean(s) - 1 > 0.2 (MindInsight reports the worst rank only)."""
-    if not mean_wait > 0:
+def _slow_wait(per_rank: pd.DataFrame, wait: str | None, mean_wait: float, covered: set[int]) -> list[dict]:
+    """Seed rule ``step_interval`` on the run's input-wait measure (facts.input_wait): s_r / mean(s) - 1 > 0.2
+    (MindInsight reports the worst rank only)."""
+    if wait is None or not mean_wait > 0:
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
-    slow = per_rank[(per_rank[src.wait] > max(limit, floor)) & ~per_rank["rank"].isin(covered)]
-    slow = slow.sort_values(src.wait, ascending=False)
-    return [{"rank": int(r["rank"]), "value": float(r[src.wait]), "reference": mean_wait,
-             "percent": float((r[src.wait] / mean_wait - 1) * 100), "step_ms": float(r["step_ms"]),
+    slow = per_rank[(per_rank[wait] > max(limit, floor)) & ~per_rank["rank"].isin(covered)]
+    slow = slow.sort_values(wait, ascending=False)
+    return [{"rank": int(r["rank"]), "value": float(r[wait]), "reference": mean_wait,
+             "percent": float((r[wait] / mean_wait - 1) * 100), "step_ms": float(r["step_ms"]),
              "host": r["host"] if isinstance(r["host"], str) else None} for _, r in slow.iterrows()]
 
 
@@ -276,15 +305,11 @@ def _op_summary(ops: pd.DataFrame | None, F) -> pd.DataFrame | None:
 # --------------------------------------------------------------------------- present
 
 
-def run_format(a: Analysis) -> str:
-    return a.metrics.get("source_format", "")
-
-
 def present(a: Analysis) -> View:
     m, d = a.metrics, a.data
     src: Source = d["source"]
     cols_m = d["columns"]
-    labels = labels_of(src)
+    labels = labels_of(src, d.get("wait"), d.get("wait_measure", ""))
     per_rank = a.tables["per_rank"]
     per_rank_step = a.tables["per_rank_step"]
     steps = sorted(per_rank_step["step"].unique().tolist())
@@ -318,21 +343,16 @@ def present(a: Analysis) -> View:
             "The profiler also wrote its own average row ('-', the table 'profiler average row'); MindInsight shows "
             f"that row. It differs from the mean of the steps in scope by up to {fmt.percent(diff)} (step time): "
             "the profiler averaged steps that were not all kept, warm-up included.")
-    if src is ASCEND and run_format(a) == "kineto":
-        notes.append("Step time is the ProfilerStep span; computing, communication not overlapped and free "
-                     "partition it (GPU kernels clipped to the window they run in; memcpy/memset count as free).")
-    elif src is ASCEND:
-        notes.append("Step time here is the device's end-to-end time of the step: computing + communication not "
-                     "overlapped + free, from step_trace_time.csv.")
-    elif src is KINETO_CPU:
-        notes.append("CPU-only trace: step time is the ProfilerStep span; collectives are the union of gloo "
-                     "operations on any thread inside it. There is no device timeline, so no computing/free split.")
+    if d.get("step_definition"):  # the reader's definition of its step time (Run.step_definition)
+        notes.append(d["step_definition"])
+    if d.get("wait"):
+        notes.append(f"Input wait: the run's {d['wait_measure']} (reportgen/facts.py input_wait), the measure the data "
+                     "section and the advisor's data rules read too.")
     if m.get("ranks_without_step_data"):
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
-    findings = _findings(m, d, src)
     step_ms = per_rank.set_index("rank")["step_ms"]
-    shown = th.ranks_shown(step_ms, vl.finding_ranks(findings))
+    shown = th.ranks_shown(step_ms, vl.finding_ranks(a.findings))
     per_rank_title = "Per rank (" + avg_label.lower() + ")"
     if shown is None:
         figures = [_bars(per_rank, per_rank_step, shown_steps, src, cols_m)]
@@ -342,14 +362,14 @@ def present(a: Analysis) -> View:
                          shown_steps, src, cols_m),
                    vl.rank_distribution("trajectory-distribution", step_ms, shown, labels["step_ms"],
                                         avg_label.lower())]
-    figures.append(_heatmap(per_rank_step, src, cols_m))
+    figures.append(_heatmap(per_rank_step, labels, cols_m))
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
         [Column(k, labels[k], "ms") for k in cols_m]
     tables = [
         Table.from_frame("trajectory-per-rank", per_rank_title, per_rank,
-                         cols + [Column("wait_vs_mean_ratio", f"{src.wait_label.split(' (')[0].capitalize()} vs mean",
-                                        "ratio")]),
+                         cols + [Column("wait_vs_mean_ratio", f"{(d.get('wait_measure') or 'input wait').capitalize()} "
+                                        "vs mean", "ratio")]),
         Table.from_frame("trajectory-per-rank-step", "Per rank and step", per_rank_step,
                          cols[:3] + [Column("step", "Step", "int")] + cols[3:]),
     ]
@@ -372,7 +392,7 @@ def present(a: Analysis) -> View:
                + (f" (warm-up step {', '.join(map(str, sorted(warm)))} left out)" if warm and m["steps"] < len(steps)
                   else "") + f". Median step time {fmt.ms(m['step_ms_median'])} "
                f"(spread {fmt.percent(m['step_ms_spread_ratio'])} of the median); mean {parts}.")
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+    return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes,
                 ranks_drawn=list(shown or []))
 
 
@@ -380,20 +400,21 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
     out = []
     step = d["step_median"] or 1.0
     pct = int(th.STEP_INTERVAL_ABOVE_MEAN * 100)
+    wait, label = d.get("wait"), WAIT_LABEL.get(d.get("wait_measure"), d.get("wait_measure"))
     for h in d["slow_hosts"]:
         share = (h["value"] - h["reference"]) / step
         out.append(Finding(
             "slow_host", th.severity(share), ID,
-            f"Host {h['host']}: the {src.wait_label} of its {len(h['ranks'])} ranks is {fmt.ms(h['value'])} per step "
+            f"Host {h['host']}: the {label} of its {len(h['ranks'])} ranks is {fmt.ms(h['value'])} per step "
             f"on "
             f"average, {fmt.percent(h['value'] / h['reference'] - 1)} above the mean of all ranks "
             f"({fmt.ms(h['reference'])}).",
             ranks=h["ranks"],
-            evidence={"metric": src.wait, "value": h["value"], "reference": h["reference"], "host": h["host"],
+            evidence={"metric": wait, "value": h["value"], "reference": h["reference"], "host": h["host"],
                       "share_of_step_ratio": share},
             suggestion="Check the data pipeline and host load on this host: CPU, disk or network storage, "
                        "dataset workers.",
-            view=metric_view(src.wait)))
+            view=metric_view(wait)))
     slow = d["slow_ranks"]
     if slow:
         w = slow[0]
@@ -402,16 +423,16 @@ def _findings(m: dict, d: dict, src: Source) -> list[Finding]:
         extra = f" Also above {pct}%: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:20]))}" \
                 f"{' …' if len(others) > 20 else ''}." if others else ""
         out.append(Finding(
-            src.wait_finding, th.severity(share), ID,
-            f"The {src.wait_label} of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} "
+            WAIT_FINDING.get(d.get("wait_measure"), "slow_input_wait"), th.severity(share), ID,
+            f"The {label} of rank {w['rank']} is {fmt.ms(w['value'])}, {fmt.quantity(w['percent'], 'pct')} "
             f"above the mean of "
             f"ranks ({fmt.ms(w['reference'])}): it waits longer before its step's work starts.{extra}",
             ranks=[x["rank"] for x in slow],
-            evidence={"metric": src.wait, "value": w["value"], "reference": w["reference"],
+            evidence={"metric": wait, "value": w["value"], "reference": w["reference"],
                       "share_of_step_ratio": share},
             suggestion="Raise dataset parallelism or prefetch on that rank's host; check its data loading path "
                        "and host-side work before the first device op.",
-            view=metric_view(src.wait)))
+            view=metric_view(wait)))
     slow = d["slow_compute"]
     if slow:
         w = slow[0]
@@ -470,7 +491,7 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
                   alt="Stacked bar chart of the parts of the step time for each rank")
 
 
-def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Figure:
+def _heatmap(per_rank_step: pd.DataFrame, labels: dict[str, str], cols_m: list[str]) -> Figure:
     df = per_rank_step[["rank", "step", "host", "warmup"] + cols_m].copy()
     df["host"] = df["host"].fillna("")
     ranks = sorted(df["rank"].unique())
@@ -485,7 +506,6 @@ def _heatmap(per_rank_step: pd.DataFrame, src: Source, cols_m: list[str]) -> Fig
         df["host"] = ""
         y_title = f"Rank (groups of {per_bin}, max shown)"
         caption += f" Ranks are grouped by {per_bin} to keep the file small; each cell shows the group's maximum."
-    labels = labels_of(src)
     caption += MEDIAN_CAPTION
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
