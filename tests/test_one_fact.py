@@ -54,13 +54,13 @@ def test_share_outside_0_1_is_nan_and_a_data_problem():
 def test_summary_shares_never_outside_0_100():
     """A trace whose only kernel lasts 0.02 us: computing 0.04 us of a 0.02 us step (200 %) and free -0.02 us
     (-100 %) are not shown; the data problems name the quantities."""
-    from reportgen import metrics
+    from reportgen.summary import summary
 
     pr = pd.DataFrame({"rank": [0], "step_ms": [0.00002], "computing_ms": [0.00004], "comm_not_overlapped_ms": [0.0],
                        "free_ms": [-0.00002]})
     run = _run(pd.DataFrame({"rank": [0], "step": [1], "step_ms": [0.00002]}))
     ov = SectionOutcome("overlap", "O", "ok", analysis=Analysis(tables={"per_rank": pr}), view=View())
-    s = metrics.summary(run, [ov])
+    s = summary(run, [ov])
     assert "computing_share_ratio" not in s and "free_share_ratio" not in s
     assert s["exposed_comm_share_ratio"] == 0.0
     said = " ".join(p.problem for p in run.problems)
