@@ -1656,7 +1656,7 @@ def level0_comm_ops(hccl: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
         return pd.DataFrame(columns=COMM_OPS_RAW)
     names = hccl["op"].astype(str)
     split = names.str.partition("@")
-    op, ghash = split[0], split[2].where(split[2] != "", None)
+    op, ghash = split[0], np.array([g if g else None for g in split[2]], dtype=object)
     start = hccl["start_ns"].to_numpy(np.int64)
     step = np.full(len(hccl), 0 if steps is None or steps.empty else -1, dtype=np.int64)
     if steps is not None and not steps.empty:
@@ -1671,7 +1671,7 @@ def level0_comm_ops(hccl: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
         "rank": hccl["rank"].to_numpy(np.int64), "step": step,
         "kind": ["p2p" if o.lower().startswith(P2P_PREFIXES) else "collective" for o in op],
         "op": op.to_numpy(dtype=object), "op_type": [_op_type(o) for o in op],
-        "group_hash": ghash.to_numpy(dtype=object), "start_ns": start,
+        "group_hash": pd.Series(ghash, dtype=object), "start_ns": start,
         "elapse_ms": hccl["dur_ms"].to_numpy(dtype=float),
         "transit_ms": nan, "wait_ms": nan, "sync_ms": nan, "idle_ms": nan}, columns=COMM_OPS_RAW)
 
