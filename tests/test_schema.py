@@ -171,10 +171,11 @@ def test_kernel_details_waits_and_communication_stream_tasks_are_not_compute(tmp
 
 
 def _kernels_run(tmp_path) -> Run:
-    """Two Ascend ranks from kernel_details.csv only (the rank comparison's kernels path): rank 0 computes 30 ms
-    per step, rank 1 computes 40 ms and waits / moves HCCL data on its communication stream for 284 ms."""
+    """Two Ascend ranks from kernel_details.csv only (the rank comparison's kernels path): rank 0 computes 40 ms
+    per step, rank 1 computes 30 ms and waits / moves HCCL data on its communication stream for 284 ms (counted as
+    compute, rank 1 was "the rank with the most computation", with 284 ms of compute in an 83.6 ms step)."""
     parts = []
-    for rank, n_mm in ((0, 30), (1, 40)):
+    for rank, n_mm in ((0, 40), (1, 30)):
         rows = [("aclnnMm", "MatMulV2", "AI_CORE", 2, 1000 + 1000 * i, 1000) for i in range(n_mm)]
         if rank == 1:
             rows += [("Notify_Wait", "NOTIFY_WAIT", "N/A", 9, 2000 + 10 * i, 2000) for i in range(132)]
@@ -184,9 +185,9 @@ def _kernels_run(tmp_path) -> Run:
         parts.append(df)
     k = pd.concat(parts, ignore_index=True)
     k = to_rel_ms(k, int(k["start_ns"].min()))
-    st = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "step_ms": [83.6, 83.0], "computing_ms": [30.0, 40.0],
+    st = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "step_ms": [83.0, 83.6], "computing_ms": [40.0, 30.0],
                        "comm_not_overlapped_ms": [20.0, 20.0], "overlapped_ms": [0.0, 0.0], "comm_ms": [20.0, 20.0],
-                       "free_ms": [33.6, 23.0]}).reindex(columns=STEP_TIME_ORDER)
+                       "free_ms": [23.0, 33.6]}).reindex(columns=STEP_TIME_ORDER)
     run = Run(name="k", source_format="ascend", source_path=str(tmp_path), ranks=[0, 1], steps=[1])
     run.tables.update(kernels=k, step_time=st)
     run.step_source = "markers"
@@ -200,7 +201,7 @@ def test_compare_counts_only_computation_as_compute(tmp_path):
     _canonical(run)
     a = compare.analyze(run, None)
     m = a.metrics
-    assert m["rank_a"] == 1 and "most computation" in m["pair_source"]  # the rank that computes more
+    assert m["rank_a"] == 0 and "most computation" in m["pair_source"]  # the rank that computes more
     types = a.tables["types"].set_index(["kind", "type"])
     assert types.loc[("compute", "aclnnMm"), "a_total_ms"] == pytest.approx(40.0)
     assert types.loc[("compute", "aclnnMm"), "b_total_ms"] == pytest.approx(30.0)

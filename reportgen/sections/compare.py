@@ -15,8 +15,8 @@ Sources and definitions:
   once per family at the reader edge (:mod:`reportgen.schema`, ``op_class``): the compute time that chooses the pair
   is the time of ``op_class == compute`` only (an Ascend wait, HCCL stream task or copy is never computation).
 * Delta = A - B (ms per step); share of the step difference explained = delta / (step A - step B), when A's step is
-  longer. The shares of all types add up to the part of the difference the device operations explain (time outside
-  any operation, free time, is the rest).
+  longer. The shares of all types but the waits add up to the part of the difference the device operations explain
+  (time outside any operation, free time, is the rest; a wait runs beside the work it waits for, so it is not added).
 * Communication: the communication section's operations per type: time (elapse), transit and wait per step.
 * Memory: the memory section's peak per rank.
 * Any other pair: the chart embeds the type totals of at most :data:`PAIR_RANKS` ranks (every rank up to that
@@ -179,7 +179,9 @@ def analyze(run: Run, options=None) -> Analysis:
     tables = {"types": types, "top_ops": names}
     metrics = {"rank_a": a, "rank_b": b, "pair_source": how, "step_ms_a": step_a, "step_ms_b": step_b,
                "step_diff_ms": diff, "steps": steps,
-               "explained_ratio": float(types["delta_ms"].sum() / diff) if diff > 0 and not synchronous else None,
+               # waits run beside the work they wait for (their time is in other operations too): not summed
+               "explained_ratio": float(types.loc[types["kind"] != "wait", "delta_ms"].sum() / diff)
+               if diff > 0 and not synchronous else None,
                "synchronous": bool(synchronous),
                "delta_by_kind_ms": {str(k): float(v) for k, v in types.groupby("kind")["delta_ms"].sum().items()},
                "stage_a": run.stage_of(a), "stage_b": run.stage_of(b),
