@@ -27,6 +27,7 @@ from reportgen.readers.ascend_trace import read_trace_view
 from reportgen.synth import (AscendSpec, KinetoSpec, MindInsightSpec, write_ascend_run, write_kineto_run,
                              write_mindinsight_run)
 from reportgen.synth.degenerate import CASES, write_degenerate_run
+from reportgen.synth.mindinsight_strategy import write_strategy_files
 from reportgen.timebase import to_rel_ms
 from test_golden import FIXTURES
 
@@ -48,17 +49,39 @@ def test_fixture_is_canonical(name):
     _canonical(read_run(fixture_dir(*FIXTURES[name])))
 
 
-@pytest.mark.parametrize("family", ["kineto", "ascend", "mindinsight", "demo"])
+@pytest.mark.parametrize("family", ["kineto", "ascend", "mindinsight", "demo", "strategy"])
 def test_synthetic_run_is_canonical(family, tmp_path):
-    if family == "kineto":
-        write_kineto_run(tmp_path, KinetoSpec(hosts=1, devices_per_host=2, stages=1, steps=2))
+    if family == "kineto":  # two stages: p2p_links too
+        write_kineto_run(tmp_path, KinetoSpec(hosts=2, devices_per_host=2, stages=2, steps=2))
     elif family == "ascend":
         write_ascend_run(tmp_path, AscendSpec(hosts=1, devices_per_host=2, stages=2, steps=2, microbatches=2))
-    elif family == "mindinsight":
-        write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2))
+    elif family == "mindinsight":  # with the dataset pipeline and the memory details: minddata_*, mi_memory_*
+        write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2,
+                                                        minddata_bottleneck="Map"))
+        for p in tmp_path.rglob("memory_usage_summary_*.json"):
+            rid = p.stem.rsplit("_", 1)[1]
+            (p.parent / f"memory_usage_details_{rid}.json").write_text(
+                json.dumps({"0": {"lines": [0.5, 1.0, 2.0], "fp_start": 1, "bp_end": 2}}))
+    elif family == "strategy":  # mi_strategy_ops, mi_strategy_pairs
+        write_strategy_files(tmp_path)
     else:
         write_mindinsight_run(tmp_path, demo.demo_spec())
     _canonical(read_run(tmp_path))
+
+
+def test_mindinsight_timeline_run_is_canonical(tmp_path, pp2x4):
+    """MindInsight timeline display files with Steps blocks: mi_timeline_ops, mi_timeline_steps."""
+    import shutil
+
+    from test_mindinsight_timeline import _timeline_21
+
+    root = tmp_path / "run"
+    shutil.copytree(pp2x4, root)
+    for rank, shift in ((0, 0.0), (1, 7.0)):
+        (root / f"ascend_timeline_display_{rank}.json").write_text(json.dumps(_timeline_21(shift)))
+    run = read_run(root)
+    assert run.table("mi_timeline_steps") is not None
+    _canonical(run)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
