@@ -1,7 +1,8 @@
 """The run model: what every reader produces and every section reads.
 
 Units are fixed everywhere: time in milliseconds (``*_ms``), sizes in megabytes of
-10^6 bytes (``*_mb``), bandwidth in GB/s (``*_gbps``), ratios as fractions 0..1.
+10^6 bytes (``*_mb``), bandwidth in GB/s (``*_gbps``), ratios as fractions 0..1 (``*_ratio``); the few MindSpore
+columns that keep the file's percent are named ``*_pct`` (0..100). Each column's unit is in :mod:`reportgen.schema`.
 Ranks are GLOBAL rank ids (never device ids, never group-local ids).
 
 Time base. Readers parse every timestamp exactly into integer nanoseconds (never through a float

@@ -28,6 +28,11 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   map back to the group comes from hashing every ``parallel_group_info`` key. Matrix links use
   group-local indices; they are mapped to global ranks through the group's sorted ``global_ranks``.
 * When the text files are absent the same facts come from the DB export (:mod:`.ascend_db`).
+* One op class per device task (``op_class`` of ``kernels``, ``op_stats`` and ``device_ops``, text, trace and DB
+  alike): :func:`op_class`, the family's one rule (waits, HCCL rows and the tasks of HCCL's streams, copies,
+  computation, other), so that no section classifies an Ascend task by its name.
+* Level0 (no communication.json, no analysis DB): ``comm_ops`` from trace_view.json's HCCL ops
+  (:func:`level0_comm_ops`; transit / wait / sync / idle NaN), as the DB export gives them from COMMUNICATION_OP.
 """
 
 from __future__ import annotations
