@@ -14,7 +14,7 @@ told apart from the rest of communication (``receive``: the pipeline bubble of :
 Rows per family; a run gets its rows from the first source below that has data (one source per run, so that
 every rank's intervals and step windows come from the same kind of file):
 
-* Kineto GPU ``gpu_ops``: :func:`kineto_op_class` (kernel -> compute, comm -> communication, memcpy and memset ->
+* Kineto GPU ``gpu_ops``: :func:`gpu_op_class` (kernel -> compute, comm -> communication, memcpy and memset ->
   memcpy); a comm kernel is a receive when its ``collectives`` row says ``recv`` (without collective args, a name
   with Recv and without Send). stream = ``stream <n>``.
 * Kineto CPU (gloo), ranks without GPU ops: the ``gloo:<op>`` spans of ``collectives`` -> communication
@@ -100,18 +100,18 @@ def _comm_kind(names: pd.Series) -> np.ndarray:
 
 
 #: Kineto ``gpu_ops.kind`` -> op class (the reader's kind: ``comm`` = NCCL / RCCL / HCCL kernels, kineto_decode.py)
-KINETO_OP_CLASS = {"kernel": "compute", "comm": "communication", "memcpy": "memcpy", "memset": "memcpy"}
+GPU_OP_CLASS = {"kernel": "compute", "comm": "communication", "memcpy": "memcpy", "memset": "memcpy"}
 
 
-def kineto_op_class(kind: pd.Series) -> pd.Series:
-    """The Kineto rule for the class of a device op: :data:`KINETO_OP_CLASS` of its ``gpu_ops.kind`` (an unknown kind
+def gpu_op_class(kind: pd.Series) -> pd.Series:
+    """The Kineto rule for the class of a device op: :data:`GPU_OP_CLASS` of its ``gpu_ops.kind`` (an unknown kind
     -> other)."""
-    return kind.map(KINETO_OP_CLASS).fillna("other").astype(object)
+    return kind.map(GPU_OP_CLASS).fillna("other").astype(object)
 
 
 def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     """Kineto ``gpu_ops`` (and the ``collectives`` that say which kernels are p2p receives) -> timeline rows."""
-    kind = kineto_op_class(g["kind"])
+    kind = gpu_op_class(g["kind"])
     comm = (kind == "communication").to_numpy()
     recv, has_args = np.zeros(len(g), bool), set()
     if coll is not None and "collective" in coll:

@@ -8,8 +8,8 @@
   for (option ``ranks``), at most ``MAX_CHOSEN``.
 * ``top_operators``: per operator name and per operator type, count / total / mean / max time and share of
   the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication and waits (``op_class``
-  communication / wait, decided once per family at the reader edge: :mod:`reportgen.schema`; Kineto ``gpu_ops`` by
-  :func:`reportgen.timeline.kineto_op_class`) are left out, so the tops and shares are of the device's own work
+  communication / wait, decided once per family at the reader edge: :mod:`reportgen.schema`; ``gpu_ops`` by
+  :func:`reportgen.timeline.gpu_op_class`) are left out, so the tops and shares are of the device's own work
   (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Each
   bar is coloured by the op class of its rows (the class of most of its time). Sources in order of preference:
   Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
@@ -43,7 +43,7 @@ from .. import facts
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
-from ..timeline import kineto_op_class, op_type, step_windows
+from ..timeline import gpu_op_class, op_type, step_windows
 
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
@@ -263,7 +263,7 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
             label("op_stats", what.replace(" kernels", ""))
     g = of("gpu_ops")
     if g is not None:
-        cls = kineto_op_class(g["kind"])
+        cls = gpu_op_class(g["kind"])
         g, what = _work_only(g.assign(op_class=cls.to_numpy()), cls)
         return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), label("gpu_ops", what)
     c = of("cpu_ops")
