@@ -369,6 +369,7 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     skip_pids: set = set()
     skip_keys: set = set()
     notify_keys: set = set()  # (pid, tid) of lanes with HCCL notify tasks (dropped as synchronisation)
+    task_codes: dict = {"": 0}  # args["Task Type"] -> the code kept per event (g[3])
     rejects = Rejects()
     not_objects = 0
     seen = 0
@@ -421,14 +422,16 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     if g is None and key in skip_keys:
                         continue
                     if g is None:
-                        g = groups[key] = ([], array("q"), array("q"), [])
+                        g = groups[key] = ([], array("q"), array("q"), array("H"))
                     if type(name) is not str or len(name) > MAX_NAME_CHARS:
                         name = cap_text("" if name is None else name)
                     g[0].append(intern.setdefault(name, name))
                     g[1].append(t)
                     g[2].append(d)
-                    task = task if type(task) is str and len(task) <= 64 else ""
-                    g[3].append(intern.setdefault(task, task))
+                    code = task_codes.get(task) if type(task) is str and len(task) <= 64 else 0
+                    if code is None:  # a task type not seen yet (a few dozen exist): its code
+                        code = task_codes[task] = len(task_codes) if len(task_codes) < 65535 else 0
+                    g[3].append(code)
                 elif ph == "M":
                     args = ev.get("args")
                     label = args.get("name") if type(args) is dict else None
@@ -472,7 +475,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    out = _tables(rank, pnames, tnames, groups, steps, problems, where, notify_keys)
+    out = _tables(rank, pnames, tnames, groups, steps, problems, where, notify_keys,
+                  [t for t, _c in sorted(task_codes.items(), key=lambda kv: kv[1])])
     if loaders:
         loaders.sort(key=lambda x: x[1])
         out["dataloader"] = pd.DataFrame({"rank": np.full(len(loaders), rank, dtype=np.int64),
@@ -500,7 +504,7 @@ def _refuse_time(rejects: Rejects, where: str, index: int, t: int | None, d: int
 
 
 def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, where: str = "",
-            notify_keys: set = frozenset()) -> dict:
+            notify_keys: set = frozenset(), task_types: list | None = None) -> dict:
     out: dict[str, pd.DataFrame] = {}
 
     # Steps: prefer the Python layer (torch_npu), then MindSpore, then any other process.
@@ -542,7 +546,8 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
             })
 
     overlap, hccl, device, cpu = [], [], [], []
-    for (pid, tid), (names, ts, dur, tasks) in groups.items():
+    types = np.array(task_types or [""], dtype=object)
+    for (pid, tid), (names, ts, dur, codes) in groups.items():
         proc = pnames.get(pid)
         thread = tnames.get((pid, tid))
         if proc == "Overlap Analysis":
@@ -566,6 +571,7 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
                                  array("q", (ts[i] for i in keep)), array("q", (dur[i] for i in keep))))
         elif proc == "Ascend Hardware":
             stream = thread if thread is not None else f"Stream {tid}"
+            tasks = types[np.frombuffer(codes, dtype=np.uint16)] if len(codes) else np.zeros(0, dtype=object)
             device.append((names, [stream] * len(names), ts, dur,
                            op_class(tasks, None, names, np.full(len(names), (pid, tid) in notify_keys))))
         elif proc == "CPU OP":
