@@ -31,17 +31,20 @@ origin.
     ``enumerate(DataLoader)#...__next__`` X events of any process (torch_npu writes them in the Python layer):
     the time the training loop waited for its next batch, as in a PyTorch Kineto trace. The reader gives each the
     step it starts in (:func:`reportgen.timeline.assign_steps`).
-``device_ops``  rank, name, stream, start_ns, dur_ms
+``device_ops``  rank, name, stream, start_ns, dur_ms, op_class
     ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
     pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
     (``PROFILING_ENABLE`` markers) and ``Write Value`` (notify writes). Kernels (AI_CORE, MIX_*,
-    AI_CPU, DSA, ...) and copies (SDMA, PCIE_DMA / MEMCPY_ASYNC) are kept.
+    AI_CPU, DSA, ...) and copies (SDMA, PCIE_DMA / MEMCPY_ASYNC) are kept. ``op_class``:
+    :func:`reportgen.readers.ascend.op_class` of the event's ``Task Type`` and name, a stream whose dropped
+    synchronisation tasks include HCCL notifies (``Notify Wait`` / ``Notify Record``) being a communication stream
+    (its SDMA tasks are HCCL's data movement).
     **CPU-only MindSpore traces** (no ``Ascend Hardware`` process; processes are ``CPU OP`` and
     ``Scope Layer``) use the ``CPU OP`` process instead: one X event per executed kernel
     (``args.type == "HostCpuOps"``, names like ``Default/MatMul-op0`` in graph mode, ``MatMul`` in
     PyNative), collectives included (``Default/AllReduce-op0``). ``stream`` is ``"CPU OP <thread name>"``
     (``"CPU OP Thread 0"``). ``Scope Layer`` spans (``Default``, ``Gradients``, ...) nest those ops
-    and are not used.
+    and are not used. ``op_class``: :func:`cpu_op_class`.
 
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
 (msgspec with ``float_hook=str`` when importable, else ``json.loads(parse_float=str)``: float literals stay
