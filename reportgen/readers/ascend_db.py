@@ -33,7 +33,10 @@ the exported tables on the fixtures, to the ns):
   wait / sync / idle stay NaN (they need CANN's master-stream analysis), and a data problem says so.
 
 Extra tables on request (same columns as :mod:`.ascend_trace`): ``hccl_ops`` (``COMMUNICATION_OP``, lane =
-the HCCL group name), ``device_ops`` (``TASK`` without synchronisation tasks), and ``metadata``
+the HCCL group name), ``device_ops`` (``TASK`` without synchronisation tasks; ``op_class`` by
+:func:`.ascend.op_class`: a COMPUTE_TASK_INFO task is computation, a COMMUNICATION_TASK_INFO task communication, and
+so is any other task of a stream that runs HCCL tasks: HCCL's own AI_CORE tasks there have no COMPUTE_TASK_INFO and
+last as long as their hcom op), and ``metadata``
 (rank, name, value, path: ``META_DATA`` rows such as ``parallel_group_info`` / ``distributed_args`` as JSON
 text, plus ``RANK_DEVICE_MAP``).
 
