@@ -275,8 +275,8 @@ SCHEMA: tuple[Table, ...] = (
        C("op", "str", "none", "communication op name without the @group suffix (untrusted text)"),
        C("op_type", "str", "none", "allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, "
                                    "alltoall, ..."),
-       C("group", "object", "none", "group key when known, else the group hash; None when the source names none "
-                                    "(Level0 text export)", nullable=True),
+       C("group", "str", "none", "group key when known, else the group hash; '' when the source names none "
+                                 "(Level0 text export, MindSpore CPU)"),
        C("start_ms", "float64", "ms", "op start (ms from the run origin)"),
        C("elapse_ms", "float64", "ms", "op elapse time"),
        C("transit_ms", "float64", "ms", "transit time on the master plane (NaN at Level0: not analysed)",

@@ -315,7 +315,7 @@ def test_level0_comm_ops_rule():
                           "end_ns": np.array([200, 300], dtype=np.int64)})
     c = level0_comm_ops(h, steps)
     assert list(c["op"]) == ["hcom_allReduce__1_0_1", "hcom_receive__2_0_1", "hcom_send__9"]
-    assert list(c["group_hash"]) == ["123", None, None]
+    assert list(c["group_hash"]) == ["123", "", ""]
     assert list(c["step"]) == [7, 8, -1]
     assert list(c["kind"]) == ["collective", "p2p", "p2p"] and list(c["op_type"]) == ["allreduce", "receive", "send"]
     assert list(level0_comm_ops(h, None)["step"]) == [0, 0, 0]

@@ -1655,13 +1655,13 @@ def level0_comm_ops(hccl: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
     ``start_ns``): op = the name without an ``@group`` suffix, op_type / kind as communication.json's
     (:func:`_op_type`, :data:`P2P_PREFIXES`), start and elapse = the op's span, step = the ``trace_steps`` window the op
     starts in (-1 outside every window; 0, the whole trace, when the rank has no windows), group = the ``@`` hash when
-    the name has one, else None (the trace does not say); transit / wait / sync / idle NaN (CANN's master-stream
+    the name has one, else "" (the trace does not say; as MindSpore CPU's); transit / wait / sync / idle NaN (CANN's master-stream
     analysis is not in the data). The same as the DB's COMMUNICATION_OP rows give (ascend_db._comm_ops_from_profiler)."""
     if hccl is None or hccl.empty:
         return pd.DataFrame(columns=COMM_OPS_RAW)
     names = hccl["op"].astype(str)
     split = names.str.partition("@")
-    op, ghash = split[0], np.array([g if g else None for g in split[2]], dtype=object)
+    op, ghash = split[0], split[2].astype(str).to_numpy(dtype=object)
     start = hccl["start_ns"].to_numpy(np.int64)
     step = np.full(len(hccl), 0 if steps is None or steps.empty else -1, dtype=np.int64)
     if steps is not None and not steps.empty:
@@ -1676,7 +1676,7 @@ def level0_comm_ops(hccl: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
         "rank": hccl["rank"].to_numpy(np.int64), "step": step,
         "kind": ["p2p" if o.lower().startswith(P2P_PREFIXES) else "collective" for o in op],
         "op": op.to_numpy(dtype=object), "op_type": [_op_type(o) for o in op],
-        "group_hash": pd.Series(ghash, dtype=object), "start_ns": start,
+        "group_hash": ghash, "start_ns": start,
         "elapse_ms": hccl["dur_ms"].to_numpy(dtype=float),
         "transit_ms": nan, "wait_ms": nan, "sync_ms": nan, "idle_ms": nan}, columns=COMM_OPS_RAW)
 
