@@ -8,9 +8,9 @@ synthetic generators).
 Column fields:
 
 * ``dtype``: ``int64`` (any integer dtype; a nullable int64 column may be float64 holding whole numbers and NaN,
-  as pandas stores it), ``float64`` (any float dtype; integers are accepted: a float column that happens to hold
-  whole numbers), ``str`` (pandas text, or object holding str), ``bool``, ``list`` (object holding lists / tuples),
-  ``object`` (anything).
+  as pandas stores it, or objects holding ints and None), ``float64`` (any float dtype; integers are accepted: a
+  float column that happens to hold whole numbers), ``str`` (pandas text, or object holding str), ``bool``,
+  ``list`` (object holding lists / tuples), ``object`` (anything).
 * ``unit``: one of :data:`UNITS`; ``none`` for ids, names and enums. Time columns follow the model's time base
   (:mod:`reportgen.model`): absolute times are ms relative to the run origin, durations are ms; ``*_ns`` columns
   are integer ns on the profiler's clock (kept for HTA's whole-µs conventions only).
@@ -86,8 +86,8 @@ _BREAKDOWN_AVG = "as cluster_overlap, from the file's average row"
 SCHEMA: tuple[Table, ...] = (
     # ------------------------------------------------------------------ every family
     _t("files", "Recognised input files, one row per file.",
-       C("rank", "int64", "none", "global rank the file belongs to", nullable=True,
-         ), C("kind", "str", "none", "recognised file kind, e.g. step_trace, hccl_raw, flops_summary"),
+       C("rank", "int64", "none", "global rank the file belongs to (NaN / None for run-wide files)", nullable=True),
+       C("kind", "str", "none", "recognised file kind, e.g. step_trace, hccl_raw, flops_summary"),
        C("path", "str", "none", "path of the file")),
     _t("groups", "Process groups: the union of every rank's group list.",
        C("group", "str", "none", "process-group key (profiler_metadata parallel_group_info key, e.g. group_name_19; "
@@ -438,17 +438,20 @@ def _dtype_problem(s: pd.Series, col: Column) -> str | None:
             return None
         if kind == "f" and col.nullable and np.all(np.mod(values.to_numpy(dtype=float), 1) == 0):
             return None
+        if kind == "O" and col.nullable and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                for v in pd.unique(values.to_numpy())):
+            return None  # ints and None, kept as objects
         return f"dtype {dt}, expected int64"
     if col.dtype == "float64":
         return None if kind in "fiu" else f"dtype {dt}, expected float64"
     if col.dtype == "bool":
         return None if kind == "b" else f"dtype {dt}, expected bool"
     if col.dtype == "str":
-        if pd.api.types.is_string_dtype(dt) and kind != "O":
+        if isinstance(dt, pd.StringDtype):
             return None
-        if kind == "O":
-            bad = values[[not isinstance(v, str) for v in values]]
-            return None if bad.empty else f"{len(bad)} value(s) not text (first {bad.iloc[0]!r:.40})"
+        if kind == "O":  # object: every value text (checked once per distinct value)
+            bad = [v for v in pd.unique(values.to_numpy()) if not isinstance(v, str)]
+            return None if not bad else f"value(s) not text (first {bad[0]!r:.40})"
         return f"dtype {dt}, expected str"
     if col.dtype == "list":
         if kind != "O":
