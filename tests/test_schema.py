@@ -200,9 +200,9 @@ def _kernels_run(tmp_path) -> Run:
     parts = []
     for rank, n_mm in ((0, 40), (1, 30)):
         rows = [("aclnnMm", "MatMulV2", "AI_CORE", 2, 1000 + 1000 * i, 1000) for i in range(n_mm)]
-        if rank == 1:
-            rows += [("Notify_Wait", "NOTIFY_WAIT", "N/A", 9, 2000 + 10 * i, 2000) for i in range(132)]
-            rows += [("Other", "Other", "N/A", 9, 2000 + 10 * i, 100) for i in range(200)]
+        if rank == 1:  # HCCL's stream tasks, inside the allreduce
+            rows += [("Notify_Wait", "NOTIFY_WAIT", "N/A", 9, 50000 + 10 * i, 2000) for i in range(132)]
+            rows += [("Other", "Other", "N/A", 9, 50000 + 10 * i, 100) for i in range(200)]
         rows += [("hcom_allReduce__1_0_1", "hcom_allReduce_", "HCCL", "", 50000, 20000)]
         df = parse_kernel_details(_kernel_csv(tmp_path / f"k{rank}.csv", rows), rank, [])
         parts.append(df)
@@ -230,6 +230,8 @@ def test_compare_counts_only_computation_as_compute(tmp_path):
     assert types.loc[("compute", "aclnnMm"), "b_total_ms"] == pytest.approx(30.0)
     assert set(a.tables["types"]["kind"]) == {"compute", "communication", "wait"}
     assert m["delta_by_kind_ms"]["compute"] == pytest.approx(10.0)
+    # the stream's tasks are inside the allreduce: its time is counted once, in the op
+    assert m["delta_by_kind_ms"]["communication"] == pytest.approx(0.0)
 
 
 def test_compare_on_the_device_timeline_leaves_hccl_stream_tasks_to_the_hccl_ops():

@@ -9,7 +9,8 @@ Sources and definitions:
   pipeline stage by the same measure (every rank without stages); without operation times, the facts' slowest rank
   (reportgen/facts.py) and the median of its stage by step time.
 * Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; Ascend text output without
-  trace_view.json: ``kernel_details.csv``) in the steps in scope. Per rank: count and total time per step, and the
+  trace_view.json: ``kernels``, where a communication row inside an earlier one of its rank, the task of an op the
+  table lists too, is left to that op) in the steps in scope. Per rank: count and total time per step, and the
   mean time, by operation type (:func:`reportgen.timeline.op_type`) and by operation name; kind = the timeline's
   (``op_class``, with receive told apart from communication; ``kernels``: its ``op_class``). The class is decided
   once per family at the reader edge (:mod:`reportgen.schema`, ``op_class``): the compute time that chooses the pair
@@ -70,12 +71,25 @@ def _ops(run: Run, F) -> pd.DataFrame | None:
         k = k[k["step"].isin(F.steps)]
         o = pd.DataFrame({"rank": k["rank"], "kind": k["op_class"], "op_class": k["op_class"], "name": k["name"],
                           "dur": k["dur_ms"]})
+        o = o.drop(index=_nested(k[k["op_class"] == "communication"]))
     if o.empty:
         return None
     names = o["name"].fillna("").astype(str)  # pandas' str dtype keeps a missing name missing
     uniq = pd.Series(names.unique(), dtype=object).astype(str)
     o = o.assign(name=names, type=names.map(dict(zip(uniq, _types(uniq)))))
     return o
+
+
+def _nested(c: pd.DataFrame) -> pd.Index:
+    """Index of the rows of ``c`` (rank, start_ms, dur_ms) that lie inside an earlier row of the same rank: the tasks
+    of a communication op that the table also lists as an op of its own (an Ascend kernel_details.csv holds the HCCL
+    op and its stream's tasks), so that their time is counted once, in the op."""
+    if c.empty:
+        return c.index
+    c = c.assign(_end=c["start_ms"] + c["dur_ms"]).sort_values(["rank", "start_ms", "_end"],
+                                                                ascending=[True, True, False], kind="stable")
+    prev = c.groupby("rank")["_end"].cummax().groupby(c["rank"]).shift()
+    return c.index[(c["_end"] <= prev).to_numpy()]
 
 
 #: per-instance parts of an operation name: MindSpore's stream prefix (``stream_25_5_``) and HCCL's instance suffix
