@@ -109,6 +109,13 @@ def gpu_op_class(kind: pd.Series) -> pd.Series:
     return kind.map(GPU_OP_CLASS).fillna("other").astype(object)
 
 
+def host_op_class(names: pd.Series) -> np.ndarray:
+    """The class of a PyTorch CPU op (``host_ops``, ``cpu_ops``): a ``c10d::`` op is communication (the enqueue of a
+    collective, or a blocking send/recv around its gloo span), every other op computation."""
+    return np.where(per_value(names.astype(str), lambda n: n.str.startswith("c10d::")).to_numpy(dtype=bool),
+                    "communication", "compute").astype(object)
+
+
 def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     """Kineto ``gpu_ops`` (and the ``collectives`` that say which kernels are p2p receives) -> timeline rows."""
     kind = gpu_op_class(g["kind"])
@@ -141,7 +148,7 @@ def _gloo(run: Run) -> pd.DataFrame | None:
         parts.append(_rows(c["rank"], c["start_ms"], _end(c), _comm_kind(c["name"]), c["name"],
                            "thread " + c["tid"].astype(str)))
     if host is not None:
-        h = host[~host["name"].astype(str).str.startswith("c10d::")]
+        h = host[host_op_class(host["name"]) == "compute"]  # c10d:: ops: left to the gloo spans
         parts.append(_rows(h["rank"], h["start_ms"], _end(h), "compute", h["name"],
                            "thread " + h["tid"].astype(str)))
     parts = [p for p in parts if not p.empty]

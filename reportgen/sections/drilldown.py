@@ -43,7 +43,7 @@ from .. import facts
 from ..model import Run
 from ..readers.kineto import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
-from ..timeline import gpu_op_class, op_type, step_windows
+from ..timeline import gpu_op_class, host_op_class, op_type, step_windows
 
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
@@ -268,7 +268,8 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
         return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), label("gpu_ops", what)
     c = of("cpu_ops")
     if c is not None:
-        return _events(c.dropna(subset=["dur_ms"]), "name", None), "cpu_ops"
+        c = c.dropna(subset=["dur_ms"])  # every op (the source says so), c10d:: ones coloured communication
+        return _events(c, "name", None, op_class=host_op_class(c["name"])), "cpu_ops"
     t = of("device_timeline")
     if t is not None:
         t = t[(t["kind"] == "compute") & (t["source"] == "trace")]
