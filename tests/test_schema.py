@@ -342,3 +342,21 @@ def test_malformed_input_is_read_into_canonical_tables(case, tmp_path):
     except InputError:  # refused with one line: no tables to check
         return
     assert schema.check(run) == []
+
+
+def test_drilldown_colours_bars_by_the_readers_op_class():
+    """The drill-down's bars take the class the reader decided (not a pattern on the name): an Ascend copy named
+    like a collective stays a copy; a CPU-only trace's c10d:: op is communication."""
+    from reportgen.sections import drilldown
+
+    k = pd.DataFrame({"rank": [0, 0, 0], "step": [1.0] * 3, "name": ["AllReduceLikeCopy", "aclnnMm", "hcom_x"],
+                      "type": ["MEMCPY_ASYNC", "MatMulV2", "hcom_allReduce_"], "core": ["N/A", "AI_CORE", "HCCL"],
+                      "stream": [2.0, 2.0, math.nan], "start_ms": [0.0, 1.0, 2.0], "dur_ms": [1.0, 2.0, 3.0]})
+    k["op_class"] = op_class(k["core"], k["type"], k["name"])
+    top = drilldown.top_operators(_run(kernels=k), 0)
+    assert top.attrs["classes"]["operator"] == {"AllReduceLikeCopy": "memcpy", "aclnnMm": "compute"}
+    c = pd.DataFrame({"rank": [0, 0], "name": ["aten::mm", "c10d::allreduce_"], "tid": ["1", "1"],
+                      "input_dims": ["", ""], "input_types": ["", ""], "start_ms": [0.0, 1.0], "dur_ms": [1.0, 1.0],
+                      "end_ms": [1.0, 2.0]})
+    top = drilldown.top_operators(_run(cpu_ops=c), 0)
+    assert top.attrs["classes"]["operator"] == {"aten::mm": "compute", "c10d::allreduce_": "communication"}
