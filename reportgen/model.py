@@ -1,7 +1,8 @@
 """The run model: what every reader produces and every section reads.
 
 Units are fixed everywhere: time in milliseconds (``*_ms``), sizes in megabytes of
-10^6 bytes (``*_mb``), bandwidth in GB/s (``*_gbps``), ratios as fractions 0..1.
+10^6 bytes (``*_mb``), bandwidth in GB/s (``*_gbps``), ratios as fractions 0..1 (``*_ratio``); the few MindSpore
+columns that keep the file's percent are named ``*_pct`` (0..100). Each column's unit is in :mod:`reportgen.schema`.
 Ranks are GLOBAL rank ids (never device ids, never group-local ids).
 
 Time base. Readers parse every timestamp exactly into integer nanoseconds (never through a float
@@ -20,8 +21,9 @@ keep it with step ``-1`` in event tables, and :mod:`reportgen.facts` leaves it o
 number. Which steps are in scope, which are warm-up, per-rank step time and the slowest / median /
 fastest rank are computed once in :mod:`reportgen.facts` and read by every section.
 
-A reader fills ``Run.tables`` with the tables it can build; the documented columns of
-each table are in :data:`TABLES`. A table that the source cannot provide is simply
+A reader fills ``Run.tables`` with the tables it can build; every table, its columns, their dtypes, units and
+nullability are in the canonical schema :mod:`reportgen.schema` (:data:`TABLES` is derived from it), and
+:func:`reportgen.schema.check` holds a run to it. A table that the source cannot provide is simply
 absent (``run.table(name)`` returns ``None``), and the sections that need it say so.
 """
 
@@ -39,270 +41,11 @@ ACCELERATOR_DEVICE_TYPES: dict[int, str] = {
     1: "CUDA", 6: "HIP", 7: "FPGA", 8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 15: "HPU",
     16: "VE", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
-#: Every table a reader may provide: name -> {column: meaning (unit)}.
-TABLES: dict[str, dict[str, str]] = {
-    "ranks": {
-        "rank": "global rank id",
-        "host": "host name or IP the rank ran on (None when the data does not say)",
-        "device_id": "device id on its host (None when unknown)",
-        "stage": "pipeline stage, 1-based (None when not pipeline parallel)",
-    },
-    "step_trace": {
-        "rank": "global rank id",
-        "step": "step number as written by the profiler",
-        "step_ms": "step time: end of previous step to end of this step (ms)",
-        "step_interval_ms": "step interval: step start to forward start, i.e. waiting for data (ms)",
-        "fp_bp_ms": "forward and backward propagation: forward start to backward end (ms)",
-        "tail_ms": "step tail: backward end to step end, gradient aggregation and update (ms)",
-        "start_ms": "step start on the device clock (ms from the run origin)",
-        "end_ms": "step end on the device clock (ms from the run origin)",
-    },
-    "step_trace_avg": {
-        "rank": "global rank id",
-        "step_ms": "average step time as written by the profiler in its own average row (ms)",
-        "step_interval_ms": "average step interval from the profiler's average row (ms)",
-        "fp_bp_ms": "average forward+backward from the profiler's average row (ms)",
-        "tail_ms": "average tail from the profiler's average row (ms)",
-    },
-    "step_ops": {
-        "rank": "global rank id",
-        "step": "step number",
-        "op": "operator name as written in the step trace (untrusted text)",
-        "stream": "stream id (None when the column naming has none)",
-        "start_ms": "operator start on the device clock (ms from the run origin)",
-        "end_ms": "operator end on the device clock (ms from the run origin)",
-        "dur_ms": "operator duration (ms)",
-    },
-    "cluster_overlap": {
-        "rank": "global rank id",
-        "step": "step number (row order of the file, 1-based)",
-        "computation_ms": "MindSpore 'computation_time' = step time minus pure communication (includes idle) (ms)",
-        "comm_alone_ms": "pure communication: communication not overlapped by computation (ms)",
-        "stage_ms": "stage time = step time minus pure receive (ms; pipeline only)",
-        "receive_alone_ms": "pure receive time (ms; pipeline only)",
-        "collective_comm_alone_ms": "pure communication excluding Receive operators (ms; pipeline only)",
-    },
-    "cluster_overlap_avg": {
-        "rank": "global rank id",
-        "computation_ms": "as cluster_overlap, from the file's average row (ms)",
-        "comm_alone_ms": "as cluster_overlap, from the file's average row (ms)",
-        "stage_ms": "as cluster_overlap, from the file's average row (ms)",
-        "receive_alone_ms": "as cluster_overlap, from the file's average row (ms)",
-        "collective_comm_alone_ms": "as cluster_overlap, from the file's average row (ms)",
-    },
-    # ---- Ascend (torch_npu / MindSpore 2.x ASCEND_PROFILER_OUTPUT), also filled from DB exports
-    "step_time": {
-        "rank": "global rank id",
-        "step": "step number (ProfilerStep id; -1 when the profiler wrote none)",
-        "step_ms": "device end-to-end time of the step = computing + comm not overlapped + free (ms)",
-        "computing_ms": "union of compute kernel time (ms)",
-        "comm_not_overlapped_ms": "communication not overlapped by computation (ms)",
-        "overlapped_ms": "communication overlapped by computation (ms)",
-        "comm_ms": "union of communication op time (ms)",
-        "free_ms": "device time with neither computation nor communication (ms)",
-        "stage_ms": "step span without bubble, as the profiler wrote it (ms)",
-        "bubble_ms": "receive time as the profiler counts it (ms; torch_npu: hcom_receive only)",
-        "comm_not_overlapped_exclude_receive_ms": "comm not overlapped minus bubble (ms)",
-        "preparing_ms": "step start to first device op (ms; NaN when the column is absent)",
-    },
-    "groups": {
-        "group": "process-group key (profiler_metadata parallel_group_info key, e.g. group_name_19)",
-        "name": "framework name of the group (dp, tp, pp, mp, dp_cp, default_group, ...)",
-        "kind": "dp | tp | pp | cp | ep | world | other",
-        "ranks": "sorted global ranks of the group (list of int)",
-        "hash": "HCCL group hash as a decimal string (the @suffix of op names)",
-    },
-    "comm_ops": {
-        "rank": "global rank id",
-        "step": "step number",
-        "kind": "collective | p2p",
-        "op": "communication op name without the @group suffix (untrusted text)",
-        "op_type": "allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, alltoall, ...",
-        "group": "group key when known, else the group hash",
-        "start_ms": "op start, local clock (ms from the run origin)",
-        "elapse_ms": "op elapse time (ms)",
-        "transit_ms": "transit time on the master plane (ms)",
-        "wait_ms": "wait time (ms)",
-        "sync_ms": "synchronisation time (ms)",
-        "idle_ms": "idle time (ms)",
-    },
-    "comm_bandwidth": {
-        "rank": "global rank id",
-        "step": "step number",
-        "kind": "collective | p2p",
-        "op": "communication op name",
-        "group": "group key when known, else the group hash",
-        "transport": "RDMA | HCCS | PCIE | SIO | SDMA; the profiler's SDMA entry aggregates HCCS+PCIE+SIO, so SDMA "
-                     "rows here hold only what it carries beyond them: the transports of an op can be summed",
-        "size_mb": "transit size (MB)",
-        "time_ms": "transit time (ms)",
-        "bandwidth_gbps": "bandwidth as written by the profiler (GB/s)",
-        "large_packet_ratio": "share of large packets (0..1)",
-    },
-    "comm_matrix": {
-        "rank": "global rank id of the file that reported the link",
-        "step": "step number",
-        "kind": "collective | p2p",
-        "op_type": "op type, lower case (allreduce, batchsendrecv, ...)",
-        "stat": "top1 | middle | bottom1 | bottom2 | bottom3 | total",
-        "group": "group key when known, else the group hash",
-        "src_rank": "GLOBAL source rank (mapped from the group-local index)",
-        "dst_rank": "GLOBAL destination rank",
-        "transport": "HCCS | PCIE | RDMA | LOCAL | SIO | SDMA",
-        "size_mb": "transit size (MB)",
-        "time_ms": "transit time (ms)",
-        "bandwidth_gbps": "bandwidth (GB/s)",
-        "op_name": "the op the entry comes from (untrusted text)",
-    },
-    "kernels": {
-        "rank": "global rank id",
-        "step": "step number (NaN when unknown)",
-        "name": "kernel name (untrusted text)",
-        "type": "op type",
-        "core": "accelerator core (AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, COMMUNICATION, ...)",
-        "stream": "stream id (NaN when unknown)",
-        "start_ms": "start, local clock (ms from the run origin)",
-        "dur_ms": "duration (ms)",
-    },
-    "op_stats": {
-        "rank": "global rank id",
-        "op_type": "op type",
-        "core": "core type",
-        "count": "calls",
-        "total_ms": "total time (ms)",
-        "avg_ms": "mean time (ms)",
-        "min_ms": "shortest (ms)",
-        "max_ms": "longest (ms)",
-    },
-    "memory_record": {
-        "rank": "global rank id",
-        "component": "APP | PTA | PTA+GE | GE | WORKSPACE | MindSpore ... (untrusted text)",
-        "ts_ms": "sample time, local clock (ms from the run origin)",
-        "allocated_mb": "total allocated (MB; NaN when absent)",
-        "reserved_mb": "total reserved (MB)",
-        "active_mb": "total active (MB; NaN when absent)",
-    },
-    # ---- every family's memory, canonical (the memory section reads only these)
-    "memory_samples": {
-        "rank": "global rank id",
-        "ts_ms": "sample time (ms from the run origin)",
-        "kind": "device | host: memory of the device the framework trains on, or host (CPU) memory beside it",
-        "device_id": "device the series belongs to (NaN when the data names none)",
-        "series": "what the series is, as its reader chose it (e.g. 'APP reserved (process level)', 'CUDA device 0 "
-                  "total reserved'): the family's rule for which of its records is the memory in use, written once "
-                  "in the reader",
-        "allocated_mb": "total allocated (MB; NaN when absent)",
-        "reserved_mb": "total reserved (MB; NaN when absent): the peak is its maximum",
-        "active_mb": "total active (MB; NaN when absent)",
-        "capacity_mb": "the device's memory when the data states it (MB; NaN when unknown)",
-        "capacity_source": "where capacity_mb comes from (e.g. 'deviceProperties totalGlobalMem'; None when unknown)",
-    },
-    "memory_peaks": {
-        "rank": "global rank id",
-        "peak_mb": "the profiler's own peak of the rank (MB), when it writes one instead of samples",
-        "capacity_mb": "device memory as the profiler writes it (MB; NaN when unknown)",
-        "static_mb": "static memory (MB; NaN when unknown)",
-        "allocations": "allocations counted by the profiler (NaN when unknown)",
-        "series": "what the peak is (e.g. 'memory_usage_summary peak_mem')",
-        "capacity_source": "where the capacity comes from",
-        "definition": "the definition of the peak, one text for the run",
-    },
-    "memory_nodes": {
-        "rank": "global rank id",
-        "graph": "graph id (untrusted text)",
-        "node_index": "node position in its graph's execution order",
-        "mb": "memory in use at that node (MB)",
-    },
-    "memory_node_marks": {
-        "rank": "global rank id",
-        "graph": "graph id (untrusted text)",
-        "node_index": "node position in its graph's execution order",
-        "mark": "what happens at that node (forward start, backward end)",
-    },
-    "module_mem": {
-        "rank": "global rank id",
-        "component": "CANN module (untrusted text)",
-        "ts_ms": "sample time, local clock (ms from the run origin)",
-        "reserved_mb": "total reserved (MB)",
-    },
-    "operator_memory": {
-        "rank": "global rank id",
-        "name": "operator (untrusted text)",
-        "size_mb": "allocation size (MB, 10^6 B; the file's KB are 10^3 B)",
-        "alloc_ms": "allocation time, local clock (ms from the run origin)",
-        "release_ms": "release time (ms; NaN when released after the window)",
-        "duration_ms": "lifetime (ms)",
-    },
-    # ---- from trace_view.json (streamed) or the DB's TASK / OVERLAP_ANALYSIS / COMMUNICATION_OP tables
-    "trace_steps": {
-        "rank": "global rank id",
-        "step": "step number from ProfilerStep#N",
-        "start_ms": "step start (ms from the run origin)",
-        "end_ms": "step end (ms from the run origin)",
-    },
-    "overlap_intervals": {
-        "rank": "global rank id",
-        "kind": "computing | communication | comm_not_overlapped | free",
-        "start_ms": "interval start (ms from the run origin)",
-        "end_ms": "interval end (ms from the run origin)",
-    },
-    "hccl_ops": {
-        "rank": "global rank id",
-        "op": "large HCCL op name (hcom_allReduce__586_0_1; untrusted text)",
-        "lane": "HCCL group lane as the trace names it (Group N Communication)",
-        "start_ms": "start (ms from the run origin)",
-        "dur_ms": "duration (ms)",
-    },
-    "device_ops": {
-        "rank": "global rank id",
-        "name": "device kernel / CPU op name (untrusted text)",
-        "stream": "stream or thread lane",
-        "start_ms": "start (ms from the run origin)",
-        "dur_ms": "duration (ms)",
-    },
-    # ---- every family: one device timeline (reportgen/timeline.py builds it from the tables above)
-    "device_timeline": {
-        "rank": "global rank id",
-        "step": "step the interval starts in (-1 outside every step)",
-        "start_ms": "start (ms, relative to the run origin)",
-        "end_ms": "end (ms, relative to the run origin)",
-        "kind": "compute | communication | receive | memcpy",
-        "name": "op / kernel name (untrusted text)",
-        "stream": "stream, plane or thread lane (text)",
-        "source": "trace (recorded intervals) | derived (e.g. MindInsight FP/BP span minus its communication ops)",
-    },
-    # ---- PyTorch Kineto traces
-    "host_ops": {
-        "rank": "global rank id",
-        "name": "CPU op name (untrusted text)",
-        "tid": "thread id as written (the main thread: the one with the ProfilerStep spans)",
-        "start_ms": "start (ms)",
-        "dur_ms": "duration (ms)",
-    },
-    "dataloader": {
-        "rank": "global rank id",
-        "step": "ProfilerStep the span starts in (-1 outside every step)",
-        "name": "enumerate(DataLoader)#...__next__ span name (untrusted text)",
-        "start_ms": "start (ms from the run origin)",
-        "dur_ms": "duration (ms)",
-    },
-    "p2p_links": {
-        "group": "process group of the send/recv (its ranks, else its name)",
-        "src_rank": "GLOBAL sending rank (Dst Rank / Src Rank args of the NCCL p2p kernels)",
-        "dst_rank": "GLOBAL receiving rank",
-        "transport": "intra-host | inter-host (hosts known) | p2p",
-        "ops": "send/recv pairs seen",
-        "matched": "pairs with both the send and the recv kernel",
-        "size_mb": "bytes sent over matched pairs (MB)",
-        "time_ms": "transfer time: per pair the shorter of the two kernels, summed (ms)",
-        "bandwidth_gbps": "size / time (GB/s)",
-    },
-    "files": {
-        "rank": "global rank id the file belongs to (None for run-wide files)",
-        "kind": "recognised file kind, e.g. step_trace, hccl_raw, flops_summary",
-        "path": "path of the file",
-    },
-}
+from .schema import tables_doc
+
+#: Every table a reader may provide: name -> {column: meaning (unit)}, derived from the canonical schema
+#: (:mod:`reportgen.schema`: dtypes, units, nullability, extension columns and :func:`reportgen.schema.check`).
+TABLES: dict[str, dict[str, str]] = tables_doc()
 
 
 def rel_ms(t_ns, origin_ns: int):

@@ -1,24 +1,30 @@
-"""One device timeline per run (``device_timeline``, columns in :data:`reportgen.model.TABLES`), built here and
-nowhere else from the tables the readers fill, and the step breakdown measured on it.
+"""One device timeline per run (``device_timeline``, columns in :mod:`reportgen.schema`), built here and nowhere else
+from the tables the readers fill, and the step breakdown measured on it.
 
 :func:`attach` (called at the end of :func:`reportgen.readers.read_run`) registers the table as a lazy loader and
 fills ``step_time`` where the family wrote no breakdown of its own (:func:`fill_step_time`).
 
+Every interval carries ``op_class`` (compute | communication | wait | memcpy | other, :data:`reportgen.schema.
+OP_CLASSES`), decided once per family where the family's tables say it: the Ascend readers write it on their
+device tasks (:func:`reportgen.readers.ascend.op_class`; MindSpore CPU ops:
+:func:`reportgen.readers.ascend_trace.cpu_op_class`); for the families whose tables carry the class in their own
+words it is mapped here, one documented function or line per family. ``kind`` is ``op_class`` with a p2p receive
+told apart from the rest of communication (``receive``: the pipeline bubble of :func:`breakdown`).
+
 Rows per family; a run gets its rows from the first source below that has data (one source per run, so that
 every rank's intervals and step windows come from the same kind of file):
 
-* Kineto GPU ``gpu_ops``: kernel -> compute, comm -> communication, or receive for a p2p recv (the kernel's
-  ``collectives`` row says ``recv``; without collective args, a name with Recv and without Send), memcpy and
-  memset -> memcpy. stream = ``stream <n>``.
+* Kineto GPU ``gpu_ops``: :func:`gpu_op_class` (kernel -> compute, comm -> communication, memcpy and memset ->
+  memcpy); a comm kernel is a receive when its ``collectives`` row says ``recv`` (without collective args, a name
+  with Recv and without Send). stream = ``stream <n>``.
 * Kineto CPU (gloo), ranks without GPU ops: the ``gloo:<op>`` spans of ``collectives`` -> communication
   (``gloo:recv`` -> receive), on the thread that ran them; ``host_ops`` (the main thread's top-level CPU ops)
   -> compute, except ``c10d::`` ops (the enqueue of a collective, or a blocking send/recv around its gloo span:
-  communication, not computation). stream = ``thread <tid>``.
+  communication, not computation, left to the gloo spans). stream = ``thread <tid>``.
 * Ascend trace_view.json / DB: ``hccl_ops`` -> communication (``hcom_receive`` -> receive), lane as stream;
-  ``device_ops`` -> compute, copies (``MEMCPY*``, ``SDMA``, ``PCIE_DMA``) -> memcpy. With ``hccl_ops``, device ops
-  that are ``hcom*`` or on a Communication stream are left to ``hccl_ops``; without (MindSpore CPU: collectives
-  are host ops), an op whose type (``Default/AllReduce-op0`` -> ``AllReduce``) is a collective / p2p op ->
-  communication (Receive -> receive).
+  ``device_ops`` with the reader's ``op_class``. On a rank with ``hccl_ops`` its communication device tasks (HCCL's
+  copies and stream tasks) are left to ``hccl_ops``, which span them; without (MindSpore CPU: collectives are host
+  ops) they are the rank's communication (Receive -> receive).
 * MindSpore Insight ``mi_timeline_ops`` (timeline display files, the ranks whose file has Steps blocks):
   computation -> compute, communication -> communication (Receive -> receive).
 * MindSpore Insight without timeline files: ``step_ops`` (the step trace's communication ops) -> communication
@@ -41,11 +47,7 @@ from .model import TABLES, ByRank, Run
 
 COLUMNS = list(TABLES["device_timeline"])
 WINDOW_COLUMNS = ["rank", "step", "start_ms", "end_ms"]
-#: collective / p2p op types (MindSpore op names, HCCL names)
-COMM_TYPE = re.compile(r"AllReduce|AllGather|ReduceScatter|Send|Receive|Broadcast|AllToAll|Barrier|hcom",
-                       re.IGNORECASE)
 RECEIVE = re.compile(r"Receive|hcom_receive|^gloo:recv", re.IGNORECASE)
-COPY = re.compile(r"^(?:MEMCPY|Memcpy|SDMA|PCIE_DMA)", re.IGNORECASE)
 DERIVED_NAME = "FP/BP minus communication"
 BREAKDOWN_COLS = ["computing_ms", "comm_not_overlapped_ms", "overlapped_ms", "comm_ms", "free_ms"]
 RECEIVE_COLS = ["stage_ms", "bubble_ms", "comm_not_overlapped_exclude_receive_ms"]
@@ -62,9 +64,12 @@ def op_type(name: pd.Series) -> pd.Series:
 
 
 def _rows(rank, start, end, kind, name, stream, source="trace") -> pd.DataFrame:
-    return pd.DataFrame({"rank": np.asarray(rank, dtype=np.int64), "start_ms": np.asarray(start, dtype=float),
-                         "end_ms": np.asarray(end, dtype=float), "kind": kind, "name": np.asarray(name, dtype=object),
-                         "stream": np.asarray(stream, dtype=object), "source": source})
+    """Timeline rows; ``op_class`` is ``kind`` with ``receive`` as communication."""
+    df = pd.DataFrame({"rank": np.asarray(rank, dtype=np.int64), "start_ms": np.asarray(start, dtype=float),
+                       "end_ms": np.asarray(end, dtype=float), "kind": kind, "name": np.asarray(name, dtype=object),
+                       "stream": np.asarray(stream, dtype=object), "source": source})
+    df["op_class"] = df["kind"].where(df["kind"] != "receive", "communication")
+    return df
 
 
 def per_value(values: pd.Series, f) -> pd.Series:
@@ -94,10 +99,27 @@ def _comm_kind(names: pd.Series) -> np.ndarray:
 # --------------------------------------------------------------------------- per family
 
 
+#: Kineto ``gpu_ops.kind`` -> op class (the reader's kind: ``comm`` = NCCL / RCCL / HCCL kernels, kineto_decode.py)
+GPU_OP_CLASS = {"kernel": "compute", "comm": "communication", "memcpy": "memcpy", "memset": "memcpy"}
+
+
+def gpu_op_class(kind: pd.Series) -> pd.Series:
+    """The Kineto rule for the class of a device op: :data:`GPU_OP_CLASS` of its ``gpu_ops.kind`` (an unknown kind
+    -> other)."""
+    return kind.map(GPU_OP_CLASS).fillna("other").astype(object)
+
+
+def host_op_class(names: pd.Series) -> np.ndarray:
+    """The class of a PyTorch CPU op (``host_ops``, ``cpu_ops``): a ``c10d::`` op is communication (the enqueue of a
+    collective, or a blocking send/recv around its gloo span), every other op computation."""
+    return np.where(per_value(names.astype(str), lambda n: n.str.startswith("c10d::")).to_numpy(dtype=bool),
+                    "communication", "compute").astype(object)
+
+
 def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     """Kineto ``gpu_ops`` (and the ``collectives`` that say which kernels are p2p receives) -> timeline rows."""
-    kind = g["kind"].map({"kernel": "compute", "comm": "communication", "memcpy": "memcpy", "memset": "memcpy"})
-    comm = (g["kind"] == "comm").to_numpy()
+    kind = gpu_op_class(g["kind"])
+    comm = (kind == "communication").to_numpy()
     recv, has_args = np.zeros(len(g), bool), set()
     if coll is not None and "collective" in coll:
         rv = coll[(coll["source"] == "gpu_kernel") & (coll["collective"] == "recv")]
@@ -108,7 +130,7 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     recv_name = per_value(g["name"], lambda n: n.astype(str).str.lower().str.contains("recv")
                           & ~n.astype(str).str.lower().str.contains("send"))
     by_name = (recv_name & ~g["rank"].isin(has_args)).to_numpy()
-    kind = kind.where(~(comm & (recv | by_name)), "receive").fillna("compute")
+    kind = kind.where(~(comm & (recv | by_name)), "receive")
     return _rows(g["rank"], g["start_ms"], _end(g), kind.to_numpy(), g["name"],
                  per_value(g["stream"], lambda v: "stream " + v.astype(str)))
 
@@ -126,7 +148,7 @@ def _gloo(run: Run) -> pd.DataFrame | None:
         parts.append(_rows(c["rank"], c["start_ms"], _end(c), _comm_kind(c["name"]), c["name"],
                            "thread " + c["tid"].astype(str)))
     if host is not None:
-        h = host[~host["name"].astype(str).str.startswith("c10d::")]
+        h = host[host_op_class(host["name"]) == "compute"]  # c10d:: ops: left to the gloo spans
         parts.append(_rows(h["rank"], h["start_ms"], _end(h), "compute", h["name"],
                            "thread " + h["tid"].astype(str)))
     parts = [p for p in parts if not p.empty]
@@ -144,17 +166,12 @@ def _ascend(run: Run) -> pd.DataFrame | None:
         parts.append(_rows(h["rank"], h["start_ms"], _end(h), _comm_kind(h["op"]), h["op"],
                            h["lane"].astype(str)))
     if d is not None:
-        mine = d["rank"].isin(with_hccl)
-        hcom = d["name"].astype(str).str.lower().str.startswith("hcom") | \
-            d["stream"].astype(str).str.contains("Communication")
-        d = d[~(mine & hcom)]
-        mine = d["rank"].isin(with_hccl).to_numpy()
-        typ = op_type(d["name"])
-        kind = np.where(d["name"].astype(str).str.contains(COPY), "memcpy", "compute")
-        comm = ~mine & typ.str.contains(COMM_TYPE).to_numpy()
-        kind = np.where(comm, _comm_kind(typ), kind)
-        parts.append(_rows(d["rank"], d["start_ms"], _end(d), kind, d["name"],
-                           d["stream"].astype(str)))
+        cls = d["op_class"] if "op_class" in d else pd.Series("compute", index=d.index, dtype=object)
+        comm = (cls == "communication").to_numpy()
+        keep = ~(comm & d["rank"].isin(with_hccl).to_numpy())  # the HCCL op spans its tasks
+        d, cls, comm = d[keep], cls[keep], comm[keep]
+        kind = np.where(comm, _comm_kind(op_type(d["name"])), cls.astype(object).to_numpy())
+        parts.append(_rows(d["rank"], d["start_ms"], _end(d), kind, d["name"], d["stream"].astype(str)))
     return pd.concat(parts, ignore_index=True) if parts else None
 
 

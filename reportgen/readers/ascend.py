@@ -28,6 +28,11 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   map back to the group comes from hashing every ``parallel_group_info`` key. Matrix links use
   group-local indices; they are mapped to global ranks through the group's sorted ``global_ranks``.
 * When the text files are absent the same facts come from the DB export (:mod:`.ascend_db`).
+* One op class per device task (``op_class`` of ``kernels``, ``op_stats`` and ``device_ops``, text, trace and DB
+  alike): :func:`op_class`, the family's one rule (waits, HCCL rows and the tasks of HCCL's streams, copies,
+  computation, other), so that no section classifies an Ascend task by its name.
+* Level0 (no communication.json, no analysis DB): ``comm_ops`` from trace_view.json's HCCL ops
+  (:func:`level0_comm_ops`; transit / wait / sync / idle NaN), as the DB export gives them from COMMUNICATION_OP.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ except ImportError:  # pragma: no cover - the stdlib path reads the same files, 
     _msgspec = None
 
 from .ascend_values import (  # noqa: F401 - shared with ascend_db; ascend.X names kept
-    US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type)
+    US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type,
+    op_class, comm_streams, _upper, _COMPUTE_CORES, _COMM_CORES, _SYNC_PREFIXES, _COPY_PREFIXES)
 
 
 # --------------------------------------------------------------------------- files
@@ -668,7 +674,11 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "input_shapes": [s.strip('"') for s in t.text("Input Shapes")],
         "output_shapes": [s.strip('"') for s in t.text("Output Shapes")],
     })
-    return _done(df, t, rejects, problems)
+    df = _done(df, t, rejects, problems)
+    # one class per task, the rank's communication streams from this file (op_class)
+    df.insert(8, "op_class", op_class(df["core"], df["type"], df["name"],
+                                      comm_streams(df["stream"], df["core"], df["type"], df["name"])))
+    return df
 
 
 def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
@@ -685,7 +695,9 @@ def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "min_ms": t.num("Min Time(us)", "us"),
         "max_ms": t.num("Max Time(us)", "us"),
     })
-    return _done(df, t, rejects, problems)
+    df = _done(df, t, rejects, problems)
+    df["op_class"] = op_class(df["core"], df["op_type"])
+    return df
 
 
 def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
@@ -1392,6 +1404,52 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list,
 
             for name, df in read_db_rank(d.path, rank, wanted, problems).items():
                 add(name, df)
+    if not tables.get("comm_ops") and tables.get("hccl_ops"):  # Level0: no communication.json, no analysis DB
+        ops = level0_comm_ops(pd.concat(tables["hccl_ops"], ignore_index=True),
+                              pd.concat(tables["trace_steps"], ignore_index=True) if tables.get("trace_steps")
+                              else None)
+        if not ops.empty:
+            add("comm_ops", ops)
+            problems.append((str(out / "trace_view.json"), "no communication.json (profiler_level Level0?): "
+                             "communication ops have start and elapse time from the HCCL ops of trace_view.json "
+                             "only; transit/wait/sync/idle and the group are unknown"))
+
+
+#: columns of the raw ``comm_ops`` of one rank (before the group hashes become group keys: :func:`_resolve_groups`)
+COMM_OPS_RAW = ["rank", "step", "kind", "op", "op_type", "group_hash", "start_ns", "elapse_ms", "transit_ms",
+                "wait_ms", "sync_ms", "idle_ms"]
+
+
+def level0_comm_ops(hccl: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """``comm_ops`` of a rank whose profiler wrote no communication analysis (Level0: no communication.json, no
+    CommAnalyzerTime), from its HCCL ops (``hccl_ops``: trace_view.json's ``Group N Communication`` lanes; absolute
+    ``start_ns``): op = the name without an ``@group`` suffix, op_type / kind as communication.json's
+    (:func:`_op_type`, :data:`P2P_PREFIXES`), start and elapse = the op's span, step = the ``trace_steps`` window the op
+    starts in (-1 outside every window; 0, the whole trace, when the rank has no windows), group = the ``@`` hash when
+    the name has one, else "" (the trace does not say; as MindSpore CPU's); transit / wait / sync / idle NaN (CANN's master-stream
+    analysis is not in the data). The same as the DB's COMMUNICATION_OP rows give (ascend_db._comm_ops_from_profiler)."""
+    if hccl is None or hccl.empty:
+        return pd.DataFrame(columns=COMM_OPS_RAW)
+    names = hccl["op"].astype(str)
+    split = names.str.partition("@")
+    op, ghash = split[0], split[2].astype(str).to_numpy(dtype=object)
+    start = hccl["start_ns"].to_numpy(np.int64)
+    step = np.full(len(hccl), 0 if steps is None or steps.empty else -1, dtype=np.int64)
+    if steps is not None and not steps.empty:
+        w = steps.sort_values("start_ns", kind="stable")
+        ws, we, wn = (w[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "step"))
+        i = np.searchsorted(ws, start, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = (i >= 0) & (start < we[ic])
+        step[inside] = wn[ic[inside]]
+    nan = np.full(len(hccl), math.nan)
+    return pd.DataFrame({
+        "rank": hccl["rank"].to_numpy(np.int64), "step": step,
+        "kind": ["p2p" if o.lower().startswith(P2P_PREFIXES) else "collective" for o in op],
+        "op": op.to_numpy(dtype=object), "op_type": [_op_type(o) for o in op],
+        "group_hash": ghash, "start_ns": start,
+        "elapse_ms": hccl["dur_ms"].to_numpy(dtype=float),
+        "transit_ms": nan, "wait_ms": nan, "sync_ms": nan, "idle_ms": nan}, columns=COMM_OPS_RAW)
 
 
 def derive_step_time(steps: pd.DataFrame, intervals: pd.DataFrame, hccl: pd.DataFrame | None) -> pd.DataFrame:

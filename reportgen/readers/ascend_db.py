@@ -33,7 +33,10 @@ the exported tables on the fixtures, to the ns):
   wait / sync / idle stay NaN (they need CANN's master-stream analysis), and a data problem says so.
 
 Extra tables on request (same columns as :mod:`.ascend_trace`): ``hccl_ops`` (``COMMUNICATION_OP``, lane =
-the HCCL group name), ``device_ops`` (``TASK`` without synchronisation tasks), and ``metadata``
+the HCCL group name), ``device_ops`` (``TASK`` without synchronisation tasks; ``op_class`` by
+:func:`.ascend.op_class`: a COMPUTE_TASK_INFO task is computation, a COMMUNICATION_TASK_INFO task communication, and
+so is any other task of a stream that runs HCCL tasks: HCCL's own AI_CORE tasks there have no COMPUTE_TASK_INFO and
+last as long as their hcom op), and ``metadata``
 (rank, name, value, path: ``META_DATA`` rows such as ``parallel_group_info`` / ``distributed_args`` as JSON
 text, plus ``RANK_DEVICE_MAP``).
 
@@ -59,7 +62,7 @@ import pandas as pd
 
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text
 from .ascend_values import (MAX_ID, NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, check_numbers,
-                            check_times, double_hash)
+                            check_times, double_hash, op_class)
 from .ascend_values import op_type as _op_type
 
 NS_PER_MS = 1e6
@@ -79,14 +82,14 @@ COLUMNS = {
                        "bandwidth_gbps", "large_packet_ratio"],
     "comm_matrix": ["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local", "dst_local", "transport",
                     "size_mb", "time_ms", "bandwidth_gbps", "op_name"],
-    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ns", "dur_ms"],
+    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ns", "dur_ms", "op_class"],
     "memory_record": ["rank", "component", "ts_ns", "allocated_mb", "reserved_mb", "active_mb"],
     "module_mem": ["rank", "component", "ts_ns", "reserved_mb"],
     "operator_memory": ["rank", "name", "size_mb", "alloc_ns", "release_ns", "duration_ms"],
     "trace_steps": ["rank", "step", "start_ns", "end_ns"],
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class"],
     "metadata": ["rank", "name", "value", "path"],
     "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
@@ -829,6 +832,7 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
         "rank": [ctx.rank] * len(df), "step": _step_of(ctx, s, end_inclusive=True),
         "name": df["name"], "type": df["type"], "core": df["core"], "stream": df["stream"].astype(float),
         "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS,
+        "op_class": op_class(df["core"], df["type"], df["name"]),  # the COMPUTE_TASK_INFO tasks and the HCCL ops
     }, columns=COLUMNS["kernels"])
 
 
@@ -1029,12 +1033,22 @@ def _device_ops(ctx: _Rank) -> pd.DataFrame | None:
     df = df.assign(stream=stream)
     name = df["cname"].where(df["cname"].notna(), df["hname"]).where(lambda x: x.notna(), df["task_type"])
     keep = ~(_sync(name) | _sync(df["task_type"])).to_numpy() & ~bad
+    # the rank's communication streams: those that run HCCL tasks (COMMUNICATION_TASK_INFO) or HCCL notifies
+    hccl = (df["hname"].notna() | df["task_type"].fillna("").astype(str).str.upper().str.startswith("NOTIFY")
+            ).to_numpy() & ~bad
+    streams = set(df.loc[hccl, "stream"].dropna().tolist())
+    on_comm = (df["stream"].isin(streams) & df["cname"].isna()).to_numpy() if streams \
+        else np.zeros(len(df), dtype=bool)
+    df = df.assign(hccl_task=df["hname"].notna().to_numpy(), on_comm=on_comm)
     df, name = df[keep], _names(name[keep])
     df = df.assign(name=name).sort_values("s", kind="stable")
     s = df["s"].to_numpy(np.int64)
+    core = df["task_type"].where(df["cname"].isna(), "AI_CORE")  # a COMPUTE_TASK_INFO task is computation
     return pd.DataFrame({"rank": [ctx.rank] * len(df), "name": df["name"].to_numpy(),
                          "stream": [f"Stream {int(x)}" if pd.notna(x) else "Stream ?" for x in df["stream"]],
-                         "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS},
+                         "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS,
+                         "op_class": op_class(core, None, df["name"], df["on_comm"].to_numpy(),
+                                              df["hccl_task"].to_numpy())},
                         columns=COLUMNS["device_ops"])
 
 

@@ -31,17 +31,20 @@ origin.
     ``enumerate(DataLoader)#...__next__`` X events of any process (torch_npu writes them in the Python layer):
     the time the training loop waited for its next batch, as in a PyTorch Kineto trace. The reader gives each the
     step it starts in (:func:`reportgen.timeline.assign_steps`).
-``device_ops``  rank, name, stream, start_ns, dur_ms
+``device_ops``  rank, name, stream, start_ns, dur_ms, op_class
     ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
     pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
     (``PROFILING_ENABLE`` markers) and ``Write Value`` (notify writes). Kernels (AI_CORE, MIX_*,
-    AI_CPU, DSA, ...) and copies (SDMA, PCIE_DMA / MEMCPY_ASYNC) are kept.
+    AI_CPU, DSA, ...) and copies (SDMA, PCIE_DMA / MEMCPY_ASYNC) are kept. ``op_class``:
+    :func:`reportgen.readers.ascend.op_class` of the event's ``Task Type`` and name, a stream whose dropped
+    synchronisation tasks include HCCL notifies (``Notify Wait`` / ``Notify Record``) being a communication stream
+    (its SDMA tasks are HCCL's data movement).
     **CPU-only MindSpore traces** (no ``Ascend Hardware`` process; processes are ``CPU OP`` and
     ``Scope Layer``) use the ``CPU OP`` process instead: one X event per executed kernel
     (``args.type == "HostCpuOps"``, names like ``Default/MatMul-op0`` in graph mode, ``MatMul`` in
     PyNative), collectives included (``Default/AllReduce-op0``). ``stream`` is ``"CPU OP <thread name>"``
     (``"CPU OP Thread 0"``). ``Scope Layer`` spans (``Default``, ``Gradients``, ...) nest those ops
-    and are not used.
+    and are not used. ``op_class``: :func:`cpu_op_class`.
 
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
 (msgspec with ``float_hook=str`` when importable, else ``json.loads(parse_float=str)``: float literals stay
@@ -68,6 +71,7 @@ import pandas as pd
 
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, Rejects, cap_text
 from ..timebase import to_ns
+from .ascend_values import op_class
 
 try:  # declared dependency: as fast as orjson here and ~2x the json module, with float literals kept as text
     import msgspec as _msgspec
@@ -109,9 +113,27 @@ COLUMNS = {
     "trace_steps": ["rank", "step", "start_ns", "end_ns"],
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class"],
     "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
+
+
+#: MindSpore collective / p2p op types (``Default/AllReduce-op0`` -> ``AllReduce``; HCCL's ``hcom_*`` names)
+MS_COMM_TYPE = re.compile(r"AllReduce|AllGather|ReduceScatter|Send|Receive|Broadcast|AllToAll|Barrier|hcom",
+                          re.IGNORECASE)
+
+
+def cpu_op_class(names: pd.Series) -> np.ndarray:
+    """The MindSpore CPU rule for the class of a host-executed kernel (the ``CPU OP`` process here, the
+    ``cpu_op_execute_timestamp`` file in :mod:`.mindspore_cpu`): an op whose type (the last ``/`` part of the name
+    without ``-op<N>``) is a collective or p2p op (:data:`MS_COMM_TYPE`) is communication, every other op is
+    computation (the CPU runs the kernels themselves: there are no copies or waits to tell apart)."""
+    codes, uniques = pd.factorize(names.astype(str), use_na_sentinel=False)
+    typ = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.rsplit("/", n=1).str[-1] \
+        .str.replace(r"-op\d+$", "", regex=True)
+    comm = typ.str.contains(MS_COMM_TYPE).to_numpy(dtype=bool)
+    return np.where(comm, "communication", "compute").astype(object)[codes] if len(codes) \
+        else np.zeros(0, dtype=object)
 
 
 def _is_sync_task(task_type) -> bool:
@@ -349,6 +371,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     loaders: list = []     # (name, start_ns, dur_ns) of enumerate(DataLoader) spans
     skip_pids: set = set()
     skip_keys: set = set()
+    notify_keys: set = set()  # (pid, tid) of lanes with HCCL notify tasks (dropped as synchronisation)
+    task_codes: dict = {"": 0}  # args["Task Type"] -> the code kept per event (g[3])
     rejects = Rejects()
     not_objects = 0
     seen = 0
@@ -384,7 +408,13 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                         _refuse_time(rejects, where, i, t, d)
                         continue
                     args = ev.get("args")
-                    if type(args) is dict and "Task Type" in args and _is_sync_task(args["Task Type"]):
+                    task = args.get("Task Type") if type(args) is dict else None
+                    if task is not None and _is_sync_task(task):
+                        if isinstance(task, str) and task[:6].upper() == "NOTIFY":  # HCCL's: a communication stream
+                            try:
+                                notify_keys.add((pid, ev.get("tid")))
+                            except TypeError:
+                                pass
                         continue
                     key = (pid, ev.get("tid"))
                     try:
@@ -395,12 +425,16 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     if g is None and key in skip_keys:
                         continue
                     if g is None:
-                        g = groups[key] = ([], array("q"), array("q"))
+                        g = groups[key] = ([], array("q"), array("q"), array("H"))
                     if type(name) is not str or len(name) > MAX_NAME_CHARS:
                         name = cap_text("" if name is None else name)
                     g[0].append(intern.setdefault(name, name))
                     g[1].append(t)
                     g[2].append(d)
+                    code = task_codes.get(task) if type(task) is str and len(task) <= 64 else 0
+                    if code is None:  # a task type not seen yet (a few dozen exist): its code
+                        code = task_codes[task] = len(task_codes) if len(task_codes) < 65535 else 0
+                    g[3].append(code)
                 elif ph == "M":
                     args = ev.get("args")
                     label = args.get("name") if type(args) is dict else None
@@ -444,7 +478,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))
     rejects.flush(lambda p, t: problems.append((p, t)))
-    out = _tables(rank, pnames, tnames, groups, steps, problems, where)
+    out = _tables(rank, pnames, tnames, groups, steps, problems, where, notify_keys,
+                  [t for t, _c in sorted(task_codes.items(), key=lambda kv: kv[1])])
     if loaders:
         loaders.sort(key=lambda x: x[1])
         out["dataloader"] = pd.DataFrame({"rank": np.full(len(loaders), rank, dtype=np.int64),
@@ -471,7 +506,8 @@ def _refuse_time(rejects: Rejects, where: str, index: int, t: int | None, d: int
     rejects.add(where, index, column, why, "event skipped", unit="event")
 
 
-def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, where: str = "") -> dict:
+def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, where: str = "",
+            notify_keys: set = frozenset(), task_types: list | None = None) -> dict:
     out: dict[str, pd.DataFrame] = {}
 
     # Steps: prefer the Python layer (torch_npu), then MindSpore, then any other process.
@@ -513,7 +549,8 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
             })
 
     overlap, hccl, device, cpu = [], [], [], []
-    for (pid, tid), (names, ts, dur) in groups.items():
+    types = np.array(task_types or [""], dtype=object)
+    for (pid, tid), (names, ts, dur, codes) in groups.items():
         proc = pnames.get(pid)
         thread = tnames.get((pid, tid))
         if proc == "Overlap Analysis":
@@ -537,10 +574,12 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
                                  array("q", (ts[i] for i in keep)), array("q", (dur[i] for i in keep))))
         elif proc == "Ascend Hardware":
             stream = thread if thread is not None else f"Stream {tid}"
-            device.append((names, [stream] * len(names), ts, dur))
+            tasks = types[np.frombuffer(codes, dtype=np.uint16)] if len(codes) else np.zeros(0, dtype=object)
+            device.append((names, [stream] * len(names), ts, dur,
+                           op_class(tasks, None, names, np.full(len(names), (pid, tid) in notify_keys))))
         elif proc == "CPU OP":
             stream = f"CPU OP {thread if thread is not None else f'Thread {tid}'}"
-            cpu.append((names, [stream] * len(names), ts, dur))
+            cpu.append((names, [stream] * len(names), ts, dur, cpu_op_class(pd.Series(names, dtype=object))))
     if not device:
         device = cpu
 
@@ -565,6 +604,8 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
                            label: [n for g in rows for n in g[0]],
                            lane: [s for g in rows for s in g[1]],
                            "start_ns": t, "dur_ms": d / 1e6})
+        if table == "device_ops":
+            df["op_class"] = np.concatenate([g[4] for g in rows])
         out[table] = df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
     return out
 

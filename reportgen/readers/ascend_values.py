@@ -203,3 +203,86 @@ def _text(value, limit: int = MAX_NAME_CHARS) -> str:
 def op_type(op: str) -> str:
     m = re.match(r"^hcom_([A-Za-z]+)", op)
     return (m.group(1) if m else op.split("-")[0]).lower()
+
+
+# --------------------------------------------------------------------------- one op class per device task
+
+#: accelerator cores / task types of computation (msprof's Computing: the COMPUTE_TASK_INFO tasks, AI Core, AI Vector,
+#: MIX, AI CPU, DSA kernels); a core the profiler does not write (Level0 kernel_details: ``N/A``) is computation too
+_COMPUTE_CORES = ("AI_CORE", "AI_VECTOR", "AIC", "AIV", "AI_CPU", "MIX_", "DSA", "KERNEL_AI", "FFTS", "CUBE",
+                  "VECTOR")
+#: cores of HCCL's rows (kernel_details ``HCCL`` at Level0-2, ``COMMUNICATION`` in some versions)
+_COMM_CORES = ("HCCL", "COMMUNICATION")
+#: synchronisation tasks: stream events and HCCL notifies (type, core or name)
+_SYNC_PREFIXES = ("NOTIFY", "EVENT_", "WRITE_VALUE", "PLACE_HOLDER", "PROFILING_")
+#: copies outside HCCL (MEMCPY_ASYNC, SDMA, PCIE DMA tasks)
+_COPY_PREFIXES = ("MEMCPY", "SDMA", "PCIE_DMA", "ASYNC_MEMCPY")
+
+
+def _upper(values) -> pd.Series:
+    """Upper-case text with spaces as underscores, computed once per distinct value (names repeat every step)."""
+    s = pd.Series(values, dtype=object) if not isinstance(values, pd.Series) else values
+    s = s.reset_index(drop=True)
+    codes, uniques = pd.factorize(s.fillna("").astype(str), use_na_sentinel=False)
+    up = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.strip().str.upper() \
+        .str.replace(" ", "_", regex=False)
+    return pd.Series(up.to_numpy(dtype=object)[codes] if len(codes) else np.zeros(0, dtype=object), dtype=object)
+
+
+def op_class(core, type_=None, name=None, comm_stream=None, hccl_task=None) -> np.ndarray:
+    """The Ascend family's one rule for the class of a device task (schema.OP_CLASSES), used for ``kernels``,
+    ``op_stats`` and ``device_ops`` of the text export, the trace and the DB alike. In this order:
+
+    1. **wait**: synchronisation tasks: a type, core or name containing ``WAIT`` or ``RECORD``, or starting with
+       ``NOTIFY`` / ``EVENT_`` / ``Write Value`` / ``PLACE_HOLDER`` / ``PROFILING_`` (stream events and HCCL's
+       notify tasks: ``NOTIFY_WAIT``, ``EVENT_WAIT_SQE``, ``Notify Wait`` ...).
+    2. **communication**: accelerator core ``HCCL`` / ``COMMUNICATION``, a type or name ``hcom_*``, an HCCL task
+       (``hccl_task``: the DB's COMMUNICATION_TASK_INFO rows), or any other task of a communication stream
+       (``comm_stream``: a stream of the rank that runs HCCL notify tasks or HCCL rows; its SDMA copies, Reduce_Inline
+       and "Other" tasks are HCCL's data movement, not computation).
+    3. **memcpy**: ``MEMCPY*`` / ``SDMA*`` / ``PCIE_DMA*`` tasks of the other streams.
+    4. **compute**: the compute cores (:data:`_COMPUTE_CORES`) and a core the profiler left empty (Level0 writes
+       ``N/A`` for every kernel).
+    5. **other**: the rest (any other task type).
+
+    msprof-analyze counts only the COMPUTE_TASK_INFO tasks as Computing and only the HCCL ops as Communication
+    (../shared/research/ascend-profiler-output-and-msprof-analyze.md, "Where the numbers come from"): this rule keeps
+    waits, copies and HCCL's stream tasks out of computation the same way."""
+    core_u = _upper(core)
+    n = len(core_u)
+    type_u = _upper(type_) if type_ is not None else pd.Series([""] * n, dtype=object)
+    name_u = _upper(name) if name is not None else pd.Series([""] * n, dtype=object)
+    texts = (core_u, type_u, name_u)
+
+    def any_text(test) -> np.ndarray:
+        out = np.zeros(n, dtype=bool)
+        for t in texts:
+            codes, uniques = pd.factorize(t, use_na_sentinel=False)
+            out |= np.array([test(u) for u in uniques], dtype=bool)[codes] if n else out
+        return out
+
+    sync = any_text(lambda u: "WAIT" in u or "RECORD" in u or u.startswith(_SYNC_PREFIXES))
+    comm = any_text(lambda u: u.startswith("HCOM")) | core_u.isin(_COMM_CORES).to_numpy()
+    for flag in (comm_stream, hccl_task):
+        if flag is not None:
+            comm |= np.asarray(flag, dtype=bool)
+    copy = any_text(lambda u: u.startswith(_COPY_PREFIXES))
+    missing = core_u.isin({m.upper() for m in MISSING_CELLS} | {"NAN", "NONE"}).to_numpy()
+    compute = missing | core_u.str.startswith(_COMPUTE_CORES).to_numpy()
+    return np.select([sync, comm, copy, compute], ["wait", "communication", "memcpy", "compute"],
+                     default="other").astype(object)
+
+
+def comm_streams(stream, core, type_=None, name=None) -> np.ndarray:
+    """Per row: whether its stream is a communication stream of the rank (:func:`op_class` rule 2): a stream that runs
+    an HCCL row (core ``HCCL`` / ``COMMUNICATION``, ``hcom_*``) or an HCCL notify task (``NOTIFY*`` / ``Notify*``).
+    Rows without a stream are on none."""
+    s = pd.Series(stream).reset_index(drop=True)
+    core_u = _upper(core)
+    hccl = np.array(core_u.isin(_COMM_CORES), dtype=bool)
+    for t in (type_, name):
+        if t is not None:
+            u = _upper(t)
+            hccl |= (u.str.startswith("HCOM") | u.str.startswith("NOTIFY")).to_numpy()
+    streams = set(s[hccl & s.notna().to_numpy()].tolist())
+    return s.isin(streams).to_numpy() & s.notna().to_numpy() if streams else np.zeros(len(s), dtype=bool)

@@ -51,8 +51,9 @@ from .. import limits
 from ..errors import InputError
 from ..limits import Rejects, as_int, finite_ms, finite_value, strict_float
 from ..model import Run, rel_ms
-from ..timeline import COMM_TYPE, RECEIVE, assign_steps, op_type
+from ..timeline import RECEIVE, assign_steps, op_type
 from . import ascend
+from .ascend_trace import cpu_op_class
 from ._files import read_text
 
 OPS_FILE = re.compile(r"^cpu_op_execute_timestamp_([0-9]+)\.txt$")
@@ -261,14 +262,15 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     dur = ops_df["dur_ns"] / 1e6
     run.tables["device_ops"] = pd.DataFrame({"rank": ops_df["rank"], "name": ops_df["name"],
                                              "stream": "CPU OP Thread " + ops_df["tid"].astype(str),
-                                             "start_ms": start, "dur_ms": dur})
+                                             "start_ms": start, "dur_ms": dur,
+                                             "op_class": cpu_op_class(ops_df["name"])})
     steps = pd.DataFrame({"rank": win["rank"], "step": win["step"], "start_ms": rel_ms(win["start_ns"], origin),
                           "end_ms": rel_ms(win["end_ns"], origin)})
     run.tables["trace_steps"] = steps
     run.steps = sorted(int(s) for s in steps["step"].unique())
 
     typ = op_type(ops_df["name"])
-    comm = typ.str.contains(COMM_TYPE).to_numpy()
+    comm = run.tables["device_ops"]["op_class"].to_numpy() == "communication"  # one rule: cpu_op_class
     if comm.any():
         c = pd.DataFrame({"rank": ops_df["rank"][comm], "start_ms": start[comm]})
         t = typ[comm]

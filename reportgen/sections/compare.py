@@ -9,12 +9,15 @@ Sources and definitions:
   pipeline stage by the same measure (every rank without stages); without operation times, the facts' slowest rank
   (reportgen/facts.py) and the median of its stage by step time.
 * Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; Ascend text output without
-  trace_view.json: ``kernel_details.csv``) in the steps in scope. Per rank: count and total time per step, and the
-  mean time, by operation type (:func:`reportgen.timeline.op_type`) and by operation name; kind = compute,
-  communication, receive or memcpy as the timeline says.
+  trace_view.json: ``kernels``, where a communication row inside an earlier one of its rank, the task of an op the
+  table lists too, is left to that op) in the steps in scope. Per rank: count and total time per step, and the
+  mean time, by operation type (:func:`reportgen.timeline.op_type`) and by operation name; kind = the timeline's
+  (``op_class``, with receive told apart from communication; ``kernels``: its ``op_class``). The class is decided
+  once per family at the reader edge (:mod:`reportgen.schema`, ``op_class``): the compute time that chooses the pair
+  is the time of ``op_class == compute`` only (an Ascend wait, HCCL stream task or copy is never computation).
 * Delta = A - B (ms per step); share of the step difference explained = delta / (step A - step B), when A's step is
-  longer. The shares of all types add up to the part of the difference the device operations explain (time outside
-  any operation, free time, is the rest).
+  longer. The shares of all types but the waits add up to the part of the difference the device operations explain
+  (time outside any operation, free time, is the rest; a wait runs beside the work it waits for, so it is not added).
 * Communication: the communication section's operations per type: time (elapse), transit and wait per step.
 * Memory: the memory section's peak per rank.
 * Any other pair: the chart embeds the type totals of at most :data:`PAIR_RANKS` ranks (every rank up to that
@@ -33,11 +36,16 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
-from ..timeline import COMM_TYPE, DERIVED_NAME, op_type, per_value
+from ..timeline import DERIVED_NAME, op_type
 from . import analysis_of
 
 ID = "compare"
 TITLE = "Rank comparison"
+#: the device operations (reportgen.schema): the device timeline, else the Ascend kernels
+NEEDS = (("device_timeline", "kernels"),)
+SOURCES = ("PyTorch: GPU kernels (or CPU ops) with ProfilerStep markers; Ascend: trace_view.json, a profiler DB or "
+           "kernel_details.csv (profiler_level Level1 or higher); MindSpore Insight: the timeline display files or "
+           "the step trace")
 
 #: ranks whose type totals the page embeds for the any-pair chart
 PAIR_RANKS = 64
@@ -50,24 +58,38 @@ SYNC_SHARE = 0.01
 
 
 def _ops(run: Run, F) -> pd.DataFrame | None:
+    """rank, kind, op_class, name, dur of the device operations in the steps in scope: the device timeline, else
+    ``kernels``; the class is the reader's (``op_class``), never decided here."""
     tl = run.table("device_timeline")
     if tl is not None and not tl.empty:
         o = tl[tl["step"].isin(F.steps)]
-        o = o.assign(dur=o["end_ms"] - o["start_ms"])[["rank", "kind", "name", "dur"]]
+        o = o.assign(dur=o["end_ms"] - o["start_ms"])[["rank", "kind", "op_class", "name", "dur"]]
     else:
         k = run.table("kernels")
         if k is None or k.empty or "step" not in k:
             return None
         k = k[k["step"].isin(F.steps)]
-        comm = per_value(k["name"].fillna("").astype(str), lambda n: n.str.contains(COMM_TYPE))  # hcom_* ops too
-        o = pd.DataFrame({"rank": k["rank"], "kind": np.where(comm, "communication", "compute"), "name": k["name"],
+        o = pd.DataFrame({"rank": k["rank"], "kind": k["op_class"], "op_class": k["op_class"], "name": k["name"],
                           "dur": k["dur_ms"]})
+        o = o.drop(index=_nested(k[k["op_class"] == "communication"]))
     if o.empty:
         return None
     names = o["name"].fillna("").astype(str)  # pandas' str dtype keeps a missing name missing
     uniq = pd.Series(names.unique(), dtype=object).astype(str)
     o = o.assign(name=names, type=names.map(dict(zip(uniq, _types(uniq)))))
     return o
+
+
+def _nested(c: pd.DataFrame) -> pd.Index:
+    """Index of the rows of ``c`` (rank, start_ms, dur_ms) that lie inside an earlier row of the same rank: the tasks
+    of a communication op that the table also lists as an op of its own (an Ascend kernel_details.csv holds the HCCL
+    op and its stream's tasks), so that their time is counted once, in the op."""
+    if c.empty:
+        return c.index
+    c = c.assign(_end=c["start_ms"] + c["dur_ms"]).sort_values(["rank", "start_ms", "_end"],
+                                                                ascending=[True, True, False], kind="stable")
+    prev = c.groupby("rank")["_end"].cummax().groupby(c["rank"]).shift()
+    return c.index[(c["_end"] <= prev).to_numpy()]
 
 
 #: per-instance parts of an operation name: MindSpore's stream prefix (``stream_25_5_``) and HCCL's instance suffix
@@ -154,7 +176,7 @@ def analyze(run: Run, options=None) -> Analysis:
             "Ascend: trace_view.json, a profiler DB or kernel_details.csv (profiler_level Level1 or higher); "
             "MindSpore Insight: the timeline display files or the step trace.")
     steps = max(1, len(F.steps))
-    compute = ops[ops["kind"] == "compute"].groupby("rank")["dur"].sum() / steps
+    compute = ops[ops["op_class"] == "compute"].groupby("rank")["dur"].sum() / steps
     a, b, how = default_pair(run, F, options, compute)
     without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
     pr = F.per_rank.set_index("rank")["step_ms"]
@@ -171,7 +193,9 @@ def analyze(run: Run, options=None) -> Analysis:
     tables = {"types": types, "top_ops": names}
     metrics = {"rank_a": a, "rank_b": b, "pair_source": how, "step_ms_a": step_a, "step_ms_b": step_b,
                "step_diff_ms": diff, "steps": steps,
-               "explained_ratio": float(types["delta_ms"].sum() / diff) if diff > 0 and not synchronous else None,
+               # waits run beside the work they wait for (their time is in other operations too): not summed
+               "explained_ratio": float(types.loc[types["kind"] != "wait", "delta_ms"].sum() / diff)
+               if diff > 0 and not synchronous else None,
                "synchronous": bool(synchronous),
                "delta_by_kind_ms": {str(k): float(v) for k, v in types.groupby("kind")["delta_ms"].sum().items()},
                "stage_a": run.stage_of(a), "stage_b": run.stage_of(b),

@@ -7,9 +7,11 @@
 * ``chosen_ranks``: the run's slowest, fastest and median rank (reportgen/facts.py), plus the ranks the user asked
   for (option ``ranks``), at most ``MAX_CHOSEN``.
 * ``top_operators``: per operator name and per operator type, count / total / mean / max time and share of
-  the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication kernels (Ascend core
-  COMMUNICATION / hcom_* types, Kineto kind comm) are left out, so the tops and shares are of computation time
-  (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Sources in order of preference:
+  the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication and waits (``op_class``
+  communication / wait, decided once per family at the reader edge: :mod:`reportgen.schema`; ``gpu_ops`` by
+  :func:`reportgen.timeline.gpu_op_class`) are left out, so the tops and shares are of the device's own work
+  (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Each
+  bar is coloured by the op class of its rows (the class of most of its time). Sources in order of preference:
   Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
   ``cpu_ops`` (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (MindSpore CPU
   host ops, MindInsight timeline files; type = ``<Type>`` of ``.../<Type>-op<N>``), MindInsight ``step_ops``
@@ -41,7 +43,7 @@ from .. import facts
 from ..model import Run
 from ..model import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
-from ..timeline import COMM_TYPE, COPY, RECEIVE, op_type, step_windows
+from ..timeline import gpu_op_class, host_op_class, op_type, step_windows
 
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
@@ -187,7 +189,8 @@ def chosen_ranks(run: Run, step_table: pd.DataFrame | None = None, options=None)
 
 
 def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
-    """df: key column, count, total_ms, max_ms -> top TOP_N by total plus 'others'."""
+    """df: key column, count, total_ms, max_ms (op_class) -> top TOP_N by total plus 'others'; ``attrs["classes"]``:
+    name -> the op class of most of its time."""
     g = df.groupby(key, dropna=False).agg(count=("count", "sum"), total_ms=("total_ms", "sum"),
                                           max_ms=("max_ms", "max")).reset_index().rename(columns={key: "name"})
     g["name"] = g["name"].astype(str)
@@ -202,28 +205,37 @@ def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
     top["mean_ms"] = top["total_ms"] / top["count"].where(top["count"] > 0)
     top["share_ratio"] = top["total_ms"] / total if total > 0 else math.nan
     top["level"] = level
-    return top[["level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]]
+    out = top[["level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]]
+    if "op_class" in df:
+        by = df.assign(_k=df[key].astype(str)).groupby(["_k", "op_class"])["total_ms"].sum().reset_index() \
+            .sort_values(["_k", "total_ms"], ascending=[True, False], kind="stable").drop_duplicates("_k")
+        out.attrs["classes"] = dict(zip(by["_k"], by["op_class"]))
+    return out
 
 
-def _events(d: pd.DataFrame, name: str, typ: str | None) -> pd.DataFrame:
+def _events(d: pd.DataFrame, name: str, typ: str | None, op_class=None) -> pd.DataFrame:
     e = pd.DataFrame({"name": d[name].astype(str), "count": 1, "total_ms": d["dur_ms"].astype(float),
                       "max_ms": d["dur_ms"].astype(float)})
     if typ is not None:
         e["type"] = d[typ].astype(str).to_numpy()
+    e["op_class"] = (d["op_class"].to_numpy() if op_class is None and "op_class" in d else
+                     op_class if op_class is not None else "compute")
     return e
 
 
-def _ascend_comm(t: pd.DataFrame, type_col: str) -> pd.Series:
-    comm = t[type_col].astype(str).str.lower().str.startswith("hcom")
-    if "core" in t:
-        comm |= t["core"].astype(str).str.upper().eq("COMMUNICATION")
-    return comm
+#: op classes left out of the tops: communication has its own section, and a wait is time spent on nothing
+LEFT_OUT = ("communication", "wait")
 
 
-def _compute_only(t: pd.DataFrame, comm: pd.Series) -> pd.DataFrame:
-    """Computation rows only (communication has its own sections); all rows when nothing else is left."""
-    rest = t[~comm.to_numpy()]
-    return rest if not rest.empty else t
+def _work_only(t: pd.DataFrame, cls: pd.Series) -> tuple[pd.DataFrame, str]:
+    """The rows whose op class is not in :data:`LEFT_OUT` and what was left out (all rows when nothing else is
+    left)."""
+    out = cls.isin(LEFT_OUT).to_numpy()
+    rest = t[~out]
+    if rest.empty:
+        return t, ""
+    waits = int((cls == "wait").sum())
+    return rest, "communication kernels left out" + (f", {waits:,} waits" if waits else "")
 
 
 def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
@@ -235,23 +247,29 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
         t = t[t["rank"] == rank]
         return None if t.empty else t
 
+    def label(table, what):
+        return f"{table} ({what})" if what else table
+
     k = of("kernels")
     if k is not None:
-        k = _compute_only(k, _ascend_comm(k, "type"))
-        return _events(k.dropna(subset=["dur_ms"]), "name", "type"), "kernels (communication kernels left out)"
+        k, what = _work_only(k, k["op_class"])
+        return _events(k.dropna(subset=["dur_ms"]), "name", "type"), label("kernels", what)
     s = of("op_stats")
     if s is not None:
-        s = _compute_only(s, _ascend_comm(s, "op_type"))
+        s, what = _work_only(s, s["op_class"])
         return pd.DataFrame({"type": s["op_type"].astype(str), "count": s["count"].astype(int),
-                             "total_ms": s["total_ms"].astype(float), "max_ms": s["max_ms"].astype(float)}), \
-            "op_stats (communication left out)"
+                             "total_ms": s["total_ms"].astype(float), "max_ms": s["max_ms"].astype(float),
+                             "op_class": s["op_class"].to_numpy()}), \
+            label("op_stats", what.replace(" kernels", ""))
     g = of("gpu_ops")
     if g is not None:
-        g = _compute_only(g, g["kind"].astype(str) == "comm")
-        return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), "gpu_ops (communication kernels left out)"
+        cls = gpu_op_class(g["kind"])
+        g, what = _work_only(g.assign(op_class=cls.to_numpy()), cls)
+        return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), label("gpu_ops", what)
     c = of("cpu_ops")
     if c is not None:
-        return _events(c.dropna(subset=["dur_ms"]), "name", None), "cpu_ops"
+        c = c.dropna(subset=["dur_ms"])  # every op (the source says so), c10d:: ones coloured communication
+        return _events(c, "name", None, op_class=host_op_class(c["name"])), "cpu_ops"
     t = of("device_timeline")
     if t is not None:
         t = t[(t["kind"] == "compute") & (t["source"] == "trace")]
@@ -260,8 +278,8 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
             e["type"] = op_type(t["name"]).to_numpy()
             return e, "device_timeline (compute intervals)"
     so = of("step_ops")
-    if so is not None:
-        e = _events(so.dropna(subset=["dur_ms"]), "op", None)
+    if so is not None:  # the step trace's communication ops
+        e = _events(so.dropna(subset=["dur_ms"]), "op", None, op_class="communication")
         e["type"] = [re.sub(r"-op\d+$", "", re.sub(r"^stream_\d+_\d+_", "", n)) for n in e["name"]]
         return e, "step_ops"
     return None, ""
@@ -277,8 +295,10 @@ def top_operators(run: Run, rank: int) -> pd.DataFrame | None:
         parts.append(_summarise(e, "name", "operator"))
     if "type" in e:
         parts.append(_summarise(e, "type", "type"))
+    classes = {p["level"].iloc[0]: p.attrs.get("classes", {}) for p in parts if not p.empty}
     out = pd.concat(parts, ignore_index=True)
     out.attrs["source"] = source
+    out.attrs["classes"] = classes
     return out
 
 
@@ -458,13 +478,15 @@ def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) 
         tables["rank_blocks"] = blocks
         data["rank_block_order"] = lane_order(run, blocks["rank"])
     chosen = chosen_ranks(run, tables.get("time_overview"), options)
-    parts, sources = [], {}
+    parts, sources, classes = [], {}, {}
     for r, role in chosen.items():
         t = top_operators(run, r)
         if t is None:
             continue
         sources[str(r)] = t.attrs.get("source", "")
+        classes[str(r)] = t.attrs.get("classes", {})
         parts.append(t.assign(rank=r, role=role))
+    data["drilldown_classes"] = classes  # level -> name -> op class, for the bar colours
     metrics["drilldown_ranks"] = {str(r): role for r, role in chosen.items()}
     metrics["drilldown_sources"] = sources
     if parts:
@@ -475,35 +497,28 @@ def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) 
         tables["rank_step_lines"] = lines
 
 
-#: Kinds an operator's name tells (timeline.py's patterns), with their palette role.
-_KIND_LABEL = {"compute": "Computation", "comm": "Communication", "receive": "Receive", "memcpy": "Memory copy"}
-_COLLECTIVE_LIB = re.compile(r"nccl|rccl|gloo:|hccl", re.IGNORECASE)
+#: op class -> (legend label, palette role) of the bars
+_CLASS_LABEL = {"compute": ("Computation", "compute"), "communication": ("Communication", "comm"),
+                "memcpy": ("Memory copy", "memcpy"), "wait": ("Wait", "wait"), "other": ("Other", "other")}
 
 
-def _op_role(name: str) -> str:
-    if RECEIVE.search(name):
-        return "receive"
-    if COMM_TYPE.search(name) or _COLLECTIVE_LIB.search(name):
-        return "comm"
-    return "memcpy" if COPY.search(name) else "compute"
-
-
-def _rank_figure(rank: int, role: str, ops: pd.DataFrame) -> Figure:
+def _rank_figure(rank: int, role: str, ops: pd.DataFrame, classes: dict | None = None) -> Figure:
     level = "type" if (ops["level"] == "type").any() else "operator"
     df = ops[(ops["level"] == level) & (ops["name"] != "others")][["name", "count", "total_ms", "mean_ms",
                                                                    "share_ratio"]].copy()
     for c in ("total_ms", "mean_ms", "share_ratio"):
         df[c] = df[c].astype(float).round(4)
     what = "operator types" if level == "type" else "operators"
-    df["kind"] = df["name"].map(lambda n: _KIND_LABEL[_op_role(n)])
-    kinds = [(label, role) for role, label in _KIND_LABEL.items() if label in set(df["kind"])]
+    of = (classes or {}).get(level, {})
+    df["kind"] = df["name"].map(lambda n: _CLASS_LABEL.get(of.get(n, "other"), _CLASS_LABEL["other"])[0])
+    kinds = [(label, r) for label, r in _CLASS_LABEL.values() if label in set(df["kind"])]
     unit, factor = fmt.unit_for("ms", df["total_ms"])
     m_unit, m_factor = fmt.unit_for("ms", df["mean_ms"])
     chart = in_unit(vl.Chart(df), factor, "total_ms").transform_calculate(
         mean_ms_u=f"datum.mean_ms / {float(m_factor)!r}").mark_bar().encode(
         y=vl.Y("name:N", sort=df["name"].tolist(), title=what.capitalize(), axis=vl.Axis(labelLimit=320)),
         x=vl.X("total_ms_u:Q", axis=vl.Axis(**axis("Total time", unit))),
-        color=role_color("kind", kinds, title="Kind (from the name)"),
+        color=role_color("kind", kinds, title="Op class"),
         tooltip=[vl.Tooltip("name:N", title="Name"), vl.Tooltip("kind:N", title="Kind"),
                  vl.Tooltip("count:Q", title="Count", format=fmt.D3_INT),
                  tip("total_ms_u", "Total", unit), tip("mean_ms_u", "Mean", m_unit),
@@ -544,7 +559,7 @@ def extend_view(a: Analysis, figures: list, tables: list) -> None:
             continue
         o = ops[ops["rank"] == r]
         role = o["role"].iloc[0]
-        figures.append(_rank_figure(int(r), role, o))
+        figures.append(_rank_figure(int(r), role, o, a.data.get("drilldown_classes", {}).get(str(r))))
         if lines_fig is not None:
             figures.append(lines_fig)
         tables.append(Table.from_frame(
