@@ -325,14 +325,14 @@ def test_level0_comm_ops_rule():
 
 # --------------------------------------------------------------------------- bad input stays canonical
 
-from reportgen.synth.malformed import CASES as CORPUS, build_case  # noqa: E402
+from malformed_corpus import CASES as CORPUS, build_case  # noqa: E402
 
 READER_CASES = sorted(n for n, c in CORPUS.items() if c.owner in ("ascend", "mindinsight", "kineto"))
 
 
 @pytest.mark.parametrize("case", READER_CASES)
 def test_malformed_input_is_read_into_canonical_tables(case, tmp_path):
-    """The corpus of issue 14 (reportgen/synth/malformed.py), the readers' cases: what the reader keeps of a broken
+    """The corpus of issue 14 (tests/malformed_corpus.py), the readers' cases: what the reader keeps of a broken
     input is canonical too (a refused value is NaN in a column the schema says is nullable, and why)."""
     from reportgen.errors import InputError
 
