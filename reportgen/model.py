@@ -157,6 +157,10 @@ TABLES: dict[str, dict[str, str]] = {
         "stream": "stream id (NaN when unknown)",
         "start_ms": "start, local clock (ms from the run origin)",
         "dur_ms": "duration (ms)",
+        "input_shapes": "device shapes of the inputs as written ('32,1,224,224,8;121,4,16,8;64'; untrusted text)",
+        "output_shapes": "device shapes of the outputs as written (untrusted text)",
+        "input_formats": "device formats of the inputs ('NC1HWC0;FRACTAL_Z;NCHW'; untrusted text)",
+        "output_formats": "device formats of the outputs (untrusted text)",
     },
     "op_stats": {
         "rank": "global rank id",
@@ -253,6 +257,35 @@ TABLES: dict[str, dict[str, str]] = {
         "size_mb": "bytes sent over matched pairs (MB)",
         "time_ms": "transfer time: per pair the shorter of the two kernels, summed (ms)",
         "bandwidth_gbps": "size / time (GB/s)",
+    },
+    # ---- FLOPs (every family; formulas in reportgen/flopcount.py, filled at the reader edge)
+    "op_flops": {
+        "rank": "global rank id (int64)",
+        "step": "step the op belongs to (float: NaN when unknown, -1 outside every step)",
+        "name": "op / kernel name (untrusted text)",
+        "type": "op type (aten op name, Ascend op type, the op's type in a profiler's per-op file)",
+        "flops": "floating-point operations of the op (FLOP, float: a multiply-add is 2; NaN = not counted, "
+                 "note says why; 0 = counts no FLOPs, e.g. no device kernel launched)",
+        "method": "how it was counted: matmul | convolution | attention (reportgen/flopcount.py formulas from "
+                  "shapes) | profiler (the trace's own flops) | framework summary (a profiler's per-op FLOPs file)",
+        "note": "why the op is not counted or what its count assumes ('' = nothing to say; text)",
+        "start_ms": "start of the op (ms from the run origin; device kernel start, or the host op's start where "
+                    "the device time of one op is unknown; NaN when the source has no time)",
+        "dur_ms": "device duration of the op (ms; NaN when unknown)",
+        "flops_per_s": "optional: the profiler's own rate of the op (FLOP/s)",
+        "utilization_pct": "optional: the profiler's own utilisation of the op (%, as written)",
+    },
+    "rank_flops": {
+        "rank": "global rank id (int64)",
+        "flops": "the profiler's own FLOPs of the rank (FLOP, float)",
+        "flops_per_s": "the profiler's own rate (FLOP/s; see rate_basis: not necessarily per wall-clock second)",
+        "utilization_ratio": "the profiler's own utilisation of the peak (0..1; NaN when absent)",
+        "method": "framework summary",
+        "rate_basis": "what flops_per_s is, in words",
+        "cube_flops": "optional: cube part of flops (FLOP)",
+        "vec_flops": "optional: vector part of flops (FLOP)",
+        "vec_utilization_ratio": "optional: vector utilisation (0..1)",
+        "generation": "optional: the file generation the values come from (text)",
     },
     "files": {
         "rank": "global rank id the file belongs to (None for run-wide files)",

@@ -276,7 +276,9 @@ def test_gloo_cpu_traces_give_collectives_with_sizes():
         assert len(d.tables["memory"]) == ref["memory"]
         assert len(d.tables["steps"]) == 5
         ops = d.tables["cpu_ops"]
-        assert set(ops["name"]) <= {"aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::mul", "aten::add"}
+        assert set(ops["name"]) <= {"aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::mul", "aten::add",
+                                    "aten::_scaled_dot_product_flash_attention_for_cpu",  # attention FLOPs
+                                    "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
         addmm = ops[ops["name"] == "aten::addmm"].iloc[0]
         assert json.loads(addmm["input_dims"])[0] and addmm["input_types"].startswith('["float"')
     assert ranks == {0, 1, 2, 3}
@@ -363,7 +365,8 @@ def test_metadata_after_trace_events_and_all_tables(tmp_path, chunking):
         ("all_reduce", 6, 24.0, -1, -1, "")
     ops = t["cpu_ops"]
     assert ops.to_dict("records") == [{"name": "aten::mm", "ts_ns": 101_000, "dur_ns": 2_000, "tid": "1",
-                                       "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]'}]
+                                       "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]',
+                                       "kernel_launches": 0}]  # no launch in its span on its thread
     assert t["memory"].to_dict("records") == [{"ts_ns": 114_000, "device_type": 1, "device_id": 0, "bytes": 512.0,
                                                "total_allocated": 1024.0, "total_reserved": 2048.0}]
 

@@ -201,7 +201,7 @@ _CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
 _HOST_CATS = frozenset({"cpu_op", "Operator"})
 _OP_NAMES = frozenset(f"aten::{n}" for n in (
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
-_OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
+_OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution", "aten::_scaled_dot_product_")
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::", _DATALOADER_PREFIX) + _OP_PREFIXES
 _STEP_PREFIX = "ProfilerStep#"
@@ -898,6 +898,8 @@ class _Collector:
         self.hta_dur = array("q")
         self.launch_ts = array("q")
         self.launch_corr = array("q")
+        self.launch_tid = array("q")  # code of the call's thread (tid_code): which CPU op launched a kernel
+        self.tid_code: dict = {}
         # checks
         self.not_objects = 0
         self.all_integral = True
@@ -1113,6 +1115,8 @@ class _Collector:
             if t is not None:
                 self.launch_ts.append(t)
                 self.launch_corr.append(_hta_int(a.correlation))
+                tid = self._s(e.tid)
+                self.launch_tid.append(self.tid_code.setdefault(tid, len(self.tid_code)))
         return a.stream is not None
 
     def _gpu(self, e, kind: str) -> int:
@@ -1374,8 +1378,8 @@ class _Collector:
                 "hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur")
         launches = None
         if len(self.launch_ts):  # checked with the others below, then reduced to launch_ts_ns (_attach_launches)
-            launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts)}
-            self.launch_ts, self.launch_corr = array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
+            launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts), "tid": i64(self.launch_tid)}
+            self.launch_ts, self.launch_corr, self.launch_tid = array("q"), array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
         if len(self.m_ts):
             out["memory"] = frame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
@@ -1385,6 +1389,7 @@ class _Collector:
         if launches is not None:
             out["launches"] = launches
         self._check_times(out, from_ns)
+        _kernel_launches(out, self.tid_code)
         _attach_launches(out)
         st = out.pop("steps", None)
         if st is not None and not st.empty:
@@ -1481,6 +1486,35 @@ def _comm_regex(patterns, where: str, problems: list):
 
 #: ``launch_ts_ns`` of a GPU row whose correlation no runtime/driver call has
 NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def _kernel_launches(out: dict, tid_code: dict) -> None:
+    """``cpu_ops.kernel_launches``: how many runtime launch calls on the op's thread, within its span, have the
+    correlation id of a device kernel (the op's subtree launched them). -1 on every op of a trace without device
+    kernels (CPU-only, gloo). An op that launched none in a trace that has kernels ran no device work of its own:
+    under CUDA/HIP graph capture the kernels are recorded, not run, and run later under one graph launch, so the
+    op's FLOPs are not its own (reportgen/flopcount.py ``NO_KERNEL``)."""
+    ops = out.get("cpu_ops")
+    if ops is None or ops.empty:
+        return
+    g = out.get("gpu_ops")
+    kernels = g[g["kind"].isin(("kernel", "comm"))] if g is not None and not g.empty else None
+    if kernels is None or kernels.empty:
+        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)
+        return
+    counts = np.zeros(len(ops), dtype=np.int64)
+    launch = out.get("launches")
+    if launch is not None and len(launch["ts_ns"]) and "tid" in launch:
+        hit = np.isin(launch["correlation"], kernels["correlation"].to_numpy(np.int64)) & (launch["correlation"] >= 0)
+        lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
+        codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
+        start = ops["ts_ns"].to_numpy(np.int64)
+        end = start + ops["dur_ns"].to_numpy(np.int64)
+        for code in np.unique(codes[codes >= 0]):
+            ts = np.sort(lt[ltid == code])
+            rows = np.flatnonzero(codes == code)
+            counts[rows] = np.searchsorted(ts, end[rows], side="right") - np.searchsorted(ts, start[rows], side="left")
+    ops["kernel_launches"] = counts
 
 
 def _attach_launches(out: dict) -> None:

@@ -1058,6 +1058,9 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     for name, df in run.tables.items():
         if abs_columns(df):
             run.tables[name] = to_rel_ms(df, run.time_origin_ns)
+    from .mindinsight_flops import canonical
+
+    canonical(run)  # rank_flops / op_flops, the canonical FLOPs tables
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:
