@@ -163,11 +163,18 @@ def aten_flops(name: str, dims) -> float:
 
 
 def estimate_aten_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
-    """The counted aten ops of ``cpu_ops`` with ``method``, ``flops`` and ``innermost`` (False for an op containing
-    another counted op on its thread: aten::linear -> aten::addmm, aten::matmul -> aten::mm; only the innermost op
-    counts, so nested ops are counted once)."""
+    """The counted aten ops of ``cpu_ops`` with ``method``, ``flops`` and ``innermost``.
+
+    An op with the trace's own ``flops`` arg (column ``profiler_flops``, ``profile(with_flops=True)``) counts that
+    value (method ``profiler``: torch's own count, which also gives mul/add one FLOP per element and knows a
+    convolution's real output size); any other op counts :func:`aten_flops` of its ``Input Dims``. Nested ops are
+    counted once: an op containing another counted op on its thread (aten::linear -> aten::addmm,
+    aten::matmul -> aten::mm) has ``innermost`` False and only the innermost op counts, except that an op with
+    its own ``flops`` arg counts and every counted op inside it does not (torch puts it on aten::conv2d, not on
+    the cudnn_convolution inside)."""
     methods = {n: aten_method(n) for n in cpu_ops["name"].unique()}
-    ops = cpu_ops[cpu_ops["name"].map(methods).notna()].copy()
+    own = cpu_ops["profiler_flops"].notna() if "profiler_flops" in cpu_ops else pd.Series(False, index=cpu_ops.index)
+    ops = cpu_ops[cpu_ops["name"].map(methods).notna() | own].copy()
     if ops.empty:
         return ops.assign(method=[], flops=[], innermost=[])
     ops["method"] = ops["name"].map(methods)
@@ -184,6 +191,10 @@ def estimate_aten_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
         return cache[key]
 
     ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]
+    mine = own[ops.index].to_numpy(dtype=bool)
+    if mine.any():
+        ops.loc[mine, "flops"] = ops.loc[mine, "profiler_flops"].astype(float)
+        ops.loc[mine, "method"] = PROFILER
     if "end_ms" not in ops:
         ops["end_ms"] = ops["start_ms"] + ops["dur_ms"]
     # start/end come from exact integer times through one monotone map (model.rel_ms), so equal instants are
@@ -191,10 +202,21 @@ def estimate_aten_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     ops = ops.sort_values(["rank", "tid", "start_ms", "end_ms"], ascending=[True, True, True, False])
     end = ops["end_ms"].to_numpy()
     start = ops["start_ms"].to_numpy()
-    same = (ops["rank"].to_numpy()[1:] == ops["rank"].to_numpy()[:-1]) & \
-        (ops["tid"].astype(str).to_numpy()[1:] == ops["tid"].astype(str).to_numpy()[:-1])
+    rank, tid = ops["rank"].to_numpy(), ops["tid"].astype(str).to_numpy()
+    same = (rank[1:] == rank[:-1]) & (tid[1:] == tid[:-1])
     contains_next = same & (start[1:] < end[:-1]) & (end[1:] <= end[:-1])
-    ops["innermost"] = ~np.append(contains_next, False)
+    inner = ~np.append(contains_next, False)
+    if mine.any():  # an op with its own count wins over the counted ops inside it
+        pf = (ops["method"] == PROFILER).to_numpy()
+        key, open_end = None, -math.inf
+        for i in range(len(ops)):
+            if (rank[i], tid[i]) != key:
+                key, open_end = (rank[i], tid[i]), -math.inf
+            if start[i] < open_end and end[i] <= open_end:
+                inner[i] = False
+            elif pf[i]:
+                inner[i], open_end = True, end[i]
+    ops["innermost"] = inner
     return ops.reset_index(drop=True)
 
 

@@ -426,3 +426,22 @@ def test_section_reads_no_family():
                  "family"):
         assert not re.search(rf"\b{re.escape(word)}\b", code), word
     assert fl.NEEDS == (("op_flops", "rank_flops"),)
+
+
+def test_the_traces_own_flops_count_and_win_over_the_ops_inside(tmp_path):
+    conv = {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 1100, "dur": 80,
+            "args": {"Input Dims": [[2, 3, 8, 8], [16, 3, 3, 3], [16]], "flops": 12345}}
+    inner = {"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 1, "tid": 1, "ts": 1110,
+             "dur": 50, "args": {"Input Dims": [[2, 3, 8, 8], [16, 3, 3, 3]]}}
+    mul = {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 1300, "dur": 10,
+           "args": {"Input Dims": [[4, 5], [4, 5]], "flops": 20}}
+    bad = {**mul, "ts": 1400, "args": {"Input Dims": [[4, 5], [4, 5]], "flops": -3}}
+    _trace(tmp_path / "rank0.pt.trace.json", [conv, inner, _launch(1120, 1), mul, _launch(1305, 2), bad,
+                                              _launch(1405, 4)], kernels=[1, 2, 4])
+    run = read_run(tmp_path)
+    ops = run.table("op_flops").set_index("name")
+    assert ops.loc["aten::conv2d", "flops"] == 12345 and ops.loc["aten::conv2d", "method"] == fc.PROFILER
+    assert ops.loc["aten::cudnn_convolution", "note"] == fc.NESTED  # counted in the op with its own count
+    mul_rows = run.table("op_flops")[run.table("op_flops")["name"] == "aten::mul"]
+    assert mul_rows["flops"].tolist() == [20.0]  # the refused (negative) one is not a counted op
+    assert any("args['flops']" in p.problem for p in run.problems)

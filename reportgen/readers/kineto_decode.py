@@ -83,7 +83,11 @@ file's own clock, sorted by ts):
                  baddbmm, matmul, linear, conv*, _convolution, cudnn_convolution*, mul, add (for FLOPs
                  estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
-                 give the same text).
+                 give the same text); SDPA kernels ``aten::_scaled_dot_product_*`` (attention FLOPs).
+                 ``kernel_launches``: runtime launch calls on the op's thread within its span whose correlation
+                 has a device kernel (-1 on every op of a trace without device kernels; :func:`_kernel_launches`).
+                 ``profiler_flops``: the op's own ``flops`` arg (``profile(with_flops=True)``), only when some op
+                 of the trace has one (NaN on the others; refused above :data:`MAX_OP_FLOPS`).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
 ``host_ops``     name, ts_ns, dur_ns, tid — the main thread's top-level CPU op spans (category ``cpu_op`` /
                  ``Operator``; the main thread is the one with the ``ProfilerStep#`` spans, else the one with the
@@ -147,6 +151,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
 from array import array
@@ -173,6 +178,8 @@ __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS",
 CHUNK = {"msgspec": 256 << 10, "json": 64 << 10}
 #: cpu_ops rows kept at most (the rest are counted in a problem line).
 MAX_CPU_OPS = 2_000_000
+#: an op's own ``flops`` arg above this is refused (10^18: a second of 10^6 devices at 1 PFLOP/s)
+MAX_OP_FLOPS = 1e18
 #: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
 MAX_HOST_OPS = 1_000_000
 
@@ -344,7 +351,7 @@ if _msgspec is not None:
 
     _CommArgs = _struct("_CommArgs", _COMM_FIELDS)
     _MemArgs = _struct("_MemArgs", _MEM_FIELDS)
-    _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type")),
+    _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
                       raw=("input_dims", "input_types"))
     # events: float literals (ts/dur) arrive as their text (float_hook), so times are parsed exactly
     _EV_LIST = _msgspec.json.Decoder(list[_Ev], float_hook=str)
@@ -356,7 +363,8 @@ else:  # pragma: no cover - depends on the environment
     _Raw = None
 
 _ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
-               "op": (("input_dims", "Input Dims"), ("input_types", "Input type")), "hta": _HTA_FIELDS}
+               "op": (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
+               "hta": _HTA_FIELDS}
 
 
 def _args(args, kind: str):
@@ -868,6 +876,8 @@ class _Collector:
         self.o_tid: list = []
         self.o_dims: list = []
         self.o_types: list = []
+        self.o_flops = array("d")  # the trace's own ``flops`` arg (profile(with_flops=True)); NaN when absent
+        self.o_has_flops = False
         self.o_dropped = 0
         # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
         self.h_name: list = []
@@ -976,6 +986,18 @@ class _Collector:
             if len(self.canon) < 200_000:
                 self.canon[key] = s
         return s
+
+    def _op_flops(self, e, v) -> float:
+        """The op's own ``flops`` arg as a float; NaN when absent, and refused (named) when it is not a number in
+        0..MAX_OP_FLOPS."""
+        if v is None:
+            return math.nan
+        f = _num(v) if v.__class__ is not bool else None
+        if f is None or not 0 <= f <= MAX_OP_FLOPS:
+            self._reject(e, "field args['flops']", f"not a number in 0..{MAX_OP_FLOPS:.0e}", "value ignored")
+            return math.nan
+        self.o_has_flops = True
+        return f
 
     def _dims(self, e, v) -> str:
         """``Input Dims`` text of a cpu op (:meth:`_canon`), or "" with the value refused when it is not shapes
@@ -1210,6 +1232,7 @@ class _Collector:
             self.o_tid.append(self._s(e.tid))
             self.o_dims.append(self._dims(e, a.input_dims))
             self.o_types.append(self._canon(a.input_types))
+            self.o_flops.append(self._op_flops(e, a.flops))
 
     def _memory(self, e) -> None:
         t = self._ts(e)
@@ -1363,8 +1386,10 @@ class _Collector:
         if self.o_name:
             out["cpu_ops"] = frame({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
-                "input_dims": self.o_dims, "input_types": self.o_types},
-                "o_name", "o_ts", "o_tid", "o_dims", "o_types")
+                "input_dims": self.o_dims, "input_types": self.o_types,
+                **({"profiler_flops": np.frombuffer(self.o_flops, dtype=np.float64).copy()} if self.o_has_flops
+                   else {})},
+                "o_name", "o_ts", "o_tid", "o_dims", "o_types", "o_flops")
         host = self._host_ops(ns)
         if host is not None:
             out["host_ops"] = host

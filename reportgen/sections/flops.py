@@ -155,7 +155,14 @@ def _from_ops(run: Run, ops: pd.DataFrame) -> dict:
             "flops_padded_channels_ratio": float(padded["flops"].sum() / counted["flops"].sum())
             if len(padded) else 0.0,
             "flops_per_s_basis": "FLOPs of the ops in the profiled steps / the steps' device time (step_time)"}
-    return {"per_rank": pd.DataFrame(rows), "ops": by_op,
+    per_rank = pd.DataFrame(rows)
+    if not per_rank["flops_per_s"].notna().any():
+        placed = counted["step"].notna() | counted["start_ms"].notna()
+        meta["flops_per_s_basis"] = "not computed: " + (
+            "the run has no device step time (step_time)" if steps is None
+            else "the counted ops have neither a step nor a start time" if not placed.any()
+            else "the profiled steps have no device time")
+    return {"per_rank": per_rank, "ops": by_op,
             "per_rank_step": pd.DataFrame(step_rows) if step_rows else None, "meta": meta, "profiler_rate": False}
 
 
