@@ -631,8 +631,11 @@ def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_tra
     note[nested] = NESTED
     step = np.full(len(ops), -1, dtype=np.int64)
     if steps is not None and not steps.empty:
+        rows_of = ops.groupby("rank").indices  # rank -> positions: one pass, not one per rank
         for rank, st in steps.groupby("rank"):
-            rows = np.flatnonzero(ops["rank"].to_numpy() == rank)
+            rows = rows_of.get(rank)
+            if rows is None:
+                continue
             if whole_trace:
                 step[rows] = int(st["step"].iloc[0])
                 continue

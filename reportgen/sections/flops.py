@@ -103,33 +103,41 @@ def _from_ops(run: Run, ops: pd.DataFrame) -> dict:
             f"{note}: {', '.join(f'{t} x{n}' for t, n in types.items())}" for note, types in why.items())
             or "no counted op") + f". Sources: {SOURCES}.")
     steps = run.table("step_time")
-    rows, step_rows = [], []
-    by_rank = dict(iter(counted.groupby("rank")))
-    steps_of = dict(iter(steps.groupby("rank"))) if steps is not None else {}
-    for rank in sorted(ops["rank"].unique()):
-        o = by_rank.get(rank, counted.iloc[:0])
-        total = float(o["flops"].sum())
-        st = steps_of.get(rank)
-        in_steps, wall_ms = math.nan, math.nan
-        if st is not None and not st.empty:
-            wall_ms = float(st["step_ms"].sum())
-            known = o[o["step"].notna()]
-            per = known.groupby("step")["flops"].sum()
-            # an op of unknown step but with a start is from the profiled window: in the steps; an op with neither
-            # (a per-op summary of the profiler) is not placed in time and gives no rate
-            timed = o["step"].isna() & o["start_ms"].notna()
-            unknown = float(o.loc[timed, "flops"].sum())
-            in_steps = float(per.reindex(st["step"].astype(float)).fillna(0).sum()) + unknown \
-                if len(known) or timed.any() else math.nan
-            if (unknown == 0 or len(st) == 1) and not math.isnan(in_steps):
-                for s in st.sort_values("step").itertuples():
-                    f = float(per.get(float(s.step), 0.0)) + unknown
-                    step_rows.append({"rank": int(rank), "step": int(s.step), "flops": f, "step_ms": s.step_ms,
-                                      "flops_per_s": fc.device_rate(f, s.step_ms)})
-        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms,
-                     "flops_per_s": fc.device_rate(in_steps, wall_ms), "ops_counted": int(len(o))})
+    ranks = pd.Index(sorted(ops["rank"].unique()), name="rank")
+    g = counted.groupby("rank")["flops"]
+    per_rank = pd.DataFrame({"rank": ranks.astype(int), "flops": g.sum().reindex(ranks, fill_value=0.0).to_numpy(),
+                             "wall_ms": math.nan, "flops_per_s": math.nan,
+                             "ops_counted": g.size().reindex(ranks, fill_value=0).to_numpy()})
+    step_table = None
+    if steps is not None:
+        # an op of unknown step but with a start is from the profiled window: in the steps; an op with neither
+        # (a per-op summary of the profiler) is not placed in time and gives no rate
+        timed = counted["step"].isna() & counted["start_ms"].notna()
+        placed = counted.loc[counted["step"].notna() | timed, "rank"].unique()
+        known = counted[counted["step"].notna()].groupby(["rank", "step"])["flops"].sum()
+        unknown = counted[timed].groupby("rank")["flops"].sum()
+        st = steps[steps["rank"].isin(placed)][["rank", "step", "step_ms"]].sort_values(["rank", "step"])
+        st = st.assign(flops=known.reindex(pd.MultiIndex.from_arrays([st["rank"], st["step"].astype(float)]))
+                       .fillna(0.0).to_numpy())
+        extra = unknown.reindex(st["rank"]).fillna(0.0).to_numpy()
+        in_steps = st.groupby("rank")["flops"].sum() + unknown.reindex(st["rank"].unique()).fillna(0.0).to_numpy()
+        wall = st.groupby("rank")["step_ms"].sum()
+        per_rank["wall_ms"] = wall.reindex(ranks).to_numpy()
+        per_rank["flops_per_s"] = [fc.device_rate(f, w) for f, w in
+                                   zip(in_steps.reindex(ranks).to_numpy(), per_rank["wall_ms"].to_numpy())]
+        # per step only where every counted op has its step (or the rank profiled one step)
+        steps_n = st.groupby("rank")["step"].transform("size").to_numpy()
+        ok = (extra == 0) | (steps_n == 1)
+        st = st.assign(flops=st["flops"].to_numpy() + extra)[ok]
+        if not st.empty:
+            step_table = pd.DataFrame({"rank": st["rank"].astype(int).to_numpy(),
+                                       "step": st["step"].astype(int).to_numpy(), "flops": st["flops"].to_numpy(),
+                                       "step_ms": st["step_ms"].to_numpy(),
+                                       "flops_per_s": [fc.device_rate(f, t) for f, t in zip(st["flops"],
+                                                                                              st["step_ms"])]})
     by_type = counted.groupby(["rank", "type"], as_index=False).agg(
-        calls=("flops", "size"), flops=("flops", "sum"), time_ms=("dur_ms", lambda d: d.sum(min_count=1)))
+        calls=("flops", "size"), flops=("flops", "sum"), time_ms=("dur_ms", "sum"), timed=("dur_ms", "count"))
+    by_type["time_ms"] = by_type["time_ms"].where(by_type.pop("timed") > 0)
     own_rate = "flops_per_s" in counted and counted["flops_per_s"].notna().any()
     if own_rate:  # the profiler's own per-op rates do not add up over ops: every op on its own
         c = counted.rename(columns={"name": "op"})
@@ -155,15 +163,13 @@ def _from_ops(run: Run, ops: pd.DataFrame) -> dict:
             "flops_padded_channels_ratio": float(padded["flops"].sum() / counted["flops"].sum())
             if len(padded) else 0.0,
             "flops_per_s_basis": "FLOPs of the ops in the profiled steps / the steps' device time (step_time)"}
-    per_rank = pd.DataFrame(rows)
     if not per_rank["flops_per_s"].notna().any():
         placed = counted["step"].notna() | counted["start_ms"].notna()
         meta["flops_per_s_basis"] = "not computed: " + (
             "the run has no device step time (step_time)" if steps is None
             else "the counted ops have neither a step nor a start time" if not placed.any()
             else "the profiled steps have no device time")
-    return {"per_rank": per_rank, "ops": by_op,
-            "per_rank_step": pd.DataFrame(step_rows) if step_rows else None, "meta": meta, "profiler_rate": False}
+    return {"per_rank": per_rank, "ops": by_op, "per_rank_step": step_table, "meta": meta, "profiler_rate": False}
 
 
 def _from_ranks(run: Run, rf: pd.DataFrame) -> dict:
