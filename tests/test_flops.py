@@ -445,3 +445,11 @@ def test_the_traces_own_flops_count_and_win_over_the_ops_inside(tmp_path):
     mul_rows = run.table("op_flops")[run.table("op_flops")["name"] == "aten::mul"]
     assert mul_rows["flops"].tolist() == [20.0]  # the refused (negative) one is not a counted op
     assert any("args['flops']" in p.problem for p in run.problems)
+
+
+def test_kernels_without_recorded_launches_rule_out_no_op(tmp_path):
+    # kernels but no runtime launch calls at all: which op launched what is unknown, so every op counts
+    _trace(tmp_path / "rank0.pt.trace.json", [_mm(1100), _mm(1210)], kernels=[1, 2])
+    run = read_run(tmp_path)
+    assert run.table("cpu_ops")["kernel_launches"].tolist() == [-1, -1]
+    assert run.table("op_flops")["flops"].tolist() == [2.0 * 64 * 128 * 256] * 2

@@ -1516,9 +1516,10 @@ NO_LAUNCH = np.iinfo(np.int64).max
 def _kernel_launches(out: dict, tid_code: dict) -> None:
     """``cpu_ops.kernel_launches``: how many runtime launch calls on the op's thread, within its span, have the
     correlation id of a device kernel (the op's subtree launched them). -1 on every op of a trace without device
-    kernels (CPU-only, gloo). An op that launched none in a trace that has kernels ran no device work of its own:
-    under CUDA/HIP graph capture the kernels are recorded, not run, and run later under one graph launch, so the
-    op's FLOPs are not its own (reportgen/flopcount.py ``NO_KERNEL``)."""
+    kernels (CPU-only, gloo) or whose launch calls link to no kernel (launches not recorded: unknown). An op that
+    launched none in a trace whose launches link to kernels ran no device work of its own: under CUDA/HIP graph
+    capture the kernels are recorded, not run, and run later under one graph launch, so the op's FLOPs are not its
+    own (reportgen/flopcount.py ``NO_KERNEL``)."""
     ops = out.get("cpu_ops")
     if ops is None or ops.empty:
         return
@@ -1527,18 +1528,22 @@ def _kernel_launches(out: dict, tid_code: dict) -> None:
     if kernels is None or kernels.empty:
         ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)
         return
-    counts = np.zeros(len(ops), dtype=np.int64)
     launch = out.get("launches")
+    hit = None
     if launch is not None and len(launch["ts_ns"]) and "tid" in launch:
         hit = np.isin(launch["correlation"], kernels["correlation"].to_numpy(np.int64)) & (launch["correlation"] >= 0)
-        lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
-        codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
-        start = ops["ts_ns"].to_numpy(np.int64)
-        end = start + ops["dur_ns"].to_numpy(np.int64)
-        for code in np.unique(codes[codes >= 0]):
-            ts = np.sort(lt[ltid == code])
-            rows = np.flatnonzero(codes == code)
-            counts[rows] = np.searchsorted(ts, end[rows], side="right") - np.searchsorted(ts, start[rows], side="left")
+    if hit is None or not hit.any():  # no launch is linked to a kernel (none recorded): which op launched what is
+        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)  # unknown, so no op is ruled out
+        return
+    counts = np.zeros(len(ops), dtype=np.int64)
+    lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
+    codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
+    start = ops["ts_ns"].to_numpy(np.int64)
+    end = start + ops["dur_ns"].to_numpy(np.int64)
+    for code in np.unique(codes[codes >= 0]):
+        ts = np.sort(lt[ltid == code])
+        rows = np.flatnonzero(codes == code)
+        counts[rows] = np.searchsorted(ts, end[rows], side="right") - np.searchsorted(ts, start[rows], side="left")
     ops["kernel_launches"] = counts
 
 
