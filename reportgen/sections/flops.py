@@ -66,7 +66,7 @@ PEAK_TFLOPS: list[tuple[str, float]] = [
 #: any one of these tables will do (runner: "unavailable: needs op_flops or rank_flops")
 NEEDS = (("op_flops", "rank_flops"),)
 SOURCES = ("op shapes: a PyTorch trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/"
-           "conv/SDPA ops), an Ascend kernel_details.csv or profiler DB with Input Shapes (profile with "
+           "conv ops), an Ascend kernel_details.csv or profiler DB with Input Shapes (profile with "
            "record_shapes=True: MatMul, BatchMatMul, GroupedMatmul, Conv2D and its backprops); or the profiler's own "
            "counts: MindSpore flops_summary_<rank>.json / flops_<rank>.txt (FLOPs collection)")
 
