@@ -28,6 +28,9 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   map back to the group comes from hashing every ``parallel_group_info`` key. Matrix links use
   group-local indices; they are mapped to global ranks through the group's sorted ``global_ranks``.
 * When the text files are absent the same facts come from the DB export (:mod:`.ascend_db`).
+* ``op_flops`` (the canonical FLOPs table, parsed on first use): one row per cube kernel of ``kernels`` (text
+  kernel_details.csv or the DB's COMPUTE_TASK_INFO, the same shape and format strings), FLOPs from its device
+  shapes and formats (:func:`reportgen.flopcount.ascend_op_flops`; the Ascend formats are read there, once).
 """
 
 from __future__ import annotations

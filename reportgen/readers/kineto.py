@@ -40,6 +40,9 @@ run model (ms, MB = 10^6 B, global ranks).
 * Steps: ``trace_steps`` from the ``ProfilerStep#N`` spans (``run.step_source = "markers"``); without any marker,
   one whole-trace window per rank, step 0 (:func:`whole_trace_windows`, ``"whole_trace"``). GPU work outside every
   ProfilerStep belongs to no step (tables that carry a step give it -1).
+* ``op_flops`` (the canonical FLOPs table, model.TABLES; parsed on first use): the counted aten ops of ``cpu_ops``
+  with their FLOPs and the PyTorch counting rules, written down once in :func:`op_flops` (nesting, the trace's own
+  ``flops`` arg, graph capture: no kernel launched -> no FLOPs, step by ProfilerStep window).
 * ``host_ops`` (rank, name, tid, start_ms, dur_ms): the main thread's top-level CPU op spans
   (:mod:`.kineto_decode`), the host compute of CPU-only (gloo) traces in the device timeline.
 * ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with

@@ -254,6 +254,8 @@ def analyze(run: Run, options=None) -> Analysis:
     refused = _refuse_implausible(run, per_rank, bound, "per rank")
     if d.get("per_rank_step") is not None:
         _refuse_implausible(run, d["per_rank_step"], bound, "per step")
+    if d.get("ops") is not None and "flops_per_s" in d["ops"]:
+        _refuse_implausible(run, d["ops"], bound, "per operator")
     per_rank["mfu_ratio"] = per_rank["flops_per_s"] / peak if peak else math.nan
     per_rank["stage"] = per_rank["rank"].map(lambda r: run.stage_of(int(r)))
     per_rank["host"] = per_rank["rank"].map(lambda r: run.hosts.get(int(r)))
