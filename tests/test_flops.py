@@ -272,6 +272,13 @@ def test_ascend_flops_estimated_from_matmul_shapes():
     assert set(pr.index) == {0, 2}  # ranks 1 and 3 shipped no kernel_details.csv
     assert pr.loc[0, "flops"] > 1e12 and o.analysis.metrics["flops_estimate"] is True
     assert "matmul" in o.analysis.metrics["flops_source"]
+    # the format leaves two MatMulV2 ambiguous (FRACTAL_NZ) and attention's layout is not in its shapes: nothing
+    # counted for them, and the metrics say so
+    nc = o.analysis.metrics["ops_not_counted"]
+    assert nc["ambiguous: matmul in format FRACTAL_NZ"] == {"MatMulV2": 2}
+    assert set(next(v for k, v in nc.items() if k.startswith("attention"))) == {"FlashAttentionScore",
+                                                                                "FlashAttentionScoreGrad"}
+    assert o.analysis.metrics["ops_counted"] == ["MatMulV2", "MatMulV3"]
 
 
 # --------------------------------------------------------------------------- issue 25: one canonical table
