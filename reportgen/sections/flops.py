@@ -482,7 +482,8 @@ def present(a: Analysis) -> View:
     if "per_rank_step" in a.tables:
         tables.append(Table.from_frame(
             "flops-per-rank-step", "Per rank and profiled step", a.tables["per_rank_step"],
-            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"), Column("flops", "FLOPs, estimate", "flop"),
+            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"),
+             Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
              Column("step_ms", "Step time", "ms"), Column("flops_per_s", "Rate", "flops")]))
     if "ops" in a.tables:
         o = a.tables["ops"]
@@ -493,16 +494,22 @@ def present(a: Analysis) -> View:
                                                        ("utilization_pct", "Utilisation", "pct")) if c in o]
         tables.append(Table.from_frame("flops-ops", "Per operator", o, ocols))
     notes = []
+    formulas = {fc.MATMUL: "2·M·N·K per matmul",
+                fc.CONVOLUTION: "2·N·C_out·output size·C_in/groups·kernel size per convolution and per backprop",
+                fc.ATTENTION: "the two matmuls of attention (QKᵀ, PV; backward twice)"}
     if est:
-        notes.append(f"FLOPs are an ESTIMATE from the op shapes ({', '.join(m['methods'])}), counting "
-                     f"{', '.join(m['ops_counted'])}: 2·M·N·K per matmul, 2·N·C_out·out size·C_in/groups·kernel per "
-                     "convolution and per backprop, the two attention matmuls. Element-wise and vector ops are not "
-                     "counted.")
+        notes.append(f"FLOPs are an ESTIMATE from the op shapes, counting {', '.join(m['ops_counted'])}: "
+                     + "; ".join(formulas[x] for x in m["methods"] if x in formulas)
+                     + ". Element-wise and vector ops are not counted.")
+    if not math.isfinite(m["flops_per_s_mean"]) and m.get("flops_per_s_basis", "").startswith("not computed"):
+        notes.append("FLOP/s " + m["flops_per_s_basis"] + ".")
     for note, types in m.get("ops_counted_with_caveat", {}).items():
         if note != fc.PADDED:
             notes.append(f"Counted with a caveat ({note}): " + ", ".join(f"{t} ×{n}" for t, n in types.items()) + ".")
     for note, types in m.get("ops_not_counted", {}).items():
-        notes.append(f"Not counted ({note}): " + ", ".join(f"{t} ×{n}" for t, n in types.items()) + ".")
+        listed = ", ".join(f"{t} ×{n}" for t, n in types.items())
+        notes.append(f"Counted once, in the op inside them: {listed}." if note == fc.NESTED
+                     else f"Not counted ({note}): {listed}.")
     if m.get("ops_padded_channels"):
         notes.append(f"{m['ops_padded_channels']} kernel(s), {fmt.percent(m['flops_padded_channels_ratio'])} of the "
                      "FLOPs, read their channels from a C0-padded device format (NC1HWC0 / FRACTAL_Z): counted as the "
