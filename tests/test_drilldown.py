@@ -179,8 +179,7 @@ def test_kineto_cumulative_flops_end_at_the_step_flops():
     lines = _lines_checks(out)
     fl = lines[lines["metric"] == "flops_cumulative"]
     assert not fl.empty
-    ops = flops.estimate_ops(run.table("cpu_ops"))
-    ops = ops[ops["innermost"]]
+    ops = flops.counted_ops(run.table("op_flops"))  # the canonical table the FLOPs section reads too
     ts = run.table("trace_steps")
     per_step = flops.analyze(run).tables.get("per_rank_step")
     for r, f in fl.groupby("rank"):

@@ -363,7 +363,8 @@ def test_metadata_after_trace_events_and_all_tables(tmp_path, chunking):
         ("all_reduce", 6, 24.0, -1, -1, "")
     ops = t["cpu_ops"]
     assert ops.to_dict("records") == [{"name": "aten::mm", "ts_ns": 101_000, "dur_ns": 2_000, "tid": "1",
-                                       "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]'}]
+                                       "input_dims": "[[4, 8], [8, 16]]", "input_types": '["float", "float"]',
+                                       "kernel_launches": -1}]  # no launch linked to a kernel: unknown
     assert t["memory"].to_dict("records") == [{"ts_ns": 114_000, "device_type": 1, "device_id": 0, "bytes": 512.0,
                                                "total_allocated": 1024.0, "total_reserved": 2048.0}]
 

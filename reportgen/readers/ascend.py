@@ -33,6 +33,9 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   computation, other), so that no section classifies an Ascend task by its name.
 * Level0 (no communication.json, no analysis DB): ``comm_ops`` from trace_view.json's HCCL ops
   (:func:`level0_comm_ops`; transit / wait / sync / idle NaN), as the DB export gives them from COMMUNICATION_OP.
+* ``op_flops`` (the canonical FLOPs table, parsed on first use): one row per cube kernel of ``kernels`` (text
+  kernel_details.csv or the DB's COMPUTE_TASK_INFO, the same shape and format strings), FLOPs from its device
+  shapes and formats (:func:`reportgen.flopcount.ascend_op_flops`; the Ascend formats are read there, once).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..flopcount import ascend_op_flops
 from ..errors import InputError
 from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
@@ -659,7 +663,7 @@ def reduce_matrix(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
     wanted = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)",
-              "Input Shapes", "Output Shapes"}
+              "Input Shapes", "Output Shapes", "Input Formats", "Output Formats"}
     t, rejects = _csv(path, wanted)
     t.require("Name", "Duration(us)", what="a kernel_details.csv")
     df = pd.DataFrame({
@@ -673,6 +677,9 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         "dur_ms": t.num("Duration(us)", "us", required=True),
         "input_shapes": [s.strip('"') for s in t.text("Input Shapes")],
         "output_shapes": [s.strip('"') for s in t.text("Output Shapes")],
+        # the device formats of those shapes (NC1HWC0, FRACTAL_Z, FORMAT_ND, ...): FLOPs read the shapes through them
+        "input_formats": t.text("Input Formats"),
+        "output_formats": t.text("Output Formats"),
     })
     df = _done(df, t, rejects, problems)
     # one class per task, the rank's communication streams from this file (op_class)
@@ -1175,6 +1182,8 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
         from ..timeline import dataloader_rows
 
         run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
+    if "kernels" in run.tables or "kernels" in run.loaders:
+        run.loaders["op_flops"] = lambda: ascend_op_flops(run.table("kernels"))
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

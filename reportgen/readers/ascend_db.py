@@ -82,7 +82,8 @@ COLUMNS = {
                        "bandwidth_gbps", "large_packet_ratio"],
     "comm_matrix": ["rank", "step", "kind", "op_type", "stat", "group_hash", "src_local", "dst_local", "transport",
                     "size_mb", "time_ms", "bandwidth_gbps", "op_name"],
-    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ns", "dur_ms", "op_class"],
+    "kernels": ["rank", "step", "name", "type", "core", "stream", "start_ns", "dur_ms", "op_class", "input_shapes",
+                "output_shapes", "input_formats", "output_formats"],
     "memory_record": ["rank", "component", "ts_ns", "allocated_mb", "reserved_mb", "active_mb"],
     "module_mem": ["rank", "component", "ts_ns", "reserved_mb"],
     "operator_memory": ["rank", "name", "size_mb", "alloc_ns", "release_ns", "duration_ms"],
@@ -490,7 +491,8 @@ class _Rank:
         if "compute" in self._cache:
             return self._cache["compute"]
         db = self.prof
-        cols = ["s", "e", "stream", "device", "name", "type", "core"]
+        cols = ["s", "e", "stream", "device", "name", "type", "core", "input_shapes", "input_formats", "output_shapes",
+                "output_formats"]
         df = pd.DataFrame(columns=cols)
         t, c = (db.table("TASK"), db.table("COMPUTE_TASK_INFO")) if db else (None, None)
         if t and c and db.col(t, "globalTaskId") and db.col(c, "globalTaskId") and db.col(t, "startNs") \
@@ -499,7 +501,12 @@ class _Rank:
             sel.append(f"t.{_q(db.col(t, 'streamId'))} AS stream" if db.col(t, "streamId") else "NULL AS stream")
             sel.append(f"t.{_q(db.col(t, 'deviceId'))} AS device" if db.col(t, "deviceId") else "NULL AS device")
             joins = ""
-            for out_name, src, tag in (("name", "name", "s1"), ("type", "opType", "s2"), ("core", "taskType", "s3")):
+            # the shapes and formats (strings in STRING_IDS) as kernel_details.csv writes them: FLOPs are counted from
+            # them (reportgen/flopcount.py), the same way for both exports
+            for out_name, src, tag in (("name", "name", "s1"), ("type", "opType", "s2"), ("core", "taskType", "s3"),
+                                       ("input_shapes", "inputShapes", "s4"), ("input_formats", "inputFormats", "s5"),
+                                       ("output_shapes", "outputShapes", "s6"),
+                                       ("output_formats", "outputFormats", "s7")):
                 col = db.col(c, src)
                 if col:
                     expr, join = db.string_expr("c", col, tag)
@@ -822,10 +829,12 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
     if not comp.empty:
         parts.append(pd.DataFrame({"s": comp["s"].to_numpy(np.int64), "e": comp["e"].to_numpy(np.int64),
                                    "name": comp["name"], "type": comp["type"], "core": comp["core"],
-                                   "stream": comp["stream"].astype(float)}))
+                                   "stream": comp["stream"].astype(float),
+                                   **{c: _shape_text(comp[c]) for c in _SHAPE_COLUMNS}}))
     if not comm.empty:  # kernel_details.csv lists the HCCL ops too, Accelerator Core "HCCL"
         parts.append(pd.DataFrame({"s": comm["s"].to_numpy(np.int64), "e": comm["e"].to_numpy(np.int64),
-                                   "name": comm["op"], "type": comm["type"], "core": "HCCL", "stream": math.nan}))
+                                   "name": comm["op"], "type": comm["type"], "core": "HCCL", "stream": math.nan,
+                                   **{c: "N/A" for c in _SHAPE_COLUMNS}}))
     df = pd.concat(parts, ignore_index=True).sort_values("s", kind="stable").reset_index(drop=True)
     s = df["s"].to_numpy(np.int64)
     return pd.DataFrame({
@@ -833,7 +842,16 @@ def _kernels(ctx: _Rank) -> pd.DataFrame | None:
         "name": df["name"], "type": df["type"], "core": df["core"], "stream": df["stream"].astype(float),
         "start_ns": s, "dur_ms": (df["e"].to_numpy(np.int64) - s) / NS_PER_MS,
         "op_class": op_class(df["core"], df["type"], df["name"]),  # the COMPUTE_TASK_INFO tasks and the HCCL ops
+        **{c: df[c].to_numpy(object) for c in _SHAPE_COLUMNS},
     }, columns=COLUMNS["kernels"])
+
+
+_SHAPE_COLUMNS = ("input_shapes", "output_shapes", "input_formats", "output_formats")
+
+
+def _shape_text(col: pd.Series) -> list[str]:
+    """Shape / format strings as kernel_details.csv has them (quotes dropped, capped; a NULL is '')."""
+    return [cap_text(str(v).strip('"')) if v is not None and v == v else "" for v in col]
 
 
 def _memory_record(ctx: _Rank) -> pd.DataFrame | None:

@@ -40,6 +40,9 @@ run model (ms, MB = 10^6 B, global ranks).
 * Steps: ``trace_steps`` from the ``ProfilerStep#N`` spans (``run.step_source = "markers"``); without any marker,
   one whole-trace window per rank, step 0 (:func:`whole_trace_windows`, ``"whole_trace"``). GPU work outside every
   ProfilerStep belongs to no step (tables that carry a step give it -1).
+* ``op_flops`` (the canonical FLOPs table, model.TABLES; parsed on first use): the counted aten ops of ``cpu_ops``
+  with their FLOPs and the PyTorch counting rules, written down once in :func:`op_flops` (nesting, the trace's own
+  ``flops`` arg, graph capture: no kernel launched -> no FLOPs, step by ProfilerStep window).
 * ``host_ops`` (rank, name, tid, start_ms, dur_ms): the main thread's top-level CPU op spans
   (:mod:`.kineto_decode`), the host compute of CPU-only (gloo) traces in the device timeline.
 * ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with
@@ -617,6 +620,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
             "CPU-only trace: step time is the ProfilerStep span; computing, communication not overlapped and free "
             "partition it on the CPU operator timeline (gloo collectives on any thread count as communication).")
         run.steps = sorted(run.tables["trace_steps"]["step"].unique().tolist())
+    if "cpu_ops" in run.tables:
+        run.loaders["op_flops"] = lambda: op_flops(run.tables.get("cpu_ops"), run.tables.get("trace_steps"),
+                                                   run.step_source == "whole_trace")
     links = p2p_links(run.tables.get("collectives"), run.hosts)
     if links is not None:
         run.tables["p2p_links"] = links
@@ -624,6 +630,69 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_trace: bool) -> pd.DataFrame | None:
+    """The canonical ``op_flops`` rows of a PyTorch trace: the innermost counted aten ops of ``cpu_ops``
+    (:func:`reportgen.flopcount.estimate_aten_ops`: an op containing another counted op on its thread is not counted
+    again), FLOPs from their ``Input Dims``.
+
+    PyTorch rules, written down once here:
+
+    * An op containing another counted op on its thread (aten::linear -> aten::addmm) is a row with FLOPs NaN and
+      ``note`` = ``flopcount.NESTED``: only the innermost op counts.
+    * ``start_ms`` is the CPU op's start: the FLOPs count at the host launch (the device time of one op is not
+      known); ``dur_ms`` (device duration) is NaN.
+    * ``step``: the ProfilerStep window the op starts in (-1 outside every window); with one whole-trace window
+      (no markers) every op is in it (step 0), even one launched before the first kernel.
+    * In a trace that has device kernels, an op whose span launched no kernel on its thread
+      (``cpu_ops.kernel_launches`` == 0: e.g. recorded under CUDA/HIP graph capture, where the kernels run later
+      under one graph launch) counts no FLOPs: 0, ``note`` = ``flopcount.NO_KERNEL``. CPU-only traces (no device
+      kernels, ``kernel_launches`` -1) count their CPU ops.
+    * ``note`` "shapes not readable" (FLOPs NaN) for a counted op whose Input Dims do not fit its formula; a forward
+      convolution is counted with the note that its output size is assumed equal to its input's.
+    """
+    from ..flopcount import CONVOLUTION, NESTED, NO_KERNEL, estimate_aten_ops
+
+    #: a forward convolution's output size is not in the trace (aten_flops assumes it)
+    SAME_SIZE_CONV = "output size assumed = input size (stride 1, 'same' padding)"
+
+    if cpu_ops is None or cpu_ops.empty:
+        return None
+    ops = estimate_aten_ops(cpu_ops)
+    if ops.empty:
+        return None
+    note = np.where(ops["flops"].isna(), "shapes not readable", "").astype(object)
+    flops = ops["flops"].to_numpy(dtype=float).copy()
+    if "kernel_launches" in ops:
+        none = (ops["kernel_launches"] == 0).to_numpy()
+        flops[none] = 0.0
+        note[none] = NO_KERNEL
+    same_size = (ops["method"] == CONVOLUTION).to_numpy() & ~ops["name"].str.contains("backward").to_numpy() \
+        & ~np.isnan(flops)
+    note[same_size & (note == "")] = SAME_SIZE_CONV
+    nested = ~ops["innermost"].to_numpy(dtype=bool)
+    flops[nested] = np.nan
+    note[nested] = NESTED
+    step = np.full(len(ops), -1, dtype=np.int64)
+    if steps is not None and not steps.empty:
+        rows_of = ops.groupby("rank").indices  # rank -> positions: one pass, not one per rank
+        for rank, st in steps.groupby("rank"):
+            rows = rows_of.get(rank)
+            if rows is None:
+                continue
+            if whole_trace:
+                step[rows] = int(st["step"].iloc[0])
+                continue
+            st = st.sort_values("start_ms")
+            start = ops["start_ms"].to_numpy()[rows]
+            idx = np.searchsorted(st["start_ms"].to_numpy(), start, side="right") - 1
+            ok = idx >= 0
+            ok[ok] &= start[ok] < st["end_ms"].to_numpy()[idx[ok]]
+            step[rows[ok]] = st["step"].to_numpy()[idx[ok]]
+    return pd.DataFrame({"rank": ops["rank"].astype(np.int64), "step": step.astype(float), "name": ops["name"],
+                         "type": ops["name"], "flops": flops, "method": ops["method"], "note": note,
+                         "start_ms": ops["start_ms"].astype(float), "dur_ms": math.nan})
 
 
 def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:

@@ -84,6 +84,10 @@ file's own clock, sorted by ts):
                  estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
                  (``[[384], [256, 256]]``, ``["float", "float"]``; re-serialised, so pretty-printed files
                  give the same text).
+                 ``kernel_launches``: runtime launch calls on the op's thread within its span whose correlation
+                 has a device kernel (-1 on every op of a trace without device kernels; :func:`_kernel_launches`).
+                 ``profiler_flops``: the op's own ``flops`` arg (``profile(with_flops=True)``), only when some op
+                 of the trace has one (NaN on the others; refused above :data:`MAX_OP_FLOPS`).
                  At most :data:`MAX_CPU_OPS` rows (a problem line says when the cap is hit).
 ``host_ops``     name, ts_ns, dur_ns, tid — the main thread's top-level CPU op spans (category ``cpu_op`` /
                  ``Operator``; the main thread is the one with the ``ProfilerStep#`` spans, else the one with the
@@ -147,6 +151,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
 from array import array
@@ -173,6 +178,8 @@ __all__ = ["DecodedTrace", "decode_trace", "DEFAULT_COMM_PATTERNS", "META_KEYS",
 CHUNK = {"msgspec": 256 << 10, "json": 64 << 10}
 #: cpu_ops rows kept at most (the rest are counted in a problem line).
 MAX_CPU_OPS = 2_000_000
+#: an op's own ``flops`` arg above this is refused (10^18: a second of 10^6 devices at 1 PFLOP/s)
+MAX_OP_FLOPS = 1e18
 #: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
 MAX_HOST_OPS = 1_000_000
 
@@ -201,6 +208,8 @@ _CPU_CATS = frozenset({"cpu_op", "Operator", "user_annotation"})
 _HOST_CATS = frozenset({"cpu_op", "Operator"})
 _OP_NAMES = frozenset(f"aten::{n}" for n in (
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_convolution", "convolution", "mul", "add"))
+#: (SDPA ops ``aten::_scaled_dot_product_*`` are not kept: flopcount.aten_flops counts them, but cpu_ops is also the
+#: drill-down's operator list of CPU-only traces, whose chart does not fit their long names yet)
 _OP_PREFIXES = ("aten::conv", "aten::cudnn_convolution")
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _KEEP_PREFIXES = ("ProfilerStep#", "record_param_comms", "gloo:", "nccl:", "c10d::", _DATALOADER_PREFIX) + _OP_PREFIXES
@@ -344,7 +353,7 @@ if _msgspec is not None:
 
     _CommArgs = _struct("_CommArgs", _COMM_FIELDS)
     _MemArgs = _struct("_MemArgs", _MEM_FIELDS)
-    _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type")),
+    _OpArgs = _struct("_OpArgs", (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
                       raw=("input_dims", "input_types"))
     # events: float literals (ts/dur) arrive as their text (float_hook), so times are parsed exactly
     _EV_LIST = _msgspec.json.Decoder(list[_Ev], float_hook=str)
@@ -356,7 +365,8 @@ else:  # pragma: no cover - depends on the environment
     _Raw = None
 
 _ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
-               "op": (("input_dims", "Input Dims"), ("input_types", "Input type")), "hta": _HTA_FIELDS}
+               "op": (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
+               "hta": _HTA_FIELDS}
 
 
 def _args(args, kind: str):
@@ -868,6 +878,8 @@ class _Collector:
         self.o_tid: list = []
         self.o_dims: list = []
         self.o_types: list = []
+        self.o_flops = array("d")  # the trace's own ``flops`` arg (profile(with_flops=True)); NaN when absent
+        self.o_has_flops = False
         self.o_dropped = 0
         # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
         self.h_name: list = []
@@ -898,6 +910,8 @@ class _Collector:
         self.hta_dur = array("q")
         self.launch_ts = array("q")
         self.launch_corr = array("q")
+        self.launch_tid = array("q")  # code of the call's thread (tid_code): which CPU op launched a kernel
+        self.tid_code: dict = {}
         # checks
         self.not_objects = 0
         self.all_integral = True
@@ -974,6 +988,18 @@ class _Collector:
             if len(self.canon) < 200_000:
                 self.canon[key] = s
         return s
+
+    def _op_flops(self, e, v) -> float:
+        """The op's own ``flops`` arg as a float; NaN when absent, and refused (named) when it is not a number in
+        0..MAX_OP_FLOPS."""
+        if v is None:
+            return math.nan
+        f = _num(v) if v.__class__ is not bool else None
+        if f is None or not 0 <= f <= MAX_OP_FLOPS:
+            self._reject(e, "field args['flops']", f"not a number in 0..{MAX_OP_FLOPS:.0e}", "value ignored")
+            return math.nan
+        self.o_has_flops = True
+        return f
 
     def _dims(self, e, v) -> str:
         """``Input Dims`` text of a cpu op (:meth:`_canon`), or "" with the value refused when it is not shapes
@@ -1113,6 +1139,8 @@ class _Collector:
             if t is not None:
                 self.launch_ts.append(t)
                 self.launch_corr.append(_hta_int(a.correlation))
+                tid = self._s(e.tid)
+                self.launch_tid.append(self.tid_code.setdefault(tid, len(self.tid_code)))
         return a.stream is not None
 
     def _gpu(self, e, kind: str) -> int:
@@ -1206,6 +1234,7 @@ class _Collector:
             self.o_tid.append(self._s(e.tid))
             self.o_dims.append(self._dims(e, a.input_dims))
             self.o_types.append(self._canon(a.input_types))
+            self.o_flops.append(self._op_flops(e, a.flops))
 
     def _memory(self, e) -> None:
         t = self._ts(e)
@@ -1359,8 +1388,10 @@ class _Collector:
         if self.o_name:
             out["cpu_ops"] = frame({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
-                "input_dims": self.o_dims, "input_types": self.o_types},
-                "o_name", "o_ts", "o_tid", "o_dims", "o_types")
+                "input_dims": self.o_dims, "input_types": self.o_types,
+                **({"profiler_flops": np.frombuffer(self.o_flops, dtype=np.float64).copy()} if self.o_has_flops
+                   else {})},
+                "o_name", "o_ts", "o_tid", "o_dims", "o_types", "o_flops")
         host = self._host_ops(ns)
         if host is not None:
             out["host_ops"] = host
@@ -1374,8 +1405,8 @@ class _Collector:
                 "hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur")
         launches = None
         if len(self.launch_ts):  # checked with the others below, then reduced to launch_ts_ns (_attach_launches)
-            launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts)}
-            self.launch_ts, self.launch_corr = array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
+            launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts), "tid": i64(self.launch_tid)}
+            self.launch_ts, self.launch_corr, self.launch_tid = array("q"), array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
         if len(self.m_ts):
             out["memory"] = frame({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
@@ -1385,6 +1416,7 @@ class _Collector:
         if launches is not None:
             out["launches"] = launches
         self._check_times(out, from_ns)
+        _kernel_launches(out, self.tid_code)
         _attach_launches(out)
         st = out.pop("steps", None)
         if st is not None and not st.empty:
@@ -1481,6 +1513,40 @@ def _comm_regex(patterns, where: str, problems: list):
 
 #: ``launch_ts_ns`` of a GPU row whose correlation no runtime/driver call has
 NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def _kernel_launches(out: dict, tid_code: dict) -> None:
+    """``cpu_ops.kernel_launches``: how many runtime launch calls on the op's thread, within its span, have the
+    correlation id of a device kernel (the op's subtree launched them). -1 on every op of a trace without device
+    kernels (CPU-only, gloo) or whose launch calls link to no kernel (launches not recorded: unknown). An op that
+    launched none in a trace whose launches link to kernels ran no device work of its own: under CUDA/HIP graph
+    capture the kernels are recorded, not run, and run later under one graph launch, so the op's FLOPs are not its
+    own (reportgen/flopcount.py ``NO_KERNEL``)."""
+    ops = out.get("cpu_ops")
+    if ops is None or ops.empty:
+        return
+    g = out.get("gpu_ops")
+    kernels = g[g["kind"].isin(("kernel", "comm"))] if g is not None and not g.empty else None
+    if kernels is None or kernels.empty:
+        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)
+        return
+    launch = out.get("launches")
+    hit = None
+    if launch is not None and len(launch["ts_ns"]) and "tid" in launch:
+        hit = np.isin(launch["correlation"], kernels["correlation"].to_numpy(np.int64)) & (launch["correlation"] >= 0)
+    if hit is None or not hit.any():  # no launch is linked to a kernel (none recorded): which op launched what is
+        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)  # unknown, so no op is ruled out
+        return
+    counts = np.zeros(len(ops), dtype=np.int64)
+    lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
+    codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
+    start = ops["ts_ns"].to_numpy(np.int64)
+    end = start + ops["dur_ns"].to_numpy(np.int64)
+    for code in np.unique(codes[codes >= 0]):
+        ts = np.sort(lt[ltid == code])
+        rows = np.flatnonzero(codes == code)
+        counts[rows] = np.searchsorted(ts, end[rows], side="right") - np.searchsorted(ts, start[rows], side="left")
+    ops["kernel_launches"] = counts
 
 
 def _attach_launches(out: dict) -> None:

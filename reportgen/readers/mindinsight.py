@@ -1071,6 +1071,9 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     for canonical, own in (("memory_nodes", "mi_memory_lines"), ("memory_node_marks", "mi_memory_marks")):
         if own in run.tables:
             run.tables[canonical] = run.tables[own]
+    from .mindinsight_flops import canonical
+
+    canonical(run)  # rank_flops / op_flops, the canonical FLOPs tables
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

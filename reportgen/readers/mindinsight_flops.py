@@ -209,3 +209,46 @@ def parse_flops_detail(path, rank: int, problems: list) -> dict[str, pd.DataFram
     df["flops"] = df["mflops"] * 1e6
     front = ["rank", "op", "mflops", "gflops", "utilization_pct", "flops"]
     return {"mi_flops_ops": df[front + [c for c in df.columns if c not in front]]}
+
+
+def canonical(run) -> None:
+    """The canonical FLOPs tables of a MindSpore Insight run, from the files' tables (parsed lazily on first use):
+
+    * ``rank_flops`` (the profiler's per-rank totals, ``flops_summary``): one row per rank, the first file's when a
+      rank has two; ``method`` = "framework summary", ``rate_basis`` = what its FLOPS is (:data:`RATE_BASIS`).
+    * ``op_flops`` (``flops_{rank}.txt``): one row per op, ``method`` "framework summary", ``type`` = the last scope
+      component without its ``-opN`` suffix, no step / start / duration (the file has none: NaN), and the
+      profiler's own per-op rate (``flops_per_s``) and utilisation (``utilization_pct``) beside it.
+    """
+    if "mi_flops" in run.tables:
+        run.loaders["rank_flops"] = lambda: rank_flops(run.tables.get("mi_flops"))
+    if "mi_flops_ops" in run.tables:
+        run.loaders["op_flops"] = lambda: op_flops(run.tables.get("mi_flops_ops"))
+
+
+def rank_flops(mi: pd.DataFrame | None) -> pd.DataFrame | None:
+    if mi is None or mi.empty:
+        return None
+    out = mi.drop_duplicates("rank", keep="first").sort_values("rank").reset_index(drop=True)
+    return out.assign(method="framework summary", rate_basis=out["generation"].map(RATE_BASIS))
+
+
+#: what MindSpore's own FLOPS is, by flops_summary generation (research mindinsight-cluster-profiling.md §2.4): not
+#: FLOPs per wall-clock second, so no MFU is derived from it
+RATE_BASIS = {"ms1": "profiler FLOPS: mean of per-op rates (MindSpore <= 2.0)",
+              "ms2.0": "profiler FLOPS: mean of per-op rates (MindSpore <= 2.0)",
+              "ms2.2": "profiler FLOPS: Σ op rates / Σ op durations (MindSpore 2.2/2.3)"}
+
+
+_OP_TYPE = re.compile(r"-op\d+$")
+
+
+def op_flops(det: pd.DataFrame | None) -> pd.DataFrame | None:
+    if det is None or det.empty:
+        return None
+    types = {n: _OP_TYPE.sub("", str(n).rsplit("/", 1)[-1]) for n in det["op"].unique()}
+    nan = math.nan
+    return pd.DataFrame({
+        "rank": det["rank"].astype("int64"), "step": nan, "name": det["op"], "type": det["op"].map(types),
+        "flops": det["mflops"] * 1e6, "method": "framework summary", "note": "", "start_ms": nan, "dur_ms": nan,
+        "flops_per_s": det["gflops"] * 1e9, "utilization_pct": det["utilization_pct"]})

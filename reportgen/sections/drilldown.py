@@ -20,10 +20,9 @@
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
   in use (MB; Ascend ``memory_record`` reserved_mb of the APP component, else the largest; Kineto
-  ``memory_events`` accelerator rows, allocated_mb; MindInsight has none) and cumulative FLOPs (Ascend MatMul kernels
-  via :func:`reportgen.sections.flops.ascend_matmul_flops`; Kineto innermost ``estimate_ops`` of ``cpu_ops``,
-  counted by op start like the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank
-  and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
+  ``memory_events`` accelerator rows, allocated_mb; MindInsight has none) and cumulative FLOPs (the canonical
+  ``op_flops`` rows with FLOPs and a start, :func:`reportgen.sections.flops.counted_ops`, counted by op start like
+  the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
 
 ``extend_analysis`` / ``extend_view`` are what ``execution.analyze`` / ``execution.present`` call.
 """
@@ -381,26 +380,17 @@ def _to_step_end(d: pd.DataFrame, span: float) -> pd.DataFrame:
 
 
 def _flops_events(run: Run, rank: int) -> pd.DataFrame | None:
-    """start_ms, flops of the counted ops of the rank (NaN FLOPs dropped)."""
-    from . import flops  # late: keeps execution importable on its own
-    k = run.table("kernels")
-    if k is not None and {"input_shapes", "output_shapes", "type", "start_ms"} <= set(k.columns):
-        mm = k[(k["rank"] == rank) & k["type"].astype(str).str.contains(flops._ASCEND_MATMUL)]
-        if "core" in mm:
-            mm = mm[mm["core"] != "COMMUNICATION"]
-        if not mm.empty:
-            f = [flops.ascend_matmul_flops(i, o) for i, o in zip(mm["input_shapes"], mm["output_shapes"])]
-            return pd.DataFrame({"start_ms": mm["start_ms"].astype(float).to_numpy(), "flops": f}).dropna()
-    c = run.table("cpu_ops")
-    if c is not None and "input_dims" in c:
-        c = c[c["rank"] == rank]
-        if not c.empty:
-            ops = flops.estimate_ops(c)
-            if not ops.empty:
-                ops = ops[ops["innermost"]]
-                return pd.DataFrame({"start_ms": ops["start_ms"].astype(float),
-                                     "flops": ops["flops"].astype(float)}).dropna()
-    return None
+    """start_ms, flops of the counted ops of the rank: the canonical ``op_flops`` rows with FLOPs and a start
+    (:func:`reportgen.sections.flops.counted_ops`)."""
+    from .flops import counted_ops  # late: keeps execution importable on its own
+    ops = counted_ops(run.table("op_flops"))
+    if ops is None:
+        return None
+    ops = ops[(ops["rank"] == rank) & ops["start_ms"].notna()]
+    if ops.empty:
+        return None
+    return pd.DataFrame({"start_ms": ops["start_ms"].astype(float).to_numpy(),
+                         "flops": ops["flops"].astype(float).to_numpy()})
 
 
 def flops_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:

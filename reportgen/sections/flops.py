@@ -1,35 +1,22 @@
 """FLOPs: per-rank floating-point work and rate, its balance across ranks and pipeline stages, MFU where the
 peak is known.
 
-Sources and definitions:
+Reads only the canonical FLOPs tables (columns in model.TABLES): ``op_flops`` (one row per counted op, filled by
+each reader with the formulas of :mod:`reportgen.flopcount`, or the profiler's own per-op counts) and
+``rank_flops`` (a profiler's own per-rank totals and rates). Definitions:
 
-* MindSpore Insight ``flops_summary_<rank>.json`` (../shared/research/mindinsight-cluster-profiling.md §2.4,
-  §3.5; reader ``readers/mindinsight_flops.py``): FLOPs = ``FLOPs`` or ``cube_FLOPs + vec_FLOPs`` (MFLOPs,
-  here plain counts), FLOPS = ``FLOPS`` or ``cube_FLOPS + vec_FLOPS`` (GFLOPS, here FLOP/s). The profiler's
-  FLOPs sum the unique AI Core ops (PMU counters) and its FLOPS is a mean of per-op rates (MindSpore <= 2.0)
-  or Σ op rates / Σ op durations (2.2/2.3): neither is "FLOPs per wall-clock second", so no MFU is derived
-  from them; the profiler's own utilisation (``FLOPS_Utilization``, % of the AI Core peak) is shown instead.
-  ``ratio_to_max`` = FLOPs / max over ranks = MindInsight's ``FLOPs_norm``.
-* PyTorch traces recorded with ``record_shapes=True`` (table ``cpu_ops``): FLOPs ESTIMATED from ``Input Dims``
-  of aten::mm / addmm / bmm / baddbmm (2·M·N·K; the bias add of addmm/baddbmm is not counted, as in torch),
-  matmul / linear (2·batch·M·N·K), convolutions (2·N·C_out·spatial_out·C_in/groups·kernel; the output size is
-  not in the trace, so the forward assumes stride 1 and "same" padding, i.e. spatial_out = spatial_in;
-  ``convolution_backward`` is exact from grad_output and counts grad-input + grad-weight = 2 forward passes).
-  Nested ops are counted once: a counted op that contains another counted op on the same thread (aten::linear
-  -> aten::addmm, aten::matmul -> aten::mm) is dropped and only the innermost op counts. Element-wise ops
-  (mul, add, torch counts them as one FLOP per element) and attention kernels (SDPA) are not counted.
-* FLOP/s (every family) = FLOPs / DEVICE time (:func:`device_rate`), never a CPU span: the host enqueues work
-  long before the device runs it (asynchronous launches, CUDA-graph replay), so the span of the CPU ops can be a
-  small fraction of the device time (one MI300X trace gave 7,676 TFLOP/s that way). PyTorch: the FLOPs of the ops
-  launched in the run's step windows / the windows' total length, the windows being the ProfilerStep spans on the
-  common clock (the windows the device timeline is cut by in overlap and trajectory) or, without markers, the
-  whole-trace window from the first to the last GPU op (HTA's kernel span; every op counts; a CPU-only trace has
-  no other device: its first to last event). Ascend: MatMul FLOPs / Σ device step time (step_trace_time).
-  MindSpore Insight: the profiler's own FLOPS (above).
-* Ascend (torch_npu / MindSpore 2.x ``ASCEND_PROFILER_OUTPUT``): kernel_details.csv PMU columns (aic_mac_ratio,
-  ...) are utilisation ratios, not FLOP counts: without ``flops_summary`` files there is nothing to count.
-* MFU (PyTorch only) = FLOP/s / peak, peak from ``options["peak_tflops"]`` or from the device name
-  (:data:`PEAK_TFLOPS`); not computed otherwise.
+* FLOPs of a rank: ``rank_flops.flops`` when the run has it (the profiler's own count), else Σ ``op_flops.flops``
+  of the rank (ops not counted, FLOPs NaN, add nothing; their ``note`` says why and the metrics count them).
+* FLOP/s (:func:`reportgen.flopcount.device_rate`) = FLOPs / DEVICE time, never a CPU span: from ``op_flops`` the
+  FLOPs of the ops in the profiled steps (``step_time`` rows; an op of unknown step, NaN, counts as in them) / Σ
+  ``step_time.step_ms`` of the rank (the device step time every section uses); from ``rank_flops`` the profiler's
+  own rate (MindSpore: a mean of per-op rates or Σ op rates / Σ op durations: not per wall-clock second, so no
+  MFU is derived from it; its own utilisation, ``utilization_ratio``, is shown instead).
+  A rate above the device's peak (or, peak unknown, :data:`reportgen.flopcount.MAX_PLAUSIBLE_FLOPS_PER_S`) is not
+  shown: it is listed as a data problem and its rank's rate is NaN.
+* ``ratio_to_max`` = FLOPs / max over ranks = MindInsight's ``FLOPs_norm``.
+* MFU = FLOP/s / peak, peak from ``options["peak_tflops"]`` or from the device name (:data:`PEAK_TFLOPS`,
+  table ``device_properties``); not computed from a profiler's own rate, nor without a peak.
 * Findings (seed rules, MindInsight 2.3.1 ``parallel_proposer.py``, research §3.8): ``flops_per_s_low`` a rank
   whose FLOP/s is more than 20% below the mean of the ranks; ``stage_flops_imbalance`` a pipeline stage whose
   FLOPs per rank (Σ FLOPs of its ranks / its ranks) is more than 20% above the mean over stages.
@@ -37,21 +24,19 @@ Sources and definitions:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
 from .. import charts as vl
-import numpy as np
 import pandas as pd
 
+from .. import flopcount as fc
 from .. import thresholds as th
 from .. import fmt, palette
 from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_position, sequential, stage_color,
                       tip, to_spec)
 from ..errors import Unavailable
-from ..model import ByRank, Run
-from ..timeline import per_value
+from ..model import Run
 from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
 
 ID = "flops"
@@ -78,223 +63,132 @@ PEAK_TFLOPS: list[tuple[str, float]] = [
     (r"\bL4\b", 121.0), (r"MI300X|MI325X", 1307.4), (r"MI250X", 383.0), (r"MI250", 362.1),
 ]
 
-MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}
-_CONV = re.compile(r"^aten::(conv|_conv|convolution|cudnn_conv|mkldnn_conv|miopen_conv|slow_conv|thnn_conv)")
+#: any one of these tables will do (runner: "unavailable: needs op_flops or rank_flops")
+NEEDS = (("op_flops", "rank_flops"),)
+SOURCES = ("op shapes: a PyTorch trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/"
+           "conv ops), an Ascend kernel_details.csv or profiler DB with Input Shapes (profile with "
+           "record_shapes=True: MatMul, BatchMatMul, GroupedMatmul, Conv2D and its backprops); or the profiler's own "
+           "counts: MindSpore flops_summary_<rank>.json / flops_<rank>.txt (FLOPs collection)")
 
-SOURCES = ("MindSpore Insight: flops_summary_<rank>.json (profiler with aicore_metrics / FLOPs collection); "
-           "PyTorch: a trace recorded with record_shapes=True (FLOPs are then estimated from the shapes of "
-           "aten::mm/addmm/bmm/baddbmm/matmul/linear/conv ops); Ascend: kernel_details.csv PMU columns are "
-           "utilisation ratios, not FLOP counts, so Ascend data gives FLOPs only through MindSpore's "
-           "flops_summary files")
+#: op_flops.method values that are counted from shapes by reportgen (an estimate), not by the profiler
+ESTIMATED = (fc.MATMUL, fc.CONVOLUTION, fc.ATTENTION)
 
 
 def severity(gap: float) -> str:
     return "high" if gap >= SEVERITY_HIGH_GAP else "medium" if gap >= SEVERITY_MEDIUM_GAP else "low"
 
 
-# --------------------------------------------------------------------------- shape-based estimate
+def counted_ops(ops: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``op_flops`` that carry FLOPs (not NaN): what the totals, the per-step FLOPs and the drill-down's
+    cumulative line add up."""
+    return None if ops is None else ops[ops["flops"].notna()]
 
 
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
+def _not_counted(ops: pd.DataFrame, counted: bool = False) -> dict:
+    """{note: {op type: rows}} of the ops that count nothing (FLOPs NaN or, no kernel launched, 0); ``counted``: of
+    the ops counted with a caveat in their note instead."""
+    out: dict = {}
+    nothing = ops["flops"].isna() | ops["note"].eq(fc.NO_KERNEL)
+    x = ops[ops["note"].astype(str).ne("") & (~nothing if counted else nothing)]
+    for (note, typ), n in x.groupby(["note", "type"]).size().items():
+        out.setdefault(str(note), {})[str(typ)] = int(n)
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
-def op_flops(name: str, dims) -> float:
-    """Estimated FLOPs of one aten op from its ``Input Dims`` (list of shapes); NaN when not computable."""
-    try:
-        d = [x if isinstance(x, list) else [] for x in dims]
-        if name == "aten::mm" and len(d[0]) == 2 and len(d[1]) == 2:
-            return 2.0 * d[0][0] * d[0][1] * d[1][1]
-        if name == "aten::addmm" and len(d[1]) == 2 and len(d[2]) == 2:
-            return 2.0 * d[1][0] * d[1][1] * d[2][1]
-        if name == "aten::bmm" and len(d[0]) == 3 and len(d[1]) == 3:
-            return 2.0 * d[0][0] * d[0][1] * d[0][2] * d[1][2]
-        if name == "aten::baddbmm" and len(d[1]) == 3 and len(d[2]) == 3:
-            return 2.0 * d[1][0] * d[1][1] * d[1][2] * d[2][2]
-        if name == "aten::linear" and len(d[0]) >= 1 and len(d[1]) == 2:
-            return 2.0 * _prod(d[0][:-1]) * d[1][1] * d[1][0]
-        if name == "aten::matmul" and d[0] and d[1]:
-            a, b = d[0], d[1]
-            m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
-            n = 1 if len(b) == 1 else b[-1]
-            ba, bb = a[:-2], b[:-2]
-            width = max(len(ba), len(bb))
-            ba, bb = [1] * (width - len(ba)) + list(ba), [1] * (width - len(bb)) + list(bb)
-            return 2.0 * _prod(max(x, y) for x, y in zip(ba, bb)) * m * k * n
-        if _CONV.match(name):
-            if "backward" in name:  # [grad_output, input, weight, ...]: grad-input + grad-weight
-                go, w = d[0], d[2]
-                if len(go) >= 3 and len(w) == len(go):
-                    return 2 * 2.0 * go[0] * go[1] * _prod(go[2:]) * _prod(w[1:])
-                return math.nan
-            x, w = d[0], d[1]
-            if len(x) >= 3 and len(w) == len(x):
-                if "transpose" in name:  # weight [C_in, C_out/groups, *k]: work per input position
-                    return 2.0 * x[0] * _prod(x[2:]) * w[0] * _prod(w[1:])
-                return 2.0 * x[0] * w[0] * _prod(x[2:]) * _prod(w[1:])  # assumes spatial_out = spatial_in
-            return math.nan
-    except (IndexError, TypeError, ValueError):
-        return math.nan
-    return math.nan
-
-
-def _counted(name: str) -> bool:
-    return name in MATMUL or bool(_CONV.match(name))
-
-
-def estimate_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
-    """Counted ops with ``flops`` and ``innermost`` (False for an op containing another counted op on its thread)."""
-    ops = cpu_ops[cpu_ops["name"].map(_counted)].copy()
-    if ops.empty:
-        return ops.assign(flops=[], innermost=[])
-    cache: dict[tuple[str, str], float] = {}
-
-    def flops_of(name: str, text) -> float:
-        key = (name, str(text))
-        if key not in cache:
-            try:
-                dims = json.loads(text) if isinstance(text, str) else text
-            except ValueError:
-                dims = None
-            cache[key] = op_flops(name, dims) if isinstance(dims, list) else math.nan
-        return cache[key]
-
-    ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]
-    if "end_ms" not in ops:
-        ops["end_ms"] = ops["start_ms"] + ops["dur_ms"]
-    # start/end come from exact integer times through one monotone map (model.rel_ms), so equal instants are
-    # equal floats and the nesting test needs no tolerance: a child ending in the same ns as its parent nests
-    ops = ops.sort_values(["rank", "tid", "start_ms", "end_ms"], ascending=[True, True, True, False])
-    end = ops["end_ms"].to_numpy()
-    start = ops["start_ms"].to_numpy()
-    same = (ops["rank"].to_numpy()[1:] == ops["rank"].to_numpy()[:-1]) & \
-        (ops["tid"].astype(str).to_numpy()[1:] == ops["tid"].astype(str).to_numpy()[:-1])
-    contains_next = same & (start[1:] < end[:-1]) & (end[1:] <= end[:-1])
-    ops["innermost"] = ~np.append(contains_next, False)
-    return ops.reset_index(drop=True)
-
-
-def device_rate(flops: float, device_ms: float) -> float:
-    """FLOP/s = FLOPs / device time in seconds (the module docstring's definition); NaN without device time."""
-    return flops / (device_ms / 1e3) if device_ms and device_ms > 0 else math.nan
-
-
-def _kineto(run: Run) -> dict:
-    ops = estimate_ops(run.table("cpu_ops"))
-    if ops.empty or not ops["flops"].notna().any():
-        raise Unavailable(
-            "The PyTorch trace has no aten::mm/addmm/bmm/baddbmm/matmul/linear/conv ops with shapes: record the "
-            "trace with record_shapes=True (torch.profiler.profile(record_shapes=True)) to get FLOPs estimates. "
-            f"Other sources: {SOURCES}.")
-    inner = ops[ops["innermost"]]
-    uncomputed = int(inner["flops"].isna().sum())
-    steps = run.table("trace_steps")
-    whole = run.step_source == "whole_trace"
-    basis = "whole-trace window (first to last GPU op; CPU-only: first to last event)" if whole \
-        else "ProfilerStep windows"
-    rows, step_rows = [], []
-    inner_of, steps_of = ByRank(inner), ByRank(steps)
-    for rank in sorted(ops["rank"].unique()):
-        o = inner_of[rank]
-        total = float(o["flops"].sum())
-        st = steps_of[rank].sort_values("start_ms") if steps is not None else None
-        in_steps, wall_ms = math.nan, math.nan
-        if st is not None and not st.empty:
-            wall_ms = float((st["end_ms"] - st["start_ms"]).sum())
-            if whole:  # one window over the whole trace: every op is in it, even one launched before the first kernel
-                per = pd.Series({int(st["step"].iloc[0]): total})
-            else:
-                idx = np.searchsorted(st["start_ms"].to_numpy(), o["start_ms"].to_numpy(), side="right") - 1
-                ok = idx >= 0
-                ok[ok] &= o["start_ms"].to_numpy()[ok] < st["end_ms"].to_numpy()[idx[ok]]
-                per = pd.DataFrame({"step": st["step"].to_numpy()[idx[ok]], "flops": o["flops"].to_numpy()[ok]}) \
-                    .groupby("step")["flops"].sum()
-            in_steps = float(per.sum())
-            for s in st.itertuples():
-                f = float(per.get(s.step, 0.0))
-                step_rows.append({"rank": int(rank), "step": int(s.step), "flops": f, "step_ms": s.end_ms - s.start_ms,
-                                  "flops_per_s": device_rate(f, s.end_ms - s.start_ms)})
-        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "time_basis": basis,
-                     "flops_per_s": device_rate(in_steps, wall_ms), "ops_counted": int(o["flops"].notna().sum())})
-    per_rank = pd.DataFrame(rows)
-    by_op = inner.groupby(["rank", "name"], as_index=False).agg(calls=("flops", "size"), flops=("flops", "sum"),
-                                                                 time_ms=("dur_ms", "sum"))
-    by_op = by_op.rename(columns={"name": "op"}).sort_values(["rank", "flops"], ascending=[True, False])
-    outer = ops[~ops["innermost"]].groupby("name").size().to_dict()
-    return {"per_rank": per_rank, "ops": by_op, "per_rank_step": pd.DataFrame(step_rows) if step_rows else None,
-            "meta": {"flops_source": "estimated from PyTorch op shapes (Input Dims)",
-                     "flops_estimate": True,
-                     "ops_counted": sorted(inner["name"].unique().tolist()),
-                     "ops_skipped_as_nested": {k: int(v) for k, v in sorted(outer.items())},
-                     "ops_without_shapes": uncomputed,
-                     "flops_per_s_basis": f"FLOPs launched in the {basis} / their length on the device clock"}}
-
-
-_ASCEND_MATMUL = re.compile(r"matmul", re.I)
-
-
-def ascend_matmul_flops(input_shapes: str, output_shapes: str) -> float:
-    """2·M·N·K of one MatMul kernel from kernel_details shapes ("m,k;k,n" -> "m,n", batch dims allowed):
-    K = |A| / (|out| / N), so FLOPs = 2 · |A| · N. NaN when the shapes are not readable."""
-    try:
-        a = [int(x) for x in str(input_shapes).split(";")[0].split(",") if x.strip()]
-        out = [int(x) for x in str(output_shapes).split(";")[0].split(",") if x.strip()]
-    except ValueError:
-        return math.nan
-    if len(a) < 2 or len(out) < 2:
-        return math.nan
-    return 2.0 * _prod(a) * out[-1]
-
-
-def _ascend(run: Run) -> dict:
-    k = run.table("kernels")
-    if k is None or "input_shapes" not in k:
-        raise Unavailable("No FLOPs data: the Ascend run has no kernel_details.csv with Input Shapes "
-                          f"(profile with record_shapes=True). Sources: {SOURCES}.")
-    matmul = per_value(k["type"].astype(str), lambda t: t.str.contains(_ASCEND_MATMUL))  # once per distinct type
-    mm = k[matmul & (k["core"] != "COMMUNICATION")].copy()
-    memo: dict = {}   # a model repeats a few shapes thousands of times
-    mm["flops"] = [memo[io] if io in memo else memo.setdefault(io, ascend_matmul_flops(*io))
-                   for io in zip(mm["input_shapes"], mm["output_shapes"])]
-    if not mm["flops"].notna().any():
-        raise Unavailable("No FLOPs data: kernel_details.csv has no MatMul kernels with readable shapes. "
-                          f"Sources: {SOURCES}.")
+def _from_ops(run: Run, ops: pd.DataFrame) -> dict:
+    counted = counted_ops(ops)
+    if counted.empty or not (counted["flops"] > 0).any():
+        why = _not_counted(ops)
+        raise Unavailable("No op has a FLOP count: " + ("; ".join(
+            f"{note}: {', '.join(f'{t} x{n}' for t, n in types.items())}" for note, types in why.items())
+            or "no counted op") + f". Sources: {SOURCES}.")
     steps = run.table("step_time")
-    rows = []
-    st_of = ByRank(steps)
-    for rank, o in mm.groupby("rank"):
-        total = float(o["flops"].sum())
-        st = st_of[rank]
-        wall_ms = float(st["step_ms"].sum()) if st is not None and not st.empty else math.nan
-        rows.append({"rank": int(rank), "flops": total, "wall_ms": wall_ms, "flops_per_s": device_rate(total, wall_ms),
-                     "ops_counted": int(o["flops"].notna().sum())})
-    by_op = mm.groupby(["rank", "type"], as_index=False).agg(calls=("flops", "size"), flops=("flops", "sum"),
-                                                              time_ms=("dur_ms", "sum"))
-    return {"per_rank": pd.DataFrame(rows), "ops": by_op.rename(columns={"type": "op"}), "per_rank_step": None,
-            "meta": {"flops_source": "estimated from kernel_details.csv MatMul shapes (2·M·N·K); attention and "
-                                     "vector kernels are not counted", "flops_estimate": True,
-                     "flops_per_s_basis": "FLOPs / device step time (step_trace_time)"}}
+    ranks = pd.Index(sorted(ops["rank"].unique()), name="rank")
+    g = counted.groupby("rank")["flops"]
+    per_rank = pd.DataFrame({"rank": ranks.astype(int), "flops": g.sum().reindex(ranks, fill_value=0.0).to_numpy(),
+                             "wall_ms": math.nan, "flops_per_s": math.nan,
+                             "ops_counted": g.size().reindex(ranks, fill_value=0).to_numpy()})
+    step_table = None
+    if steps is not None:
+        # an op of unknown step but with a start is from the profiled window: in the steps; an op with neither
+        # (a per-op summary of the profiler) is not placed in time and gives no rate
+        timed = counted["step"].isna() & counted["start_ms"].notna()
+        placed = counted.loc[counted["step"].notna() | timed, "rank"].unique()
+        known = counted[counted["step"].notna()].groupby(["rank", "step"])["flops"].sum()
+        unknown = counted[timed].groupby("rank")["flops"].sum()
+        st = steps[steps["rank"].isin(placed)][["rank", "step", "step_ms"]].sort_values(["rank", "step"])
+        st = st.assign(flops=known.reindex(pd.MultiIndex.from_arrays([st["rank"], st["step"].astype(float)]))
+                       .fillna(0.0).to_numpy())
+        extra = unknown.reindex(st["rank"]).fillna(0.0).to_numpy()
+        in_steps = st.groupby("rank")["flops"].sum() + unknown.reindex(st["rank"].unique()).fillna(0.0).to_numpy()
+        wall = st.groupby("rank")["step_ms"].sum()
+        per_rank["wall_ms"] = wall.reindex(ranks).to_numpy()
+        per_rank["flops_per_s"] = [fc.device_rate(f, w) for f, w in
+                                   zip(in_steps.reindex(ranks).to_numpy(), per_rank["wall_ms"].to_numpy())]
+        # per step only where every counted op has its step (or the rank profiled one step)
+        steps_n = st.groupby("rank")["step"].transform("size").to_numpy()
+        ok = (extra == 0) | (steps_n == 1)
+        st = st.assign(flops=st["flops"].to_numpy() + extra)[ok]
+        if not st.empty:
+            step_table = pd.DataFrame({"rank": st["rank"].astype(int).to_numpy(),
+                                       "step": st["step"].astype(int).to_numpy(), "flops": st["flops"].to_numpy(),
+                                       "step_ms": st["step_ms"].to_numpy(),
+                                       "flops_per_s": [fc.device_rate(f, t) for f, t in zip(st["flops"],
+                                                                                              st["step_ms"])]})
+    by_type = counted.groupby(["rank", "type"], as_index=False).agg(
+        calls=("flops", "size"), flops=("flops", "sum"), time_ms=("dur_ms", "sum"), timed=("dur_ms", "count"))
+    by_type["time_ms"] = by_type["time_ms"].where(by_type.pop("timed") > 0)
+    own_rate = "flops_per_s" in counted and counted["flops_per_s"].notna().any()
+    if own_rate:  # the profiler's own per-op rates do not add up over ops: every op on its own
+        c = counted.rename(columns={"name": "op"})
+        by_op = c[[k for k in ("rank", "op", "flops", "flops_per_s", "utilization_pct") if k in c]]
+    else:
+        by_op = by_type.rename(columns={"type": "op"})
+        if by_op["time_ms"].notna().any():
+            by_op["flops_per_s"] = [fc.device_rate(f, t) for f, t in zip(by_op["flops"], by_op["time_ms"])]
+        else:
+            by_op = by_op.drop(columns="time_ms")
+    by_op = by_op.sort_values(["rank", "flops"], ascending=[True, False]).reset_index(drop=True)
+    methods = sorted(counted["method"].astype(str).unique())
+    estimate = all(m in ESTIMATED for m in methods)
+    padded = counted[counted["note"] == fc.PADDED]
+    meta = {"flops_source": ("estimated from op shapes: " if estimate else "") + ", ".join(methods),
+            "flops_estimate": estimate, "methods": methods,
+            "ops_counted": sorted(counted["type"].astype(str).unique().tolist()),
+            "ops_not_counted": _not_counted(ops),
+            "ops_counted_with_caveat": _not_counted(ops, counted=True),
+            "ops_without_shapes": int((ops["note"] == "shapes not readable").sum()),
+            "ops_no_kernel": int((ops["note"] == fc.NO_KERNEL).sum()),
+            "ops_padded_channels": int(len(padded)),
+            "flops_padded_channels_ratio": float(padded["flops"].sum() / counted["flops"].sum())
+            if len(padded) else 0.0,
+            "flops_per_s_basis": "FLOPs of the ops in the profiled steps / the steps' device time (step_time)"}
+    if not per_rank["flops_per_s"].notna().any():
+        placed = counted["step"].notna() | counted["start_ms"].notna()
+        meta["flops_per_s_basis"] = "not computed: " + (
+            "the run has no device step time (step_time)" if steps is None
+            else "the counted ops have neither a step nor a start time" if not placed.any()
+            else "the profiled steps have no device time")
+    return {"per_rank": per_rank, "ops": by_op, "per_rank_step": step_table, "meta": meta, "profiler_rate": False}
 
 
-def _mindinsight(run: Run) -> dict:
-    mi = run.table("mi_flops").drop_duplicates("rank", keep="first").sort_values("rank").reset_index(drop=True)
-    per_rank = mi[[c for c in ("rank", "flops", "flops_per_s", "utilization_ratio", "vec_utilization_ratio",
-                               "cube_flops", "vec_flops", "generation") if c in mi]].copy()
-    out = {"per_rank": per_rank, "ops": None, "per_rank_step": None,
-           "meta": {"flops_source": "MindSpore Insight flops_summary (AI Core PMU counters)", "flops_estimate": False,
-                    "generations": sorted(mi["generation"].dropna().unique().tolist()),
-                    "flops_per_s_basis": "profiler FLOPS: mean of per-op rates (MindSpore <= 2.0) or Σ op rates / "
-                                         "Σ op durations (2.2/2.3)"}}
-    det = run.table("mi_flops_ops")
-    if det is not None:
-        o = det.rename(columns={"mflops": "mflops"})
-        o = o.assign(flops=o["mflops"] * 1e6, flops_per_s=o["gflops"] * 1e9)
-        out["ops"] = o[["rank", "op", "flops", "flops_per_s", "utilization_pct"]] \
+def _from_ranks(run: Run, rf: pd.DataFrame) -> dict:
+    per_rank = rf[[c for c in ("rank", "flops", "flops_per_s", "utilization_ratio", "vec_utilization_ratio",
+                               "cube_flops", "vec_flops", "generation") if c in rf]].copy()
+    meta = {"flops_source": "the profiler's own per-rank counts (" + ", ".join(
+                sorted(rf["method"].astype(str).unique())) + ")" if "method" in rf else "the profiler's own counts",
+            "flops_estimate": False,
+            "flops_per_s_basis": "; ".join(sorted(rf["rate_basis"].dropna().astype(str).unique()))
+            if "rate_basis" in rf else "the profiler's own rate"}
+    if "generation" in rf:
+        meta["generations"] = sorted(rf["generation"].dropna().unique().tolist())
+    ops = run.table("op_flops")
+    by_op = None
+    if ops is not None:
+        c = counted_ops(ops).rename(columns={"name": "op"})
+        by_op = c[[k for k in ("rank", "op", "flops", "flops_per_s", "utilization_pct") if k in c]] \
             .sort_values(["rank", "flops"], ascending=[True, False])
-    return out
+    return {"per_rank": per_rank, "ops": by_op, "per_rank_step": None, "meta": meta, "profiler_rate": True}
 
 
 # --------------------------------------------------------------------------- analyze
@@ -331,22 +225,37 @@ def stage_table(per_rank: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
+def _refuse_implausible(run: Run, df: pd.DataFrame, bound: float, what: str) -> dict:
+    """Rates above ``bound`` become NaN and a data problem (module doc); returns {rank: refused rate}."""
+    bad = df["flops_per_s"] > bound
+    if not bad.any():
+        return {}
+    refused = {int(r): float(v) for r, v in zip(df.loc[bad, "rank"], df.loc[bad, "flops_per_s"])}
+    df.loc[bad, "flops_per_s"] = math.nan
+    run.problem("FLOPs", f"{what}: FLOP rate above a plausible device peak ({fmt.quantity(bound, 'flops')}) on "
+                         f"rank(s) {rank_ranges(sorted(refused))} (largest {fmt.quantity(max(refused.values()), 'flops')}):"
+                         " not shown; the counted FLOPs or the device time are wrong")
+    return refused
+
+
 def analyze(run: Run, options=None) -> Analysis:
-    if run.table("mi_flops") is not None:
-        d = _mindinsight(run)
-    elif run.table("cpu_ops") is not None:
-        d = _kineto(run)
-    elif run.source_format == "ascend":
-        d = _ascend(run)
+    rf, ops = run.table("rank_flops"), run.table("op_flops")
+    if rf is not None:
+        d = _from_ranks(run, rf)
+    elif ops is not None:
+        d = _from_ops(run, ops)
     else:
-        where = {"ascend": "This Ascend run has no flops_summary files (kernel_details.csv PMU columns are not "
-                           "FLOP counts). ",
-                 "kineto": "This PyTorch trace has no shape-annotated matmul/conv ops. "}.get(run.source_format, "")
-        raise Unavailable(f"No FLOPs data in this run. {where}Sources: {SOURCES}.")
+        raise Unavailable(f"needs op_flops or rank_flops ({SOURCES})")
     per_rank = d["per_rank"]
     fmax = per_rank["flops"].max()
     per_rank["ratio_to_max"] = per_rank["flops"] / fmax if fmax and fmax > 0 else math.nan
-    peak, peak_source = (None, "") if run.table("mi_flops") is not None else _peak(run, options)
+    peak, peak_source = (None, "") if d["profiler_rate"] else _peak(run, options)
+    bound = peak or fc.MAX_PLAUSIBLE_FLOPS_PER_S
+    refused = _refuse_implausible(run, per_rank, bound, "per rank")
+    if d.get("per_rank_step") is not None:
+        _refuse_implausible(run, d["per_rank_step"], bound, "per step")
+    if d.get("ops") is not None and "flops_per_s" in d["ops"]:
+        _refuse_implausible(run, d["ops"], bound, "per operator")
     per_rank["mfu_ratio"] = per_rank["flops_per_s"] / peak if peak else math.nan
     per_rank["stage"] = per_rank["rank"].map(lambda r: run.stage_of(int(r)))
     per_rank["host"] = per_rank["rank"].map(lambda r: run.hosts.get(int(r)))
@@ -366,22 +275,26 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["per_rank_step"] = d["per_rank_step"]
     if d.get("ops") is not None:
         tables["ops"] = d["ops"]
-    metrics = {**d["meta"], "family": run.source_format,
+    metrics = {**d["meta"],
                "flops_total": float(per_rank["flops"].sum()), "flops_per_rank_mean": float(per_rank["flops"].mean()),
                "flops_per_s_mean": mean_fps,
                "peak_flops_per_s": peak, "peak_source": peak_source or None,
                "mfu_ratio_mean": float(per_rank["mfu_ratio"].mean()) if peak else None,
                "threshold_flops_below_mean_ratio": FLOPS_BELOW_MEAN,
                "threshold_stage_flops_above_mean_ratio": STAGE_FLOPS_ABOVE_MEAN}
-    if run.table("mi_flops") is not None:
+    if refused:
+        metrics["flops_per_s_refused"] = {str(k): v for k, v in refused.items()}
+    if d["profiler_rate"]:
         metrics["mfu_note"] = ("not computed: the profiler's FLOPs/FLOPS are not per wall-clock second; see "
                                "utilization_ratio (the profiler's own share of the AI Core peak)")
     elif not peak:
         metrics["mfu_note"] = "not computed: peak unknown (pass peak_tflops, or a trace naming a known device)"
-    return Analysis(metrics=metrics, tables=tables,
-                    data={"hosts_known": bool(run.hosts) and all(run.hosts.get(int(r)) for r in per_rank["rank"])
-                          and all(run.devices.get(int(r)) is not None for r in per_rank["rank"]),
-                          "missing_ranks": list(run.missing_ranks)})
+    a = Analysis(metrics=metrics, tables=tables,
+                 data={"hosts_known": bool(run.hosts) and all(run.hosts.get(int(r)) for r in per_rank["rank"])
+                       and all(run.devices.get(int(r)) is not None for r in per_rank["rank"]),
+                       "missing_ranks": list(run.missing_ranks)})
+    a.findings = findings(a)
+    return a
 
 
 # --------------------------------------------------------------------------- findings
@@ -537,7 +450,9 @@ def present(a: Analysis) -> View:
     m = a.metrics
     pr = a.tables["per_rank"]
     est = m.get("flops_estimate")
-    figures = [_grid(pr, a.data["hosts_known"]), _bars(pr, m["flops_per_s_mean"])]
+    figures = [_grid(pr, a.data["hosts_known"])]
+    if pr["flops_per_s"].notna().any():
+        figures.append(_bars(pr, m["flops_per_s_mean"]))
     if "per_stage" in a.tables and len(a.tables["per_stage"]) > 1:
         figures.append(_stage_chart(a.tables["per_stage"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"), Column("host", "Host", "text"),
@@ -547,7 +462,8 @@ def present(a: Analysis) -> View:
             Column("below_mean_flops_per_s_ratio", "Rate below mean", "ratio")]
     if "utilization_ratio" in pr and pr["utilization_ratio"].notna().any():
         cols.append(Column("utilization_ratio", "Utilisation (profiler)", "ratio",
-                           help="The profiler's FLOPS_Utilization (cube for MindSpore 2.0) as a fraction"))
+                           help="The profiler's own FLOPS utilisation (of the cube where it splits cube and vector) as "
+                                "a fraction"))
     if pr["mfu_ratio"].notna().any():
         cols.append(Column("mfu_ratio", "MFU", "ratio", help=f"FLOP/s / peak ({m['peak_source']})"))
     if "generation" in pr:
@@ -561,33 +477,44 @@ def present(a: Analysis) -> View:
              Column("flops_sum", "Σ FLOPs", "flop"), Column("flops_per_rank", "FLOPs per rank", "flop"),
              Column("above_stage_mean_ratio", "vs mean of stages", "ratio"),
              Column("flops_per_s_mean", "Mean rate", "flops")],
-            caption="FLOPs per rank = Σ FLOPs of the stage's ranks / the ranks with data (MindInsight divides by "
+            caption="FLOPs per rank = Σ FLOPs of the stage's ranks / the ranks with data (the seed rule divides by "
                     "world size / stages; the same when no rank is missing)."))
     if "per_rank_step" in a.tables:
         tables.append(Table.from_frame(
             "flops-per-rank-step", "Per rank and profiled step", a.tables["per_rank_step"],
-            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"), Column("flops", "FLOPs, estimate", "flop"),
+            [Column("rank", "Rank", "rank"), Column("step", "Step", "int"),
+             Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
              Column("step_ms", "Step time", "ms"), Column("flops_per_s", "Rate", "flops")]))
     if "ops" in a.tables:
         o = a.tables["ops"]
         ocols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"),
                  Column("flops", "FLOPs" + (", estimate" if est else ""), "flop")]
-        ocols += [Column(c, lbl, k) for c, lbl, k in (("calls", "Calls", "int"), ("time_ms", "CPU time", "ms"),
+        ocols += [Column(c, lbl, k) for c, lbl, k in (("calls", "Calls", "int"), ("time_ms", "Device time", "ms"),
                                                        ("flops_per_s", "Rate", "flops"),
                                                        ("utilization_pct", "Utilisation", "pct")) if c in o]
         tables.append(Table.from_frame("flops-ops", "Per operator", o, ocols))
     notes = []
-    if est and m.get("family") == "ascend":
-        notes.append("FLOPs are an ESTIMATE: 2·M·N·K of every MatMul kernel in kernel_details.csv, from its input and "
-                     "output shapes; attention and vector kernels are not counted. FLOP/s = FLOPs / device step time.")
-    elif est:
-        nested = ", ".join(f"{k} ×{v}" for k, v in m["ops_skipped_as_nested"].items()) or "none"
-        notes.append(f"FLOPs are an ESTIMATE from the op shapes in the trace, counting {', '.join(m['ops_counted'])} "
-                     f"(2·M·N·K for matmuls; convolutions assume stride 1 and 'same' padding). Ops containing "
-                     f"another counted op on the same thread are not counted again (skipped: {nested}). "
-                     "Element-wise ops and attention kernels are not counted.")
-        if m["ops_without_shapes"]:
-            notes.append(f"{m['ops_without_shapes']} counted op(s) had no usable shapes and count as 0.")
+    formulas = {fc.MATMUL: "2·M·N·K per matmul",
+                fc.CONVOLUTION: "2·N·C_out·output size·C_in/groups·kernel size per convolution and per backprop",
+                fc.ATTENTION: "the two matmuls of attention (QKᵀ, PV; backward twice)"}
+    if est:
+        notes.append(f"FLOPs are an ESTIMATE from the op shapes, counting {', '.join(m['ops_counted'])}: "
+                     + "; ".join(formulas[x] for x in m["methods"] if x in formulas)
+                     + ". Element-wise and vector ops are not counted.")
+    if not math.isfinite(m["flops_per_s_mean"]) and m.get("flops_per_s_basis", "").startswith("not computed"):
+        notes.append("FLOP/s " + m["flops_per_s_basis"] + ".")
+    for note, types in m.get("ops_counted_with_caveat", {}).items():
+        if note != fc.PADDED:
+            notes.append(f"Counted with a caveat ({note}): " + ", ".join(f"{t} ×{n}" for t, n in types.items()) + ".")
+    for note, types in m.get("ops_not_counted", {}).items():
+        listed = ", ".join(f"{t} ×{n}" for t, n in types.items())
+        notes.append(f"Counted once, in the op inside them: {listed}." if note == fc.NESTED
+                     else f"Not counted ({note}): {listed}.")
+    if m.get("ops_padded_channels"):
+        notes.append(f"{m['ops_padded_channels']} kernel(s), {fmt.percent(m['flops_padded_channels_ratio'])} of the "
+                     "FLOPs, read their channels from a C0-padded device format (NC1HWC0 / FRACTAL_Z): counted as the "
+                     "cube computes them, an upper bound of the model's FLOPs when a channel count is not a "
+                     "multiple of 8 (float32) or 16 (float16).")
     if m.get("mfu_note"):
         notes.append("MFU " + m["mfu_note"] + ".")
     elif m.get("peak_source"):
@@ -600,4 +527,7 @@ def present(a: Analysis) -> View:
                f"(largest on rank {int(pr_max['rank'])}, smallest at {fmt.percent(pr['ratio_to_max'].min())} of it); "
                f"mean rate {fmt.quantity(m['flops_per_s_mean'], 'flops')}"
                + (f", MFU {fmt.percent(m['mfu_ratio_mean'])}" if m.get("mfu_ratio_mean") is not None else "") + ".")
-    return View(summary=summary, figures=figures, tables=tables, findings=findings(a), notes=notes)
+    if m.get("flops_per_s_refused"):
+        notes.append("FLOP rate not shown for rank(s) " + ", ".join(m["flops_per_s_refused"]) + ": above a plausible "
+                     "device peak (listed as a data problem).")
+    return View(summary=summary, figures=figures, tables=tables, notes=notes)

@@ -238,8 +238,8 @@ def _cpu_burst(doc, events):
     """The CPU enqueues every op at once (CUDA-graph style replay): aten ops and launches 3 µs apart at the start."""
     host = sorted((e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")), key=lambda e: e["ts"])
     t0 = host[0]["ts"]
-    for i, e in enumerate(host):
-        e["ts"], e["dur"] = round(t0 + 3.0 * i, 3), 2.0
+    for i, e in enumerate(host):  # an aten op spans the launch that follows it (3 µs later), as in a real trace
+        e["ts"], e["dur"] = round(t0 + 3.0 * i, 3), 4.0 if e.get("cat") == "cpu_op" else 2.0
     return events
 
 
