@@ -411,7 +411,12 @@ SCHEMA: tuple[Table, ...] = (
        C("input_dims", "str", "none", "input dims as written (JSON text)"),
        C("input_types", "str", "none", "input types as written (JSON text)"),
        C("start_ms", "float64", "ms", "start"), C("dur_ms", "float64", "ms", "duration"),
-       C("end_ms", "float64", "ms", "end")),
+       C("end_ms", "float64", "ms", "end"),
+       C("kernel_launches", "int64", "count", "runtime launch calls on the op's thread within its span whose "
+                                              "correlation has a device kernel (-1: the trace has no device kernels)",
+         ext=True),
+       C("profiler_flops", "float64", "FLOP", "the op's own flops arg (profile(with_flops=True); NaN without)",
+         nullable=True, ext=True)),
     _t("host_ops", "Kineto: the main thread's top-level CPU op spans.",
        RANK, C("name", "str", "none", "CPU op name (untrusted text)"),
        C("tid", "str", "none", "thread id as written (the main thread: the one with the ProfilerStep spans)"),
@@ -466,7 +471,8 @@ SCHEMA: tuple[Table, ...] = (
        C("utilization_pct", "float64", "percent", "the profiler's own utilisation of the op (as written)",
          nullable=True, ext=True)),
     _t("rank_flops", "A profiler's own FLOPs per rank (MindSpore flops_summary).",
-       RANK, C("flops", "float64", "FLOP", "the profiler's own FLOPs of the rank"),
+       RANK, C("flops", "float64", "FLOP", "the profiler's own FLOPs of the rank (NaN when the file's value was "
+                                           "refused: a data problem names it)", nullable=True),
        C("flops_per_s", "float64", "FLOP/s", "the profiler's own rate (see rate_basis)", nullable=True),
        C("utilization_ratio", "float64", "ratio", "the profiler's own utilisation of the peak (NaN when absent)",
          nullable=True),
