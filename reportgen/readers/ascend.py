@@ -1342,6 +1342,9 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
         from ..timeline import dataloader_rows
 
         run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
+    from .comm import ascend_attrs
+
+    ascend_attrs(run)  # the canonical communication tables (readers/comm.py)
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

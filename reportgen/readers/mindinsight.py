@@ -1058,6 +1058,9 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     for name, df in run.tables.items():
         if abs_columns(df):
             run.tables[name] = to_rel_ms(df, run.time_origin_ns)
+    from .comm import mindinsight_tables
+
+    mindinsight_tables(run)  # the canonical communication tables (readers/comm.py)
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:
