@@ -433,6 +433,8 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
 
 #: the two communication times, named the same wherever they are shown (reportgen/facts.py defines them)
 OP_LABEL = "Communication op time (sum)"
+#: the same on a chart axis, legend or tooltip (the unit is added in parentheses there)
+OP_AXIS = "Communication op time"
 BUSY_LABEL = "Communication busy (union)"
 
 #: The link charts' metric (each chart titles the chosen metric with its unit).
@@ -451,7 +453,7 @@ def present(a: Analysis) -> View:
         figures = [_rank_bars(per_rank, prs)]
     else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
         figures = [_rank_bars(per_rank[per_rank["rank"].isin(shown)], prs[prs["rank"].isin(shown)]),
-                   vl.rank_distribution("communication-distribution", comm_ms, shown, OP_LABEL,
+                   vl.rank_distribution("communication-distribution", comm_ms, shown, OP_AXIS,
                                         "average over the steps in scope" if warm else "average over the steps")]
     controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
                         [(str(s), facts.step_label(s, warm))
@@ -618,7 +620,7 @@ def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
     shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_op_ms"], wide["wait_ms"]]))
     base = vl.Chart(wide).transform_filter("datum.step_key == step").transform_filter(GROUP_FILTER)
     rows = []
-    for i, (col, label, role) in enumerate((("comm_op_ms", OP_LABEL, "comm"), ("wait_ms", "Wait", "wait"))):
+    for i, (col, label, role) in enumerate((("comm_op_ms", OP_AXIS, "comm"), ("wait_ms", "Wait", "wait"))):
         unit, factor = fmt.unit_for("ms", wide[col]) if separate else shared_unit
         last = i == 1
         rows.append(in_unit(base, factor, col).mark_bar(color=palette.ROLE[role]).encode(
@@ -743,10 +745,10 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False) -
         opacity=0.95).encode(
         x=x, y=y,
         size=vl.Size("comm_ms_u:Q", scale=vl.Scale(range=[40, 600]),
-                      legend=vl.Legend(**axis(OP_LABEL, time_unit), symbolFillColor=palette.ROLE["comm"])),
+                      legend=vl.Legend(**axis(OP_AXIS, time_unit), symbolFillColor=palette.ROLE["comm"])),
         color=vl.Color("wait_share:Q", scale=vl.Scale(scheme=palette.SEQUENTIAL_ON_BACKGROUND, domain=[0, 1]),
                         legend=vl.Legend(**axis("Waiting share", kind="ratio"))),
-        tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", OP_LABEL, time_unit),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", OP_AXIS, time_unit),
                  tip("wait_ms_u", "Wait", time_unit), tip("wait_share", "Waiting share", kind="ratio")])
     labels = vl.Chart(nodes).transform_filter(GROUP_FILTER).mark_text(fontSize=11).encode(
         x=vl.X("lx:Q", axis=hidden, scale=extent),
