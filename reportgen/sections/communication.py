@@ -171,7 +171,8 @@ def analyze(run: Run, options=None) -> Analysis:
     link_ops = _link_ops(run)
     if link_ops is not None and not link_ops.empty:
         tables["link_ops"] = link_ops
-    slow = _slow_links(links if links is not None else local, links_steps)
+    # local links come from the files' per-step average row: one step
+    slow = _slow_links(links, links_steps) if links is not None else _slow_links(local, 1)
     metrics = {
         **extra_meta, "avg_source": "computed", "wait_ratio_formula": WAIT_RATIO_FORMULA,
         "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
