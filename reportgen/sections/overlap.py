@@ -9,8 +9,13 @@ Sources and definitions:
   element-wise maximum over the stage's ranks, per step (msprof-analyze ``cluster_step_trace_time.csv``).
   **Departure:** torch_npu's Bubble counts only ``hcom_receive`` ops, so pipelines built on
   ``batch_isend_irecv`` (Megatron / MindSpeed: ``hcom_batchSendRecv``) get Bubble = 0. We also show
-  ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from
-  communication.json) and the stage time and exposed collective time derived from it.
+  ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from the canonical
+  ``comm_ops``: communication.json on Ascend; on PyTorch traces the NCCL Send/Recv and SendRecv kernels) and the
+  stage time and exposed collective time derived from it, wherever the run has such operations.
+* ``comm_busy_ms`` ("Communication busy (union)"): the step breakdown's union of communication time on the rank's
+  timeline (reportgen/facts.py ``COMM_BUSY_DEFINITION``); the communication section's ``comm_op_ms`` is the sum of
+  the operations' durations and exceeds it when operations overlap (several streams).
+* A share outside 0..1 is a data problem (:func:`reportgen.facts.bounded_share`), never shown.
 * MindSpore Insight ``ascend_cluster_analyse_*`` (../shared/research/mindinsight-cluster-profiling.md §3.2):
   computation_time (= step - pure communication, so it includes idle time), communication_alone_time
   (pure communication), stage_time, receive_alone_time (pure receive), collective_communication_alone_time.
@@ -54,7 +59,8 @@ SOURCES = ("a per-step breakdown of computation and communication: Ascend ASCEND
 
 
 def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
-    """Σ elapse of p2p receive and batchSendRecv ops per rank and step (our Bubble, incl. batchSendRecv)."""
+    """Σ elapse of p2p receive and batched send/receive ops (``comm_ops`` op_type receive / batchsendrecv) per rank
+    and step (our Bubble, incl. batchSendRecv), wherever the run has point-to-point operations with durations."""
     ops = run.table("comm_ops")
     if ops is None:
         return None
@@ -203,8 +209,9 @@ def analyze(run: Run, options=None) -> Analysis:
                "pure_comm_ms_mean": float(per_rank["comm_not_overlapped_ms"].mean()),
                "threshold_comm_share_ratio": th.COMM_SHARE}
     if "bubble_ms" in rows and rows["bubble_ms"].notna().any():
-        metrics["bubble_source"] = ("profiler Bubble counts hcom_receive only; receive_incl_batch_ms adds "
-                                    "hcom_batchSendRecv") if "receive_incl_batch_ms" in rows else "profiler"
+        metrics["bubble_source"] = ("bubble_ms as the step breakdown gives it counts plain receive operations only; "
+                                    "receive_incl_batch_ms adds batched send/receive operations") \
+            if "receive_incl_batch_ms" in rows else "the step breakdown"
     metrics["definitions"] = {"comm_busy_ms": facts.COMM_BUSY_DEFINITION}
     contract = ["rank", "computing_ms", "comm_busy_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms",
                 "receive_only_ms", "stage_ms", "comm_not_overlapped_exclude_receive_ms", "stage"]
