@@ -288,20 +288,26 @@ def _entries(ops: pd.DataFrame | None) -> pd.DataFrame | None:
     return out.sort_values(["step", "group", "op", "call", "rank"], kind="stable").reset_index(drop=True)
 
 
-def entry_clocks(e: pd.DataFrame | None) -> dict:
-    """Are the ranks' clocks comparable for the entries? A collective completes on every rank at about the same
-    moment, so on comparable clocks the spread of a call's end times stays within its shortest duration. When the
-    median over calls of (end spread - shortest duration) exceeds :data:`CLOCK_SPREAD_TOLERANCE_MS`, the clocks are
-    taken as not comparable (offsets between hosts, or clocks never synchronised) and the waits as unreliable.
-    -> {"comparable": bool | None, "end_spread_ms": median end spread, "calls": n}."""
+def entry_clocks(e: pd.DataFrame | None, hosts: dict | None = None) -> dict:
+    """Are the ranks' clocks comparable for the entries? Ranks of one host share its clock: comparable
+    (``basis`` "one host"). Across hosts: a collective completes on every rank at about the same moment, so on
+    comparable clocks the spread of a call's end times stays within the transfer once every rank is in; when the
+    median over calls of (end spread - that transfer) exceeds :data:`CLOCK_SPREAD_TOLERANCE_MS`, the clocks are
+    taken as not comparable (offsets between hosts, clocks never synchronised) and the waits as unreliable
+    (``basis`` "collective ends"). -> {"comparable": bool | None, "basis", "end_spread_ms": median end spread,
+    "calls": n}; None without calls (or hosts) to judge by."""
     if e is None or e.empty:
-        return {"comparable": None, "end_spread_ms": None, "calls": 0}
+        return {"comparable": None, "basis": "", "end_spread_ms": None, "calls": 0}
     g = e.groupby(["step", "group", "op", "call"], sort=False)
     spread = g["end_ms"].max() - g["end_ms"].min()
+    out = {"end_spread_ms": float(spread.median()), "calls": int(len(spread))}
+    ranks = {int(r) for r in e["rank"].unique()}
+    on = {hosts.get(r) for r in ranks} if hosts else {None}
+    if None not in on and len(on) == 1:
+        return {"comparable": True, "basis": "one host", **out}
     shortest = (g["end_ms"].min() - g["enter_ms"].max()).clip(lower=0)  # the transfer once all are in
     excess = float((spread - shortest).median())
-    return {"comparable": bool(excess <= CLOCK_SPREAD_TOLERANCE_MS), "end_spread_ms": float(spread.median()),
-            "calls": int(len(spread))}
+    return {"comparable": bool(excess <= CLOCK_SPREAD_TOLERANCE_MS), "basis": "collective ends", **out}
 
 
 def p2p_entries(run: Run) -> pd.DataFrame | None:

@@ -158,3 +158,40 @@ def test_no_family_decision_in_the_communication_sections(name):
             for c in ast.walk(node):
                 if isinstance(c, ast.Constant) and isinstance(c.value, str):
                     assert c.value.lower() not in FAMILY_WORDS, f"{name}.py line {node.lineno}"
+
+
+def test_entries_on_an_ascend_fixture():
+    """A real 4-rank Ascend run: every call's last rank waited 0, every wait is >= 0, the time ranks waited equals
+    the time they were waited for (over the run), and the clocks are judged comparable."""
+    from conftest import fixture_dir
+
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    e = facts.entries(run)
+    assert e is not None and len(e) > 0 and set(e["ranks"]) >= {2}
+    assert (e["wait_ms"] >= 0).all()
+    assert (e.loc[e["rank"] == e["last_rank"], "wait_ms"] == 0).all()
+    calls = e.groupby(["step", "group", "op", "call"])
+    assert (calls["last_rank"].nunique() == 1).all()
+    assert (calls.apply(lambda g: g.loc[g["enter_ms"].idxmax(), "rank"] == g["last_rank"].iloc[0],
+                        include_groups=False)).all()
+    w = facts.rank_waits(run)
+    assert w["waited_ms"].sum() == pytest.approx(w["late_ms"].sum(), rel=1e-9)
+    assert facts.entry_clocks(e, run.hosts)["comparable"] is True
+
+
+def test_a_kernel_shorter_than_a_microsecond_gives_no_share_outside_0_to_100():
+    """0.02 µs kernels: HTA's whole-µs rounding ends them before they start, which gave shares such as idle 125% and
+    compute -25%. Such a share is a data problem (recorded), never a value."""
+    from reportgen.intervals import hta_gpu_time_metrics
+    from reportgen.sections.overlap import _gpu_time
+
+    base = 1_700_000_000_000_123_000
+    gpu = pd.DataFrame({"rank": [0, 0], "name": ["k", "k2"], "kind": ["kernel", "kernel"], "stream": [7, 7],
+                        "start_ms": [0.45e-3, 5e-3], "dur_ms": [2e-5, 2e-5], "end_ms": [0.47e-3, 5.02e-3],
+                        "correlation": [1, 2], "ts_ns": [base + 450, base + 5000], "dur_ns": [20, 20]})
+    assert hta_gpu_time_metrics(gpu, None, False)["idle_ratio"] > 1  # the defect's input
+    run = Run(name="t", source_format="test", source_path="t", ranks=[0], tables={"gpu_ops": gpu})
+    gt = _gpu_time(run)
+    ratios = gt[[c for c in gt.columns if c.endswith("_ratio")]].stack().dropna()
+    assert ((ratios >= 0) & (ratios <= 1)).all()
+    assert any("outside 0-100%" in p.problem for p in run.problems)

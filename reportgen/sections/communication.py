@@ -191,11 +191,12 @@ def analyze(run: Run, options=None) -> Analysis:
     waits = facts.rank_waits(run, options)
     if waits is not None:
         tables["rank_waits"] = waits
-        clocks = facts.entry_clocks(facts.entries(run))
+        clocks = facts.entry_clocks(facts.entries(run), run.hosts)
         metrics["waits"] = {"definition": "waited_ms: time this rank waited for the last rank to enter each collective "
                                           "call (and for the peer of each point-to-point transfer); late_ms: time the "
                                           "other ranks waited for this rank; totals over the steps in scope",
-                            "clocks_comparable": clocks["comparable"], "collective_calls": clocks["calls"],
+                            "clocks_comparable": clocks["comparable"], "clocks_basis": clocks["basis"],
+                            "collective_calls": clocks["calls"],
                             "end_spread_ms_median": clocks["end_spread_ms"]}
     a = Analysis(metrics=metrics, tables=tables, data={
         "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": operation_sizes(run, ops),

@@ -227,10 +227,6 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["gpu_time_definition"] = ("whole trace, exact times, reportgen's kernel classes; *_hta columns "
                                           "reproduce HTA 0.5 (whole-µs rounding, work of the last ProfilerStep "
                                           "dropped, HTA's own kernel classes: only NCCL kernels are communication)")
-    gpu_time = tables.get("gpu_time")
-    if gpu_time is not None:
-        for col in [c for c in gpu_time.columns if c.endswith("_ratio")]:
-            gpu_time[col] = facts.bounded_share(gpu_time[col], run, f"GPU time {col}")
     per_rank_out["pure_comm_ratio"] = facts.bounded_share(per_rank_out["pure_comm_ratio"], run,
                                                           "pure communication share")
     data = {"pipeline": bool(run.stage_map) and (run.parallel.get("stages") or 1) > 1,
@@ -259,7 +255,10 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
         row = {"rank": int(rank), **ours}
         row.update({f"{k.removesuffix('_ratio')}_hta_ratio": v for k, v in hta.items() if k.endswith("_ratio")})
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for col in [c for c in out.columns if c.endswith("_ratio")]:  # a share outside 0..1 is a data problem
+        out[col] = facts.bounded_share(out[col], run, f"GPU time {col}")
+    return out
 
 
 # --------------------------------------------------------------------------- present
