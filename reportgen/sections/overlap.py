@@ -347,9 +347,10 @@ def present(a: Analysis) -> View:
                     "of the last ProfilerStep; its numbers are shown beside ours so neither is hidden."))
     notes = []
     if "receive_incl_batch_ms" in per_rank and "bubble_ms" in per_rank and per_rank["bubble_ms"].notna().any():
-        notes.append("Bubble is the profiler's own column: it counts only plain receive ops (hcom_receive), so a "
-                     "pipeline built on batch_isend_irecv (hcom_batchSendRecv) shows Bubble 0. The columns marked "
-                     "(ours) count batchSendRecv as receive time too; both are shown.")
+        notes.append("Bubble is the step breakdown's own column: it counts only plain receive operations, so a "
+                     "pipeline built on batched send/receive (batch_isend_irecv: HCCL batchSendRecv, NCCL SendRecv) "
+                     "shows Bubble 0. The columns marked (ours) count batched send/receive as receive time too; both "
+                     "are shown.")
     if "comm_busy_ms" in present_cols:
         notes.append("Communication busy (union) = the time at least one communication operation ran on the rank; "
                      "the communication section's op time (sum) adds up overlapping operations and can exceed it.")
