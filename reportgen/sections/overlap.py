@@ -11,7 +11,7 @@ Sources and definitions:
   ``batch_isend_irecv`` (Megatron / MindSpeed: ``hcom_batchSendRecv``) get Bubble = 0. We also show
   ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from the canonical
   ``comm_ops``: communication.json on Ascend; on PyTorch traces the NCCL Send/Recv and SendRecv kernels) and the
-  stage time and exposed collective time derived from it, wherever the run has such operations.
+  stage time and exposed collective time derived from it, wherever the run has batched send/receive operations.
 * ``comm_busy_ms`` ("Communication busy (union)"): the step breakdown's union of communication time on the rank's
   timeline (reportgen/facts.py ``COMM_BUSY_DEFINITION``); the communication section's ``comm_op_ms`` is the sum of
   the operations' durations and exceeds it when operations overlap (several streams).
@@ -60,11 +60,14 @@ SOURCES = ("a per-step breakdown of computation and communication: Ascend ASCEND
 
 def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
     """Σ elapse of p2p receive and batched send/receive ops (``comm_ops`` op_type receive / batchsendrecv) per rank
-    and step (our Bubble, incl. batchSendRecv), wherever the run has point-to-point operations with durations."""
+    and step (our Bubble, incl. batchSendRecv); None when the run has no batched send/receive operation (then the
+    step breakdown's bubble misses nothing and stays the one receive column)."""
     ops = run.table("comm_ops")
     if ops is None:
         return None
     p2p = ops[(ops["kind"] == "p2p") & ops["op_type"].isin(["receive", "batchsendrecv"])]
+    if not (p2p["op_type"] == "batchsendrecv").any():  # nothing the step breakdown's bubble leaves out
+        return None
     return p2p.groupby(["rank", "step"], as_index=False)["elapse_ms"].sum().rename(
         columns={"elapse_ms": "receive_incl_batch_ms"})
 
