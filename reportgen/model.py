@@ -116,7 +116,7 @@ TABLES: dict[str, dict[str, str]] = {
                    "barrier, other (readers.comm.OP_TYPES)",
         "group": "group key shared by the ranks of the process group when known, else the group hash ('' / None: "
                  "the files do not say)",
-        "start_ms": "op start, local clock (ms from the run origin; NaN when the files give no start)",
+        "start_ms": "op start, local clock (ms from the run origin; the column is absent when the files give none)",
         "elapse_ms": "op duration (ms)",
         "transit_ms": "transfer time (ms; Ascend: master plane; NaN where the family has none)",
         "wait_ms": "wait time (ms; NaN where the family has none)",

@@ -5,7 +5,7 @@ Canonical tables filled here (columns in :data:`reportgen.model.TABLES`):
 
 * ``comm_ops``: one row per communication operation on one rank: ``rank`` (GLOBAL), ``step``, ``kind``
   (collective | p2p), ``op``, ``op_type`` (:data:`OP_TYPES` vocabulary), ``group`` (a key shared by the ranks of
-  the process group, "" / None when the files do not say), ``start_ms`` (NaN when the files give no start),
+  the process group, "" / None when the files do not say), ``start_ms`` (absent when the files give no start),
   ``elapse_ms``, ``transit_ms`` / ``wait_ms`` / ``sync_ms`` / ``idle_ms`` (NaN where the family has none) and, where
   the family has them per operation, ``size_mb``, ``bandwidth_gbps``, ``busbw_gbps``. The frame's ``attrs`` carry
   ``source`` (where the operations come from) and ``note`` (what the times mean for this family), shown as they
@@ -110,7 +110,7 @@ def mindinsight_tables(run) -> None:
         out = pd.DataFrame({
             "rank": ops["rank"].to_numpy(), "step": ops["step"].to_numpy(),
             "kind": np.where(pd.Series(op_type).isin(P2P_TYPES), "p2p", "collective"),
-            "op": ops["op"].to_numpy(), "op_type": op_type, "group": None, "start_ms": math.nan,
+            "op": ops["op"].to_numpy(), "op_type": op_type, "group": None,  # no start_ms: the files give none
             "elapse_ms": (c + w).to_numpy(), "transit_ms": c.to_numpy(), "wait_ms": w.to_numpy(),
             "sync_ms": math.nan, "idle_ms": math.nan})
         out.attrs.update(source="hccl_raw communication_operator_cost", note=MINDINSIGHT_NOTE)
