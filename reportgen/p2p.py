@@ -56,7 +56,9 @@ def _kineto(run: Run) -> pd.DataFrame | None:
     return out
 
 
-def _ascend(run: Run) -> pd.DataFrame | None:
+def _from_comm_ops(run: Run) -> pd.DataFrame | None:
+    """Point-to-point operations of the canonical ``comm_ops`` (those with start times): the peer from the group of
+    two, else candidates for :func:`_peers_by_time`."""
     c = run.table("comm_ops")
     if c is None or "start_ms" not in c:  # operations without start times (hccl_raw) cannot be paired
         return None
@@ -174,7 +176,7 @@ PEER_TOLERANCE_MS = 0.5
 def ops(run: Run) -> pd.DataFrame | None:
     """The run's point-to-point operations (module docstring), with ``order``: the op's position among its rank's
     point-to-point operations of the step, in start order, and ``peer_source``."""
-    for f in (_kineto, _ascend, _mindinsight):
+    for f in (_kineto, _from_comm_ops, _mindinsight):
         df = f(run)
         if df is not None and not df.empty:
             if "candidates" not in df:
