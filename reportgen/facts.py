@@ -167,18 +167,32 @@ SHARE_ROUNDING = 1e-3
 
 
 def share(part, whole, quantity: str, run: Run | None = None):
-    """``part / whole`` as a ratio 0..1: the one guard every share of the report goes through.
-
-    A share is a part of a whole (wait of a step, idle of a step, peak of a capacity), so it lies in 0..1. Within
-    :data:`SHARE_ROUNDING` outside it is rounding and clipped; beyond that the inputs contradict each other (a
-    kernel of 0.02 µs gave idle -100 % and compute 200 %): the value is NaN, never shown as a percentage, and
-    ``run`` records one data problem naming ``quantity`` and how many values were out of range. A whole that is
-    not > 0 gives NaN silently (no share exists). Scalars give a float; arrays and Series give the same shape."""
-    scalar = np.ndim(part) == 0 and np.ndim(whole) == 0
+    """``part / whole`` as a ratio 0..1 (a whole that is not > 0 gives NaN silently: no share exists), through
+    :func:`guard_ratio`, the one guard of every share of the report. Scalars give a float; arrays and Series give the
+    same shape."""
     p = np.asarray(part, dtype=float)
     w = np.asarray(whole, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(w > 0, p / np.where(w > 0, w, 1.0), np.nan)
+    if np.ndim(part) == 0 and np.ndim(whole) == 0:
+        return float(guard_ratio(r, quantity, run))
+    index = part.index if isinstance(part, pd.Series) else whole.index if isinstance(whole, pd.Series) else None
+    out = guard_ratio(r, quantity, run)
+    if index is None:
+        return out
+    return pd.Series(out, index=index, name=part.name if isinstance(part, pd.Series) else None)
+
+
+def guard_ratio(ratio, quantity: str, run: Run | None = None):
+    """The one guard of every share (ratio 0..1) the report shows.
+
+    A share is a part of a whole (wait of a step, idle of a step, peak of a capacity), so it lies in 0..1. Within
+    :data:`SHARE_ROUNDING` outside it is rounding and clipped; beyond that the inputs contradict each other (a
+    kernel of 0.02 µs gave idle -100 % and compute 200 %): the value is NaN, never shown as a percentage, and
+    ``run`` records one data problem naming ``quantity`` and how many values were out of range. NaN stays NaN.
+    A Series gives a Series (same index), anything else a numpy array (a 0-d one for a scalar)."""
+    series = ratio if isinstance(ratio, pd.Series) else None
+    r = np.asarray(ratio, dtype=float)
     bad = (r < -SHARE_ROUNDING) | (r > 1 + SHARE_ROUNDING)
     if bad.any():
         worst = float(r[bad].flat[int(np.argmax(np.abs(r[bad] - 0.5)))])
@@ -191,13 +205,7 @@ def share(part, whole, quantity: str, run: Run | None = None):
                                       "not shown")
         r = np.where(bad, np.nan, r)
     r = np.clip(r, 0.0, 1.0)
-    if scalar:
-        return float(r)
-    if isinstance(part, pd.Series):
-        return pd.Series(r, index=part.index, name=part.name)
-    if isinstance(whole, pd.Series):
-        return pd.Series(r, index=whole.index)
-    return r
+    return pd.Series(r, index=series.index, name=series.name) if series is not None else r
 
 
 def share_mean(part, whole, quantity: str, run: Run | None = None) -> float:
@@ -300,3 +308,194 @@ def of(run: Run, options=None) -> RunFacts | None:
     if include not in cache:
         cache[include] = compute(run, include)
     return cache[include]
+
+
+# =============================================================================================================
+# Communication facts (issue 25): the two communication quantities, per-rank shares held to 0..1, and who waited
+# for whom. Built on the canonical ``comm_ops`` table (reportgen/readers/comm.py fills it for every family), cached
+# on the run; every section reads them from here.
+# =============================================================================================================
+
+#: per-call entry table (:func:`entries`)
+ENTRY_COLUMNS = ["step", "group", "op", "op_type", "call", "rank", "ranks", "enter_ms", "end_ms", "last_rank",
+                 "wait_ms"]
+#: per point-to-point pair (:func:`p2p_entries`)
+P2P_ENTRY_COLUMNS = ["step", "src_rank", "dst_rank", "n", "kind", "send_enter_ms", "recv_enter_ms", "late_rank",
+                     "wait_ms"]
+#: collective ends more spread than this (median over calls, beyond the calls' shortest duration) say that the
+#: ranks' clocks are not comparable (ms)
+CLOCK_SPREAD_TOLERANCE_MS = 1.0
+
+
+#: the two communication quantities, as the metrics file states them
+COMM_OP_DEFINITION = "communication op time: the sum of the communication operations' durations"
+COMM_BUSY_DEFINITION = ("communication busy time: the length of the union of the communication operations' intervals "
+                        "on the rank's timeline")
+
+
+def comm_op_ms(ops: pd.DataFrame, keys=("rank", "step")) -> pd.DataFrame:
+    """**Communication op time** per ``keys``: the sum of the communication operations' durations (``elapse_ms``).
+    Over several streams (or planes) operations run at once, so it can exceed the time the rank communicated
+    (:func:`comm_busy_ms`). Column ``comm_op_ms``; NaN where no operation has a duration."""
+    return ops.groupby(list(keys), as_index=False)["elapse_ms"].sum(min_count=1).rename(
+        columns={"elapse_ms": "comm_op_ms"})
+
+
+def comm_busy_ms(ops: pd.DataFrame, keys=("rank", "step")) -> pd.DataFrame | None:
+    """**Communication busy time** per ``keys``: the length of the union of the communication intervals
+    ``[start_ms, start_ms + elapse_ms]`` on the rank's timeline (time during which at least one communication
+    operation ran). Exact, vectorised: sorted by start within each key, an interval adds
+    ``max(0, end - max(start, the largest end before it))``. Column ``comm_busy_ms``; None when the operations have
+    no start times (MindSpore hccl_raw)."""
+    if "start_ms" not in ops:
+        return None
+    o = ops.dropna(subset=["start_ms", "elapse_ms"])
+    if o.empty:
+        return None
+    keys = list(keys)
+    o = o.assign(_end=o["start_ms"] + o["elapse_ms"].clip(lower=0)).sort_values(keys + ["start_ms"], kind="stable")
+    before = o.groupby(keys, sort=False)["_end"].cummax().groupby([o[k] for k in keys], sort=False).shift(1)
+    lo = np.maximum(o["start_ms"].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
+    add = np.clip(o["_end"].to_numpy(float) - lo, 0, None)
+    return o.assign(comm_busy_ms=add).groupby(keys, as_index=False)["comm_busy_ms"].sum()
+
+
+def _comm_cache(run: Run) -> dict:
+    return run.__dict__.setdefault("_comm_facts_cache", {})
+
+
+def entries(run: Run) -> pd.DataFrame | None:
+    """**Who entered each collective call when** (cached on the run): one row per participating rank of every
+    collective call, columns :data:`ENTRY_COLUMNS`.
+
+    A call is identified as the communication sections identify one operation instance across ranks: the same
+    ``group``, ``step`` and ``op``, and ``call`` = its position among that rank's calls of that op in that group and
+    step (start order). ``enter_ms`` = the op's start on this rank, ``end_ms`` = start + elapse, ``ranks`` = the
+    ranks seen in the call, ``last_rank`` = the rank that entered last (ties: the lower rank id), ``wait_ms`` = the
+    last entry - this rank's entry (the time this rank waited for the last one; 0 for the last rank).
+    Start times are on each rank's clock: where those clocks are not comparable (:func:`entry_clocks`) the waits
+    say so. Needs ``comm_ops`` with start times and a group key; calls seen on one rank only are left out.
+    None when the run has none."""
+    cache = _comm_cache(run)
+    if "entries" in cache:
+        return cache["entries"]
+    cache["entries"] = out = _entries(run.table("comm_ops"))
+    return out
+
+
+def _entries(ops: pd.DataFrame | None) -> pd.DataFrame | None:
+    if ops is None or ops.empty or "start_ms" not in ops or "group" not in ops:
+        return None
+    o = ops[(ops["kind"] != "p2p") if "kind" in ops else slice(None)]
+    o = o.dropna(subset=["start_ms"])
+    o = o[o["group"].notna()]
+    if o.empty:
+        return None
+    o = o.assign(group=o["group"].astype(str), op=o["op"].astype(str),
+                 end_ms=o["start_ms"] + o["elapse_ms"].astype(float))
+    o = o.sort_values(["rank", "step", "group", "op", "start_ms"], kind="stable")
+    o["call"] = o.groupby(["rank", "step", "group", "op"], sort=False).cumcount()
+    key = ["step", "group", "op", "call"]
+    g = o.groupby(key, sort=False)
+    o["ranks"] = g["rank"].transform("size")
+    o = o[o["ranks"] >= 2]
+    if o.empty:
+        return None
+    # the last entry (ties: the lower rank id): sort by entry descending, then rank ascending, take the first
+    last = o.sort_values(["start_ms", "rank"], ascending=[False, True], kind="stable").drop_duplicates(key)
+    last = last.set_index(key)[["rank", "start_ms"]].rename(columns={"rank": "last_rank", "start_ms": "_last"})
+    o = o.join(last, on=key)
+    out = pd.DataFrame({"step": o["step"].astype("int64"), "group": o["group"], "op": o["op"],
+                        "op_type": o["op_type"] if "op_type" in o else "", "call": o["call"].astype("int64"),
+                        "rank": o["rank"].astype("int64"), "ranks": o["ranks"].astype("int64"),
+                        "enter_ms": o["start_ms"].astype(float), "end_ms": o["end_ms"],
+                        "last_rank": o["last_rank"].astype("int64"), "wait_ms": o["_last"] - o["start_ms"]})
+    return out.sort_values(["step", "group", "op", "call", "rank"], kind="stable").reset_index(drop=True)
+
+
+def entry_clocks(e: pd.DataFrame | None, hosts: dict | None = None) -> dict:
+    """Are the ranks' clocks comparable for the entries? Ranks of one host share its clock: comparable
+    (``basis`` "one host"). Across hosts: a collective completes on every rank at about the same moment, so on
+    comparable clocks the spread of a call's end times stays within the transfer once every rank is in; when the
+    median over calls of (end spread - that transfer) exceeds :data:`CLOCK_SPREAD_TOLERANCE_MS`, the clocks are
+    taken as not comparable (offsets between hosts, clocks never synchronised) and the waits as unreliable
+    (``basis`` "collective ends"). -> {"comparable": bool | None, "basis", "end_spread_ms": median end spread,
+    "calls": n}; None without calls (or hosts) to judge by."""
+    if e is None or e.empty:
+        return {"comparable": None, "basis": "", "end_spread_ms": None, "calls": 0}
+    g = e.groupby(["step", "group", "op", "call"], sort=False)
+    spread = g["end_ms"].max() - g["end_ms"].min()
+    out = {"end_spread_ms": float(spread.median()), "calls": int(len(spread))}
+    ranks = {int(r) for r in e["rank"].unique()}
+    on = {hosts.get(r) for r in ranks} if hosts else {None}
+    if None not in on and len(on) == 1:
+        return {"comparable": True, "basis": "one host", **out}
+    shortest = (g["end_ms"].min() - g["enter_ms"].max()).clip(lower=0)  # the transfer once all are in
+    excess = float((spread - shortest).median())
+    return {"comparable": bool(excess <= CLOCK_SPREAD_TOLERANCE_MS), "basis": "collective ends", **out}
+
+
+def p2p_entries(run: Run) -> pd.DataFrame | None:
+    """**Who waited for whom at each point-to-point transfer** (cached on the run), columns
+    :data:`P2P_ENTRY_COLUMNS`: each send joined to its receive (:func:`reportgen.p2p.pairs`: the n-th send from a to
+    b with the n-th receive on b from a, per step), ``send_enter_ms`` / ``recv_enter_ms`` = the two starts,
+    ``late_rank`` = the side that entered later, ``wait_ms`` = |recv entry - send entry| (what the early side
+    waited). Matched pairs only; None when the run has none."""
+    cache = _comm_cache(run)
+    if "p2p" in cache:
+        return cache["p2p"]
+    from . import p2p
+
+    out = None
+    ops = p2p.ops(run)
+    if ops is not None and not ops.empty:
+        pr = p2p.pairs(ops)
+        pr = pr[pr["matched"]]
+        if not pr.empty:
+            send, recv = pr["send_start_ms"].astype(float), pr["recv_start_ms"].astype(float)
+            out = pd.DataFrame({"step": pr["step"].astype("int64"), "src_rank": pr["src_rank"].astype("int64"),
+                                "dst_rank": pr["dst_rank"].astype("int64"), "n": pr["n"].astype("int64"),
+                                "kind": pr["kind"], "send_enter_ms": send, "recv_enter_ms": recv,
+                                "late_rank": np.where(recv > send, pr["dst_rank"], pr["src_rank"]).astype("int64"),
+                                "wait_ms": (recv - send).abs()}).reset_index(drop=True)
+    cache["p2p"] = out
+    return out
+
+
+def rank_waits(run: Run, options=None) -> pd.DataFrame | None:
+    """Per rank, over the steps in scope (every step when the run has no step facts): ``waited_ms`` = the time this
+    rank waited for others (Σ of its collective entries' ``wait_ms`` and of the point-to-point transfers it entered
+    first), ``late_ms`` = the time others waited for this rank (Σ of the other ranks' waits at the calls it entered
+    last, and of the transfers it entered last), ``calls`` (collective calls joined), ``last_calls`` (calls it
+    entered last, ties to the lower rank id). Totals, not per step. None without entries."""
+    e, p = entries(run), p2p_entries(run)
+    F = of(run, options)
+
+    def scoped(df):
+        if df is None or df.empty:
+            return None
+        return F.in_scope(df) if F is not None else df[df["step"] != -1]
+
+    e, p = scoped(e), scoped(p)
+    if (e is None or e.empty) and (p is None or p.empty):
+        return None
+    parts_w, parts_l = [], []
+    calls = last_calls = None
+    if e is not None and not e.empty:
+        parts_w.append(e.groupby("rank")["wait_ms"].sum())
+        parts_l.append(e.groupby("last_rank")["wait_ms"].sum())
+        calls = e.groupby("rank").size()
+        last_calls = e[e["rank"] == e["last_rank"]].groupby("rank").size()
+    if p is not None and not p.empty:
+        early = np.where(p["late_rank"] == p["src_rank"], p["dst_rank"], p["src_rank"])
+        parts_w.append(p["wait_ms"].groupby(early).sum())
+        parts_l.append(p.groupby("late_rank")["wait_ms"].sum())
+    ranks = sorted({int(r) for s in parts_w + parts_l for r in s.index})
+    out = pd.DataFrame({"rank": ranks})
+    out["waited_ms"] = sum(s.reindex(ranks).fillna(0.0).to_numpy() for s in parts_w)
+    out["late_ms"] = sum(s.reindex(ranks).fillna(0.0).to_numpy() for s in parts_l)
+    out["calls"] = (calls.reindex(ranks).fillna(0) if calls is not None else pd.Series(0, index=ranks)).astype(
+        "int64").to_numpy()
+    out["last_calls"] = (last_calls.reindex(ranks).fillna(0) if last_calls is not None
+                         else pd.Series(0, index=ranks)).astype("int64").to_numpy()
+    return out

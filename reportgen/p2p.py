@@ -5,8 +5,8 @@ has integer ns; ``peer_rank`` = the global rank on the other end, -1 when the da
 
 * PyTorch (Kineto): the NCCL ``SendRecv`` kernels (``collectives`` rows from GPU kernels) and gloo send / recv spans,
   with the peer from the collective's ``dst_rank`` / ``src_rank``; step = the rank's ProfilerStep window.
-* Ascend: ``comm_ops`` of kind p2p: ``hcom_send`` -> send, ``hcom_receive`` -> recv, ``hcom_batchSendRecv`` ->
-  sendrecv (it sends and receives at once: Megatron's ``batch_isend_irecv``); the peer is the other member of the
+* Ascend (and any run whose canonical ``comm_ops`` time its p2p operations): ``comm_ops`` of kind p2p: ``hcom_send``
+  -> send, ``hcom_receive`` -> recv, ``hcom_batchSendRecv`` -> sendrecv (it sends and receives at once: Megatron's ``batch_isend_irecv``); the peer is the other member of the
   op's group when the group has two ranks; in a larger group (a pp group of more than two stages) it is found by
   end time (:func:`_peers_by_time`).
 * MindSpore Insight: the step trace's ``Send-op`` / ``Receive-op`` operations (``step_ops``); the peer is the rank
@@ -56,11 +56,13 @@ def _kineto(run: Run) -> pd.DataFrame | None:
     return out
 
 
-def _ascend(run: Run) -> pd.DataFrame | None:
+def _from_comm_ops(run: Run) -> pd.DataFrame | None:
+    """Point-to-point operations of the canonical ``comm_ops`` (those with start times): the peer from the group of
+    two, else candidates for :func:`_peers_by_time`."""
     c = run.table("comm_ops")
-    if c is None or run.source_format not in ("ascend", "mindspore_cpu"):
+    if c is None or "start_ms" not in c:  # operations without start times (hccl_raw) cannot be paired
         return None
-    c = c[(c["kind"] == "p2p") & c["op_type"].isin(list(_ASCEND_KIND))]
+    c = c[(c["kind"] == "p2p") & c["op_type"].isin(list(_ASCEND_KIND)) & c["start_ms"].notna()]
     if c.empty:
         return None
     groups = run.table("groups")
@@ -174,7 +176,7 @@ PEER_TOLERANCE_MS = 0.5
 def ops(run: Run) -> pd.DataFrame | None:
     """The run's point-to-point operations (module docstring), with ``order``: the op's position among its rank's
     point-to-point operations of the step, in start order, and ``peer_source``."""
-    for f in (_kineto, _ascend, _mindinsight):
+    for f in (_kineto, _from_comm_ops, _mindinsight):
         df = f(run)
         if df is not None and not df.empty:
             if "candidates" not in df:

@@ -122,7 +122,8 @@ SCHEMA: tuple[Table, ...] = (
                                           "(Kineto CPU-only ranks without compute stay NaN)", nullable=True),
        C("comm_not_overlapped_ms", "float64", "ms", "communication not overlapped by computation", nullable=True),
        C("overlapped_ms", "float64", "ms", "communication overlapped by computation", nullable=True),
-       C("comm_ms", "float64", "ms", "union of communication op time", nullable=True),
+       C("comm_ms", "float64", "ms", "communication busy time: union of communication op time (shown as "
+                                    "comm_busy_ms)", nullable=True),
        C("free_ms", "float64", "ms", "device time with neither computation nor communication", nullable=True),
        C("stage_ms", "float64", "ms", "step span without bubble (NaN: not written / no receive)", nullable=True),
        C("bubble_ms", "float64", "ms", "receive time as the profiler counts it (torch_npu: hcom_receive only)",
@@ -270,22 +271,49 @@ SCHEMA: tuple[Table, ...] = (
        C("occurrences", "int64", "count", "occurrences"), C("avg_ms", "float64", "ms", "mean time"),
        C("total_ms", "float64", "ms", "total time"), C("info", "str", "none", "info as written")),
     # ------------------------------------------------------------------ Ascend (text export and DB)
-    _t("comm_ops", "Communication ops per rank and step (Ascend communication.json / CommAnalyzerTime; Level0: "
-                   "from the HCCL ops of trace_view.json / COMMUNICATION_OP; MindSpore CPU: host collectives).",
+    _t("comm_ops", "Communication ops per rank and step, filled by every family (reportgen/readers/comm.py says what "
+                   "each family puts in it, written once): Ascend communication.json / CommAnalyzerTime (Level0: the "
+                   "HCCL ops of trace_view.json / COMMUNICATION_OP), MindSpore Insight hccl_raw, MindSpore CPU host "
+                   "collectives, PyTorch c10d / NCCL / gloo events.",
        RANK, C("step", "int64", "none", "step number (0: whole trace; -1: outside every step)"),
        C("kind", "str", "none", "collective | p2p"),
        C("op", "str", "none", "communication op name without the @group suffix (untrusted text)"),
-       C("op_type", "str", "none", "allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, "
-                                   "alltoall, ..."),
-       C("group", "str", "none", "group key when known, else the group hash; '' when the source names none "
-                                 "(Level0 text export, MindSpore CPU)"),
-       C("start_ms", "float64", "ms", "op start (ms from the run origin)"),
-       C("elapse_ms", "float64", "ms", "op elapse time"),
-       C("transit_ms", "float64", "ms", "transit time on the master plane (NaN at Level0: not analysed)",
+       C("op_type", "str", "none", "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, receive, "
+                                   "batchsendrecv, barrier, other (readers.comm.OP_TYPES)"),
+       C("group", "str", "none", "group key shared by the ranks of the process group when known, else the group "
+                                 "hash; '' / None when the files do not say", nullable=True),
+       C("start_ms", "float64", "ms", "op start, local clock (ms from the run origin; absent when the files give "
+                                      "none, e.g. hccl_raw)", ext=True),
+       C("elapse_ms", "float64", "ms", "op duration"),
+       C("transit_ms", "float64", "ms", "transfer time (Ascend: master plane; NaN where the family has none)",
          nullable=True),
-       C("wait_ms", "float64", "ms", "wait time (NaN at Level0)", nullable=True),
-       C("sync_ms", "float64", "ms", "synchronisation time (NaN at Level0)", nullable=True),
-       C("idle_ms", "float64", "ms", "idle time (NaN at Level0)", nullable=True)),
+       C("wait_ms", "float64", "ms", "wait time (NaN where the family has none)", nullable=True),
+       C("sync_ms", "float64", "ms", "synchronisation time (NaN where the family has none)", nullable=True),
+       C("idle_ms", "float64", "ms", "idle time (NaN where the family has none)", nullable=True),
+       C("size_mb", "float64", "MB", "bytes moved by the op", nullable=True, ext=True),
+       C("bandwidth_gbps", "float64", "GB/s", "size / duration", nullable=True, ext=True),
+       C("busbw_gbps", "float64", "GB/s", "bus bandwidth, nccl-tests convention", nullable=True, ext=True),
+       C("peer_rank", "int64", "none", "GLOBAL peer of a send / receive (-1 unknown)", ext=True)),
+    _t("comm_rank_step", "A profiler's own per-rank, per-step communication totals (MindSpore Insight hccl_raw).",
+       RANK, C("step", "int64", "none", "step number"),
+       C("elapse_ms", "float64", "ms", "the profiler's own per-step communication op time (hccl_raw: communication "
+                                      "+ wait)"),
+       C("transit_ms", "float64", "ms", "transfer time (hccl_raw communication_cost)", nullable=True),
+       C("wait_ms", "float64", "ms", "wait time (hccl_raw wait_cost)", nullable=True)),
+    _t("comm_rank_avg", "As comm_rank_step, from the file's own average row.",
+       RANK, C("elapse_ms", "float64", "ms", "as comm_rank_step, from the file's own average row"),
+       C("transit_ms", "float64", "ms", "as comm_rank_step, from the file's own average row", nullable=True),
+       C("wait_ms", "float64", "ms", "as comm_rank_step, from the file's own average row", nullable=True)),
+    _t("comm_links_local", "Links in GROUP-LOCAL indices, when the files do not say which group (hccl_raw).",
+       C("rank", "int64", "none", "global rank id of the file that reported the link"),
+       C("step", "int64", "none", "step number (-1: the file's average row)"),
+       C("op", "str", "none", "operator the entry belongs to (None: the step's own link entry)", nullable=True),
+       C("src_local", "int64", "none", "source as a group-local index"),
+       C("dst_local", "int64", "none", "destination as a group-local index"),
+       C("transport", "str", "none", "transport as written"),
+       C("time_ms", "float64", "ms", "transit time", nullable=True),
+       C("size_mb", "float64", "MB", "transit size", nullable=True),
+       C("bandwidth_gbps", "float64", "GB/s", "bandwidth as written", nullable=True)),
     _t("comm_bandwidth", "Ascend communication.json: per op and transport.",
        RANK, C("step", "int64", "none", "step number"), C("kind", "str", "none", "collective | p2p"),
        C("op", "str", "none", "communication op name"),

@@ -19,7 +19,7 @@ from conftest import fixture_dir, reference_file, tree_digest
 
 ST4 = ("ascend", "msinsight", "test", "st", "level2")
 COLS = {"Computing": "computing_ms", "Communication(Not Overlapped)": "comm_not_overlapped_ms",
-        "Overlapped": "overlapped_ms", "Communication": "comm_ms", "Free": "free_ms", "Stage": "stage_ms",
+        "Overlapped": "overlapped_ms", "Communication": "comm_busy_ms", "Free": "free_ms", "Stage": "stage_ms",
         "Bubble": "bubble_ms", "Communication(Not Overlapped and Exclude Receive)":
         "comm_not_overlapped_exclude_receive_ms", "Preparing": "preparing_ms"}
 
@@ -90,7 +90,7 @@ def test_bubble_departure_is_shown_with_both_values():
     r0 = next(r for r in sec["tables"]["per_rank"] if r["rank"] == 0)
     assert r0["bubble_ms"] == 0.0  # torch_npu misses hcom_batchSendRecv
     assert r0["receive_incl_batch_ms"] > 100  # ours counts it
-    assert "batchSendRecv" in sec["metrics"]["bubble_source"]
+    assert "batched send/receive" in sec["metrics"]["bubble_source"]
     assert sec["metrics"]["between_stage_receive_column"] == "receive_incl_batch_ms"
 
 

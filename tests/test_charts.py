@@ -222,11 +222,11 @@ def test_comm_and_wait_get_their_own_scale_when_far_apart():
 
     from reportgen.sections.communication import _rank_bars
 
-    per_rank = pd.DataFrame({"rank": [0, 1], "comm_ms": [1000.0, 990.0], "wait_ms": [2.0, 3.0]})
+    per_rank = pd.DataFrame({"rank": [0, 1], "comm_op_ms": [1000.0, 990.0], "wait_ms": [2.0, 3.0]})
     prs = per_rank.assign(step=1)
     spec = _rank_bars(per_rank, prs).spec
     assert spec["resolve"]["scale"]["y"] == "independent"
-    assert [v["encoding"]["y"]["axis"]["title"] for v in spec["vconcat"]] == ["Communication (s)", "Wait (ms)"]
+    assert [v["encoding"]["y"]["axis"]["title"] for v in spec["vconcat"]] == ["Communication op time (s)", "Wait (ms)"]
     close = per_rank.assign(wait_ms=[500.0, 400.0])
     assert _rank_bars(close, close.assign(step=1)).spec["resolve"]["scale"]["y"] == "shared"
 

@@ -120,7 +120,9 @@ def test_mindinsight_comm_wait_and_slow_link_equal_the_seed(pp2x4):
         for item in ref[f"cluster_hccl.query(step_id={step})"]["result"]["communication"]:
             comm, wait = item["communication_info"][:2]
             row = per_rank[item["rank_id"]] if step == 0 else per_step[(item["rank_id"], step)]
-            assert row["comm_ms"] == pytest.approx(comm, abs=1e-9) and row["wait_ms"] == pytest.approx(wait, abs=1e-9)
+            # MindInsight's communication cost is our transit; the op time is communication + wait
+            assert row["transit_ms"] == pytest.approx(comm, abs=1e-9) and row["wait_ms"] == pytest.approx(wait, abs=1e-9)
+            assert row["comm_op_ms"] == pytest.approx(comm + wait, abs=1e-9)
     (slow,) = [f for f in findings if f["id"] == "slow_link"]
     # seed helper: cluster_link 0 -> 1 SDMA 107910491.8874 KB/s, 74.26 % below the SDMA mean
     assert round(slow["evidence"]["value"] * 1e6, 4) == 107910491.8874
@@ -174,9 +176,9 @@ def test_p2p_transit_is_the_shorter_kernel_of_the_matched_pair(tmp_path):
     run = read_run(tmp_path)
     (o,) = [x for x in run_sections(run, Options()) if x.id == "communication"]
     ops = o.analysis.tables["ops"]
-    p2p = ops[ops["op_type"].isin(["send", "recv"])]
+    p2p = ops[ops["op_type"].isin(["send", "receive"])]
     assert not p2p.empty
     send_transit = p2p.loc[p2p["op_type"] == "send", "transit_ms"].mean()
-    recv = p2p[p2p["op_type"] == "recv"]
+    recv = p2p[p2p["op_type"] == "receive"]
     assert recv["transit_ms"].mean() == pytest.approx(send_transit, rel=1e-6)  # the sends are the shorter halves
     assert (recv["elapse_ms"] >= recv["transit_ms"] - 1e-9).all() and recv["wait_ms"].sum() > 0

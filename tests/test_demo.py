@@ -136,7 +136,7 @@ def test_sections_agree_with_the_findings(report):
     link = by["slow_link"]["local_link"]
     c = _table(m, "communication", "per_rank")
     stage = gt["stages"][link["reported_by"]]
-    assert int(c[c["stage"] == stage].sort_values("comm_ms")["rank"].iloc[-1]) == link["reported_by"]
+    assert int(c[c["stage"] == stage].sort_values("transit_ms")["rank"].iloc[-1]) == link["reported_by"]
     lk = _table(m, "communication", "links_local")
     lk = lk[(lk["transport"] == link["transport"]) & (lk["src_local"] != lk["dst_local"])]
     assert int(lk.loc[lk["bandwidth_gbps"].idxmin(), "rank"]) == link["reported_by"]

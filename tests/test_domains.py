@@ -174,7 +174,7 @@ def test_tp_group_across_hosts(tmp_path):
     run.tables["groups"] = pd.concat([g, extra], ignore_index=True)
     assert run.host_of(3) != run.host_of(4)
     a = analyze(run, Options())
-    f = [f for f in present(a).findings if f.id == "group_layout_spans_hosts"]
+    f = [f for f in a.findings if f.id == "group_layout_spans_hosts"]
     assert len(f) == 1 and "tp_x" in f[0].message
 
 

@@ -129,12 +129,15 @@ def test_ascend_time_overview_and_alignment_on_allreduce():
     assert first["rank"].nunique() == 2 and first["end_rel_ms"].max() - first["end_rel_ms"].min() < 1e-6
 
 
-def test_kineto_comm_from_step_time_and_no_wait():
+def test_kineto_comm_from_the_canonical_comm_ops():
+    """Every family fills comm_ops (readers/comm.py): a PyTorch run's time overview sums its operations per rank and
+    step, with the waits the matched collectives give (issue 25; it used step_time's union and no wait)."""
     run, out = _outcome(fixture_dir(*KINETO))
     ov = out.analysis.tables["time_overview"]
-    assert ov["wait_ms"].isna().all()
-    st = run.table("step_time")
-    assert ov.groupby("step")["comm_ms"].first().to_dict() == pytest.approx(st.groupby("step")["comm_ms"].mean().to_dict())
+    ops = run.table("comm_ops")
+    sums = ops.groupby(["rank", "step"])[["elapse_ms"]].sum().groupby("step")["elapse_ms"].mean()
+    got = ov.groupby("step")["comm_ms"].first()
+    assert got.to_dict() == pytest.approx(sums.reindex(got.index).to_dict())
     assert out.analysis.metrics["alignment_op"].startswith("ncclKernel")
 
 

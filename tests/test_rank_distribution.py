@@ -19,7 +19,7 @@ from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 #: section -> (cut bar chart, distribution chart, the per_rank column that orders the ranks)
 CUT = {"trajectory": ("trajectory-bars", "trajectory-distribution", "step_ms"),
        "overlap": ("overlap-bars", "overlap-distribution", "step_ms"),
-       "communication": ("communication-ranks", "communication-distribution", "comm_ms")}
+       "communication": ("communication-ranks", "communication-distribution", "comm_op_ms")}
 
 
 def rows(spec: dict) -> list[dict]:

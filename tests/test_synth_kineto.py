@@ -160,7 +160,7 @@ def test_ground_truth_equals_report(clean):
     stages, truth, m, tmp = clean
     got = {(r["rank"], r["step"]): r for r in _table(m, "overlap", "per_rank_step")}
     assert len(got) == len(truth["per_rank_step"]) == 8 * 4
-    pairs = [("step_ms", "step_ms"), ("computing_ms", "computing_ms"), ("comm_ms", "comm_ms"),
+    pairs = [("step_ms", "step_ms"), ("computing_ms", "computing_ms"), ("comm_ms", "comm_busy_ms"),
              ("comm_not_overlapped_ms", "comm_not_overlapped_ms"), ("free_ms", "free_ms"),
              ("preparing_ms", "preparing_ms"), ("bubble_ms", "receive_only_ms" if stages > 1 else None)]
     for row in truth["per_rank_step"]:

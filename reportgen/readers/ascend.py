@@ -1184,6 +1184,9 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
         run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
     if "kernels" in run.tables or "kernels" in run.loaders:
         run.loaders["op_flops"] = lambda: ascend_op_flops(run.table("kernels"))
+    from .comm import ascend_attrs
+
+    ascend_attrs(run)  # the canonical communication tables (readers/comm.py)
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

@@ -626,6 +626,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     links = p2p_links(run.tables.get("collectives"), run.hosts)
     if links is not None:
         run.tables["p2p_links"] = links
+    from .comm import kineto_ops
+
+    run.loaders["comm_ops"] = lambda: kineto_ops(run)  # canonical communication ops, built when first asked for
     run.tables["files"] = pd.DataFrame(files, columns=["rank", "kind", "path"])
     for path, problem in problems:
         run.problem(path, problem)

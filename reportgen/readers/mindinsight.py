@@ -1074,6 +1074,9 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     from .mindinsight_flops import canonical
 
     canonical(run)  # rank_flops / op_flops, the canonical FLOPs tables
+    from .comm import mindinsight_tables
+
+    mindinsight_tables(run)  # the canonical communication tables (readers/comm.py)
     run.tables["files"] = pd.DataFrame(
         [{"rank": f.rank, "kind": f.kind, "path": str(f.path)} for f in files], columns=["rank", "kind", "path"])
     for path, problem in problems:

@@ -568,6 +568,13 @@ def _has_links(ctx: _Ctx) -> bool:
     return a is not None and ("links" in a.tables or "links_local" in a.tables)
 
 
+def _has_transit(ctx: _Ctx) -> bool:
+    """The transit outlier rule runs where the operations have per-rank transit times and groups (the communication
+    section's ``transit_applicable``), whatever the family."""
+    a = ctx.analysis("communication")
+    return a is not None and bool(a.data.get("transit_applicable"))
+
+
 def rules() -> list[Rule]:
     pct = fmt.percent
     return [
@@ -592,8 +599,9 @@ def rules() -> list[Rule]:
              ("slow_link",), needs="per-link data (communication matrix / hccl_raw)", applies=_has_links),
         Rule("slow_link_transit", "Slow link by per-operator transit outliers", "msprof-analyze", "communication",
              "transit > group median + 3 MAD and + 0.1 ms", ("slow_link_transit",),
-             needs="per-rank transit times of each operator (Ascend communication.json)",
-             applies=lambda c: c.run.source_format == "ascend"),
+             needs="per-rank transit times of each operator and its process group (e.g. Ascend communication.json, "
+                   "matched PyTorch collectives)",
+             applies=_has_transit),
         Rule("flops_per_second", "FLOP/s below the mean of ranks", "seed", "flops",
              f"> {pct(th.FLOPS_BELOW_MEAN)} below the mean", ("flops_per_s_low",), needs="FLOPs data"),
         Rule("pipeline_parallel_flops", "Stage FLOPs imbalance", "seed", "flops",

@@ -1,25 +1,29 @@
-"""Communication: per rank (time, wait, wait ratio), per operator, per link (global ranks), with the
-seed's slow-link rule.
+"""Communication: per rank (communication op time, busy time, wait, wait ratio), per operator, per link (global
+ranks), who waited for whom, with the seed's slow-link rule. The section reads the canonical communication tables
+(``comm_ops``, ``comm_rank_step``, ``comm_bandwidth``, ``comm_matrix``, ``p2p_links``, ``comm_links_local``; what each
+family puts in them is written once, in reportgen/readers/comm.py) and decides on what the run HAS, never on which
+family it came from.
 
-Sources and definitions:
+Definitions:
 
-* Ascend ``communication.json`` / ``communication_matrix.json`` (../shared/research/
-  ascend-profiler-output-and-msprof-analyze.md §2.2-2.3): per op Elapse, Transit, Wait, Synchronization,
-  Idle (master plane); sizes per transport (all planes). Per rank and group the sums equal
-  msprof-analyze's ``cluster_communication.json`` "Total Op Info"; wait ratio = wait / (wait + transit)
-  (CANN's formula). Links from the matrix's ``total`` entries, summed over the ranks that report them
-  and over steps, keyed by GLOBAL ranks; bandwidth = size / time.
-* MindSpore Insight ``hccl_raw_*`` (../shared/research/mindinsight-cluster-profiling.md §2.3, §3.3):
-  communication_cost and wait_cost per rank and step (both unit generations normalised by the reader);
-  link src/dst are the HCCL group's LOCAL ranks and the file does not say which group: they are shown
-  as such (``src_local``/``dst_local``), never passed off as global ranks.
-* PyTorch traces: collectives matched across the ranks of their group by order (the n-th collective of
-  the same kind in the same group); transit = the shortest duration among the group's ranks (the time
-  the transfer itself needs once everyone has arrived), wait = own duration - transit. algbw = bytes /
-  duration; busbw = algbw × factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
-  others 1), the nccl-tests convention.
+* **Communication op time** ``comm_op_ms`` = the sum of the operations' durations; **communication busy time**
+  ``comm_busy_ms`` = the union of their intervals on the rank's timeline (where the operations have start times).
+  Over several streams the first exceeds the second. Both in reportgen/facts.py (:func:`~reportgen.facts.comm_op_ms`,
+  :func:`~reportgen.facts.comm_busy_ms`), per rank and step, averaged over the steps in scope.
+* Wait ratio = wait / (wait + transit) (CANN's formula; for MindSpore's hccl_raw, whose transit is the
+  communication cost, it is MindInsight's wait / (communication + wait)); shown only where both exist.
+* Per rank and group the Ascend sums equal msprof-analyze's ``cluster_communication.json`` "Total Op Info"
+  (../shared/research/ascend-profiler-output-and-msprof-analyze.md §2.2-2.3). Links from the communication
+  matrix's ``total`` entries, summed over the ranks that report them and over steps, keyed by GLOBAL ranks
+  (else the trace's point-to-point links); bandwidth = size / time. Links whose ends the files give only as
+  group-local indices (hccl_raw, ../shared/research/mindinsight-cluster-profiling.md §2.3) are shown as such,
+  never passed off as global ranks.
+* Who waited for whom: :func:`reportgen.facts.entries` / :func:`~reportgen.facts.p2p_entries` /
+  :func:`~reportgen.facts.rank_waits`.
 * Slow link (seed rule ``cluster_link``, MindInsight helper): per transport type, a link whose bandwidth
   is more than 20% below the mean bandwidth of that type's links (self links excluded).
+* Transit outliers (msprof-analyze): where operations have a transit time per rank and a group
+  (:func:`transit_outliers`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_
                       scale_position, sequential, tip, to_spec)
 from .. import facts
 from ..errors import Unavailable
-from ..timeline import assign_steps
+from ..readers.comm import busbw_factor as _busbw_factor
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
 
@@ -46,184 +50,89 @@ TITLE = "Communication"
 
 #: beyond this many ranks the adjacency matrix is drawn in blocks of ranks
 MATRIX_MAX_SIDE = 128
-BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "allreduce": lambda n: 2 * (n - 1) / n,
-                "all_gather": lambda n: (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-                "reduce_scatter": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n,
-                "all_to_all": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+#: the nccl-tests bus bandwidth factor (one definition, in the readers' communication normalisation)
+busbw_factor = _busbw_factor
 
 
-def busbw_factor(collective: str, n: int) -> float:
-    """nccl-tests bus bandwidth factor for a collective over n ranks."""
-    f = BUSBW_FACTOR.get((collective or "").lower())
-    return f(n) if f and n > 0 else 1.0
+# --------------------------------------------------------------------------- analyze
+
+#: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them)
+NEEDS = (("comm_ops", "comm_rank_step"),)
+SOURCES = ("MindSpore Insight: hccl_raw_<rank>.csv (profile with communication data); Ascend: communication.json / "
+           "communication_matrix.json or the profiler DB (profiler_level Level1 or higher); MindSpore CPU: the "
+           "communication CPU ops; PyTorch: NCCL/RCCL kernels (or kernels matching a --comm-pattern), gloo or "
+           "record_param_comms events in the trace of every rank")
+
+#: per (rank, step) columns this section sums from the operations, besides the two named times
+_SUMMED = ("transit_ms", "wait_ms", "sync_ms")
 
 
-# --------------------------------------------------------------------------- per family
-
-
-def _ascend(run: Run) -> dict:
-    ops = run.table("comm_ops")
-    bw = run.table("comm_bandwidth")
-    sizes = None
-    if bw is not None:
-        sizes = bw.groupby(["rank", "step", "op"], as_index=False)[["size_mb", "time_ms"]].sum()
+def _ops_with_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The operations with ``size_mb`` and ``bandwidth_gbps``: as the ops table has them, else from the
+    per-transport rows (``comm_bandwidth``: Σ size / Σ transit time over the op's transports)."""
+    if ops is None:
+        return None
     o = ops.copy()
-    if sizes is not None:
-        o = o.merge(sizes.rename(columns={"time_ms": "link_time_ms"}), on=["rank", "step", "op"], how="left")
-    else:
-        o["size_mb"], o["link_time_ms"] = math.nan, math.nan
-    o["bandwidth_gbps"] = (o["size_mb"] / o["link_time_ms"]).where(o["link_time_ms"] > 0)
-    ops_out = o[["rank", "op", "group", "step", "kind", "op_type", "elapse_ms", "transit_ms", "wait_ms", "sync_ms",
-                 "idle_ms", "size_mb", "bandwidth_gbps"]]
-    prs = o.groupby(["rank", "step"], as_index=False)[["elapse_ms", "transit_ms", "wait_ms", "sync_ms"]].sum() \
-        .rename(columns={"elapse_ms": "comm_ms"})
-    links = None
-    m = run.table("comm_matrix")
-    if m is not None:
-        tot = m[m["stat"] == "total"]
-        links = tot.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
-        links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
-    return {"ops": ops_out, "per_rank_step": prs, "links": links, "avg_source": "computed",
-            "wait_formula": "wait / (wait + transit)",
-            "links_steps": max(1, int(m["step"].nunique())) if m is not None else 1}
-
-
-def _mindinsight(run: Run) -> dict:
-    prs = run.table("mi_comm_rank_step")
-    avg = run.table("mi_comm_rank_avg")
-    ops = run.table("mi_comm_ops")
-    out = {"per_rank_step": prs.copy(), "avg_source": "computed", "wait_formula": "wait / (communication + wait)"}
-    if avg is not None:
-        out["per_rank_avg"] = avg[["rank", "comm_ms", "wait_ms"]].copy()
-        out["avg_source"] = "file"
-    if ops is not None:
-        o = ops.copy()
-        for col in ("group", "elapse_ms", "transit_ms", "size_mb", "bandwidth_gbps"):
-            if col not in o:
-                o[col] = None if col == "group" else math.nan
-        o["elapse_ms"] = o["comm_ms"]
-        out["ops"] = o[["rank", "op", "group", "step", "elapse_ms", "transit_ms", "wait_ms", "size_mb", "bandwidth_gbps"]]
-    links = run.table("mi_links")
-    if links is not None:
-        lk = links[links["op"].isna()]
-        sel = lk[lk["step"] == -1] if (lk["step"] == -1).any() else lk
-        out["links_local"] = sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb",
-                                  "bandwidth_gbps"]].reset_index(drop=True)
+    bw = run.table("comm_bandwidth")
+    if ("size_mb" not in o or o["size_mb"].isna().all()) and bw is not None:
+        sizes = bw.groupby(["rank", "step", "op"], as_index=False)[["size_mb", "time_ms"]].sum()
+        o = o.drop(columns=["size_mb", "bandwidth_gbps"], errors="ignore").merge(
+            sizes.rename(columns={"time_ms": "link_time_ms"}), on=["rank", "step", "op"], how="left")
+        o["bandwidth_gbps"] = (o["size_mb"] / o["link_time_ms"]).where(o["link_time_ms"] > 0)
+    for col in ("size_mb", "bandwidth_gbps"):
+        if col not in o:
+            o[col] = math.nan
+    cols = ["rank", "op", "group", "step", "kind", "op_type", "start_ms", "elapse_ms", "transit_ms", "wait_ms",
+            "sync_ms", "idle_ms", "size_mb", "bandwidth_gbps", "busbw_gbps"]
+    keep = [c for c in cols if c in o and (c in ("rank", "op", "group", "step", "elapse_ms", "transit_ms", "wait_ms",
+                                                  "size_mb", "bandwidth_gbps") or o[c].notna().any())]
+    out = o[keep]
+    out.attrs = dict(ops.attrs)
     return out
 
 
-_NCCL_OP = [("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-            ("alltoall", "all_to_all"), ("sendrecv", "send_recv"), ("broadcast", "broadcast"), ("reduce", "reduce"),
-            ("send", "send"), ("recv", "recv")]
+def per_rank_step(ops: pd.DataFrame | None, totals: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (rank, step): ``comm_op_ms`` (:func:`reportgen.facts.comm_op_ms`), ``comm_busy_ms``
+    (:func:`reportgen.facts.comm_busy_ms`, where the operations have start times) and the sums of transit, wait and
+    synchronisation (NaN where no operation has one). Where the profiler writes its own per-step totals
+    (``comm_rank_step``) those are the op time, transit and wait."""
+    if totals is not None:
+        prs = totals[["rank", "step"]].copy()
+        prs["comm_op_ms"] = totals["elapse_ms"]
+        for col in ("transit_ms", "wait_ms"):
+            if col in totals:
+                prs[col] = totals[col]
+    else:
+        prs = facts.comm_op_ms(ops)
+        extra = [c for c in _SUMMED if c in ops]
+        if extra:
+            prs = prs.merge(ops.groupby(["rank", "step"], as_index=False)[extra].sum(min_count=1),
+                            on=["rank", "step"], how="left")
+    busy = facts.comm_busy_ms(ops) if ops is not None else None
+    if busy is not None:
+        prs = prs.merge(busy, on=["rank", "step"], how="left")
+    keep = [c for c in prs.columns if c in ("rank", "step", "comm_op_ms") or prs[c].notna().any()]
+    return prs[keep]
 
 
-def _kernel_collectives(run: Run) -> pd.DataFrame:
-    """Communication kernels as collectives when the trace has no collective args on them (older PyTorch, ROCm)."""
-    g = run.table("gpu_ops")
-    if g is None:
-        return pd.DataFrame()
-    k = g[g["kind"] == "comm"]
-    low = k["name"].str.lower().str.replace("_", "", regex=False)
-    coll = pd.Series("other", index=k.index)
-    for key, name in reversed(_NCCL_OP):
-        coll[low.str.contains(key, regex=False)] = name
-    return pd.DataFrame({"rank": k["rank"], "source": "gpu_kernel", "name": k["name"], "collective": coll,
-                         "group_ranks": "", "group_name": "stream " + k["stream"].astype(str), "group_size": -1,
-                         "in_mb": math.nan, "out_mb": math.nan, "start_ms": k["start_ms"], "dur_ms": k["dur_ms"]})
+def wait_ratio(wait: pd.Series, transit: pd.Series) -> pd.Series:
+    """Wait ratio = wait / (wait + transit) (CANN's formula; on MindSpore hccl_raw, whose transit is the
+    communication cost, MindInsight's wait / (communication + wait)); NaN without both."""
+    total = wait + transit
+    return (wait / total).where(total > 0)
 
 
-def _p2p_transit(sel: pd.DataFrame) -> None:
-    """Point-to-point kernels with known peers: transit = the shorter of the send kernel and its matching receive
-    kernel (the n-th send from a to b with the n-th receive on b from a, :func:`reportgen.p2p.issue_index`), so a receive that
-    waited for a late sender is not counted as transfer time. The n-th receives of the two ranks of a pipeline pair
-    are transfers in opposite directions: their minimum (the collectives' rule) says nothing. In place; a send or
-    receive without its other half keeps no transit (NaN)."""
-    if "dst_rank" not in sel or "src_rank" not in sel:
-        return
-    is_send, is_recv = sel["collective"] == "send", sel["collective"] == "recv"
-    known = (is_send & (sel["dst_rank"] >= 0)) | (is_recv & (sel["src_rank"] >= 0))
-    if not known.any():
-        return
-    p = sel[known]
-    src = np.where(p["collective"] == "send", p["rank"], p["src_rank"]).astype(np.int64)
-    dst = np.where(p["collective"] == "send", p["dst_rank"], p["rank"]).astype(np.int64)
-    from ..p2p import issue_index
-
-    p = p.assign(_src=src, _dst=dst)
-    p["_n"] = issue_index(p, ["_src", "_dst", "collective"])
-    both = p.groupby(["_src", "_dst", "_n"])["dur_ms"].agg(["min", "count"])
-    p = p.join(both, on=["_src", "_dst", "_n"])
-    sel.loc[p.index, "transit_ms"] = p["min"].where(p["count"] == 2)
-
-
-def _kineto(run: Run) -> dict:
-    coll = run.table("collectives")
-    coll = coll if coll is not None else pd.DataFrame(columns=["source"])
-    sel = coll[coll["source"] == "gpu_kernel"]
-    source = "NCCL kernels with collective args"
-    if sel.empty:
-        sel, source = _kernel_collectives(run), "communication kernels (no collective args in this trace)"
-    if sel.empty:
-        for src, label in (("gloo", "gloo operations"), ("record_param_comms", "record_param_comms CPU ops")):
-            sel = coll[coll["source"] == src]
-            if not sel.empty:
-                source = label
-                break
-    if sel.empty:
-        raise Unavailable(
-            "This PyTorch trace records no communication: no NCCL/RCCL kernels (nor kernels matching a "
-            "--comm-pattern), no gloo operations and no record_param_comms ops. A single-process run has none; for "
-            "a distributed run, profile every rank with the CUDA activity (NCCL kernels) or CPU activity (gloo).")
-    sel = sel.copy()
-    if "in_mb" not in sel or sel["in_mb"].isna().all():
-        sel["in_mb"] = math.nan
-        sel["out_mb"] = math.nan
-    key = sel["group_ranks"].where(sel["group_ranks"].astype(str) != "", sel.get("group_name", ""))
-    sel["group"] = key.astype(str)
-    sel = sel.sort_values(["rank", "start_ms"])
-    sel["n"] = sel.groupby(["rank", "group", "collective"]).cumcount()
-    inst = sel.groupby(["group", "collective", "n"])["dur_ms"].agg(["min", "count"]).rename(
-        columns={"min": "transit_ms", "count": "ranks_seen"})
-    sel = sel.join(inst, on=["group", "collective", "n"])
-    partial = (sel["group_size"] > 0) & (sel["ranks_seen"] < sel["group_size"])
-    sel.loc[partial, "transit_ms"] = math.nan  # not every rank of the group is in the run: no fair minimum
-    _p2p_transit(sel)
-    sel["wait_ms"] = sel["dur_ms"] - sel["transit_ms"]
-    sel["size_mb"] = sel[["in_mb", "out_mb"]].max(axis=1)
-    n = sel["group_size"].where(sel["group_size"] > 0, sel["ranks_seen"])
-    sel["bandwidth_gbps"] = (sel["size_mb"] / sel["dur_ms"]).where(sel["dur_ms"] > 0)  # MB/ms = GB/s
-    factor: dict = {}  # a handful of (collective, group size) pairs among many ops
-    sel["busbw_gbps"] = sel["bandwidth_gbps"] * [
-        factor[ck] if ck in factor else factor.setdefault(ck, busbw_factor(ck[0], int(ck[1])))
-        for ck in zip(sel["collective"], n)]
-    steps = run.table("trace_steps")
-    sel["step"] = assign_steps(sel, steps)  # the rank's step window holding the op's start; -1 outside every step
-    ops = sel.rename(columns={"collective": "op_type"}).assign(op=sel["name"], elapse_ms=sel["dur_ms"])
-    ops_out = ops[["rank", "op", "group", "step", "op_type", "elapse_ms", "transit_ms", "wait_ms", "size_mb",
-                   "bandwidth_gbps", "busbw_gbps"]]
-    prs = ops.groupby(["rank", "step"], as_index=False)[["elapse_ms", "transit_ms", "wait_ms"]].sum().rename(
-        columns={"elapse_ms": "comm_ms"})
-    # per-pair p2p links (send/recv matched by order, transfer = the shorter of the two kernels), when the trace
-    # names the peers; NCCL collectives carry no per-link data
-    return {"ops": ops_out, "per_rank_step": prs, "links": run.table("p2p_links"),
-            "links_steps": max(1, len(run.steps)), "avg_source": "computed",
-            "wait_formula": "wait / (wait + transit)", "kineto_source": source,
-            "sizes_known": bool(sel["size_mb"].notna().any())}
+#: what the wait ratio is, as the metrics file states it
+WAIT_RATIO_FORMULA = "wait / (wait + transit)"
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    if run.table("comm_ops") is not None and "elapse_ms" in run.table("comm_ops"):  # per-op elapse (not MindInsight's)
-        d = _ascend(run)
-    elif run.table("mi_comm_rank_step") is not None:
-        d = _mindinsight(run)
-    elif run.table("collectives") is not None or run.table("gpu_ops") is not None:
-        d = _kineto(run)
-    else:
-        raise Unavailable(
-            "No communication data in this run. MindSpore Insight: hccl_raw_<rank>.csv (profile with communication "
-            "data); Ascend: communication.json / communication_matrix.json (profiler_level Level1 or higher); "
-            "PyTorch: NCCL kernels, gloo or record_param_comms events in the trace.")
-    prs = d["per_rank_step"]
+    raw = run.table("comm_ops")
+    totals = run.table("comm_rank_step")
+    ops = _ops_with_sizes(run, raw)
+    if ops is None and totals is None:
+        raise Unavailable("No communication data in this run (" + SOURCES + ").")
+    prs = per_rank_step(ops, totals)
     F = facts.of(run, options)
     ms_cols = [c for c in prs.columns if c.endswith("_ms")]
     extra_meta = {}
@@ -240,45 +149,97 @@ def analyze(run: Run, options=None) -> Analysis:
     else:
         inside = prs[prs["step"] != -1] if (prs["step"] != -1).any() else prs
         per_rank = inside.groupby("rank", as_index=False)[ms_cols].mean()
-    file_avg = d.pop("per_rank_avg", None)
-    if "transit_ms" in per_rank and per_rank["transit_ms"].notna().any():
-        per_rank["wait_ratio"] = (per_rank["wait_ms"] / (per_rank["wait_ms"] + per_rank["transit_ms"])).where(
-            (per_rank["wait_ms"] + per_rank["transit_ms"]) > 0)
+    if "transit_ms" in per_rank and "wait_ms" in per_rank:
+        per_rank["wait_ratio"] = facts.guard_ratio(wait_ratio(per_rank["wait_ms"], per_rank["transit_ms"]),
+                                                   "communication wait ratio", run)
     else:
-        per_rank["wait_ratio"] = (per_rank["wait_ms"] / (per_rank["comm_ms"] + per_rank["wait_ms"])).where(
-            (per_rank["comm_ms"] + per_rank["wait_ms"]) > 0)
+        per_rank["wait_ratio"] = math.nan
     per_rank["stage"] = per_rank["rank"].map(run.stage_of)
     tables = {"per_rank": per_rank, "per_rank_step": prs}
-    if file_avg is not None:
-        tables["per_rank_file_average"] = file_avg  # MindInsight's hccl_raw average row, a reference only
-    if d.get("ops") is not None:
-        tables["ops"] = d["ops"]
-    links = d.get("links")
+    avg = run.table("comm_rank_avg")
+    if avg is not None:  # the profiler's own average row, a reference only
+        tables["per_rank_file_average"] = avg[["rank"]].assign(comm_op_ms=avg["elapse_ms"],
+                                                               transit_ms=avg["transit_ms"], wait_ms=avg["wait_ms"])
+    if ops is not None:
+        tables["ops"] = ops.drop(columns=["start_ms"], errors="ignore")
+    links, links_steps = _links(run, F)
     if links is not None and not links.empty:
         tables["links"] = links
-    if d.get("links_local") is not None:
-        tables["links_local"] = d["links_local"]
+    local = _local_links(run)
+    if local is not None:
+        tables["links_local"] = local
     link_ops = _link_ops(run)
     if link_ops is not None and not link_ops.empty:
         tables["link_ops"] = link_ops
-    slow = _slow_links(links if links is not None else d.get("links_local"), d.get("links_steps", 1))
+    # local links come from the files' per-step average row: one step
+    slow = _slow_links(links, links_steps) if links is not None else _slow_links(local, 1)
     metrics = {
-        **extra_meta, "avg_source": "computed", "wait_ratio_formula": d["wait_formula"],
-        "comm_ms_mean": float(per_rank["comm_ms"].mean()), "wait_ms_mean": float(per_rank["wait_ms"].mean()),
+        **extra_meta, "avg_source": "computed", "wait_ratio_formula": WAIT_RATIO_FORMULA,
+        "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
+        "wait_ms_mean": float(per_rank["wait_ms"].mean()) if "wait_ms" in per_rank else math.nan,
         "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
+        "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION},
     }
-    if d.get("kineto_source"):
-        metrics["collective_source"] = d["kineto_source"]
-    outliers = transit_outliers(d.get("ops")) if run.source_format == "ascend" else []
-    metrics["transit_outlier_ops"] = len(outliers)
-    return Analysis(metrics=metrics, tables=tables, data={"slow_links": slow, "local_links": "links_local" in tables,
-                                                          "op_sizes": operation_sizes(run, d.get("ops")),
-                                                          "ranks": run.ranks, "transit_outliers": outliers,
-                                                          "family": run.source_format,
-                                                          "ops_steps": int(d["ops"]["step"].nunique())
-                                                          if d.get("ops") is not None else 1,
-                                                          "groups": _group_options(run, options)})
+    if "comm_busy_ms" in per_rank:
+        metrics["comm_busy_ms_mean"] = float(per_rank["comm_busy_ms"].mean())
+    if raw is not None and raw.attrs.get("source"):
+        metrics["collective_source"] = raw.attrs["source"]
+    transit = transit_applicable(ops)
+    outliers = transit_outliers(ops) if transit else []
+    if transit:
+        metrics["transit_outlier_ops"] = len(outliers)
+    waits = facts.rank_waits(run, options)
+    if waits is not None:
+        tables["rank_waits"] = waits
+        clocks = facts.entry_clocks(facts.entries(run), run.hosts)
+        metrics["waits"] = {"definition": "waited_ms: time this rank waited for the last rank to enter each collective "
+                                          "call (and for the peer of each point-to-point transfer); late_ms: time the "
+                                          "other ranks waited for this rank; totals over the steps in scope",
+                            "clocks_comparable": clocks["comparable"], "clocks_basis": clocks["basis"],
+                            "collective_calls": clocks["calls"],
+                            "end_spread_ms_median": clocks["end_spread_ms"]}
+    a = Analysis(metrics=metrics, tables=tables, data={
+        "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": operation_sizes(run, ops),
+        "ranks": run.ranks, "transit_outliers": outliers, "transit_applicable": transit,
+        "note": raw.attrs.get("note") if raw is not None else None,
+        "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options)})
+    a.findings = _findings(a)
+    return a
 
+
+def transit_applicable(ops: pd.DataFrame | None) -> bool:
+    """The transit outlier rule needs a transit time per rank and operation and the operation's group (which ranks
+    ran the same instance): it applies when some operation has both."""
+    if ops is None or "transit_ms" not in ops or "group" not in ops:
+        return False
+    g = ops["group"]
+    return bool((ops["transit_ms"].notna() & g.notna() & (g.astype(str) != "") & (g.astype(str) != "None")).any())
+
+
+def _links(run: Run, F) -> tuple[pd.DataFrame | None, int]:
+    """Links between GLOBAL ranks and how many steps they sum: the communication matrix's ``total`` entries summed
+    over the ranks that report them and over steps, else the point-to-point links of the trace; bandwidth =
+    size / time."""
+    m = run.table("comm_matrix")
+    if m is not None:
+        tot = m[m["stat"] == "total"]
+        links = tot.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
+        links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
+        return links, max(1, int(m["step"].nunique()))
+    links = run.table("p2p_links")
+    return links, max(1, len(run.steps))
+
+
+def _local_links(run: Run) -> pd.DataFrame | None:
+    """Links whose ends are group-local indices (``comm_links_local``): the per-link rows of the file's average
+    row when it has them, else every step's."""
+    lk = run.table("comm_links_local")
+    if lk is None:
+        return None
+    lk = lk[lk["op"].isna()]
+    sel = lk[lk["step"] == -1] if (lk["step"] == -1).any() else lk
+    return sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb",
+                "bandwidth_gbps"]].reset_index(drop=True)
 
 #: process groups the communication section's Group control offers (the largest first); the domains section has all
 GROUP_OPTIONS = 64
@@ -393,7 +354,7 @@ def _link_ops(run: Run) -> pd.DataFrame | None:
         link = x["src_rank"].astype(str) + "→" + x["dst_rank"].astype(str) + " " + x["transport"]
         df = pd.DataFrame({"link": link, "op": x["op_name"], "time_ms": x["time_ms"], "size_mb": x["size_mb"]})
     else:
-        lk = run.table("mi_links")
+        lk = run.table("comm_links_local")
         if lk is None:
             return None
         x = lk[lk["op"].notna() & (lk["step"] >= 0) & (lk["src_local"] != lk["dst_local"])]
@@ -472,6 +433,12 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
 # --------------------------------------------------------------------------- present
 
 
+#: the two communication times, named the same wherever they are shown (reportgen/facts.py defines them)
+OP_LABEL = "Communication op time (sum)"
+#: the same on a chart axis, legend or tooltip (the unit is added in parentheses there)
+OP_AXIS = "Communication op time"
+BUSY_LABEL = "Communication busy (union)"
+
 #: The link charts' metric (each chart titles the chosen metric with its unit).
 LINK_METRIC_CONTROL = Control("link_metric", "Link metric", [("time_ms", "Time"), ("size_mb", "Size"),
                                                              ("bandwidth_gbps", "Bandwidth")], "bandwidth_gbps")
@@ -480,15 +447,15 @@ LINK_METRIC_CONTROL = Control("link_metric", "Link metric", [("time_ms", "Time")
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     per_rank, prs = t["per_rank"], t["per_rank_step"]
-    findings = _findings(a)
-    comm_ms = per_rank.set_index("rank")["comm_ms"]
+    findings = a.findings
+    comm_ms = per_rank.set_index("rank")["comm_op_ms"]
     shown = th.ranks_shown(comm_ms, vl.finding_ranks(findings))
     warm = set(m.get("warmup_steps") or [])
     if shown is None:
         figures = [_rank_bars(per_rank, prs)]
     else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
         figures = [_rank_bars(per_rank[per_rank["rank"].isin(shown)], prs[prs["rank"].isin(shown)]),
-                   vl.rank_distribution("communication-distribution", comm_ms, shown, "Communication time",
+                   vl.rank_distribution("communication-distribution", comm_ms, shown, OP_AXIS,
                                         "average over the steps in scope" if warm else "average over the steps")]
     controls = [Control("step", "Step", [("avg", "Average (steps in scope)" if warm else "Average")] +
                         [(str(s), facts.step_label(s, warm))
@@ -510,15 +477,20 @@ def present(a: Analysis) -> View:
     sizes = a.data.get("op_sizes")
     if sizes is not None and not sizes.empty:
         figures.append(_sizes_chart(sizes))
-    tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank,
-                               [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
-                                Column("comm_ms", "Communication", "ms"), Column("wait_ms", "Wait", "ms"),
-                                Column("wait_ratio", "Wait ratio", "ratio")])]
+    cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"), Column("comm_op_ms", OP_LABEL, "ms")]
+    if "comm_busy_ms" in per_rank:
+        cols.append(Column("comm_busy_ms", BUSY_LABEL, "ms"))
+    cols += [Column(c, label, kind) for c, label, kind in (("transit_ms", "Transit", "ms"), ("wait_ms", "Wait", "ms"),
+                                                            ("wait_ratio", "Wait ratio", "ratio"))
+             if c in per_rank and per_rank[c].notna().any()]
+    tables = [Table.from_frame("communication-per-rank", "Per rank", per_rank, cols)]
+    if "rank_waits" in t:
+        tables.append(_waits_table(t["rank_waits"], m.get("waits") or {}))
     ops = t.get("ops")
     if ops is not None:
         top = ops.sort_values("elapse_ms", ascending=False)
         cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), Column("group", "Group", "text"),
-                Column("step", "Step", "int"), Column("elapse_ms", "Elapse", "ms"),
+                Column("step", "Step", "int"), Column("elapse_ms", "Duration", "ms"),
                 Column("transit_ms", "Transit", "ms"), Column("wait_ms", "Wait", "ms"),
                 Column("size_mb", "Size", "mb"), Column("bandwidth_gbps", "Bandwidth", "gbps")]
         if "busbw_gbps" in ops:
@@ -544,37 +516,50 @@ def present(a: Analysis) -> View:
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
              Column("bandwidth_gbps", "Bandwidth", "gbps")],
-            caption="MindSpore's hccl_raw files give each link's ends as ranks inside its communication group and do "
-                    "not say which group; they cannot be turned into global ranks, so they are shown as written."))
+            caption="The files give each link's ends as ranks inside its communication group and do not say which "
+                    "group; they cannot be turned into global ranks, so they are shown as written."))
     notes = []
-    if a.data.get("family") == "ascend":
-        notes.append("Ascend times (elapse, transit, wait) come from each operator's master plane only, while sizes "
-                     "count every plane: a wait ratio near 100% with data moved means the master stream only "
-                     "waited while other planes transferred.")
-    if m.get("collective_source"):
-        notes.append(f"Collectives from {m['collective_source']}, matched across the ranks of their group by "
-                     "order; transit = the shortest duration among those ranks, wait = the rest.")
+    if a.data.get("note"):
+        notes.append(a.data["note"])
+    notes.append(f"{OP_LABEL} = the sum of the operations' durations"
+                 + (f"; {BUSY_LABEL.lower()} = the time at least one of them ran (the union of their intervals on the "
+                    "rank's timeline): with several communication streams the sum exceeds it." if "comm_busy_ms" in
+                    per_rank else "; the operations have no start times here, so no busy time (union) is given."))
     if shown is not None:  # many ranks: the bars draw the extremes, the median and the findings' ranks
-        notes.append(vl.rank_cut_note(shown, len(per_rank), "communication time", "Per rank"))
-    # MindInsight's communication time excludes the waiting (its ratio is wait / (communication + wait)); the
-    # others' communication time holds it (wait / (wait + transit))
-    apart = "(communication + wait)" in m["wait_ratio_formula"]
-    summary = (f"Mean communication time per rank {fmt.ms(m['comm_ms_mean'])} per step, "
-               f"{'and waiting' if apart else 'of which waiting'} {fmt.ms(m['wait_ms_mean'])} "
-               f"{'besides it ' if apart else ''}(wait ratio = {m['wait_ratio_formula']}).")
+        notes.append(vl.rank_cut_note(shown, len(per_rank), "communication op time", "Per rank"))
+    wait = m.get("wait_ms_mean")
+    summary = (f"Mean {OP_LABEL.lower()} per rank {fmt.ms(m['comm_op_ms_mean'])} per step"
+               + (f" (busy {fmt.ms(m['comm_busy_ms_mean'])})" if m.get("comm_busy_ms_mean") is not None else "")
+               + (f", of which waiting {fmt.ms(wait)} (wait ratio = {m['wait_ratio_formula']})."
+                  if wait is not None and not math.isnan(wait) else "; this data has no wait times."))
     if m.get("steps_left_out"):
         left = ["outside every step" if x == -1 else str(x) for x in m["steps_left_out"]]
         notes.append(f"Communication of steps the run's step data lacks ({', '.join(left)}) is in the operator table "
                      "but left out of the per-rank and per-step numbers, so every section covers the same steps.")
     if "per_rank_file_average" in t:
-        notes.append("The hccl_raw files' own average rows are kept as the table 'profiler average row'; per-rank "
-                     "numbers here average the steps in scope, like every other section.")
-        tables.append(Table.from_frame("communication-file-average", "Profiler average row (hccl_raw)",
+        notes.append("The files' own average rows are kept as the table 'profiler average row'; per-rank numbers "
+                     "here average the steps in scope, like every other section.")
+        tables.append(Table.from_frame("communication-file-average", "Profiler average row",
                                        t["per_rank_file_average"], [Column("rank", "Rank", "rank"),
-                                                                    Column("comm_ms", "Communication", "ms"),
+                                                                    Column("comm_op_ms", OP_LABEL, "ms"),
+                                                                    Column("transit_ms", "Transit", "ms"),
                                                                     Column("wait_ms", "Wait", "ms")]))
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+    return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes,
                 ranks_drawn=list(shown or []))
+
+
+def _waits_table(w: pd.DataFrame, meta: dict) -> Table:
+    caption = ("Per rank, over the steps in scope: the time it waited for the last rank to enter each collective call "
+               "(and for the peer of each point-to-point transfer), and the time the other ranks waited for it. "
+               "Entry times are each rank's operation starts.")
+    if meta.get("clocks_comparable") is False:
+        caption += (" The ranks' clocks do not look comparable here (collective ends spread "
+                    f"{fmt.ms(meta.get('end_spread_ms_median'))} in the median call): read these waits with care.")
+    return Table.from_frame("communication-waits", "Who waited for whom (per rank)",
+                            w.sort_values(["late_ms", "rank"], ascending=[False, True], kind="stable"),
+                            [Column("rank", "Rank", "rank"), Column("waited_ms", "Waited for others", "ms"),
+                             Column("late_ms", "Others waited for it", "ms"), Column("calls", "Collective calls", "int"),
+                             Column("last_calls", "Entered last", "int")], caption=caption)
 
 
 def _findings(a: Analysis) -> list[Finding]:
@@ -627,16 +612,17 @@ SEPARATE_SCALES_RATIO = 10.0
 
 
 def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
-    avg = per_rank.assign(step_key="avg")[["rank", "step_key", "comm_ms", "wait_ms"]]
-    per = prs.assign(step_key=prs["step"].astype(str))[["rank", "step_key", "comm_ms", "wait_ms"]]
+    per_rank, prs = (df if "wait_ms" in df else df.assign(wait_ms=math.nan) for df in (per_rank, prs))
+    avg = per_rank.assign(step_key="avg")[["rank", "step_key", "comm_op_ms", "wait_ms"]]
+    per = prs.assign(step_key=prs["step"].astype(str))[["rank", "step_key", "comm_op_ms", "wait_ms"]]
     wide = pd.concat([avg, per], ignore_index=True)
-    top = {c: float(wide[c].abs().max()) if wide[c].notna().any() else 0.0 for c in ("comm_ms", "wait_ms")}
+    top = {c: float(wide[c].abs().max()) if wide[c].notna().any() else 0.0 for c in ("comm_op_ms", "wait_ms")}
     hi, lo = max(top.values()), min(top.values())
     separate = lo > 0 and hi / lo >= SEPARATE_SCALES_RATIO
-    shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_ms"], wide["wait_ms"]]))
+    shared_unit = fmt.unit_for("ms", pd.concat([wide["comm_op_ms"], wide["wait_ms"]]))
     base = vl.Chart(wide).transform_filter("datum.step_key == step").transform_filter(GROUP_FILTER)
     rows = []
-    for i, (col, label, role) in enumerate((("comm_ms", "Communication", "comm"), ("wait_ms", "Wait", "wait"))):
+    for i, (col, label, role) in enumerate((("comm_op_ms", OP_AXIS, "comm"), ("wait_ms", "Wait", "wait"))):
         unit, factor = fmt.unit_for("ms", wide[col]) if separate else shared_unit
         last = i == 1
         rows.append(in_unit(base, factor, col).mark_bar(color=palette.ROLE[role]).encode(
@@ -737,10 +723,10 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False) -
                           # labels just outside the circle, away from the node and its edges
                           "lx": [LABEL_RADIUS * pos[r][0] for r in ranks],
                           "ly": [LABEL_RADIUS * pos[r][1] for r in ranks]})
-    nodes["comm_ms"] = [float(pr["comm_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
-    nodes["wait_ms"] = [float(pr["wait_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
-    total = nodes["comm_ms"] + nodes["wait_ms"]
-    nodes["wait_share"] = (nodes["wait_ms"] / total).where(total > 0)
+    nodes["comm_ms"] = [float(pr["comm_op_ms"].get(r, 0.0)) if r in pr.index else 0.0 for r in ranks]
+    nodes["wait_ms"] = [float(pr["wait_ms"].get(r, 0.0)) if r in pr.index and "wait_ms" in pr else 0.0
+                        for r in ranks]
+    nodes["wait_share"] = [float(pr["wait_ratio"].get(r, math.nan)) if r in pr.index else math.nan for r in ranks]
     e = links[links["src_rank"] != links["dst_rank"]].groupby(["src_rank", "dst_rank"], as_index=False)[
         ["size_mb", "time_ms"]].sum()
     e["x"], e["y"] = e["src_rank"].map(lambda r: pos[r][0]), e["src_rank"].map(lambda r: pos[r][1])
@@ -761,10 +747,10 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False) -
         opacity=0.95).encode(
         x=x, y=y,
         size=vl.Size("comm_ms_u:Q", scale=vl.Scale(range=[40, 600]),
-                      legend=vl.Legend(**axis("Communication", time_unit), symbolFillColor=palette.ROLE["comm"])),
+                      legend=vl.Legend(**axis(OP_AXIS, time_unit), symbolFillColor=palette.ROLE["comm"])),
         color=vl.Color("wait_share:Q", scale=vl.Scale(scheme=palette.SEQUENTIAL_ON_BACKGROUND, domain=[0, 1]),
                         legend=vl.Legend(**axis("Waiting share", kind="ratio"))),
-        tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", "Communication", time_unit),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("comm_ms_u", OP_AXIS, time_unit),
                  tip("wait_ms_u", "Wait", time_unit), tip("wait_share", "Waiting share", kind="ratio")])
     labels = vl.Chart(nodes).transform_filter(GROUP_FILTER).mark_text(fontSize=11).encode(
         x=vl.X("lx:Q", axis=hidden, scale=extent),
@@ -773,7 +759,7 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False) -
     chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side) \
         .add_params(vl.param(name="comm_group", value="all"))
     return Figure("communication-graph", "Who talks to whom", to_spec(chart),
-                  caption="Node size = communication time; colour = share of waiting in communication + waiting "
+                  caption="Node size = communication op time; colour = wait ratio, wait / (wait + transit) "
                           "(light ranks mostly wait); edge width = bytes moved."
                           + (" The process group chosen above keeps its ranks and links." if grouped else ""),
                   alt="Node-link graph of ranks and links")

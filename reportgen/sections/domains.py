@@ -48,12 +48,19 @@ from . import analysis_of
 ID = "domains"
 TITLE = "Communication domains"
 
+#: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them); groups come
+#: from the strategy section or, failing that, the world
+NEEDS = (("step_time", "cluster_overlap"),)
+SOURCES = ("a per-rank breakdown of the step into computation, communication and free time (the overlap section's "
+           "data: a step_trace_time.csv / profiler DB, GPU and NCCL kernels with ProfilerStep markers, or the "
+           "cluster analysis files)")
+
 #: member parts, in stacking order: (column, label, palette role)
 PARTS = [("compute_only_ms", "Computation only", "compute"),
          ("overlapped_ms", "Communication overlapped", "comm_overlapped"),
          ("comm_not_overlapped_ms", "Communication not overlapped", "comm"),
          ("free_ms", "Free", "free")]
-#: the parts when free and overlapped time are not measured (MindSpore Insight's cluster analysis)
+#: the parts when free and overlapped time are not measured (a computation that includes idle time)
 _MI_PARTS = [("compute_only_ms", "Computation (incl. free)", "compute"), PARTS[2]]
 VERDICT_ORDER = {"computation": 0, "scheduling": 1, "communication": 2, "balanced": 3}
 #: groups the member chart offers (the worst verdicts first); the tables and the JSON have every group
@@ -112,7 +119,8 @@ def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
     # float noise of a sum (1e-14 ms) is not time: below a nanosecond per step it is 0
     per["unaccounted_ms"] = rest.where(rest.abs() >= 1e-6, 0.0)
     for c, _, _ in PARTS:
-        per[c.replace("_ms", "_share")] = (per[c] / per["step_ms"]).where(per["step_ms"] > 0)
+        per[c.replace("_ms", "_share")] = facts.share(per[c], per["step_ms"], f"member {c.replace('_ms', '')} share",
+                                                      run)
     keep = ["rank", "step_ms", "computing_ms", "unaccounted_ms"] + [c for c, _, _ in PARTS] + \
         [c.replace("_ms", "_share") for c, _, _ in PARTS]
     return per[keep].reset_index(drop=True), full
@@ -146,7 +154,7 @@ def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None, own: pd.Series | Non
         .where(staged, 0.0).fillna(0.0)
     exposed = mem.groupby("gi")["comm_not_overlapped_ms"].mean() / step
     comp = spread["computing_ms"].fillna(0.0)
-    free = spread["free_ms"].fillna(0.0)  # not measured (MindInsight): no scheduling verdict
+    free = spread["free_ms"].fillna(0.0)  # not measured (computation incl. idle): no scheduling verdict
     out = pd.DataFrame({"step_ms_mean": step, "computation_spread_ratio": comp,
                         "free_spread_ratio": spread["free_ms"],  # NaN where free time is not measured
                         "stage_computation_spread_ratio": stage_spread,
@@ -371,8 +379,10 @@ def analyze(run: Run, options=None) -> Analysis:
               "members": mem[member_cols]}
     if not dist.empty:
         tables["op_types"] = dist.merge(domains[["gi", "group", "name", "kind"]], on="gi")
-    return Analysis(metrics=metrics, tables=tables, data={"slow_fabric": fabric, "tp_spanning_hosts": spanning,
-                                                          "hosts": host_of, "full": full})
+    a = Analysis(metrics=metrics, tables=tables, data={"slow_fabric": fabric, "tp_spanning_hosts": spanning,
+                                                       "hosts": host_of, "full": full})
+    a.findings = _findings(a)
+    return a
 
 
 # --------------------------------------------------------------------------- present
@@ -454,7 +464,7 @@ def present(a: Analysis) -> View:
     if fig is not None:
         figures.append(fig[0])
         controls.append(fig[1])
-    return View(summary=summary, figures=figures, tables=tables, findings=_findings(a), controls=controls)
+    return View(summary=summary, figures=figures, tables=tables, controls=controls)
 
 
 def members(a: Analysis) -> pd.DataFrame:

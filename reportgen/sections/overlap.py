@@ -9,8 +9,13 @@ Sources and definitions:
   element-wise maximum over the stage's ranks, per step (msprof-analyze ``cluster_step_trace_time.csv``).
   **Departure:** torch_npu's Bubble counts only ``hcom_receive`` ops, so pipelines built on
   ``batch_isend_irecv`` (Megatron / MindSpeed: ``hcom_batchSendRecv``) get Bubble = 0. We also show
-  ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from
-  communication.json) and the stage time and exposed collective time derived from it.
+  ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from the canonical
+  ``comm_ops``: communication.json on Ascend; on PyTorch traces the NCCL Send/Recv and SendRecv kernels) and the
+  stage time and exposed collective time derived from it, wherever the run has batched send/receive operations.
+* ``comm_busy_ms`` ("Communication busy (union)"): the step breakdown's union of communication time on the rank's
+  timeline (reportgen/facts.py ``COMM_BUSY_DEFINITION``); the communication section's ``comm_op_ms`` is the sum of
+  the operations' durations and exceeds it when operations overlap (several streams).
+* A share outside 0..1 is a data problem (:func:`reportgen.facts.guard_ratio`), never shown.
 * MindSpore Insight ``ascend_cluster_analyse_*`` (../shared/research/mindinsight-cluster-profiling.md §3.2):
   computation_time (= step - pure communication, so it includes idle time), communication_alone_time
   (pure communication), stage_time, receive_alone_time (pure receive), collective_communication_alone_time.
@@ -39,26 +44,38 @@ from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, T
 ID = "overlap"
 TITLE = "Computation / communication overlap"
 
-ASCEND_COLS = ["computing_ms", "comm_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms", "stage_ms",
+DEVICE_COLS = ["computing_ms", "comm_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms", "stage_ms",
                "bubble_ms", "comm_not_overlapped_exclude_receive_ms", "preparing_ms"]
 MI_COLS = ["computation_incl_free_ms", "comm_not_overlapped_ms", "stage_ms", "receive_only_ms",
            "comm_not_overlapped_exclude_receive_ms"]
 MAX_CHART_ROWS = 20_000
 
+#: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them)
+NEEDS = (("step_time", "cluster_overlap"),)
+SOURCES = ("a per-step breakdown of computation and communication: Ascend ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
+           "or the profiler DB (any profiler level); MindSpore Insight ascend_cluster_analyse_<mode>_<stages>_<size>_"
+           "<rank>.csv (written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace "
+           "(a CPU-only trace has no device timeline to measure overlap on)")
+
 
 def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
-    """Σ elapse of p2p receive and batchSendRecv ops per rank and step (our Bubble, incl. batchSendRecv)."""
+    """Σ elapse of p2p receive and batched send/receive ops (``comm_ops`` op_type receive / batchsendrecv) per rank
+    and step (our Bubble, incl. batchSendRecv); None when the run has no batched send/receive operation (then the
+    step breakdown's bubble misses nothing and stays the one receive column)."""
     ops = run.table("comm_ops")
     if ops is None:
         return None
     p2p = ops[(ops["kind"] == "p2p") & ops["op_type"].isin(["receive", "batchsendrecv"])]
+    if not (p2p["op_type"] == "batchsendrecv").any():  # nothing the step breakdown's bubble leaves out
+        return None
     return p2p.groupby(["rank", "step"], as_index=False)["elapse_ms"].sum().rename(
         columns={"elapse_ms": "receive_incl_batch_ms"})
 
 
-def _ascend(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _device(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """From a measured device breakdown (``step_time``: computing, communication, not overlapped, free per step)."""
     st = run.table("step_time")
-    rows = st[["rank", "step", "step_ms"] + ASCEND_COLS].copy()
+    rows = st[["rank", "step", "step_ms"] + DEVICE_COLS].rename(columns={"comm_ms": "comm_busy_ms"})
     recv = _receive_incl_batch(run)
     if recv is not None:
         rows = rows.merge(recv, on=["rank", "step"], how="left")
@@ -69,7 +86,7 @@ def _ascend(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     rows["receive_only_ms"] = rows["bubble_ms"]
     rows["computation_incl_free_ms"] = rows["step_ms"] - rows["comm_not_overlapped_ms"]
     cols = [c for c in rows.columns if c not in ("rank", "step")]
-    return rows, _per_rank(rows, cols, F), {"family": run.source_format, "average_source": "computed"}
+    return rows, _per_rank(rows, cols, F), {"breakdown": "device", "average_source": "computed"}
 
 
 def _per_rank(rows: pd.DataFrame, cols: list[str], F) -> pd.DataFrame:
@@ -79,13 +96,15 @@ def _per_rank(rows: pd.DataFrame, cols: list[str], F) -> pd.DataFrame:
     return F.per_rank_mean(rows, cols)
 
 
-def _mindinsight(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _computation_incl_idle(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """From the profiler's own overlap analysis (``cluster_overlap``), whose computation is step - pure
+    communication (idle included)."""
     ov = run.table("cluster_overlap")
     rename = {"computation_ms": "computation_incl_free_ms", "comm_alone_ms": "comm_not_overlapped_ms",
               "receive_alone_ms": "receive_only_ms", "collective_comm_alone_ms": "comm_not_overlapped_exclude_receive_ms"}
     rows = ov.rename(columns=rename)[["rank", "step"] + MI_COLS].copy()
     rows["step_ms"] = rows["computation_incl_free_ms"] + rows["comm_not_overlapped_ms"]
-    meta = {"family": "mindinsight", "average_source": "computed"}
+    meta = {"breakdown": "computation_incl_idle", "average_source": "computed"}
     avg = run.table("cluster_overlap_avg")
     if avg is not None and set(rows["rank"]) <= set(avg["rank"]):
         # the file's own average row: MindInsight's helper rates come from it; kept as a reference, never the headline
@@ -167,15 +186,11 @@ def analyze(run: Run, options=None) -> Analysis:
     st = run.table("step_time")
     F = facts.of(run, options)
     if st is not None and "comm_not_overlapped_ms" in st and st["comm_not_overlapped_ms"].notna().any():
-        rows, per_rank, meta = _ascend(run, F)
+        rows, per_rank, meta = _device(run, F)
     elif run.table("cluster_overlap") is not None:
-        rows, per_rank, meta = _mindinsight(run, F)
+        rows, per_rank, meta = _computation_incl_idle(run, F)
     else:
-        raise Unavailable(
-            "No computation/communication breakdown in this run. Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
-            "(any profiler level); MindSpore Insight: ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv "
-            "(written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace "
-            "(a CPU-only trace has no device timeline to measure overlap on).")
+        raise Unavailable("No computation/communication breakdown in this run (" + SOURCES + ").")
     if F is not None:  # the steps listed are the run's; a step only this source has is left out (and said)
         extra = sorted(set(rows["step"]) - set(F.steps_all))
         rows = F.listed(rows).copy()
@@ -196,10 +211,12 @@ def analyze(run: Run, options=None) -> Analysis:
                "steps": len(F.steps) if F is not None else int(rows["step"].nunique()), "within_stage": within,
                "pure_comm_ms_mean": float(per_rank["comm_not_overlapped_ms"].mean()),
                "threshold_comm_share_ratio": th.COMM_SHARE}
-    if meta["family"] == "ascend":
-        metrics["bubble_source"] = ("profiler Bubble counts hcom_receive only; receive_incl_batch_ms adds "
-                                    "hcom_batchSendRecv") if "receive_incl_batch_ms" in rows else "profiler"
-    contract = ["rank", "computing_ms", "comm_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms",
+    if "bubble_ms" in rows and rows["bubble_ms"].notna().any():
+        metrics["bubble_source"] = ("bubble_ms as the step breakdown gives it counts plain receive operations only; "
+                                    "receive_incl_batch_ms adds batched send/receive operations") \
+            if "receive_incl_batch_ms" in rows else "the step breakdown"
+    metrics["definitions"] = {"comm_busy_ms": facts.COMM_BUSY_DEFINITION}
+    contract = ["rank", "computing_ms", "comm_busy_ms", "comm_not_overlapped_ms", "overlapped_ms", "free_ms",
                 "receive_only_ms", "stage_ms", "comm_not_overlapped_exclude_receive_ms", "stage"]
     per_rank_out = per_rank.reindex(columns=contract + [c for c in per_rank.columns if c not in contract])
     tables = {"per_rank": per_rank_out, "per_rank_step": rows}
@@ -213,9 +230,13 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["gpu_time_definition"] = ("whole trace, exact times, reportgen's kernel classes; *_hta columns "
                                           "reproduce HTA 0.5 (whole-µs rounding, work of the last ProfilerStep "
                                           "dropped, HTA's own kernel classes: only NCCL kernels are communication)")
-    return Analysis(metrics=metrics, tables=tables, data={"pipeline": bool(run.stage_map) and
-                                                          (run.parallel.get("stages") or 1) > 1,
-                                                          "most_receive": most_receive_stage(per_rank)})
+    per_rank_out["pure_comm_ratio"] = facts.guard_ratio(per_rank_out["pure_comm_ratio"],
+                                                        "pure communication share", run)
+    data = {"pipeline": bool(run.stage_map) and (run.parallel.get("stages") or 1) > 1,
+            "most_receive": most_receive_stage(per_rank)}
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(metrics, data, per_rank_out)
+    return a
 
 
 def _gpu_time(run: Run) -> pd.DataFrame | None:
@@ -237,7 +258,10 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
         row = {"rank": int(rank), **ours}
         row.update({f"{k.removesuffix('_ratio')}_hta_ratio": v for k, v in hta.items() if k.endswith("_ratio")})
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for col in [c for c in out.columns if c.endswith("_ratio")]:  # a share outside 0..1 is a data problem
+        out[col] = facts.guard_ratio(out[col], f"GPU time {col}", run)
+    return out
 
 
 # --------------------------------------------------------------------------- present
@@ -246,8 +270,8 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
 def present(a: Analysis) -> View:
     m = a.metrics
     per_rank, rows = a.tables["per_rank"], a.tables["per_rank_step"]
-    ascend = m["family"] in ("ascend", "kineto", "mindspore_cpu")  # timeline partitions (MindSpore CPU: its own label)
-    if ascend:
+    device = m["breakdown"] == "device"
+    if device:
         phases = [("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
                   ("free_ms", "Free")]
     elif a.data["pipeline"]:
@@ -265,7 +289,7 @@ def present(a: Analysis) -> View:
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
                                 [(str(s), f"Stage {s}") for s in stage_values], "all"))
-    labels = {"computing_ms": "Computing", "comm_ms": "Communication", "comm_not_overlapped_ms": "Comm. not overlapped",
+    labels = {"computing_ms": "Computing", "comm_busy_ms": "Communication busy (union)", "comm_not_overlapped_ms": "Comm. not overlapped",
               "overlapped_ms": "Overlapped", "free_ms": "Free", "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
               "receive_only_ms": "Pure receive", "comm_not_overlapped_exclude_receive_ms": "Comm. not overlapped excl. receive",
               "preparing_ms": "Preparing", "computation_incl_free_ms": "Computation incl. idle",
@@ -285,7 +309,7 @@ def present(a: Analysis) -> View:
     heat_cols = [c for c in heat_metrics(per_rank) if c in rows and rows[c].notna().any()]
     controls.append(Control("overlap_metric", "Heatmap shows", [(c, labels[c]) for c in heat_cols],
                             "comm_not_overlapped_ms"))
-    findings = _findings(m, a.data, per_rank)
+    findings = a.findings
     by = "step_ms" if "step_ms" in per_rank and per_rank["step_ms"].notna().any() else "comm_not_overlapped_ms"
     by_values = per_rank.set_index("rank")[by]
     shown = th.ranks_shown(by_values, vl.finding_ranks(findings))
@@ -325,18 +349,21 @@ def present(a: Analysis) -> View:
             caption="Ours: float µs over the whole trace. HTA 0.5 rounds every kernel to whole µs and drops the work "
                     "of the last ProfilerStep; its numbers are shown beside ours so neither is hidden."))
     notes = []
-    if ascend and "receive_incl_batch_ms" in per_rank and "bubble_ms" in per_rank and per_rank["bubble_ms"].notna().any():
-        notes.append("Bubble is the profiler's own column: torch_npu counts only hcom_receive ops, so a pipeline "
-                     "built on batch_isend_irecv (hcom_batchSendRecv) shows Bubble 0. The columns marked (ours) "
-                     "count batchSendRecv as receive time too; both are shown.")
-    if not ascend:
-        notes.append("MindSpore's computation time is step time minus pure communication, so it includes idle time.")
-        ref = m.get("file_average_rates")
-        if ref:
-            notes.append("MindInsight computes its rates from the file's own average row (MindSpore 2.0+ leaves step 1 "
-                         f"out of it): communication share {fmt.percent(ref['comm_share_ratio'])} there. Ours average "
-                         "the "
-                         "steps in scope, like every other section.")
+    if "receive_incl_batch_ms" in per_rank and "bubble_ms" in per_rank and per_rank["bubble_ms"].notna().any():
+        notes.append("Bubble is the step breakdown's own column: it counts only plain receive operations, so a "
+                     "pipeline built on batched send/receive (batch_isend_irecv: HCCL batchSendRecv, NCCL SendRecv) "
+                     "shows Bubble 0. The columns marked (ours) count batched send/receive as receive time too; both "
+                     "are shown.")
+    if "comm_busy_ms" in present_cols:
+        notes.append("Communication busy (union) = the time at least one communication operation ran on the rank; "
+                     "the communication section's op time (sum) adds up overlapping operations and can exceed it.")
+    if not device:
+        notes.append("This data's computation time is step time minus pure communication, so it includes idle time.")
+    ref = m.get("file_average_rates")
+    if ref:
+        notes.append("The profiler's own tools compute these rates from the file's average row (which may leave "
+                     f"the first step out): communication share {fmt.percent(ref['comm_share_ratio'])} there. Ours "
+                     "average the steps in scope, like every other section.")
     if m.get("steps_left_out"):
         notes.append(f"Steps {', '.join(map(str, m['steps_left_out']))} of this data have no step time in the run's "
                      f"step data: left out so that every section covers the same steps.")
@@ -350,7 +377,7 @@ def present(a: Analysis) -> View:
                 if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
-    return View(summary=summary, figures=figures, tables=tables, findings=findings, controls=controls, notes=notes,
+    return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes,
                 ranks_drawn=list(shown or []))
 
 
