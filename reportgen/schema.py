@@ -279,7 +279,7 @@ SCHEMA: tuple[Table, ...] = (
        C("kind", "str", "none", "collective | p2p"),
        C("op", "str", "none", "communication op name without the @group suffix (untrusted text)"),
        C("op_type", "str", "none", "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, receive, "
-                                   "batchsendrecv, barrier, other (readers.comm.OP_TYPES)"),
+                                   "batchsendrecv, barrier, other (reportgen.commtypes.OP_TYPES)"),
        C("group", "str", "none", "group key shared by the ranks of the process group when known, else the group "
                                  "hash; '' / None when the files do not say", nullable=True),
        C("start_ms", "float64", "ms", "op start, local clock (ms from the run origin; absent when the files give "
@@ -313,7 +313,10 @@ SCHEMA: tuple[Table, ...] = (
        C("transport", "str", "none", "transport as written"),
        C("time_ms", "float64", "ms", "transit time", nullable=True),
        C("size_mb", "float64", "MB", "transit size", nullable=True),
-       C("bandwidth_gbps", "float64", "GB/s", "bandwidth as written", nullable=True)),
+       C("bandwidth_gbps", "float64", "GB/s", "bandwidth as written", nullable=True),
+       C("bandwidth_sizetime_gbps", "float64", "GB/s", "size / time (differs from the written bandwidth for <= 2.1 "
+                                                      "step-level rows)", nullable=True, ext=True),
+       C("rdma_wait_ms", "float64", "ms", "RDMA wait time as written", nullable=True, ext=True)),
     _t("comm_bandwidth", "Ascend communication.json: per op and transport.",
        RANK, C("step", "int64", "none", "step number"), C("kind", "str", "none", "collective | p2p"),
        C("op", "str", "none", "communication op name"),

@@ -4,7 +4,7 @@ communication tables (reportgen/model.py ``TABLES``) so that no section needs to
 Canonical tables filled here (columns in :data:`reportgen.model.TABLES`):
 
 * ``comm_ops``: one row per communication operation on one rank: ``rank`` (GLOBAL), ``step``, ``kind``
-  (collective | p2p), ``op``, ``op_type`` (:data:`OP_TYPES` vocabulary), ``group`` (a key shared by the ranks of
+  (collective | p2p), ``op``, ``op_type`` (:data:`reportgen.commtypes.OP_TYPES` vocabulary), ``group`` (a key shared by the ranks of
   the process group, "" / None when the files do not say), ``start_ms`` (absent when the files give no start),
   ``elapse_ms``, ``transit_ms`` / ``wait_ms`` / ``sync_ms`` / ``idle_ms`` (NaN where the family has none) and, where
   the family has them per operation, ``size_mb``, ``bandwidth_gbps``, ``busbw_gbps``. The frame's ``attrs`` carry
@@ -35,16 +35,11 @@ Per family:
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-#: the canonical op_type vocabulary (lower case, no separators)
-OP_TYPES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "send", "receive",
-            "batchsendrecv", "barrier", "other")
-#: op types that are point-to-point
-P2P_TYPES = ("send", "receive", "batchsendrecv")
+from ..commtypes import P2P_TYPES, busbw_factor, canonical_op_type
 
 #: what Ascend's per-operation times mean (the communication section shows it)
 ASCEND_NOTE = ("Operation times (elapse, transit, wait) come from each operator's master plane only, while sizes "
@@ -52,33 +47,6 @@ ASCEND_NOTE = ("Operation times (elapse, transit, wait) come from each operator'
                "other planes transferred.")
 MINDINSIGHT_NOTE = ("hccl_raw gives per operation a communication cost (Σ of its non-wait task time, every plane) and "
                     "a wait cost, no duration: transit = communication cost, operation time = communication + wait.")
-
-BUSBW_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-                "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
-
-
-def busbw_factor(collective: str, n: int) -> float:
-    """nccl-tests bus bandwidth factor for a collective over n ranks: all_reduce 2(n-1)/n; all_gather,
-    reduce_scatter, all_to_all (n-1)/n; others 1."""
-    f = BUSBW_FACTOR.get(canonical_op_type(collective))
-    return f(n) if f and n > 0 else 1.0
-
-
-_TYPE_WORDS = [("batchsendrecv", "batchsendrecv"), ("sendrecv", "batchsendrecv"), ("allreduce", "allreduce"),
-               ("allgather", "allgather"), ("reducescatter", "reducescatter"), ("alltoall", "alltoall"),
-               ("broadcast", "broadcast"), ("barrier", "barrier"), ("receive", "receive"), ("recv", "receive"),
-               ("send", "send"), ("reduce", "reduce")]
-
-
-def canonical_op_type(name) -> str:
-    """``all_reduce`` / ``AllReduce`` / ``hcom_allReduce_`` -> ``allreduce``; ``recv`` -> ``receive``; unknown ->
-    ``other`` (:data:`OP_TYPES`)."""
-    low = re.sub(r"[^a-z]", "", str(name or "").lower())
-    for word, t in _TYPE_WORDS:
-        if word in low:
-            return t
-    return "other"
-
 
 def _types(names: pd.Series) -> np.ndarray:
     uniq = pd.unique(names.astype(str))

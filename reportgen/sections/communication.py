@@ -41,7 +41,7 @@ from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_
                       scale_position, sequential, tip, to_spec)
 from .. import facts
 from ..errors import Unavailable
-from ..readers.comm import busbw_factor as _busbw_factor
+from ..commtypes import busbw_factor as _busbw_factor
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
 
