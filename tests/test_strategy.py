@@ -38,7 +38,7 @@ def test_mindinsight_equals_parallel_strategy_analyser():
     assert m["mode"] == ref["metadata"]["data"]["parallel_type"] == "auto_parallel"
     assert m["stages"] == 1
     assert m["stage_devices"] == ref["metadata"]["data"]["stage_devices"] == {"0": [0, 1]}
-    merged = merge_stage_ops(run.table("mi_strategy_ops"), {0: [0, 1]})
+    merged = merge_stage_ops(run.table("strategy_ops"), {0: [0, 1]})
     want = ref["stage0"]["data"]
     assert want["rank_ids"] == [0, 1]
     assert m["op_nodes_per_stage"] == {"0": len(want["op_nodes"])} == {"0": 2}
@@ -99,7 +99,7 @@ def test_reader_rules_and_pipeline_pairs(tmp_path):
     (tmp_path / "parallel_strategy_1.json").write_text(json.dumps(_proto(1, nodes1, stage=1)))
     problems = []
     t0 = parse_parallel_strategy(tmp_path / "parallel_strategy_0.json", 0, problems)
-    ops = t0["mi_strategy_ops"].set_index("node")
+    ops = t0["strategy_ops"].set_index("node")
     assert ops.loc["5", "parallel_shard"] == "[[2, 1], [1, 1]]"
     assert ops.loc["5", "inputs"] == "w,cst1"  # unknown input 404 dropped, const/parameter kept by name
     assert ops.loc["6", "inputs"] == "1" and ops.loc["6", "instance_type"] == "GradientAggregation"
@@ -108,11 +108,11 @@ def test_reader_rules_and_pipeline_pairs(tmp_path):
     assert ops.loc["8", "instance_type"] == "Redistribution"
     assert len(ops) == 5 and any("without name" in p for _, p in problems)
     t1 = parse_parallel_strategy(tmp_path / "parallel_strategy_1.json", 1, problems)
-    pairs = pd.concat([t0["mi_strategy_pairs"], t1["mi_strategy_pairs"]], ignore_index=True)
+    pairs = pd.concat([t0["strategy_pairs"], t1["strategy_pairs"]], ignore_index=True)
     run = Run(name="t", source_format="mindinsight", source_path=str(tmp_path), ranks=[0, 1], world_size=2,
               parallel={"stages": 2, "framework_mode": "semi_auto_parallel"}, stage_map={0: 1, 1: 2},
-              tables={"mi_strategy_ops": pd.concat([t0["mi_strategy_ops"], t1["mi_strategy_ops"]], ignore_index=True),
-                      "mi_strategy_pairs": pairs})
+              tables={"strategy_ops": pd.concat([t0["strategy_ops"], t1["strategy_ops"]], ignore_index=True),
+                      "strategy_pairs": pairs})
     o = _ok(run)
     m = o.analysis.metrics
     assert m["stages"] == 2 and m["stage_devices"] == {"0": [0], "1": [1]}

@@ -105,6 +105,23 @@ EXTRA_PARSERS = {
 }
 
 
+#: hccl_raw tables (:mod:`reportgen.readers.mindinsight_hccl` names) stored under a canonical name that sections of
+#: every family read (:mod:`reportgen.schema`); the others keep the family prefix ``mi_``
+HCCL_CANONICAL = {"comm_rank_step": "comm_rank_step"}
+#: canonical tables the extra parsers write (no family prefix)
+CANONICAL_TABLES = frozenset({*HCCL_CANONICAL.values(), "strategy_ops", "strategy_pairs"})
+
+
+def _hccl_table(name: str) -> str:
+    """The run's table name of hccl_raw table ``name``."""
+    return HCCL_CANONICAL.get(name, "mi_" + name)
+
+
+def _hccl_name(table: str) -> str:
+    """The hccl_raw table name of the run's table ``table`` (inverse of :func:`_hccl_table`)."""
+    return next((h for h, t in HCCL_CANONICAL.items() if t == table), table[len("mi_"):])
+
+
 def _extra_parser(kind: str):
     target = EXTRA_PARSERS.get(kind)
     if not target:
@@ -661,7 +678,7 @@ def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
         if parsed["columns"]:
             out["generations"].add(parsed["generation"])
         for name, cols in parsed["columns"].items():  # columns: one frame per table for all ranks (read())
-            out["tables"].setdefault("mi_" + name, []).append(cols)
+            out["tables"].setdefault(_hccl_table(name), []).append(cols)
     elif _extra_parser(f.kind) is not None:
         for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
             out["tables"].setdefault(name, []).append(df)
@@ -877,7 +894,8 @@ def check_part(meta: dict, tables: dict) -> None:
     for name in tables:
         i, _, what = name.partition(".")
         if not (i.isdigit() and int(i) < len(files)) or not (
-                what in _ROW_LISTS or what == "op_rows" or what.startswith("t.mi_")):
+                what in _ROW_LISTS or what == "op_rows" or what.startswith("t.mi_") or
+                what.startswith("t.") and what[2:] in CANONICAL_TABLES):
             raise ValueError(f"table {limits.cap_text(name, 80)} is not a MindInsight table")
 
 
@@ -1037,7 +1055,7 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         if parts and isinstance(parts[0], dict):  # hccl_raw columns of every rank
             from .mindinsight_hccl import frame
 
-            run.tables[name] = frame(name[len("mi_"):], parts)
+            run.tables[name] = frame(_hccl_name(name), parts)
             continue
         if parts and isinstance(parts[0], list):  # rows of every rank (one-row summaries)
             rows = [r for p in parts for r in p]

@@ -89,7 +89,7 @@ def _ascend(run: Run) -> dict:
 
 
 def _mindinsight(run: Run) -> dict:
-    prs = run.table("mi_comm_rank_step")
+    prs = run.table("comm_rank_step")
     avg = run.table("mi_comm_rank_avg")
     ops = run.table("mi_comm_ops")
     out = {"per_rank_step": prs.copy(), "avg_source": "computed", "wait_formula": "wait / (communication + wait)"}
@@ -214,7 +214,7 @@ def _kineto(run: Run) -> dict:
 def analyze(run: Run, options=None) -> Analysis:
     if run.table("comm_ops") is not None and "elapse_ms" in run.table("comm_ops"):  # per-op elapse (not MindInsight's)
         d = _ascend(run)
-    elif run.table("mi_comm_rank_step") is not None:
+    elif run.table("comm_rank_step") is not None:
         d = _mindinsight(run)
     elif run.table("collectives") is not None or run.table("gpu_ops") is not None:
         d = _kineto(run)
