@@ -38,7 +38,7 @@ def test_mindinsight_time_overview_equals_hccl_means(pp2x4):
     assert len(ov) == len(st)  # the run's steps only: hccl_raw's step 6 has no step time and is left out
     merged = ov.merge(st[["rank", "step", "step_ms"]], on=["rank", "step"], suffixes=("", "_st"))
     assert (merged["step_ms"] == merged["step_ms_st"]).all()
-    means = run.table("mi_comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
+    means = run.table("comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
     assert 6 in means.index and 6 not in set(ov["step"])
     for step, row in means.drop(index=6).iterrows():
         got = ov[ov["step"] == step]
