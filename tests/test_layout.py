@@ -61,3 +61,17 @@ def test_present_makes_no_finding(path):
     made = [n.lineno for p in present for n in ast.walk(p)
             if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "Finding"]
     assert not made, f"{path.name}: present() makes findings at lines {made}; the analysis makes them"
+
+
+#: a table name with a family prefix (MindInsight's ``mi_``): readers fill canonical tables, sections read those
+FAMILY_TABLE = re.compile(r"^mi_")
+
+
+@pytest.mark.parametrize("path", CODE, ids=lambda p: p.relative_to(PKG).as_posix())
+def test_no_section_reads_a_family_table(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hits = [(n.lineno, n.args[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "table" and n.args
+            and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
+            and FAMILY_TABLE.search(n.args[0].value)]
+    assert not hits, f"{path.name} reads family tables: {hits[:10]}"

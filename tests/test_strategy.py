@@ -348,3 +348,45 @@ def test_mesh_and_flops_grid_wrap_thousands_of_ranks():
     assert {d["row"] for d in data} == set(range(0, n, flops.GRID_ROW_RANKS)) and "64 to a row" in fig.caption
     small = flops._grid(pr.iloc[:100], hosts_known=False)  # up to PAGE_RANKS_ALL: one row, as before
     assert "rows of" not in small.title and "col" not in json.dumps(small.spec["datasets"])
+
+
+# --------------------------------------------------------------------------- canonical tables (issue 25)
+
+
+def test_reader_writes_canonical_tables_with_op_class(tmp_path):
+    """The strategy tables have canonical names (schema), and the reader, not the section, decides which graph
+    operators are communication (op_class) and which are the pipeline's Send / Receive (p2p)."""
+    from reportgen import schema
+
+    nodes = [{"name": "1", "opType": "MatMul", "scope": "Default", "fullName": "Default/MatMul-op1"},
+             {"name": "2", "opType": "AllReduce", "scope": "Default", "fullName": "Default/AllReduce-op2"},
+             {"name": "3", "opType": "Send", "scope": "Default", "fullName": "Default/Send-op3",
+              "attribute": [_attr("dest_rank", 1), _attr("sr_tag", 0)]}]
+    (tmp_path / "parallel_strategy_0.json").write_text(json.dumps(_proto(0, nodes)))
+    t = parse_parallel_strategy(tmp_path / "parallel_strategy_0.json", 0, [])
+    assert set(t) == {"strategy_ops", "strategy_pairs"}
+    assert {"strategy_ops", "strategy_pairs", "comm_rank_step"} <= set(schema.BY_NAME)
+    assert {"op_class", "p2p"} <= {c.name for c in schema.BY_NAME["strategy_ops"].columns}
+    assert not {"mi_strategy_ops", "mi_strategy_pairs", "mi_comm_rank_step"} & set(schema.BY_NAME)
+    ops = t["strategy_ops"].set_index("type")
+    assert ops["op_class"].to_dict() == {"MatMul": "compute", "AllReduce": "communication", "Send": "communication"}
+    assert ops["p2p"].to_dict() == {"MatMul": "", "AllReduce": "", "Send": "send"}
+    assert set(ops["op_class"]) <= set(schema.OP_CLASSES)
+
+
+def test_strategy_view_roles_come_from_the_op_class():
+    """The section colours by the reader's op_class: an operator type it has never heard of is communication when
+    the reader says so, and a type named like a collective is computation when the reader says that."""
+    from reportgen.sections.strategy import role_of_ops
+
+    ops = pd.DataFrame({"type": ["MyVendorCollective", "AllReduce", "MatMul", "MatMul"],
+                        "op_class": ["communication", "compute", "compute", "compute"],
+                        "instance_type": ["", "", "Redistribution", ""]})
+    assert role_of_ops(ops) == ["communication", "computation", "redistribution", "computation"]
+
+
+def test_mindinsight_fixture_reads_canonical_strategy_tables():
+    run = read_run(fixture_dir("mindinsight", "mi_parallel_strategy"))
+    assert run.table("strategy_ops") is not None and run.table("mi_strategy_ops") is None
+    o = _ok(run)
+    assert o.analysis.metrics["groups_source"] == "derived from the strategy's stage devices"
