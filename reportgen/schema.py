@@ -152,7 +152,9 @@ SCHEMA: tuple[Table, ...] = (
        C("stream", "int64", "none", "stream id"),
        C("start_ms", "float64", "ms", "operator start (ms from the run origin)"),
        C("end_ms", "float64", "ms", "operator end (ms from the run origin)"),
-       C("dur_ms", "float64", "ms", "operator duration")),
+       C("dur_ms", "float64", "ms", "operator duration"),
+       C("op_type", "str", "none", "operator type, the <Type> of stream_<s>_<i>_<Type>-op<N> (the reader's rule)",
+         ext=True)),
     _t("cluster_overlap", "MindInsight cluster_analyse: per rank and step.",
        RANK, C("step", "int64", "none", "step number (row order of the file, 1-based)"),
        C("computation_ms", "float64", "ms", "MindSpore computation_time = step time minus pure communication "

@@ -272,3 +272,19 @@ def test_no_memory_line_from_host_samples_only():
                       [(0, 1, 0.0, 10.0)])
     assert drilldown.memory_series(run) is None
     assert drilldown.rank_step_lines(run, [0])[0] is None
+
+
+def test_step_trace_op_types_come_from_the_reader():
+    """The step trace's naming rule (stream_<s>_<i>_<Type>-op<N>) is the reader's (step_ops.op_type); the drill-down
+    takes its types from that column."""
+    from reportgen.readers.mindinsight import step_op_type
+
+    assert step_op_type(pd.Series(["stream_3_1_AllReduce-op12", "Send-op4", "x"])).tolist() == \
+        ["AllReduce", "Send", "x"]
+    run = Run(name="t", source_format="test", source_path="/x", ranks=[0])
+    run.tables["step_ops"] = pd.DataFrame({"rank": [0, 0], "step": [1, 1], "op": ["a-op1", "b-op2"],
+                                           "stream": [1, 1], "start_ms": [0.0, 1.0], "end_ms": [1.0, 3.0],
+                                           "dur_ms": [1.0, 2.0], "op_type": ["Collective", "Collective"]})
+    top = drilldown.top_operators(run, 0)
+    types = top[top["level"] == "type"]
+    assert types["name"].tolist() == ["Collective"] and types["total_ms"].tolist() == [3.0]

@@ -93,6 +93,14 @@ _OVERLAP_COLUMNS = {
 
 _STREAM = re.compile(r"^stream_(\d+)_")
 
+
+
+def step_op_type(ops: pd.Series) -> pd.Series:
+    """The operator type of the step trace's op columns: ``stream_<s>_<i>_<Type>-op<N>`` -> ``<Type>`` (the
+    family's naming rule, written once here; ``step_ops.op_type``)."""
+    names = ops.astype(str)
+    return names.str.replace(r"^stream_\d+_\d+_", "", regex=True).str.replace(r"-op\d+$", "", regex=True)
+
 #: file kind -> "module:function" parsing one file into {table: DataFrame} (or {table: [row dict]}: the one-row
 #: summaries, made into one frame for all ranks); the function takes (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
 EXTRA_PARSERS = {
@@ -1044,7 +1052,8 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
             pd.DataFrame(avg_rows)[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]
             .sort_values("rank").reset_index(drop=True))
     if op_rows:
-        run.tables["step_ops"] = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
+        ops_df = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
+        run.tables["step_ops"] = ops_df.assign(op_type=step_op_type(ops_df["op"]))
     ov_cols = ["computation_ms", "comm_alone_ms", "stage_ms", "receive_alone_ms", "collective_comm_alone_ms"]
     if ov_rows:
         df = pd.DataFrame(ov_rows)

@@ -15,7 +15,7 @@
   Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
   ``cpu_ops`` (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (MindSpore CPU
   host ops, MindInsight timeline files; type = ``<Type>`` of ``.../<Type>-op<N>``), MindInsight ``step_ops``
-  (communication ops of the step trace; type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
+  (communication ops of the step trace; type = the reader's ``op_type``).
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
@@ -33,7 +33,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 from .. import charts as vl
 import pandas as pd
@@ -280,8 +279,8 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
             return e, "device_timeline (compute intervals)"
     so = of("step_ops")
     if so is not None:  # the step trace's communication ops
-        e = _events(so.dropna(subset=["dur_ms"]), "op", None, op_class="communication")
-        e["type"] = [re.sub(r"-op\d+$", "", re.sub(r"^stream_\d+_\d+_", "", n)) for n in e["name"]]
+        so = so.dropna(subset=["dur_ms"])
+        e = _events(so, "op", "op_type" if "op_type" in so else None, op_class="communication")
         return e, "step_ops"
     return None, ""
 
