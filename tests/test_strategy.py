@@ -390,3 +390,20 @@ def test_mindinsight_fixture_reads_canonical_strategy_tables():
     assert run.table("strategy_ops") is not None and run.table("mi_strategy_ops") is None
     o = _ok(run)
     assert o.analysis.metrics["groups_source"] == "derived from the strategy's stage devices"
+
+
+def test_reduced_parts_carry_the_canonical_tables():
+    """A rank's part (the .reduced file's unit) holds the canonical strategy / comm_rank_step tables, and the part
+    check accepts them (and still refuses a table of no reader)."""
+    from pathlib import Path
+
+    from reportgen.readers import mindinsight as mi
+
+    d = mi.discover(Path(fixture_dir("mindinsight", "mi_parallel_strategy")))
+    meta, tables, _ = mi.rank_part(*mi.rank_units(d)[0])
+    assert {k.split(".", 1)[1] for k in tables} == {"t.strategy_ops"}
+    mi.check_part(meta, tables)
+    with pytest.raises(ValueError):
+        mi.check_part(meta, {**tables, "0.t.bogus": pd.DataFrame()})
+    assert mi._hccl_table("comm_rank_step") == "comm_rank_step" and mi._hccl_table("comm_ops") == "mi_comm_ops"
+    assert mi._hccl_name("comm_rank_step") == "comm_rank_step" and mi._hccl_name("mi_links") == "links"
