@@ -69,8 +69,8 @@ def _alignment(tl: pd.DataFrame | None, windows: pd.DataFrame, ranks: list[int])
     return shift
 
 
-_DERIVED_SOURCE = ("derived: each step ends at the end of its last recorded device operation (communication.json, "
-                   "kernel_details.csv) and lasts the step time of step_trace_time.csv, which has durations only")
+_DERIVED_SOURCE = ("derived: each step ends at the end of its last recorded device operation (comm_ops, kernels) "
+                   "and lasts its step time (step_time, which has durations only)")
 
 
 def _derived_windows(run: Run) -> pd.DataFrame | None:
@@ -95,14 +95,14 @@ def _derived_windows(run: Run) -> pd.DataFrame | None:
 
 
 def _comm_ops_rows(run: Run) -> pd.DataFrame | None:
-    """Without a device timeline: the communication operations the files time (Ascend communication.json), as
-    device-timeline rows on one 'Communication ops' stream."""
+    """Without a device timeline: the communication operations the files time (``comm_ops``: e.g. Ascend
+    communication.json), as device-timeline rows on one 'Communication ops' stream."""
     c = run.table("comm_ops")
     if c is None or "start_ms" not in c or c.empty:
         return None
     return pd.DataFrame({"rank": c["rank"].astype(int), "step": c["step"].astype(int), "start_ms": c["start_ms"],
                          "end_ms": c["start_ms"] + c["elapse_ms"], "kind": "communication",
-                         "name": c["op"].astype(str), "stream": "Communication ops", "source": "communication.json"})
+                         "name": c["op"].astype(str), "stream": "Communication ops", "source": "comm_ops"})
 
 
 def _events_of(rank: int, host: str | None, windows: pd.DataFrame, tl: pd.DataFrame | None, shift: dict[int, float],
@@ -173,8 +173,8 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
     if windows is None or windows.empty:
         windows, windows_source = _derived_windows(run), _DERIVED_SOURCE
     if windows is None or windows.empty:
-        raise LookupError("no step windows in this run (ProfilerStep markers, Ascend steps, MindSpore Insight step "
-                          "trace or timeline Steps blocks)")
+        raise LookupError("no step windows in this run (step markers such as ProfilerStep, a step trace, or a "
+                          "timeline's Steps blocks)")
     want = sorted(int(r) for r in run.ranks) if not ranks else [int(r) for r in ranks if r in set(run.ranks)]
     if not want:
         raise LookupError(f"none of the ranks {ranks} is in this run")

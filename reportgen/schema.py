@@ -153,7 +153,9 @@ SCHEMA: tuple[Table, ...] = (
        C("stream", "int64", "none", "stream id"),
        C("start_ms", "float64", "ms", "operator start (ms from the run origin)"),
        C("end_ms", "float64", "ms", "operator end (ms from the run origin)"),
-       C("dur_ms", "float64", "ms", "operator duration")),
+       C("dur_ms", "float64", "ms", "operator duration"),
+       C("op_type", "str", "none", "operator type, the <Type> of stream_<s>_<i>_<Type>-op<N> (the reader's rule)",
+         ext=True)),
     _t("cluster_overlap", "MindInsight cluster_analyse: per rank and step.",
        RANK, C("step", "int64", "none", "step number (row order of the file, 1-based)"),
        C("computation_ms", "float64", "ms", "MindSpore computation_time = step time minus pure communication "
@@ -171,9 +173,11 @@ SCHEMA: tuple[Table, ...] = (
     _t("rank_table", "MindInsight legacy layout: the rank table file's bytes (the claim of the world size is "
                      "parsed from it when the run is assembled).",
        C("byte", "int64", "none", "one byte of the file (uint8)")),
-    _t("mi_comm_rank_step", "MindInsight hccl_raw: communication per rank and step.",
+    _t("mi_comm_rank_step", "MindInsight hccl_raw: communication and wait cost per rank and step, as the profiler "
+                            "sums them (canonical form: comm_rank_step, readers/comm.py).",
        RANK, C("step", "int64", "none", "step number"),
-       C("comm_ms", "float64", "ms", "communication cost"), C("wait_ms", "float64", "ms", "wait cost")),
+       C("comm_ms", "float64", "ms", "communication cost of the step (the profiler's sum over its operators)"),
+       C("wait_ms", "float64", "ms", "wait cost of the step")),
     _t("mi_comm_rank_avg", "MindInsight hccl_raw: the file's '-' row per rank.",
        RANK, C("comm_ms", "float64", "ms", "communication cost"), C("wait_ms", "float64", "ms", "wait cost"),
        C("avg_kind", "str", "none", "mean (MindSpore <= 2.1) | last step (2.2+): what the row is")),
@@ -226,12 +230,23 @@ SCHEMA: tuple[Table, ...] = (
     _t("mi_memory_marks", "MindInsight memory_usage_detail: forward start / backward end node of each graph.",
        RANK, C("graph", "object", "none", "graph id as written"), C("mark", "str", "none", "which mark"),
        C("node_index", "int64", "none", "node index")),
-    _t("mi_strategy_ops", "MindInsight parallel strategy (graph summaries): per operator.",
+    _t("strategy_ops", "Graph operators with their parallel strategy, per rank (MindInsight parallel_strategy_<rank>"
+                       ".json graph summaries: reportgen/readers/mindinsight_strategy.py).",
        RANK, C("stage_id", "int64", "none", "pipeline stage id (0-based, as written)"),
-       *(C(c, "str", "none", f"{c} as written (untrusted text)") for c in
-         ("node_id", "node", "name", "type", "scope", "instance_type", "parallel_shard", "parallel_group",
-          "parallel_group_rank", "inputs"))),
-    _t("mi_strategy_pairs", "MindInsight parallel strategy: Send/Receive pairs.",
+       *(C(c, "str", "none", doc) for c, doc in (
+           ("node_id", "1-based position of the operator in execution (topological) order, as text"),
+           ("node", "the graph's own node name (untrusted text)"),
+           ("name", "operator full name (untrusted text)"), ("type", "operator type as written (untrusted text)"),
+           ("scope", "namespace of the operator, '/'-separated (untrusted text)"),
+           ("instance_type", "parallel role the reader recognised: Redistribution | GradientAggregation | ''"),
+           ("parallel_shard", "shard strategy (in_strategy) as written, '' when none"),
+           ("parallel_group", "communication group as written, '' when none"),
+           ("parallel_group_rank", "group ranks as written, '' when none"),
+           ("inputs", "inputs: positions (node_id) of operators or constant names, comma-separated"),
+           ("op_class", "compute | communication (of OP_CLASSES), decided by the reader from the operator type"),
+           ("p2p", "send | receive | '': a pipeline point-to-point operator (one half of a strategy_pairs row)")))),
+    _t("strategy_pairs", "Pipeline Send / Receive operators with their peer and tag, per rank (MindInsight "
+                         "parallel strategy; the section matches them).",
        RANK, C("kind", "str", "none", "send | receive"), C("node", "str", "none", "node id"),
        C("name", "str", "none", "operator name"), C("peer_rank", "int64", "none", "peer rank as written"),
        C("sr_tag", "object", "none", "sr_tag as written", nullable=True)),

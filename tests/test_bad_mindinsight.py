@@ -455,7 +455,7 @@ def test_hccl_cost_refused(bases, tmp_path, value):
     p = prof / "hccl_raw_0.csv"
     p.write_bytes(p.read_bytes().replace(b"\n1,6.20882,", f"\n1,{value},".encode(), 1))
     run = read_run(run_dir)
-    steps = run.tables["mi_comm_rank_step"]
+    steps = run.tables["comm_rank_step"]
     assert sorted(steps[steps["rank"] == 0]["step"]) == [2, 3]
     assert any("column 'communication_cost'" in t and "(line 2)" in t for t in _problems(run, p.name))
 
@@ -518,7 +518,7 @@ def test_parallel_strategy_bad_ids(bases, tmp_path):
         (prof / "parallel_strategy_0.json").write_text(json.dumps(doc))
         run = read_run(run_dir)
         assert any(says in p for p in _problems(run, "parallel_strategy_0.json")), key
-        ops = run.tables["mi_strategy_ops"]
+        ops = run.tables["strategy_ops"]
         assert set(ops["rank"]) == {0}  # the file name's rank, never the bad one
     (prof / "parallel_strategy_0.json").write_text('{"config":{},"graph":{"node":[{"name":"1","fullName":"a",'
                                                    '"attribute":[{"name":"x","value":' + '[' * 50_000 + '}]}]}}')

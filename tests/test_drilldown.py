@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.sections import Options, drilldown, run_sections
 
@@ -163,10 +164,13 @@ def test_kineto_memory_line_inside_the_step_window():
     m = mem[mem["rank"] == r]
     assert (m["t_ms"] >= 0).all() and (m["t_ms"] <= span).all()
     assert m["t_ms"].iloc[-1] == pytest.approx(span)  # the level is held to the step end
-    me = run.table("memory_events")
-    g = me[(me["rank"] == r) & (me["device_type"] == 1)]
+    # the memory section's series of the rank (memory_samples, the device series it takes the peak of: reserved)
+    (mo,) = run_sections(run, only=["memory"])
+    src = mo.analysis.tables["per_rank"].set_index("rank").loc[r, "source"]
+    ms = run.table("memory_samples")
+    g = ms[(ms["rank"] == r) & (ms["kind"] == "device") & (ms["series"] == src)]
     inside = g[(g["ts_ms"] >= w["start_ms"]) & (g["ts_ms"] < w["end_ms"])]
-    assert m["value"].max() == pytest.approx(inside["allocated_mb"].max())  # the max survives downsampling
+    assert m["value"].max() == pytest.approx(inside["reserved_mb"].max())  # the max survives downsampling
     fig = next(f for f in out.view.figures if f.id == f"drill-rank-{r}-lines")
     assert fig.title.endswith(f"over step {step}")
 
@@ -226,3 +230,60 @@ def test_ascend_lines_over_the_step():
     for _, g in f.groupby("rank"):
         assert g.sort_values("t_ms")["value"].is_monotonic_increasing
     assert {"drill-rank-0-lines", "drill-rank-1-lines"} <= {x.id for x in o.view.figures}
+
+
+def _memory_run(samples: pd.DataFrame, windows: list[tuple[int, int, float, float]]) -> Run:
+    """A run of memory_samples and trace_steps built here (no fixture)."""
+    run = Run(name="t", source_format="test", source_path="/x", ranks=sorted({int(r) for r in samples["rank"]}))
+    run.tables["memory_samples"] = samples
+    run.tables["trace_steps"] = pd.DataFrame(windows, columns=["rank", "step", "start_ms", "end_ms"])
+    return run
+
+
+def _samples(rank, series, kind, ts, allocated, reserved, device=0.0):
+    n = len(ts)
+    return pd.DataFrame({"rank": [rank] * n, "ts_ms": ts, "kind": [kind] * n, "device_id": [device] * n,
+                         "series": [series] * n, "allocated_mb": allocated, "reserved_mb": reserved,
+                         "active_mb": [float("nan")] * n, "capacity_mb": [16000.0] * n})
+
+
+def test_memory_line_is_the_memory_sections_series():
+    """The drill-down's memory line is the memory section's one series per rank (memory_samples, device, the
+    highest total reserved), so over a step holding every sample its highest point is the section's peak: not the
+    allocated bytes, not the host series, not a lower device series."""
+    samples = pd.concat([
+        _samples(0, "device 0 total reserved", "device", [1.0, 2.0, 3.0], [100.0, 300.0, 200.0], [400.0, 900.0, 500.0]),
+        _samples(0, "host", "host", [1.0, 2.0], [5000.0, 6000.0], [7000.0, 8000.0], device=float("nan")),
+        _samples(0, "device 1 total reserved", "device", [1.5, 2.5], [10.0, 20.0], [30.0, 40.0], device=1.0),
+        _samples(1, "device 0 total reserved", "device", [1.0, 2.0], [50.0, 60.0], [700.0, 650.0]),
+    ], ignore_index=True)
+    run = _memory_run(samples, [(0, 1, 0.0, 10.0), (1, 1, 0.0, 10.0)])
+    (mo,) = run_sections(run, only=["memory"])
+    peaks = mo.analysis.tables["per_rank"].set_index("rank")["peak_mb"]
+    lines, used = drilldown.rank_step_lines(run, [0, 1])
+    assert used == {"0": 1, "1": 1}
+    mem = lines[lines["metric"] == "memory_mb"].groupby("rank")["value"].max()
+    assert mem.to_dict() == pytest.approx(peaks.to_dict()) == {0: 900.0, 1: 700.0}
+
+
+def test_no_memory_line_from_host_samples_only():
+    run = _memory_run(_samples(0, "host", "host", [1.0, 2.0], [1.0, 2.0], [3.0, 4.0], device=float("nan")),
+                      [(0, 1, 0.0, 10.0)])
+    assert drilldown.memory_series(run) is None
+    assert drilldown.rank_step_lines(run, [0])[0] is None
+
+
+def test_step_trace_op_types_come_from_the_reader():
+    """The step trace's naming rule (stream_<s>_<i>_<Type>-op<N>) is the reader's (step_ops.op_type); the drill-down
+    takes its types from that column."""
+    from reportgen.readers.mindinsight import step_op_type
+
+    assert step_op_type(pd.Series(["stream_3_1_AllReduce-op12", "Send-op4", "x"])).tolist() == \
+        ["AllReduce", "Send", "x"]
+    run = Run(name="t", source_format="test", source_path="/x", ranks=[0])
+    run.tables["step_ops"] = pd.DataFrame({"rank": [0, 0], "step": [1, 1], "op": ["a-op1", "b-op2"],
+                                           "stream": [1, 1], "start_ms": [0.0, 1.0], "end_ms": [1.0, 3.0],
+                                           "dur_ms": [1.0, 2.0], "op_type": ["Collective", "Collective"]})
+    top = drilldown.top_operators(run, 0)
+    types = top[top["level"] == "type"]
+    assert types["name"].tolist() == ["Collective"] and types["total_ms"].tolist() == [3.0]

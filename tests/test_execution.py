@@ -38,7 +38,7 @@ def test_mindinsight_time_overview_equals_hccl_means(pp2x4):
     assert len(ov) == len(st)  # the run's steps only: hccl_raw's step 6 has no step time and is left out
     merged = ov.merge(st[["rank", "step", "step_ms"]], on=["rank", "step"], suffixes=("", "_st"))
     assert (merged["step_ms"] == merged["step_ms_st"]).all()
-    means = run.table("mi_comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
+    means = run.table("comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
     assert 6 in means.index and 6 not in set(ov["step"])
     for step, row in means.drop(index=6).iterrows():
         got = ov[ov["step"] == step]
@@ -184,3 +184,56 @@ def test_occurrence_keys_number_each_op_per_rank_in_start_order():
     assert occurrence_keys(match_names(names), [rank]).tolist() == [
         "AllReduce-op1 #1", "MatMul-op2 #1", "AllReduce-op1 #2", "AllReduce-op1 #1", "MatMul-op2 #1"]
     assert occurrence_keys(pd.Series([], dtype=object), [pd.Series([], dtype="int64")]).empty
+
+
+# --------------------------------------------------------------------------- op classes and unknown waits (issue 25)
+
+
+def _tiny_run(classes: list[str], comm_ops: pd.DataFrame | None = None) -> Run:
+    """Two ranks, one step of 10 ms; on each rank one interval per class in ``classes`` (2 ms each, in turn)."""
+    rows = []
+    for r in (0, 1):
+        for i, k in enumerate(classes):
+            rows.append({"rank": r, "step": 1, "start_ms": 2.0 * i, "end_ms": 2.0 * i + 2.0, "kind": k,
+                         "op_class": "communication" if k == "receive" else k, "name": f"{k}-op{i}",
+                         "stream": "s", "source": "trace"})
+    run = Run(name="t", source_format="test", source_path="/x", ranks=[0, 1], steps=[1])
+    run.tables["device_timeline"] = pd.DataFrame(rows)
+    run.tables["trace_steps"] = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "start_ms": [0.0, 0.0],
+                                              "end_ms": [10.0, 10.0]})
+    run.tables["step_time"] = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "step_ms": [10.0, 10.0]})
+    if comm_ops is not None:
+        run.tables["comm_ops"] = comm_ops
+    return run
+
+
+def test_marey_draws_wait_and_other_as_their_own_class():
+    run = _tiny_run(["compute", "communication", "wait", "other", "memcpy"])
+    a = execution.analyze(run)
+    rows = a.data["marey"]
+    kinds = rows.groupby("op")["kind"].first().to_dict()
+    assert kinds == {"compute-op0": "computation", "communication-op1": "communication", "wait-op2": "wait",
+                     "other-op3": "other", "memcpy-op4": "computation"}
+    fig = next(f for f in execution.present(a).figures if f.id == "execution-marey")
+    assert "wait (waiting for a peer)" in fig.caption and "other (not classified" in fig.caption
+    spec = json.dumps(fig.spec)
+    assert '"domain": ["computation", "communication", "wait", "other"]' in spec
+
+
+def test_unknown_wait_is_never_zero():
+    """comm_ops whose ops carry no wait (Level0 from trace_view): the step's wait is unknown (NaN), said so, never
+    0 ms; a rank and step with a recorded wait keeps its sum."""
+    ops = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 1, 1], "elapse_ms": [1.0, 2.0, 4.0],
+                        "wait_ms": [float("nan"), float("nan"), 0.5]})
+    per = execution.comm_per_rank_step(ops).set_index("rank")
+    assert per.loc[0, "comm_ms"] == 3.0 and pd.isna(per.loc[0, "wait_ms"]) and per.loc[1, "wait_ms"] == 0.5
+    run = _tiny_run(["compute", "communication"], ops.assign(wait_ms=float("nan")))
+    a = execution.analyze(run)
+    ov = a.tables["time_overview"]
+    assert ov["wait_ms"].isna().all() and ov["rank_wait_ms"].isna().all()
+    assert "communication.json" not in a.metrics["time_overview_source"]
+    assert "unknown" in a.metrics["time_overview_source"]
+    fig = next(f for f in execution.present(a).figures if f.id == "execution-time-overview")
+    assert "Waiting is unknown in this data" in fig.caption
+    spec = json.dumps(fig.spec)
+    assert '"wait_text": "unknown"' in spec and "Waiting, mean over ranks" not in spec

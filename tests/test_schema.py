@@ -62,7 +62,7 @@ def test_synthetic_run_is_canonical(family, tmp_path):
             rid = p.stem.rsplit("_", 1)[1]
             (p.parent / f"memory_usage_details_{rid}.json").write_text(
                 json.dumps({"0": {"lines": [0.5, 1.0, 2.0], "fp_start": 1, "bp_end": 2}}))
-    elif family == "strategy":  # mi_strategy_ops, mi_strategy_pairs
+    elif family == "strategy":  # strategy_ops, strategy_pairs
         write_strategy_files(tmp_path)
     else:
         write_mindinsight_run(tmp_path, demo.demo_spec())

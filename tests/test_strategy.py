@@ -38,7 +38,7 @@ def test_mindinsight_equals_parallel_strategy_analyser():
     assert m["mode"] == ref["metadata"]["data"]["parallel_type"] == "auto_parallel"
     assert m["stages"] == 1
     assert m["stage_devices"] == ref["metadata"]["data"]["stage_devices"] == {"0": [0, 1]}
-    merged = merge_stage_ops(run.table("mi_strategy_ops"), {0: [0, 1]})
+    merged = merge_stage_ops(run.table("strategy_ops"), {0: [0, 1]})
     want = ref["stage0"]["data"]
     assert want["rank_ids"] == [0, 1]
     assert m["op_nodes_per_stage"] == {"0": len(want["op_nodes"])} == {"0": 2}
@@ -99,7 +99,7 @@ def test_reader_rules_and_pipeline_pairs(tmp_path):
     (tmp_path / "parallel_strategy_1.json").write_text(json.dumps(_proto(1, nodes1, stage=1)))
     problems = []
     t0 = parse_parallel_strategy(tmp_path / "parallel_strategy_0.json", 0, problems)
-    ops = t0["mi_strategy_ops"].set_index("node")
+    ops = t0["strategy_ops"].set_index("node")
     assert ops.loc["5", "parallel_shard"] == "[[2, 1], [1, 1]]"
     assert ops.loc["5", "inputs"] == "w,cst1"  # unknown input 404 dropped, const/parameter kept by name
     assert ops.loc["6", "inputs"] == "1" and ops.loc["6", "instance_type"] == "GradientAggregation"
@@ -108,11 +108,11 @@ def test_reader_rules_and_pipeline_pairs(tmp_path):
     assert ops.loc["8", "instance_type"] == "Redistribution"
     assert len(ops) == 5 and any("without name" in p for _, p in problems)
     t1 = parse_parallel_strategy(tmp_path / "parallel_strategy_1.json", 1, problems)
-    pairs = pd.concat([t0["mi_strategy_pairs"], t1["mi_strategy_pairs"]], ignore_index=True)
+    pairs = pd.concat([t0["strategy_pairs"], t1["strategy_pairs"]], ignore_index=True)
     run = Run(name="t", source_format="mindinsight", source_path=str(tmp_path), ranks=[0, 1], world_size=2,
               parallel={"stages": 2, "framework_mode": "semi_auto_parallel"}, stage_map={0: 1, 1: 2},
-              tables={"mi_strategy_ops": pd.concat([t0["mi_strategy_ops"], t1["mi_strategy_ops"]], ignore_index=True),
-                      "mi_strategy_pairs": pairs})
+              tables={"strategy_ops": pd.concat([t0["strategy_ops"], t1["strategy_ops"]], ignore_index=True),
+                      "strategy_pairs": pairs})
     o = _ok(run)
     m = o.analysis.metrics
     assert m["stages"] == 2 and m["stage_devices"] == {"0": [0], "1": [1]}
@@ -348,3 +348,62 @@ def test_mesh_and_flops_grid_wrap_thousands_of_ranks():
     assert {d["row"] for d in data} == set(range(0, n, flops.GRID_ROW_RANKS)) and "64 to a row" in fig.caption
     small = flops._grid(pr.iloc[:100], hosts_known=False)  # up to PAGE_RANKS_ALL: one row, as before
     assert "rows of" not in small.title and "col" not in json.dumps(small.spec["datasets"])
+
+
+# --------------------------------------------------------------------------- canonical tables (issue 25)
+
+
+def test_reader_writes_canonical_tables_with_op_class(tmp_path):
+    """The strategy tables have canonical names (schema), and the reader, not the section, decides which graph
+    operators are communication (op_class) and which are the pipeline's Send / Receive (p2p)."""
+    from reportgen import schema
+
+    nodes = [{"name": "1", "opType": "MatMul", "scope": "Default", "fullName": "Default/MatMul-op1"},
+             {"name": "2", "opType": "AllReduce", "scope": "Default", "fullName": "Default/AllReduce-op2"},
+             {"name": "3", "opType": "Send", "scope": "Default", "fullName": "Default/Send-op3",
+              "attribute": [_attr("dest_rank", 1), _attr("sr_tag", 0)]}]
+    (tmp_path / "parallel_strategy_0.json").write_text(json.dumps(_proto(0, nodes)))
+    t = parse_parallel_strategy(tmp_path / "parallel_strategy_0.json", 0, [])
+    assert set(t) == {"strategy_ops", "strategy_pairs"}
+    assert {"strategy_ops", "strategy_pairs", "comm_rank_step"} <= set(schema.BY_NAME)
+    assert {"op_class", "p2p"} <= {c.name for c in schema.BY_NAME["strategy_ops"].columns}
+    assert not {"mi_strategy_ops", "mi_strategy_pairs", "mi_comm_rank_step"} & set(schema.BY_NAME)
+    ops = t["strategy_ops"].set_index("type")
+    assert ops["op_class"].to_dict() == {"MatMul": "compute", "AllReduce": "communication", "Send": "communication"}
+    assert ops["p2p"].to_dict() == {"MatMul": "", "AllReduce": "", "Send": "send"}
+    assert set(ops["op_class"]) <= set(schema.OP_CLASSES)
+
+
+def test_strategy_view_roles_come_from_the_op_class():
+    """The section colours by the reader's op_class: an operator type it has never heard of is communication when
+    the reader says so, and a type named like a collective is computation when the reader says that."""
+    from reportgen.sections.strategy import role_of_ops
+
+    ops = pd.DataFrame({"type": ["MyVendorCollective", "AllReduce", "MatMul", "MatMul"],
+                        "op_class": ["communication", "compute", "compute", "compute"],
+                        "instance_type": ["", "", "Redistribution", ""]})
+    assert role_of_ops(ops) == ["communication", "computation", "redistribution", "computation"]
+
+
+def test_mindinsight_fixture_reads_canonical_strategy_tables():
+    run = read_run(fixture_dir("mindinsight", "mi_parallel_strategy"))
+    assert run.table("strategy_ops") is not None and run.table("mi_strategy_ops") is None
+    o = _ok(run)
+    assert o.analysis.metrics["groups_source"] == "derived from the strategy's stage devices"
+
+
+def test_reduced_parts_carry_the_canonical_tables():
+    """A rank's part (the .reduced file's unit) holds the canonical strategy / comm_rank_step tables, and the part
+    check accepts them (and still refuses a table of no reader)."""
+    from pathlib import Path
+
+    from reportgen.readers import mindinsight as mi
+
+    d = mi.discover(Path(fixture_dir("mindinsight", "mi_parallel_strategy")))
+    meta, tables, _ = mi.rank_part(*mi.rank_units(d)[0])
+    assert {k.split(".", 1)[1] for k in tables} == {"t.strategy_ops"}
+    mi.check_part(meta, tables)
+    with pytest.raises(ValueError):
+        mi.check_part(meta, {**tables, "0.t.bogus": pd.DataFrame()})
+    assert mi._hccl_table("comm_rank_step") == "comm_rank_step" and mi._hccl_table("comm_ops") == "mi_comm_ops"
+    assert mi._hccl_name("comm_rank_step") == "comm_rank_step" and mi._hccl_name("mi_links") == "links"

@@ -93,6 +93,14 @@ _OVERLAP_COLUMNS = {
 
 _STREAM = re.compile(r"^stream_(\d+)_")
 
+
+
+def step_op_type(ops: pd.Series) -> pd.Series:
+    """The operator type of the step trace's op columns: ``stream_<s>_<i>_<Type>-op<N>`` -> ``<Type>`` (the
+    family's naming rule, written once here; ``step_ops.op_type``)."""
+    names = ops.astype(str)
+    return names.str.replace(r"^stream_\d+_\d+_", "", regex=True).str.replace(r"-op\d+$", "", regex=True)
+
 #: file kind -> "module:function" parsing one file into {table: DataFrame} (or {table: [row dict]}: the one-row
 #: summaries, made into one frame for all ranks); the function takes (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
 EXTRA_PARSERS = {
@@ -103,6 +111,24 @@ EXTRA_PARSERS = {
     "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
     "timeline_display": "reportgen.readers.mindinsight_timeline:parse_timeline_display",
 }
+
+
+#: hccl_raw tables (:mod:`reportgen.readers.mindinsight_hccl` names) stored under a canonical name that sections of
+#: every family read (:mod:`reportgen.schema`); the others keep the family prefix ``mi_`` (their canonical forms,
+#: ``comm_ops`` / ``comm_rank_step`` / ``comm_rank_avg`` / ``comm_links_local``, are made by readers/comm.py)
+HCCL_CANONICAL: dict[str, str] = {}
+#: canonical tables the extra parsers write (no family prefix)
+CANONICAL_TABLES = frozenset({*HCCL_CANONICAL.values(), "strategy_ops", "strategy_pairs"})
+
+
+def _hccl_table(name: str) -> str:
+    """The run's table name of hccl_raw table ``name``."""
+    return HCCL_CANONICAL.get(name, "mi_" + name)
+
+
+def _hccl_name(table: str) -> str:
+    """The hccl_raw table name of the run's table ``table`` (inverse of :func:`_hccl_table`)."""
+    return next((h for h, t in HCCL_CANONICAL.items() if t == table), table[len("mi_"):])
 
 
 def _extra_parser(kind: str):
@@ -661,7 +687,7 @@ def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
         if parsed["columns"]:
             out["generations"].add(parsed["generation"])
         for name, cols in parsed["columns"].items():  # columns: one frame per table for all ranks (read())
-            out["tables"].setdefault("mi_" + name, []).append(cols)
+            out["tables"].setdefault(_hccl_table(name), []).append(cols)
     elif _extra_parser(f.kind) is not None:
         for name, df in (_extra_parser(f.kind)(f.path, f.rank, problems) or {}).items():
             out["tables"].setdefault(name, []).append(df)
@@ -877,7 +903,8 @@ def check_part(meta: dict, tables: dict) -> None:
     for name in tables:
         i, _, what = name.partition(".")
         if not (i.isdigit() and int(i) < len(files)) or not (
-                what in _ROW_LISTS or what == "op_rows" or what.startswith("t.mi_")):
+                what in _ROW_LISTS or what == "op_rows" or what.startswith("t.mi_") or
+                what.startswith("t.") and what[2:] in CANONICAL_TABLES):
             raise ValueError(f"table {limits.cap_text(name, 80)} is not a MindInsight table")
 
 
@@ -1026,7 +1053,8 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
             pd.DataFrame(avg_rows)[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]
             .sort_values("rank").reset_index(drop=True))
     if op_rows:
-        run.tables["step_ops"] = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
+        ops_df = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
+        run.tables["step_ops"] = ops_df.assign(op_type=step_op_type(ops_df["op"]))
     ov_cols = ["computation_ms", "comm_alone_ms", "stage_ms", "receive_alone_ms", "collective_comm_alone_ms"]
     if ov_rows:
         df = pd.DataFrame(ov_rows)
@@ -1037,7 +1065,7 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         if parts and isinstance(parts[0], dict):  # hccl_raw columns of every rank
             from .mindinsight_hccl import frame
 
-            run.tables[name] = frame(name[len("mi_"):], parts)
+            run.tables[name] = frame(_hccl_name(name), parts)
             continue
         if parts and isinstance(parts[0], list):  # rows of every rank (one-row summaries)
             rows = [r for p in parts for r in p]

@@ -18,6 +18,13 @@ pipeline send/receive tables, following MindSpore Insight's ``profiler/analyser/
   names dropped; stored comma-separated.
 * pairs: ``Send`` nodes (attr ``dest_rank``) and ``Receive`` nodes (attr ``src_rank``) with attr ``sr_tag``;
   the section matches them as MindInsight's UI (build-graph.js) does.
+* ``op_class`` (the schema's op-class vocabulary, :data:`reportgen.schema.OP_CLASSES`): ``communication`` for the
+  graph's collective and point-to-point operator types (:data:`COMM_TYPES`: MindSpore's communication primitives,
+  ``mindspore.ops.AllReduce`` ... ``Send`` / ``Receive``), else ``compute``. This is the family's rule, written
+  once here: the strategy section colours the operators by this column and never by a type name.
+* ``p2p`` (``send`` | ``receive`` | ""): the node is a pipeline Send / Receive (the pairs' halves).
+
+The tables are the canonical ``strategy_ops`` and ``strategy_pairs`` (:mod:`reportgen.schema`).
 
 A file that cannot be used adds a problem and returns ``{}``; it never raises. Ids are checked (issue 14):
 ``config.rankId`` and a Send/Receive peer rank outside ``0..MAX_RANKS-1`` are named and not used, a
@@ -39,7 +46,7 @@ from ..limits import as_int
 from ._files import read_json
 
 OP_COLUMNS = ["rank", "stage_id", "node_id", "node", "name", "type", "scope", "instance_type", "parallel_shard",
-              "parallel_group", "parallel_group_rank", "inputs"]
+              "parallel_group", "parallel_group_rank", "inputs", "op_class", "p2p"]
 PAIR_COLUMNS = ["rank", "kind", "node", "name", "peer_rank", "sr_tag"]
 
 MAX_ATTR_BYTES = 1024  # MindInsight Graph.MAX_NODE_ATTRIBUTE_VALUE_BYTES (sys.getsizeof of the value dict)
@@ -48,6 +55,11 @@ _SUMMARY_SUFFIXES = tuple(f"[:{p}]" for p in ("image", "scalar", "graph", "optim
 _INT = {"DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64"}
 _UINT = {"DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64"}
 _FLOAT = {"DT_FLOAT16", "DT_FLOAT32", "DT_FLOAT64"}
+#: graph operator types that are communication (MindSpore's collective and point-to-point primitives)
+COMM_TYPES = frozenset({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll", "AlltoAll", "Send",
+                        "Receive", "NeighborExchange", "Barrier"})
+#: the pipeline's point-to-point operator types -> ``p2p``
+P2P_TYPES = {"Send": "send", "Receive": "receive"}
 
 
 def _value(v):
@@ -177,7 +189,9 @@ def _parse(doc, path: Path, rank, problems) -> dict:
         rows.append({"rank": rank, "stage_id": stage_id, "node_id": str(i), "node": node, "name": name,
                      "type": op_type, "scope": scope, "instance_type": instance_type,
                      "parallel_shard": attr.get("in_strategy", ""), "parallel_group": attr.get("group", ""),
-                     "parallel_group_rank": attr.get("group_ranks", ""), "inputs": ",".join(inputs)})
+                     "parallel_group_rank": attr.get("group_ranks", ""), "inputs": ",".join(inputs),
+                     "op_class": "communication" if op_type in COMM_TYPES else "compute",
+                     "p2p": P2P_TYPES.get(op_type, "")})
         if op_type in ("Send", "Receive"):
             key = "dest_rank" if op_type == "Send" else "src_rank"
             peer = attr.get(key)
@@ -185,7 +199,7 @@ def _parse(doc, path: Path, rank, problems) -> dict:
                 else None
             pairs.append({"rank": rank, "kind": "send" if op_type == "Send" else "receive", "node": str(i),
                           "name": name, "peer_rank": peer, "sr_tag": attr.get("sr_tag", "")})
-    out = {"mi_strategy_ops": pd.DataFrame(rows, columns=OP_COLUMNS)}
+    out = {"strategy_ops": pd.DataFrame(rows, columns=OP_COLUMNS)}
     if pairs:
-        out["mi_strategy_pairs"] = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
+        out["strategy_pairs"] = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
     return out

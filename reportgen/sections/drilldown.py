@@ -15,14 +15,17 @@
   Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
   ``cpu_ops`` (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (MindSpore CPU
   host ops, MindInsight timeline files; type = ``<Type>`` of ``.../<Type>-op<N>``), MindInsight ``step_ops``
-  (communication ops of the step trace; type = the ``<Type>`` of ``stream_<s>_<i>_<Type>-op<N>``).
+  (communication ops of the step trace; type = the reader's ``op_type``).
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
-  in use (MB; Ascend ``memory_record`` reserved_mb of the APP component, else the largest; Kineto
-  ``memory_events`` accelerator rows, allocated_mb; MindInsight has none) and cumulative FLOPs (the canonical
+  in use (MB: the memory section's series of the rank, :func:`memory_series`: the device series of
+  ``memory_samples`` whose total reserved peaks highest, so the line's highest point over the whole run is the
+  memory section's peak; which records are memory in use is each family's rule, written once in its reader;
+  a run with only a profiler's own peak, ``memory_peaks``, has no line) and cumulative FLOPs (the canonical
   ``op_flops`` rows with FLOPs and a start, :func:`reportgen.sections.flops.counted_ops`, counted by op start like
-  the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
+  the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank
+  and metric (max per bin for memory, last per bin for the monotonic cumulative FLOPs).
 
 ``extend_analysis`` / ``extend_view`` are what ``execution.analyze`` / ``execution.present`` call.
 """
@@ -30,7 +33,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 from .. import charts as vl
 import pandas as pd
@@ -40,7 +42,6 @@ from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color,
 from ..errors import Unavailable
 from .. import facts
 from ..model import Run
-from ..model import ACCELERATOR_DEVICE_TYPES
 from ..report import Analysis, Column, Figure, Table
 from ..timeline import gpu_op_class, host_op_class, op_type, step_windows
 
@@ -278,8 +279,8 @@ def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
             return e, "device_timeline (compute intervals)"
     so = of("step_ops")
     if so is not None:  # the step trace's communication ops
-        e = _events(so.dropna(subset=["dur_ms"]), "op", None, op_class="communication")
-        e["type"] = [re.sub(r"-op\d+$", "", re.sub(r"^stream_\d+_\d+_", "", n)) for n in e["name"]]
+        so = so.dropna(subset=["dur_ms"])
+        e = _events(so, "op", "op_type" if "op_type" in so else None, op_class="communication")
         return e, "step_ops"
     return None, ""
 
@@ -334,31 +335,33 @@ def downsample(t: pd.Series, v: pd.Series, how: str, span: float, n: int = MAX_L
     return d.loc[sorted(keep)].reset_index(drop=True)
 
 
-def _memory_rows(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:
-    """ts_ms, mb of the rank's memory in use (all rows; the caller cuts the window)."""
-    mr = run.table("memory_record")
-    if mr is not None and {"component", "ts_ms", "reserved_mb"} <= set(mr.columns):
-        m = mr[mr["rank"] == rank].dropna(subset=["ts_ms", "reserved_mb"])
-        if not m.empty:
-            comps = m["component"].astype(str)
-            comp = "APP" if (comps.str.upper() == "APP").any() else m.groupby(comps)["reserved_mb"].max().idxmax()
-            m = m[comps.str.upper() == str(comp).upper()]
-            return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["reserved_mb"].astype(float)})
-    me = run.table("memory_events")
-    if me is not None and {"ts_ms", "device_type", "allocated_mb"} <= set(me.columns):
-        m = me[(me["rank"] == rank) & pd.to_numeric(me["device_type"], errors="coerce").isin(
-            list(ACCELERATOR_DEVICE_TYPES))]
-        m = m.dropna(subset=["ts_ms", "allocated_mb"])
-        if not m.empty:
-            return pd.DataFrame({"ts_ms": m["ts_ms"].astype(float), "mb": m["allocated_mb"].astype(float)})
-    return None
+def memory_series(run: Run) -> pd.DataFrame | None:
+    """rank, ts_ms, mb: the memory in use of each rank, the one series per rank the memory section takes its peak
+    from (:func:`reportgen.sections.memory._from_samples`: the device series of ``memory_samples`` with the highest
+    total reserved); None when the run has no device memory samples."""
+    if run.table("memory_samples") is None:
+        return None
+    from .memory import _from_samples  # late: keeps execution importable on its own
+    try:
+        s = _from_samples(run)["series"]
+    except Unavailable:
+        return None
+    s = s.dropna(subset=["ts", "mb"])
+    if s.empty:
+        return None
+    return pd.DataFrame({"rank": s["rank"].astype(int).to_numpy(), "ts_ms": s["ts"].astype(float).to_numpy(),
+                         "mb": s["mb"].astype(float).to_numpy()})
 
 
-def memory_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | None:
+def memory_line(run: Run, rank: int, start: float, end: float,
+                series: pd.DataFrame | None = None) -> pd.DataFrame | None:
     """t_ms, value (MB in use) over [start, end): the level at the step start (last record before it) then
-    every record inside the window."""
-    m = _memory_rows(run, rank, start, end)
-    if m is None:
+    every record inside the window. ``series``: :func:`memory_series` of the run (computed when not given)."""
+    series = memory_series(run) if series is None else series
+    if series is None:
+        return None
+    m = series[series["rank"] == rank]
+    if m.empty:
         return None
     m = m.sort_values("ts_ms", kind="stable")
     inside = m[(m["ts_ms"] >= start) & (m["ts_ms"] < end)]
@@ -409,6 +412,10 @@ def flops_line(run: Run, rank: int, start: float, end: float) -> pd.DataFrame | 
 def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame | None, dict]:
     """(rank, metric, t_ms, value rows; {rank: step used}) for the ranks the data allows."""
     parts, used = [], {}
+    mem = memory_series(run)
+    if mem is None:
+        mem = pd.DataFrame({"rank": pd.Series(dtype="int64"), "ts_ms": pd.Series(dtype=float),
+                            "mb": pd.Series(dtype=float)})
     for r in ranks:
         r = int(r)
         w = step_window(run, r, preferred_steps)
@@ -416,7 +423,7 @@ def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame
             continue
         step, start, end = w
         got = False
-        for metric, fn in (("memory_mb", memory_line), ("flops_cumulative", flops_line)):
+        for metric, fn in (("memory_mb", lambda *a: memory_line(*a, series=mem)), ("flops_cumulative", flops_line)):
             d = fn(run, r, start, end)
             if d is not None and not d.empty:
                 parts.append(d.assign(rank=r, metric=metric))

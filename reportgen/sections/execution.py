@@ -3,11 +3,13 @@ Marey view of one step (one lane per rank, operators from start to end, the same
 
 Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3.7):
 
-* Time overview. Step time per rank and step: Ascend / PyTorch ``step_time`` (step_ms), MindSpore Insight
-  ``step_trace`` (step_ms). Communication and wait per rank and step: MindInsight ``mi_comm_rank_step``
-  (comm_ms, wait_ms); Ascend ``comm_ops`` summed per rank and step (elapse_ms, wait_ms); PyTorch
-  ``step_time`` comm_ms (no wait: NaN). ``comm_ms`` / ``wait_ms`` of the table are the per-step means over
-  ranks (what MindInsight plots); ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values.
+* Time overview. Step time per rank and step: ``step_time`` (step_ms; Ascend / PyTorch), else ``step_trace``
+  (step_ms; MindSpore Insight). Communication and wait per rank and step, the first the run has:
+  ``comm_rank_step`` (transfer and wait, as the profiler sums them), ``comm_ops`` summed per
+  rank and step (:func:`comm_per_rank_step`: a rank and step whose ops carry no wait, e.g. Ascend Level0 from
+  trace_view.json, has wait NaN: unknown, never 0), ``step_time`` comm_ms (no wait: NaN). ``comm_ms`` /
+  ``wait_ms`` of the table are the per-step means over the ranks that have a value (what MindInsight plots);
+  ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values. Unknown waits are said, never drawn as 0.
   **Departure:** MindInsight plots the step_trace total raw (10 ns ticks); we plot milliseconds.
 * Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: Kineto GPU kernels, gloo
   collectives and main-thread CPU ops, Ascend HCCL and device ops, MindSpore CPU host ops, MindInsight timeline
@@ -18,6 +20,9 @@ Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3
   no op is common to all ranks, ranks are aligned within their pipeline stage (or within groups of ranks that share
   op names, as the seed does); when nothing is shared, on the step start.
   The n-th occurrence of the same op name on each rank is one "operator" joined across ranks.
+* Classes drawn (:data:`MAREY_CLASS_OF` of the reader's op class, the device timeline's ``kind``): communication
+  (with p2p receive), computation (compute and memcpy), wait and other, each its own colour; only communication is
+  joined across ranks and used for the alignment.
 * Derived computation (no recorded compute ops: the gaps between a step trace's communication ops) is drawn merged
   across gaps shorter than ``MIN_DUR_SHARE`` of the step: those gaps hold only communication ops too short to draw.
 * Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn, steps are added while the marks
@@ -39,14 +44,15 @@ from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
-from ..timeline import DERIVED_NAME, labels, per_value, step_windows
+from ..timeline import DERIVED_NAME, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
 #: step times (time overview) or the device timeline (Marey view)
 NEEDS = (("step_time", "step_trace", "device_timeline"),)
-SOURCES = ("MindSpore Insight: step_trace_raw_<rank>_detail_time.csv; Ascend: step_trace_time.csv or trace_view.json; "
-           "PyTorch: ProfilerStep annotations and GPU kernels in the trace")
+SOURCES = ("step times: step_trace_raw_<rank>_detail_time.csv, step_trace_time.csv or a trace's ProfilerStep "
+           "annotations; operators: trace_view.json, a trace's GPU kernels or the step trace's op columns; "
+           "communication and wait: hccl_raw_<rank>.csv or communication.json")
 
 #: marks in the Marey figure (bars + polygon vertices), over all steps drawn
 MAX_MARKS = 6_000
@@ -60,10 +66,16 @@ MAX_STEPS = 20
 MAX_PICK_RANKS = 64
 
 UNAVAILABLE = (
-    "No step times or device timeline in this run. MindSpore Insight: step_trace_raw_<rank>_detail_time.csv "
-    "(step times and the communication ops of the step trace) and hccl_raw_<rank>.csv (communication / wait); "
-    "Ascend: ASCEND_PROFILER_OUTPUT/step_trace_time.csv, communication.json and trace_view.json (HCCL and "
-    "device ops, ProfilerStep windows); PyTorch: ProfilerStep annotations and GPU kernels in the trace.")
+    "No step times or device timeline in this run: needs step_time or step_trace (step markers: "
+    "step_trace_raw_<rank>_detail_time.csv, step_trace_time.csv or ProfilerStep annotations) or a device_timeline "
+    "with step windows (trace_view.json device and communication ops, a trace's GPU kernels, the step trace's op "
+    "columns).")
+#: the reader's op class (device_timeline ``kind``) -> the class drawn in the Marey view
+MAREY_CLASS_OF = {"communication": "communication", "receive": "communication", "compute": "computation",
+                  "memcpy": "computation", "wait": "wait", "other": "other"}
+#: classes of the Marey view in legend order, with their colours
+MAREY_CLASSES = {"computation": palette.ROLE["compute"], "communication": palette.ROLE["comm"],
+                 "wait": palette.ROLE["wait"], "other": palette.ROLE["other"]}
 
 
 # --------------------------------------------------------------------------- time overview
@@ -78,16 +90,19 @@ def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
         return None, ""
     rows = st[["step", "rank", "step_ms"]].copy()
     comm, comm_source = None, ""
-    if run.table("mi_comm_rank_step") is not None:
-        comm = run.table("mi_comm_rank_step")[["rank", "step", "comm_ms", "wait_ms"]]
-        comm_source = "mi_comm_rank_step (hccl_raw communication_cost, wait_cost)"
+    if run.table("comm_rank_step") is not None:
+        comm = comm_per_rank_step(run.table("comm_rank_step"))
+        comm_source = "comm_rank_step (transfer and wait time per rank and step, as the profiler sums them)"
     elif run.table("comm_ops") is not None:
-        comm = run.table("comm_ops").groupby(["rank", "step"], as_index=False)[["elapse_ms", "wait_ms"]].sum() \
-            .rename(columns={"elapse_ms": "comm_ms"})
-        comm_source = "comm_ops (communication.json elapse, wait summed per rank and step)"
+        comm = comm_per_rank_step(run.table("comm_ops"))
+        known = comm["wait_ms"].notna()
+        comm_source = "comm_ops (transfer time " + (
+            "and wait summed per rank and step" if known.all() else
+            "summed per rank and step; wait summed where the ops carry it, unknown elsewhere" if known.any() else
+            "summed per rank and step: the op time, as the ops carry no wait time (unknown)") + ")"
     elif "comm_ms" in st:
         comm = st[["rank", "step", "comm_ms"]].assign(wait_ms=math.nan)
-        comm_source = "step_time comm_ms (no wait time in this source)"
+        comm_source = "step_time comm_ms (no wait time in this data: unknown)"
     if comm is not None:
         # the steps are the run's (reportgen/facts.py): communication of a step the step table lacks is left out
         # (MindInsight takes the steps of its time view from hccl_raw; we list the same steps in every section)
@@ -104,13 +119,36 @@ def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
     return rows, f"{source} step_ms; communication from {comm_source or 'nothing (no communication data)'}"
 
 
+def comm_per_rank_step(ops: pd.DataFrame) -> pd.DataFrame:
+    """rank, step, ``comm_ms``, ``wait_ms`` of the time overview: the two parts of communication the seed's time
+    overview draws side by side, so they never count the same time twice.
+
+    * ``comm_ms`` = communication transfer time: the sum of the ops' ``transit_ms`` where the data has it, else their
+      ``elapse_ms`` minus ``wait_ms`` where the wait is known, else their ``elapse_ms`` (an op time that includes its
+      waiting: Level0, MindSpore CPU host collectives).
+    * ``wait_ms`` = the sum of their ``wait_ms``; NaN when none of the rank's ops of the step carries a wait
+      (unknown, not 0, which pandas' plain sum of NaNs would give).
+
+    ``ops`` is ``comm_ops`` or ``comm_rank_step`` (both have elapse_ms, transit_ms, wait_ms; transit / wait may be
+    absent or NaN)."""
+    o = ops
+    elapse = o["elapse_ms"] if "elapse_ms" in o else pd.Series(math.nan, index=o.index)
+    wait = o["wait_ms"] if "wait_ms" in o else pd.Series(math.nan, index=o.index)
+    transit = o["transit_ms"] if "transit_ms" in o else pd.Series(math.nan, index=o.index)
+    transfer = transit.where(transit.notna(), (elapse - wait).where(wait.notna(), elapse))
+    t = pd.DataFrame({"rank": o["rank"], "step": o["step"], "comm_ms": transfer, "wait_ms": wait})
+    g = t.groupby(["rank", "step"])
+    return pd.DataFrame({"comm_ms": g["comm_ms"].sum(min_count=1),
+                         "wait_ms": g["wait_ms"].sum(min_count=1)}).reset_index()
+
+
 # --------------------------------------------------------------------------- timeline
 
 
 def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     """(ops: rank, step, op, match, kind, start_ms, end_ms; windows: rank, step, start_ms, end_ms; source) from the
-    device timeline (:mod:`reportgen.timeline`), intervals outside every step left out. Communication and receive
-    are drawn as communication, compute and memcpy as computation. ``match`` drops the step trace's
+    device timeline (:mod:`reportgen.timeline`), intervals outside every step left out. ``kind`` is the class drawn,
+    :data:`MAREY_CLASS_OF` of the reader's op class (communication, computation, wait, other). ``match`` drops the step trace's
     ``stream_<s>_<i>_`` prefix: the stream differs between ranks, the operator (``<Type>-op<N>``) is shared."""
     tl, windows = run.table("device_timeline"), step_windows(run)
     if tl is None or windows is None:
@@ -119,7 +157,7 @@ def _timeline(run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     if tl.empty:
         return None, None, ""
     ops = pd.DataFrame({"rank": tl["rank"], "step": tl["step"], "op": tl["name"], "match": match_names(tl["name"]),
-                        "kind": labels(tl["kind"].isin(["communication", "receive"]), "communication", "computation"),
+                        "kind": tl["kind"].map(MAREY_CLASS_OF).fillna("other").to_numpy(),
                         "start_ms": tl["start_ms"], "end_ms": tl["end_ms"], "derived": tl["source"] == "derived"})
     derived = ops["derived"]
     parts = [f"{k} ({n:,})" for k, n in tl.loc[~derived, "kind"].value_counts().sort_index().items()]
@@ -260,7 +298,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
             trimmed["steps_left_out"] = len(all_steps) - len(drawn)
             break
         if not drawn and cost > MAX_MARKS:  # first step alone is too big: computation first, then lanes
-            n_comp = int((s["kind"] == "computation").sum())
+            n_comp = int((s["kind"] != "communication").sum())
             s = s[s["kind"] == "communication"]
             trimmed["computation_dropped"] += n_comp
             cost = 2 * len(s)
@@ -348,9 +386,9 @@ def analyze(run: Run, options=None) -> Analysis:
             drawn_ranks = set(rows["rank"])
             data["lanes"] = [r for r in lane_order if r in drawn_ranks]
     if "marey" not in data and "marey_unavailable" not in metrics:
-        metrics["marey_unavailable"] = ("no operator timeline: Ascend trace_view.json (hccl/device ops and "
-                                        "ProfilerStep), PyTorch GPU kernels with ProfilerStep, MindInsight "
-                                        "step_trace_raw_*_detail_time.csv with op columns")
+        metrics["marey_unavailable"] = ("no operator timeline: needs device_timeline intervals inside step windows "
+                                        "(trace_view.json device and communication ops, a trace's GPU kernels with "
+                                        "ProfilerStep, a step_trace_raw_*_detail_time.csv with op columns)")
     if not tables and not data:
         raise Unavailable(UNAVAILABLE)
     # --- drill-down (reportgen/sections/drilldown.py): rank_blocks, drilldown_ops
@@ -368,8 +406,11 @@ def analyze(run: Run, options=None) -> Analysis:
 #: report's colour of emphasis, as the focus outlines of reportgen/charts.py)
 OVERVIEW_SERIES = {"Step time, median over ranks": palette.ROLE["compute"],
                    "Step time, min–max over ranks": palette.ROLE["compute_range"],
-                   "Step time, highlighted rank": "currentColor", "Communication, mean over ranks": palette.ROLE["comm"],
+                   "Step time, highlighted rank": "currentColor",
+                   "Communication transfer, mean over ranks": palette.ROLE["comm"],
                    "Waiting, mean over ranks": palette.ROLE["wait"]}
+#: what a wait the data does not record reads as (never "0 ms")
+WAIT_UNKNOWN = "unknown"
 #: warm-up steps longer than this factor x the largest step in scope are drawn off the scale (the scale covers the
 #: steps in scope, as every colour scale does; reportgen/facts.py)
 OFF_SCALE_FACTOR = 1.5
@@ -427,12 +468,16 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     unit2, factor2 = fmt.unit_for("ms", pd.concat([stats["comm_ms"], stats["wait_ms"]]))
     stats[["lo", "median", "hi"]] = stats[["lo", "median", "hi"]] / factor
     stats[["comm_ms", "wait_ms"]] = stats[["comm_ms", "wait_ms"]] / factor2
+    # an unknown wait (NaN: the data records none) is said as such, never drawn or written as 0
+    wait_known = stats["wait_ms"].notna()
+    stats["wait_text"] = [fmt.quantity(v * factor2, "ms") if ok else WAIT_UNKNOWN
+                          for v, ok in zip(stats["wait_ms"], wait_known)]
     tooltip = [vl.Tooltip("step:O", title="Step"), tip("median", "Median over ranks", unit),
                tip("lo", "Fastest rank", unit), tip("hi", "Slowest rank", unit),
-               tip("comm_ms", "Communication, mean", unit2), tip("wait_ms", "Waiting, mean", unit2),
+               tip("comm_ms", "Communication transfer, mean", unit2), vl.Tooltip("wait_text:N", title="Waiting, mean"),
                vl.Tooltip("warmup:N", title="Warm-up")]
-    color = vl.Color("series:N", title=None, scale=vl.Scale(domain=list(OVERVIEW_SERIES),
-                                                               range=list(OVERVIEW_SERIES.values())),
+    shown = {k: v for i, (k, v) in enumerate(OVERVIEW_SERIES.items()) if i != 4 or wait_known.any()}
+    color = vl.Color("series:N", title=None, scale=vl.Scale(domain=list(shown), range=list(shown.values())),
                       legend=vl.Legend(orient="top", columns=3, labelLimit=260, symbolType="stroke",
                                         symbolStrokeWidth=4, symbolSize=240, symbolOpacity=1))
     warm = sorted(int(x) for x in stats.loc[stats["warmup"], "step"])
@@ -485,8 +530,13 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
         usermeta=CLICK_SETS_STEP))
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
                "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
-               "ranks." + (" The shaded column is the step of the Marey view below; click a step to show it there."
-                           if step0 else ""))
+               "ranks." + ("" if wait_known.all() else
+                           " Waiting is unknown in this data (it records no wait time): not drawn."
+                           if not wait_known.any() else
+                           f" Waiting is unknown for {count(int((~wait_known).sum()), 'step')} (no wait time "
+                           "recorded): no point there.")
+               + (" The shaded column is the step of the Marey view below; click a step to show it there."
+                  if step0 else ""))
     if off_scale and warm:
         caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
                     f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
@@ -526,8 +576,8 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         orient="horizontal", opacity=0.25, color=palette.ROLE["comm"]).encode(
         x=x, x2="t1:Q", y=vl.Y("lane_shown:O", sort=lane_sort, bandPosition=0.5), detail="key:N",
         tooltip=tooltip)
-    bar_color = vl.Color("kind:N", title="Kind", scale=vl.Scale(domain=["computation", "communication"],
-                                                                 range=[palette.ROLE["compute"], palette.ROLE["comm"]]))
+    kinds = [k for k in MAREY_CLASSES if (rows["kind"] == k).any()] or ["computation", "communication"]
+    bar_color = vl.Color("kind:N", title="Kind", scale=vl.Scale(domain=kinds, range=[MAREY_CLASSES[k] for k in kinds]))
     zoom = vl.selection_interval(bind="scales", encodings=["x"], name="marey_zoom")  # drag / wheel; double-click resets
     bars = base.mark_bar(height={"band": 0.6}).encode(
         x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
@@ -545,7 +595,7 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         trims.append(f"derived computation merged across {t['derived_merged']:,} communication gaps shorter than "
                      f"{fmt.percent(MIN_DUR_SHARE)} of their step")
     if t["computation_dropped"]:
-        trims.append(f"{t['computation_dropped']:,} computation ops left out (communication only)")
+        trims.append(f"{t['computation_dropped']:,} computation, wait and other ops left out (communication only)")
     if t["lanes_sampled"]:
         trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
     if t["steps_left_out"]:
@@ -555,7 +605,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
              "communication op common to the ranks)")
     caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}); shown first: "
                f"step {steps[0]}" + (", the median step in scope" if m.get("median_step") == steps[0] else "") +
-               ". Bars from start to end, computation and communication in different colours; "
+               ". Bars from start to end, coloured by class (" + ", ".join(
+                   k + {"wait": " (waiting for a peer)", "other": " (not classified by the profiler)"}.get(k, "")
+                   for k in kinds) + "); "
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
                f"to zoom in time, double-click to reset. Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
@@ -578,8 +630,8 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "execution-steps", "Time overview per step and rank", ov,
             [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step time", "ms"),
-             Column("comm_ms", "Communication, step mean", "ms"), Column("wait_ms", "Waiting, step mean", "ms"),
-             Column("rank_comm_ms", "Communication, this rank", "ms"),
+             Column("comm_ms", "Communication transfer, step mean", "ms"), Column("wait_ms", "Waiting, step mean", "ms"),
+             Column("rank_comm_ms", "Communication transfer, this rank", "ms"),
              Column("rank_wait_ms", "Waiting, this rank", "ms")],
             caption=m.get("time_overview_source", "")))
     if "marey" in a.data:

@@ -41,8 +41,12 @@ from . import pipeline
 
 ID = "strategy"
 TITLE = "Parallel strategy"
-SOURCES = ("MindSpore Insight: parallel_strategy_<rank>.json and profiler_info_<rank>.json; Ascend: "
-           "profiler_metadata.json (parallel_group_info); PyTorch: distributedInfo / pg_config in the trace")
+SOURCES = ("process groups: profiler_metadata.json parallel_group_info, or a trace's distributedInfo pg_config; "
+           "operator strategies: parallel_strategy_<rank>.json with profiler_info_<rank>.json")
+#: No table is required: a run whose readers know each rank's pipeline stage (``run.stage_map``, not a table the
+#: runner can check) gets the stage blocks and pipeline chains; ``analyze`` says unavailable when it has neither
+#: ``groups``, ``strategy_ops`` nor stages. Tables read: ``groups``, ``strategy_ops``, ``strategy_pairs``.
+NEEDS: tuple = ()
 
 DIMS = ["pp", "dp", "tp", "cp", "ep"]
 #: cells of the mesh chart that still get their rank written in them
@@ -55,7 +59,7 @@ MESH_ROW_CELLS = 64
 # --------------------------------------------------------------------------- groups and mesh
 
 
-def _mi_stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]]:
+def _stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]]:
     """0-based stage -> ranks, as MindInsight's metadata."""
     stages, world = run.parallel.get("stages"), run.world_size
     # a claimed world far beyond the ranks found is not listed rank by rank (issue 14): the ranks' own stage ids
@@ -68,7 +72,7 @@ def _mi_stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]
     return {}
 
 
-def _mi_groups(stage_devices: dict[int, list[int]]) -> pd.DataFrame:
+def _stage_groups(stage_devices: dict[int, list[int]]) -> pd.DataFrame:
     rows = []
     for s, ranks in sorted(stage_devices.items()):
         rows.append({"group": f"stage{s}", "name": f"stage {s} devices",
@@ -164,7 +168,7 @@ def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> p
         m["input"] = [[x for x in str(i).split(",") if x] for i in m["inputs"]]
         out.append(m)
     cols = ["stage", "stage_id", "node_id", "name", "type", "scope", "instance_type", "parallel_shard",
-            "parallel_group", "group", "parallel_group_rank", "input"]
+            "parallel_group", "group", "parallel_group_rank", "input", "op_class", "p2p"]
     if not out:
         return pd.DataFrame(columns=cols)
     return pd.concat(out, ignore_index=True)[cols]
@@ -295,11 +299,11 @@ def _mode(run: Run, sizes: dict) -> str:
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    groups, ops, pairs = run.table("groups"), run.table("mi_strategy_ops"), run.table("mi_strategy_pairs")
-    stage_devices = _mi_stage_devices(run, ops) if ops is not None else {}
+    groups, ops, pairs = run.table("groups"), run.table("strategy_ops"), run.table("strategy_pairs")
+    stage_devices = _stage_devices(run, ops) if ops is not None else {}
     derived, derived_from = False, ""
     if groups is None and stage_devices:
-        groups, derived, derived_from = _mi_groups(stage_devices), True, "derived from MindSpore stage devices"
+        groups, derived, derived_from = _stage_groups(stage_devices), True, "derived from the strategy's stage devices"
     elif groups is None and len(set(run.stage_map.values())) > 1:
         # no group data, but the files state each rank's stage (MindSpore Insight cluster analysis): stage blocks
         # and the pipeline chains (same position in every stage), derived as MindInsight's strategy view does
@@ -307,17 +311,17 @@ def analyze(run: Run, options=None) -> Analysis:
         for r, st in sorted(run.stage_map.items()):
             blocks.setdefault(int(st) - 1, []).append(int(r))
         stage_devices = blocks
-        groups, derived, derived_from = _mi_groups(blocks), True, "derived from the run's pipeline stages"
+        groups, derived, derived_from = _stage_groups(blocks), True, "derived from the run's pipeline stages"
         stage_rows = groups["group"].str.match(r"stage\d+$")  # named by the 1-based stage the report shows
         groups.loc[stage_rows, "name"] = [f"stage {int(g[5:]) + 1} ranks" for g in groups.loc[stage_rows, "group"]]
         groups.loc[stage_rows, "group"] = [f"stage{int(g[5:]) + 1}" for g in groups.loc[stage_rows, "group"]]
     if groups is None:
         raise Unavailable(
-            "No process-group or parallel-strategy data in this run. MindSpore Insight: parallel_strategy_<rank>.json "
-            "with profiler_info_<rank>.json (profile a semi_auto_parallel / auto_parallel / data_parallel graph-mode "
-            "job); Ascend: profiler_metadata.json with parallel_group_info (torch_npu 2.1+ / MindSpore 2.3+ "
-            "profiler); PyTorch: the trace's distributedInfo with pg_config (torch.profiler with distributed "
-            "training, PyTorch 2.1+).")
+            "No process-group or parallel-strategy data in this run: needs groups (profiler_metadata.json with "
+            "parallel_group_info, or a trace's distributedInfo with pg_config: a profiler of distributed training "
+            "that records its process groups), strategy_ops (parallel_strategy_<rank>.json with "
+            "profiler_info_<rank>.json: a semi_auto_parallel / auto_parallel / data_parallel graph-mode job) or the "
+            "ranks' pipeline stages.")
     groups = groups.copy()
     groups["ranks"] = [sorted(int(r) for r in rs) for rs in groups["ranks"]]
     groups["size"] = [len(r) for r in groups["ranks"]]
@@ -365,7 +369,7 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["redistribution_ops"] = int((merged["instance_type"] == "Redistribution").sum())
         metrics["gradient_aggregation_ops"] = int((merged["instance_type"] == "GradientAggregation").sum())
         interesting = (merged["parallel_shard"].astype(str) != "") | (merged["group"] != "") | \
-            (merged["instance_type"] != "") | merged["type"].isin(["Send", "Receive"])
+            (merged["instance_type"] != "") | (merged["p2p"] != "")
         tables["strategy_ops"] = merged[interesting].reset_index(drop=True)
         tables["special_ops"] = _special_counts(merged)
         data["all_ops"] = merged
@@ -395,7 +399,7 @@ def analyze(run: Run, options=None) -> Analysis:
 
 
 class _StageRun:
-    """A view of the run whose stage_of comes from MindSpore's stage devices."""
+    """A view of the run whose stage_of comes from the strategy's stage devices."""
 
     def __init__(self, run: Run, stage_of):
         self._run, self.stage_of = run, stage_of
@@ -435,7 +439,7 @@ def present(a: Analysis) -> View:
              Column("scope", "Scope", "text"), Column("instance_type", "Role", "text"),
              Column("parallel_shard", "Strategy (in_strategy)", "text"), Column("group", "Group", "text")],
             caption="One row per operator of each stage's first rank; Group = union over the stage's ranks "
-                    "(MindInsight's merged graph). Strategy row i is the split of input i."))
+                    "(the stage's merged graph). Strategy row i is the split of input i."))
         tables.append(Table.from_frame(
             "strategy-special", "Redistribution and gradient-aggregation operators per stage and scope",
             t["special_ops"],
@@ -453,7 +457,7 @@ def present(a: Analysis) -> View:
             [Column(f"d{k}", f"Dim {k}", "int") for k in range(1, width + 1)] +
             [Column("devices", "Devices per input", "int", help="product of the slices")],
             caption="One row per input of every operator with a shard strategy (in_strategy), from each stage's first "
-                    "rank: the number of slices of each dimension (MindInsight's strategy matrix). Filter by operator "
+                    "rank: the number of slices of each dimension (the strategy matrix). Filter by operator "
                     "or namespace."))
     if "namespaces" in t and not t["namespaces"].empty:
         ns = t["namespaces"].assign(label=["· " * (int(d) - 1) + str(n).rsplit("/", 1)[-1]
@@ -465,7 +469,7 @@ def present(a: Analysis) -> View:
              Column("ops", "Operators", "int"), Column("with_strategy", "With strategy", "int"),
              Column("redistribution", "Redistribution", "int"),
              Column("gradient_aggregation", "Gradient aggregation", "int")],
-            caption="Every prefix of the operators' scopes (MindInsight's aggregation nodes), in tree order; filter "
+            caption="Every prefix of the operators' scopes (the graph's aggregation nodes), in tree order; filter "
                     "'Full namespace' to open a subtree or 'Depth' (e.g. <= 3) to close the deeper levels."))
     if "namespaces" in t and not t["namespaces"].empty:
         trees.append(_namespace_tree(t["namespaces"]))
@@ -595,13 +599,20 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
 #: operators drawn per stage in the strategy view (beyond: the first ones in execution order, and said)
 VIEW_OPS = 4000
 _ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
-_COMM_TYPES = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll", "AlltoAll", "Send", "Receive",
-               "NeighborExchange", "Barrier"}
 
 
 _NS_COLUMNS = [Column("ops", "Operators", "int"), Column("with_strategy", "With strategy", "int"),
                Column("redistribution", "Redistribution", "int"),
                Column("gradient_aggregation", "Gradient aggregation", "int")]
+
+
+def role_of_ops(ops: pd.DataFrame) -> list[str]:
+    """Role of each operator in the strategy view: its parallel role (``instance_type``: redistribution, gradient
+    aggregation) when it has one, else communication or computation from the reader's ``op_class``
+    (reportgen/readers/mindinsight_strategy.py decides it from the operator type)."""
+    cls = ops["op_class"] if "op_class" in ops else pd.Series("compute", index=ops.index)
+    return [_ROLE_OF_OP.get(i) or ("communication" if c == "communication" else "computation")
+            for i, c in zip(ops["instance_type"], cls)]
 
 
 def _namespace_tree(ns: pd.DataFrame) -> Tree:
@@ -619,7 +630,7 @@ def _namespace_tree(ns: pd.DataFrame) -> Tree:
             (parent.children if parent is not None else root.children).append(node)
         roots.append(root)
     return Tree("strategy-namespace-tree", "Namespace tree", _NS_COLUMNS, roots,
-                caption="Operators below each namespace, per stage (MindInsight's aggregation nodes): open and close a "
+                caption="Operators below each namespace, per stage (the graph's aggregation nodes): open and close a "
                         "namespace to see its children; the browser's find opens the rows it matches.")
 
 
@@ -635,8 +646,7 @@ def _strategy_view(a: Analysis) -> Figure | None:
         g = g.assign(pos=pd.to_numeric(g["node_id"], errors="coerce")).dropna(subset=["pos"]).sort_values("pos")
         if len(g) > VIEW_OPS:
             g, cut = g.head(VIEW_OPS), True
-        role = [_ROLE_OF_OP.get(i) or ("communication" if t in _COMM_TYPES else "computation")
-                for i, t in zip(g["instance_type"], g["type"])]
+        role = role_of_ops(g)
         rows.append(pd.DataFrame({"stage": int(st), "pos": g["pos"].astype(int), "role": role,
                                   "name": [limits.cap_text(str(n), 120) for n in g["name"]],
                                   "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str)}))
