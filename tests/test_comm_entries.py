@@ -194,4 +194,4 @@ def test_a_kernel_shorter_than_a_microsecond_gives_no_share_outside_0_to_100():
     gt = _gpu_time(run)
     ratios = gt[[c for c in gt.columns if c.endswith("_ratio")]].stack().dropna()
     assert ((ratios >= 0) & (ratios <= 1)).all()
-    assert any("outside 0-100%" in p.problem for p in run.problems)
+    assert any("outside 0..100 %" in p.problem for p in run.problems)

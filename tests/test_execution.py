@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -38,7 +39,8 @@ def test_mindinsight_time_overview_equals_hccl_means(pp2x4):
     assert len(ov) == len(st)  # the run's steps only: hccl_raw's step 6 has no step time and is left out
     merged = ov.merge(st[["rank", "step", "step_ms"]], on=["rank", "step"], suffixes=("", "_st"))
     assert (merged["step_ms"] == merged["step_ms_st"]).all()
-    means = run.table("comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
+    # the overview's communication is the transfer time (hccl_raw communication_cost), its wait the wait_cost
+    means = run.table("mi_comm_rank_step").groupby("step")[["comm_ms", "wait_ms"]].mean()
     assert 6 in means.index and 6 not in set(ov["step"])
     for step, row in means.drop(index=6).iterrows():
         got = ov[ov["step"] == step]
@@ -117,8 +119,8 @@ def test_stage_lanes_have_no_rank_axis_title(pp2x4):
 def test_ascend_time_overview_and_alignment_on_allreduce():
     run, out = _outcome(fixture_dir(*ASCEND))
     ov = out.analysis.tables["time_overview"]
-    ops = run.table("comm_ops").groupby(["rank", "step"])[["elapse_ms", "wait_ms"]].sum()
-    assert ov["comm_ms"].iloc[0] == pytest.approx(ops["elapse_ms"].mean())
+    ops = run.table("comm_ops").groupby(["rank", "step"])[["transit_ms", "wait_ms"]].sum()
+    assert ov["comm_ms"].iloc[0] == pytest.approx(ops["transit_ms"].mean())  # transfer beside the wait
     assert ov["wait_ms"].iloc[0] == pytest.approx(ops["wait_ms"].mean())
     m = out.analysis.metrics
     assert m["alignment_op"].startswith("hcom_allReduce") and m["alignment"] == "all ranks"
@@ -130,15 +132,27 @@ def test_ascend_time_overview_and_alignment_on_allreduce():
 
 
 def test_kineto_comm_from_the_canonical_comm_ops():
-    """Every family fills comm_ops (readers/comm.py): a PyTorch run's time overview sums its operations per rank and
-    step, with the waits the matched collectives give (issue 25; it used step_time's union and no wait)."""
+    """Every family fills comm_ops (readers/comm.py): a PyTorch run's time overview sums its operations' transfer
+    time per rank and step, beside the waits the matched collectives give (issue 25; it used step_time's union and
+    no wait)."""
     run, out = _outcome(fixture_dir(*KINETO))
     ov = out.analysis.tables["time_overview"]
     ops = run.table("comm_ops")
-    sums = ops.groupby(["rank", "step"])[["elapse_ms"]].sum().groupby("step")["elapse_ms"].mean()
+    sums = ops.groupby(["rank", "step"])[["transit_ms"]].sum().groupby("step")["transit_ms"].mean()
     got = ov.groupby("step")["comm_ms"].first()
     assert got.to_dict() == pytest.approx(sums.reindex(got.index).to_dict())
     assert out.analysis.metrics["alignment_op"].startswith("ncclKernel")
+
+
+def test_overview_communication_and_wait_never_count_one_time_twice():
+    """comm_per_rank_step: transfer = transit where known, else op time minus the known wait, else the op time."""
+    ops = pd.DataFrame({"rank": [0, 0, 1, 1, 2], "step": [1, 1, 1, 1, 1],
+                        "elapse_ms": [10.0, 4.0, 10.0, 6.0, 5.0], "transit_ms": [3.0, np.nan, np.nan, np.nan, np.nan],
+                        "wait_ms": [7.0, 1.0, 2.0, np.nan, np.nan]})
+    got = execution.comm_per_rank_step(ops).set_index("rank")
+    assert got.loc[0, "comm_ms"] == pytest.approx(3.0 + 3.0) and got.loc[0, "wait_ms"] == pytest.approx(8.0)
+    assert got.loc[1, "comm_ms"] == pytest.approx(8.0 + 6.0) and got.loc[1, "wait_ms"] == pytest.approx(2.0)
+    assert got.loc[2, "comm_ms"] == pytest.approx(5.0) and np.isnan(got.loc[2, "wait_ms"])
 
 
 def test_1024_ranks_stays_within_budget(tmp_path):
