@@ -224,8 +224,10 @@ def test_metrics_json_budget(monkeypatch):
         metrics = {"name": LONG}
         tables = {"ops": pd.DataFrame({"op": [LONG] * 30, "ms": range(30)})}
 
-    monkeypatch.setattr(metrics, "MAX_TABLE_ROWS", 20)
-    monkeypatch.setattr(metrics, "summary", lambda run, outcomes: {})
+    from reportgen import document
+
+    monkeypatch.setattr(document, "MAX_TABLE_ROWS", 20)
+    monkeypatch.setattr(document, "summary", lambda run, outcomes: {})
     out = SectionOutcome(id="communication", title="C", status="ok", analysis=Analysis())
     doc = metrics.build(Run(name="r", source_format="kineto", source_path="/x"), [out])
     block = doc["sections"]["communication"]

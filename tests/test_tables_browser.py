@@ -321,7 +321,7 @@ def test_pdf_repeats_real_header_rows(reports, open_report, tmp_path):
     end = next(i for i in range(start, len(pages)) if "more rows in the CSV" in pages[i])
     assert end > start, "the operator table should run over more than one page"
     for i in range(start, end + 1):
-        assert "Elapse (" in pages[i] and "Operator" in pages[i], f"page {i + 1} has no header row"
+        assert "Duration (" in pages[i] and "Operator" in pages[i], f"page {i + 1} has no header row"
     assert not log.problems(), log.problems()
 
 
