@@ -92,12 +92,17 @@ def test_profiler_single_fixture_parses():
     assert out["mi_timeline_ops"]["name"].tolist() == ["AssignAdd-op142"]
 
 
-def test_marey_uses_timeline_display(tmp_path, pp2x4):
+def timeline_run(pp2x4, tmp_path):
+    """pp2x4 with timeline display files of ranks 0 and 1 (rank 1 shifted by 7 µs), read."""
     root = tmp_path / "run"
     shutil.copytree(pp2x4, root)
     for rank, shift in ((0, 0.0), (1, 7.0)):
         (root / f"ascend_timeline_display_{rank}.json").write_text(json.dumps(_timeline_21(shift)))
-    run = read_run(root)
+    return read_run(root)
+
+
+def test_marey_uses_timeline_display(tmp_path, pp2x4):
+    run = timeline_run(pp2x4, tmp_path)
     assert set(run.table("mi_timeline_ops")["rank"]) == {0, 1}
     assert len(run.table("mi_timeline_steps")) == 4
     (out,) = run_sections(run, only=["execution"])

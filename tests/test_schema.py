@@ -71,15 +71,9 @@ def test_synthetic_run_is_canonical(family, tmp_path):
 
 def test_mindinsight_timeline_run_is_canonical(tmp_path, pp2x4):
     """MindInsight timeline display files with Steps blocks: mi_timeline_ops, mi_timeline_steps."""
-    import shutil
+    from test_mindinsight_timeline import timeline_run
 
-    from test_mindinsight_timeline import _timeline_21
-
-    root = tmp_path / "run"
-    shutil.copytree(pp2x4, root)
-    for rank, shift in ((0, 0.0), (1, 7.0)):
-        (root / f"ascend_timeline_display_{rank}.json").write_text(json.dumps(_timeline_21(shift)))
-    run = read_run(root)
+    run = timeline_run(pp2x4, tmp_path)
     assert run.table("mi_timeline_steps") is not None
     _canonical(run)
 
