@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from reportgen.readers import read_run
-from reportgen.sections import Options, run_sections
+from reportgen.cli import section_options
+from reportgen.sections import run_sections
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 
 def _data(path):
     run = read_run(path)
-    outs = {o.id: o for o in run_sections(run, Options())}
+    outs = {o.id: o for o in run_sections(run, section_options(run))}  # with the registry's hints
     o = outs["data"]
     assert o.status == "ok", o.reason
     return run, o, outs
