@@ -289,6 +289,7 @@ _CPU_GIVES = {
 }
 
 _KINETO_GIVES = {
+    "step_time.preparing_ms": "ProfilerStep#N markers and GPU kernels (step start to the step's first kernel)",
     "step_time": "GPU kernels and NCCL kernels (or gloo spans) with ProfilerStep#N markers (torch.profiler with "
                  "schedule + step(); a CPU-only trace has no device timeline)",
     "trace_steps": "ProfilerStep#N markers (torch.profiler with schedule + step())",
@@ -337,15 +338,14 @@ def provenance(item: str, first: str | None = None) -> str:
     Every family that can give it is listed, the run's own family (``first``) first: the user learns what to turn
     on in the profiler they used, and what another profiler of the same training would give (an Ascend run may be
     profiled by either framework's profiler). A ``table.column`` item a family does not declare falls back to its
-    declaration of the table."""
+    declaration of the table; families that declare the same text are named together."""
     table = item.partition(".")[0]
-    order = sorted(FAMILIES, key=lambda f: f.name != first)
-    parts = []
-    for f in order:
+    by_text: dict[str, list[str]] = {}  # families that say the same (the dataset pipeline profiles) are named once
+    for f in sorted(FAMILIES, key=lambda f: f.name != first):
         text = f.gives.get(item) or f.gives.get(table)
         if text:
-            parts.append(f"{f.label}: {text}")
-    return "; ".join(parts)
+            by_text.setdefault(text, []).append(f.label)
+    return "; ".join(f"{', '.join(labels)}: {text}" for text, labels in by_text.items())
 
 
 #: the words that name a framework's API, keyed by what a section needs to say (``Run.framework``: the training
@@ -360,13 +360,15 @@ FRAMEWORK_HINTS: dict[str, dict[str, str]] = {
         "data.source": "read faster at the source: convert the data to MindRecord, raise num_parallel_workers of "
                        "the dataset, check the storage throughput",
         "data.workers": "raise num_parallel_workers of this operation",
+        "data.workers_of": "raise num_parallel_workers of",
         "data.prefetch": "raise the prefetch depth (mindspore.dataset.config.set_prefetch_size)",
-        "data.profile": "profile with data_process=True while the script uses mindspore.dataset",
+        # a framework that writes a dataset pipeline profile (minddata_* tables): how to turn it on
+        "data.pipeline_profile": "profile with data_process=True while the script uses mindspore.dataset",
     },
     "pytorch": {
         "data.workers": "raise num_workers of the DataLoader",
+        "data.workers_of": "raise num_workers of the DataLoader that feeds",
         "data.prefetch": "raise the DataLoader's prefetch_factor (with pin_memory=True)",
-        "data.profile": "profile the CPU activity with torch.profiler and ProfilerStep markers",
     },
 }
 
