@@ -252,6 +252,7 @@ _MI_GIVES = {
     "step_trace.step_interval_ms": "the step trace's step interval (step_trace_raw_<rank>_detail_time.csv)",
     "step_trace": "step_trace_raw_<rank>_detail_time.csv (profile with the step trace (training trace) enabled)",
     "device_timeline": "the timeline display files or the step trace's op columns",
+    "step_ops": "the op columns of step_trace_raw_<rank>_detail_time.csv (the step trace)",
     "comm_rank_step": "hccl_raw_<rank>.csv (profile with communication data)",
     "comm_ops": "hccl_raw_<rank>.csv (profile with communication data)",
     "cluster_overlap": "ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv (written for model / pipeline "
@@ -290,9 +291,13 @@ _CPU_GIVES = {
 
 _KINETO_GIVES = {
     "step_time.preparing_ms": "ProfilerStep#N markers and GPU kernels (step start to the step's first kernel)",
-    "step_time": "GPU kernels and NCCL kernels (or gloo spans) with ProfilerStep#N markers (torch.profiler with "
-                 "schedule + step(); a CPU-only trace has no device timeline)",
+    "step_time": "ProfilerStep#N markers (torch.profiler with schedule + step()); the computing / communication / "
+                 "free split from GPU kernels and NCCL kernels (or gloo spans)",
+    "step_time.comm_not_overlapped_ms": "GPU kernels and NCCL kernels in the trace, with ProfilerStep#N markers (a "
+                                        "CPU-only trace has no device timeline to measure overlap on)",
+    "step_time.free_ms": "GPU kernels with ProfilerStep#N markers (a CPU-only trace has no device timeline)",
     "trace_steps": "ProfilerStep#N markers (torch.profiler with schedule + step())",
+    "collectives": "the collective and point-to-point records of the trace (record_param_comms / NCCL kernels)",
     "device_timeline": "GPU kernels (or CPU ops) with ProfilerStep markers",
     "comm_ops": "NCCL/RCCL kernels (or kernels matching a --comm-pattern), gloo or record_param_comms events in the "
                 "trace of every rank",

@@ -52,7 +52,7 @@ MI_COLS = ["computation_incl_free_ms", "comm_not_overlapped_ms", "stage_ms", "re
 MAX_CHART_ROWS = 20_000
 
 #: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them)
-NEEDS = (("step_time", "cluster_overlap"),)
+NEEDS = (("step_time.comm_not_overlapped_ms", "cluster_overlap"),)
 
 
 def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
