@@ -240,8 +240,7 @@ def _mi_unread(run: Run, s) -> None:
 #: the MindSpore dataset pipeline profiles (read beside the rank directories of the MindSpore families:
 #: readers/minddata.py), profiled with data_process=True while the script uses mindspore.dataset
 _MINDDATA = {
-    "minddata_ops": "minddata_pipeline_raw_<rank>.csv (profile with data_process=True while the script uses "
-                    "mindspore.dataset)",
+    "minddata_ops": "minddata_pipeline_raw_<rank>.csv (profile with data_process=True)",
     "minddata_summary": "minddata_pipeline_summary_<rank>.json or .csv (data_process=True)",
     "minddata_queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt "
                       "(data_process=True)",
@@ -383,8 +382,18 @@ def hints(framework: str) -> dict[str, str]:
     return dict(FRAMEWORK_HINTS.get(framework or "", {}))
 
 
+def own_provenance(item: str, family: str | None) -> str:
+    """What ``family``'s own files give ``item`` (its declaration alone, no label; "" when it declares none): for a
+    note about the run, which speaks of the profiler the user ran."""
+    f = BY_NAME.get(family or "")
+    return "" if f is None else f.gives.get(item) or f.gives.get(item.partition(".")[0]) or ""
+
+
 def section_context(run: Run) -> dict[str, Any]:
     """What the code that runs the sections hands them from the registry (``Options(values, **context)``): the
-    provenance of a table, the run's own family first (:func:`provenance`), and the framework's hint texts."""
+    provenance of a table, the run's own family first (:func:`provenance`), its own family's alone
+    (:func:`own_provenance`), and the framework's hint texts."""
     first = getattr(run, "source_format", None)
-    return {"provenance": lambda item: provenance(item, first), "hints": hints(getattr(run, "framework", ""))}
+    return {"provenance": lambda item: provenance(item, first),
+            "own_provenance": lambda item: own_provenance(item, first),
+            "hints": hints(getattr(run, "framework", ""))}

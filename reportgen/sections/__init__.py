@@ -45,6 +45,8 @@ class Options:
     #: the files / profiler options that give a table (or ``table.column``), by family, the run's own first; set by
     #: the code that runs the sections, from the family registry (``registry.section_context``); None: unknown
     provenance: Callable[[str], str] | None = None
+    #: the same from the run's own family alone, without its name ("" when it gives none): for notes about the run
+    own_provenance: Callable[[str], str] | None = None
     #: the words that name the run's framework's API, keyed by what a section says (``registry.FRAMEWORK_HINTS``)
     hints: dict[str, str] = field(default_factory=dict)
 
@@ -58,9 +60,10 @@ def hint(options, key: str, default: str = "") -> str:
     return hints.get(key) or default
 
 
-def sources(options, item: str) -> str:
-    """The files / profiler options that give ``item`` (a table or ``table.column``), by family, or ""."""
-    give = getattr(options, "provenance", None)
+def sources(options, item: str, own: bool = False) -> str:
+    """The files / profiler options that give ``item`` (a table or ``table.column``), by family (``own``: the run's
+    own family's alone), or ""."""
+    give = getattr(options, "own_provenance" if own else "provenance", None)
     if give is None:
         return ""
     try:

@@ -37,7 +37,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View, count, rank_ranges
-from . import analysis_of, hint, needs_reason, sources, with_sources
+from . import analysis_of, hint, needs_reason, sources
 
 ID = "data"
 TITLE = "Data pipeline"
@@ -128,8 +128,8 @@ def analyze(run: Run, options=None) -> Analysis:
     data["hints"] = {k: hint(options, k) for k in HINTS if hint(options, k)}
     # the dataset pipeline profile's parts the run lacks, with the files that give them (a framework that writes
     # such a profile: its hints say how to turn it on; another framework's run has none to miss)
-    data["missing_parts"] = [f"{what} ({with_sources(options, [table])})" if sources(options, table) else what
-                             for key, table, what in PARTS if run.table(table) is None]
+    data["missing_parts"] = [f"{what} ({sources(options, table, own=True)})" if sources(options, table, own=True)
+                             else what for key, table, what in PARTS if run.table(table) is None]
     if W is not None:
         metrics["wait_measure"] = W.measure
         metrics["wait_definition"] = W.definition
