@@ -31,7 +31,7 @@ from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import ByRank, Run
 from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
-from . import missing_needs, needs_reason, sources
+from . import missing_needs, sources, with_sources
 from .communication import SIZE_CLASSES, SIZES_FIGURE
 from .trajectory import metric_view
 
@@ -648,9 +648,10 @@ def rules() -> list[Rule]:
 
 
 def _sources_text(options, tables: tuple) -> str:
-    """`` (Family: files; ...)``: what gives the rule's source tables (the runner's provenance), or ""."""
-    text = "; ".join(f"{t}: {s}" for t in tables if (s := sources(options, t)))
-    return f" ({text})" if text else ""
+    """``: table (Family: files; ...); ...``: what gives the rule's source tables (the runner's provenance), as the
+    reason of a rule whose inputs are missing says it; "" without provenance."""
+    text = "; ".join(with_sources(options, [t]) for t in tables if sources(options, t))
+    return f": {text}" if text else ""
 
 
 # --------------------------------------------------------------------------------------------- section API
@@ -667,8 +668,9 @@ def analyze(run: Run, options=None) -> Analysis:
         result, reason, raised = "passed", "", []
         missing = missing_needs(run, rule.inputs)
         if missing:
-            result, reason = "not applicable", needs_reason(None, missing, options) + (
-                f" ({rule.needs})" if rule.needs else "")
+            # what the rule needs in words, then the tables the run lacks and the files that give them
+            tables = "; ".join(with_sources(options, m.split(" or ")) for m in missing)
+            result, reason = "not applicable", f"needs {rule.needs}: {tables}" if rule.needs else f"needs {tables}"
         elif sec is None or sec.status != "ok":
             result = "not applicable"
             reason = f"section {rule.section} is {sec.status if sec else 'not run'}; needs {rule.needs}" \
