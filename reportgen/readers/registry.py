@@ -372,6 +372,9 @@ FRAMEWORK_HINTS: dict[str, dict[str, str]] = {
     "pytorch": {
         "data.workers": "raise num_workers of the DataLoader",
         "data.workers_of": "raise num_workers of the DataLoader that feeds",
+        # a note of the data section: what the profile cannot show of the framework's input pipeline
+        "data.unseen_workers": "PyTorch DataLoader worker processes are not in the trace's events: the wait of the "
+                               "main process for each batch (enumerate(DataLoader) __next__) is what the trace shows.",
         "data.prefetch": "raise the DataLoader's prefetch_factor (with pin_memory=True)",
     },
 }

@@ -10,7 +10,8 @@ tuple of alternative table names (any one of them will do). The runner checks th
 requirement that no table of the run meets makes the section ``unavailable`` with the reason
 ``needs <tables>``, each table followed by the files or profiler options that give it, by family, when the caller
 gave ``Options.provenance`` (the family registry's declarations, reportgen/readers/registry.py: sections never
-import readers; without it, as in unit tests, the plain ``needs <tables>``). A requirement may name a column, ``table.column`` (the table has it with a value). ``analyze`` may still raise
+import readers; without it, as in unit tests, the plain ``needs <tables>``). A requirement may name a column,
+``table.column`` (the table has it with a value). ``analyze`` may still raise
 ``Unavailable`` for finer reasons. The advisor's rules declare their inputs the same way (``Rule.inputs``).
 """
 

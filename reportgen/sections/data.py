@@ -56,8 +56,8 @@ ADVICE = [
                                "throughput"),
 ]
 #: the hint keys the section says (looked up once, in analyze, and kept with the analysis for its findings)
-HINTS = {"data.map", "data.batch", "data.shuffle", "data.source", "data.prefetch", "data.pipeline_profile", "data.workers",
-         "data.workers_of"}
+HINTS = {"data.map", "data.batch", "data.shuffle", "data.source", "data.prefetch", "data.pipeline_profile",
+         "data.workers", "data.workers_of", "data.unseen_workers"}
 
 
 def _hint(a: Analysis, key: str, default: str) -> str:
@@ -96,8 +96,8 @@ def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: the dataset pipeline's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops): their CPU per
-#: worker says nothing about workers
+#: the dataset pipeline's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops):
+#: their CPU per worker says nothing about workers
 SINGLE_THREADED = {"Barrier", "Concat", "EpochCtrl", "Rename", "Repeat", "Shuffle", "Skip", "Take", "Zip"}
 #: each part of the section: (its analysis table, the canonical table it reads, what it shows) (the notes of a run
 #: without it name the files that give the table: the runner's provenance)
@@ -218,8 +218,8 @@ def present(a: Analysis) -> View:
             caption=f"Queue usage = average size / capacity. Bottleneck: input usage >= {th.QUEUE_FULL:.0%} and "
                     f"output usage <= {th.QUEUE_EMPTY:.0%} (the seed's rule; the thresholds are ours)."
                     + (f" CPU from the pipeline summary (user + sys, 100% = one core); CPU-bound: each worker above "
-                       f"{th.MINDDATA_CPU_PER_WORKER:.0%} of a core (the dataset profiler's rule; single-threaded operations "
-                       "such as Shuffle left out)." if cpu else "")))
+                       f"{th.MINDDATA_CPU_PER_WORKER:.0%} of a core (the dataset profiler's rule; single-threaded "
+                       "operations such as Shuffle left out)." if cpu else "")))
     if "device_queue" in t:
         q = t["device_queue"]
         if m.get("queue_empty_ratio_mean") is not None:
@@ -234,8 +234,8 @@ def present(a: Analysis) -> View:
              Column("push_time_ms", "Push to device (mean)", "ms"), Column("batch_time_ms", "Per batch (mean)", "ms")],
             caption="From device_queue_profiling_<rank>.txt (the host-to-device queue; dataset_iterator_profiling "
                     "otherwise); the first batch is left out, as the dataset profiler does. An empty queue means the "
-                    f"device waited for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding (the "
-                    "dataset profiler's rule). The emptiest first."))
+                    f"device waited for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding "
+                    "(the dataset profiler's rule). The emptiest first."))
         figures.append(_queue_bars(q.sort_values("rank").head(128)))
     if "profiler_summary" in t:
         tables.append(Table.from_frame(
@@ -245,8 +245,8 @@ def present(a: Analysis) -> View:
              Column("ms_bottleneck", "Profiler's bottleneck", "text"),
              Column("ms_suggestion", "Profiler's suggestion", "text"),
              Column("ms_details", "Profiler's details", "text"), Column("source", "File", "text")],
-            caption="As written in minddata_pipeline_summary_<rank>.json (or .csv) by the dataset profiler's analyzer; its "
-                    "rule is CPU per worker and queue usage, ours is in the tables above."))
+            caption="As written in minddata_pipeline_summary_<rank>.json (or .csv) by the dataset profiler's "
+                    "analyzer; its rule is CPU per worker and queue usage, ours is in the tables above."))
     if "stages" in t:
         tables.append(Table.from_frame(
             "data-stages", "Dataset stages (dataset.csv)", t["stages"],
@@ -262,9 +262,8 @@ def present(a: Analysis) -> View:
         notes.append("Not in the run: " + "; ".join(missing) + ". To get them, " + profile
                      + " (the operations' queues name the operation that holds the input back; the summary adds "
                        "CPU per worker; the device queue shows whether the device waited for the host).")
-    if m["framework"] == "pytorch":
-        notes.append("PyTorch DataLoader worker processes are not in the trace's events: the wait of the main "
-                     "process for each batch (enumerate(DataLoader) __next__) is what the trace shows.")
+    if _hint(a, "data.unseen_workers", ""):  # the framework's input workers are not in its profile
+        notes.append(_hint(a, "data.unseen_workers", ""))
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
                 notes=notes)
 
@@ -290,8 +289,8 @@ def _queue_bars(q: pd.DataFrame) -> Figure:
     rule = vl.Chart(pd.DataFrame({"y": [th.DEVICE_QUEUE_EMPTY]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
     return Figure("data-queue-empty", "Batches that found the device queue empty, per rank",
                   to_spec(vl.fit(chart + rule, 200)),
-                  caption=f"The dashed line is {th.DEVICE_QUEUE_EMPTY:.0%} (the dataset profiler's rule). The first 128 ranks; "
-                          "the table has every rank.",
+                  caption=f"The dashed line is {th.DEVICE_QUEUE_EMPTY:.0%} (the dataset profiler's rule). The first "
+                          "128 ranks; the table has every rank.",
                   alt="Bars of the share of batches that found the device queue empty, per rank")
 
 
@@ -404,9 +403,10 @@ def _queue_findings(a: Analysis) -> list[Finding]:
         ranks=ranks[:1000],
         evidence={"metric": "device_queue_empty_ratio", "value": float(worst["empty_ratio"]),
                   "reference": th.DEVICE_QUEUE_EMPTY},
-        suggestion=(f"Speed up {named} first (the operation named above), then " if named else "Find the slow "
-                    "dataset operation (" + _hint(a, "data.pipeline_profile", "profile the dataset pipeline") + " for its "
-                    "operations' queues), then ")
+        suggestion=(f"Speed up {named} first (the operation named above), then " if named else
+                    "Find the slow dataset operation ("
+                    + _hint(a, "data.pipeline_profile", "profile the dataset pipeline") + " for its operations' "
+                    "queues), then ")
         + _hint(a, "data.prefetch", "raise the input pipeline's prefetch depth") + " so the queue holds more batches.",
         figure="data-queue-empty")]
 

@@ -441,8 +441,8 @@ def present(a: Analysis) -> View:
         "domains-member-parts", "Members of each group: where the step goes", mem, mcols,
         caption="Means over the steps in scope. The parts add up to the step." + (
             "" if a.data["full"] else " The run's per-step breakdown (a cluster analysis) counts idle time as "
-            "computation and does not measure overlap: free time and overlapped communication are not in the data, so no "
-            "scheduling verdict is possible.")))
+            "computation and does not measure overlap: free time and overlapped communication are not in the data, "
+            "so no scheduling verdict is possible.")))
     if "op_types" in t:
         ot = t["op_types"]
         tables.append(Table.from_frame(

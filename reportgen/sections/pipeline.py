@@ -123,7 +123,8 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
          Column("kind", "Kind", "text"), Column("pairs", "Pairs per step", "float"),
          Column("matched", "Matched per step", "float"), Column("unmatched", "Unmatched (all steps)", "int")],
         caption="A send is joined to the receive of the same peer pair in the same position (issue order), as the "
-                "collective libraries (NCCL, HCCL) and the frameworks match point-to-point operations; send+receive exchanges are joined the same way.")]
+                "collective libraries (NCCL, HCCL) and the frameworks match point-to-point operations; send+receive "
+                "exchanges are joined the same way.")]
     figures, controls = [], []
     fig = _panel(d)
     if fig is not None:
