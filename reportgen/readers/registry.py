@@ -283,8 +283,12 @@ _ASCEND_GIVES = {
 }
 
 _CPU_GIVES = {
-    "comm_ops": "the communication CPU ops",
-    "memory_samples": "the CPU memory records (profile_memory=True)",
+    "step_time": "the op sequence of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, repeated once per step (no step "
+                 "markers: the repeats are the steps)",
+    "trace_steps": "the op sequence of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, repeated once per step",
+    "device_timeline": "FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt (every host op execution)",
+    "comm_ops": "the communication CPU ops of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt (durations only)",
+    "memory_samples": "FRAMEWORK/cpu_ms_memory_record_<rank>.txt (profile_memory=True)",
     **_MINDDATA,
 }
 
