@@ -321,6 +321,15 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
     return run
 
 
+def section_options(run, values: dict | None = None):
+    """The sections' options for ``run``: the user's values, and from the family registry the provenance of each
+    table and the framework's hint texts (sections never import readers: the caller hands these over)."""
+    from .readers import registry
+    from .sections import Options
+
+    return Options(dict(values or {}), **registry.section_context(run))
+
+
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
                  static: bool = False, baseline: str | None = None, fmt: str | None = None,
@@ -337,9 +346,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     def section_progress(sid: str) -> None:
         progress.update(f"analysing {sid}", SECTION_IDS.index(sid) + 1, len(SECTION_IDS))
 
-    from .sections import Options
-
-    outcomes = run_sections(run, Options(dict(options or {})), progress=section_progress)
+    outcomes = run_sections(run, section_options(run, options), progress=section_progress)
     exported = None
     if timeline is not None:
         from . import export_timeline
@@ -367,7 +374,8 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
 
         def build_metrics(path: str) -> dict:
             base_run = load_run(path, None, jobs, comm_patterns, fmt)
-            return json.loads(metrics.dumps(metrics.build(base_run, run_sections(base_run, Options(dict(options or {}))))))
+            outs = run_sections(base_run, section_options(base_run, options))
+            return json.loads(metrics.dumps(metrics.build(base_run, outs)))
 
         base_doc = compare.load_baseline(baseline, build_metrics)
         comp = compare.comparison(json.loads(metrics.dumps(doc)), base_doc, baseline)

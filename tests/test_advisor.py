@@ -13,6 +13,7 @@ from reportgen import metrics, thresholds as th
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.report import Analysis, Finding, SectionOutcome, View
+from reportgen.cli import section_options
 from reportgen.sections import Options, run_sections
 from reportgen.sections import advisor
 
@@ -22,7 +23,7 @@ SLOW_RANK_IDS = {"slow_device_compute", "slow_rank_spread", "slow_rank_vote", "s
 
 def _doc(path) -> dict:
     run = read_run(path)
-    return json.loads(metrics.dumps(metrics.build(run, run_sections(run))))
+    return json.loads(metrics.dumps(metrics.build(run, run_sections(run, section_options(run)))))  # as the CLI
 
 
 # --------------------------------------------------------------------------------------------- statistics
@@ -131,7 +132,7 @@ def test_rule_table_and_thresholds(st4):
     assert rules["pipeline_between_stage"]["result"] == "raised"
     assert rules["comm_share"]["result"] == "not applicable"  # pipelines use the between/within rules
     assert rules["bandwidth_contention"]["result"] == "not applicable"  # no device timeline in this set
-    assert "trace_view" in rules["bandwidth_contention"]["reason"]
+    assert "trace_view" in rules["bandwidth_contention"]["reason"]  # the registry's provenance of its tables
     assert all(r["result"] != "error" for r in rules.values())
     raised = {f["id"] for f in st4["findings"]}
     for r in rules.values():

@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from reportgen.readers import read_run
-from reportgen.sections import Options, run_sections
+from reportgen.cli import section_options
+from reportgen.sections import run_sections
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 
 def _data(path):
     run = read_run(path)
-    outs = {o.id: o for o in run_sections(run, Options())}
+    outs = {o.id: o for o in run_sections(run, section_options(run))}  # with the registry's hints
     o = outs["data"]
     assert o.status == "ok", o.reason
     return run, o, outs
@@ -129,7 +130,7 @@ def test_summary_queue_and_stages_with_a_cpu_bound_map(tmp_path):
     st = o.analysis.tables["stages"]
     assert len(st) == 8 and st.loc[st["operation"] == "ImageFolder", "total_ms"].iloc[0] == pytest.approx(
         1280 * 120.25 / 1e3)
-    ms = o.analysis.tables["mindspore_summary"]
+    ms = o.analysis.tables["profiler_summary"]
     assert set(ms["ms_bottleneck"]) == {"Map(id=1)"} and (ms["batch_time_ms"] == 48.0).all()
     f = _findings(outs)
     assert "data_queue_empty" in f and set(f["data_queue_empty"].ranks) == {0, 1, 2, 3}
@@ -139,7 +140,7 @@ def test_summary_queue_and_stages_with_a_cpu_bound_map(tmp_path):
     assert "data_op_cpu_bound" not in f  # the same operation is not named twice
     doc = __import__("reportgen.metrics", fromlist=["build"]).build(run, list(outs.values()))
     data = doc["sections"]["data"]
-    assert {"device_queue", "mindspore_summary", "stages", "pipeline_ops"} <= set(data["tables"])
+    assert {"device_queue", "profiler_summary", "stages", "pipeline_ops"} <= set(data["tables"])
     assert data["metrics"]["threshold_device_queue_empty_ratio"] == 0.6
 
 

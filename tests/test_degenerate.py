@@ -13,7 +13,8 @@ import pytest
 from reportgen import metrics, render
 from reportgen.intervals import gpu_time_metrics
 from reportgen.readers import read_run
-from reportgen.sections import Options, run_sections
+from reportgen.cli import section_options
+from reportgen.sections import run_sections
 from reportgen.synth.degenerate import CASES, write_degenerate_run
 
 from conftest import fixture_dir, reference_file
@@ -51,7 +52,7 @@ def _single(tmp_path, parts):
 
 def _report(run, options=None):
     """Outcomes by id, after checking the contract: ok or unavailable, metrics serialise, the HTML renders."""
-    outcomes = run_sections(run, Options(dict(options or {})))
+    outcomes = run_sections(run, section_options(run, options))  # as the CLI runs them (the registry's provenance)
     bad = {o.id: o.reason for o in outcomes if o.status not in ("ok", "unavailable")}
     assert not bad, bad
     assert all(o.reason for o in outcomes if o.status == "unavailable")

@@ -11,6 +11,7 @@ import pytest
 from reportgen import facts, metrics
 from reportgen.model import Run
 from reportgen.readers import read_run
+from reportgen.cli import section_options
 from reportgen.sections import execution, run_sections
 from reportgen.synth import MindInsightSpec, write_mindinsight_run
 
@@ -171,7 +172,7 @@ def test_1024_ranks_stays_within_budget(tmp_path):
 
 def test_unavailable_names_the_files():
     run = Run(name="empty", source_format="kineto", source_path="/nowhere", ranks=[0])
-    (out,) = run_sections(run, only=["execution"])
+    (out,) = run_sections(run, section_options(run), only=["execution"])  # the registry's provenance, as the CLI
     assert out.status == "unavailable"
     assert "step_trace" in out.reason and "trace_view.json" in out.reason
 

@@ -14,6 +14,7 @@ from reportgen import metrics
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.readers.mindinsight_flops import parse_flops_detail, parse_flops_summary
+from reportgen.cli import section_options
 from reportgen.sections import Options, run_sections
 from reportgen import flopcount as fc
 from reportgen.sections import flops as fl
@@ -186,12 +187,13 @@ def test_unknown_sources_are_unavailable():
     ascend = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
     ascend.loaders.pop("kernels", None)  # no kernel_details.csv: nothing to estimate from
     ascend.loaders.pop("op_flops", None)
-    out = _flops(ascend)
+    out = _flops(ascend, section_options(ascend))  # with the registry's provenance, as the CLI runs it
     assert out.status == "unavailable"
-    assert out.reason.startswith("needs op_flops or rank_flops")  # stated from what the run lacks
+    assert out.reason.startswith("needs op_flops (Ascend: kernel_details.csv")  # the run's family first
     assert "kernel_details" in out.reason and "record_shapes" in out.reason
+    assert _flops(ascend).reason == "needs op_flops or rank_flops"  # stated from what the run lacks
     empty = Run(name="t", source_format="kineto", source_path="-", ranks=[0])
-    out = _flops(empty)
+    out = _flops(empty, section_options(empty))
     assert out.status == "unavailable" and "record_shapes" in out.reason
     no_shapes = Run(name="t", source_format="kineto", source_path="-", ranks=[0], tables={"cpu_ops": pd.DataFrame(
         {"rank": [0], "name": ["aten::add"], "tid": [1], "input_dims": ["[]"], "input_types": ["[]"],

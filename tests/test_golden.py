@@ -16,6 +16,7 @@ import pytest
 from reportgen import metrics
 from reportgen.cli import load_run
 from reportgen.readers import read_run
+from reportgen.cli import section_options
 from reportgen.sections import run_sections
 
 from conftest import REPO, fixture_dir, shared_root
@@ -82,7 +83,7 @@ def compare(actual, expected, path="$"):
 
 def metrics_of(name: str) -> dict:
     run = load_run("demo") if name == "demo" else read_run(fixture_dir(*FIXTURES[name]))
-    return metrics.build(run, run_sections(run))
+    return metrics.build(run, run_sections(run, section_options(run)))  # as the CLI runs them
 
 
 @pytest.mark.parametrize("name", ["demo"] + sorted(FIXTURES))

@@ -75,3 +75,90 @@ def test_no_section_reads_a_family_table(path):
             and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
             and FAMILY_TABLE.search(n.args[0].value)]
     assert not hits, f"{path.name} reads family tables: {hits[:10]}"
+
+
+# --------------------------------------------------------------------------- provenance from the registry
+
+def _empty_run(family: str, framework: str = ""):
+    from reportgen.model import Run
+
+    return Run(name="t", source_format=family, source_path="-", framework=framework, ranks=[0])
+
+
+def test_runner_reason_names_the_files_of_the_families_that_give_a_table():
+    """A section that lacks its tables is unavailable with a reason that names, per table, the files of every family
+    that gives it, as the registry declares them (Family.gives), the run's own family first."""
+    from reportgen.readers import registry
+    from reportgen.sections import Options, run_sections
+
+    run = _empty_run("kineto", "pytorch")
+    (o,) = run_sections(run, Options(**registry.section_context(run)), only=["communication"])
+    assert o.status == "unavailable"
+    assert o.reason.startswith("needs comm_ops (PyTorch Kineto: ")  # the run's family first
+    for f in registry.FAMILIES:
+        if "comm_ops" in f.gives:
+            assert f"{f.label}: {f.gives['comm_ops']}" in o.reason or f.gives["comm_ops"] in o.reason, f.name
+    assert "communication.json" in o.reason and "hccl_raw_<rank>.csv" in o.reason  # texts the registry holds
+    assert "or comm_rank_step (" in o.reason
+    # another run's family comes first in its own reason
+    run = _empty_run("ascend")
+    (o,) = run_sections(run, Options(**registry.section_context(run)), only=["memory"])
+    assert o.reason.startswith("needs memory_samples (Ascend: memory_record.csv")
+
+
+def test_runner_reason_without_provenance_is_the_plain_table_names():
+    """Unit tests (no registry handed over) get the plain "needs X": the sections never import readers."""
+    from reportgen.sections import Options, run_sections
+
+    (o,) = run_sections(_empty_run("kineto"), Options(), only=["memory"])
+    assert o.reason == "needs memory_samples or memory_peaks"
+
+
+def test_every_table_a_section_needs_has_a_family_that_gives_it():
+    """Each canonical table named in a section's NEEDS (or an advisor rule's inputs / sources) is declared by at
+    least one family: a reason never names a table without saying which files give it."""
+    from reportgen.readers import registry
+    from reportgen.sections import SECTION_IDS, load
+    from reportgen.sections.advisor import rules
+
+    items = set()
+    for sid in SECTION_IDS + ["pipeline"]:
+        for req in getattr(load(sid), "NEEDS", ()):
+            items.update((req,) if isinstance(req, str) else req)
+    for r in rules():
+        for req in r.inputs:
+            items.update((req,) if isinstance(req, str) else req)
+        items.update(r.sources)
+    undeclared = sorted(i for i in items if not registry.provenance(i))
+    assert not undeclared, f"no family says which files give {undeclared}"
+
+
+def test_framework_hints_come_from_the_registry():
+    """The data section's advice names the framework's API only through the hints the caller hands over."""
+    from reportgen.readers import registry
+    from reportgen.report import Analysis
+    from reportgen.sections import data
+
+    a = Analysis(data={"hints": registry.hints("mindspore")})
+    assert "num_parallel_workers" in data._advice(a, "Map") and "set_prefetch_size" in data._advice(a, "Map")
+    plain = data._advice(Analysis(data={}), "Map")
+    assert not FAMILY_WORDS.search(plain) and "num_parallel_workers" not in plain
+    assert registry.hints("mixed") == {} and registry.hints("") == {}
+
+
+#: section modules that need not declare NEEDS: the advisor reads the other sections' outcomes, the strategy
+#: section works from the ranks' pipeline stages too (not a table the runner can check), the drill-down is a part
+#: of the execution section (which declares them)
+NO_NEEDS = {"advisor", "strategy", "drilldown"}
+
+
+@pytest.mark.parametrize("path", SECTIONS, ids=lambda p: p.stem)
+def test_every_section_declares_needs(path):
+    if path.stem in NO_NEEDS:
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    needs = [n for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+             and any(getattr(t, "id", None) == "NEEDS" for t in getattr(n, "targets", [getattr(n, "target", None)]))]
+    assert needs and ast.literal_eval(needs[0].value), f"{path.name} declares no NEEDS"
+    assert "SOURCES" not in {getattr(t, "id", None) for n in tree.body if isinstance(n, ast.Assign)
+                             for t in n.targets}, f"{path.name}: the files that give a table live in the registry"

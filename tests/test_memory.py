@@ -13,6 +13,7 @@ from reportgen import metrics
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.readers.mindinsight_memory import parse_memory_details, parse_memory_summary
+from reportgen.cli import section_options
 from reportgen.sections import Options, run_sections
 from reportgen.sections import memory as mem
 from reportgen.synth import MindInsightSpec, write_mindinsight_run
@@ -197,7 +198,7 @@ def test_chart_budget_at_1024_ranks():
 
 def test_unavailable_names_sources():
     run = Run(name="x", source_format="kineto", source_path="-", ranks=[0])
-    out = _memory(run)
+    out = _memory(run, section_options(run))  # the registry's provenance, as the CLI hands it over
     assert out.status == "unavailable"
     for word in ("memory_usage_summary", "memory_record", "profile_memory"):
         assert word in out.reason

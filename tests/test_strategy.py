@@ -11,12 +11,13 @@ from conftest import fixture_dir, reference_file
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.readers.mindinsight_strategy import parse_parallel_strategy
+from reportgen.cli import section_options
 from reportgen.sections import run_sections
 from reportgen.sections.strategy import merge_stage_ops
 
 
 def _strategy(run):
-    (o,) = run_sections(run, only=["strategy"])
+    (o,) = run_sections(run, section_options(run), only=["strategy"])  # the registry's provenance, as the CLI
     return o
 
 

@@ -14,6 +14,9 @@ A family says
 * ``file_units``: a single file given to ``reportgen reduce`` is one of its units; ``directory_ranks``: a run
   directory is reduced whole, ``--ranks`` picking its ranks;
 * ``shares_data_with``: families detected from the same data (never reported as "also holds" one another);
+* ``gives``: per canonical table (or ``table.column``) the family can fill, which of its files / profiler options
+  give it (one short text each): the provenance the runner names when a section lacks the table
+  (:func:`provenance`, handed to the sections by the caller through ``Options``: sections never import readers);
 * hooks run by :func:`reportgen.readers.read_run`: ``check_choice(survey)`` (refuse an ambiguous choice),
   ``after_read(run, survey)`` (data read beside the family's own, e.g. the dataset pipeline) and
   ``unread(run, survey)`` (its own data found and not read).
@@ -23,7 +26,7 @@ Every family-specific rule of the engine and of the dispatch lives here or in th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -65,6 +68,8 @@ class Family:
     unread: Callable[[Run, Any], None] = _none
     #: families found from the same data (the same rank directories): never "also holds" one another
     shares_data_with: tuple[str, ...] = ()
+    #: per canonical table (or ``table.column``): the family's files / profiler options that give it
+    gives: dict[str, str] = field(default_factory=dict)
 
     @property
     def reducible(self) -> bool:
@@ -229,20 +234,97 @@ def _mi_unread(run: Run, s) -> None:
                        "directory to read it)")
 
 
+
+# --------------------------------------------------------------------------- provenance: which files give a table
+
+#: the MindSpore dataset pipeline profiles (read beside the rank directories of the MindSpore families:
+#: readers/minddata.py), profiled with data_process=True while the script uses mindspore.dataset
+_MINDDATA = {
+    "minddata_ops": "minddata_pipeline_raw_<rank>.csv (profile with data_process=True)",
+    "minddata_summary": "minddata_pipeline_summary_<rank>.json or .csv (data_process=True)",
+    "minddata_queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt "
+                      "(data_process=True)",
+    "minddata_stages": "dataset.csv (dataset_<rank>.csv in the MindSpore Insight layout; data_process=True)",
+}
+
+_MI_GIVES = {
+    "step_trace.step_interval_ms": "the step trace's step interval (step_trace_raw_<rank>_detail_time.csv)",
+    "step_trace": "step_trace_raw_<rank>_detail_time.csv (profile with the step trace (training trace) enabled)",
+    "device_timeline": "the timeline display files or the step trace's op columns",
+    "step_ops": "the op columns of step_trace_raw_<rank>_detail_time.csv (the step trace)",
+    "comm_rank_step": "hccl_raw_<rank>.csv (profile with communication data)",
+    "comm_ops": "hccl_raw_<rank>.csv (profile with communication data)",
+    "cluster_overlap": "ascend_cluster_analyse_<mode>_<stages>_<size>_<rank>.csv (written for model / pipeline "
+                       "parallel runs)",
+    "op_flops": "flops_<rank>.txt (FLOPs collection)",
+    "rank_flops": "flops_summary_<rank>.json (FLOPs collection)",
+    "memory_peaks": "memory_usage_summary_<rank>.json (profile_memory=True)",
+    "strategy_ops": "parallel_strategy_<rank>.json with profiler_info_<rank>.json (a semi_auto_parallel / "
+                    "auto_parallel / data_parallel graph-mode job)",
+    **_MINDDATA,
+}
+
+_ASCEND_GIVES = {
+    "step_time.preparing_ms": "the Preparing column of step_trace_time.csv",
+    "step_time": "ASCEND_PROFILER_OUTPUT/step_trace_time.csv or the profiler DB (a profiler schedule and step(); "
+                 "any profiler level)",
+    "kernels": "kernel_details.csv or the profiler DB (profiler_level Level1 or higher)",
+    "device_timeline": "trace_view.json or the profiler DB",
+    "comm_ops": "communication.json / communication_matrix.json or the profiler DB (profiler_level Level1 or higher)",
+    "comm_bandwidth": "communication.json or the profiler DB (profiler_level Level1 or higher)",
+    "overlap_intervals": "trace_view.json or the profiler DB",
+    "dataloader": "the dataloader spans of trace_view.json (torch_npu)",
+    "op_flops": "kernel_details.csv or the profiler DB with Input Shapes (profile with record_shapes=True: MatMul, "
+                "BatchMatMul, GroupedMatmul, Conv2D and its backprops)",
+    "memory_samples": "memory_record.csv / npu_module_mem.csv (profile_memory=True)",
+    "groups": "profiler_metadata.json with parallel_group_info (a profiler of distributed training that records "
+              "its process groups)",
+    **_MINDDATA,
+}
+
+_CPU_GIVES = {
+    "step_time": "the op sequence of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, repeated once per step (no step "
+                 "markers: the repeats are the steps)",
+    "trace_steps": "the op sequence of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, repeated once per step",
+    "device_timeline": "FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt (every host op execution)",
+    "comm_ops": "the communication CPU ops of FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt (durations only)",
+    "memory_samples": "FRAMEWORK/cpu_ms_memory_record_<rank>.txt (profile_memory=True)",
+    **_MINDDATA,
+}
+
+_KINETO_GIVES = {
+    "step_time.preparing_ms": "ProfilerStep#N markers and GPU kernels (step start to the step's first kernel)",
+    "step_time": "ProfilerStep#N markers (torch.profiler with schedule + step()); the computing / communication / "
+                 "free split from GPU kernels and NCCL kernels (or gloo spans)",
+    "step_time.comm_not_overlapped_ms": "GPU kernels and NCCL kernels in the trace, with ProfilerStep#N markers (a "
+                                        "CPU-only trace has no device timeline to measure overlap on)",
+    "step_time.free_ms": "GPU kernels with ProfilerStep#N markers (a CPU-only trace has no device timeline)",
+    "trace_steps": "ProfilerStep#N markers (torch.profiler with schedule + step())",
+    "collectives": "the collective and point-to-point records of the trace (record_param_comms / NCCL kernels)",
+    "device_timeline": "GPU kernels (or CPU ops) with ProfilerStep markers",
+    "comm_ops": "NCCL/RCCL kernels (or kernels matching a --comm-pattern), gloo or record_param_comms events in the "
+                "trace of every rank",
+    "dataloader": "enumerate(DataLoader) spans with ProfilerStep markers (the trace's CPU activity)",
+    "op_flops": "a trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/conv ops)",
+    "memory_samples": "[memory] events (profile_memory=True)",
+    "groups": "the trace's distributedInfo with pg_config",
+}
+
 # --------------------------------------------------------------------------- the registry
 
 #: every family, in detection order
 FAMILIES: tuple[Family, ...] = (
     Family("mindinsight", "MindSpore Insight", _mi_found, ("run", "runs"), _mi_read, units=_mi_units,
            reduce=_mi_reduce, assemble=_mi_assemble, unit_name=_mi_unit_name, is_rank_unit=_mi_is_rank_unit, check_part=mindinsight.check_part,
-           directory_ranks=True, check_choice=_mi_check_choice, after_read=_mi_after_read, unread=_mi_unread),
+           directory_ranks=True, check_choice=_mi_check_choice, after_read=_mi_after_read, unread=_mi_unread,
+           gives=_MI_GIVES),
     Family("mindspore_cpu", "MindSpore CPU", _cpu_found, ("rank directories", "rank directories"), _cpu_read,
-           after_read=_dataset_pipeline, shares_data_with=("ascend",)),
+           after_read=_dataset_pipeline, shares_data_with=("ascend",), gives=_CPU_GIVES),
     Family("ascend", "Ascend", _ascend_found, ("rank directories", "rank directories"), _ascend_read,
            units=_ascend_units, reduce=_ascend_reduce, assemble=_ascend_assemble, after_read=_dataset_pipeline,
-           shares_data_with=("mindspore_cpu",)),
+           shares_data_with=("mindspore_cpu",), gives=_ASCEND_GIVES),
     Family("kineto", "PyTorch Kineto", _kineto_found, ("traces", "traces"), _kineto_read, units=_kineto_units,
-           reduce=_kineto_reduce, assemble=_kineto_assemble, file_units=True),
+           reduce=_kineto_reduce, assemble=_kineto_assemble, file_units=True, gives=_KINETO_GIVES),
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 #: the families the engine reads in parts, by name
@@ -255,3 +337,70 @@ LABELS: dict[str, str] = {f.name: f.label for f in FAMILIES}
 def get(name: str) -> Family:
     """The family called ``name`` (KeyError when none is)."""
     return BY_NAME[name]
+
+
+def provenance(item: str, first: str | None = None) -> str:
+    """Which files / profiler options give ``item`` (a canonical table or ``table.column``), by family:
+    ``"Ascend: communication.json ...; PyTorch Kineto: NCCL/RCCL kernels ..."`` ("" when no family declares it).
+
+    Every family that can give it is listed, the run's own family (``first``) first: the user learns what to turn
+    on in the profiler they used, and what another profiler of the same training would give (an Ascend run may be
+    profiled by either framework's profiler). A ``table.column`` item a family does not declare falls back to its
+    declaration of the table; families that declare the same text are named together."""
+    table = item.partition(".")[0]
+    by_text: dict[str, list[str]] = {}  # families that say the same (the dataset pipeline profiles) are named once
+    for f in sorted(FAMILIES, key=lambda f: f.name != first):
+        text = f.gives.get(item) or f.gives.get(table)
+        if text:
+            by_text.setdefault(text, []).append(f.label)
+    return "; ".join(f"{', '.join(labels)}: {text}" for text, labels in by_text.items())
+
+
+#: the words that name a framework's API, keyed by what a section needs to say (``Run.framework``: the training
+#: script's framework as the reader found it); a section keeps the logic and falls back to plain words without them
+FRAMEWORK_HINTS: dict[str, dict[str, str]] = {
+    "mindspore": {
+        # the dataset pipeline (reportgen/sections/data.py): the parameter to change per kind of bottleneck operation
+        "data.map": "raise num_parallel_workers of this map operation (and python_multiprocessing for Python "
+                    "transforms), or move the transform to the device (dataset.vision on Ascend)",
+        "data.batch": "raise num_parallel_workers of batch, or simplify per_batch_map",
+        "data.shuffle": "lower the shuffle buffer_size or shuffle at the source (shuffle=True of the dataset)",
+        "data.source": "read faster at the source: convert the data to MindRecord, raise num_parallel_workers of "
+                       "the dataset, check the storage throughput",
+        "data.workers": "raise num_parallel_workers of this operation",
+        "data.workers_of": "raise num_parallel_workers of",
+        "data.prefetch": "raise the prefetch depth (mindspore.dataset.config.set_prefetch_size)",
+        # a framework that writes a dataset pipeline profile (minddata_* tables): how to turn it on
+        "data.pipeline_profile": "profile with data_process=True while the script uses mindspore.dataset",
+    },
+    "pytorch": {
+        "data.workers": "raise num_workers of the DataLoader",
+        "data.workers_of": "raise num_workers of the DataLoader that feeds",
+        # a note of the data section: what the profile cannot show of the framework's input pipeline
+        "data.unseen_workers": "PyTorch DataLoader worker processes are not in the trace's events: the wait of the "
+                               "main process for each batch (enumerate(DataLoader) __next__) is what the trace shows.",
+        "data.prefetch": "raise the DataLoader's prefetch_factor (with pin_memory=True)",
+    },
+}
+
+
+def hints(framework: str) -> dict[str, str]:
+    """The framework's hint texts (:data:`FRAMEWORK_HINTS`); a mixed or unknown framework gets none."""
+    return dict(FRAMEWORK_HINTS.get(framework or "", {}))
+
+
+def own_provenance(item: str, family: str | None) -> str:
+    """What ``family``'s own files give ``item`` (its declaration alone, no label; "" when it declares none): for a
+    note about the run, which speaks of the profiler the user ran."""
+    f = BY_NAME.get(family or "")
+    return "" if f is None else f.gives.get(item) or f.gives.get(item.partition(".")[0]) or ""
+
+
+def section_context(run: Run) -> dict[str, Any]:
+    """What the code that runs the sections hands them from the registry (``Options(values, **context)``): the
+    provenance of a table, the run's own family first (:func:`provenance`), its own family's alone
+    (:func:`own_provenance`), and the framework's hint texts."""
+    first = getattr(run, "source_format", None)
+    return {"provenance": lambda item: provenance(item, first),
+            "own_provenance": lambda item: own_provenance(item, first),
+            "hints": hints(getattr(run, "framework", ""))}

@@ -8,8 +8,10 @@ raises :class:`~reportgen.errors.Unavailable` when the run lacks its data) and `
 A section declares the canonical tables it reads in ``NEEDS``: a tuple of requirements, each a table name or a
 tuple of alternative table names (any one of them will do). The runner checks them before ``analyze``: a
 requirement that no table of the run meets makes the section ``unavailable`` with the reason
-``needs <tables>`` (and the section's ``SOURCES``, the files or profiler options that give them, when it has
-one). A requirement may name a column, ``table.column`` (the table has it with a value). ``analyze`` may still raise
+``needs <tables>``, each table followed by the files or profiler options that give it, by family, when the caller
+gave ``Options.provenance`` (the family registry's declarations, reportgen/readers/registry.py: sections never
+import readers; without it, as in unit tests, the plain ``needs <tables>``). A requirement may name a column,
+``table.column`` (the table has it with a value). ``analyze`` may still raise
 ``Unavailable`` for finer reasons. The advisor's rules declare their inputs the same way (``Rule.inputs``).
 """
 
@@ -41,9 +43,44 @@ class Options:
     done: dict[str, SectionOutcome] = field(default_factory=dict)
     #: analyses another section asked for before their own turn (run_sections uses them instead of a second run)
     early: dict[str, Any] = field(default_factory=dict)
+    #: the files / profiler options that give a table (or ``table.column``), by family, the run's own first; set by
+    #: the code that runs the sections, from the family registry (``registry.section_context``); None: unknown
+    provenance: Callable[[str], str] | None = None
+    #: the same from the run's own family alone, without its name ("" when it gives none): for notes about the run
+    own_provenance: Callable[[str], str] | None = None
+    #: the words that name the run's framework's API, keyed by what a section says (``registry.FRAMEWORK_HINTS``)
+    hints: dict[str, str] = field(default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
+
+
+def hint(options, key: str, default: str = "") -> str:
+    """The framework's text for ``key`` (:attr:`Options.hints`), else ``default`` (no options, another framework)."""
+    hints = getattr(options, "hints", None) or {}
+    return hints.get(key) or default
+
+
+def sources(options, item: str, own: bool = False) -> str:
+    """The files / profiler options that give ``item`` (a table or ``table.column``), by family (``own``: the run's
+    own family's alone), or ""."""
+    give = getattr(options, "own_provenance" if own else "provenance", None)
+    if give is None:
+        return ""
+    try:
+        return give(item) or ""
+    except Exception:  # a broken provenance never takes a reason down
+        log.debug("provenance of %s failed", item, exc_info=True)
+        return ""
+
+
+def with_sources(options, items) -> str:
+    """``a (Family: files; ...) or b (...)``: each of ``items`` followed by what gives it (:func:`sources`)."""
+    out = []
+    for it in items:
+        src = sources(options, it)
+        out.append(f"{it} ({src})" if src else it)
+    return " or ".join(out)
 
 
 def analysis_of(section_id: str, run: Run, options: "Options | None"):
@@ -59,7 +96,7 @@ def analysis_of(section_id: str, run: Run, options: "Options | None"):
     module = load(section_id)
     missing = missing_needs(run, getattr(module, "NEEDS", ()))
     if missing:
-        raise Unavailable(needs_reason(module, missing))
+        raise Unavailable(needs_reason(module, missing, options))
     analysis = module.analyze(run, options)
     if isinstance(options, Options):
         options.early[section_id] = analysis
@@ -91,11 +128,11 @@ def missing_needs(run: Run, needs) -> list[str]:
     return out
 
 
-def needs_reason(module, missing: list[str]) -> str:
-    """``needs step_time or step_trace`` (+ the section's SOURCES)."""
-    text = "needs " + "; ".join(missing)
-    sources = getattr(module, "SOURCES", "")
-    return f"{text} ({sources})" if sources else text
+def needs_reason(module, missing: list[str], options=None) -> str:
+    """``needs step_time (Ascend: step_trace_time.csv ...; ...) or step_trace (...)``: each missing requirement
+    (:func:`missing_needs`), each of its tables followed by the files that give it (:func:`with_sources`: the
+    family registry's declarations handed over in ``options``; the plain table names without them)."""
+    return "needs " + "; ".join(with_sources(options, m.split(" or ")) for m in missing)
 
 
 def run_sections(run: Run, options: Options | None = None,
@@ -111,7 +148,7 @@ def run_sections(run: Run, options: Options | None = None,
         try:
             missing = missing_needs(run, getattr(module, "NEEDS", ()))
             if missing:
-                raise Unavailable(needs_reason(module, missing))
+                raise Unavailable(needs_reason(module, missing, options))
             analysis = options.early.pop(sid, None) or module.analyze(run, options)
             view = module.present(analysis)
             if analysis.findings:

@@ -31,7 +31,7 @@ from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import ByRank, Run
 from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
-from . import missing_needs
+from . import missing_needs, sources, with_sources
 from .communication import SIZE_CLASSES, SIZES_FIGURE
 from .trajectory import metric_view
 
@@ -541,6 +541,8 @@ class Rule:
     #: the canonical tables / columns the rule reads, as a section's NEEDS (each item a table, ``table.column``, or
     #: a tuple of alternatives): a rule whose inputs the run lacks is "not applicable: needs X", never "passed"
     inputs: tuple = ()
+    #: tables whose provenance (the files that give them, ``Options.provenance``) a "not applicable" reason names
+    sources: tuple = ()
 
 
 #: the input-wait measure (reportgen/facts.py input_wait): DataLoader spans, else preparing time, else step interval
@@ -599,8 +601,7 @@ def rules() -> list[Rule]:
              ("slow_link",), needs="per-link data (communication matrix / hccl_raw)", applies=_has_links),
         Rule("slow_link_transit", "Slow link by per-operator transit outliers", "msprof-analyze", "communication",
              "transit > group median + 3 MAD and + 0.1 ms", ("slow_link_transit",),
-             needs="per-rank transit times of each operator and its process group (e.g. Ascend communication.json, "
-                   "matched PyTorch collectives)",
+             needs="per-rank transit times of each operator and its process group", sources=("comm_ops",),
              applies=_has_transit),
         Rule("flops_per_second", "FLOP/s below the mean of ranks", "seed", "flops",
              f"> {pct(th.FLOPS_BELOW_MEAN)} below the mean", ("flops_per_s_low",), needs="FLOPs data"),
@@ -632,17 +633,25 @@ def rules() -> list[Rule]:
              needs="enumerate(DataLoader) spans (the trace's CPU activity)", inputs=("dataloader",)),
         Rule("long_free_time", "Long free (idle device) time", "msprof-analyze", "overlap",
              f"> {pct(th.LONG_FREE_SHARE)} of the step", ("long_free_time",), check=rule_long_free,
-             needs="a device timeline with free time (MindInsight counts idle time as computation)",
+             needs="a device timeline with free time (a per-step breakdown that counts idle time as computation, "
+                   "as the seed's cluster analysis does, has none)", sources=("step_time.free_ms",),
              applies=lambda c: _has_free(c)),
         Rule("bandwidth_contention", "Bandwidth contention while computing", "msprof-analyze", "communication",
              f"intra-node op overlapping computation >= {pct(th.CONTENTION_OVERLAP)} of its time and below "
              f"{pct(th.CONTENTION_BELOW)} of the uncontended bandwidth", ("bandwidth_contention",),
              check=rule_bandwidth_contention,
-             needs="per-operator intra-node bandwidth and a device timeline (Ascend communication.json + "
-                   "trace_view.json or a profiler DB)",
+             needs="per-operator intra-node bandwidth and a device timeline",
+             sources=("comm_bandwidth", "overlap_intervals"),
              applies=lambda c: all(c.run.table(t) is not None
                                    for t in ("comm_bandwidth", "comm_ops", "overlap_intervals"))),
     ]
+
+
+def _sources_text(options, tables: tuple) -> str:
+    """``: table (Family: files; ...); ...``: what gives the rule's source tables (the runner's provenance), as the
+    reason of a rule whose inputs are missing says it; "" without provenance."""
+    text = "; ".join(with_sources(options, [t]) for t in tables if sources(options, t))
+    return f": {text}" if text else ""
 
 
 # --------------------------------------------------------------------------------------------- section API
@@ -659,12 +668,15 @@ def analyze(run: Run, options=None) -> Analysis:
         result, reason, raised = "passed", "", []
         missing = missing_needs(run, rule.inputs)
         if missing:
-            result, reason = "not applicable", f"needs {'; '.join(missing)}" + (f" ({rule.needs})" if rule.needs else "")
+            # what the rule needs in words, then the tables the run lacks and the files that give them
+            tables = "; ".join(with_sources(options, m.split(" or ")) for m in missing)
+            result, reason = "not applicable", f"needs {rule.needs}: {tables}" if rule.needs else f"needs {tables}"
         elif sec is None or sec.status != "ok":
             result = "not applicable"
-            reason = f"section {rule.section} is {sec.status if sec else 'not run'}; needs {rule.needs}"
+            reason = f"section {rule.section} is {sec.status if sec else 'not run'}; needs {rule.needs}" \
+                + _sources_text(options, rule.sources)
         elif rule.applies is not None and not rule.applies(ctx):
-            result, reason = "not applicable", f"needs {rule.needs}"
+            result, reason = "not applicable", f"needs {rule.needs}" + _sources_text(options, rule.sources)
         elif rule.check is not None:
             try:
                 raised = rule.check(ctx)
@@ -706,8 +718,9 @@ def present(a: Analysis) -> View:
          Column("section", "Section", "text"), Column("threshold", "Threshold", "text"),
          Column("result", "Result", "text"), Column("findings", "Findings", "int"),
          Column("reason", "Why not applicable", "text")],
-        caption="seed = MindInsight 2.3.1's cluster helper; msprof-analyze = its advisor and cluster recipes; "
-                "reportgen = our own rules. Thresholds live in reportgen/thresholds.py.")]
+        caption="seed = the seed's cluster helper (version 2.3.1); msprof-analyze = its advisor and cluster recipes; "
+                "reportgen = our own rules (the README names the peers' tools and versions). Thresholds live in "
+                "reportgen/thresholds.py.")]
     th_rows = pd.DataFrame([{"name": k, "value": v} for k, v in a.metrics["thresholds"].items()])
     tables.append(Table.from_frame("advisor-thresholds", "Thresholds", th_rows,
                                    [Column("name", "Name", "text"),

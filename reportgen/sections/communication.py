@@ -44,6 +44,7 @@ from ..errors import Unavailable
 from ..commtypes import busbw_factor as _busbw_factor
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
+from . import needs_reason
 
 ID = "communication"
 TITLE = "Communication"
@@ -58,10 +59,6 @@ busbw_factor = _busbw_factor
 
 #: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them)
 NEEDS = (("comm_ops", "comm_rank_step"),)
-SOURCES = ("MindSpore Insight: hccl_raw_<rank>.csv (profile with communication data); Ascend: communication.json / "
-           "communication_matrix.json or the profiler DB (profiler_level Level1 or higher); MindSpore CPU: the "
-           "communication CPU ops; PyTorch: NCCL/RCCL kernels (or kernels matching a --comm-pattern), gloo or "
-           "record_param_comms events in the trace of every rank")
 
 #: per (rank, step) columns this section sums from the operations, besides the two named times
 _SUMMED = ("transit_ms", "wait_ms", "sync_ms")
@@ -131,7 +128,8 @@ def analyze(run: Run, options=None) -> Analysis:
     totals = run.table("comm_rank_step")
     ops = _ops_with_sizes(run, raw)
     if ops is None and totals is None:
-        raise Unavailable("No communication data in this run (" + SOURCES + ").")
+        raise Unavailable("No communication data in this run: " + needs_reason(None, ["comm_ops or comm_rank_step"],
+                                                                               options) + ".")
     prs = per_rank_step(ops, totals)
     F = facts.of(run, options)
     ms_cols = [c for c in prs.columns if c.endswith("_ms")]

@@ -37,15 +37,12 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
 from ..timeline import DERIVED_NAME, op_type
-from . import analysis_of
+from . import analysis_of, needs_reason
 
 ID = "compare"
 TITLE = "Rank comparison"
 #: the device operations (reportgen.schema): the device timeline, else the Ascend kernels
 NEEDS = (("device_timeline", "kernels"),)
-SOURCES = ("PyTorch: GPU kernels (or CPU ops) with ProfilerStep markers; Ascend: trace_view.json, a profiler DB or "
-           "kernel_details.csv (profiler_level Level1 or higher); MindSpore Insight: the timeline display files or "
-           "the step trace")
 
 #: ranks whose type totals the page embeds for the any-pair chart
 PAIR_RANKS = 64
@@ -171,10 +168,8 @@ def analyze(run: Run, options=None) -> Analysis:
                           "section for the files that give step times).")
     ops = _ops(run, F)
     if ops is None:
-        raise Unavailable(
-            "No device operations in the steps in scope. PyTorch: GPU kernels (or CPU ops) with ProfilerStep markers; "
-            "Ascend: trace_view.json, a profiler DB or kernel_details.csv (profiler_level Level1 or higher); "
-            "MindSpore Insight: the timeline display files or the step trace.")
+        raise Unavailable("No device operations in the steps in scope: "
+                          + needs_reason(None, ["device_timeline or kernels"], options) + ".")
     steps = max(1, len(F.steps))
     compute = ops[ops["op_class"] == "compute"].groupby("rank")["dur"].sum() / steps
     a, b, how = default_pair(run, F, options, compute)

@@ -37,7 +37,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View, count, rank_ranges
-from . import analysis_of
+from . import analysis_of, hint, needs_reason, sources
 
 ID = "data"
 TITLE = "Data pipeline"
@@ -45,28 +45,34 @@ TITLE = "Data pipeline"
 #: interval, with the step times) or a dataset pipeline profile
 NEEDS = (("dataloader", "step_time", "step_trace", "minddata_ops", "minddata_queue", "minddata_summary",
           "minddata_stages"),)
-SOURCES = ("PyTorch: enumerate(DataLoader) spans with ProfilerStep markers; Ascend: step_trace_time.csv (Preparing); "
-           "MindSpore Insight: the step trace's step interval; MindSpore: data_process=True for the dataset pipeline "
-           "files")
-
-#: suggestion per kind of bottleneck operation (op_type contains the key, case-insensitive)
+#: suggestion per kind of bottleneck operation (op_type contains the key, case-insensitive): the hint key whose text
+#: (the framework's API words, from the family registry through ``Options.hints``) names the parameter to change,
+#: and the plain words without one
 ADVICE = [
-    ("map", "raise num_parallel_workers of this map operation (and python_multiprocessing for Python "
-            "transforms), or move the transform to the device (dataset.vision on Ascend)"),
-    ("batch", "raise num_parallel_workers of batch, or simplify per_batch_map"),
-    ("shuffle", "lower the shuffle buffer_size or shuffle at the source (shuffle=True of the dataset)"),
-    ("dataset", "read faster at the source: convert the data to MindRecord, raise num_parallel_workers of the "
-                "dataset, check the storage throughput"),
+    ("map", "data.map", "add workers to this map operation or move the transform to the device"),
+    ("batch", "data.batch", "add workers to the batch operation or simplify its per-batch function"),
+    ("shuffle", "data.shuffle", "lower the shuffle buffer or shuffle at the source"),
+    ("dataset", "data.source", "read faster at the source: a faster data format, more reader workers, the storage "
+                               "throughput"),
 ]
-PREFETCH = "and raise the prefetch depth (mindspore.dataset.config.set_prefetch_size)"
+#: the hint keys the section says (looked up once, in analyze, and kept with the analysis for its findings)
+HINTS = {"data.map", "data.batch", "data.shuffle", "data.source", "data.prefetch", "data.pipeline_profile",
+         "data.workers", "data.workers_of", "data.unseen_workers"}
 
 
-def _advice(op_type: str, source: bool = False) -> str:
-    """The parameter to change for a bottleneck operation (a source operation reads the data: ADVICE's 'dataset')."""
+def _hint(a: Analysis, key: str, default: str) -> str:
+    return (a.data.get("hints") or {}).get(key) or default
+
+
+def _advice(a: Analysis, op_type: str, source: bool = False) -> str:
+    """The parameter to change for a bottleneck operation (a source operation reads the data: ADVICE's 'dataset'),
+    then the prefetch depth."""
     low = op_type.lower()
     if source:
         low = "dataset"
-    return next((a for k, a in ADVICE if k in low), "raise num_parallel_workers of this operation") + " " + PREFETCH
+    what = next((_hint(a, key, plain) for k, key, plain in ADVICE if k in low),
+                _hint(a, "data.workers", "add workers to this operation"))
+    return what + " and " + _hint(a, "data.prefetch", "raise the input pipeline's prefetch depth")
 
 
 def waits(run: Run, options=None) -> facts.InputWait | None:
@@ -90,23 +96,22 @@ def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: MindSpore's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops): their CPU per
-#: worker says nothing about workers
+#: the dataset pipeline's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops):
+#: their CPU per worker says nothing about workers
 SINGLE_THREADED = {"Barrier", "Concat", "EpochCtrl", "Rename", "Repeat", "Shuffle", "Skip", "Take", "Zip"}
-#: what produces each part of the section (the notes of a run without it)
-PART_SOURCES = {
-    "pipeline_ops": "minddata_pipeline_raw_<rank>.csv (the operations and their queues)",
-    "cpu": "minddata_pipeline_summary_<rank>.json or .csv (CPU per worker, MindSpore's own verdict)",
-    "queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt (the device queue per batch)",
-    "stages": "dataset.csv (dataset_<rank>.csv in the MindInsight layout: per-stage times)",
-}
-PROFILE_OPTION = ("MindSpore writes them when profiling with data_process=True while the script uses "
-                  "mindspore.dataset")
+#: each part of the section: (its analysis table, the canonical table it reads, what it shows) (the notes of a run
+#: without it name the files that give the table: the runner's provenance)
+PARTS = [
+    ("pipeline_ops", "minddata_ops", "the operations and their queues"),
+    ("profiler_summary", "minddata_summary", "CPU per worker, the dataset profiler's own verdict"),
+    ("device_queue", "minddata_queue", "the device queue per batch"),
+    ("stages", "minddata_stages", "per-stage times"),
+]
 
 
 def framework(run: Run) -> str:
-    """The framework of the training script as the reader found it (``Run.framework``: pytorch | mindspore | mixed |
-    ""): which framework's input pipeline files the section can ask for."""
+    """The framework of the training script as the reader found it (``Run.framework``): which framework's input
+    pipeline files the section can ask for (its hint texts come with the options)."""
     return run.framework or ""
 
 
@@ -115,15 +120,16 @@ def analyze(run: Run, options=None) -> Analysis:
     ops = run.table("minddata_ops")
     queue, summary, stages = run.table("minddata_queue"), run.table("minddata_summary"), run.table("minddata_stages")
     if W is None and all(x is None for x in (ops, queue, summary, stages)):
-        raise Unavailable(
-            "No input-wait times and no dataset pipeline profile in this run. MindSpore: profile with "
-            "data_process=True while the script uses mindspore.dataset (minddata_pipeline_raw_<rank>.csv, "
-            "minddata_pipeline_summary_<rank>.json, device_queue_profiling_<rank>.txt, dataset.csv); MindSpore "
-            "Insight: the step trace's step interval; Ascend: step_trace_time.csv (Preparing); PyTorch: the trace's "
-            "CPU activity with enumerate(DataLoader) spans and ProfilerStep markers.")
+        raise Unavailable("No input-wait times and no dataset pipeline profile in this run: "
+                          + needs_reason(None, [" or ".join(NEEDS[0])], options) + ".")
     tables, metrics, data = {}, {"framework": framework(run), "threshold_queue_full_ratio": th.QUEUE_FULL,
                                  "threshold_queue_empty_ratio": th.QUEUE_EMPTY,
                                  "threshold_wait_share_ratio": th.DATA_WAIT_SHARE}, {}
+    data["hints"] = {k: hint(options, k) for k in HINTS if hint(options, k)}
+    # the dataset pipeline profile's parts the run lacks, with the files that give them (a framework that writes
+    # such a profile: its hints say how to turn it on; another framework's run has none to miss)
+    data["missing_parts"] = [f"{what} ({sources(options, table, own=True)})" if sources(options, table, own=True)
+                             else what for key, table, what in PARTS if run.table(table) is None]
     if W is not None:
         metrics["wait_measure"] = W.measure
         metrics["wait_definition"] = W.definition
@@ -156,8 +162,8 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["queue_empty_ratio_mean"] = float(q["empty_ratio"].mean()) if q["empty_ratio"].notna().any() else None
         data["queue_empty"] = q[q["empty_ratio"] > th.DEVICE_QUEUE_EMPTY]
     if summary is not None:
-        tables["mindspore_summary"] = summary
-        metrics["mindspore_bottleneck_ranks"] = int((summary["ms_bottleneck"].astype(str) != "").sum())
+        tables["profiler_summary"] = summary
+        metrics["profiler_bottleneck_ranks"] = int((summary["ms_bottleneck"].astype(str) != "").sum())
     if stages is not None:
         tables["stages"] = stages
     a = Analysis(metrics=metrics, tables=tables, data=data)
@@ -208,12 +214,12 @@ def present(a: Analysis) -> View:
                      Column("cpu_bound", "CPU-bound", "text")]
         cols.append(Column("bottleneck", "Bottleneck", "text"))
         tables.append(Table.from_frame(
-            "data-pipeline", "MindSpore dataset pipeline: operations and their queues", po, cols,
+            "data-pipeline", "Dataset pipeline: operations and their queues", po, cols,
             caption=f"Queue usage = average size / capacity. Bottleneck: input usage >= {th.QUEUE_FULL:.0%} and "
-                    f"output usage <= {th.QUEUE_EMPTY:.0%} (MindInsight's rule; the thresholds are ours)."
+                    f"output usage <= {th.QUEUE_EMPTY:.0%} (the seed's rule; the thresholds are ours)."
                     + (f" CPU from the pipeline summary (user + sys, 100% = one core); CPU-bound: each worker above "
-                       f"{th.MINDDATA_CPU_PER_WORKER:.0%} of a core (MindSpore's rule; single-threaded operations "
-                       "such as Shuffle left out)." if cpu else "")))
+                       f"{th.MINDDATA_CPU_PER_WORKER:.0%} of a core (the dataset profiler's rule; single-threaded "
+                       "operations such as Shuffle left out)." if cpu else "")))
     if "device_queue" in t:
         q = t["device_queue"]
         if m.get("queue_empty_ratio_mean") is not None:
@@ -227,38 +233,37 @@ def present(a: Analysis) -> View:
              Column("pipeline_time_ms", "Get from pipeline (mean)", "ms"),
              Column("push_time_ms", "Push to device (mean)", "ms"), Column("batch_time_ms", "Per batch (mean)", "ms")],
             caption="From device_queue_profiling_<rank>.txt (the host-to-device queue; dataset_iterator_profiling "
-                    "otherwise); the first batch is left out, as MindSpore does. An empty queue means the device waited "
-                    f"for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding (MindSpore's "
-                    "rule). The emptiest first."))
+                    "otherwise); the first batch is left out, as the dataset profiler does. An empty queue means the "
+                    f"device waited for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding "
+                    "(the dataset profiler's rule). The emptiest first."))
         figures.append(_queue_bars(q.sort_values("rank").head(128)))
-    if "mindspore_summary" in t:
+    if "profiler_summary" in t:
         tables.append(Table.from_frame(
-            "data-mindspore", "MindSpore's own pipeline analysis per rank", t["mindspore_summary"],
+            "data-profiler", "The dataset profiler's own pipeline analysis per rank", t["profiler_summary"],
             [Column("rank", "Rank", "rank"), Column("batch_time_ms", "Per batch", "ms"),
              Column("pipeline_time_ms", "Per pipeline get", "ms"), Column("push_time_ms", "Per queue push", "ms"),
-             Column("ms_bottleneck", "MindSpore's bottleneck", "text"),
-             Column("ms_suggestion", "MindSpore's suggestion", "text"),
-             Column("ms_details", "MindSpore's details", "text"), Column("source", "File", "text")],
-            caption="As written in minddata_pipeline_summary_<rank>.json (or .csv) by MindSpore's analyzer; its "
-                    "rule is CPU per worker and queue usage, ours is in the tables above."))
+             Column("ms_bottleneck", "Profiler's bottleneck", "text"),
+             Column("ms_suggestion", "Profiler's suggestion", "text"),
+             Column("ms_details", "Profiler's details", "text"), Column("source", "File", "text")],
+            caption="As written in minddata_pipeline_summary_<rank>.json (or .csv) by the dataset profiler's "
+                    "analyzer; its rule is CPU per worker and queue usage, ours is in the tables above."))
     if "stages" in t:
         tables.append(Table.from_frame(
             "data-stages", "Dataset stages (dataset.csv)", t["stages"],
             [Column("rank", "Rank", "rank"), Column("operation", "Operation", "text"), Column("stage", "Stage", "text"),
              Column("occurrences", "Occurrences", "int"), Column("avg_ms", "Mean", "ms"),
              Column("total_ms", "Total", "ms"), Column("info", "Custom info", "text")],
-            caption="As written by MindSpore; total = occurrences x mean."))
+            caption="As written by the dataset profiler; total = occurrences x mean."))
     summary = ("; ".join(parts) + ".") if parts else ""
-    shown = {"pipeline_ops": "pipeline_ops", "cpu": "mindspore_summary", "queue": "device_queue", "stages": "stages"}
-    missing = [v for k, v in PART_SOURCES.items() if shown[k] not in t]
+    missing = a.data.get("missing_parts") or []
+    profile = _hint(a, "data.pipeline_profile", "")
     notes = []
-    if missing and m["framework"] == "mindspore":  # MindSpore's files: a PyTorch run has none to miss
-        notes.append("Not in the run: " + "; ".join(missing) + ". " + PROFILE_OPTION
-                     + " (minddata_pipeline_raw names the operation that holds the input back; the summary adds "
+    if missing and profile:  # a framework that writes a dataset pipeline profile: another one has none to miss
+        notes.append("Not in the run: " + "; ".join(missing) + ". To get them, " + profile
+                     + " (the operations' queues name the operation that holds the input back; the summary adds "
                        "CPU per worker; the device queue shows whether the device waited for the host).")
-    if m["framework"] == "pytorch":
-        notes.append("PyTorch DataLoader worker processes are not in the trace's events: the wait of the main "
-                     "process for each batch (enumerate(DataLoader) __next__) is what the trace shows.")
+    if _hint(a, "data.unseen_workers", ""):  # the framework's input workers are not in its profile
+        notes.append(_hint(a, "data.unseen_workers", ""))
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
                 notes=notes)
 
@@ -284,8 +289,8 @@ def _queue_bars(q: pd.DataFrame) -> Figure:
     rule = vl.Chart(pd.DataFrame({"y": [th.DEVICE_QUEUE_EMPTY]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
     return Figure("data-queue-empty", "Batches that found the device queue empty, per rank",
                   to_spec(vl.fit(chart + rule, 200)),
-                  caption=f"The dashed line is {th.DEVICE_QUEUE_EMPTY:.0%} (MindSpore's rule). The first 128 ranks; "
-                          "the table has every rank.",
+                  caption=f"The dashed line is {th.DEVICE_QUEUE_EMPTY:.0%} (the dataset profiler's rule). The first "
+                          "128 ranks; the table has every rank.",
                   alt="Bars of the share of batches that found the device queue empty, per rank")
 
 
@@ -317,7 +322,7 @@ def _findings(a: Analysis) -> list[Finding]:
                       "reference": th.QUEUE_EMPTY,
                       "input_queue_usage_ratio": float(r0["input_usage"]) if pd.notna(r0["input_usage"]) else None,
                       "share_of_step_ratio": float(share) if share is not None else None},
-            suggestion=_capital(_advice(str(op_type), source=bool(pd.isna(r0["input_usage"])
+            suggestion=_capital(_advice(a, str(op_type), source=bool(pd.isna(r0["input_usage"])
                                                                   and not str(r0["children"]).strip()))) + ".",
             figure="data-waits" if "per_rank" in a.tables else None))
     return out
@@ -371,8 +376,8 @@ def _cpu_findings(a: Analysis) -> list[Finding]:
             evidence={"metric": "cpu_per_worker_ratio", "value": float(worst["cpu_per_worker_ratio"]),
                       "reference": th.MINDDATA_CPU_PER_WORKER, "num_workers": workers,
                       "share_of_step_ratio": float(share) if share is not None else None},
-            suggestion=(f"Raise num_parallel_workers of {op_type} above {workers}" if workers else
-                        f"Raise num_parallel_workers of {op_type}")
+            suggestion=_capital(_hint(a, "data.workers_of", "add workers to") + f" {op_type}"
+                                + (f" above {workers}" if workers else ""))
             + " (the host has to have the cores: check the other processes on it), or move the transform to the "
               "device.", figure=None))
     return out
@@ -398,8 +403,10 @@ def _queue_findings(a: Analysis) -> list[Finding]:
         ranks=ranks[:1000],
         evidence={"metric": "device_queue_empty_ratio", "value": float(worst["empty_ratio"]),
                   "reference": th.DEVICE_QUEUE_EMPTY},
-        suggestion=(f"Speed up {named} first (the operation named above), then " if named else "Find the slow "
-                    "dataset operation (profile with data_process=True for minddata_pipeline_raw), then ")
-        + "raise the prefetch depth (mindspore.dataset.config.set_prefetch_size) so the queue holds more batches.",
+        suggestion=(f"Speed up {named} first (the operation named above), then " if named else
+                    "Find the slow dataset operation ("
+                    + _hint(a, "data.pipeline_profile", "profile the dataset pipeline") + " for its operations' "
+                    "queues), then ")
+        + _hint(a, "data.prefetch", "raise the input pipeline's prefetch depth") + " so the queue holds more batches.",
         figure="data-queue-empty")]
 

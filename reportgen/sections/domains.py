@@ -43,7 +43,7 @@ from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count, rank_ranges
-from . import analysis_of
+from . import analysis_of, needs_reason
 
 ID = "domains"
 TITLE = "Communication domains"
@@ -51,9 +51,6 @@ TITLE = "Communication domains"
 #: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them); groups come
 #: from the strategy section or, failing that, the world
 NEEDS = (("step_time", "cluster_overlap"),)
-SOURCES = ("a per-rank breakdown of the step into computation, communication and free time (the overlap section's "
-           "data: a step_trace_time.csv / profiler DB, GPU and NCCL kernels with ProfilerStep markers, or the "
-           "cluster analysis files)")
 
 #: member parts, in stacking order: (column, label, palette role)
 PARTS = [("compute_only_ms", "Computation only", "compute"),
@@ -274,11 +271,8 @@ def analyze(run: Run, options=None) -> Analysis:
     F = facts.of(run, options)
     parts, full = member_parts(run, options)
     if parts is None:
-        raise Unavailable(
-            "No per-rank breakdown of the step into computation, communication and free time. Ascend: "
-            "ASCEND_PROFILER_OUTPUT/step_trace_time.csv; PyTorch: GPU kernels and NCCL kernels (or gloo spans) with "
-            "ProfilerStep markers; MindSpore Insight: the timeline display files or the step trace with its "
-            "communication ops.")
+        raise Unavailable("No per-rank breakdown of the step into computation, communication and free time: "
+                          + needs_reason(None, ["step_time or cluster_overlap"], options) + ".")
     present_ranks = set(parts["rank"])
     sizes = groups["ranks"].map(len)
     covered = groups["ranks"].map(lambda rs: sum(r in present_ranks for r in rs))
@@ -446,9 +440,9 @@ def present(a: Analysis) -> View:
     tables.append(Table.from_frame(
         "domains-member-parts", "Members of each group: where the step goes", mem, mcols,
         caption="Means over the steps in scope. The parts add up to the step." + (
-            "" if a.data["full"] else " MindSpore Insight's cluster analysis counts idle time as computation and "
-            "does not measure overlap: free time and overlapped communication are not in the data, so no "
-            "scheduling verdict is possible.")))
+            "" if a.data["full"] else " The run's per-step breakdown (a cluster analysis) counts idle time as "
+            "computation and does not measure overlap: free time and overlapped communication are not in the data, "
+            "so no scheduling verdict is possible.")))
     if "op_types" in t:
         ot = t["op_types"]
         tables.append(Table.from_frame(

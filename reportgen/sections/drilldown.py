@@ -45,6 +45,7 @@ from ..model import Run
 from ..report import Analysis, Column, Figure, Table
 from ..timeline import gpu_op_class, host_op_class, op_type, step_windows
 
+# No NEEDS: the drill-down is a part of the execution section, which declares the tables it reads.
 #: operators / types kept per rank and level (plus one "others" row)
 TOP_N = 15
 #: at most this many ranks are drilled into

@@ -44,15 +44,13 @@ from .. import facts, fmt
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
+from . import needs_reason
 from ..timeline import DERIVED_NAME, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
 #: step times (time overview) or the device timeline (Marey view)
 NEEDS = (("step_time", "step_trace", "device_timeline"),)
-SOURCES = ("step times: step_trace_raw_<rank>_detail_time.csv, step_trace_time.csv or a trace's ProfilerStep "
-           "annotations; operators: trace_view.json, a trace's GPU kernels or the step trace's op columns; "
-           "communication and wait: hccl_raw_<rank>.csv or communication.json")
 
 #: marks in the Marey figure (bars + polygon vertices), over all steps drawn
 MAX_MARKS = 6_000
@@ -65,11 +63,13 @@ MAX_STEPS = 20
 #: up to this many ranks every rank can be highlighted in the time overview; beyond, the fastest, median and slowest
 MAX_PICK_RANKS = 64
 
-UNAVAILABLE = (
-    "No step times or device timeline in this run: needs step_time or step_trace (step markers: "
-    "step_trace_raw_<rank>_detail_time.csv, step_trace_time.csv or ProfilerStep annotations) or a device_timeline "
-    "with step windows (trace_view.json device and communication ops, a trace's GPU kernels, the step trace's op "
-    "columns).")
+UNAVAILABLE = "No step times or device timeline with step windows in this run: "
+
+
+def _unavailable(options) -> str:
+    """Why the section has nothing to show: the tables it reads, each with the files that give it (the runner's
+    provenance)."""
+    return UNAVAILABLE + needs_reason(None, ["step_time or step_trace or device_timeline"], options) + "."
 #: the reader's op class (device_timeline ``kind``) -> the class drawn in the Marey view
 MAREY_CLASS_OF = {"communication": "communication", "receive": "communication", "compute": "computation",
                   "memcpy": "computation", "wait": "wait", "other": "other"}
@@ -350,7 +350,7 @@ def analyze(run: Run, options=None) -> Analysis:
     overview, overview_source = _time_overview(run)
     ops, windows, tl_source = _timeline(run)
     if overview is None and ops is None:
-        raise Unavailable(UNAVAILABLE)
+        raise Unavailable(_unavailable(options))
     stage_of = {r: run.stage_of(r) for r in run.ranks}
     metrics: dict = {}
     tables: dict = {}
@@ -390,7 +390,7 @@ def analyze(run: Run, options=None) -> Analysis:
                                         "(trace_view.json device and communication ops, a trace's GPU kernels with "
                                         "ProfilerStep, a step_trace_raw_*_detail_time.csv with op columns)")
     if not tables and not data:
-        raise Unavailable(UNAVAILABLE)
+        raise Unavailable(_unavailable(options))
     # --- drill-down (reportgen/sections/drilldown.py): rank_blocks, drilldown_ops
     from . import drilldown
     drilldown.extend_analysis(run, options, metrics, tables, data)

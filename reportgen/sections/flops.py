@@ -38,6 +38,7 @@ from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_
 from ..errors import Unavailable
 from ..model import Run
 from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
+from . import needs_reason, with_sources
 
 ID = "flops"
 TITLE = "FLOPs"
@@ -65,10 +66,6 @@ PEAK_TFLOPS: list[tuple[str, float]] = [
 
 #: any one of these tables will do (runner: "unavailable: needs op_flops or rank_flops")
 NEEDS = (("op_flops", "rank_flops"),)
-SOURCES = ("op shapes: a PyTorch trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/"
-           "conv ops), an Ascend kernel_details.csv or profiler DB with Input Shapes (profile with "
-           "record_shapes=True: MatMul, BatchMatMul, GroupedMatmul, Conv2D and its backprops); or the profiler's own "
-           "counts: MindSpore flops_summary_<rank>.json / flops_<rank>.txt (FLOPs collection)")
 
 #: op_flops.method values that are counted from shapes by reportgen (an estimate), not by the profiler
 ESTIMATED = (fc.MATMUL, fc.CONVOLUTION, fc.ATTENTION)
@@ -95,13 +92,13 @@ def _not_counted(ops: pd.DataFrame, counted: bool = False) -> dict:
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
-def _from_ops(run: Run, ops: pd.DataFrame) -> dict:
+def _from_ops(run: Run, ops: pd.DataFrame, options=None) -> dict:
     counted = counted_ops(ops)
     if counted.empty or not (counted["flops"] > 0).any():
         why = _not_counted(ops)
         raise Unavailable("No op has a FLOP count: " + ("; ".join(
             f"{note}: {', '.join(f'{t} x{n}' for t, n in types.items())}" for note, types in why.items())
-            or "no counted op") + f". Sources: {SOURCES}.")
+            or "no counted op") + ". Sources: " + with_sources(options, ["op_flops", "rank_flops"]) + ".")
     steps = run.table("step_time")
     ranks = pd.Index(sorted(ops["rank"].unique()), name="rank")
     g = counted.groupby("rank")["flops"]
@@ -243,9 +240,9 @@ def analyze(run: Run, options=None) -> Analysis:
     if rf is not None:
         d = _from_ranks(run, rf)
     elif ops is not None:
-        d = _from_ops(run, ops)
+        d = _from_ops(run, ops, options)
     else:
-        raise Unavailable(f"needs op_flops or rank_flops ({SOURCES})")
+        raise Unavailable(needs_reason(None, ["op_flops or rank_flops"], options))
     per_rank = d["per_rank"]
     fmax = per_rank["flops"].max()
     per_rank["ratio_to_max"] = per_rank["flops"] / fmax if fmax and fmax > 0 else math.nan
@@ -392,7 +389,7 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
                              height={"step": max(4, min(16, 900 // rows))} if wrapped
                              else 40 if not hosts_known else {"step": 28})
     return Figure("flops-grid", f"FLOPs of each rank relative to the busiest ({title})", to_spec(chart),
-                  caption="Colour = FLOPs / the largest FLOPs of any rank (MindInsight's FLOPs_norm)."
+                  caption="Colour = FLOPs / the largest FLOPs of any rank (the seed's FLOPs_norm)."
                           + (f" {len(df):,} ranks: every rank is drawn, {GRID_ROW_RANKS} to a row (the tooltip "
                              "names its host)." if wrapped else "" if hosts_known
                              else " Hosts are not known for every rank, so ranks are shown in a row."),

@@ -35,13 +35,12 @@ from ..errors import Unavailable
 from ..model import ByRank, Run
 from .. import facts
 from ..report import Analysis, Column, Figure, Finding, Table, View, count
+from . import needs_reason
 
 ID = "memory"
 TITLE = "Memory"
 #: the canonical memory tables (model.TABLES): samples over time, or the profiler's own peak per rank
 NEEDS = (("memory_samples", "memory_peaks"),)
-SOURCES = ("MindSpore Insight: memory_usage_summary_<rank>.json (profile_memory=True); Ascend: memory_record.csv / "
-           "npu_module_mem.csv (profile_memory=True); PyTorch: [memory] events (profile_memory=True)")
 
 # Thresholds live in reportgen/thresholds.py.
 NEAR_CAPACITY_RATIO = th.MEMORY_NEAR_CAPACITY
@@ -90,14 +89,15 @@ def _from_peaks(run: Run) -> dict:
             s["definition"].notna().any() else "the profiler's own peak per rank"}
 
 
-def _from_samples(run: Run) -> dict:
+def _from_samples(run: Run, options=None) -> dict:
     """Peak per rank from the canonical ``memory_samples``: the device series of the rank whose total reserved
     peaks highest (a rank may have several devices), the peak its maximum, capacity as the data states it."""
     ms = run.table("memory_samples")
     dev_rows = ms[ms["kind"] == "device"]
     if dev_rows.empty:
         raise Unavailable("The run's memory samples are all host (CPU) memory: no device memory to analyse. "
-                          f"Profile the accelerator's memory too ({SOURCES}).")
+                          "Profile the accelerator's memory too: " + needs_reason(None, ["memory_samples or "
+                                                                                       "memory_peaks"], options) + ".")
     device = dev_rows[dev_rows["reserved_mb"].notna()]
     if device.empty:
         raise Unavailable("The run's device memory samples carry no total reserved (older PyTorch, e.g. 2021 traces, "
@@ -163,9 +163,10 @@ def analyze(run: Run, options=None) -> Analysis:
     if run.table("memory_peaks") is not None:
         d = _from_peaks(run)
     elif run.table("memory_samples") is not None:
-        d = _from_samples(run)
+        d = _from_samples(run, options)
     else:
-        raise Unavailable(f"No memory data in this run ({SOURCES}).")
+        raise Unavailable("No memory data in this run: " + needs_reason(None, ["memory_samples or memory_peaks"],
+                                                                        options) + ".")
     pr = d["per_rank"].copy()
     pr["rank"] = pr["rank"].astype(int)
     if "capacity_mb" not in pr:
@@ -272,7 +273,7 @@ def present(a: Analysis) -> View:
     if m["ranks_without_data"]:
         notes.append(f"No memory data for ranks {_ranks_text(m['ranks_without_data'])}.")
     if a.data["x_kind"] == "node" and tl is not None and not tl.empty:
-        notes.append("MindSpore's memory details are per graph node in execution order, not per time.")
+        notes.append("The profiler's memory details are per graph node in execution order, not per time.")
     summary = (f"Peak device memory per rank: largest {fmt.quantity(m['peak_mb_max'], 'mb')}, "
                f"mean {fmt.quantity(m['peak_mb_mean'], 'mb')}")
     if m["peak_ratio_max"] is not None:

@@ -40,6 +40,7 @@ from .. import facts
 from ..errors import Unavailable
 from ..model import ByRank, Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View
+from . import needs_reason
 
 ID = "overlap"
 TITLE = "Computation / communication overlap"
@@ -51,11 +52,7 @@ MI_COLS = ["computation_incl_free_ms", "comm_not_overlapped_ms", "stage_ms", "re
 MAX_CHART_ROWS = 20_000
 
 #: the canonical tables this section reads (the runner says ``unavailable: needs ...`` without them)
-NEEDS = (("step_time", "cluster_overlap"),)
-SOURCES = ("a per-step breakdown of computation and communication: Ascend ASCEND_PROFILER_OUTPUT/step_trace_time.csv "
-           "or the profiler DB (any profiler level); MindSpore Insight ascend_cluster_analyse_<mode>_<stages>_<size>_"
-           "<rank>.csv (written for model/pipeline parallel runs); PyTorch: GPU kernels and NCCL kernels in the trace "
-           "(a CPU-only trace has no device timeline to measure overlap on)")
+NEEDS = (("step_time.comm_not_overlapped_ms", "cluster_overlap"),)
 
 
 def _receive_incl_batch(run: Run) -> pd.DataFrame | None:
@@ -190,7 +187,8 @@ def analyze(run: Run, options=None) -> Analysis:
     elif run.table("cluster_overlap") is not None:
         rows, per_rank, meta = _computation_incl_idle(run, F)
     else:
-        raise Unavailable("No computation/communication breakdown in this run (" + SOURCES + ").")
+        raise Unavailable("No per-step breakdown of computation and communication in this run: "
+                          + needs_reason(None, ["step_time.comm_not_overlapped_ms or cluster_overlap"], options) + ".")
     if F is not None:  # the steps listed are the run's; a step only this source has is left out (and said)
         extra = sorted(set(rows["step"]) - set(F.steps_all))
         rows = F.listed(rows).copy()

@@ -20,6 +20,9 @@ from .. import fmt, limits, p2p, palette
 from ..charts import to_spec
 from ..report import Column, Control, Figure, Table, count
 
+#: the point-to-point operations (reportgen/p2p.py :func:`~reportgen.p2p.ops`): a trace's collectives, the
+#: communication operations or the step trace's operators; the strategy section draws the panel only with one
+NEEDS = (("collectives", "comm_ops", "step_ops"),)
 #: pipeline chains the panel offers (the tables count every rank)
 CHAINS = 8
 #: characters of an operation name in the panel's tooltip
@@ -119,8 +122,9 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
          Column("dst_rank", "To rank", "rank"), Column("dst_stage", "To stage", "int"),
          Column("kind", "Kind", "text"), Column("pairs", "Pairs per step", "float"),
          Column("matched", "Matched per step", "float"), Column("unmatched", "Unmatched (all steps)", "int")],
-        caption="A send is joined to the receive of the same peer pair in the same position (issue order), as NCCL, "
-                "HCCL and MindSpore match point-to-point operations; send+receive exchanges are joined the same way.")]
+        caption="A send is joined to the receive of the same peer pair in the same position (issue order), as the "
+                "collective libraries (NCCL, HCCL) and the frameworks match point-to-point operations; send+receive "
+                "exchanges are joined the same way.")]
     figures, controls = [], []
     fig = _panel(d)
     if fig is not None:

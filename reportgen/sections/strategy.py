@@ -37,12 +37,10 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import (Analysis, Column, Figure, Finding, Table, Tree, TreeNode, View, count, natural_order,
                       rank_ranges)
-from . import pipeline
+from . import missing_needs, needs_reason, pipeline
 
 ID = "strategy"
 TITLE = "Parallel strategy"
-SOURCES = ("process groups: profiler_metadata.json parallel_group_info, or a trace's distributedInfo pg_config; "
-           "operator strategies: parallel_strategy_<rank>.json with profiler_info_<rank>.json")
 #: No table is required: a run whose readers know each rank's pipeline stage (``run.stage_map``, not a table the
 #: runner can check) gets the stage blocks and pipeline chains; ``analyze`` says unavailable when it has neither
 #: ``groups``, ``strategy_ops`` nor stages. Tables read: ``groups``, ``strategy_ops``, ``strategy_pairs``.
@@ -317,11 +315,9 @@ def analyze(run: Run, options=None) -> Analysis:
         groups.loc[stage_rows, "group"] = [f"stage{int(g[5:]) + 1}" for g in groups.loc[stage_rows, "group"]]
     if groups is None:
         raise Unavailable(
-            "No process-group or parallel-strategy data in this run: needs groups (profiler_metadata.json with "
-            "parallel_group_info, or a trace's distributedInfo with pg_config: a profiler of distributed training "
-            "that records its process groups), strategy_ops (parallel_strategy_<rank>.json with "
-            "profiler_info_<rank>.json: a semi_auto_parallel / auto_parallel / data_parallel graph-mode job) or the "
-            "ranks' pipeline stages.")
+            "No process-group or parallel-strategy data in this run: " + needs_reason(None, ["groups or strategy_ops"],
+                                                                                       options)
+            + " or the ranks' pipeline stages.")
     groups = groups.copy()
     groups["ranks"] = [sorted(int(r) for r in rs) for rs in groups["ranks"]]
     groups["size"] = [len(r) for r in groups["ranks"]]
@@ -382,7 +378,7 @@ def analyze(run: Run, options=None) -> Analysis:
             tables["strategy_disagreements"] = dis
         metrics["strategy_disagreements"] = int(len(dis))
     F = facts.of(run, options)
-    pipe = pipeline.analyze(run, groups, stage_of, F)
+    pipe = None if missing_needs(run, pipeline.NEEDS) else pipeline.analyze(run, groups, stage_of, F)
     if pipe is not None:
         metrics["pipeline"] = pipe["metrics"]
         tables["pipeline_stages"] = pipe["stages"]

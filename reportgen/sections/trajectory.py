@@ -35,6 +35,7 @@ from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count
+from . import needs_reason
 
 ID = "trajectory"
 TITLE = "Step trajectory"
@@ -69,10 +70,8 @@ COLLECTIVE_PARTS = Source(
     (("comm_ms", "Collectives (gloo, any thread)"), ("other_ms", "Everything else")),
     "other_ms", "non-collective")
 SPLITS = (STEP_PHASES, DEVICE_PARTS, COLLECTIVE_PARTS)
-SOURCES = ("MindSpore Insight: step_trace_raw_<rank>_detail_time.csv (step trace enabled); Ascend: "
-           "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (a profiler schedule and step()); PyTorch: ProfilerStep#N "
-           "markers (torch.profiler with schedule + step())")
-#: what the section reads: a per-step table (its parts as the columns say, :data:`SOURCES`)
+#: what the section reads: a per-step table (its parts as the columns say, :data:`SPLITS`; the files that give
+#: them: the family registry's provenance, in the runner's reason)
 NEEDS = (("step_trace", "step_time"),)
 
 #: the trajectory's finding about a rank that waits for input longer than the others, per input-wait measure
@@ -87,17 +86,14 @@ WAIT_LABEL = {"step interval": "step interval", "preparing time": "preparing tim
 MAX_CHART_ROWS = 20_000
 
 
-def _source(run: Run) -> Source:
+def _source(run: Run, options=None) -> Source:
     for src in SPLITS:
         df = run.table(src.table)
         if df is not None and all(df[k].notna().any() for k, _ in src.phases if k in df.columns) \
                 and all(k in df.columns for k, _ in src.phases):
             return src
-    raise Unavailable(
-        "No per-step timing in this run. MindSpore Insight writes step_trace_raw_<rank>_detail_time.csv "
-        "when profiling with the step trace (training trace) enabled; Ascend output has "
-        "ASCEND_PROFILER_OUTPUT/step_trace_time.csv (torch_npu / MindSpore profiler with a schedule and step()); "
-        "PyTorch traces need ProfilerStep#N markers (torch.profiler with schedule + step()).")
+    raise Unavailable("No per-step timing in this run: " + needs_reason(None, ["step_trace or step_time"], options)
+                      + ".")
 
 
 def metrics_of(src: Source, wait: str | None = None) -> list[str]:
@@ -113,7 +109,7 @@ def labels_of(src: Source, wait: str | None = None, wait_measure: str = "") -> d
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    src = _source(run)
+    src = _source(run, options)
     F = facts.of(run, options)
     W = facts.input_wait(run, options)  # THE input-wait measure of the run (facts), under its name
     wait = W.column if W is not None else None
@@ -340,7 +336,7 @@ def present(a: Analysis) -> View:
     diff = m.get("file_average_vs_step_mean_max_diff_ratio")
     if diff is not None and not math.isnan(diff):
         notes.append(
-            "The profiler also wrote its own average row ('-', the table 'profiler average row'); MindInsight shows "
+            "The profiler also wrote its own average row ('-', the table 'profiler average row'); the seed shows "
             f"that row. It differs from the mean of the steps in scope by up to {fmt.percent(diff)} (step time): "
             "the profiler averaged steps that were not all kept, warm-up included.")
     if d.get("step_definition"):  # the reader's definition of its step time (Run.step_definition)
@@ -383,7 +379,7 @@ def present(a: Analysis) -> View:
             caption="From the operator columns of the step trace; the slowest first.", max_html_rows=50))
     if "per_rank_file_average" in a.tables:
         fa = a.tables["per_rank_file_average"].merge(per_rank[["rank", "host", "stage"]], on="rank", how="left")
-        tables.append(Table.from_frame("trajectory-file-average", "Profiler average row ('-', as MindInsight shows it)",
+        tables.append(Table.from_frame("trajectory-file-average", "Profiler average row ('-', as the seed shows it)",
                                        fa, cols, caption="The profiler's own averages over the whole profiled run; "
                                        "reference only."))
 
