@@ -129,7 +129,7 @@ def missing_needs(run: Run, needs) -> list[str]:
 
 
 def needs_reason(module, missing: list[str], options=None) -> str:
-    """``needs step_time (Ascend: step_trace_time.csv ...; ...) or step_trace (...)``: each missing requirement
+    """``needs step_time (<family>: step_trace_time.csv ...; ...) or step_trace (...)``: each missing requirement
     (:func:`missing_needs`), each of its tables followed by the files that give it (:func:`with_sources`: the
     family registry's declarations handed over in ``options``; the plain table names without them)."""
     return "needs " + "; ".join(with_sources(options, m.split(" or ")) for m in missing)

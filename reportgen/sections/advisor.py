@@ -7,11 +7,11 @@ It runs after the seven sections and works only on their analyses (never on file
   msprof-analyze's advisor (high >= 5 % of the step, medium >= 3 %, else low; ``thresholds.severity``);
   findings that are not about time (memory headroom, layout) keep their own severity. The report and the
   metrics list findings high -> medium -> low and, within a level, by time at stake.
-* **Rules of msprof-analyze's families** where the data allows (research/ascend-profiler-output-and-msprof-
-  analyze.md §3.4 and §4): slow rank by the spread of computing / exposed communication / free time, slow rank
-  by collective vote (Dixon's Q / 3σ on each collective's durations: the rank that waited least arrived last),
-  small packets, data waiting (preparing / step interval), slow data loader, long free time. Their findings are
-  added to the section whose chart shows the evidence.
+* **Rules of msprof-analyze's families** where the data allows (research notes on msprof-analyze §3.4 and §4):
+  slow rank by the spread of computing / exposed communication / free time, slow rank by collective vote
+  (Dixon's Q / 3σ on each collective's durations: the rank that waited least arrived last), small packets, data
+  waiting (preparing / step interval), slow data loader, long free time. Their findings are added to the section
+  whose chart shows the evidence.
 * **Rule table.** Every rule with its source, threshold and result (raised / passed / not applicable and why),
   so a reader sees what was checked, not only what fired.
 """

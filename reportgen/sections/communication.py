@@ -10,17 +10,17 @@ Definitions:
   ``comm_busy_ms`` = the union of their intervals on the rank's timeline (where the operations have start times).
   Over several streams the first exceeds the second. Both in reportgen/facts.py (:func:`~reportgen.facts.comm_op_ms`,
   :func:`~reportgen.facts.comm_busy_ms`), per rank and step, averaged over the steps in scope.
-* Wait ratio = wait / (wait + transit) (CANN's formula; for MindSpore's hccl_raw, whose transit is the
-  communication cost, it is MindInsight's wait / (communication + wait)); shown only where both exist.
-* Per rank and group the Ascend sums equal msprof-analyze's ``cluster_communication.json`` "Total Op Info"
-  (../shared/research/ascend-profiler-output-and-msprof-analyze.md §2.2-2.3). Links from the communication
-  matrix's ``total`` entries, summed over the ranks that report them and over steps, keyed by GLOBAL ranks
-  (else the trace's point-to-point links); bandwidth = size / time. Links whose ends the files give only as
-  group-local indices (hccl_raw, ../shared/research/mindinsight-cluster-profiling.md §2.3) are shown as such,
-  never passed off as global ranks.
+* Wait ratio = wait / (wait + transit) (CANN's formula; for hccl_raw_<rank>.csv, whose transit is the
+  communication cost, it is the seed's wait / (communication + wait)); shown only where both exist.
+* Per rank and group the sums of communication.json (or the profiler DB) equal msprof-analyze's
+  ``cluster_communication.json`` "Total Op Info" (research notes on msprof-analyze §2.2-2.3). Links from the
+  communication matrix's ``total`` entries, summed over the ranks that report them and over steps, keyed by GLOBAL
+  ranks (else the trace's point-to-point links); bandwidth = size / time. Links whose ends the files give only as
+  group-local indices (hccl_raw, research notes on the seed's cluster pages §2.3) are shown as such, never passed
+  off as global ranks.
 * Who waited for whom: :func:`reportgen.facts.entries` / :func:`~reportgen.facts.p2p_entries` /
   :func:`~reportgen.facts.rank_waits`.
-* Slow link (seed rule ``cluster_link``, MindInsight helper): per transport type, a link whose bandwidth
+* Slow link (seed rule ``cluster_link``, the seed's cluster helper): per transport type, a link whose bandwidth
   is more than 20% below the mean bandwidth of that type's links (self links excluded).
 * Transit outliers (msprof-analyze): where operations have a transit time per rank and a group
   (:func:`transit_outliers`).
@@ -113,8 +113,8 @@ def per_rank_step(ops: pd.DataFrame | None, totals: pd.DataFrame | None) -> pd.D
 
 
 def wait_ratio(wait: pd.Series, transit: pd.Series) -> pd.Series:
-    """Wait ratio = wait / (wait + transit) (CANN's formula; on MindSpore hccl_raw, whose transit is the
-    communication cost, MindInsight's wait / (communication + wait)); NaN without both."""
+    """Wait ratio = wait / (wait + transit) (CANN's formula; on hccl_raw_<rank>.csv, whose transit is the
+    communication cost, the seed's wait / (communication + wait)); NaN without both."""
     total = wait + transit
     return (wait / total).where(total > 0)
 
@@ -323,9 +323,10 @@ def operation_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
     """Bytes moved per communication operation, as the small-packet rule judges them (advisor.rule_small_packets)
     and the sizes chart shows them: per (rank, step, op) and class from the per-transport rows (``comm_bandwidth``;
     the intra-node transports summed: SDMA rows hold only the remainder beyond HCCS + PCIE + SIO, so they are a
-    part of the same operation, not a small one of their own; RDMA apart; LOCAL left out); without them (PyTorch,
-    MindSpore), each collective's message size (class "collective messages", no transport known). Columns: rank,
-    step, op, cls, limit_mb, size_mb, time_ms; only operations that move data."""
+    part of the same operation, not a small one of their own; RDMA apart; LOCAL left out); without them
+    (torch.profiler traces, hccl_raw_<rank>.csv, cpu_op_execute_timestamp_<rank>.txt), each collective's message
+    size (class "collective messages", no transport known). Columns: rank, step, op, cls, limit_mb, size_mb,
+    time_ms; only operations that move data."""
     limits = dict(SIZE_CLASSES)
     bw = run.table("comm_bandwidth")
     if bw is not None and not bw.empty:
@@ -371,7 +372,8 @@ def transit_outliers(ops: pd.DataFrame | None) -> list[dict]:
     """Per operator instance across the ranks that ran it: a rank whose transit time is above
     median + 3 x MAD (scaled to σ, 1.4826) of the group's transit times, and above it by at least 0.1 ms,
     moved its share of the data slowly — its link is suspect. Needs >= 3 ranks and a transit time per rank
-    (Ascend: master-plane transit; PyTorch traces have one transit per instance by construction)."""
+    (communication.json / the profiler DB: master-plane transit; PyTorch traces have one transit per instance by
+    construction)."""
     if ops is None or ops.empty or "transit_ms" not in ops:
         return []
     o = ops.dropna(subset=["transit_ms"])
@@ -403,8 +405,9 @@ def _slowest_first(links: pd.DataFrame) -> pd.DataFrame:
 
 def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
     """Seed rule: per transport, links more than 20% below the mean bandwidth of that transport (worst first).
-    ``steps``: how many steps the links table sums (Ascend matrix totals: all profiled steps; MindInsight: the
-    per-step average row, 1); the excess time per step is what the link cost beyond the transport's mean."""
+    ``steps``: how many steps the links table sums (communication_matrix.json totals: all profiled steps;
+    hccl_raw_<rank>.csv: the per-step average row, 1); the excess time per step is what the link cost beyond the
+    transport's mean."""
     if links is None or links.empty:
         return []
     src = "src_rank" if "src_rank" in links else "src_local"

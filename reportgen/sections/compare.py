@@ -1,6 +1,6 @@
-"""Rank comparison: an abnormal rank beside a normal one, the first step of the current Ascend workflow for a
-computation problem (../shared/research/ascend-profiler-output-and-msprof-analyze.md: compare an abnormal card with
-a normal one; msprof-analyze ``compare_tools``).
+"""Rank comparison: an abnormal rank beside a normal one, the first step of the current NPU profiling workflow for
+a computation problem (research notes on msprof-analyze: compare an abnormal card with a normal one; msprof-analyze
+``compare_tools``).
 
 Sources and definitions:
 
@@ -8,13 +8,13 @@ Sources and definitions:
   synchronous steps end together, so the longest step is often a rank that waited) and the median rank of its
   pipeline stage by the same measure (every rank without stages); without operation times, the facts' slowest rank
   (reportgen/facts.py) and the median of its stage by step time.
-* Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; Ascend text output without
-  trace_view.json: ``kernels``, where a communication row inside an earlier one of its rank, the task of an op the
-  table lists too, is left to that op) in the steps in scope. Per rank: count and total time per step, and the
+* Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; the NPU profiler's text export
+  without trace_view.json: ``kernels``, where a communication row inside an earlier one of its rank, the task of an
+  op the table lists too, is left to that op) in the steps in scope. Per rank: count and total time per step, and the
   mean time, by operation type (:func:`reportgen.timeline.op_type`) and by operation name; kind = the timeline's
   (``op_class``, with receive told apart from communication; ``kernels``: its ``op_class``). The class is decided
   once per family at the reader edge (:mod:`reportgen.schema`, ``op_class``): the compute time that chooses the pair
-  is the time of ``op_class == compute`` only (an Ascend wait, HCCL stream task or copy is never computation).
+  is the time of ``op_class == compute`` only (an NPU wait, HCCL stream task or copy is never computation).
 * Delta = A - B (ms per step); share of the step difference explained = delta / (step A - step B), when A's step is
   longer. The shares of all types but the waits add up to the part of the difference the device operations explain
   (time outside any operation, free time, is the rest; a wait runs beside the work it waits for, so it is not added).
@@ -41,7 +41,7 @@ from . import analysis_of, needs_reason
 
 ID = "compare"
 TITLE = "Rank comparison"
-#: the device operations (reportgen.schema): the device timeline, else the Ascend kernels
+#: the device operations (reportgen.schema): the device timeline, else the NPU kernels (kernel_details.csv)
 NEEDS = (("device_timeline", "kernels"),)
 
 #: ranks whose type totals the page embeds for the any-pair chart
@@ -79,7 +79,7 @@ def _ops(run: Run, F) -> pd.DataFrame | None:
 
 def _nested(c: pd.DataFrame) -> pd.Index:
     """Index of the rows of ``c`` (rank, start_ms, dur_ms) that lie inside an earlier row of the same rank: the tasks
-    of a communication op that the table also lists as an op of its own (an Ascend kernel_details.csv holds the HCCL
+    of a communication op that the table also lists as an op of its own (a kernel_details.csv holds the HCCL
     op and its stream's tasks), so that their time is counted once, in the op."""
     if c.empty:
         return c.index
@@ -89,8 +89,8 @@ def _nested(c: pd.DataFrame) -> pd.Index:
     return c.index[(c["_end"] <= prev).to_numpy()]
 
 
-#: per-instance parts of an operation name: MindSpore's stream prefix (``stream_25_5_``) and HCCL's instance suffix
-#: (``hcom_allReduce__170_1_1``)
+#: per-instance parts of an operation name: the step trace's stream prefix (``stream_25_5_``) and HCCL's instance
+#: suffix (``hcom_allReduce__170_1_1``)
 _INSTANCE = [(r"^stream_\d+_\d+_", ""), (r"__\d+_\d+_\d+$", "")]
 
 

@@ -1,29 +1,33 @@
-"""Data pipeline: how long each rank waits for input per step, and (MindSpore) which operation of the dataset
-pipeline holds it back.
+"""Data pipeline: how long each rank waits for input per step, and (from the dataset profiler's files) which
+operation of the dataset pipeline holds it back.
 
 Sources and definitions:
 
-* Waiting per rank and step: the trajectory section's step interval (MindSpore Insight: the step trace's
-  iteration interval, "reading data from the data queue") or preparing time (Ascend / PyTorch: step start to the
-  first device operation); PyTorch also ``enumerate(DataLoader)...__next__`` spans (table ``dataloader``), summed
-  per rank and step. Share = mean wait / mean step, per rank, over the steps in scope.
-* MindSpore dataset pipeline (``minddata_pipeline_raw_{rank}.csv``, reportgen/readers/minddata.py): per operation
-  its workers and output-queue usage (average size / capacity); its input queue is its children's output queues
-  (the fullest counts; a source operation, without children, reads its input itself and counts as full). The
-  bottleneck (MindInsight's rule): an operation whose input queue is full and whose output queue is empty, here input usage >= :data:`~reportgen.thresholds.QUEUE_FULL` and output usage <=
+* Waiting per rank and step: the trajectory section's step interval (step_trace_raw_<rank>_detail_time.csv: the
+  step trace's iteration interval, "reading data from the data queue") or preparing time (step_trace_time.csv's
+  Preparing column, or a trace's ProfilerStep markers: step start to the first device operation); PyTorch also
+  ``enumerate(DataLoader)...__next__`` spans (table ``dataloader``), summed per rank and step. Share = mean wait /
+  mean step, per rank, over the steps in scope.
+* The dataset profiler's pipeline (``minddata_pipeline_raw_{rank}.csv``, reportgen/readers/minddata.py): per
+  operation its workers and output-queue usage (average size / capacity); its input queue is its children's output
+  queues (the fullest counts; a source operation, without children, reads its input itself and counts as full).
+  The bottleneck (the seed's rule): an operation whose input queue is full and whose output queue is empty, here
+  input usage >= :data:`~reportgen.thresholds.QUEUE_FULL` and output usage <=
   :data:`~reportgen.thresholds.QUEUE_EMPTY` (thresholds ours: the seed states the rule, not numbers). It produces
   more slowly than the operations before it deliver and the ones after it consume.
-* MindSpore pipeline summary (``minddata_pipeline_summary_{rank}.json|csv``): each operation's CPU (user + sys,
-  share of one core) per worker. An operation whose workers each use more than
-  :data:`~reportgen.thresholds.MINDDATA_CPU_PER_WORKER` of a core is CPU-bound: more workers help (MindSpore's
-  BottleneckAnalyzer rule and threshold; operations that run in one thread by design, such as Shuffle or Repeat,
-  are left out as MindSpore does). MindSpore's own verdict (``bottleneck_warning`` / ``bottleneck_suggestion``) is
-  shown as written, beside ours.
+* The dataset profiler's pipeline summary (``minddata_pipeline_summary_{rank}.json|csv``): each operation's CPU
+  (user + sys, share of one core) per worker. An operation whose workers each use more than
+  :data:`~reportgen.thresholds.MINDDATA_CPU_PER_WORKER` of a core is CPU-bound: more workers help (the dataset
+  profiler's BottleneckAnalyzer rule and threshold; operations that run in one thread by design, such as Shuffle or
+  Repeat, are left out as it does). The summary's own verdict (``bottleneck_warning`` /
+  ``bottleneck_suggestion``) is shown as written, beside ours.
 * Device queue (``device_queue_profiling_{rank}.txt``, else ``dataset_iterator_profiling_{rank}.txt``): per rank the
   batches, the queue's capacity and mean size when a batch was taken, the share of batches that found it empty
   (the device waited for the host) and the mean times to get a batch from the pipeline, to push it and per batch.
-  More than :data:`~reportgen.thresholds.DEVICE_QUEUE_EMPTY` empty (MindSpore's DeviceQueue rule) is a finding.
-* ``dataset.csv``: MindSpore's per-stage times of the dataset operations, as written (occurrences x average = total).
+  More than :data:`~reportgen.thresholds.DEVICE_QUEUE_EMPTY` empty (the dataset profiler's DeviceQueue rule) is a
+  finding.
+* ``dataset.csv``: the dataset profiler's per-stage times of the dataset operations, as written (occurrences x
+  average = total).
 """
 
 from __future__ import annotations

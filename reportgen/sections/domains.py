@@ -1,11 +1,12 @@
-"""Communication domains: the run seen one process group at a time, as the current Ascend tools organise their
-analysis (msprof-analyze's communication groups, MindStudio Insight's communication domains;
-../shared/research/ascend-profiler-output-and-msprof-analyze.md §3.3-3.4).
+"""Communication domains: the run seen one process group at a time, as the current NPU profiling tools organise
+their analysis (msprof-analyze's communication groups, MindStudio Insight's communication domains; research notes
+on msprof-analyze §3.3-3.4).
 
 Sources and definitions:
 
-* Groups: the strategy section's ``groups`` table (Ascend ``parallel_group_info``, PyTorch ``pg_config``, MindSpore
-  stage blocks marked as derived). Groups of one rank are counted, not shown (nothing to compare).
+* Groups: the strategy section's ``groups`` table (profiler_metadata.json's ``parallel_group_info``, PyTorch
+  ``pg_config``, the stage blocks of parallel_strategy_<rank>.json or the cluster analysis files, marked as
+  derived). Groups of one rank are counted, not shown (nothing to compare).
 * Member shares (every family): the ``step_time`` breakdown averaged over the run's steps in scope
   (reportgen/facts.py): computation only = computing - overlapped, communication overlapped, communication not
   overlapped (exposed), free. They add up to the member's step time (``step_time.step_ms`` = computing +
@@ -93,7 +94,8 @@ def _derived_groups(run: Run) -> pd.DataFrame | None:
 def member_parts(run: Run, options) -> tuple[pd.DataFrame | None, bool]:
     """Per rank: mean step and its parts (ms) over the steps in scope, from the overlap section's per-rank table
     (the facts' steps), and ``unaccounted_ms``; second value: whether free and overlapped time are measured
-    (MindSpore Insight's cluster analysis has computation including idle time, and no overlap)."""
+    (the profiler's own cluster analysis, table ``cluster_overlap``, has computation including idle time, and no
+    overlap)."""
     try:
         per = analysis_of("overlap", run, options).tables["per_rank"].copy()
     except Unavailable:

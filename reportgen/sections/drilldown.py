@@ -10,12 +10,13 @@
   the rank's total, top ``TOP_N`` by total time plus an "others" row. Communication and waits (``op_class``
   communication / wait, decided once per family at the reader edge: :mod:`reportgen.schema`; ``gpu_ops`` by
   :func:`reportgen.timeline.gpu_op_class`) are left out, so the tops and shares are of the device's own work
-  (communication has its own section); the MindInsight step trace only has communication ops, so they stay. Each
-  bar is coloured by the op class of its rows (the class of most of its time). Sources in order of preference:
-  Ascend ``kernels`` (name, type) or ``op_stats`` (type only), Kineto ``gpu_ops`` (name, kind), Kineto
-  ``cpu_ops`` (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (MindSpore CPU
-  host ops, MindInsight timeline files; type = ``<Type>`` of ``.../<Type>-op<N>``), MindInsight ``step_ops``
-  (communication ops of the step trace; type = the reader's ``op_type``).
+  (communication has its own section); the step trace (step_trace_raw_<rank>_detail_time.csv) only has
+  communication ops, so they stay. Each bar is coloured by the op class of its rows (the class of most of its
+  time). Sources in order of preference: ``kernels`` (kernel_details.csv or the profiler DB; name, type) or
+  ``op_stats`` (op_statistic.csv; type only), a torch.profiler trace's ``gpu_ops`` (name, kind) or ``cpu_ops``
+  (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (the host ops of
+  cpu_op_execute_timestamp_<rank>.txt, the timeline display files; type = ``<Type>`` of ``.../<Type>-op<N>``),
+  the step trace's ``step_ops`` (its communication ops; type = the reader's ``op_type``).
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
