@@ -1,19 +1,21 @@
 """Execution overview: time overview per step (step time per rank, mean communication and wait) and a
 Marey view of one step (one lane per rank, operators from start to end, the same operator joined across ranks).
 
-Sources and definitions (../shared/research/mindinsight-cluster-profiling.md §3.7):
+Sources and definitions (research notes on the seed's cluster pages §3.7):
 
-* Time overview. Step time per rank and step: ``step_time`` (step_ms; Ascend / PyTorch), else ``step_trace``
-  (step_ms; MindSpore Insight). Communication and wait per rank and step, the first the run has:
+* Time overview. Step time per rank and step: ``step_time`` (step_ms; step_trace_time.csv, ProfilerStep
+  markers of a torch.profiler trace, cpu_op_execute_timestamp_<rank>.txt), else ``step_trace`` (step_ms;
+  step_trace_raw_<rank>_detail_time.csv). Communication and wait per rank and step, the first the run has:
   ``comm_rank_step`` (transfer and wait, as the profiler sums them), ``comm_ops`` summed per
-  rank and step (:func:`comm_per_rank_step`: a rank and step whose ops carry no wait, e.g. Ascend Level0 from
+  rank and step (:func:`comm_per_rank_step`: a rank and step whose ops carry no wait, e.g. NPU Level0 data from
   trace_view.json, has wait NaN: unknown, never 0), ``step_time`` comm_ms (no wait: NaN). ``comm_ms`` /
-  ``wait_ms`` of the table are the per-step means over the ranks that have a value (what MindInsight plots);
+  ``wait_ms`` of the table are the per-step means over the ranks that have a value (what the seed plots);
   ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values. Unknown waits are said, never drawn as 0.
-  **Departure:** MindInsight plots the step_trace total raw (10 ns ticks); we plot milliseconds.
-* Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: Kineto GPU kernels, gloo
-  collectives and main-thread CPU ops, Ascend HCCL and device ops, MindSpore CPU host ops, MindInsight timeline
-  files or the step trace's communication ops with the FP/BP span minus them as derived computation), in the
+  **Departure:** the seed plots the step_trace total raw (10 ns ticks); we plot milliseconds.
+* Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: torch.profiler GPU kernels,
+  gloo collectives and main-thread CPU ops, NPU HCCL and device ops of trace_view.json, host ops of
+  cpu_op_execute_timestamp_<rank>.txt, the seed's timeline display files or the step trace's communication
+  ops with the FP/BP span minus them as derived computation), in the
   step windows of :func:`reportgen.timeline.step_windows`. Times are ms relative to each rank's step start, then
   aligned: per step, every rank is shifted so that its first occurrence of the first communication op common to
   all ranks ends when the reference rank's (the first lane's) does (the seed aligns on the first AllReduce). When
@@ -105,7 +107,7 @@ def _time_overview(run: Run) -> tuple[pd.DataFrame | None, str]:
         comm_source = "step_time comm_ms (no wait time in this data: unknown)"
     if comm is not None:
         # the steps are the run's (reportgen/facts.py): communication of a step the step table lacks is left out
-        # (MindInsight takes the steps of its time view from hccl_raw; we list the same steps in every section)
+        # (the seed takes the steps of its time view from hccl_raw_<rank>.csv; we list the same steps in every section)
         rows = rows.merge(comm.rename(columns={"comm_ms": "rank_comm_ms", "wait_ms": "rank_wait_ms"}),
                           on=["rank", "step"], how="left")
         means = comm.groupby("step")[["comm_ms", "wait_ms"]].mean()
@@ -125,7 +127,7 @@ def comm_per_rank_step(ops: pd.DataFrame) -> pd.DataFrame:
 
     * ``comm_ms`` = communication transfer time: the sum of the ops' ``transit_ms`` where the data has it, else their
       ``elapse_ms`` minus ``wait_ms`` where the wait is known, else their ``elapse_ms`` (an op time that includes its
-      waiting: Level0, MindSpore CPU host collectives).
+      waiting: Level0, the communication CPU ops of cpu_op_execute_timestamp_<rank>.txt).
     * ``wait_ms`` = the sum of their ``wait_ms``; NaN when none of the rank's ops of the step carries a wait
       (unknown, not 0, which pandas' plain sum of NaNs would give).
 

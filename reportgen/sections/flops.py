@@ -10,14 +10,14 @@ each reader with the formulas of :mod:`reportgen.flopcount`, or the profiler's o
 * FLOP/s (:func:`reportgen.flopcount.device_rate`) = FLOPs / DEVICE time, never a CPU span: from ``op_flops`` the
   FLOPs of the ops in the profiled steps (``step_time`` rows; an op of unknown step, NaN, counts as in them) / Σ
   ``step_time.step_ms`` of the rank (the device step time every section uses); from ``rank_flops`` the profiler's
-  own rate (MindSpore: a mean of per-op rates or Σ op rates / Σ op durations: not per wall-clock second, so no
-  MFU is derived from it; its own utilisation, ``utilization_ratio``, is shown instead).
+  own rate (flops_summary_<rank>.json: a mean of per-op rates or Σ op rates / Σ op durations: not per wall-clock
+  second, so no MFU is derived from it; its own utilisation, ``utilization_ratio``, is shown instead).
   A rate above the device's peak (or, peak unknown, :data:`reportgen.flopcount.MAX_PLAUSIBLE_FLOPS_PER_S`) is not
   shown: it is listed as a data problem and its rank's rate is NaN.
-* ``ratio_to_max`` = FLOPs / max over ranks = MindInsight's ``FLOPs_norm``.
+* ``ratio_to_max`` = FLOPs / max over ranks = the seed's ``FLOPs_norm``.
 * MFU = FLOP/s / peak, peak from ``options["peak_tflops"]`` or from the device name (:data:`PEAK_TFLOPS`,
   table ``device_properties``); not computed from a profiler's own rate, nor without a peak.
-* Findings (seed rules, MindInsight 2.3.1 ``parallel_proposer.py``, research §3.8): ``flops_per_s_low`` a rank
+* Findings (seed rules, the seed's ``parallel_proposer.py``, research §3.8): ``flops_per_s_low`` a rank
   whose FLOP/s is more than 20% below the mean of the ranks; ``stage_flops_imbalance`` a pipeline stage whose
   FLOPs per rank (Σ FLOPs of its ranks / its ranks) is more than 20% above the mean over stages.
 """

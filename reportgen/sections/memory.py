@@ -6,12 +6,13 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 
 * ``memory_samples`` (rank, ts_ms, kind device|host, device_id, series, allocated / reserved / active MB,
   capacity_mb): peak = the maximum total reserved of the rank's device series (the device whose reserved peaks
-  highest when a rank has several); the timeline draws that series. Ascend's APP-component rule is
-  ``readers.ascend.memory_samples``, PyTorch's accelerator device types and deviceProperties capacity
-  ``readers.kineto.memory_samples``, MindSpore CPU's memory pool ``readers/mindspore_cpu.py``.
+  highest when a rank has several); the timeline draws that series. The APP-component rule of memory_record.csv /
+  npu_module_mem.csv, the accelerator device types and deviceProperties capacity of a torch.profiler trace's
+  [memory] events and the memory pool of cpu_ms_memory_record_<rank>.txt: each is written once, in the reader of
+  those files (reportgen/readers/).
 * ``memory_peaks`` (rank, peak_mb, capacity_mb, static_mb, ...): a profiler that writes its own peak per rank
-  instead of samples (the MindSpore memory planner's ``memory_usage_summary``,
-  ../shared/research/mindinsight-cluster-profiling.md §2.5, §3.4); its per-node series (``memory_nodes``, memory
+  instead of samples (the graph-mode framework's memory planner's ``memory_usage_summary_<rank>.json``,
+  research notes on the seed's cluster pages §2.5, §3.4); its per-node series (``memory_nodes``, memory
   in use per graph node in execution order) is drawn over node index, not time.
 * Peak / capacity goes through :func:`reportgen.facts.share` (a peak above the capacity is a data problem, not shown).
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null).

@@ -3,24 +3,25 @@ pure receive and stage time for pipeline parallel, grouped by stage.
 
 Sources and definitions:
 
-* Ascend ``step_trace_time.csv`` (../shared/research/ascend-profiler-output-and-msprof-analyze.md §2.1):
+* ``step_trace_time.csv`` (research notes on msprof-analyze §2.1):
   Computing, Communication, Communication(Not Overlapped), Overlapped, Free, Stage, Bubble,
   Communication(Not Overlapped and Exclude Receive), Preparing — as written. Stage rows are the
   element-wise maximum over the stage's ranks, per step (msprof-analyze ``cluster_step_trace_time.csv``).
-  **Departure:** torch_npu's Bubble counts only ``hcom_receive`` ops, so pipelines built on
+  **Departure:** the NPU profiler's Bubble counts only ``hcom_receive`` ops, so pipelines built on
   ``batch_isend_irecv`` (Megatron / MindSpeed: ``hcom_batchSendRecv``) get Bubble = 0. We also show
   ``receive_incl_batch_ms`` = Σ elapse of the step's p2p receive and batchSendRecv ops (from the canonical
-  ``comm_ops``: communication.json on Ascend; on PyTorch traces the NCCL Send/Recv and SendRecv kernels) and the
+  ``comm_ops``: communication.json on NPUs; on torch.profiler traces the NCCL Send/Recv and SendRecv kernels) and the
   stage time and exposed collective time derived from it, wherever the run has batched send/receive operations.
 * ``comm_busy_ms`` ("Communication busy (union)"): the step breakdown's union of communication time on the rank's
   timeline (reportgen/facts.py ``COMM_BUSY_DEFINITION``); the communication section's ``comm_op_ms`` is the sum of
   the operations' durations and exceeds it when operations overlap (several streams).
 * A share outside 0..1 is a data problem (:func:`reportgen.facts.guard_ratio`), never shown.
-* MindSpore Insight ``ascend_cluster_analyse_*`` (../shared/research/mindinsight-cluster-profiling.md §3.2):
+* ``*cluster_analyse_*`` files read by the seed (research notes on the seed's cluster pages §3.2):
   computation_time (= step - pure communication, so it includes idle time), communication_alone_time
   (pure communication), stage_time, receive_alone_time (pure receive), collective_communication_alone_time.
-  The file's last row is its average (MindSpore 2.0+ leaves step 1 out of it); we use it as MindInsight does.
-* Communication share (MindInsight helper, ``parallel_analyser.py``), the same for every family:
+  The file's last row is its average (the graph-mode framework 2.0+ leaves step 1 out of it); we use it as the
+  seed does.
+* Communication share (the seed's helper, ``parallel_analyser.py``), the same for every family:
   Σ pure communication / (Σ computation + Σ pure communication) over ranks, where computation =
   step - pure communication; between stages: Σ pure receive / the same denominator; within a stage:
   Σ pure collective communication / Σ (computation + pure communication) of the stage's ranks.
@@ -104,7 +105,7 @@ def _computation_incl_idle(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dic
     meta = {"breakdown": "computation_incl_idle", "average_source": "computed"}
     avg = run.table("cluster_overlap_avg")
     if avg is not None and set(rows["rank"]) <= set(avg["rank"]):
-        # the file's own average row: MindInsight's helper rates come from it; kept as a reference, never the headline
+        # the file's own average row: the seed's helper rates come from it; kept as a reference, never the headline
         ref = avg.rename(columns=rename)[["rank"] + MI_COLS].copy()
         ref["stage"] = ref["rank"].map(run.stage_of)
         ref["step_ms"] = ref["computation_incl_free_ms"] + ref["comm_not_overlapped_ms"]
@@ -113,7 +114,7 @@ def _computation_incl_idle(run: Run, F) -> tuple[pd.DataFrame, pd.DataFrame, dic
             ref = ref.merge(st_avg[["rank", "step_interval_ms"]], on="rank", how="left")
         meta["file_average_rates"] = {**comm_shares(ref), "within_stage": within_stage_shares(ref)}
         meta["file_average_table"] = ref
-    # MindInsight shows the step interval beside these (model / pipeline parallel view)
+    # the seed shows the step interval beside these (model / pipeline parallel view)
     st = run.table("step_trace")
     if st is not None:
         rows = rows.merge(st[["rank", "step", "step_interval_ms"]], on=["rank", "step"], how="left")
@@ -129,7 +130,7 @@ def _receive_cols(per_rank: pd.DataFrame) -> tuple[str, str]:
 
 
 def comm_shares(per_rank: pd.DataFrame) -> dict:
-    """MindInsight helper rates on per-rank averages (see the module docstring)."""
+    """The seed's helper rates on per-rank averages (see the module docstring)."""
     comp = per_rank["computation_incl_free_ms"].sum()
     comm = per_rank["comm_not_overlapped_ms"].sum()
     denom = comp + comm
@@ -218,7 +219,7 @@ def analyze(run: Run, options=None) -> Analysis:
                 "receive_only_ms", "stage_ms", "comm_not_overlapped_exclude_receive_ms", "stage"]
     per_rank_out = per_rank.reindex(columns=contract + [c for c in per_rank.columns if c not in contract])
     tables = {"per_rank": per_rank_out, "per_rank_step": rows}
-    if "file_average_table" in metrics:  # MindInsight's own average row, a reference (what its pages show)
+    if "file_average_table" in metrics:  # the seed's own average row, a reference (what its pages show)
         tables["per_rank_file_average"] = metrics.pop("file_average_table")
     if not stages.empty:
         tables["per_stage_step"] = stages

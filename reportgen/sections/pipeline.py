@@ -1,5 +1,5 @@
-"""The training pipeline panel of the strategy section (MindSpore Insight's strategy perception, figure 15 of the
-seed: ../shared/research/mindinsight-cluster-profiling.md §3.6), from the run's point-to-point operations
+"""The training pipeline panel of the strategy section (the seed's strategy perception, its figure 15:
+research notes on the seed's cluster pages §3.6), from the run's point-to-point operations
 (reportgen/p2p.py) for every family.
 
 * Chains: the pp process groups (the ranks at one position of every stage), ordered by stage. The panel draws

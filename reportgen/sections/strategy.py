@@ -1,22 +1,22 @@
-"""Parallel strategy: the process groups and the rank mesh they imply, and (MindSpore) the operators'
+"""Parallel strategy: the process groups and the rank mesh they imply, and (parallel_strategy files) the operators'
 shard strategies, redistribution / gradient-aggregation operators and pipeline send/receive pairs.
 
 Sources and definitions:
 
-* Groups (every family): the ``groups`` table. Ascend: ``profiler_metadata.json`` parallel_group_info;
-  PyTorch: the union of the ranks' ``distributedInfo`` pg_config, kinds from pg_desc. MindSpore Insight
-  has no group ranks: the stages' device blocks are shown instead (MindInsight's ParallelStrategyAnalyser:
+* Groups (every family): the ``groups`` table. NPU: ``profiler_metadata.json`` parallel_group_info;
+  torch.profiler: the union of the ranks' ``distributedInfo`` pg_config, kinds from pg_desc. The seed's files
+  have no group ranks: the stages' device blocks are shown instead (the seed's ParallelStrategyAnalyser:
   ``group_num = rank_size // stage_num``, stage s = ranks ``[s·group_num, (s+1)·group_num)``, 0-based),
   and with several stages the pipeline groups (same position in every stage), marked as derived.
 * Mesh coordinates of a rank: its position in its sorted pp / dp / tp / cp / ep group (when a rank is in
   several groups of a kind, the one named exactly like the kind wins, then the smallest). Stage = the
   reader's stage map (1-based) when known, else pp position + 1.
 * Sizes: ``run.parallel`` where the data states them, else the most common size of the kind's groups.
-* MindSpore ``parallel_strategy_<rank>.json`` (../shared/research/mindinsight-cluster-profiling.md §3.6),
-  merged per stage as MindInsight's MergedGraph: op nodes of the stage's first rank (in stage-device
+* ``parallel_strategy_<rank>.json`` (research notes on the seed's cluster pages §3.6),
+  merged per stage as the seed's MergedGraph: op nodes of the stage's first rank (in stage-device
   order), ``parallel_group`` = sorted union of the ``group`` attribute over the stage's ranks,
   ``parallel_shard`` = attr ``in_strategy`` (string). Send/Receive pairs matched by ``sr_tag`` between
-  the sender (attr ``dest_rank``) and the receiver (attr ``src_rank``), as MindInsight's UI.
+  the sender (attr ``dest_rank``) and the receiver (attr ``src_rank``), as the seed's UI.
 * Layout check (low findings): world size ≠ product of the known tp·pp·dp·cp sizes; a rank in no group
   besides the world group.
 """
@@ -58,7 +58,7 @@ MESH_ROW_CELLS = 64
 
 
 def _stage_devices(run: Run, ops: pd.DataFrame | None) -> dict[int, list[int]]:
-    """0-based stage -> ranks, as MindInsight's metadata."""
+    """0-based stage -> ranks, as the seed's metadata."""
     stages, world = run.parallel.get("stages"), run.world_size
     # a claimed world far beyond the ranks found is not listed rank by rank (issue 14): the ranks' own stage ids
     if stages and world and stages >= 1 and world >= stages and world - len(run.ranks) <= limits.MAX_LISTED_RANKS:
@@ -144,11 +144,11 @@ def mesh(run: Run, groups: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     return df
 
 
-# --------------------------------------------------------------------------- MindSpore strategy
+# --------------------------------------------------------------------------- parallel_strategy files
 
 
 def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> pd.DataFrame:
-    """MindInsight's MergedGraph per stage: op nodes of the first rank, parallel_group = sorted union."""
+    """The seed's MergedGraph per stage: op nodes of the first rank, parallel_group = sorted union."""
     out = []
     have = set(ops["rank"].unique().tolist())
     for s, ranks in sorted(stage_devices.items()):
@@ -177,7 +177,7 @@ MATRIX_DIMS = 8
 
 
 def parse_shard(text) -> list[list[int]] | None:
-    """``in_strategy`` as MindInsight's UI reads it (``JSON.parse(parallel_shard)``): one list per input, one
+    """``in_strategy`` as the seed's UI reads it (``JSON.parse(parallel_shard)``): one list per input, one
     number of slices per dimension; None when it is not such a list."""
     if not isinstance(text, str) or not text.strip():
         return None
@@ -303,8 +303,8 @@ def analyze(run: Run, options=None) -> Analysis:
     if groups is None and stage_devices:
         groups, derived, derived_from = _stage_groups(stage_devices), True, "derived from the strategy's stage devices"
     elif groups is None and len(set(run.stage_map.values())) > 1:
-        # no group data, but the files state each rank's stage (MindSpore Insight cluster analysis): stage blocks
-        # and the pipeline chains (same position in every stage), derived as MindInsight's strategy view does
+        # no group data, but the files state each rank's stage (the seed's cluster analysis files): stage blocks
+        # and the pipeline chains (same position in every stage), derived as the seed's strategy view does
         blocks: dict[int, list[int]] = {}
         for r, st in sorted(run.stage_map.items()):
             blocks.setdefault(int(st) - 1, []).append(int(r))
@@ -605,7 +605,7 @@ _NS_COLUMNS = [Column("ops", "Operators", "int"), Column("with_strategy", "With 
 def role_of_ops(ops: pd.DataFrame) -> list[str]:
     """Role of each operator in the strategy view: its parallel role (``instance_type``: redistribution, gradient
     aggregation) when it has one, else communication or computation from the reader's ``op_class``
-    (reportgen/readers/mindinsight_strategy.py decides it from the operator type)."""
+    (the reader of parallel_strategy_<rank>.json decides it from the operator type)."""
     cls = ops["op_class"] if "op_class" in ops else pd.Series("compute", index=ops.index)
     return [_ROLE_OF_OP.get(i) or ("communication" if c == "communication" else "computation")
             for i, c in zip(ops["instance_type"], cls)]

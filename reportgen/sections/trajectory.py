@@ -1,20 +1,20 @@
 """Trajectory: where each rank's step time goes, per rank and step.
 
-MindSpore Insight step trace (``step_trace_parser.py``; MindInsight 2.3.1 cluster step-trace page,
-../shared/research/mindinsight-cluster-profiling.md §2.1, §3.1):
+The seed's step trace, step_trace_raw_<rank>_detail_time.csv (``step_trace_parser.py``; the seed's cluster
+step-trace page, research notes on the seed's cluster pages §2.1, §3.1):
 
 * step interval = forward start - step start: the device waits for data;
 * forward+backward = backward end - forward start;
 * tail = step end - backward end: gradient aggregation (AllReduce) and parameter update;
 * step time = step end - previous step end (= the three above).
 
-Ascend ``step_trace_time.csv`` (torch_npu / MindSpore 2.x; ../shared/research/
-ascend-profiler-output-and-msprof-analyze.md §2.1): step time = Computing + Communication(Not
+The NPU profiler's ``step_trace_time.csv`` (PyTorch or graph-mode framework 2.x; research notes on
+msprof-analyze §2.1): step time = Computing + Communication(Not
 Overlapped) + Free (the device end-to-end time); Preparing (step start to the first device op) plays
 the part of the step interval.
 
-Averages: when every rank's file ships its own average row (MindInsight's ``-`` row) we use
-it, as MindInsight does, and say so; on real data it differs from the mean of the shipped
+Averages: when every rank's file ships its own average row (the seed's ``-`` row) we use
+it, as the seed does, and say so; on real data it differs from the mean of the shipped
 step rows (the rows were trimmed after the average was written). Otherwise the average is
 the mean over steps.
 """
@@ -128,7 +128,7 @@ def analyze(run: Run, options=None) -> Analysis:
     per_rank_step["warmup"] = per_rank_step["step"].isin(F.warmup_steps)
     per_rank = F.per_rank_mean(st, metrics_cols)
     ranks = sorted(per_rank["rank"].unique())
-    # the profiler's own average row (MindInsight '-'): kept as a reference table, never the headline (it averages
+    # the profiler's own average row (the seed's '-' row): kept as a reference table, never the headline (it averages
     # steps that were not shipped, the warm-up step included)
     file_avg = run.table(src.avg_table) if src.avg_table else None
     avg_diff = math.nan
@@ -220,7 +220,7 @@ def _slow_hosts(per_rank: pd.DataFrame, wait: str | None, mean_wait: float) -> l
 
 def _slow_wait(per_rank: pd.DataFrame, wait: str | None, mean_wait: float, covered: set[int]) -> list[dict]:
     """Seed rule ``step_interval`` on the run's input-wait measure (facts.input_wait): s_r / mean(s) - 1 > 0.2
-    (MindInsight reports the worst rank only)."""
+    (the seed reports the worst rank only)."""
     if wait is None or not mean_wait > 0:
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
