@@ -27,6 +27,22 @@ from .model import Run
 from .report import SectionOutcome
 
 SCHEMA = "reportgen.metrics/1"
+#: keys of the metrics contract (../shared/docs/metrics-json.md: "must not rename or re-unit") that issue 25 gave a
+#: name of their own: (section, table) -> {contract key: the column it is}. The file keeps the contract key, with the
+#: same values, beside the named column; the sections and the page know only the named one.
+CONTRACT_ALIASES = {("overlap", "per_rank"): {"comm_ms": "comm_busy_ms"},
+                    ("communication", "per_rank"): {"comm_ms": "comm_op_ms"}}
+
+
+def with_contract_keys(section: str, table: str, df):
+    """``df`` with the contract keys of :data:`CONTRACT_ALIASES` inserted before the column each one is."""
+    aliases = {k: v for k, v in CONTRACT_ALIASES.get((section, table), {}).items() if v in df and k not in df}
+    if not aliases:
+        return df
+    df = df.copy()
+    for key, col in aliases.items():
+        df.insert(df.columns.get_loc(col), key, df[col])
+    return df
 
 
 def build(doc: Document | Run, outcomes: list[SectionOutcome] | None = None) -> dict[str, Any]:
@@ -42,7 +58,7 @@ def build(doc: Document | Run, outcomes: list[SectionOutcome] | None = None) -> 
             block["tables"], left = {}, {}
             for name in o.analysis.tables:
                 kept, cut = doc.plan[(o.id, name)]
-                block["tables"][name] = table_rows(kept)
+                block["tables"][name] = table_rows(with_contract_keys(o.id, name, kept))
                 if cut:
                     left[name] = cut
             if left:

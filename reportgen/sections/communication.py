@@ -147,7 +147,9 @@ def analyze(run: Run, options=None) -> Analysis:
     else:
         inside = prs[prs["step"] != -1] if (prs["step"] != -1).any() else prs
         per_rank = inside.groupby("rank", as_index=False)[ms_cols].mean()
-    if "transit_ms" in per_rank and "wait_ms" in per_rank:
+    if "wait_ms" not in per_rank:  # a key of the metrics contract: null where the data has no wait, never absent
+        per_rank["wait_ms"] = math.nan
+    if "transit_ms" in per_rank and per_rank["wait_ms"].notna().any():
         per_rank["wait_ratio"] = facts.guard_ratio(wait_ratio(per_rank["wait_ms"], per_rank["transit_ms"]),
                                                    "communication wait ratio", run)
     else:
@@ -176,7 +178,9 @@ def analyze(run: Run, options=None) -> Analysis:
         "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
         "wait_ms_mean": float(per_rank["wait_ms"].mean()) if "wait_ms" in per_rank else math.nan,
         "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
-        "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION},
+        "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION,
+                        "comm_ms": "the metrics contract's key for comm_op_ms in tables.per_rank (metrics-json.md; "
+                                   "same values)"},
     }
     if "comm_busy_ms" in per_rank:
         metrics["comm_busy_ms_mean"] = float(per_rank["comm_busy_ms"].mean())
