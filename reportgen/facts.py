@@ -383,6 +383,16 @@ def entries(run: Run) -> pd.DataFrame | None:
     return out
 
 
+def call_index(ops: pd.DataFrame) -> pd.Series:
+    """Which call of its collective each operation row is: its position among the same rank's operations of the same
+    step, ``group`` and ``op``, in start order where ``start_ms`` exists (else in table order). The n-th call of one
+    collective on every rank of its group is one collective instance: the one identity that who-waited-for-whom
+    (:func:`entries`) and the advisor's slow-rank vote both use."""
+    keys = [k for k in ("rank", "step", "group", "op") if k in ops]
+    order = ops.sort_values(keys + ["start_ms"], kind="stable") if "start_ms" in ops else ops
+    return order.groupby(keys, sort=False).cumcount().reindex(ops.index)
+
+
 def _entries(ops: pd.DataFrame | None) -> pd.DataFrame | None:
     if ops is None or ops.empty or "start_ms" not in ops or "group" not in ops:
         return None
@@ -394,7 +404,7 @@ def _entries(ops: pd.DataFrame | None) -> pd.DataFrame | None:
     o = o.assign(group=o["group"].astype(str), op=o["op"].astype(str),
                  end_ms=o["start_ms"] + o["elapse_ms"].astype(float))
     o = o.sort_values(["rank", "step", "group", "op", "start_ms"], kind="stable")
-    o["call"] = o.groupby(["rank", "step", "group", "op"], sort=False).cumcount()
+    o = o.assign(call=call_index(o))
     key = ["step", "group", "op", "call"]
     g = o.groupby(key, sort=False)
     o["ranks"] = g["rank"].transform("size")

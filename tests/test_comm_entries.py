@@ -195,3 +195,11 @@ def test_a_kernel_shorter_than_a_microsecond_gives_no_share_outside_0_to_100():
     ratios = gt[[c for c in gt.columns if c.endswith("_ratio")]].stack().dropna()
     assert ((ratios >= 0) & (ratios <= 1)).all()
     assert any("outside 0..100 %" in p.problem for p in run.problems)
+
+
+def test_call_index_is_start_order_where_starts_exist_else_table_order():
+    """One collective-instance identity for who-waited-for-whom and the advisor's vote (facts.call_index)."""
+    ops = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [1, 1, 1, 1], "group": ["g"] * 4, "op": ["ar"] * 4,
+                        "start_ms": [5.0, 1.0, 2.0, 6.0]})
+    assert facts.call_index(ops).tolist() == [1, 0, 0, 1]
+    assert facts.call_index(ops.drop(columns="start_ms")).tolist() == [0, 1, 0, 1]

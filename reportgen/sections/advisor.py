@@ -296,7 +296,7 @@ def rule_slow_rank_vote(ctx: _Ctx) -> list[Finding]:
         return []
     o = o.assign(group=o["group"].fillna("").astype(str) if "group" in o else "")
     key = ["group", "step", "op", "occ"]
-    o = o.assign(occ=o.groupby(["rank", "group", "step", "op"]).cumcount())
+    o = o.assign(occ=facts.call_index(o))  # one collective instance identity (reportgen/facts.py)
     o = o[o.groupby(key)["rank"].transform("size") >= 3]
     if o.empty:
         return []
