@@ -594,6 +594,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if props:
         run.tables["device_properties"] = pd.DataFrame(props)
     run.tables.update(_run_tables(by_rank, run.time_origin_ns))
+    _gloo_groups(run, problems)
     samples = memory_samples(run.tables.get("memory_events"), run.tables.get("device_properties"))
     if samples is not None:
         run.tables["memory_samples"] = samples
@@ -633,6 +634,23 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     for path, problem in problems:
         run.problem(path, problem)
     return run
+
+
+def _gloo_groups(run: Run, problems: list) -> None:
+    """gloo collectives carry no group: place each by its worker thread (reportgen/readers/gloo_groups.py)."""
+    from .gloo_groups import assign
+
+    coll = run.tables.get("collectives")
+    if coll is None or coll.empty or "tid" not in coll:
+        return
+    main = coll[coll["source"] == "c10d"].groupby("rank")["tid"].agg(lambda t: t.mode().iloc[0]).to_dict()
+    out, unplaced = assign(coll, run.tables.get("groups"), main)
+    if out is not None:
+        run.tables["collectives"] = out
+    if unplaced:
+        problems.append(("(run)", f"{unplaced} gloo collective span(s) could not be placed in a process group (the "
+                                  "trace names none and neither their end times nor their worker threads told it); "
+                                  "they are matched across ranks without a group"))
 
 
 def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_trace: bool) -> pd.DataFrame | None:
