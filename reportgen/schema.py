@@ -478,8 +478,13 @@ SCHEMA: tuple[Table, ...] = (
        C("group_name", "str", "none", "pg name ('' when not written)"),
        C("group_desc", "str", "none", "pg description ('')"), C("group_ranks", "str", "none", "pg ranks ('')"),
        C("group_size", "int64", "count", "pg size (-1)"), C("seq", "int64", "none", "sequence number (-1)"),
-       C("src_rank", "int64", "none", "p2p source (global; -1: none)"),
-       C("dst_rank", "int64", "none", "p2p destination (global; -1: none)"),
+       C("src_rank", "int64", "none", "p2p source (global; -1: none). gloo / c10d recv: mapped from peer_local "
+                                    "at run assembly (readers.kineto.global_peers)"),
+       C("dst_rank", "int64", "none", "p2p destination (global; -1: none). gloo / c10d send: mapped from "
+                                    "peer_local at run assembly"),
+       C("peer_local", "int64", "none", "GROUP-LOCAL peer of a c10d::send / c10d::recv_ op (Concrete Inputs[2]) "
+                                      "and of the gloo:send / gloo:recv span it precedes on its thread (-1: none)",
+         ext=True),
        C("start_ms", "float64", "ms", "start"), C("dur_ms", "float64", "ms", "duration"),
        C("end_ms", "float64", "ms", "end"),
        C("in_mb", "float64", "MB", "input size (NaN: unknown dtype)", nullable=True),
@@ -528,12 +533,14 @@ SCHEMA: tuple[Table, ...] = (
        C("vec_flops", "float64", "FLOP", "vector part of flops", nullable=True, ext=True),
        C("vec_utilization_ratio", "float64", "ratio", "vector utilisation", nullable=True, ext=True),
        C("generation", "str", "none", "the file generation the values come from", nullable=True, ext=True)),
-    _t("p2p_links", "Kineto: send/recv NCCL kernels matched per directed pair of global ranks.",
+    _t("p2p_links", "Kineto: send/recv NCCL kernels (CPU-only traces: gloo send/recv spans with a mapped peer) "
+                    "matched per directed pair of global ranks.",
        C("group", "str", "none", "process group of the send/recv (its ranks, else its name)"),
        C("src_rank", "int64", "none", "GLOBAL sending rank"), C("dst_rank", "int64", "none", "GLOBAL receiving rank"),
        C("transport", "str", "none", "intra-host | inter-host | p2p"), C("ops", "int64", "count", "pairs seen"),
        C("matched", "int64", "count", "pairs with both kernels"), C("size_mb", "float64", "MB", "bytes sent"),
-       C("time_ms", "float64", "ms", "per pair the shorter kernel, summed"),
+       C("time_ms", "float64", "ms", "per pair the shorter kernel, summed (NaN for gloo spans: no transfer time)",
+         nullable=True),
        C("bandwidth_gbps", "float64", "GB/s", "size / time", nullable=True)),
 )
 

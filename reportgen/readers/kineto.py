@@ -47,9 +47,17 @@ run model (ms, MB = 10^6 B, global ranks).
   (:mod:`.kineto_decode`), the host compute of CPU-only (gloo) traces in the device timeline.
 * ``dataloader`` (rank, step, name, start_ms, dur_ms): the ``enumerate(DataLoader)#...__next__`` spans, with
   the ProfilerStep they start in (-1 outside every step).
+* p2p peers: NCCL kernels carry the GLOBAL peer (``Dst Rank`` / ``Src Rank``, torch >= ~2.4); gloo send / recv
+  carry only the group-local one (``collectives.peer_local``, from the c10d op) and not their process group.
+  :func:`global_peers` maps it with the ranks' ``pg_config`` groups: the one global rank the rank's groups give,
+  else the group whose counterpart rank has the matching opposite ops (same local index back, as many per step,
+  same size). Ops it cannot map keep -1 and are counted in one data problem line.
 * ``p2p_links`` (group, src_rank, dst_rank, transport, ops, matched, size_mb, time_ms, bandwidth_gbps): one row
   per directed pair of GLOBAL ranks that exchanged send/recv NCCL kernels carrying ``Dst Rank`` / ``Src Rank``
-  (torch >= ~2.4; older traces have no peer and give no table). The n-th send a->b is matched with the n-th
+  (torch >= ~2.4; older traces have no peer and give no table), or, in CPU-only traces, gloo send / recv spans
+  with a mapped peer: ops, matched and size only, time_ms and bandwidth NaN (a blocking gloo send ends once its
+  data is handed to the transport, a receive includes the wait for its sender: neither span, nor the shorter of
+  the two, is the transfer time; on clean runs their "bandwidth" varied 100x between pipeline links). The n-th send a->b is matched with the n-th
   recv at b from a (NCCL keeps p2p order per peer); both kernels end when the data has arrived, so the
   transfer time of the pair is the shorter of the two durations (the later one started when both were
   ready). size = the send's message bytes; bandwidth = Σ size / Σ time over the matched pairs (MB/ms =
@@ -624,6 +632,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if "cpu_ops" in run.tables:
         run.loaders["op_flops"] = lambda: op_flops(run.tables.get("cpu_ops"), run.tables.get("trace_steps"),
                                                    run.step_source == "whole_trace")
+    lost = global_peers(run.tables.get("collectives"), pgs, run.tables.get("trace_steps"))
+    if lost:
+        problems.append((str(root), lost))
     links = p2p_links(run.tables.get("collectives"), run.hosts)
     if links is not None:
         run.tables["p2p_links"] = links
@@ -855,11 +866,142 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
 _P2P = ("send", "recv")
 
 
+def global_peers(coll: pd.DataFrame | None, groups: dict[str, dict], steps: pd.DataFrame | None) -> str | None:
+    """Fill ``dst_rank`` (send) / ``src_rank`` (recv) of the p2p rows that name only a group-local peer
+    (``peer_local``: gloo spans and c10d ops, whose Concrete Inputs say neither the process group nor a global
+    rank; module doc, "p2p peers"). In place; returns the data problem line when some ops kept no peer, else None.
+
+    The candidates of an op on rank r with local peer p are the groups g of ``groups`` (pg_config union) holding r
+    with more than p ranks and g[p] != r (the group the row names, when it names one of them). One global peer among
+    them: taken. Several: the group whose counterpart exists: rank q = g[p] has ops of the other direction whose
+    local peer is r's index in g, as many in each step, of the same message size. Ops are taken together per
+    class (source, rank, direction, local peer, elements); a class whose counterpart class is settled takes no
+    other class's counterpart (propagated until nothing changes), which settles e.g. a TP ring exchange (rank 2
+    sends to local 1: rank 3 in TP {2,3} or rank 0 in DP {0,2}, whose own sends to local 1 are settled to rank 1).
+    """
+    if coll is None or "peer_local" not in coll or coll.empty:
+        return None
+    is_send, is_recv = coll["collective"] == "send", coll["collective"] == "recv"
+    known = np.where(is_send, coll["dst_rank"], np.where(is_recv, coll["src_rank"], -1)) >= 0
+    todo = (is_send | is_recv).to_numpy() & ~known & (coll["peer_local"] >= 0).to_numpy()
+    if not todo.any():
+        return None
+    from ..timeline import assign_steps
+
+    rows = coll[todo]
+    step = assign_steps(rows, steps) if "start_ms" in rows else np.full(len(rows), -1)
+    names = list(groups)
+    members = [list(groups[k]["ranks"]) for k in names]
+    index = [{r: i for i, r in enumerate(m)} for m in members]
+    of_rank: dict[int, list[int]] = {}
+    for gi, m in enumerate(members):
+        for r in m:
+            of_rank.setdefault(r, []).append(gi)
+    named = {k: gi for gi, k in enumerate(names)}
+    gname = rows["group_name"].astype(str).to_numpy() if "group_name" in rows else np.full(len(rows), "")
+    key_cols = pd.DataFrame({"source": rows["source"].astype(str).to_numpy(), "rank": rows["rank"].to_numpy(np.int64),
+                             "coll": rows["collective"].astype(str).to_numpy(),
+                             "peer": rows["peer_local"].to_numpy(np.int64),
+                             "n": rows["in_nelems"].to_numpy(np.int64), "g": gname, "step": step})
+    classes = key_cols.groupby(["source", "rank", "coll", "peer", "n", "g"], sort=False).indices
+    counts = {}  # (source, rank, coll, peer, n) -> per-step counts (one class over every named group)
+    for (src, r, c, p, n, _), pos in classes.items():
+        k = (src, int(r), c, int(p), int(n))
+        st, cnt = np.unique(key_cols["step"].to_numpy()[pos], return_counts=True)
+        have = counts.get(k, {})
+        for a, b in zip(st.tolist(), cnt.tolist()):
+            have[a] = have.get(a, 0) + b
+        counts[k] = have
+    other = {"send": "recv", "recv": "send"}
+    cand: dict[tuple, dict[tuple, set]] = {}  # class -> counterpart class -> groups
+    single: dict[tuple, int] = {}  # classes whose groups give one global peer
+    reason: dict[tuple, str] = {}
+    for (src, r, c, p, n, g) in classes:
+        k = (src, int(r), c, int(p), int(n))
+        gis = [named[g]] if g in named and int(r) in index[named[g]] else of_rank.get(int(r), [])
+        peers: dict[int, list[int]] = {}
+        for gi in gis:
+            m = members[gi]
+            if p < len(m) and m[p] != r:
+                peers.setdefault(m[p], []).append(gi)
+        if not peers:
+            reason[k] = "its local peer index is beyond every process group of its rank (distributedInfo.pg_config)"
+            continue
+        if len(peers) == 1:
+            single[k] = next(iter(peers))
+        cc = cand.setdefault(k, {})
+        for q, gl in peers.items():
+            for gi in gl:
+                ck = (src, q, other[c], index[gi][int(r)], int(n))
+                if counts.get(ck) == counts[k]:
+                    cc.setdefault(ck, set()).add(gi)
+    # a class bound to one counterpart class binds it back and takes it from every other class (symmetric relation)
+    queue = [k for k, cc in cand.items() if len(cc) == 1]
+    while queue:
+        k = queue.pop()
+        cc = cand.get(k)
+        if not cc or len(cc) != 1:
+            continue
+        (d,) = cc
+        back = cand.get(d)
+        if back is None or k not in back:
+            continue
+        for e in list(back):
+            if e != k:
+                del back[e]
+                ce = cand.get(e)
+                if ce is not None and d in ce:
+                    del ce[d]
+                    if len(ce) == 1:
+                        queue.append(e)
+    peer_of: dict[tuple, tuple[int]] = {}
+    for k in counts:
+        cc = cand.get(k, {})
+        qs = {d[1] for d in cc}
+        if k in single:
+            q = single[k]
+        elif len(qs) == 1:
+            q = next(iter(qs))
+        else:
+            reason.setdefault(k, "no rank it could mean has the matching opposite ops (as many per step, same size)"
+                              if not qs else "several process groups fit it equally")
+            continue
+        peer_of[k] = (q,)
+    q = np.full(len(rows), -1, dtype=np.int64)
+    lost: dict[str, int] = {}
+    # an op is a c10d row and the gloo span after it: counted once (its gloo span), c10d rows only without spans
+    counted = "gloo" if (key_cols["source"] == "gloo").any() else None
+    for (src, r, c, p, n, g), pos in classes.items():
+        k = (src, int(r), c, int(p), int(n))
+        hit = peer_of.get(k)
+        if hit is None:
+            why = reason.get(k, "several process groups fit it equally")
+            if counted is None or src == counted:
+                lost[why] = lost.get(why, 0) + len(pos)
+            continue
+        q[pos] = hit[0]
+    idx = rows.index
+    send = rows["collective"].to_numpy() == "send"
+    coll.loc[idx[send], "dst_rank"] = q[send]
+    coll.loc[idx[~send], "src_rank"] = q[~send]
+    if not lost:
+        return None
+    n_lost = sum(lost.values())
+    why = "; ".join(f"{v:,}: {k}" for k, v in sorted(lost.items(), key=lambda kv: -kv[1]))
+    n_all = int((key_cols["source"] == counted).sum()) if counted else len(rows)
+    return (f"{n_lost:,} of {n_all:,} point-to-point ops that name only a group-local peer kept no global peer "
+            f"(the trace does not say their process group) — {why}")
+
+
 def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame | None:
     """Per directed pair of global ranks: bytes and transfer time of matched send/recv kernels (module doc)."""
     if coll is None or "dst_rank" not in coll:
         return None
-    k = coll[(coll["source"] == "gpu_kernel") & coll["collective"].isin(_P2P)]
+    p2p = coll["collective"].isin(_P2P)
+    k = coll[(coll["source"] == "gpu_kernel") & p2p]
+    timed = True
+    if k.empty:  # CPU-only (gloo) traces: the gloo send / recv spans, whose durations are no transfer time
+        k, timed = coll[(coll["source"] == "gloo") & p2p], False
     sends = k[(k["collective"] == "send") & (k["dst_rank"] >= 0)].copy()
     recvs = k[(k["collective"] == "recv") & (k["src_rank"] >= 0)].copy()
     if sends.empty and recvs.empty:
@@ -873,7 +1015,7 @@ def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame 
         recvs[["src", "dst", "n", "group_ranks", "group_name", "in_mb", "out_mb", "dur_ms"]],
         on=["src", "dst", "n"], how="outer", suffixes=("_s", "_r"))
     both["matched"] = both["dur_ms_s"].notna() & both["dur_ms_r"].notna()
-    both["time_ms"] = both[["dur_ms_s", "dur_ms_r"]].min(axis=1).where(both["matched"])
+    both["time_ms"] = both[["dur_ms_s", "dur_ms_r"]].min(axis=1).where(both["matched"] & timed)
     size = both[["in_mb_s", "out_mb_s"]].max(axis=1)
     both["size_mb"] = size.where(size.notna(), both[["in_mb_r", "out_mb_r"]].max(axis=1)).where(both["matched"])
     ranks = both["group_ranks_s"].where(both["group_ranks_s"].notna(), both["group_ranks_r"]).fillna("")
@@ -884,7 +1026,7 @@ def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame 
         src, dst = int(src), int(dst)
         hs, hd = hosts.get(src), hosts.get(dst)
         transport = "p2p" if not (hs and hd) else "intra-host" if hs == hd else "inter-host"
-        size_mb, time_ms = float(g["size_mb"].sum()), float(g["time_ms"].sum())
+        size_mb, time_ms = float(g["size_mb"].sum()), float(g["time_ms"].sum()) if timed else math.nan
         rows.append({"group": g["group"].iloc[0], "src_rank": src, "dst_rank": dst, "transport": transport,
                      "ops": len(g), "matched": int(g["matched"].sum()), "size_mb": size_mb, "time_ms": time_ms,
                      "bandwidth_gbps": size_mb / time_ms if time_ms > 0 else math.nan})

@@ -58,7 +58,7 @@ file's own clock, sorted by ts):
                  contain NCCL/RCCL names (``ncclKernel_*``, ``ncclDevKernel_*``, ``ncclDevKernel_Generic``).
 ``collectives``  source, name, ts_ns, dur_ns, tid, collective, in_nelems, out_nelems, dtype, elem_bytes,
                  in_bytes, out_bytes, group_name, group_desc, group_ranks, group_size, seq, src_rank,
-                 dst_rank — one row per collective as recorded:
+                 dst_rank, peer_local — one row per collective as recorded:
                  ``gpu_kernel``: kernels with a ``Collective name`` arg (NCCL with torch >= ~2.3);
                  ``record_param_comms``: that CPU op (also without args in older torch: collective "");
                  ``gloo``: ``gloo:<op>`` spans (torch CPU/gloo: the real communication interval, on a
@@ -78,7 +78,13 @@ file's own clock, sorted by ts):
                  sequence number, not the autograd ``Sequence number``) or -1; src_rank / dst_rank = the
                  GLOBAL peer of a p2p op from ``Src Rank`` (recv) / ``Dst Rank`` (send), which torch writes
                  on ``record_param_comms`` and Kineto copies onto the NCCL kernel (torch >= ~2.4,
-                 ``saveNcclMeta``: ``groupRanks[peer]``), -1 when absent (collectives, older traces).
+                 ``saveNcclMeta``: ``groupRanks[peer]``), -1 when absent (collectives, older traces, gloo);
+                 peer_local = the GROUP-LOCAL peer of a ``c10d::send`` / ``c10d::recv_`` op (``Concrete Inputs``
+                 ``["", "", "<peer>", "<tag>"]``: tensors, process group, peer, tag; gloo writes no
+                 record_param_comms for them) and of the ``gloo:send`` / ``gloo:recv`` span that the op of the same
+                 thread and direction encloses or last precedes (:func:`_gloo_peers`; ``recv_any_source_`` names
+                 no peer), else -1. The op does not name its group: the reader maps it to a global rank
+                 (:func:`reportgen.readers.kineto.global_peers`).
 ``cpu_ops``      name, ts_ns, dur_ns, tid, input_dims, input_types — only ``aten::`` mm, addmm, bmm,
                  baddbmm, matmul, linear, conv*, _convolution, cudnn_convolution*, mul, add (for FLOPs
                  estimates); ``Input Dims`` / ``Input type`` as JSON text in Kineto's one-line style
@@ -247,6 +253,9 @@ _C10D_ARGS = {"allgatherbase": (0, 1), "reducescatterbase": (0, 1), "alltoallbas
               "allgatherintotensorcoalesced": (0, 1), "reducescattertensorcoalesced": (0, 1),
               "allgather": (0, 1), "allgathercoalesced": (0, 1), "gather": (0, 1), "reducescatter": (0, 1),
               "scatter": (0, 1), "alltoall": (0, 1)}
+# c10d point-to-point ops (after "c10d::", letters only) whose Concrete Inputs[2] is the group-local peer;
+# recv_any_source_ names none (its [2] is the tag): its rows keep peer_local -1
+_C10D_P2P = frozenset({"send", "recv"})
 # collectives whose output has the input's size (for rows that only show the input)
 _SAME_SIZE = frozenset({"all_reduce", "broadcast", "send", "recv", "reduce", "all_to_all", "barrier"})
 
@@ -317,7 +326,7 @@ _COMM_FIELDS = (("stream", "stream"), ("device", "device"), ("correlation", "cor
                 ("group_name", "Process Group Name"), ("group_desc", "Process Group Description"),
                 ("group_ranks", "Process Group Ranks"), ("group_id", "Process Group ID"), ("seq", "Seq"),
                 ("input_dims", "Input Dims"), ("input_types", "Input type"), ("src_rank", "Src Rank"),
-                ("dst_rank", "Dst Rank"))
+                ("dst_rank", "Dst Rank"), ("concrete", "Concrete Inputs"))
 _HTA_FIELDS = (("stream", "stream"), ("correlation", "correlation"))
 _MEM_FIELDS = (("device_type", "Device Type"), ("device_id", "Device Id"), ("bytes", "Bytes"),
                ("total_allocated", "Total Allocated"), ("total_reserved", "Total Reserved"))
@@ -1277,7 +1286,8 @@ class _Collector:
             self._reject(e, column, "not an integer", "value ignored")
         return n
 
-    def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None) -> None:
+    def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
+                  peer_local=-1) -> None:
         if collective is None:
             collective = canonical_collective(a.collective)
         if in_n is None:
@@ -1296,7 +1306,7 @@ class _Collector:
             self._arg_int(e, a.group_size, "field args['Group size']", 1, MAX_RANKS),
             self._arg_int(e, a.seq, "field args['Seq']", 0, _INT64[1]),
             self._arg_int(e, a.src_rank, "field args['Src Rank']", -1, MAX_RANKS - 1),
-            self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1)))
+            self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1), peer_local))
 
     def _annotation_row(self, e, source, name, tt, tid, a) -> None:
         collective = canonical_collective(name)
@@ -1334,7 +1344,13 @@ class _Collector:
             if isinstance(t, str) and t and t not in ("TensorList", "Scalar", "ScalarList", "GenericList"):
                 dtype = t
                 break
-        self._coll_row(e, "c10d", name, tt, tid, a, collective, in_n, out_n, dtype)
+        peer_local = -1
+        if op in _C10D_P2P:  # send(tensors, pg, dstRank, tag) / recv_(tensors, pg, srcRank, tag): group-local peer
+            c = a.concrete
+            v = c[2] if isinstance(c, list) and len(c) > 2 else None
+            peer_local = self._arg_int(e, None if v == "" else v,
+                                       "field args['Concrete Inputs'][2]", 0, MAX_RANKS - 1)
+        self._coll_row(e, "c10d", name, tt, tid, a, collective, in_n, out_n, dtype, peer_local)
 
     # -- tables
     def tables(self, from_ns: bool = False) -> dict[str, pd.DataFrame]:
@@ -1375,16 +1391,17 @@ class _Collector:
         if self.coll:
             cols = ["source", "name", "ts_ns", "dur_ns", "tid", "collective", "in_nelems", "out_nelems", "dtype",
                     "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
-                    "group_size", "seq", "src_rank", "dst_rank"]
+                    "group_size", "seq", "src_rank", "dst_rank", "peer_local"]
             df = pd.DataFrame.from_records(self.coll, columns=cols)
             for c in ("elem_bytes", "in_bytes", "out_bytes"):
                 df[c] = df[c].astype(np.float64)
-            for c in ("ts_ns", "dur_ns", "in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank"):
+            for c in ("ts_ns", "dur_ns", "in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank",
+                      "peer_local"):
                 df[c] = df[c].astype(np.int64)
             if from_ns:
                 df["ts_ns"] //= NS_PER_US
                 df["dur_ns"] //= NS_PER_US
-            out["collectives"] = sort(df)
+            out["collectives"] = _gloo_peers(sort(df))
         if self.o_name:
             out["cpu_ops"] = frame({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
@@ -1513,6 +1530,27 @@ def _comm_regex(patterns, where: str, problems: list):
 
 #: ``launch_ts_ns`` of a GPU row whose correlation no runtime/driver call has
 NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def _gloo_peers(coll: pd.DataFrame) -> pd.DataFrame:
+    """``peer_local`` of each ``gloo`` send / recv span: that of the ``c10d::send`` / ``c10d::recv_`` /
+    ``c10d::recv_any_source_`` op of the same thread and direction that encloses it or is the last to start before
+    it (torch records the c10d op, then gloo's span on the same thread). One c10d op gives its peer to one span
+    (the first after it): a span without its own c10d op keeps -1 rather than an earlier op's peer. ``coll`` is
+    sorted by ts_ns."""
+    is_p2p = coll["collective"].isin(("send", "recv")).to_numpy()
+    spans = is_p2p & (coll["source"] == "gloo").to_numpy()
+    ops = is_p2p & (coll["source"] == "c10d").to_numpy()
+    if not spans.any() or not ops.any():
+        return coll
+    s = coll.loc[spans, ["ts_ns", "tid", "collective"]].reset_index()  # "index": the span's row
+    o = coll.loc[ops, ["ts_ns", "tid", "collective", "peer_local"]].reset_index().rename(
+        columns={"index": "op_row"})
+    m = pd.merge_asof(s, o, on="ts_ns", by=["tid", "collective"], direction="backward")
+    m = m[m["op_row"].notna()].drop_duplicates("op_row", keep="first")
+    if not m.empty:
+        coll.loc[m["index"].to_numpy(), "peer_local"] = m["peer_local"].to_numpy(np.int64)
+    return coll
 
 
 def _kernel_launches(out: dict, tid_code: dict) -> None:
