@@ -7,7 +7,7 @@ ONE injected problem. ``truth`` says where the cause is, in the terms a finding 
   point-to-point transfer is late), ``overlap`` (communication that could hide behind compute does not),
   ``stage`` (a pipeline stage has more work), ``launch`` (a rank is bound by host-side op launches),
   ``memory`` (a rank holds more memory); None for a clean run.
-* ``ranks``: the rank(s) at the cause; ``link``: [src, dst] in global ranks; ``stage``: the stage index.
+* ``ranks``: the rank(s) at the cause; ``link``: [src, dst] in global ranks; ``stage``: the stage as the report numbers stages (1-based).
 
 Layouts: ``dp2tp2`` = 4 ranks (DDP over dp, TP pairs {0,1} {2,3}); ``dp2pp2tp2`` = 8 ranks (stage 0 = ranks 0-3,
 stage 1 = ranks 4-7, pipeline pairs {r, r+4}).
@@ -24,11 +24,11 @@ RUNS = {
     "clean8_a": dict(args=L8, truth=None),
     "clean8_b": dict(args=L8 + ["--seed", "11"], truth=None),
     # one problem each
-    "slowrank4": dict(args=L4 + ["--slow-rank", "2", "--slow-iters", "40"],
+    "slowrank4": dict(args=L4 + ["--slow-rank", "2", "--slow-iters", "40", "--slow-dim", "384"],
                       truth=dict(cause="compute", ranks=[2])),
-    "slowrank8": dict(args=L8 + ["--slow-rank", "6", "--slow-iters", "40"],
+    "slowrank8": dict(args=L8 + ["--slow-rank", "6", "--slow-iters", "40", "--slow-dim", "384"],
                       truth=dict(cause="compute", ranks=[6])),
-    "slowlayer8": dict(args=L8 + ["--slow-layer", "2", "--slow-layer-rank", "5", "--slow-layer-iters", "30"],
+    "slowlayer8": dict(args=L8 + ["--slow-layer", "2", "--slow-layer-rank", "5", "--slow-layer-iters", "30", "--slow-dim", "384"],
                        truth=dict(cause="compute", ranks=[5])),
     "loader4": dict(args=L4 + ["--loader-rank", "2", "--loader-ms", "400"],
                     truth=dict(cause="dataloader", ranks=[2])),
@@ -38,7 +38,7 @@ RUNS = {
                  truth=dict(cause="link", ranks=[3], link=[3, 7])),
     "syncgrad4": dict(args=L4 + ["--sync-grad"], truth=dict(cause="overlap", ranks=[])),
     "stages8": dict(args=L8 + ["--layers", "6", "--stage-layers", "1,5"],
-                    truth=dict(cause="stage", ranks=[4, 5, 6, 7], stage=1)),
+                    truth=dict(cause="stage", ranks=[4, 5, 6, 7], stage=2)),
     "launch4": dict(args=L4 + ["--launch-rank", "1", "--launch-ops", "6000"],
                     truth=dict(cause="launch", ranks=[1])),
     "memory4": dict(args=L4 + ["--mem-rank", "3", "--mem-gb", "1.5"],
