@@ -388,9 +388,12 @@ SCHEMA: tuple[Table, ...] = (
        RANK, C("ts_ms", "float64", "ms", "sample time (ms from the run origin)"),
        C("kind", "str", "none", "device | host: memory of the device the framework trains on, or host (CPU) memory"),
        C("device_id", "float64", "none", "device the series belongs to (NaN when the data names none)", nullable=True),
-       C("series", "str", "none", "what the series is, as its reader chose it (e.g. 'CUDA device 0 total reserved')"),
+       C("series", "str", "none", "what the series is, as its reader chose it (e.g. 'CUDA device 0 total reserved', "
+         "'host (CPU) total allocated')"),
        C("allocated_mb", "float64", "MB", "total allocated (NaN when absent)", nullable=True),
-       C("reserved_mb", "float64", "MB", "total reserved (NaN when absent): the peak is its maximum", nullable=True),
+       C("reserved_mb", "float64", "MB", "total reserved (NaN when absent): the peak is its maximum (a host series "
+         "whose reserved never rises above 0, an allocator that caches nothing, peaks at allocated_mb instead)",
+         nullable=True),
        C("active_mb", "float64", "MB", "total active (NaN when absent)", nullable=True),
        C("capacity_mb", "float64", "MB", "the device's memory when the data states it (NaN when unknown)",
          nullable=True),

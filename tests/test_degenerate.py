@@ -191,8 +191,13 @@ def test_real_rocm_trace_memory_is_on_the_device(tmp_path):
 
 
 def test_cpu_only_memory_is_host_memory(generated):
+    """No device at all: host memory is the run's memory, analysed and named as such (never 'device memory')."""
     _, _, out = generated("cpu_only")
-    assert out["memory"].status == "unavailable" and "host (CPU)" in out["memory"].reason
+    mem = out["memory"]
+    assert mem.status == "ok" and mem.analysis.metrics["memory_kind"] == "host"
+    assert (mem.analysis.tables["per_rank"]["source"] == "host (CPU) total reserved").all()
+    assert mem.view.summary.startswith("Peak host memory") and "device memory" not in mem.view.summary
+    assert all("host memory" in f.title.lower() for f in mem.view.figures)
 
 
 def test_flops_rate_uses_device_time_not_the_cpu_launch_span(generated):

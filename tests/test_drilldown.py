@@ -266,11 +266,17 @@ def test_memory_line_is_the_memory_sections_series():
     assert mem.to_dict() == pytest.approx(peaks.to_dict()) == {0: 900.0, 1: 700.0}
 
 
-def test_no_memory_line_from_host_samples_only():
+def test_memory_line_from_host_samples_only():
+    """A run with host memory only (a CPU run): host memory is its memory, the memory section's series and so the
+    drill-down's line (a host series that reserves nothing is its total allocated)."""
     run = _memory_run(_samples(0, "host", "host", [1.0, 2.0], [1.0, 2.0], [3.0, 4.0], device=float("nan")),
                       [(0, 1, 0.0, 10.0)])
-    assert drilldown.memory_series(run) is None
-    assert drilldown.rank_step_lines(run, [0])[0] is None
+    assert drilldown.memory_series(run)["mb"].tolist() == [3.0, 4.0]
+    lines = drilldown.rank_step_lines(run, [0])[0]
+    assert lines[lines["metric"] == "memory_mb"]["value"].max() == 4.0
+    run = _memory_run(_samples(0, "host", "host", [1.0, 2.0], [1.0, 2.0], [0.0, 0.0], device=float("nan")),
+                      [(0, 1, 0.0, 10.0)])
+    assert drilldown.memory_series(run)["mb"].tolist() == [1.0, 2.0]
 
 
 def test_step_trace_op_types_come_from_the_reader():

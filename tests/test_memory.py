@@ -246,3 +246,143 @@ def test_forward_backward_marks_on_the_memory_line(tmp_path):
                                               (4.0, "forward start"), (5.0, "backward end")]
     fig = next(f for f in out.view.figures if f.id == "memory-timeline")
     assert "layer" in fig.spec and "forward start" in fig.caption.lower().replace("marks ", "")
+
+
+# --------------------------------------------------------------------------- host memory (a CPU run)
+
+
+def _host_samples(peaks: dict[int, float], kind: str = "host", series: str = "host (CPU) total allocated",
+                  n: int = 50, reserved: float = 0.0, device_id: float = float("nan")) -> pd.DataFrame:
+    """A rank's running total allocated rising to ``peak`` and back, in steps (reserved 0: the CPU allocator)."""
+    parts = []
+    for r, peak in peaks.items():
+        mb = peak * np.concatenate([np.linspace(0.5, 1.0, n // 2), np.linspace(1.0, 0.5, n - n // 2)])
+        parts.append(pd.DataFrame({"rank": r, "ts_ms": np.arange(n, dtype=float) * 10 + r, "kind": kind,
+                                   "device_id": device_id, "series": series, "allocated_mb": mb,
+                                   "reserved_mb": reserved if reserved == 0 else mb + reserved,
+                                   "active_mb": np.nan, "capacity_mb": np.nan, "capacity_source": None}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _samples_run(samples: pd.DataFrame, stages: dict | None = None) -> Run:
+    ranks = sorted(int(r) for r in samples["rank"].unique())
+    return Run(name="t", source_format="", source_path="-", ranks=ranks, stage_map=stages or {},
+               tables={"memory_samples": samples})
+
+
+def _texts(out) -> list[str]:
+    """Every text a reader of the section sees: summary, notes, titles, captions, axis titles, finding messages."""
+    v = out.view
+    texts = [v.summary, *v.notes, *(f.message for f in v.findings)]
+    for fig in v.figures:
+        texts += [fig.title, fig.caption or "", fig.alt or "", json.dumps(fig.spec, default=str)]
+    for t in v.tables:
+        texts += [t.title, t.caption or ""]
+    return texts
+
+
+CLEAN_HOST = {0: 23.603724, 1: 25.96302, 2: 23.865868, 3: 25.700876}  # clean 4-rank CPU run's host peaks (MB)
+
+
+def test_host_only_run_is_analysed_as_host_memory():
+    extra = 1.5 * 2**30 / 1e6  # rank 3 holds an extra 1.5 GiB through each step
+    run = _samples_run(_host_samples({**CLEAN_HOST, 3: CLEAN_HOST[3] + extra}))
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    m, pr = out.analysis.metrics, out.analysis.tables["per_rank"].set_index("rank")
+    assert m["memory_kind"] == "host" and "host memory" in m["peak_definition"]
+    assert pr.loc[3, "peak_mb"] == pytest.approx(CLEAN_HOST[3] + extra)  # the peak of total allocated
+    assert pr.loc[0, "peak_mb"] == pytest.approx(CLEAN_HOST[0])
+    assert (pr["source"] == "host (CPU) total allocated").all()
+    assert pr["capacity_mb"].isna().all() and pr["peak_ratio"].isna().all()  # the machine's RAM is not invented
+    (imb,) = out.view.findings  # no capacity: no headroom finding
+    assert imb.id == "memory_imbalance" and imb.ranks == [3]
+    ref = float(np.median(list(CLEAN_HOST.values())[:3] + [CLEAN_HOST[3] + extra]))
+    ev = imb.evidence
+    assert ev["metric"] == "peak_mb" and ev["memory"] == "host"
+    assert ev["value"] == pytest.approx(CLEAN_HOST[3] + extra) and ev["reference"] == pytest.approx(ref)
+    assert ev["cause"] == {"kind": "memory", "ranks": [3], "link": None, "stage": None}
+    assert "rank 3" in imb.message and "host memory" in imb.message
+    assert "1.636 GB" in imb.message and "24.91 MB" in imb.message  # the peak and the median
+    # every title, axis, caption and finding says host memory; none says device memory
+    texts = _texts(out)
+    assert not any("device memory" in t.lower() for t in texts), [t for t in texts if "device memory" in t.lower()]
+    grid, line = out.view.figures
+    assert "host memory" in grid.title.lower() and "host memory" in line.title.lower()
+    assert "Host memory" in json.dumps(line.spec, default=str) and "host memory" in out.view.summary.lower()
+    assert "host memory" in out.view.tables[0].title.lower()
+    tl = out.analysis.data["timeline"]
+    assert tl.groupby("rank")["mb"].max().loc[3] == pytest.approx(CLEAN_HOST[3] + extra)
+    metrics.dumps(metrics.build(run, [out]))  # strict JSON, the nested cause included
+
+    # a capacity only from the option; the headroom rule then speaks of host memory
+    out = _memory(run, Options({"device_memory_gb": 1.7}))
+    near = next(f for f in out.view.findings if f.id == "memory_near_capacity")
+    assert near.ranks == [3] and "of host memory" in near.message and near.evidence["memory"] == "host"
+    assert (out.analysis.tables["per_rank"]["capacity_source"] == "option device_memory_gb").all()
+
+
+def test_host_imbalance_within_stage_peers():
+    peaks = {0: 100.0, 1: 104.0, 2: 98.0, 3: 101.0, 4: 300.0, 5: 310.0, 6: 295.0, 7: 900.0}
+    out = _memory(_samples_run(_host_samples(peaks), stages={r: r // 4 for r in peaks}))
+    (imb,) = out.view.findings  # stage 1 legitimately holds 3x stage 0: only rank 7 is out of line
+    assert imb.ranks == [7] and imb.evidence["stage"] == 1 and imb.evidence["reference"] == pytest.approx(305.0)
+    assert imb.evidence["cause"]["ranks"] == [7]
+
+
+def test_clean_host_spread_raises_nothing():
+    # the spread of the clean CPU runs (up to 11.8 % from the median) stays under the 20 % threshold
+    out = _memory(_samples_run(_host_samples({0: 26.487308, 1: 24.652304, 2: 21.637648, 3: 24.39016})))
+    assert out.status == "ok" and out.view.findings == []
+    # 40 % off but 4 MB: a few MB are no memory problem whatever the ratio
+    out = _memory(_samples_run(_host_samples({0: 10.0, 1: 10.2, 2: 9.9, 3: 14.0})))
+    assert out.analysis.tables["per_rank"]["peak_mb"].max() == pytest.approx(14.0)
+    assert out.view.findings == []
+    assert mem.IMBALANCE_MIN_MB == 64.0 and mem.IMBALANCE_RATIO == 0.2
+
+
+def test_host_series_with_reserved_peaks_at_reserved():
+    out = _memory(_samples_run(_host_samples({0: 100.0, 1: 100.0}, series="host (CPU) total reserved",
+                                             reserved=50.0)))
+    assert out.analysis.tables["per_rank"]["peak_mb"].tolist() == pytest.approx([150.0, 150.0])
+    assert "total reserved" in out.analysis.metrics["peak_definition"]
+
+
+def test_device_stays_the_subject_beside_host():
+    dev = _host_samples({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0}, kind="device",
+                        series="CUDA device 0 total reserved", reserved=200.0, device_id=0.0)
+    host = _host_samples({0: 50.0, 1: 50.0, 2: 50.0, 3: 5000.0})  # a host outlier: not the subject
+    out = _memory(_samples_run(pd.concat([host, dev], ignore_index=True)))
+    assert out.status == "ok", out.reason
+    pr = out.analysis.tables["per_rank"]
+    assert out.analysis.metrics["memory_kind"] == "device"
+    assert (pr["source"] == "CUDA device 0 total reserved").all()
+    assert pr["peak_mb"].tolist() == pytest.approx([1200.0, 1210.0, 1190.0, 1205.0])
+    assert out.view.findings == []
+    assert out.view.summary.startswith("Peak device memory") and "host" not in out.view.figures[0].title.lower()
+    # a device outlier is the finding, and says device memory
+    dev.loc[dev["rank"] == 2, "reserved_mb"] *= 3
+    out = _memory(_samples_run(pd.concat([host, dev], ignore_index=True)))
+    (imb,) = out.view.findings
+    assert imb.ranks == [2] and imb.evidence["memory"] == "device" and "device memory" in imb.message
+    assert imb.evidence["cause"] == {"kind": "memory", "ranks": [2], "link": None, "stage": None}
+
+
+def test_host_samples_without_any_total_are_unavailable():
+    s = _host_samples({0: 10.0, 1: 12.0}).assign(allocated_mb=np.nan, reserved_mb=np.nan)
+    out = _memory(_samples_run(s))
+    assert out.status == "unavailable" and "host memory only" in out.reason
+
+
+def test_cpu_memory_events_name_their_total():
+    """The reader's rule: the CPU allocator caches nothing (Total Reserved stays 0), its memory in use is Total
+    Allocated, and the series says so."""
+    from reportgen.readers import kineto
+
+    ev = pd.DataFrame({"rank": [0, 0, 1, 1, 1], "ts_ms": [0.0, 1.0, 0.0, 1.0, 2.0], "device_type": [0, 0, 0, 0, 1],
+                       "device_id": [-1, -1, -1, -1, 0], "allocated_mb": [5.0, 7.0, 5.0, 6.0, 1.0],
+                       "reserved_mb": [0.0, 0.0, 0.0, 8.0, 2.0]})
+    ms = kineto.memory_samples(ev, None)
+    assert ms["series"].tolist() == ["host (CPU) total allocated"] * 2 + ["host (CPU) total reserved"] * 2 + [
+        "CUDA device 0 total reserved"]
+    assert ms["capacity_mb"].isna().all()

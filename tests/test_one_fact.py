@@ -218,10 +218,12 @@ def test_memory_samples_rules_live_in_the_readers():
     pr = o.analysis.tables["per_rank"].set_index("rank")
     assert math.isnan(pr.loc[0, "peak_ratio"]) and pr.loc[1, "peak_ratio"] == pytest.approx(0.5)
     assert any("peak memory / device capacity" in p.problem for p in run.problems)
+    # host memory only (a CPU run): host memory is the run's memory, analysed and named as such
     host = samples.assign(kind="host")
     run = Run(name="t", source_format="", source_path="/x", ranks=[0, 1], tables={"memory_samples": host})
     (o,) = run_sections(run, Options(), only=["memory"])
-    assert o.status == "unavailable" and "host (CPU) memory" in o.reason
+    assert o.status == "ok" and o.analysis.metrics["memory_kind"] == "host"
+    assert any("peak memory / host capacity" in p.problem for p in run.problems)
 
 
 # --------------------------------------------------------------------------------------------- readers

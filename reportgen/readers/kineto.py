@@ -96,19 +96,25 @@ def memory_samples(events: pd.DataFrame | None, props: pd.DataFrame | None) -> p
     """The canonical ``memory_samples`` (model.TABLES) from the ``[memory]`` events. PyTorch's rule, written down once
     here: device memory is every :data:`ACCELERATOR_DEVICE_TYPES` entry (CUDA 1, HIP 6 on ROCm, XPU, HPU, ...), its
     reserved the caching allocator's "Total Reserved" (the figure nvidia-smi / amd-smi is closest to); CPU (0) and
-    the other types are host memory. Capacity: ``deviceProperties.totalGlobalMem`` of the device with that id, else
-    (a rank whose devices are all the same model) that one value."""
+    the other types are host memory. The CPU allocator caches nothing, so its "Total Reserved" stays 0 and the host
+    memory in use is its "Total Allocated": a host series (per rank and device) whose reserved is never above 0 is
+    named "host (CPU) total allocated" (the memory section takes that series' peak from ``allocated_mb``). Capacity:
+    ``deviceProperties.totalGlobalMem`` of the device with that id, else (a rank whose devices are all the same
+    model) that one value; host memory has none (the machine's RAM is not in the trace)."""
     if events is None or events.empty:
         return None
     types = events["device_type"]
     accel = types.isin(list(ACCELERATOR_DEVICE_TYPES)).to_numpy()
     dev = pd.to_numeric(events["device_id"], errors="coerce")
-    # one text per distinct (type, device), not per sample (millions of [memory] events at thousands of ranks)
-    key = pd.MultiIndex.from_arrays([types.to_numpy(), dev.fillna(-1).to_numpy()])
+    # one text per distinct (rank, type, device), not per sample (millions of [memory] events at thousands of ranks)
+    key = pd.MultiIndex.from_arrays([events["rank"].to_numpy(), types.to_numpy(), dev.fillna(-1).to_numpy()])
     codes, uniq = pd.factorize(key)
+    reserves = pd.Series(events["reserved_mb"].to_numpy(dtype=float)).groupby(codes).max().reindex(
+        range(len(uniq))).to_numpy()  # NaN max: the series has no reserved at all
     text = np.array([f"{ACCELERATOR_DEVICE_TYPES[int(t)]} device {int(d)} total reserved"
-                     if pd.notna(t) and int(t) in ACCELERATOR_DEVICE_TYPES else "host (CPU) total reserved"
-                     for t, d in uniq], dtype=object)
+                     if pd.notna(t) and int(t) in ACCELERATOR_DEVICE_TYPES else
+                     "host (CPU) total reserved" if res > 0 else "host (CPU) total allocated"
+                     for (_, t, d), res in zip(uniq, reserves)], dtype=object)
     series = text[codes]
     cap = np.full(len(events), np.nan)
     if props is not None and "total_memory_mb" in props:

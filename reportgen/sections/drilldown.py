@@ -21,7 +21,7 @@
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
   in use (MB: the memory section's series of the rank, :func:`memory_series`: the device series of
-  ``memory_samples`` whose total reserved peaks highest, so the line's highest point over the whole run is the
+  ``memory_samples`` whose total reserved peaks highest, the host series on a run with host memory only, so the line's highest point over the whole run is the
   memory section's peak; which records are memory in use is each family's rule, written once in its reader;
   a run with only a profiler's own peak, ``memory_peaks``, has no line) and cumulative FLOPs (the canonical
   ``op_flops`` rows with FLOPs and a start, :func:`reportgen.sections.flops.counted_ops`, counted by op start like
@@ -340,7 +340,7 @@ def downsample(t: pd.Series, v: pd.Series, how: str, span: float, n: int = MAX_L
 def memory_series(run: Run) -> pd.DataFrame | None:
     """rank, ts_ms, mb: the memory in use of each rank, the one series per rank the memory section takes its peak
     from (:func:`reportgen.sections.memory._from_samples`: the device series of ``memory_samples`` with the highest
-    total reserved); None when the run has no device memory samples."""
+    total reserved, or the host series on a run with host memory only); None when the run has no usable samples."""
     if run.table("memory_samples") is None:
         return None
     from .memory import _from_samples  # late: keeps execution importable on its own
