@@ -236,7 +236,7 @@ def text(v: Any, kind: str = "") -> str:
     return quantity(f, kind or "float")
 
 
-def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio", "kind")) -> list[tuple[str, str]]:
+def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio", "kind", "cause")) -> list[tuple[str, str]]:
     """A finding's evidence as (key, text) pairs: value and reference in the unit of the evidence's metric
     (``ev['kind']`` when given, else from the metric's name), every other number in the unit its own key names."""
     kind = ev.get("kind") or metric_kind(ev.get("metric", ""))

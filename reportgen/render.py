@@ -419,7 +419,17 @@ def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome]
         "notes": list(run.notes),
         "sections": sections,
         "findings": findings,
+        "verdict_quiet": _quiet(doc.outcomes, findings),
     }
+
+
+def _quiet(outcomes, findings: list[dict]) -> str:
+    """The first words of a run whose diagnosis found no cause (section ``waits`` judged it): say so."""
+    w = next((o for o in outcomes if o.id == "waits" and o.status == "ok"), None)
+    if w is None or not w.analysis.metrics.get("judged") or any(f.get("cause") for f in findings):
+        return ""
+    return ("No cause found: no rank, link, pipeline stage or input pipeline holds the others back beyond the run's "
+            "own step-to-step jitter (see 'Diagnosis: who waits for whom').")
 
 
 def _control_ctx(c) -> dict[str, Any]:

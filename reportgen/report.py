@@ -167,6 +167,12 @@ class Finding:
     share_of_step: float | None = None  # share of the step time at stake (set by the advisor; None: not about time)
     view: EvidenceView | None = None  # the chart set up to show it (metric, step, stage); default: ``figure`` as is
     compare: list[int] | None = None  # a straggler finding: [the rank, a normal peer] for the rank comparison
+    #: a diagnosed cause (reportgen/diagnosis.py Cause.as_dict: kind, ranks, link, stage, time, confidence); None for
+    #: a finding that is not about one
+    cause: dict[str, Any] | None = None
+    confidence: float | None = None  # share of the steps in which the cause's test held
+    #: the other findings this cause explains (their id, section, message, ranks), listed under it
+    symptoms: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
         if self.view is not None:
@@ -188,6 +194,9 @@ class Finding:
             "view": self.view.as_dict(self.ranks, self.links) if self.view is not None else None,
             "share_of_step_ratio": self.share_of_step,
             **({"compare": list(self.compare)} if self.compare else {}),
+            "cause": dict(self.cause) if self.cause else None,
+            "confidence_ratio": self.confidence,
+            "symptoms": [dict(x) for x in self.symptoms],
         }
 
 

@@ -30,7 +30,7 @@ from ..report import SectionOutcome
 log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
-SECTION_IDS = ["trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution",
+SECTION_IDS = ["waits", "trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution",
                "compare", "data", "advisor"]
 
 

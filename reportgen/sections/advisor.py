@@ -692,6 +692,8 @@ def analyze(run: Run, options=None) -> Analysis:
                             "threshold": rule.threshold, "result": result, "findings": len(raised),
                             "reason": reason})
     for f in existing + new:
+        if f.cause is not None:
+            continue  # a diagnosed cause: its severity is time at stake x confidence (reportgen/diagnosis.py)
         share = share_of_step(f, ctx)
         f.share_of_step = share
         if share is not None:
@@ -780,6 +782,75 @@ def _link_compare(outcomes: list[SectionOutcome]) -> None:
             f.compare = [r, peers[(len(peers) - 1) // 2]]
 
 
+#: findings about time shares and rank spreads that the diagnosis (reportgen/diagnosis.py) supersedes where it could
+#: judge who waited for whom: symptoms of a cause (listed under it), else observations below the run's noise
+SYMPTOM_IDS = frozenset({
+    "slow_rank_spread", "slow_rank_vote", "small_packets", "data_wait", "slow_dataloader", "long_free_time",
+    "slow_link_transit", "group_slow_member", "group_slow_link", "group_exposed_comm", "group_slow_fabric",
+    "comm_share", "pipeline_between_stage", "pipeline_within_stage", "slow_input_wait", "slow_step_interval",
+    "slow_preparing", "slow_host", "slow_device_compute", "flops_per_s_low", "stage_flops_imbalance"})
+
+
+def _cause_of(f: Finding) -> dict | None:
+    return f.cause or (f.evidence or {}).get("cause")
+
+
+def _host_cause(f: Finding, causes: list[Finding]) -> Finding | None:
+    """The cause a symptom belongs to: the first (most severe) cause that names one of its ranks or links, else the
+    first cause about time (a memory cause explains no waiting)."""
+    ranks = set(int(r) for r in f.ranks)
+    for c in causes:
+        cr = set(int(r) for r in (_cause_of(c) or {}).get("ranks") or c.ranks)
+        if ranks & cr:
+            return c
+    timed = [c for c in causes if (_cause_of(c) or {}).get("kind") != "memory"]
+    return timed[0] if timed else None
+
+
+def consolidate(outcomes: list[SectionOutcome]) -> None:
+    """One problem, one finding, led by its cause: where the diagnosis judged the run (section ``waits``), the
+    findings of :data:`SYMPTOM_IDS` leave the list: each goes under the cause it belongs to (``symptoms``) or, when
+    no cause was found beyond the run's noise, into the advisor's observations table (the rule table still says
+    which rules raised them)."""
+    by_id = {o.id: o for o in outcomes}
+    w = by_id.get("waits")
+    if w is None or w.status != "ok" or not w.analysis.metrics.get("judged"):
+        return
+    views = [o.view for o in outcomes if o.view is not None]
+    causes = [f for v in views for f in v.findings if _cause_of(f)]
+    causes.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio": f.share_of_step}))
+    observed = []
+    for v in views:
+        keep = []
+        for f in v.findings:
+            if f.id not in SYMPTOM_IDS or _cause_of(f):
+                keep.append(f)
+                continue
+            entry = {"id": f.id, "section": f.section, "severity": f.severity, "ranks": [int(r) for r in f.ranks],
+                     "message": f.message, "share_of_step_ratio": f.share_of_step}
+            host = _host_cause(f, causes)
+            if host is not None:
+                host.symptoms.append(entry)
+            else:
+                observed.append(entry)
+        v.findings[:] = keep
+    adv = by_id.get(ID)
+    if adv is not None and adv.status == "ok":
+        adv.analysis.data["observations"] = observed
+        adv.analysis.metrics["observations"] = len(observed)
+        if observed:
+            t = pd.DataFrame(observed)[["id", "section", "ranks", "message"]]
+            t["ranks"] = t["ranks"].map(lambda r: rank_ranges(r) if r else "")
+            adv.analysis.tables["observations"] = t
+            adv.view.tables.append(Table.from_frame(
+                "advisor-observations", "Observations not raised as findings", t,
+                [Column("id", "Rule", "text"), Column("section", "Section", "text"), Column("ranks", "Ranks", "text"),
+                 Column("message", "What the rule saw", "text")],
+                caption="Rules that fired where the diagnosis found no rank, link, stage or input pipeline that the "
+                        "others wait for beyond the run's own jitter (section 'Diagnosis: who waits for whom'): "
+                        "differences of this size come and go between steps and runs."))
+
+
 def merge(outcomes: list[SectionOutcome]) -> None:
     """Put the advisor's new findings into the section whose chart shows them (or the advisor's own list when that
     section is not ok) and order every section's findings (:func:`order_key`)."""
@@ -790,6 +861,7 @@ def merge(outcomes: list[SectionOutcome]) -> None:
         for f in adv.analysis.data.get("new", []):
             home = by_id.get(f.section)
             (home.view if home is not None and home.view is not None else adv.view).findings.append(f)
+    consolidate(outcomes)
     for o in outcomes:
         if o.view is not None:
             o.view.findings.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio":
