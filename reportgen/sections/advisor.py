@@ -791,6 +791,10 @@ SYMPTOM_IDS = frozenset({
     "slow_preparing", "slow_host", "slow_device_compute", "flops_per_s_low", "stage_flops_imbalance"})
 
 
+#: run-wide levels among them (not differences between ranks): the largest stays listed, low, when no cause is found
+LEVEL_IDS = frozenset({"comm_share", "long_free_time", "pipeline_between_stage", "pipeline_within_stage"})
+
+
 def _cause_of(f: Finding) -> dict | None:
     return f.cause or (f.evidence or {}).get("cause")
 
@@ -811,7 +815,7 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     """One problem, one finding, led by its cause: where the diagnosis judged the run (section ``waits``), the
     findings of :data:`SYMPTOM_IDS` leave the list: each goes under the cause it belongs to (``symptoms``) or, when
     no cause was found beyond the run's noise, into the advisor's observations table (the rule table still says
-    which rules raised them)."""
+    which rules raised them), except the largest run-wide level of :data:`LEVEL_IDS`, which stays listed as low."""
     by_id = {o.id: o for o in outcomes}
     w = by_id.get("waits")
     if w is None or w.status != "ok" or not w.analysis.metrics.get("judged"):
@@ -832,8 +836,17 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
             if host is not None:
                 host.symptoms.append(entry)
             else:
-                observed.append(entry)
+                observed.append((entry, f, v))
         v.findings[:] = keep
+    # without a cause, the largest run-wide level (exposed communication, idle, pipeline receive) stays listed, low:
+    # it is a level of the whole run, not a difference between ranks that jitter could make
+    level = [x for x in observed if x[1].id in LEVEL_IDS and x[1].share_of_step is not None]
+    if level and not causes:
+        entry, f, v = max(level, key=lambda x: x[1].share_of_step)
+        f.severity = "low"
+        v.findings.append(f)
+        observed.remove((entry, f, v))
+    observed = [x[0] for x in observed]
     adv = by_id.get(ID)
     if adv is not None and adv.status == "ok":
         adv.analysis.data["observations"] = observed
