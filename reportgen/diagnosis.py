@@ -218,6 +218,7 @@ def features(run: Run, F, calls: pd.DataFrame | None) -> pd.DataFrame:
     if W is not None:
         st = st.merge(W.per_rank_step[["rank", "step", "wait_ms"]].rename(columns={"wait_ms": "input_ms"}),
                       on=["rank", "step"], how="left")
+        st["input_ms"] = st["input_ms"].fillna(0.0)  # a rank that loads nothing (its input is sent to it) waits 0
     else:
         st["input_ms"] = math.nan
     if calls is not None:

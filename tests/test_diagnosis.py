@@ -1,0 +1,170 @@
+"""The diagnosis (reportgen/diagnosis.py) on small canonical tables: who waits for whom, the critical path, and
+causes named only beyond the run's own jitter; and the advisor's consolidation of symptoms under their cause."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen import diagnosis as dg
+from reportgen.model import Run
+from reportgen.report import EvidenceView, Finding, SectionOutcome, View, Analysis
+from reportgen.sections import advisor, waits
+
+
+def make_run(n=4, steps=5, phases=3, work=30.0, jitter=0.15, slow=None, extra=0.0, loader=None, wait_in=0.0,
+             launch=None, seed=0, stages=None, scale=None):
+    """n ranks, each step ``phases`` times: compute ``work`` ms (x random jitter), then a world all-reduce that
+    starts when the last rank enters and takes 2 ms. ``slow`` computes ``extra`` ms more per phase; ``loader``
+    waits ``wait_in`` ms for input at the start of each step; ``launch`` runs its work as 20x more, smaller ops.
+    ``stages``: rank -> stage (each stage its own group: a pipeline without transfers, enough for the tests)."""
+    rng = np.random.default_rng(seed)
+    tl, ops, st, ts, dl = [], [], [], [], []
+    t = 0.0
+    for step in range(1, steps + 1):
+        start = {r: t for r in range(n)}
+        cur = dict(start)
+        for r in range(n):
+            if r == loader:
+                dl.append({"rank": r, "step": step, "name": "enumerate(DataLoader)#x.__next__", "start_ms": cur[r],
+                           "dur_ms": wait_in})
+                cur[r] += wait_in
+        for ph in range(phases):
+            for r in range(n):
+                w = work * (scale or {}).get(r, 1.0) * (1 + rng.uniform(-jitter, jitter)) + (extra if r == slow else 0.0)
+                k = 20 if r == launch else 1
+                for i in range(k):
+                    a = cur[r] + i * w / k
+                    tl.append({"rank": r, "step": step, "start_ms": a, "end_ms": a + w / k, "kind": "compute",
+                               "op_class": "compute", "name": "op", "stream": "thread 1", "source": "test"})
+                cur[r] += w
+            last = max(cur.values())
+            for r in range(n):
+                ops.append({"rank": r, "step": step, "kind": "collective", "op": "all_reduce", "op_type": "all_reduce",
+                            "group": "[0, 1, 2, 3]", "start_ms": cur[r], "elapse_ms": last + 2.0 - cur[r],
+                            "transit_ms": 2.0, "wait_ms": last - cur[r], "size_mb": 0.1})
+                tl.append({"rank": r, "step": step, "start_ms": cur[r], "end_ms": last + 2.0, "kind": "comm",
+                           "op_class": "communication", "name": "all_reduce", "stream": "thread 2", "source": "test"})
+                cur[r] = last + 2.0
+        end = max(cur.values())
+        for r in range(n):
+            st.append({"rank": r, "step": step, "step_ms": end - start[r]})
+            ts.append({"rank": r, "step": step, "start_ms": start[r], "end_ms": end})
+        t = end
+    run = Run(name="t", source_format="test", source_path="/t")
+    run.ranks = list(range(n))
+    run.world_size = n
+    run.tables.update(step_time=pd.DataFrame(st), trace_steps=pd.DataFrame(ts), device_timeline=pd.DataFrame(tl),
+                      comm_ops=pd.DataFrame(ops))
+    if dl:
+        run.tables["dataloader"] = pd.DataFrame(dl)
+    if stages:
+        run.stage_map = dict(stages)
+        run.parallel = {"stages": len(set(stages.values()))}
+    return run
+
+
+def test_a_rank_that_computes_more_is_the_cause_and_its_peers_wait_for_it():
+    run = make_run(slow=2, extra=15.0)
+    d = dg.diagnose(run)
+    assert [(c.kind, c.ranks) for c in d.causes] == [("compute", [2])]
+    c = d.causes[0]
+    assert c.confidence == 1.0 and c.severity == "high"
+    assert 30 <= c.time_ms <= 60  # 3 phases x 15 ms, less the peers' jitter
+    m = d.matrix.pivot(index="waiter", columns="cause", values="wait_ms").fillna(0)
+    assert m[2].sum() > 5 * (m.sum().sum() - m[2].sum())  # the column of rank 2 lights up
+    path = d.path.groupby("rank")["own_ms"].sum()
+    assert path.idxmax() == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_clean_run_with_jitter_names_no_cause(seed):
+    d = dg.diagnose(make_run(jitter=0.25, seed=seed))
+    assert d.causes == []
+
+
+def test_a_slow_input_pipeline_is_named_as_such():
+    d = dg.diagnose(make_run(loader=1, wait_in=40.0))
+    assert [(c.kind, c.ranks) for c in d.causes] == [("dataloader", [1])]
+    assert d.causes[0].evidence["value"] == pytest.approx(40.0)
+
+
+def test_many_small_launches_make_a_launch_bound_rank():
+    d = dg.diagnose(make_run(launch=3, slow=3, extra=10.0))
+    assert d.causes[0].kind == "launch" and d.causes[0].ranks == [3]
+
+
+def test_a_heavy_stage_is_one_cause_not_one_per_rank():
+    stages = {0: 1, 1: 1, 2: 2, 3: 2}
+    d = dg.diagnose(make_run(stages=stages, scale={2: 2.0, 3: 2.0}))
+    assert [c.kind for c in d.causes] == ["stage"] and d.causes[0].stage == 2 and d.causes[0].ranks == [2, 3]
+
+
+def test_a_wrapper_op_around_a_collective_is_not_compute():
+    tl = pd.DataFrame([
+        {"rank": 0, "step": 1, "start_ms": 0.0, "end_ms": 100.0, "op_class": "compute", "stream": "thread 1"},
+        {"rank": 0, "step": 1, "start_ms": 10.0, "end_ms": 90.0, "op_class": "communication", "stream": "thread 9"},
+        {"rank": 0, "step": 1, "start_ms": 100.0, "end_ms": 110.0, "op_class": "compute", "stream": "thread 1"},
+        {"rank": 0, "step": 1, "start_ms": 105.0, "end_ms": 130.0, "op_class": "communication", "stream": "thread 9"},
+    ])
+    lv = dg.leaves(tl)
+    comp = dg._minus_blocking(lv[lv["op_class"] == "compute"], tl)
+    busy = dg._union_per_step(comp)
+    # the 80 ms collective held whole by the first op is waiting; the kernel merely overlapping one keeps its 10 ms
+    assert busy["busy_ms"].iloc[0] == pytest.approx(20.0 + 10.0)
+
+
+def test_leaves_drop_the_ops_that_contain_others():
+    tl = pd.DataFrame([{"rank": 0, "stream": "s", "start_ms": 0.0, "end_ms": 10.0},
+                       {"rank": 0, "stream": "s", "start_ms": 1.0, "end_ms": 3.0},
+                       {"rank": 0, "stream": "s", "start_ms": 4.0, "end_ms": 6.0},
+                       {"rank": 0, "stream": "t", "start_ms": 2.0, "end_ms": 8.0}])
+    assert sorted(dg.leaves(tl)["start_ms"]) == [1.0, 2.0, 4.0]
+
+
+def test_the_waits_section_leads_with_the_cause_and_links_the_proof():
+    a = waits.analyze(make_run(slow=1, extra=15.0))
+    f = a.findings[0]
+    assert f.id == "slow_rank_compute" and f.ranks == [1] and f.cause["kind"] == "compute"
+    assert f.view.figure == waits.MATRIX_FIGURE
+    v = waits.present(a)
+    assert {fig.id for fig in v.figures} == {waits.MATRIX_FIGURE, waits.PATH_FIGURE}
+    assert a.metrics["judged"] is True
+
+
+def _outcomes(findings_by_section, waits_judged=True):
+    out = [SectionOutcome("waits", "w", "ok", analysis=Analysis(metrics={"judged": waits_judged}), view=View())]
+    for sid, fs in findings_by_section.items():
+        out.append(SectionOutcome(sid, sid, "ok", analysis=Analysis(), view=View(findings=list(fs))))
+    out.append(SectionOutcome("advisor", "a", "ok", analysis=Analysis(metrics={}, data={}), view=View()))
+    return out
+
+
+def _f(fid, ranks=(), share=0.2, sev="high", cause=None):
+    f = Finding(fid, sev, "overlap", f"{fid} message", ranks=list(ranks), view=EvidenceView("x"))
+    f.share_of_step = share
+    f.cause = cause
+    return f
+
+
+def test_symptoms_go_under_their_cause():
+    cause = _f("slow_rank_compute", [2], cause={"kind": "compute", "ranks": [2]})
+    outs = _outcomes({"overlap": [cause, _f("slow_rank_spread", [2]), _f("comm_share")]})
+    advisor.consolidate(outs)
+    listed = [f.id for o in outs for f in o.view.findings]
+    assert listed == ["slow_rank_compute"]
+    assert [s["id"] for s in cause.symptoms] == ["slow_rank_spread", "comm_share"]
+
+
+def test_without_a_cause_only_the_largest_level_stays_and_low():
+    outs = _outcomes({"overlap": [_f("slow_rank_spread", [2], 0.3), _f("comm_share", (), 0.4),
+                                  _f("long_free_time", (), 0.1), _f("memory_imbalance", [1], None, "medium")]})
+    advisor.consolidate(outs)
+    listed = [(f.id, f.severity) for o in outs for f in o.view.findings]
+    assert listed == [("memory_imbalance", "medium"), ("comm_share", "low")]
+    assert {x["id"] for x in outs[-1].analysis.data["observations"]} == {"slow_rank_spread", "long_free_time"}
+
+
+def test_no_consolidation_where_the_diagnosis_could_not_judge():
+    outs = _outcomes({"overlap": [_f("slow_rank_spread", [2])]}, waits_judged=False)
+    advisor.consolidate(outs)
+    assert [f.id for o in outs for f in o.view.findings] == ["slow_rank_spread"]
