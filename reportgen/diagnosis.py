@@ -25,7 +25,8 @@ Definitions (all per step in scope, then summarised over the steps):
   peers by at least ``MIN_EFFECT_SHARE`` of the step and either by more than ``NOISE_K`` times the peers' own
   spread (max - min of the peers that step) or while the rank's own work is the longest on that step's critical
   path (ranks sharing a loaded machine slow each other down, which widens the peers' spread), in at least
-  ``MIN_STEP_SHARE`` of the steps; and the others waited for that rank (its held time above its peers' median, or
+  ``MIN_STEP_SHARE`` of the steps (input wait: from ``MIN_INPUT_SHARE`` of the step and only beyond the peers'
+  spread); and the others waited for that rank (its held time above its peers' median, or
   the most own work on the critical path, in at least half the steps). The kind is the feature whose excess is largest (launch: operations launched at least
   ``LAUNCH_RATIO`` x the peers'). Time at stake per step: the smaller of the excess and the rank's held time.
 * *link* causes: one point-to-point direction whose receiver (or sender) waits more than ``NOISE_K`` x the
@@ -51,6 +52,9 @@ from .model import Run
 NOISE_K = 2.0
 #: smallest effect worth naming, as a share of the step
 MIN_EFFECT_SHARE = 0.05
+#: ... for input wait, which barely varies between steps on a healthy rank (named only beyond NOISE_K x the peers'
+#: spread, never on the critical path alone)
+MIN_INPUT_SHARE = 0.02
 #: share of the steps in which a cause's test must hold
 MIN_STEP_SHARE = 0.75
 #: operations launched per step, against the stage peers' median, that make a rank launch-bound
@@ -324,8 +328,11 @@ def _peer_excess(f: pd.DataFrame, col: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "stage", "rank", "value", "excess", "spread", "peer_median"])
 
 
-def _rank_causes(d: Diagnosis) -> list[Cause]:
+def _rank_causes(d: Diagnosis, exclude: set | None = None) -> list[Cause]:
+    """Rank causes (module doc); ``exclude``: ranks already named by a host cause, left out of every peer group."""
     f = d.features
+    if exclude:
+        f = f[~f["rank"].isin(exclude)]
     out = []
     steps = f["step"].nunique()
     if steps == 0:
@@ -354,7 +361,10 @@ def _rank_causes(d: Diagnosis) -> list[Cause]:
             big = x["excess"] >= MIN_EFFECT_SHARE * step_ms
             # beyond the peers' own spread, or (where the peers share a loaded machine and their spread is wide)
             # above them while its own work set the step's end on the critical path
-            x["hit"] = big & ((x["excess"] > NOISE_K * x["spread"]) | on_path)
+            if kind == "dataloader":
+                x["hit"] = (x["excess"] >= MIN_INPUT_SHARE * step_ms) & (x["excess"] > NOISE_K * x["spread"])
+            else:
+                x["hit"] = big & ((x["excess"] > NOISE_K * x["spread"]) | on_path)
             x["effect_ms"] = x["excess"].clip(lower=0)
         for r, g in x.groupby("rank"):
             conf = float(g["hit"].sum()) / steps
@@ -362,6 +372,16 @@ def _rank_causes(d: Diagnosis) -> list[Cause]:
                 continue
             effect = float(g["effect_ms"].mean())
             cands.setdefault(int(r), []).append((kind, effect, conf, g))
+    if held is not None and not held.empty and f["busy_ms"].isna().all():
+        # no compute timeline: a rank that holds its calls beyond its peers' spread is late for reasons the data
+        # does not show; named as such
+        held = held.assign(hit=(held["excess"] > NOISE_K * held["spread"]) & (held["excess"] >= MIN_EFFECT_SHARE
+                                                                              * step_ms),
+                           effect_ms=held["excess"].clip(lower=0))
+        for r, g in held.groupby("rank"):
+            conf = float(g["hit"].sum()) / steps
+            if conf >= MIN_STEP_SHARE and int(r) not in cands:
+                cands[int(r)] = [("late", float(g["effect_ms"].mean()), conf, g)]
     for r, lst in cands.items():
         # the kind whose effect is largest (launch first when it holds: many launches also make compute long)
         lst.sort(key=lambda v: (v[0] != "launch", -v[1]))
@@ -377,7 +397,7 @@ def _rank_causes(d: Diagnosis) -> list[Cause]:
             stake = min(effect, held_ms) if held_ms == held_ms else effect
         else:
             stake = effect
-        if stake < MIN_EFFECT_SHARE * step_ms and kind != "launch":
+        if stake < (MIN_INPUT_SHARE if kind == "dataloader" else MIN_EFFECT_SHARE) * step_ms and kind != "launch":
             continue
         stage = int(f[f["rank"] == r]["stage"].iloc[0])
         out.append(Cause(kind, [r], stake, stake / step_ms, conf, steps, stage=stage if f["stage"].nunique() > 1
@@ -387,6 +407,54 @@ def _rank_causes(d: Diagnosis) -> list[Cause]:
                              "held_ms": held_ms, "metric": {"input_ms": "input", "busy_ms": "compute",
                                                             "ops": "ops"}.get(kind, kind)}))
     return out
+
+
+def _host_causes(d: Diagnosis, run: Run) -> list[Cause]:
+    """A host whose every rank waits longer for input (or computes longer) than every rank of the other hosts,
+    by at least ``MIN_EFFECT_SHARE`` of the step, in most steps (compute: and whose ranks hold most of the critical
+    path):
+    the host is the place (its storage, CPU or data loading), named once for its ranks. Compute is compared within
+    each pipeline stage (a host that holds a whole stage has no peer host to compare with); input wait across all
+    ranks (no stage is meant to wait longer for input)."""
+    f = d.features
+    hosts = {int(r): run.hosts.get(int(r)) for r in f["rank"].unique()}
+    if len({h for h in hosts.values() if h}) < 2 or any(h is None for h in hosts.values()):
+        return []
+    f = f.assign(host=f["rank"].map(hosts))
+    path_share = None
+    if d.path is not None and not d.path.empty:
+        own = d.path.groupby("rank")["own_ms"].sum()
+        path_share = own.groupby(own.index.map(hosts)).sum() / max(1e-9, float(own.sum()))
+    for col, kind in (("input_ms", "dataloader"), ("busy_ms", "compute")):
+        if f[col].isna().all():
+            continue
+        rows = []
+        # compute is compared within a stage (stages hold different layers); input wait across the run
+        for _, g in f.groupby(["step", "stage"] if col == "busy_ms" else ["step"]):
+            step = int(g["step"].iloc[0])
+            for h, gh in g.groupby("host"):
+                rest = g[g["host"] != h][col]
+                if len(gh) < 2 or rest.empty:
+                    continue
+                rows.append((step, h, float(gh[col].min() - rest.max()), float(gh[col].median() - rest.median())))
+        x = pd.DataFrame(rows, columns=["step", "host", "gap", "excess"])
+        if x.empty:
+            continue
+        least = MIN_INPUT_SHARE if col == "input_ms" else MIN_EFFECT_SHARE
+        x["hit"] = (x["gap"] > 0) & (x["excess"] >= least * d.step_ms)
+        for h, g in x.groupby("host"):
+            conf = float(g["hit"].sum()) / d.steps
+            # compute: the host's ranks must also hold most of the critical path (input wait is its own proof)
+            if conf < MIN_STEP_SHARE or (col == "busy_ms" and path_share is not None
+                                         and float(path_share.get(h, 0.0)) < 0.5):
+                continue
+            ranks = sorted(r for r, hh in hosts.items() if hh == h)
+            stake = float(g["excess"].clip(lower=0).mean())
+            return [Cause(kind, ranks, stake, stake / d.step_ms, conf, d.steps,
+                          evidence={"host": h, "value": float(f[f["host"] == h][col].mean()),
+                                    "peer_median": float(f[f["host"] != h][col].median()), "excess": stake,
+                                    "metric": "input" if kind == "dataloader" else "compute"})]
+    return []
 
 
 def _link_causes(d: Diagnosis, run: Run) -> list[Cause]:
@@ -512,7 +580,9 @@ def diagnose(run: Run, options=None) -> Diagnosis | None:
         d.notes.append("The ranks' clocks are not comparable (collective ends spread beyond the transfer): who waited "
                        "for whom is not judged.")
     else:
-        d.causes = _rank_causes(d) + _link_causes(d, run) + _stage_causes(d) + _overlap_causes(d, run, F)
+        hosts = _host_causes(d, run)
+        ranks = _rank_causes(d, {r for h in hosts for r in h.ranks})
+        d.causes = hosts + ranks + _link_causes(d, run) + _stage_causes(d) + _overlap_causes(d, run, F)
         _dedupe(d)
     d.causes.sort(key=lambda c: -c.score)
     cache[F.include_warmup] = d
@@ -530,9 +600,14 @@ def _dedupe(d: Diagnosis) -> None:
             continue
         keep.append(c)
     if links:
-        top = max(links, key=lambda c: c.score)
-        keep = [c for c in keep if c.kind == "link" and c is top or c.kind != "link" and not (
-            c.kind == "compute" and c.ranks[0] == top.link[0])]
+        # a link whose late end is a rank with a cause of its own (it computes / loads / launches more) is that
+        # rank's symptom; else the link is the place (the sender stalls before it, or the transfer is slow)
+        ranked = {c.ranks[0] for c in keep if c.kind in ("compute", "dataloader", "launch", "late") and c.ranks}
+        left = [c for c in links if c.link[0] not in ranked]
+        top = max(left, key=lambda c: c.score) if left else None
+        keep = [c for c in keep if c.kind != "link" or c is top]
+        if top is not None:
+            keep = [c for c in keep if not (c.kind == "late" and c.ranks[0] == top.link[0])]
     d.causes = keep
 
 
@@ -540,6 +615,16 @@ def describe(c: Cause) -> str:
     """The cause in words, with its number."""
     ev = c.evidence
     per = fmt.ms(c.time_ms)
+    if ev.get("host") is not None and c.kind == "dataloader":
+        return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) waits for input: {fmt.ms(ev['value'])} per "
+                f"step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; the others wait for it, about "
+                f"{per} per step.")
+    if ev.get("host") is not None:
+        return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) computes longer: {fmt.ms(ev['value'])} "
+                f"busy per step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; about {per} per step.")
+    if c.kind == "late":
+        return (f"Rank {c.ranks[0]} arrives last at its collectives: the others wait about {per} per step for it "
+                f"beyond their own spread (the data has no compute timeline to say what it was doing).")
     if c.kind == "dataloader":
         return (f"Rank {c.ranks[0]} waits for its input pipeline: {fmt.ms(ev['value'])} per step vs "
                 f"{fmt.ms(ev['peer_median'])} on its peers; the others wait for it, about {per} per step.")

@@ -17,14 +17,19 @@ from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
 #: anomaly kind -> the finding ids that report it (any one of them must name the anomaly)
+#: (issue 26: where the diagnosis judges who waited for whom, the cause findings of reportgen/diagnosis.py lead and
+#: the rank-spread rules' findings are listed under them as symptoms)
 EXPECTED = {
-    "slow_rank": {"slow_device_compute", "slow_rank_spread", "slow_rank_vote"},
-    "slow_host_data_loading": {"slow_host"},
-    "slow_link": {"slow_link", "slow_link_transit"},
+    "slow_rank": {"slow_device_compute", "slow_rank_spread", "slow_rank_vote", "slow_rank_compute",
+                  "rank_arrives_late"},
+    "slow_host_data_loading": {"slow_host", "slow_input_pipeline"},
+    "slow_link": {"slow_link", "slow_link_transit", "slow_p2p_link"},
     "pipeline_bubble": {"pipeline_between_stage"},
     "memory_near_capacity": {"memory_near_capacity"},
-    "flops_imbalance": {"stage_flops_imbalance", "flops_per_s_low"},
+    "flops_imbalance": {"stage_flops_imbalance", "flops_per_s_low", "heavy_pipeline_stage"},
 }
+#: run-wide levels: listed as low when the diagnosis finds no rank, link, stage or host behind them
+LEVELS = {"pipeline_between_stage"}
 KINDS = list(EXPECTED)
 
 
@@ -160,7 +165,7 @@ def test_injected_anomaly_is_found(tmp_path, family, stages, kind):
     a = injected[0]
     hits = [f for f in doc["findings"] if f["id"] in EXPECTED[kind] and _names(f, a)]
     assert hits, (a, [(f["id"], f["ranks"], f["message"]) for f in doc["findings"]])
-    if kind != "memory_near_capacity":  # time anomalies are costly enough to matter
+    if kind != "memory_near_capacity" and not {f["id"] for f in hits} <= LEVELS:  # costly enough to matter
         assert any(f["severity"] != "low" for f in hits), [(f["id"], f["severity"]) for f in hits]
     # the advisor's ordering holds and every finding says what is at stake (memory: not about time)
     order = {"high": 0, "medium": 1, "low": 2}

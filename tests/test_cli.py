@@ -35,7 +35,7 @@ def test_report_and_metrics_written(tmp_path, pp2x4):
     assert doc["schema"] == "reportgen.metrics/1"
     assert doc["run"]["ranks"] == [0, 1, 2, 3] and doc["run"]["world_size"] == 4
     assert doc["run"]["parallel"]["mode"] == "pipeline-parallel"
-    assert set(doc["sections"]) == {"trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy",
+    assert set(doc["sections"]) == {"waits", "trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy",
                                     "execution", "compare", "data", "advisor"}
     for sid, block in doc["sections"].items():
         assert block["status"] in ("ok", "unavailable", "error")
@@ -107,8 +107,8 @@ def test_demo_report(tmp_path):
     assert len(doc["run"]["ranks"]) == 16 and len(set(doc["run"]["hosts"].values())) == 4  # tests/test_demo.py: the rest
     assert doc["run"]["parallel"]["stages"] == 2
     assert "demo" in out.read_text().lower()
-    slow = [f for f in doc["findings"] if f["id"] == "slow_step_interval"]
-    assert slow and slow[0]["ranks"][0] == 11
+    slow = [f for f in doc["findings"] if f["id"] == "slow_input_pipeline" and f["ranks"] == [11]]
+    assert slow
 
 
 def test_progress_is_quiet_off_a_terminal(tmp_path, pp2x4):

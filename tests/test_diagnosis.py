@@ -132,7 +132,8 @@ def test_the_waits_section_leads_with_the_cause_and_links_the_proof():
 
 
 def _outcomes(findings_by_section, waits_judged=True):
-    out = [SectionOutcome("waits", "w", "ok", analysis=Analysis(metrics={"judged": waits_judged}), view=View())]
+    out = [SectionOutcome("waits", "w", "ok", analysis=Analysis(metrics={"judged": waits_judged, "timeline": True}),
+                          view=View())]
     for sid, fs in findings_by_section.items():
         out.append(SectionOutcome(sid, sid, "ok", analysis=Analysis(), view=View(findings=list(fs))))
     out.append(SectionOutcome("advisor", "a", "ok", analysis=Analysis(metrics={}, data={}), view=View()))

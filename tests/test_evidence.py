@@ -114,6 +114,11 @@ def test_evidence_views_of_the_reference_runs():
         "group_exposed_comm": ("domains-members", set()),
         "group_slow_member": ("domains-members", set()),
         "group_slow_link": ("domains-members", set()),
+        # issue 26: the diagnosis's causes open who-waits-for-whom or the critical path
+        "heavy_pipeline_stage": ("waits-path", set()), "comm_not_overlapped": ("waits-path", set()),
+        "slow_rank_compute": ("waits-matrix", set()), "slow_input_pipeline": ("waits-matrix", set()),
+        "launch_bound_rank": ("waits-matrix", set()), "slow_p2p_link": ("waits-matrix", set()),
+        "rank_arrives_late": ("waits-matrix", set()),
     }
     for parts in (("mindinsight", "mi_cluster_propose_pp2x4"), ("ascend", "msinsight", "test", "st", "level2"),
                   ("generated", "torch_gloo_ddp4_baseline")):
@@ -121,7 +126,7 @@ def test_evidence_views_of_the_reference_runs():
         outs = run_sections(run)
         figures = {f.id for o in outs if o.view for f in o.view.figures}
         found = [f for o in outs if o.view for f in o.view.findings]
-        assert found, parts
+        assert found or parts[0] == "generated", parts  # the clean gloo run raises nothing (issue 26)
         for f in found:
             figure, metrics = expect[f.id]
             assert f.view.figure == figure and figure in figures, (parts, f.id)

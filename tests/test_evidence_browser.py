@@ -42,7 +42,9 @@ FIXED_CHART = {"small_op_ratio": "communication-sizes", "flops_per_rank": "flops
                # the domain chart shows every part of the chosen group's members (the view chooses the group)
                "exposed_comm_share_ratio": "domains-members", "computation_spread_ratio": "domains-members",
                "free_spread_ratio": "domains-members", "slowest_link_gbps": "domains-members",
-               "median_bandwidth_gbps": "domains-members"}
+               "median_bandwidth_gbps": "domains-members",
+               # issue 26: a diagnosed cause opens who-waits-for-whom or the critical path (one metric each)
+               "stake_ms": ("waits-matrix", "waits-path")}
 
 STATE_JS = """(view) => {
   const fig = document.getElementById(view.figure);
@@ -72,13 +74,13 @@ def _expected_metrics(f: dict) -> set[str]:
 def test_each_finding_opens_its_evidence(report_cache, open_report, name):
     out, doc = _report(report_cache, name)
     findings = doc["findings"]
-    assert findings, f"{name} raised no finding"
+    assert findings or name == "gloo_ddp4", f"{name} raised no finding"  # the clean gloo run: none (issue 26)
     page, log = open_report(out)
     links = page.locator("#rg-findings a[data-view]:not(.rg-compare-link)")
     assert links.count() == len(findings)
     # findings are listed once: their sections link to the list instead of repeating them
     assert page.locator("section.rg-section .rg-finding").count() == 0
-    assert page.locator("section.rg-section .rg-section-findings a[href^='#finding-']").count() >= 1
+    assert page.locator("section.rg-section .rg-section-findings a[href^='#finding-']").count() >= min(1, len(findings))
     for i, f in enumerate(findings):
         link = links.nth(i)
         view = json.loads(link.get_attribute("data-view"))
@@ -103,7 +105,8 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
         # the selected metric is the finding's evidence metric
         metric = f["evidence"]["metric"]
         if metric in FIXED_CHART:
-            assert view["figure"] == FIXED_CHART[metric], what
+            want = FIXED_CHART[metric]
+            assert view["figure"] in (want if isinstance(want, tuple) else (want,)), what
         else:
             shown = {v for k, v in view["signals"].items()
                      if isinstance(v, str) and (k in state["selects"] or k in signals)}
@@ -112,8 +115,9 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
     assert not log.problems(), log.problems()
 
 
-def test_the_computing_finding_opens_the_computing_heatmap(tmp_path, open_report):
-    """The issue's example: "computing time of rank 1" opened the heatmap on step time."""
+def test_the_cause_finding_opens_who_waits_for_whom(tmp_path, open_report):
+    """A late rank (issue 26): the report leads with it, and its link opens the who-waits-for-whom matrix with the
+    rank highlighted; the page's first words are the cause."""
     from reportgen.synth.ascend import AscendSpec, write_ascend_run
 
     run = tmp_path / "run"
@@ -121,19 +125,15 @@ def test_the_computing_finding_opens_the_computing_heatmap(tmp_path, open_report
     out, metrics = tmp_path / "r.html", tmp_path / "r.json"
     assert main([str(run), "-o", str(out), "--json", str(metrics), "--quiet"]) == 0
     findings = json.loads(metrics.read_text())["findings"]
-    i, f = next((i, f) for i, f in enumerate(findings) if f["id"] == "slow_device_compute")
-    assert f["evidence"]["metric"] == "computing_ms" and f["ranks"][0] == 1
+    f = findings[0]
+    assert f["cause"] and f["ranks"] == [1] and f["view"]["figure"] == "waits-matrix"
+    assert any(s["id"] == "slow_device_compute" for s in f["symptoms"])  # the old rule's finding, as its symptom
     page, log = open_report(out)
-    page.locator("#rg-findings a[data-view]:not(.rg-compare-link)").nth(i).click()
-    page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg="trajectory-heatmap")
+    assert page.locator("#rg-verdict").inner_text().startswith("Cause:")
+    page.locator("#rg-verdict a[data-view]").click()
+    page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg="waits-matrix")
     state = page.evaluate(STATE_JS, f["view"])
-    assert state["selects"]["heat_metric"] == "computing_ms" and state["signals"]["heat_metric"] == "computing_ms"
-    assert state["selects"]["sort_by"] == "computing_ms"
-    assert 1 in state["signals"]["focus_ranks"]
-    # the highlight is drawn: rank 1's cells have an outline, the others none
-    widths = page.evaluate("""() => Array.from(document.querySelectorAll('#trajectory-heatmap .mark-rect path'))
-        .map(p => p.getAttribute('stroke-width')).filter(w => w && parseFloat(w) > 2).length""")
-    assert widths == 3  # rank 1 in each of the 3 steps
+    assert state["target"] and state["visible"]
     assert not log.problems(), log.problems()
 
 

@@ -758,7 +758,8 @@ def summary_text(m: dict) -> str:
 
 #: findings about one slow rank: they link to the rank comparison with the rank beside a normal peer
 STRAGGLER_FINDINGS = ("slow_device_compute", "slow_rank_spread", "slow_rank_vote", "group_slow_member",
-                      "slow_step_interval")
+                      "slow_step_interval", "slow_rank_compute", "rank_arrives_late", "launch_bound_rank",
+                      "slow_input_pipeline")
 
 
 def _link_compare(outcomes: list[SectionOutcome]) -> None:
@@ -788,11 +789,21 @@ SYMPTOM_IDS = frozenset({
     "slow_rank_spread", "slow_rank_vote", "small_packets", "data_wait", "slow_dataloader", "long_free_time",
     "slow_link_transit", "group_slow_member", "group_slow_link", "group_exposed_comm", "group_slow_fabric",
     "comm_share", "pipeline_between_stage", "pipeline_within_stage", "slow_input_wait", "slow_step_interval",
-    "slow_preparing", "slow_host", "slow_device_compute", "flops_per_s_low", "stage_flops_imbalance"})
+    "slow_preparing", "slow_host", "slow_device_compute"})
+#: FLOPs findings: under a cause where there is one (the ranks that wait for it run fewer FLOP/s), else left as
+#: they are (FLOP counts are not jitter)
+ATTACH_IDS = frozenset({"flops_per_s_low", "stage_flops_imbalance"})
 
 
 #: run-wide levels among them (not differences between ranks): the largest stays listed, low, when no cause is found
 LEVEL_IDS = frozenset({"comm_share", "long_free_time", "pipeline_between_stage", "pipeline_within_stage"})
+
+
+def _symptom(f: Finding) -> dict:
+    """A finding as a symptom listed under its cause."""
+    return {"id": f.id, "section": f.section, "severity": f.severity, "ranks": [int(r) for r in f.ranks],
+            "links": [list(x) for x in f.links], "message": f.message, "share_of_step_ratio": f.share_of_step,
+            "evidence": {k: v for k, v in (f.evidence or {}).items() if k != "cause"}}
 
 
 def _cause_of(f: Finding) -> dict | None:
@@ -815,7 +826,9 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     """One problem, one finding, led by its cause: where the diagnosis judged the run (section ``waits``), the
     findings of :data:`SYMPTOM_IDS` leave the list: each goes under the cause it belongs to (``symptoms``) or, when
     no cause was found beyond the run's noise, into the advisor's observations table (the rule table still says
-    which rules raised them), except the largest run-wide level of :data:`LEVEL_IDS`, which stays listed as low."""
+    which rules raised them), except the largest run-wide level of :data:`LEVEL_IDS`, which stays listed: as low
+    where the diagnosis saw every rank's compute timeline (nothing it could name is behind the level), else with its
+    own severity."""
     by_id = {o.id: o for o in outcomes}
     w = by_id.get("waits")
     if w is None or w.status != "ok" or not w.analysis.metrics.get("judged"):
@@ -827,11 +840,24 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     for v in views:
         keep = []
         for f in v.findings:
+            if f.id in ATTACH_IDS and not _cause_of(f):
+                # ranks computing fewer FLOP/s while they wait are a cause's symptom; a stage with more FLOPs is
+                # the heavy stage's evidence (and a problem of its own where no stage cause was found)
+                if f.id == "stage_flops_imbalance":  # a heavy stage, or a rank of it with extra work
+                    host = next((c for c in causes if (_cause_of(c) or {}).get("kind") == "stage"), None) or next(
+                        (c for c in causes if (_cause_of(c) or {}).get("kind") in ("compute", "launch")
+                         and set((_cause_of(c) or {}).get("ranks") or []) & set(int(r) for r in f.ranks)), None)
+                else:
+                    host = _host_cause(f, causes)
+                if host is None:
+                    keep.append(f)
+                else:
+                    host.symptoms.append(_symptom(f))
+                continue
             if f.id not in SYMPTOM_IDS or _cause_of(f):
                 keep.append(f)
                 continue
-            entry = {"id": f.id, "section": f.section, "severity": f.severity, "ranks": [int(r) for r in f.ranks],
-                     "message": f.message, "share_of_step_ratio": f.share_of_step}
+            entry = _symptom(f)
             host = _host_cause(f, causes)
             if host is not None:
                 host.symptoms.append(entry)
@@ -843,7 +869,8 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     level = [x for x in observed if x[1].id in LEVEL_IDS and x[1].share_of_step is not None]
     if level and not causes:
         entry, f, v = max(level, key=lambda x: x[1].share_of_step)
-        f.severity = "low"
+        if w.analysis.metrics.get("timeline"):  # the diagnosis saw each rank's compute and found nothing behind it
+            f.severity = "low"
         v.findings.append(f)
         observed.remove((entry, f, v))
     observed = [x[0] for x in observed]

@@ -44,6 +44,8 @@ KINDS = {
                "kernels), remove per-element Python loops, batch small tensors.", MATRIX_FIGURE),
     "link": ("slow_p2p_link", "Look at what the sending rank does before its send (a stall, extra work) and at the "
              "link itself (placement across hosts, the transport).", MATRIX_FIGURE),
+    "late": ("rank_arrives_late", "Open this rank in the execution drill-down: what it does before the collectives it "
+             "enters last (a slower device, extra work, host stalls).", MATRIX_FIGURE),
     "stage": ("heavy_pipeline_stage", "Rebalance the layers between pipeline stages (fewer layers on the heavy "
               "stage), or use more micro-batches / an interleaved schedule.", PATH_FIGURE),
     "overlap": ("comm_not_overlapped", "Overlap gradient communication with backward (DDP buckets / async "
@@ -55,8 +57,11 @@ def finding(c: dg.Cause) -> Finding:
     fid, suggestion, figure = KINDS.get(c.kind, (f"cause_{c.kind}", "", MATRIX_FIGURE))
     ev = {"metric": "stake_ms", "value": c.time_ms, "confidence_ratio": c.confidence,
           "steps_tested": c.steps, "share_of_step_ratio": c.share, "cause": c.as_dict()}
-    ev.update({k: v for k, v in c.evidence.items() if k in ("peer_median", "held_ms", "wait_ms", "exposed_ms")})
-    f = Finding(fid, c.severity, ID, dg.describe(c) + f" (in {fmt.percent(c.confidence)} of the {c.steps} steps)",
+    ev.update({k: v for k, v in c.evidence.items() if k in ("peer_median", "wait_ms", "exposed_ms", "host")})
+    if c.stage is not None:
+        ev["stage"] = c.stage
+    held = round(c.confidence * c.steps)
+    f = Finding(fid, c.severity, ID, dg.describe(c) + f" (in {held} of the {c.steps} steps)",
                 ranks=list(c.ranks), links=[list(c.link)] if c.link else [], evidence=ev, suggestion=suggestion,
                 view=EvidenceView(figure))
     f.share_of_step = c.share
@@ -81,7 +86,7 @@ def analyze(run: Run, options=None) -> Analysis:
     tables = {"ranks": per, "matrix": d.matrix}
     if d.segments is not None:
         tables["path"] = d.segments
-    metrics = {"judged": bool(judged), "causes": [c.as_dict() for c in d.causes], "steps": d.steps,
+    metrics = {"judged": bool(judged), "timeline": bool(d.features["busy_ms"].notna().any()), "causes": [c.as_dict() for c in d.causes], "steps": d.steps,
                "step_ms": d.step_ms, "clocks": d.clocks,
                "thresholds": {"noise_k": dg.NOISE_K, "min_effect_share": dg.MIN_EFFECT_SHARE,
                               "min_step_share": dg.MIN_STEP_SHARE, "launch_ratio": dg.LAUNCH_RATIO,
@@ -120,7 +125,7 @@ def _path_figure(seg: pd.DataFrame) -> Figure:
     s["dur_ms"] = s["end_ms"] - s["start_ms"]
     s["part"] = s["kind"].map({"own": "own work of the rank", "transfer": "transfer (every rank in)"})
     step = int(s["step"].iloc[0])
-    ranks = sorted(s["rank"].unique())
+    ranks = sorted(int(r) for r in s["rank"].unique())
     chart = vl.Chart(s).mark_bar(height={"band": 0.7}).encode(
         x=vl.X("from_ms:Q", title=f"ms from the start of step {step}"), x2="to_ms:Q",
         y=vl.Y("rank:O", title="Rank", sort=ranks),
@@ -143,8 +148,8 @@ def present(a: Analysis) -> View:
     if "path" in t and not t["path"].empty:
         figures.append(_path_figure(t["path"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
-            Column("busy_ms", "Compute busy", "ms"), Column("ops", "Operations", "float"),
-            Column("input_ms", "Input wait", "ms"), Column("held_ms", "Held the others", "ms"),
+            Column("busy_ms", "Compute busy", "ms"), Column("ops", "Operations launched", "float"),
+            Column("input_ms", "Input wait", "ms"), Column("held_ms", "Held its calls (sum over calls)", "ms"),
             Column("waited_ms", "Waited", "ms")]
     if "path_own_ms" in t["ranks"]:
         cols.append(Column("path_own_ms", "Own work on the critical path", "ms"))
@@ -152,7 +157,8 @@ def present(a: Analysis) -> View:
                                caption="Compute busy: the union of the rank's innermost compute operations (an "
                                        "operation that wraps a whole collective is waiting, not computing). Held "
                                        "the others: at the calls it entered last, the time between the next-to-last "
-                                       "entry and its own. Waited: its waits at collectives and transfers.")]
+                                       "entry and its own, summed over its calls (calls on several threads overlap, "
+                                       "so the sum can exceed the step). Waited: its waits at collectives and transfers.")]
     m = a.metrics
     if m["causes"]:
         summary = (f"{len(m['causes'])} cause{'s' if len(m['causes']) != 1 else ''} beyond the run's own jitter; "

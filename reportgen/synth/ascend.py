@@ -46,12 +46,12 @@ __all__ = ["AscendSpec", "write_ascend_run", "double_hash", "ANOMALY_FINDINGS"]
 
 #: anomaly kind -> finding ids that report it (any one of them)
 ANOMALY_FINDINGS = {
-    "slow_rank": ["slow_device_compute"],
-    "slow_host_data_loading": ["slow_host"],
+    "slow_rank": ["slow_device_compute", "slow_rank_compute", "rank_arrives_late"],
+    "slow_host_data_loading": ["slow_host", "slow_input_pipeline"],
     "slow_link": ["slow_link", "slow_link_transit"],
     "pipeline_bubble": ["pipeline_between_stage"],
     "memory_near_capacity": ["memory_near_capacity"],
-    "flops_imbalance": ["stage_flops_imbalance", "flops_per_s_low"],
+    "flops_imbalance": ["stage_flops_imbalance", "flops_per_s_low", "heavy_pipeline_stage"],
     "launch_gaps": ["group_slow_member"],
 }
 
