@@ -346,6 +346,18 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     def section_progress(sid: str) -> None:
         progress.update(f"analysing {sid}", SECTION_IDS.index(sid) + 1, len(SECTION_IDS))
 
+    base_doc = None
+    if baseline:  # read first: the advisor judges exposed communication against it (issue 26)
+        from . import compare
+
+        def build_metrics(path: str) -> dict:
+            base_run = load_run(path, None, jobs, comm_patterns, fmt)
+            outs = run_sections(base_run, section_options(base_run, options))
+            return json.loads(metrics.dumps(metrics.build(base_run, outs)))
+
+        base_doc = compare.load_baseline(baseline, build_metrics)
+        options = {**(options or {}), "baseline_headline": compare.headline(base_doc),
+                   "baseline_source": baseline}
     outcomes = run_sections(run, section_options(run, options), progress=section_progress)
     exported = None
     if timeline is not None:
@@ -369,15 +381,9 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     if exported is not None:
         doc["exports"] = {"timeline": {k: v for k, v in exported.items() if k != "path"}}
     comp = None
-    if baseline:
+    if base_doc is not None:
         from . import compare
 
-        def build_metrics(path: str) -> dict:
-            base_run = load_run(path, None, jobs, comm_patterns, fmt)
-            outs = run_sections(base_run, section_options(base_run, options))
-            return json.loads(metrics.dumps(metrics.build(base_run, outs)))
-
-        base_doc = compare.load_baseline(baseline, build_metrics)
         comp = compare.comparison(json.loads(metrics.dumps(doc)), base_doc, baseline)
         doc["baseline"] = comp
         doc["_baseline_doc"] = base_doc

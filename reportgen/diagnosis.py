@@ -636,7 +636,7 @@ def describe(c: Cause) -> str:
         return (f"Rank {c.ranks[0]}{where} computes longer than its peers: {fmt.ms(ev['value'])} busy per step vs "
                 f"{fmt.ms(ev['peer_median'])}; the others wait for it, about {per} per step.")
     if c.kind == "link":
-        return (f"Transfers {c.link[0]} -> {c.link[1]} arrive late: rank {c.link[1]} waits {fmt.ms(ev['wait_ms'])} "
+        return (f"Transfers {c.link[0]} → {c.link[1]} arrive late: rank {c.link[1]} waits {fmt.ms(ev['wait_ms'])} "
                 f"per step for rank {c.link[0]}'s sends, {per} more than on the other links of these stages.")
     if c.kind == "stage":
         return (f"Pipeline stage {c.stage} (ranks {', '.join(map(str, c.ranks))}) has the most work: "

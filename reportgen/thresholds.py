@@ -39,6 +39,8 @@ MEMORY_IMBALANCE = 0.20
 #: (clean CPU runs whose host peaks are 12-26 MB spread up to 2.9 MB, 11.8 %, from their peers' median).
 #: Departure from the seed, which has no floor; it never binds above a 320 MB median, where 20 % is more.
 MEMORY_IMBALANCE_MIN_MB = 64.0
+#: exposed communication that grew by this share of the step since the --baseline run is named (issue 26, point 4)
+BASELINE_COMM_GROWTH = 0.03
 #: Seed rule ``flops_per_second``: a rank whose FLOP/s is more than this below the mean of ranks.
 FLOPS_BELOW_MEAN = 0.20
 #: Seed rule ``pipeline_parallel_flops``: a stage whose FLOPs per rank is more than this above the stage mean.
@@ -122,6 +124,7 @@ def as_dict() -> dict[str, float]:
         "memory_near_capacity_ratio": MEMORY_NEAR_CAPACITY,
         "memory_imbalance_ratio": MEMORY_IMBALANCE,
         "memory_imbalance_min_mb": MEMORY_IMBALANCE_MIN_MB,
+        "baseline_comm_growth_ratio": BASELINE_COMM_GROWTH,
         "flops_below_mean_ratio": FLOPS_BELOW_MEAN,
         "stage_flops_above_mean_ratio": STAGE_FLOPS_ABOVE_MEAN,
         "slow_rank_spread_ratio": SLOW_RANK_SPREAD,

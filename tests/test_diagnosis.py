@@ -169,3 +169,26 @@ def test_no_consolidation_where_the_diagnosis_could_not_judge():
     outs = _outcomes({"overlap": [_f("slow_rank_spread", [2])]}, waits_judged=False)
     advisor.consolidate(outs)
     assert [f.id for o in outs for f in o.view.findings] == ["slow_rank_spread"]
+
+
+def test_exposed_communication_is_judged_against_the_baseline():
+    from reportgen.sections.advisor import _Ctx, rule_comm_vs_baseline
+
+    done = {"overlap": SectionOutcome("overlap", "o", "ok", analysis=Analysis(metrics={"comm_share_ratio": 0.21}))}
+    ctx = _Ctx(make_run(), done, 100.0, 4, None, baseline={"comm_share": 0.09})
+    (f,) = rule_comm_vs_baseline(ctx)
+    assert f.cause["kind"] == "overlap" and f.share_of_step == pytest.approx(0.12) and f.severity == "high"
+    assert "21%" in f.message and "9%" in f.message
+    ctx.baseline = {"comm_share": 0.20}  # within the growth threshold: nothing
+    assert rule_comm_vs_baseline(ctx) == []
+    ctx.baseline = None
+    assert rule_comm_vs_baseline(ctx) == []
+
+
+def test_a_second_cause_of_the_same_kind_goes_under_the_first():
+    a = _f("comm_not_overlapped", (), 0.06, "medium", cause={"kind": "overlap", "ranks": []})
+    b = _f("comm_grew_vs_baseline", (), 0.03, "medium", cause={"kind": "overlap", "ranks": []})
+    outs = _outcomes({"diagnosis": [a], "overlap": [b]})
+    advisor.consolidate(outs)
+    assert [f.id for o in outs for f in o.view.findings] == ["comm_not_overlapped"]
+    assert [s["id"] for s in a.symptoms] == ["comm_grew_vs_baseline"]

@@ -120,6 +120,7 @@ class _Ctx:
     step_ms: float | None  # median step time over ranks and steps
     steps: int
     computing_share: float | None  # mean over ranks of computing / step
+    baseline: dict | None = None  # the --baseline's headline metrics (reportgen/compare.py headline), if given
 
     def analysis(self, sid: str) -> Analysis | None:
         o = self.done.get(sid)
@@ -140,6 +141,34 @@ def _context(run: Run, done: dict[str, SectionOutcome]) -> _Ctx:
     step = s.get("step_ms_median")
     steps = s.get("steps") or len(run.steps) or 1
     return _Ctx(run, done, float(step) if step else None, int(steps), s.get("computing_share_ratio"))
+
+
+def rule_comm_vs_baseline(ctx: _Ctx) -> list[Finding]:
+    """Exposed communication against the baseline run (``--baseline``): the share of the step spent in communication
+    not overlapped with computation (section overlap, ``comm_share_ratio``, the headline ``comm_share``) grew by at
+    least ``th.BASELINE_COMM_GROWTH`` of the step. Time at stake: the growth. A change of the run (bucket sizes,
+    overlap switched off, a new collective after backward) shows here even where the run alone looks normal."""
+    a = ctx.analysis("overlap")
+    base = (ctx.baseline or {}).get("comm_share")
+    now = a.metrics.get("comm_share_ratio") if a is not None else None
+    if base is None or now is None or not (now - base >= th.BASELINE_COMM_GROWTH):
+        return []
+    growth = float(now - base)
+    f = Finding("comm_grew_vs_baseline", "low", "overlap",
+                f"Exposed communication takes {fmt.percent(now)} of the step, {fmt.percent(base)} in the baseline: "
+                f"{fmt.percent(growth)} of the step more communication is not hidden behind computation.",
+                evidence={"metric": "comm_share_ratio", "value": float(now), "reference": float(base),
+                          "share_of_step_ratio": growth},
+                suggestion="Compare what changed since the baseline: gradient bucket size, overlap settings, "
+                           "collectives issued after backward, the placement of the ranks.",
+                view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"}))
+    f.cause = {"kind": "overlap", "ranks": [], "link": None, "stage": None, "time_ms_per_step":
+               growth * (ctx.step_ms or 0.0), "share_of_step_ratio": growth, "confidence_ratio": 1.0,
+               "steps": ctx.steps, "against": "baseline"}
+    f.confidence = 1.0
+    f.share_of_step = growth
+    f.severity = "high" if growth >= 0.10 else "medium" if growth >= 0.03 else "low"
+    return [f]
 
 
 # --------------------------------------------------------------------------------------------- time at stake
@@ -636,6 +665,10 @@ def rules() -> list[Rule]:
              needs="a device timeline with free time (a per-step breakdown that counts idle time as computation, "
                    "as the seed's cluster analysis does, has none)", sources=("step_time.free_ms",),
              applies=lambda c: _has_free(c)),
+        Rule("comm_vs_baseline", "Exposed communication grew since the baseline run", "reportgen", "overlap",
+             f"+{pct(th.BASELINE_COMM_GROWTH)} of the step or more", ("comm_grew_vs_baseline",),
+             check=rule_comm_vs_baseline, needs="--baseline and a computation / communication breakdown",
+             applies=lambda c: bool(c.baseline) and c.baseline.get("comm_share") is not None),
         Rule("bandwidth_contention", "Bandwidth contention while computing", "msprof-analyze", "communication",
              f"intra-node op overlapping computation >= {pct(th.CONTENTION_OVERLAP)} of its time and below "
              f"{pct(th.CONTENTION_BELOW)} of the uncontended bandwidth", ("bandwidth_contention",),
@@ -660,6 +693,7 @@ def analyze(run: Run, options=None) -> Analysis:
     if not any(o.status == "ok" for o in done.values()):
         raise Unavailable("No section produced data, so no rule could be checked.")
     ctx = _context(run, done)
+    ctx.baseline = (options.get("baseline_headline") if options is not None and hasattr(options, "get") else None)
     new: list[Finding] = []
     status_rows = []
     existing = [f for o in done.values() if o.view is not None for f in o.view.findings]
@@ -836,6 +870,20 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     views = [o.view for o in outcomes if o.view is not None]
     causes = [f for v in views for f in v.findings if _cause_of(f)]
     causes.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio": f.share_of_step}))
+    # one problem, one finding: a second cause of the same kind at the same place (the diagnosis's and the
+    # baseline comparison's view of communication that is not overlapped) goes under the first
+    seen, dup = {}, set()
+    for c in causes:
+        k = _cause_of(c)
+        key = (k.get("kind"), tuple(sorted(k.get("ranks") or [])), tuple(k.get("link") or ()))
+        if key in seen and k.get("kind") != "memory":
+            seen[key].symptoms.append(_symptom(c))
+            dup.add(id(c))
+        else:
+            seen.setdefault(key, c)
+    causes = [c for c in causes if id(c) not in dup]
+    for v in views:
+        v.findings[:] = [f for f in v.findings if id(f) not in dup]
     observed = []
     for v in views:
         keep = []

@@ -99,14 +99,16 @@ def analyze(run: Run, options=None) -> Analysis:
 def _matrix_figure(m: pd.DataFrame) -> Figure:
     top_c = m.groupby("cause")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
     top_w = m.groupby("waiter")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
-    x = m[m["cause"].isin(top_c) & m["waiter"].isin(top_w)]
+    # the rank waited for is the link's source, the waiting rank its destination: a finding's focus_links ("3>7")
+    # and focus_ranks outline its cells (charts.focusable)
+    x = m[m["cause"].isin(top_c) & m["waiter"].isin(top_w)].rename(columns={"cause": "src_rank", "waiter": "dst_rank"})
     side = max(1, len(top_c), len(top_w))
     cell = band(side, 40, 6, 560)
     chart = vl.Chart(x).mark_rect().encode(
-        x=vl.X("cause:O", title="Rank waited for", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
-        y=vl.Y("waiter:O", title="Waiting rank", axis=vl.Axis(labelOverlap=True)),
+        x=vl.X("src_rank:O", title="Rank waited for", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("dst_rank:O", title="Waiting rank", axis=vl.Axis(labelOverlap=True)),
         color=vl.Color("wait_ms:Q", scale=sequential(), legend=vl.Legend(title="ms / step", format=fmt.D3_FORMAT)),
-        tooltip=[vl.Tooltip("waiter:O", title="Waiting rank"), vl.Tooltip("cause:O", title="Waited for"),
+        tooltip=[vl.Tooltip("dst_rank:O", title="Waiting rank"), vl.Tooltip("src_rank:O", title="Waited for"),
                  tip("wait_ms", "Wait per step", "ms")],
     ).properties(width={"step": cell}, height={"step": cell})
     cut = "" if side < MATRIX_MAX_SIDE else f" The {MATRIX_MAX_SIDE} ranks waited for most and waiting most are drawn."
@@ -155,8 +157,8 @@ def present(a: Analysis) -> View:
         cols.append(Column("path_own_ms", "Own work on the critical path", "ms"))
     tables = [Table.from_frame("waits-ranks", "Per rank, mean per step", t["ranks"], cols,
                                caption="Compute busy: the union of the rank's innermost compute operations (an "
-                                       "operation that wraps a whole collective is waiting, not computing). Held "
-                                       "the others: at the calls it entered last, the time between the next-to-last "
+                                       "operation that wraps a whole collective is waiting, not computing). Held its "
+                                       "calls: at the calls it entered last, the time between the next-to-last "
                                        "entry and its own, summed over its calls (calls on several threads overlap, "
                                        "so the sum can exceed the step). Waited: its waits at collectives and transfers.")]
     m = a.metrics
