@@ -617,8 +617,8 @@ def describe(c: Cause) -> str:
     per = fmt.ms(c.time_ms)
     if ev.get("host") is not None and c.kind == "dataloader":
         return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) waits for input: {fmt.ms(ev['value'])} per "
-                f"step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; the others wait for it, about "
-                f"{per} per step.")
+                f"step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; the others wait for it: about "
+                f"{per} per step at stake.")
     if ev.get("host") is not None:
         return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) computes longer: {fmt.ms(ev['value'])} "
                 f"busy per step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; about {per} per step.")
@@ -627,21 +627,22 @@ def describe(c: Cause) -> str:
                 f"beyond their own spread (the data has no compute timeline to say what it was doing).")
     if c.kind == "dataloader":
         return (f"Rank {c.ranks[0]} waits for its input pipeline: {fmt.ms(ev['value'])} per step vs "
-                f"{fmt.ms(ev['peer_median'])} on its peers; the others wait for it, about {per} per step.")
+                f"{fmt.ms(ev['peer_median'])} on its peers; the others wait for it: about {per} per step at stake.")
     if c.kind == "launch":
         return (f"Rank {c.ranks[0]} is host-bound: it launches {fmt.number(ev['value'])} operations per step vs "
-                f"{fmt.number(ev['peer_median'])} on its peers; the others wait for it, about {per} per step.")
+                f"{fmt.number(ev['peer_median'])} on its peers, and computes {per} per step longer than they do "
+                f"while the others wait for it.")
     if c.kind == "compute":
         where = f" (stage {c.stage})" if c.stage is not None else ""
         return (f"Rank {c.ranks[0]}{where} computes longer than its peers: {fmt.ms(ev['value'])} busy per step vs "
-                f"{fmt.ms(ev['peer_median'])}; the others wait for it, about {per} per step.")
+                f"{fmt.ms(ev['peer_median'])}; the others wait for it: about {per} per step at stake.")
     if c.kind == "link":
         return (f"Transfers {c.link[0]} → {c.link[1]} arrive late: rank {c.link[1]} waits {fmt.ms(ev['wait_ms'])} "
                 f"per step for rank {c.link[0]}'s sends, {per} more than on the other links of these stages.")
     if c.kind == "stage":
         return (f"Pipeline stage {c.stage} (ranks {', '.join(map(str, c.ranks))}) has the most work: "
                 f"{fmt.ms(ev['stage_busy_ms'])} busy per step vs {fmt.ms(ev['other_stages_busy_ms'])} on the other "
-                f"stages; the other stages wait for it, about {per} per step.")
+                f"stages; the other stages wait for it: about {per} per step at stake.")
     if c.kind == "overlap":
         return (f"Large collectives (at least {fmt.quantity(ev['large_mb'], 'mb')}, {fmt.number(ev['ops_per_step'])} per "
                 f"step and rank) run after the compute instead of behind it: {fmt.percent(ev['fraction'])} of their "

@@ -20,7 +20,9 @@ every rank's intervals and step windows come from the same kind of file):
 * Kineto CPU (gloo), ranks without GPU ops: the ``gloo:<op>`` spans of ``collectives`` -> communication
   (``gloo:recv`` -> receive), on the thread that ran them; ``host_ops`` (the main thread's top-level CPU ops)
   -> compute, except ``c10d::`` ops (the enqueue of a collective, or a blocking send/recv around its gloo span:
-  communication, not computation, left to the gloo spans). stream = ``thread <tid>``.
+  communication, not computation, left to the gloo spans), and except the time an op holds a whole gloo span
+  (:func:`_without_waits`: an autograd function around a blocking all_reduce waits, it does not compute).
+  stream = ``thread <tid>``.
 * Ascend trace_view.json / DB: ``hccl_ops`` -> communication (``hcom_receive`` -> receive), lane as stream;
   ``device_ops`` with the reader's ``op_class``. On a rank with ``hccl_ops`` its communication device tasks (HCCL's
   copies and stream tasks) are left to ``hccl_ops``, which span them; without (MindSpore CPU: collectives are host
@@ -149,12 +151,56 @@ def _gloo(run: Run) -> pd.DataFrame | None:
                            "thread " + c["tid"].astype(str)))
     if host is not None:
         h = host[host_op_class(host["name"]) == "compute"]  # c10d:: ops: left to the gloo spans
-        parts.append(_rows(h["rank"], h["start_ms"], _end(h), "compute", h["name"],
+        h = _without_waits(h.assign(end_ms=_end(h)), c if parts else None)
+        parts.append(_rows(h["rank"], h["start_ms"], h["end_ms"], "compute", h["name"],
                            "thread " + h["tid"].astype(str)))
     parts = [p for p in parts if not p.empty]
     if not parts or not any((p["kind"] == "compute").any() for p in parts):
         return None  # collectives without the host's compute: nothing to set them against
     return pd.concat(parts, ignore_index=True)
+
+
+def _without_waits(h: pd.DataFrame, spans: pd.DataFrame | None) -> pd.DataFrame:
+    """Top-level host ops without the collectives they wait for: an op (an autograd function or module around a
+    blocking ``all_reduce``) that holds a whole gloo span from its start to its end is waiting for it during that
+    span, not computing. Such an op is cut into the pieces around the spans it holds (same name); an op that
+    merely overlaps a span (backward beside DDP's asynchronous all-reduce) keeps its time."""
+    if spans is None or spans.empty or h.empty:
+        return h
+    out = [h]
+    cut_idx = []
+    for rank, hh in h.groupby("rank", sort=False):
+        cc = spans[spans["rank"] == rank]
+        if cc.empty:
+            continue
+        hh = hh.sort_values("start_ms", kind="stable")
+        hs, he = hh["start_ms"].to_numpy(float), hh["end_ms"].to_numpy(float)
+        cs, ce = union(cc["start_ms"].to_numpy(float), _end(cc).to_numpy(float))
+        i = np.searchsorted(hs, cs, side="right") - 1
+        inside = (i >= 0) & (he[np.clip(i, 0, None)] >= ce)
+        if not inside.any():
+            continue
+        pieces = []
+        for k in np.unique(i[inside]):
+            row = hh.iloc[k]
+            sel = inside & (i == k)
+            a = float(row["start_ms"])
+            for s0, e0 in zip(cs[sel], ce[sel]):
+                if s0 > a:
+                    pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(s0)})
+                a = max(a, float(e0))
+            if float(row["end_ms"]) > a:
+                pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(row["end_ms"])})
+            cut_idx.append(hh.index[k])
+        if pieces:
+            out.append(pd.DataFrame(pieces))
+    if not cut_idx:
+        return h
+    out[0] = h.drop(index=cut_idx)
+    res = pd.concat(out, ignore_index=True)
+    if "dur_ms" in res:
+        res["dur_ms"] = res["end_ms"] - res["start_ms"]
+    return res
 
 
 def _ascend(run: Run) -> pd.DataFrame | None:

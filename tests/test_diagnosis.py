@@ -192,3 +192,19 @@ def test_a_second_cause_of_the_same_kind_goes_under_the_first():
     advisor.consolidate(outs)
     assert [f.id for o in outs for f in o.view.findings] == ["comm_not_overlapped"]
     assert [s["id"] for s in a.symptoms] == ["comm_grew_vs_baseline"]
+
+
+def test_a_host_op_holding_a_whole_collective_waits_for_it():
+    """reportgen/timeline.py: an autograd function around a blocking all_reduce is cut around the gloo span it
+    holds; an op that only overlaps an asynchronous span keeps its time."""
+    from reportgen.timeline import _without_waits
+
+    h = pd.DataFrame([{"rank": 0, "name": "ReduceFromTP", "tid": "1", "start_ms": 0.0, "dur_ms": 100.0,
+                       "end_ms": 100.0},
+                      {"rank": 0, "name": "aten::mm", "tid": "1", "start_ms": 100.0, "dur_ms": 10.0, "end_ms": 110.0}])
+    spans = pd.DataFrame([{"rank": 0, "start_ms": 20.0, "dur_ms": 60.0, "end_ms": 80.0},
+                          {"rank": 0, "start_ms": 105.0, "dur_ms": 20.0, "end_ms": 125.0}])
+    out = _without_waits(h, spans).sort_values("start_ms")
+    assert out[["name", "start_ms", "end_ms"]].values.tolist() == [
+        ["ReduceFromTP", 0.0, 20.0], ["ReduceFromTP", 80.0, 100.0], ["aten::mm", 100.0, 110.0]]
+    assert (out["dur_ms"] == out["end_ms"] - out["start_ms"]).all()

@@ -39,13 +39,13 @@ KINDS = {
     "compute": ("slow_rank_compute", "Compare its operators with a peer's in the rank comparison (uneven work, a "
                 "slower device or core, extra work on this rank only).", MATRIX_FIGURE),
     "dataloader": ("slow_input_pipeline", "Load input in parallel on this rank (more DataLoader workers, "
-                   "prefetching, pinned memory) or fix its storage / preprocessing.", MATRIX_FIGURE),
+                   "prefetching, pinned memory) or fix its storage / preprocessing.", PATH_FIGURE),
     "launch": ("launch_bound_rank", "Fewer, larger operations on this rank: fuse small ops (torch.compile, fused "
-               "kernels), remove per-element Python loops, batch small tensors.", MATRIX_FIGURE),
+               "kernels), remove per-element Python loops, batch small tensors.", PATH_FIGURE),
     "link": ("slow_p2p_link", "Look at what the sending rank does before its send (a stall, extra work) and at the "
              "link itself (placement across hosts, the transport).", MATRIX_FIGURE),
     "late": ("rank_arrives_late", "Open this rank in the execution drill-down: what it does before the collectives it "
-             "enters last (a slower device, extra work, host stalls).", MATRIX_FIGURE),
+             "enters last (a slower device, extra work, host stalls).", PATH_FIGURE),
     "stage": ("heavy_pipeline_stage", "Rebalance the layers between pipeline stages (fewer layers on the heavy "
               "stage), or use more micro-batches / an interleaved schedule.", PATH_FIGURE),
     "overlap": ("comm_not_overlapped", "Overlap gradient communication with backward (DDP buckets / async "
@@ -57,11 +57,13 @@ def finding(c: dg.Cause) -> Finding:
     fid, suggestion, figure = KINDS.get(c.kind, (f"cause_{c.kind}", "", MATRIX_FIGURE))
     ev = {"metric": "stake_ms", "value": c.time_ms, "confidence_ratio": c.confidence,
           "steps_tested": c.steps, "share_of_step_ratio": c.share, "cause": c.as_dict()}
-    ev.update({k: v for k, v in c.evidence.items() if k in ("peer_median", "wait_ms", "exposed_ms", "host")})
+    ev.update({k: v for k, v in c.evidence.items() if k in ("wait_ms", "exposed_ms", "host")})
+    if "peer_median" in c.evidence:  # in the unit of the feature compared
+        ev["peer_median_ops" if c.kind == "launch" else "peer_median_ms"] = c.evidence["peer_median"]
     if c.stage is not None:
         ev["stage"] = c.stage
     held = round(c.confidence * c.steps)
-    f = Finding(fid, c.severity, ID, dg.describe(c) + f" (in {held} of the {c.steps} steps)",
+    f = Finding(fid, c.severity, ID, dg.describe(c).rstrip(".") + f", in {held} of the {c.steps} steps.",
                 ranks=list(c.ranks), links=[list(c.link)] if c.link else [], evidence=ev, suggestion=suggestion,
                 view=EvidenceView(figure))
     f.share_of_step = c.share
@@ -152,22 +154,24 @@ def present(a: Analysis) -> View:
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
             Column("busy_ms", "Compute busy", "ms"), Column("ops", "Operations launched", "float"),
             Column("input_ms", "Input wait", "ms"), Column("held_ms", "Held its calls (sum over calls)", "ms"),
-            Column("waited_ms", "Waited", "ms")]
+            Column("waited_ms", "Waited (sum over calls)", "ms")]
     if "path_own_ms" in t["ranks"]:
         cols.append(Column("path_own_ms", "Own work on the critical path", "ms"))
     tables = [Table.from_frame("waits-ranks", "Per rank, mean per step", t["ranks"], cols,
                                caption="Compute busy: the union of the rank's innermost compute operations (an "
                                        "operation that wraps a whole collective is waiting, not computing). Held its "
                                        "calls: at the calls it entered last, the time between the next-to-last "
-                                       "entry and its own, summed over its calls (calls on several threads overlap, "
-                                       "so the sum can exceed the step). Waited: its waits at collectives and transfers.")]
+                                       "entry and its own. Waited: its waits at collectives and transfers. Both are "
+                                       "sums over calls, and calls on several threads overlap (asynchronous "
+                                       "gradient all-reduce runs beside backward), so they can exceed the step: "
+                                       "the critical path says what the step lost. Waited: its waits at collectives and transfers.")]
     m = a.metrics
     if m["causes"]:
         summary = (f"{len(m['causes'])} cause{'s' if len(m['causes']) != 1 else ''} beyond the run's own jitter; "
                    "the findings at the top lead with them and list what they cause elsewhere.")
     elif m["judged"]:
-        summary = ("No rank, link, stage or input pipeline holds the others beyond the run's own jitter (the tests "
-                   "are in reportgen/diagnosis.py): the waiting below is spread, not caused by one place.")
+        summary = ("No rank, host, link, stage or input pipeline holds the others back beyond the run's own jitter: "
+                   "the waiting below is spread over the ranks, not caused by one place.")
     else:
         summary = "Who waited for whom is shown, but not judged: " + " ".join(a.data.get("notes") or [])
     return View(summary=summary, figures=figures, tables=tables, notes=list(a.data.get("notes") or []))
