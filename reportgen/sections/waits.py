@@ -98,24 +98,28 @@ def analyze(run: Run, options=None) -> Analysis:
                     data={"notes": list(d.notes)})
 
 
-def _matrix_figure(m: pd.DataFrame) -> Figure:
+def _matrix_figure(m: pd.DataFrame, step_ms: float) -> Figure:
     top_c = m.groupby("cause")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
     top_w = m.groupby("waiter")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
     # the rank waited for is the link's source, the waiting rank its destination: a finding's focus_links ("3>7")
     # and focus_ranks outline its cells (charts.focusable)
     x = m[m["cause"].isin(top_c) & m["waiter"].isin(top_w)].rename(columns={"cause": "src_rank", "waiter": "dst_rank"})
+    x = x.assign(share=x["wait_ms"] / step_ms if step_ms and step_ms > 0 else float("nan"))
     side = max(1, len(top_c), len(top_w))
     cell = band(side, 40, 6, 560)
     chart = vl.Chart(x).mark_rect().encode(
         x=vl.X("src_rank:O", title="Rank waited for", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
         y=vl.Y("dst_rank:O", title="Waiting rank", axis=vl.Axis(labelOverlap=True)),
-        color=vl.Color("wait_ms:Q", scale=sequential(), legend=vl.Legend(title="ms / step", format=fmt.D3_FORMAT)),
+        # one fixed scale, the share of the step (0 to 100 %): a quiet run looks quiet, whatever its largest cell
+        color=vl.Color("share:Q", scale=vl.Scale(scheme=palette.SEQUENTIAL, domain=[0, 1], clamp=True),
+                       legend=vl.Legend(title="of the step", format=fmt.D3_PCT)),
         tooltip=[vl.Tooltip("dst_rank:O", title="Waiting rank"), vl.Tooltip("src_rank:O", title="Waited for"),
-                 tip("wait_ms", "Wait per step", "ms")],
+                 tip("wait_ms", "Wait per step", "ms"), tip("share", "Of the step", kind="ratio")],
     ).properties(width={"step": cell}, height={"step": cell})
     cut = "" if side < MATRIX_MAX_SIDE else f" The {MATRIX_MAX_SIDE} ranks waited for most and waiting most are drawn."
     return Figure(MATRIX_FIGURE, "Who waits for whom", to_spec(chart),
-                  caption="Each cell: the time the row's rank waited per step (mean over the steps in scope) for the "
+                  caption="Each cell: the time the row's rank waited per step (mean over the steps in scope, as a share "
+                          "of the median step on one fixed scale) for the "
                           "column's rank, at the collectives the column's rank entered last and the point-to-point "
                           "transfers it entered after its peer. A column that lights up is a rank the others wait "
                           "for." + cut, alt="Heatmap of waiting rank against the rank waited for")
@@ -148,7 +152,7 @@ def present(a: Analysis) -> View:
     t = a.tables
     figures = []
     if not t["matrix"].empty:
-        figures.append(_matrix_figure(t["matrix"]))
+        figures.append(_matrix_figure(t["matrix"], a.metrics.get("step_ms")))
     if "path" in t and not t["path"].empty:
         figures.append(_path_figure(t["path"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
