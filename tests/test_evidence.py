@@ -107,6 +107,7 @@ def test_evidence_views_of_the_reference_runs():
         "pipeline_within_stage": ("overlap-heatmap", {"comm_not_overlapped_exclude_receive_ms",
                                                       "comm_not_overlapped_exclude_receive_incl_batch_ms"}),
         "long_free_time": ("overlap-heatmap", {"free_ms"}),
+        "comm_share": ("overlap-heatmap", {"comm_not_overlapped_ms"}),
         "slow_step_interval": ("trajectory-heatmap", {"step_interval_ms"}),
         "small_packets": ("communication-sizes", set()),
         "stage_flops_imbalance": ("flops-stages", set()),
@@ -116,9 +117,9 @@ def test_evidence_views_of_the_reference_runs():
         "group_slow_link": ("domains-members", set()),
         # issue 26: the diagnosis's causes open who-waits-for-whom or the critical path
         "heavy_pipeline_stage": ("waits-path", set()), "comm_not_overlapped": ("waits-path", set()),
-        "slow_rank_compute": ("waits-matrix", set()), "slow_input_pipeline": ("waits-matrix", set()),
-        "launch_bound_rank": ("waits-matrix", set()), "slow_p2p_link": ("waits-matrix", set()),
-        "rank_arrives_late": ("waits-matrix", set()),
+        "slow_rank_compute": ("waits-path", set()), "slow_input_pipeline": ("waits-path", set()),
+        "launch_bound_rank": ("waits-path", set()), "slow_p2p_link": ("waits-matrix", set()),
+        "rank_arrives_late": ("waits-path", set()),
     }
     for parts in (("mindinsight", "mi_cluster_propose_pp2x4"), ("ascend", "msinsight", "test", "st", "level2"),
                   ("generated", "torch_gloo_ddp4_baseline")):

@@ -115,9 +115,9 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
     assert not log.problems(), log.problems()
 
 
-def test_the_cause_finding_opens_who_waits_for_whom(tmp_path, open_report):
-    """A late rank (issue 26): the report leads with it, and its link opens the who-waits-for-whom matrix with the
-    rank highlighted; the page's first words are the cause."""
+def test_the_cause_finding_opens_its_critical_path(tmp_path, open_report):
+    """A late rank (issue 26): the report leads with it, and its link opens the critical path of the median step
+    (its own work holds the step) with the rank highlighted; the page's first words are the cause."""
     from reportgen.synth.ascend import AscendSpec, write_ascend_run
 
     run = tmp_path / "run"
@@ -126,12 +126,12 @@ def test_the_cause_finding_opens_who_waits_for_whom(tmp_path, open_report):
     assert main([str(run), "-o", str(out), "--json", str(metrics), "--quiet"]) == 0
     findings = json.loads(metrics.read_text())["findings"]
     f = findings[0]
-    assert f["cause"] and f["ranks"] == [1] and f["view"]["figure"] == "waits-matrix"
+    assert f["cause"] and f["ranks"] == [1] and f["view"]["figure"] == "waits-path"
     assert any(s["id"] == "slow_device_compute" for s in f["symptoms"])  # the old rule's finding, as its symptom
     page, log = open_report(out)
     assert page.locator("#rg-verdict").inner_text().startswith("Cause:")
     page.locator("#rg-verdict a[data-view]").click()
-    page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg="waits-matrix")
+    page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg="waits-path")
     state = page.evaluate(STATE_JS, f["view"])
     assert state["target"] and state["visible"]
     assert not log.problems(), log.problems()

@@ -92,7 +92,8 @@ def test_gloo_breakdown_matches_the_step_summary():
     """step_summary.txt (the generator's check, ../shared/tools/gen/torch_ddp/summarize_run.py): per rank and
     ProfilerStep, the union of gloo spans and of the main thread's cpu_op spans (both: spans starting in the step).
     Communication = the gloo union. Computing leaves out the c10d:: ops (the enqueue of a collective, or a blocking
-    send/recv around its gloo span), so computing together with those c10d spans is the main-thread union."""
+    send/recv around its gloo span) and the time an op holds a whole gloo span (waiting), so computing together with
+    those c10d spans is the main-thread union less time spent waiting inside gloo spans."""
     root = fixture_dir(*GLOO)
     run = read_run(root)
     st = run.table("step_time").set_index(["rank", "step"])
@@ -112,7 +113,10 @@ def test_gloo_breakdown_matches_the_step_summary():
         c10d = h[h["name"].str.startswith("c10d::")]
         c10d_iv = clip(union(c10d["start_ms"].to_numpy(), (c10d["start_ms"] + c10d["dur_ms"]).to_numpy()),
                        ts["start_ms"], ts["end_ms"])
-        assert row["computing_ms"] + length(*c10d_iv) == pytest.approx(main, abs=1e-6), key
+        # the rest of the main thread's time is waiting: host ops that hold a whole gloo span (an autograd function
+        # around a blocking all_reduce) are cut around it (reportgen/timeline.py _without_waits; issue 26)
+        waiting = main - row["computing_ms"] - length(*c10d_iv)
+        assert -1e-6 <= waiting <= row["comm_ms"] + 1e-6, key
 
 
 @pytest.mark.parametrize("parts", ASCEND, ids=["text", "db"])
