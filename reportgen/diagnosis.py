@@ -313,19 +313,34 @@ class _WithStarts:
 
 # --------------------------------------------------------------------------------------------- causes
 def _peer_excess(f: pd.DataFrame, col: str) -> pd.DataFrame:
-    """Per rank and step: value - median of the stage peers, and the peers' spread (max - min) that step."""
-    rows = []
-    for (step, stage), g in f.groupby(["step", "stage"]):
-        if len(g) < 2 or g[col].isna().all():
+    """Per rank and step: value - median of the stage peers (the other ranks of its stage that step), and the
+    peers' spread (max - min). Leave-one-out statistics from each group's sorted values, vectorised: a 4,096-rank
+    run is ~10^4 rows per step."""
+    cols = ["step", "stage", "rank", "value", "excess", "spread", "peer_median"]
+    x = f[["step", "stage", "rank", col]].dropna(subset=[col])
+    parts = []
+    for (step, stage), g in x.groupby(["step", "stage"], sort=False):
+        n = len(g)
+        if n < 2:
             continue
-        v = g.set_index("rank")[col].astype(float)
-        for r, x in v.items():
-            peers = v.drop(r).dropna()
-            if peers.empty or math.isnan(x):
-                continue
-            rows.append((int(step), int(stage), int(r), float(x), float(x - peers.median()),
-                         float(peers.max() - peers.min()), float(peers.median())))
-    return pd.DataFrame(rows, columns=["step", "stage", "rank", "value", "excess", "spread", "peer_median"])
+        order = np.argsort(g[col].to_numpy(float), kind="stable")
+        v = g[col].to_numpy(float)[order]
+        k = np.arange(n)  # position of each rank in the sorted values
+        m = n - 1  # peers
+
+        def without(j):  # the j-th smallest of the values without the k-th
+            return v[np.where(j < k, j, j + 1)]
+
+        if m % 2:
+            med = without(np.full(n, (m - 1) // 2))
+        else:
+            med = (without(np.full(n, m // 2 - 1)) + without(np.full(n, m // 2))) / 2
+        hi = np.where(k == n - 1, v[n - 2], v[n - 1])
+        lo = np.where(k == 0, v[1], v[0])
+        parts.append(pd.DataFrame({"step": int(step), "stage": int(stage),
+                                   "rank": g["rank"].to_numpy()[order].astype("int64"), "value": v,
+                                   "excess": v - med, "spread": hi - lo, "peer_median": med}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
 
 
 def _rank_causes(d: Diagnosis, exclude: set | None = None) -> list[Cause]:
@@ -471,17 +486,16 @@ def _link_causes(d: Diagnosis, run: Run) -> list[Cause]:
         ["step", "src_rank", "dst_rank"], as_index=False)["recv_wait"].sum()
     st = {int(r): (run.stage_of(int(r)) or 0) for r in set(per["src_rank"]) | set(per["dst_rank"])}
     per["pair"] = [(st[int(a)], st[int(b)]) for a, b in zip(per["src_rank"], per["dst_rank"])]
-    out = []
-    for (step, pair), g in per.groupby(["step", "pair"]):
-        if len(g) < 2:
-            continue
-        for i, row in g.iterrows():
-            others = g.drop(i)["recv_wait"]
-            per.loc[i, "excess"] = row["recv_wait"] - others.median()
-            per.loc[i, "spread"] = others.max() - others.min()
-    if "excess" not in per:
+    # each direction against the other directions between the same stages, that step (leave-one-out, vectorised)
+    width = int(max(per["src_rank"].max(), per["dst_rank"].max())) + 1
+    per["stage"] = pd.Series([a * 1_000_003 + b for a, b in per["pair"]], index=per.index, dtype="int64")
+    per["rank"] = (per["src_rank"].astype("int64") * width + per["dst_rank"].astype("int64"))
+    x = _peer_excess(per[["step", "stage", "rank", "recv_wait"]], "recv_wait")
+    if x.empty:
         return []
+    per = per.merge(x[["step", "rank", "excess", "spread"]], on=["step", "rank"], how="inner")
     per["hit"] = (per["excess"] > NOISE_K * per["spread"]) & (per["excess"] >= MIN_EFFECT_SHARE * d.step_ms)
+    out = []
     for (a, b), g in per.groupby(["src_rank", "dst_rank"]):
         conf = float(g["hit"].sum()) / steps
         if conf < MIN_STEP_SHARE:

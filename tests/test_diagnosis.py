@@ -208,3 +208,16 @@ def test_a_host_op_holding_a_whole_collective_waits_for_it():
     assert out[["name", "start_ms", "end_ms"]].values.tolist() == [
         ["ReduceFromTP", 0.0, 20.0], ["ReduceFromTP", 80.0, 100.0], ["aten::mm", 100.0, 110.0]]
     assert (out["dur_ms"] == out["end_ms"] - out["start_ms"]).all()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 8])
+def test_peer_statistics_leave_the_rank_out(n):
+    rng = np.random.default_rng(n)
+    f = pd.DataFrame({"step": np.repeat([1, 2], n), "stage": 1, "rank": np.tile(np.arange(n), 2),
+                      "busy_ms": rng.uniform(0, 100, 2 * n).round(1)})
+    got = dg._peer_excess(f, "busy_ms").set_index(["step", "rank"])
+    for (step, rank), row in f.set_index(["step", "rank"]).iterrows():
+        peers = f[(f["step"] == step) & (f["rank"] != rank)]["busy_ms"]
+        assert got.loc[(step, rank), "peer_median"] == pytest.approx(peers.median())
+        assert got.loc[(step, rank), "excess"] == pytest.approx(row["busy_ms"] - peers.median())
+        assert got.loc[(step, rank), "spread"] == pytest.approx(peers.max() - peers.min())
