@@ -14,9 +14,9 @@ Definitions (all per step in scope, then summarised over the steps):
   entered each call last to that rank's previous call, to the step's start. Each hop is that rank's own work
   (compute, data loading, host activity, idle) between two calls; the rest is transfer once every rank was in.
   Per step and rank: the own work on the path (``path``); the path's segments of the median step draw the chart.
-* **Per rank and step features** (:func:`features`): compute busy time (the union of the rank's innermost compute
-  intervals on its timeline, :func:`leaves` of ``device_timeline`` op_class compute: a wrapper op that blocks in a
-  collective is not computing), operations launched (those intervals),
+* **Per rank and step features** (:func:`features`): compute busy time (the union of the rank's compute intervals
+  on its timeline, ``device_timeline`` op_class compute, where an op that holds a whole collective is already cut
+  around it: reportgen/timeline.py), operations launched (those intervals),
   input wait (:func:`reportgen.facts.input_wait`), held time, waited time.
 
 **Causes** (:func:`diagnose`): a candidate is named only when its effect is beyond the run's own jitter:
@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from . import facts, fmt
+from .intervals import union_length_by
 from .model import Run
 
 #: how many times the peers' own spread a rank's excess must reach
@@ -130,10 +131,11 @@ def _call_table(run: Run, F) -> pd.DataFrame | None:
         p = F.in_scope(p).reset_index(drop=True)
         base = (int(parts[0]["cid"].max()) + 1) if parts else 0
         ids = np.arange(len(p)) + base
-        send_end = p["send_enter_ms"].to_numpy(float)  # the end of a transfer: the later entry (what the data has)
+        send_enter = p["send_enter_ms"].to_numpy(float)
+        # the end of a transfer: the later entry (the data has no transfer end of its own)
         end = np.maximum(p["send_enter_ms"].to_numpy(float), p["recv_enter_ms"].to_numpy(float))
         parts.append(pd.DataFrame({"cid": ids, "step": p["step"].to_numpy(), "rank": p["src_rank"].to_numpy(),
-                                   "enter_ms": send_end, "end_ms": end, "via": "p2p"}))
+                                   "enter_ms": send_enter, "end_ms": end, "via": "p2p"}))
         parts.append(pd.DataFrame({"cid": ids, "step": p["step"].to_numpy(), "rank": p["dst_rank"].to_numpy(),
                                    "enter_ms": p["recv_enter_ms"].to_numpy(float), "end_ms": end, "via": "p2p"}))
     if not parts:
@@ -154,56 +156,6 @@ def _call_table(run: Run, F) -> pd.DataFrame | None:
     return c
 
 
-def leaves(tl: pd.DataFrame) -> pd.DataFrame:
-    """The intervals that contain no other interval of their rank and thread / stream: the operations that do the
-    work (a wrapper op — an autograd function around a blocking collective, a module call — holds its children and
-    the time it waited between them; kernels on a device stream never nest, every one is a leaf)."""
-    keys = ["rank", "stream"] if "stream" in tl else ["rank"]
-    o = tl.sort_values(keys + ["start_ms", "end_ms"], ascending=[True] * len(keys) + [True, False], kind="stable")
-    nxt = o.groupby(keys, sort=False)["start_ms"].shift(-1)
-    return o[~(nxt < o["end_ms"]).to_numpy()]
-
-
-def _minus_blocking(comp: pd.DataFrame, tl: pd.DataFrame) -> pd.DataFrame:
-    """Compute intervals without the communication they wrap: an op (an autograd function, a module call) that
-    holds a whole collective from its start to its end is waiting for it, not computing. Each communication
-    interval of the rank (``device_timeline`` op_class communication, any thread) that lies entirely inside one
-    compute interval is taken off that interval's length (its end moves in; only ``busy_ms`` reads it). A kernel
-    that merely overlaps an asynchronous collective keeps its time."""
-    from . import intervals as iv
-
-    cm = tl[tl["op_class"] == "communication"]
-    if cm.empty or comp.empty:
-        return comp
-    parts = []
-    cm_of = {int(r): g for r, g in cm.groupby("rank", sort=False)}
-    for rank, g in comp.groupby("rank", sort=False):
-        c = cm_of.get(int(rank))
-        if c is None:
-            parts.append(g)
-            continue
-        us, ue = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
-        g = g.sort_values("start_ms", kind="stable")
-        gs, ge = g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float)
-        i = np.searchsorted(gs, us, side="right") - 1
-        ok = (i >= 0) & (ge[np.clip(i, 0, None)] >= ue)
-        cut = np.zeros(len(g))
-        np.add.at(cut, i[ok], (ue - us)[ok])
-        parts.append(g.assign(end_ms=np.maximum(gs, ge - cut)))
-    return pd.concat(parts, ignore_index=True)
-
-
-def _union_per_step(tl: pd.DataFrame) -> pd.DataFrame:
-    """rank, step, busy_ms (length of the union of the intervals), ops (intervals)."""
-    o = tl.sort_values(["rank", "step", "start_ms"], kind="stable")
-    before = o.groupby(["rank", "step"], sort=False)["end_ms"].cummax().groupby(
-        [o["rank"], o["step"]], sort=False).shift(1)
-    lo = np.maximum(o["start_ms"].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
-    add = np.clip(o["end_ms"].to_numpy(float) - lo, 0, None)
-    return o.assign(busy_ms=add).groupby(["rank", "step"], as_index=False).agg(busy_ms=("busy_ms", "sum"),
-                                                                             ops=("busy_ms", "size"))
-
-
 def features(run: Run, F, calls: pd.DataFrame | None) -> pd.DataFrame:
     """Per rank and step in scope (module doc)."""
     st = F.in_scope(F.step_time)[["rank", "step", "step_ms"]].copy()
@@ -211,10 +163,10 @@ def features(run: Run, F, calls: pd.DataFrame | None) -> pd.DataFrame:
     st["stage"] = st["stage"].fillna(0).astype("int64")
     tl = run.table("device_timeline")
     if tl is not None and not tl.empty and "op_class" in tl:
-        lv = leaves(F.in_scope(tl))  # leaves among every class: an op around a collective is not a leaf
-        comp = _minus_blocking(lv[lv["op_class"] == "compute"], F.in_scope(tl))
+        comp = F.in_scope(tl[tl["op_class"] == "compute"])
         if not comp.empty:
-            st = st.merge(_union_per_step(comp), on=["rank", "step"], how="left")
+            busy = union_length_by(comp, ["rank", "step"]).rename(columns={"length": "busy_ms", "rows": "ops"})
+            st = st.merge(busy, on=["rank", "step"], how="left")
     for col in ("busy_ms", "ops"):
         if col not in st:
             st[col] = math.nan
@@ -236,16 +188,12 @@ def features(run: Run, F, calls: pd.DataFrame | None) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------- critical path
-def critical_path(calls: pd.DataFrame, F, step: int) -> list[tuple[int, float, float, str]]:
-    """The critical path of one step (module doc): segments (rank, start_ms, end_ms, "own" | "transfer")."""
+def critical_path(calls: pd.DataFrame, step: int, st_start: dict) -> list[tuple[int, float, float, str]]:
+    """The critical path of one step (module doc): segments (rank, start_ms, end_ms, "own" | "transfer");
+    ``st_start``: rank -> the start of its window of this step (else its first entry in the step)."""
     c = calls[calls["step"] == step]
     if c.empty:
         return []
-    starts = F.step_time[F.step_time["step"] == step]
-    st_start = {}
-    ts = None
-    if "start_ms" in starts:
-        st_start = dict(zip(starts["rank"], starts["start_ms"]))
     by_rank = {int(r): g.sort_values("end_ms") for r, g in c.groupby("rank")}
     last = c.loc[c["call_end_ms"].idxmax()]
     cid = int(last["cid"])
@@ -265,7 +213,7 @@ def critical_path(calls: pd.DataFrame, F, step: int) -> list[tuple[int, float, f
                 prev = g.iloc[i]
         if prev is None:
             s0 = st_start.get(rank)
-            if s0 is None or ts is not None:
+            if s0 is None:
                 s0 = float(c[c["rank"] == rank]["enter_ms"].min()) if g is not None else t
             segs.append((rank, min(float(s0), t), t, "own"))
             break
@@ -280,15 +228,15 @@ def critical_path(calls: pd.DataFrame, F, step: int) -> list[tuple[int, float, f
 def _path_table(calls: pd.DataFrame, F, run: Run) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     if calls is None or len(calls) > MAX_PATH_ENTRIES:
         return None, None
-    st = F.step_time
-    if "start_ms" not in st:
-        ts = run.table("trace_steps")
-        if ts is not None and {"rank", "step", "start_ms"} <= set(ts.columns):
-            F = _WithStarts(F, ts)
+    from .timeline import step_windows
+
+    win = step_windows(run)
+    starts = {} if win is None else {(int(s_), int(r)): float(t) for s_, r, t in
+                                     zip(win["step"], win["rank"], win["start_ms"])}
     rows, median_segs = [], None
-    med = F.median_step() if hasattr(F, "median_step") else None
+    med = F.median_step()
     for step in sorted(calls["step"].unique()):
-        segs = critical_path(calls, F, int(step))
+        segs = critical_path(calls, int(step), {r: t for (s_, r), t in starts.items() if s_ == int(step)})
         for r, a, b, kind in segs:
             if kind == "own":
                 rows.append((int(step), r, max(0.0, b - a)))
@@ -298,17 +246,6 @@ def _path_table(calls: pd.DataFrame, F, run: Run) -> tuple[pd.DataFrame | None, 
         return None, None
     path = pd.DataFrame(rows, columns=["step", "rank", "own_ms"]).groupby(["step", "rank"], as_index=False).sum()
     return path, median_segs
-
-
-class _WithStarts:
-    """The facts with each rank's step start (from the step windows) for the critical path."""
-
-    def __init__(self, F, ts):
-        self._F = F
-        self.step_time = F.step_time.merge(ts[["rank", "step", "start_ms"]], on=["rank", "step"], how="left")
-
-    def __getattr__(self, name):
-        return getattr(self._F, name)
 
 
 # --------------------------------------------------------------------------------------------- causes
@@ -542,9 +479,7 @@ def _overlap_causes(d: Diagnosis, run: Run, F) -> list[Cause]:
         subset=["start_ms", "elapse_ms"]))
     if o.empty:
         return []
-    t = F.in_scope(tl)
-    lv = leaves(t)
-    comp = _minus_blocking(lv[lv["op_class"] == "compute"], t)
+    comp = F.in_scope(tl[tl["op_class"] == "compute"])
     dur = o["elapse_ms"]  # the time the rank spent in them (its waits would hide behind compute too)
     parts = []
     for r, g in o.assign(_d=dur).groupby("rank"):

@@ -344,20 +344,17 @@ def comm_op_ms(ops: pd.DataFrame, keys=("rank", "step")) -> pd.DataFrame:
 def comm_busy_ms(ops: pd.DataFrame, keys=("rank", "step")) -> pd.DataFrame | None:
     """**Communication busy time** per ``keys``: the length of the union of the communication intervals
     ``[start_ms, start_ms + elapse_ms]`` on the rank's timeline (time during which at least one communication
-    operation ran). Exact, vectorised: sorted by start within each key, an interval adds
-    ``max(0, end - max(start, the largest end before it))``. Column ``comm_busy_ms``; None when the operations have
-    no start times (MindSpore hccl_raw)."""
+    operation ran; :func:`reportgen.intervals.union_length_by`). Column ``comm_busy_ms``; None when the operations
+    have no start times (MindSpore hccl_raw)."""
     if "start_ms" not in ops:
         return None
     o = ops.dropna(subset=["start_ms", "elapse_ms"])
     if o.empty:
         return None
-    keys = list(keys)
-    o = o.assign(_end=o["start_ms"] + o["elapse_ms"].clip(lower=0)).sort_values(keys + ["start_ms"], kind="stable")
-    before = o.groupby(keys, sort=False)["_end"].cummax().groupby([o[k] for k in keys], sort=False).shift(1)
-    lo = np.maximum(o["start_ms"].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
-    add = np.clip(o["_end"].to_numpy(float) - lo, 0, None)
-    return o.assign(comm_busy_ms=add).groupby(keys, as_index=False)["comm_busy_ms"].sum()
+    from .intervals import union_length_by
+
+    u = union_length_by(o.assign(_end=o["start_ms"] + o["elapse_ms"].clip(lower=0)), list(keys), end="_end")
+    return u.drop(columns="rows").rename(columns={"length": "comm_busy_ms"})
 
 
 def _comm_cache(run: Run) -> dict:

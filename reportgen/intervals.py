@@ -31,6 +31,18 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return ms, me
 
 
+def union_length_by(df: pd.DataFrame, keys: list[str], start: str = "start_ms", end: str = "end_ms") -> pd.DataFrame:
+    """Per ``keys``: the length of the union of the rows' intervals ``[start, end]`` (column ``length``) and the
+    number of rows (``rows``). Exact, vectorised: sorted by start within each key, a row adds
+    ``max(0, end - max(start, the largest end before it))``."""
+    o = df.sort_values(list(keys) + [start], kind="stable")
+    before = o.groupby(list(keys), sort=False)[end].cummax().groupby([o[k] for k in keys], sort=False).shift(1)
+    lo = np.maximum(o[start].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
+    add = np.clip(o[end].to_numpy(float) - lo, 0, None)
+    return o.assign(length=add).groupby(list(keys), as_index=False).agg(length=("length", "sum"),
+                                                                       rows=("length", "size"))
+
+
 def length(s: np.ndarray, e: np.ndarray) -> float:
     return float((e - s).sum()) if len(s) else 0.0
 

@@ -99,26 +99,13 @@ def test_a_heavy_stage_is_one_cause_not_one_per_rank():
     assert [c.kind for c in d.causes] == ["stage"] and d.causes[0].stage == 2 and d.causes[0].ranks == [2, 3]
 
 
-def test_a_wrapper_op_around_a_collective_is_not_compute():
-    tl = pd.DataFrame([
-        {"rank": 0, "step": 1, "start_ms": 0.0, "end_ms": 100.0, "op_class": "compute", "stream": "thread 1"},
-        {"rank": 0, "step": 1, "start_ms": 10.0, "end_ms": 90.0, "op_class": "communication", "stream": "thread 9"},
-        {"rank": 0, "step": 1, "start_ms": 100.0, "end_ms": 110.0, "op_class": "compute", "stream": "thread 1"},
-        {"rank": 0, "step": 1, "start_ms": 105.0, "end_ms": 130.0, "op_class": "communication", "stream": "thread 9"},
-    ])
-    lv = dg.leaves(tl)
-    comp = dg._minus_blocking(lv[lv["op_class"] == "compute"], tl)
-    busy = dg._union_per_step(comp)
-    # the 80 ms collective held whole by the first op is waiting; the kernel merely overlapping one keeps its 10 ms
-    assert busy["busy_ms"].iloc[0] == pytest.approx(20.0 + 10.0)
+def test_union_length_per_key():
+    from reportgen.intervals import union_length_by
 
-
-def test_leaves_drop_the_ops_that_contain_others():
-    tl = pd.DataFrame([{"rank": 0, "stream": "s", "start_ms": 0.0, "end_ms": 10.0},
-                       {"rank": 0, "stream": "s", "start_ms": 1.0, "end_ms": 3.0},
-                       {"rank": 0, "stream": "s", "start_ms": 4.0, "end_ms": 6.0},
-                       {"rank": 0, "stream": "t", "start_ms": 2.0, "end_ms": 8.0}])
-    assert sorted(dg.leaves(tl)["start_ms"]) == [1.0, 2.0, 4.0]
+    df = pd.DataFrame({"rank": [0, 0, 0, 1], "step": 1, "start_ms": [0.0, 5.0, 20.0, 0.0],
+                       "end_ms": [10.0, 8.0, 25.0, 3.0]})
+    u = union_length_by(df, ["rank", "step"]).set_index("rank")
+    assert u.loc[0, "length"] == 15.0 and u.loc[0, "rows"] == 3 and u.loc[1, "length"] == 3.0
 
 
 def test_the_waits_section_leads_with_the_cause_and_links_the_proof():
