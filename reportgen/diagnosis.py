@@ -96,8 +96,10 @@ class Cause:
         return "high" if self.score >= HIGH_SCORE else "medium" if self.score >= MEDIUM_SCORE else "low"
 
     def as_dict(self) -> dict:
+        """The cause as findings carry it (``cause``): ``stake_ms`` = time at stake per step (ms), its share of the
+        median step, the share of steps in which the test held; metrics-json units (``_ms``, ``_ratio``)."""
         return {"kind": self.kind, "ranks": list(self.ranks), "link": self.link, "stage": self.stage,
-                "time_ms_per_step": self.time_ms, "share_of_step_ratio": self.share,
+                "stake_ms": self.time_ms, "share_of_step_ratio": self.share,
                 "confidence_ratio": self.confidence, "steps": self.steps}
 
 

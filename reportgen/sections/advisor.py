@@ -162,7 +162,7 @@ def rule_comm_vs_baseline(ctx: _Ctx) -> list[Finding]:
                 suggestion="Compare what changed since the baseline: gradient bucket size, overlap settings, "
                            "collectives issued after backward, the placement of the ranks.",
                 view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"}))
-    f.cause = {"kind": "overlap", "ranks": [], "link": None, "stage": None, "time_ms_per_step":
+    f.cause = {"kind": "overlap", "ranks": [], "link": None, "stage": None, "stake_ms":
                growth * (ctx.step_ms or 0.0), "share_of_step_ratio": growth, "confidence_ratio": 1.0,
                "steps": ctx.steps, "against": "baseline"}
     f.confidence = 1.0
