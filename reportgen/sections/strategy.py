@@ -37,7 +37,7 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import (Analysis, Column, Figure, Finding, Table, Tree, TreeNode, View, count, natural_order,
                       rank_ranges)
-from . import missing_needs, needs_reason, pipeline
+from . import missing_needs, needs_reason, pipeline, strategy_graph
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -167,6 +167,8 @@ def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> p
         out.append(m)
     cols = ["stage", "stage_id", "node_id", "name", "type", "scope", "instance_type", "parallel_shard",
             "parallel_group", "group", "parallel_group_rank", "input", "op_class", "p2p"]
+    if "phase" in ops:
+        cols.append("phase")
     if not out:
         return pd.DataFrame(columns=cols)
     return pd.concat(out, ignore_index=True)[cols]
@@ -373,6 +375,11 @@ def analyze(run: Run, options=None) -> Analysis:
         if not mat.empty:
             tables["strategy_matrices"] = mat
         tables["namespaces"] = namespace_counts(merged)
+        # the computational graph (strategy_graph: aggregation, layout) and its node attribute table
+        data["graph"] = strategy_graph.graph_data(merged)
+        tables["graph_ops"] = strategy_graph.node_table(merged)
+        data["graph_ops_total"] = int(len(merged))
+        metrics["graph_nodes_drawn"] = {f"{r['stage']}:{r['phase']}": r["nodes"] for r in data["graph"]["stats"]}
         dis = disagreements(ops, stage_devices)
         if not dis.empty:
             tables["strategy_disagreements"] = dis
@@ -476,11 +483,23 @@ def present(a: Analysis) -> View:
             [Column("name", "Operator", "text"), Column("scope_of_check", "Where", "text"),
              Column("parallel_shard", "Strategy", "text"), Column("ranks_text", "Ranks", "text")]))
     view = _strategy_view(a)
-    if view is not None:
-        figures.append(view)
     controls = []
+    graph = strategy_graph.figure(a.data["graph"]) if "graph" in a.data else None
+    if view is not None:
+        if graph is not None:  # a Send / Receive (any operator) leads to its stage's graph, in its part
+            view.spec["usermeta"] = {**view.spec.get("usermeta", {}), "rg_click": GRAPH_CLICK}
+            view.caption += " Click an operator to show its stage's graph (and part) below."
+        figures.append(view)
+    if graph is not None:
+        figures.append(graph[0])
+        controls += graph[1]
+        tables.append(strategy_graph.table(t["graph_ops"], a.data["graph_ops_total"]))
     if "pipeline" in a.data:
         pfigs, ptables, pcontrols, psummary = pipeline.present(a.data["pipeline"])
+        for f in pfigs:
+            if graph is not None and f.id == "strategy-pipeline":  # the panel's sends / receives lead to the graph
+                f.spec["usermeta"] = {**f.spec.get("usermeta", {}), "rg_click": [GRAPH_CLICK[0]]}
+                f.caption += " Click a send or receive to show its stage's graph."
         figures += pfigs
         tables += ptables
         controls += pcontrols
@@ -592,6 +611,9 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
                   alt="Matrix of send/receive pairs between pipeline stages")
 
 
+#: clicking an operator of the strategy view (or a send / receive of the pipeline panel) sets the graph's controls
+GRAPH_CLICK = [{"field": "stage", "signal": strategy_graph.STAGE_SIGNAL},
+               {"field": "phase", "signal": strategy_graph.PHASE_SIGNAL}]
 #: operators drawn per stage in the strategy view (beyond: the first ones in execution order, and said)
 VIEW_OPS = 4000
 _ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
@@ -645,7 +667,8 @@ def _strategy_view(a: Analysis) -> Figure | None:
         role = role_of_ops(g)
         rows.append(pd.DataFrame({"stage": int(st), "pos": g["pos"].astype(int), "role": role,
                                   "name": [limits.cap_text(str(n), 120) for n in g["name"]],
-                                  "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str)}))
+                                  "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str),
+                                  "phase": strategy_graph.phases(g).to_numpy()}))
     pts = pd.concat(rows, ignore_index=True)
     lines = []
     pp = a.tables.get("pipeline_pairs")
