@@ -19,7 +19,8 @@ Definitions (every formula of the graph lives here):
   against the order (possible between aggregation nodes only, never between operators: ``node_id`` is the
   topological index) is a back edge: drawn dashed, not used for the layers. Inside a layer nodes are ordered by the
   mean position of their forward predecessors (one barycentre sweep), then by order; position = index centred on 0.
-  Layers are wrapped in rows of :data:`WRAP_LAYERS` so that a long chain stays readable.
+  A layer of more than :data:`COLUMN_NODES` nodes takes several columns; columns are wrapped in rows of
+  :data:`WRAP_LAYERS` so that a long chain stays readable (:func:`place`).
 * Edges between the same two nodes are drawn once with their count; beyond :data:`GRAPH_EDGES` per subgraph the
   ones with the smallest count are hidden (said in the caption).
 """
@@ -41,14 +42,20 @@ NEEDS = ("strategy_ops",)
 GRAPH_NODES = 80
 #: edges drawn per subgraph (the ones joining most operators first)
 GRAPH_EDGES = 400
-#: stages in the graph figure (the first ones; the attribute table keeps every stage it has room for)
-GRAPH_STAGES = 64
-#: layers per row of the drawing (a longer chain continues on the next row)
+#: nodes in the graph figure over every stage and part (page budget): the first stages whose graphs fit are drawn
+#: (always the first one); the attribute table keeps every stage it has room for
+GRAPH_TOTAL_NODES = 2_400
+#: columns per row of the drawing (a longer chain continues on the next row)
 WRAP_LAYERS = 16
+#: nodes per column: a wider layer takes several columns side by side
+COLUMN_NODES = 6
 #: operators listed in the node attribute table (every stage; beyond it the first in stage and execution order)
 TABLE_OPS = 20_000
-#: input / output names listed per operator in the attribute table
+#: input / output names listed per operator in the attribute table and in the graph's tooltip
 LISTED_NEIGHBOURS = 12
+TIP_NEIGHBOURS = 6
+#: dimensions of a strategy matrix drawn under the graph
+MATRIX_DIMS = 8
 PHASES = ["forward", "backward", "recompute"]
 ROLES = ["computation", "communication", "redistribution", "gradient aggregation", "namespace"]
 _ROLE_COLORS = [palette.ROLE["compute"], palette.ROLE["comm"], palette.ROLE["receive"], palette.ROLE["tail"],
@@ -149,6 +156,36 @@ def layered_layout(order: dict[str, int], edges: list[tuple[str, str]]) -> dict[
     return {n: (layer[n], pos[n]) for n in nodes}
 
 
+def place(lay: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
+    """node -> (x, y) on the drawing's grid from :func:`layered_layout`: a layer of more than :data:`COLUMN_NODES`
+    nodes takes several adjacent columns (in its order), the columns are wrapped in rows of :data:`WRAP_LAYERS`,
+    the columns of one layer shifted down by a fraction of a step each, each row as tall as its tallest column, rows
+    1.5 apart; every node has its own point, and a later layer never sits left of an earlier one in the same row."""
+    by_layer: dict[int, list[str]] = defaultdict(list)
+    for k, (L, p) in sorted(lay.items(), key=lambda kv: (kv[1][0], kv[1][1])):
+        by_layer[L].append(k)
+    col: dict[str, tuple[int, float]] = {}
+    c = 0
+    for L in sorted(by_layer):
+        members = by_layer[L]
+        chunks = [members[i:i + COLUMN_NODES] for i in range(0, len(members), COLUMN_NODES)]
+        for ci, chunk in enumerate(chunks):
+            # the columns of one layer are shifted by a fraction of a step: an edge never runs through a node
+            mid = (len(chunk) - 1) / 2 - ci / len(chunks)
+            for j, k in enumerate(chunk):
+                col[k] = (c, j - mid)
+            c += 1
+    half: dict[int, float] = defaultdict(float)
+    for cx, p in col.values():
+        half[cx // WRAP_LAYERS] = max(half[cx // WRAP_LAYERS], abs(p))
+    row_y, y0 = {}, 0.0
+    for r in sorted(half):
+        y0 += half[r]
+        row_y[r] = y0
+        y0 += half[r] + 1.5
+    return {k: (cx % WRAP_LAYERS, row_y[cx // WRAP_LAYERS] + p) for k, (cx, p) in col.items()}
+
+
 # --------------------------------------------------------------------------- data
 
 #: characters of a node's label in the graph (the tooltip and the attribute table have the whole name)
@@ -172,14 +209,25 @@ def _inputs(merged: pd.DataFrame) -> list[list[str]]:
 def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
     """Nodes and edges of every (stage, phase) subgraph, laid out: ``nodes`` / ``edges`` DataFrames, per-subgraph
     ``stats`` and the notes of what was bounded."""
+    from .strategy import parse_shard  # the strategy section's reading of in_strategy (imported late: it imports us)
+
     m = merged.assign(phase=phases(merged).to_numpy(), ins_=_inputs(merged))
     m["node_id"] = m["node_id"].astype(str)
     stages = sorted(int(s) for s in m["stage"].dropna().unique())
-    cut_stages = stages[GRAPH_STAGES:]
-    node_rows, edge_rows, stats = [], [], []
+    node_rows, edge_rows, matrix_rows, stats = [], [], [], []
     hidden_edges, aggregated, cut_ops = 0, 0, 0
-    for st in stages[:GRAPH_STAGES]:
+    cut_stages: list[int] = []
+    for st in stages:
+        if len(node_rows) + len(PHASES) * limit > GRAPH_TOTAL_NODES and node_rows:
+            cut_stages = [x for x in stages if x >= st]
+            break
         s_ops = m[m["stage"] == st]
+        typ = dict(zip(s_ops["node_id"], s_ops["type"].astype(str)))
+        outs: dict[str, list[str]] = defaultdict(list)
+        for v, ins in zip(s_ops["node_id"], s_ops["ins_"]):
+            for u in ins:
+                if u in typ:
+                    outs[u].append(v)
         for ph in PHASES:
             g = s_ops[s_ops["phase"] == ph]
             if g.empty:
@@ -200,16 +248,7 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
             kept = kept[:GRAPH_EDGES]
             lay = layered_layout(order, [e for e, _ in kept])
             n_layers = max((L for L, _ in lay.values()), default=0) + 1
-            # wrap: rows of WRAP_LAYERS layers, each row as tall as its widest layer
-            width: dict[int, float] = defaultdict(float)
-            for L, p in lay.values():
-                width[L // WRAP_LAYERS] = max(width[L // WRAP_LAYERS], abs(p))
-            row_y, y0 = {}, 0.0
-            for r in sorted(width):
-                y0 += width[r]
-                row_y[r] = y0
-                y0 += width[r] + 1.5
-            xy = {k: (L % WRAP_LAYERS, row_y[L // WRAP_LAYERS] + p) for k, (L, p) in lay.items()}
+            xy = place(lay)
             sg = f"{st}:{ph}"
             aggregated += sum(1 for k in order if k.startswith("ns:"))
             leaf = Counter(k[3:].rsplit("/", 1)[-1] for k in order if k.startswith("ns:"))
@@ -230,10 +269,17 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
                     row.update(role="namespace", name=limits.cap_text(ns, 160), label=_label(ns, twins),
                                type="namespace", strategy="", node_id="", shape="namespace")
                 else:
+                    nid = str(first["node_id"])
                     row.update(role=roles[0], name=limits.cap_text(str(first["name"]), 160),
                                label=limits.cap_text(str(first["type"]), 12), type=str(first["type"]),
-                               strategy=str(first["parallel_shard"]), node_id=str(first["node_id"]),
-                               shape="operator with strategy" if bool(strat.iloc[0]) else "operator")
+                               strategy=str(first["parallel_shard"]), node_id=nid,
+                               shape="operator with strategy" if bool(strat.iloc[0]) else "operator",
+                               inputs=neighbours(list(first["ins_"]), typ, TIP_NEIGHBOURS),
+                               outputs=neighbours(outs.get(nid, []), typ, TIP_NEIGHBOURS))
+                    for i, dims in enumerate(parse_shard(first["parallel_shard"]) or [], start=1):
+                        for k, n in enumerate(dims[:MATRIX_DIMS], start=1):
+                            matrix_rows.append({"uid": row["uid"], "input": f"input {i}", "dim": f"dim {k}",
+                                                "slices": int(n)})
                 node_rows.append(row)
             for (u, v), c in kept:
                 (lu, _), (lv, _) = lay[u], lay[v]
@@ -248,8 +294,18 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
     nodes = pd.DataFrame(node_rows)
     edges = pd.DataFrame(edge_rows, columns=["stage", "phase", "x1", "y1", "x2", "y2", "edges", "back", "from_layer",
                                              "to_layer", "uid", "end"])
-    return {"nodes": nodes, "edges": edges, "stats": stats, "hidden_edges": hidden_edges, "cut_stages": cut_stages,
+    matrix = pd.DataFrame(matrix_rows, columns=["uid", "input", "dim", "slices"])
+    return {"nodes": nodes, "edges": edges, "matrix": matrix, "stats": stats, "hidden_edges": hidden_edges,
+            "cut_stages": cut_stages,
             "cut_ops": cut_ops, "aggregated": aggregated}
+
+
+def neighbours(ids: list[str], typ: dict[str, str], most: int) -> str:
+    """Inputs or outputs as text: "<node_id> <type>" of an operator of the stage, a constant by its name; the first
+    ``most`` and how many more."""
+    shown = [f"{i} {typ[i]}" if i in typ else limits.cap_text(i, 60) for i in ids[:most]]
+    more = len(ids) - most
+    return "; ".join(shown) + (f"; … {more} more" if more > 0 else "")
 
 
 def node_table(merged: pd.DataFrame) -> pd.DataFrame:
@@ -268,9 +324,7 @@ def node_table(merged: pd.DataFrame) -> pd.DataFrame:
                     outs[u].append(v)
 
         def names(ids):
-            shown = [f"{i} {typ[i]}" if i in typ else limits.cap_text(i, 60) for i in ids[:LISTED_NEIGHBOURS]]
-            more = len(ids) - LISTED_NEIGHBOURS
-            return "; ".join(shown) + (f"; … {more} more" if more > 0 else "")
+            return neighbours(ids, typ, LISTED_NEIGHBOURS)
         for r in g.itertuples():
             rows.append({"stage": int(st), "phase": r.phase, "node_id": int(r.node_id) if r.node_id.isdigit() else None,
                          "name": r.name, "type": r.type, "scope": r.scope,
@@ -286,7 +340,7 @@ def node_table(merged: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- present
 
-STAGE_SIGNAL, PHASE_SIGNAL, HOVER = "sg_stage", "sg_phase", "sg_hover"
+STAGE_SIGNAL, PHASE_SIGNAL, HOVER, PICK = "sg_stage", "sg_phase", "sg_hover", "sg_pick"
 
 
 def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
@@ -316,28 +370,55 @@ def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
         strokeWidth=vl.StrokeWidth("edges:Q", scale=vl.Scale(type="sqrt", range=[0.8, 4]), legend=None))
     lit = vl.Chart(edges).transform_filter(filt).transform_filter({"param": HOVER, "empty": False}).mark_rule(
         color=palette.ROLE["wait"], opacity=1, strokeWidth=2.5).encode(**edge_base, strokeDash=dash)
+    # the clicked node's input edges (what feeds it), as the seed's strategy matrix highlights them
+    fed = vl.Chart(edges[edges["end"] == "target"]).transform_filter(filt).transform_filter(
+        {"param": PICK, "empty": False}).mark_rule(color=palette.ROLE["comm"], opacity=1, strokeWidth=3.5).encode(
+        **edge_base, strokeDash=dash)
+    pick = {"name": PICK, "select": {"type": "point", "fields": ["uid"], "on": "click", "clear": "dblclick"}}
     tips = [vl.Tooltip("name:N", title="Node"), vl.Tooltip("type:N", title="Type"),
             vl.Tooltip("role:N", title="Role"), vl.Tooltip("strategy:N", title="Strategy (in_strategy)"),
             vl.Tooltip("node_id:N", title="Id (attribute table)"), vl.Tooltip("ops:Q", title="Operators"),
             vl.Tooltip("with_strategy:Q", title="With strategy"),
             vl.Tooltip("redistribution:Q", title="Redistribution"),
             vl.Tooltip("gradient_aggregation:Q", title="Gradient aggregation"),
-            vl.Tooltip("communication:Q", title="Communication"), vl.Tooltip("layer:Q", title="Layer")]
+            vl.Tooltip("communication:Q", title="Communication"), vl.Tooltip("inputs:N", title="Inputs (id type)"),
+            vl.Tooltip("outputs:N", title="Outputs (id type)"), vl.Tooltip("layer:Q", title="Layer")]
     shapes = ["operator", "operator with strategy", "namespace"]
     points = vl.Chart(nodes).transform_filter(filt).mark_point(filled=True, opacity=1, strokeWidth=1.2).encode(
-        x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=ROLES, range=_ROLE_COLORS)),
+        x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=ROLES, range=_ROLE_COLORS),
+                                 legend=vl.Legend(orient="top")),
         shape=vl.Shape("shape:N", title="Node", scale=vl.Scale(domain=shapes, range=["circle", "diamond", "square"]),
-                       legend=vl.Legend(symbolFillColor=palette.ROLE["free"], symbolStrokeColor=palette.ROLE["free"])),
+                       legend=vl.Legend(orient="top", symbolFillColor=palette.ROLE["free"],
+                                        symbolStrokeColor=palette.ROLE["free"])),
         size=vl.Size("ops:Q", title="Operators", scale=vl.Scale(type="sqrt", range=[70, 520]), legend=None),
-        stroke={"condition": {"param": HOVER, "empty": False, "value": palette.ROLE["wait"]}, "value": None},
-        tooltip=tips).add_params(hover)
+        stroke={"condition": [{"param": HOVER, "empty": False, "value": palette.ROLE["wait"]},
+                              {"param": PICK, "empty": False, "value": palette.ROLE["comm"]}], "value": None},
+        strokeWidth={"condition": {"param": PICK, "empty": False, "value": 3}, "value": 1.2},
+        tooltip=tips).add_params(hover, pick)
     # labels above the nodes of even layers and below those of odd layers: neighbours do not overwrite each other
     text = [vl.Chart(nodes).transform_filter(filt + f" && datum.layer % 2 == {k}").mark_text(
         fontSize=9, dy=-10 if k == 0 else 10, baseline="bottom" if k == 0 else "top").encode(
         x=x, y=y, text=vl.Text("label:N"), tooltip=tips) for k in (0, 1)]
     height = int(min(900, max(120, 44 * (ymax + 1.8))))
-    chart = vl.fit(vl.layer(rule, lit, points, *text), height).add_params(
-        vl.param(STAGE_SIGNAL, stages[0]), vl.param(PHASE_SIGNAL, first_phase))
+    graph = vl.layer(rule, lit, fed, points, *text).properties(width=vl.PLOT_MAX_WIDTH - 60, height=height)
+    mat = gd["matrix"]
+    if not mat.empty:  # the clicked operator's strategy matrix under the graph (seed figure 14)
+        hi = int(mat["slices"].max())
+        base = vl.scale_position(vl.Chart(mat), "slices", [0, hi]).transform_filter(
+            {"param": PICK, "empty": False}).encode(
+            x=vl.X("dim:O", title="Strategy matrix of the clicked operator (slices)", sort=None,
+                   axis=vl.Axis(orient="top", labelAngle=0)),
+            y=vl.Y("input:O", title=None, sort=None))
+        tip = [vl.Tooltip("input:N", title="Input"), vl.Tooltip("dim:N", title="Dimension"),
+               vl.Tooltip("slices:Q", title="Slices")]
+        cells = (base.mark_rect().encode(color=vl.Color("slices:Q", title="Slices", legend=None,
+                                                         scale=vl.sequential([0, hi])), tooltip=tip)
+                 + vl.cell_labels(base, vl.Text("slices:Q"), tip)).properties(width={"step": 44},
+                                                                              height={"step": 24})
+        chart = vl.vconcat(graph, cells, spacing=8).resolve_scale(color="independent")
+    else:
+        chart = graph
+    chart = chart.add_params(vl.param(STAGE_SIGNAL, stages[0]), vl.param(PHASE_SIGNAL, first_phase))
     controls = [Control(STAGE_SIGNAL, "Graph: stage", [(s, f"stage {s}") for s in stages], stages[0]),
                 Control(PHASE_SIGNAL, "Graph: part", [(p, {"forward": "forward graph", "backward": "backward graph",
                                                           "recompute": "recompute graph"}[p]) for p in have],
@@ -351,16 +432,19 @@ def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
     if gd["cut_ops"]:
         bounded.append(f"{gd['cut_ops']:,} operators outside any namespace beyond {GRAPH_NODES} are left out")
     if gd["cut_stages"]:
-        bounded.append(f"stages after the first {GRAPH_STAGES} are not drawn ({len(gd['cut_stages'])})")
+        bounded.append(f"{len(gd['cut_stages'])} stages from stage {gd['cut_stages'][0]} on are not drawn (beyond "
+                       f"{GRAPH_TOTAL_NODES:,} nodes in the figure)")
     caption = ("Each stage's merged graph (its first rank), one part at a time: left to right by dependency layer "
-               f"(rows of {WRAP_LAYERS} layers), an edge per input between nodes of the part (constants and inputs "
+               f"(rows of {WRAP_LAYERS} columns; a wide layer takes several), an edge per input between nodes of the part (constants and inputs "
                "from another part are not drawn; dashed = an edge against the execution order between namespaces). "
                "Circles are operators, diamonds operators with a shard strategy, squares closed namespaces "
                "(aggregation nodes: hover for their special operators). Choose the stage and the part above; hover a "
-               "node to highlight its edges; find it by Id in the node attribute table."
+               "node to highlight its edges and list its inputs and outputs; click an operator to mark its input "
+               "edges and show its strategy matrix below (double-click to clear); find it by Id in the node "
+               "attribute table."
                + (" Bounded: " + "; ".join(bounded) + "." if bounded else ""))
     static = ("Each stage's merged graph (its first rank), one part shown: left to right by dependency layer "
-              f"(rows of {WRAP_LAYERS} layers), an edge per input; circles are operators, diamonds operators with a "
+              f"(rows of {WRAP_LAYERS} columns; a wide layer takes several), an edge per input; circles are operators, diamonds operators with a "
               "shard strategy, squares closed namespaces; the node attribute table lists every node with its inputs "
               "and outputs." + (" Bounded: " + "; ".join(bounded) + "." if bounded else ""))
     fig = Figure("strategy-graph", "Computational graph of a stage: where the strategy and communication operators "
