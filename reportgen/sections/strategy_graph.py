@@ -44,7 +44,7 @@ GRAPH_NODES = 80
 GRAPH_EDGES = 400
 #: nodes in the graph figure over every stage and part (page budget): the first stages whose graphs fit are drawn
 #: (always the first one); the attribute table keeps every stage it has room for
-GRAPH_TOTAL_NODES = 2_400
+GRAPH_TOTAL_NODES = 1_500
 #: columns per row of the drawing (a longer chain continues on the next row)
 WRAP_LAYERS = 16
 #: nodes per column: a wider layer takes several columns side by side
@@ -213,12 +213,19 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
 
     m = merged.assign(phase=phases(merged).to_numpy(), ins_=_inputs(merged))
     m["node_id"] = m["node_id"].astype(str)
+    m["_pos"] = pd.to_numeric(m["node_id"], errors="coerce")
+    m["role_"] = [role_of(i, c) for i, c in zip(m["instance_type"], m["op_class"])]
+    m["strat_"] = m["parallel_shard"].astype(str) != ""
+    for r, col in (("redistribution", "redis_"), ("gradient aggregation", "grad_"), ("communication", "comm_")):
+        m[col] = m["role_"] == r
+    m = m.sort_values(["stage", "_pos"], kind="stable")
     stages = sorted(int(s) for s in m["stage"].dropna().unique())
     node_rows, edge_rows, matrix_rows, stats = [], [], [], []
     hidden_edges, aggregated, cut_ops = 0, 0, 0
     cut_stages: list[int] = []
     for st in stages:
-        if len(node_rows) + len(PHASES) * limit > GRAPH_TOTAL_NODES and node_rows:
+        before = (len(node_rows), len(edge_rows), len(matrix_rows), len(stats), hidden_edges, aggregated, cut_ops)
+        if before[0] >= GRAPH_TOTAL_NODES:
             cut_stages = [x for x in stages if x >= st]
             break
         s_ops = m[m["stage"] == st]
@@ -235,7 +242,7 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
             unit, cut = aggregate(g, limit)
             cut_ops += len(g) - len(unit)
             g = g[g["node_id"].isin(unit)]
-            g = g.assign(_unit=g["node_id"].map(unit), _pos=pd.to_numeric(g["node_id"], errors="coerce"))
+            g = g.assign(_unit=g["node_id"].map(unit))
             order = g.groupby("_unit")["_pos"].min().rank(method="first").astype(int).to_dict()
             counts: dict[tuple[str, str], int] = defaultdict(int)
             for v, ins in zip(g["_unit"], g["ins_"]):
@@ -253,27 +260,26 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
             aggregated += sum(1 for k in order if k.startswith("ns:"))
             leaf = Counter(k[3:].rsplit("/", 1)[-1] for k in order if k.startswith("ns:"))
             twins = {n for n, c in leaf.items() if c > 1}  # namespaces named alike: labelled with their parent
-            for key, grp in g.groupby("_unit", sort=False):
-                first = grp.sort_values("_pos").iloc[0]
-                is_ns = key.startswith("ns:")
-                roles = [role_of(i, c) for i, c in zip(grp["instance_type"], grp["op_class"])]
-                strat = grp["parallel_shard"].astype(str) != ""
+            agg = g.groupby("_unit", sort=False).agg(
+                ops=("node_id", "size"), with_strategy=("strat_", "sum"), redistribution=("redis_", "sum"),
+                gradient_aggregation=("grad_", "sum"), communication=("comm_", "sum"))
+            firsts = g.drop_duplicates("_unit").set_index("_unit")  # g is in execution order
+            for key, a in zip(agg.index, agg.itertuples(index=False)):
+                first = firsts.loc[key]
                 row = {"uid": f"{sg}:{key}", "stage": int(st), "phase": ph, "layer": lay[key][0],
-                       "x": xy[key][0], "y": xy[key][1], "kind": "namespace" if is_ns else "operator",
-                       "ops": int(len(grp)), "with_strategy": int(strat.sum()),
-                       "redistribution": roles.count("redistribution"),
-                       "gradient_aggregation": roles.count("gradient aggregation"),
-                       "communication": roles.count("communication")}
-                if is_ns:
+                       "x": xy[key][0], "y": round(float(xy[key][1]), 3), "ops": int(a.ops),
+                       "with_strategy": int(a.with_strategy), "redistribution": int(a.redistribution),
+                       "gradient_aggregation": int(a.gradient_aggregation), "communication": int(a.communication)}
+                if key.startswith("ns:"):
                     ns = key[3:]
                     row.update(role="namespace", name=limits.cap_text(ns, 160), label=_label(ns, twins),
                                type="namespace", strategy="", node_id="", shape="namespace")
                 else:
                     nid = str(first["node_id"])
-                    row.update(role=roles[0], name=limits.cap_text(str(first["name"]), 160),
+                    row.update(role=first["role_"], name=limits.cap_text(str(first["name"]), 160),
                                label=limits.cap_text(str(first["type"]), 12), type=str(first["type"]),
                                strategy=str(first["parallel_shard"]), node_id=nid,
-                               shape="operator with strategy" if bool(strat.iloc[0]) else "operator",
+                               shape="operator with strategy" if bool(first["strat_"]) else "operator",
                                inputs=neighbours(list(first["ins_"]), typ, TIP_NEIGHBOURS),
                                outputs=neighbours(outs.get(nid, []), typ, TIP_NEIGHBOURS))
                     for i, dims in enumerate(parse_shard(first["parallel_shard"]) or [], start=1):
@@ -284,13 +290,19 @@ def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
             for (u, v), c in kept:
                 (lu, _), (lv, _) = lay[u], lay[v]
                 back = order[u] > order[v]
-                base = {"stage": int(st), "phase": ph, "x1": xy[u][0], "y1": xy[u][1], "x2": xy[v][0],
-                        "y2": xy[v][1], "edges": int(c), "back": back, "from_layer": lu, "to_layer": lv}
+                base = {"stage": int(st), "phase": ph, "x1": xy[u][0], "y1": round(float(xy[u][1]), 3),
+                        "x2": xy[v][0], "y2": round(float(xy[v][1]), 3), "edges": int(c), "back": back,
+                        "from_layer": lu, "to_layer": lv}
                 # each edge twice, keyed by either end: the hover highlight selects the rows of the hovered node
                 edge_rows.append({**base, "uid": f"{sg}:{u}", "end": "source"})
                 edge_rows.append({**base, "uid": f"{sg}:{v}", "end": "target"})
             stats.append({"stage": int(st), "phase": ph, "ops": int(len(g)), "nodes": len(order),
                           "edges": len(kept), "layers": n_layers, "cut": cut})
+        if len(node_rows) > GRAPH_TOTAL_NODES and before[0]:  # this stage does not fit: it and the next are left out
+            del node_rows[before[0]:], edge_rows[before[1]:], matrix_rows[before[2]:], stats[before[3]:]
+            hidden_edges, aggregated, cut_ops = before[4:]
+            cut_stages = [x for x in stages if x >= st]
+            break
     nodes = pd.DataFrame(node_rows)
     edges = pd.DataFrame(edge_rows, columns=["stage", "phase", "x1", "y1", "x2", "y2", "edges", "back", "from_layer",
                                              "to_layer", "uid", "end"])
