@@ -544,3 +544,24 @@ def test_strategy_graph_parts_matrix_and_click_through(tmp_path):
     # the node table: every operator of every stage, its outputs are the operators that name it as an input
     tab = o.analysis.tables["graph_ops"]
     assert len(tab) == sum(v["ops"] for v in truth["per_stage"].values())
+
+
+def test_strategy_view_namespace_control_highlights_its_operators(tmp_path):
+    """Seed S0 row 59: choosing a namespace highlights its operators in the strategy view (a page control that
+    sets the view's sv_namespace param; the test is a prefix of the operator's full name)."""
+    from reportgen.sections.strategy import NS_OPTIONS, namespace_control
+
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=1, mp=2, layers=2, micro=2)
+    (ctl,) = [c for c in o.view.controls if c.signal == "sv_namespace"]
+    values = [v for v, _ in ctl.options]
+    assert values[0] == "" and "Default/network/model" in values and "Gradients" in values
+    (view,) = [f for f in o.view.figures if f.id == "strategy-view"]
+    assert {"name": "sv_namespace", "value": ""} in view.spec["params"]
+    layer = next(x for x in view.spec["layer"] if x["mark"]["type"] == "tick")
+    assert "sv_namespace + '/'" in layer["encoding"]["opacity"]["condition"]["test"]
+    # many namespaces: the options stop at the deepest level that fits
+    ns = pd.DataFrame({"namespace": [f"a/b{i}/c{j}" for i in range(10) for j in range(10)], "depth": 3})
+    ns = pd.concat([ns, pd.DataFrame({"namespace": ["a"] + [f"a/b{i}" for i in range(10)],
+                                      "depth": [1] + [2] * 10})])
+    opts = [v for v, _ in namespace_control(ns).options]
+    assert len(opts) - 1 <= NS_OPTIONS and opts[1:] == ["a"] + [f"a/b{i}" for i in range(10)]

@@ -35,8 +35,8 @@ from ..charts import band, cell_labels, natural_key, scale_position, sequential,
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import (Analysis, Column, Figure, Finding, Table, Tree, TreeNode, View, count, natural_order,
-                      rank_ranges)
+from ..report import (Analysis, Column, Control, Figure, Finding, Table, Tree, TreeNode, View, count,
+                      natural_order, rank_ranges)
 from . import missing_needs, needs_reason, pipeline, strategy_graph
 
 ID = "strategy"
@@ -490,6 +490,9 @@ def present(a: Analysis) -> View:
             view.spec["usermeta"] = {**view.spec.get("usermeta", {}), "rg_click": GRAPH_CLICK}
             view.caption += " Click an operator to show its stage's graph (and part) below."
         figures.append(view)
+        ns_control = namespace_control(t.get("namespaces"))
+        if ns_control is not None:
+            controls.append(ns_control)
     if graph is not None:
         figures.append(graph[0])
         controls += graph[1]
@@ -614,6 +617,24 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
 #: clicking an operator of the strategy view (or a send / receive of the pipeline panel) sets the graph's controls
 GRAPH_CLICK = [{"field": "stage", "signal": strategy_graph.STAGE_SIGNAL},
                {"field": "phase", "signal": strategy_graph.PHASE_SIGNAL}]
+#: the strategy view's namespace highlight (seed S0: the namespace selector highlights its operators); options = the
+#: namespaces of the deepest level (at most 3) that keeps them within NS_OPTIONS
+NS_SIGNAL, NS_OPTIONS = "sv_namespace", 60
+
+
+def namespace_control(ns: pd.DataFrame) -> Control | None:
+    """The strategy view's namespace control from the namespaces table (every scope prefix): "every operator" and
+    the namespaces of depth <= d, d the deepest of 3, 2, 1 with at most :data:`NS_OPTIONS` of them."""
+    if ns is None or ns.empty:
+        return None
+    for d in (3, 2, 1):
+        names = sorted(set(ns.loc[ns["depth"] <= d, "namespace"].astype(str)), key=natural_key)
+        if len(names) <= NS_OPTIONS:
+            break
+    names = names[:NS_OPTIONS]
+    return Control(NS_SIGNAL, "Strategy view: namespace", [("", "every operator")] + [(n, n) for n in names], "")
+
+
 #: operators drawn per stage in the strategy view (beyond: the first ones in execution order, and said)
 VIEW_OPS = 4000
 _ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
@@ -693,7 +714,10 @@ def _strategy_view(a: Analysis) -> Figure | None:
     x = vl.X("pos:Q", title="Node position (execution order, stages aligned)", axis=vl.Axis(format=fmt.D3_FORMAT))
     y = vl.Y("stage:O", title="Stage", scale=vl.Scale(domain=stages))
     zoom = vl.selection_interval("strategy_zoom", encodings=["x"], bind="scales")
+    # the namespace control: the operators below the chosen namespace stay, the others fade ("" = every operator)
+    ns_test = f"{NS_SIGNAL} == '' || indexof(datum.name, {NS_SIGNAL} + '/') == 0"
     marks = vl.Chart(pts).mark_tick(thickness=2, size=18).encode(
+        opacity=vl.condition(ns_test, vl.value(1), vl.value(0.12)),
         x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=roles, range=colors)),
         tooltip=[vl.Tooltip("name:N", title="Operator"), vl.Tooltip("type:N", title="Type"),
                  vl.Tooltip("role:N", title="Role"), vl.Tooltip("strategy:N", title="Strategy"),
@@ -702,16 +726,18 @@ def _strategy_view(a: Analysis) -> Figure | None:
     if lines:
         layers.insert(0, vl.Chart(pd.DataFrame(lines)).mark_line(color=palette.ROLE["free"], strokeWidth=1).encode(
             x=x, y=y, detail=vl.Detail("pair:N")))
-    chart = vl.fit(vl.layer(*layers), {"step": 36})
+    chart = vl.fit(vl.layer(*layers), {"step": 36}).add_params(vl.param(NS_SIGNAL, ""))
     shifted = {int(k): int(v) for k, v in offset.items() if v}
     caption = ("Each stage's operators (its first rank) left to right in execution order, coloured by role; a line "
                "joins each Send to its Receive. Stages are aligned on their Send/Receive pairs"
                + (" (" + ", ".join(f"stage {k} shifted by {v:+d}" for k, v in sorted(shifted.items())) + ")"
                   if shifted else "") + ". Scroll to zoom, drag to pan, double-click to reset."
-               + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else ""))
+               + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else "")
+               + " Choose a namespace above to highlight its operators.")
     return Figure("strategy-view", "Parallel strategy view: operators by stage and role", to_spec(chart),
                   caption=caption, static_caption=caption.replace(" Scroll to zoom, drag to pan, double-click to "
-                                                                  "reset.", ""),
+                                                                  "reset.", "").replace(
+                      " Choose a namespace above to highlight its operators.", ""),
                   alt="Operators of each stage in execution order coloured by computation, communication, "
                       "redistribution and gradient aggregation")
 
