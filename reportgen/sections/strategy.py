@@ -619,7 +619,7 @@ GRAPH_CLICK = [{"field": "stage", "signal": strategy_graph.STAGE_SIGNAL},
                {"field": "phase", "signal": strategy_graph.PHASE_SIGNAL}]
 #: the strategy view's namespace highlight (seed S0: the namespace selector highlights its operators); options = the
 #: namespaces of the deepest level (at most 3) that keeps them within NS_OPTIONS
-NS_SIGNAL, NS_OPTIONS = "sv_namespace", 60
+NS_SIGNAL, NS_OPTIONS = strategy_graph.NS_SIGNAL, 60
 
 
 def namespace_control(ns: pd.DataFrame) -> Control | None:

@@ -353,6 +353,8 @@ def node_table(merged: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- present
 
 STAGE_SIGNAL, PHASE_SIGNAL, HOVER, PICK = "sg_stage", "sg_phase", "sg_hover", "sg_pick"
+#: the strategy view's namespace control (strategy.NS_SIGNAL), declared here too
+NS_SIGNAL = "sv_namespace"
 
 
 def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
@@ -396,8 +398,10 @@ def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
             vl.Tooltip("communication:Q", title="Communication"), vl.Tooltip("inputs:N", title="Inputs (id type)"),
             vl.Tooltip("outputs:N", title="Outputs (id type)"), vl.Tooltip("layer:Q", title="Layer")]
     shapes = ["operator", "operator with strategy", "namespace"]
-    points = vl.Chart(nodes).transform_filter(filt).mark_point(filled=True, opacity=1, strokeWidth=1.2).encode(
-        x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=ROLES, range=_ROLE_COLORS),
+    # the strategy view's namespace control fades the nodes outside the chosen namespace here too
+    ns_test = f"{NS_SIGNAL} == '' || indexof(datum.name + '/', {NS_SIGNAL} + '/') == 0"
+    points = vl.Chart(nodes).transform_filter(filt).mark_point(filled=True, strokeWidth=1.2).encode(
+        opacity=vl.condition(ns_test, vl.value(1), vl.value(0.15)), x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=ROLES, range=_ROLE_COLORS),
                                  legend=vl.Legend(orient="top")),
         shape=vl.Shape("shape:N", title="Node", scale=vl.Scale(domain=shapes, range=["circle", "diamond", "square"]),
                        legend=vl.Legend(orient="top", symbolFillColor=palette.ROLE["free"],
@@ -430,7 +434,8 @@ def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
         chart = vl.vconcat(graph, cells, spacing=8).resolve_scale(color="independent")
     else:
         chart = graph
-    chart = chart.add_params(vl.param(STAGE_SIGNAL, stages[0]), vl.param(PHASE_SIGNAL, first_phase))
+    chart = chart.add_params(vl.param(STAGE_SIGNAL, stages[0]), vl.param(PHASE_SIGNAL, first_phase),
+                             vl.param(NS_SIGNAL, ""))
     controls = [Control(STAGE_SIGNAL, "Graph: stage", [(s, f"stage {s}") for s in stages], stages[0]),
                 Control(PHASE_SIGNAL, "Graph: part", [(p, {"forward": "forward graph", "backward": "backward graph",
                                                           "recompute": "recompute graph"}[p]) for p in have],
