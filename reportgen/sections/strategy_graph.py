@@ -422,15 +422,16 @@ def figure(gd: dict) -> tuple[Figure, list[Control]] | None:
         hi = int(mat["slices"].max())
         base = vl.scale_position(vl.Chart(mat), "slices", [0, hi]).transform_filter(
             {"param": PICK, "empty": False}).encode(
-            x=vl.X("dim:O", title="Strategy matrix of the clicked operator (slices)", sort=None,
-                   axis=vl.Axis(orient="top", labelAngle=0)),
+            x=vl.X("dim:O", title=None, sort=None, axis=vl.Axis(orient="top", labelAngle=0)),
             y=vl.Y("input:O", title=None, sort=None))
         tip = [vl.Tooltip("input:N", title="Input"), vl.Tooltip("dim:N", title="Dimension"),
                vl.Tooltip("slices:Q", title="Slices")]
         cells = (base.mark_rect().encode(color=vl.Color("slices:Q", title="Slices", legend=None,
                                                          scale=vl.sequential([0, hi])), tooltip=tip)
-                 + vl.cell_labels(base, vl.Text("slices:Q"), tip)).properties(width={"step": 44},
-                                                                              height={"step": 24})
+                 + vl.cell_labels(base, vl.Text("slices:Q"), tip)).properties(
+            width={"step": 44}, height={"step": 24},
+            title=vl.TitleParams(text="Strategy matrix of the clicked operator (slices per dimension of each input)",
+                                 anchor="start", fontSize=11))
         chart = vl.vconcat(graph, cells, spacing=8).resolve_scale(color="independent")
     else:
         chart = graph
