@@ -294,8 +294,9 @@
   }
 
   /* usermeta.rg_click = {field, signal}: clicking a mark sets the section's control `signal` to
-   * the clicked datum's `field` (the time overview's steps drive the Marey view). */
+   * the clicked datum's `field` (the time overview's steps drive the Marey view). A list of them sets each. */
   function clickSets(entry, click) {
+    if (Array.isArray(click)) { click.forEach(function (c) { clickSets(entry, c); }); return; }
     if (!click || typeof click.field !== "string" || typeof click.signal !== "string") return;
     entry.el.classList.add("rg-clickable");
     entry.view.addEventListener("click", function (ev, item) {

@@ -244,7 +244,9 @@ SCHEMA: tuple[Table, ...] = (
            ("parallel_group_rank", "group ranks as written, '' when none"),
            ("inputs", "inputs: positions (node_id) of operators or constant names, comma-separated"),
            ("op_class", "compute | communication (of OP_CLASSES), decided by the reader from the operator type"),
-           ("p2p", "send | receive | '': a pipeline point-to-point operator (one half of a strategy_pairs row)")))),
+           ("p2p", "send | receive | '': a pipeline point-to-point operator (one half of a strategy_pairs row)"),
+           ("phase", "forward | backward | recompute: the part of the training graph, decided by the reader from "
+                     "the scope")))),
     _t("strategy_pairs", "Pipeline Send / Receive operators with their peer and tag, per rank (MindInsight "
                          "parallel strategy; the section matches them).",
        RANK, C("kind", "str", "none", "send | receive"), C("node", "str", "none", "node id"),

@@ -409,3 +409,159 @@ def test_reduced_parts_carry_the_canonical_tables():
     # hccl_raw's tables keep the family prefix: readers/comm.py makes their canonical forms (comm_rank_step, ...)
     assert mi._hccl_table("comm_rank_step") == "mi_comm_rank_step" and mi._hccl_table("comm_ops") == "mi_comm_ops"
     assert mi._hccl_name("mi_comm_rank_step") == "comm_rank_step" and mi._hccl_name("mi_links") == "links"
+
+
+# --------------------------------------------------------------------------- issue 27: the strategy graph
+
+
+def _row_starts(xy):
+    """The top y of each row of a placed graph (rows are 1.5 apart at least, a column's nodes 1 or less)."""
+    ys = sorted({y for _, y in xy.values()})
+    starts = [ys[0]]
+    for a, b in zip(ys, ys[1:]):
+        if b - a >= 1.5:
+            starts.append(b)
+    return starts
+
+
+def _random_dag(n, seed):
+    import random
+    rnd = random.Random(seed)
+    order = {f"n{i}": i for i in range(n)}
+    edges = [(f"n{rnd.randrange(v)}", f"n{v}") for v in range(1, n) for _ in range(rnd.randint(1, 3))]
+    return order, edges
+
+
+@pytest.mark.parametrize("n,seed", [(2, 0), (12, 1), (60, 2), (200, 3)])
+def test_layered_layout_puts_every_edge_forward_and_no_two_nodes_on_one_point(n, seed):
+    from reportgen.sections.strategy_graph import COLUMN_NODES, WRAP_LAYERS, layered_layout, place
+
+    order, edges = _random_dag(n, seed)
+    lay = layered_layout(order, edges)
+    assert set(lay) == set(order)
+    assert all(lay[u][0] < lay[v][0] for u, v in edges)  # every edge from a lower to a higher layer
+    # longest path: a node's layer is one more than its deepest predecessor
+    for v in order:
+        preds = [lay[u][0] for u, w in edges if w == v]
+        assert lay[v][0] == (max(preds) + 1 if preds else 0)
+    xy = place(lay)
+    assert len(set(xy.values())) == len(xy)  # no overlap
+    assert all(0 <= x < WRAP_LAYERS for x, _ in xy.values())
+    # a column holds at most COLUMN_NODES nodes, of one layer; the columns follow the layers (x, then the row)
+    starts = _row_starts(xy)
+    row_of = {k: max(i for i, lo in enumerate(starts) if xy[k][1] >= lo) for k in xy}
+    col_of = {}
+    for k, (x, _) in xy.items():
+        col_of.setdefault((row_of[k], x), []).append(k)
+    assert all(len(v) <= COLUMN_NODES for v in col_of.values())
+    assert all(len({lay[k][0] for k in v}) == 1 for v in col_of.values())  # one layer per column
+    assert all((row_of[u], xy[u][0]) < (row_of[v], xy[v][0]) for u, v in edges)  # reading order follows the edges
+
+
+def test_wide_layer_takes_several_columns_shifted():
+    from reportgen.sections.strategy_graph import COLUMN_NODES, layered_layout, place
+
+    order = {"src": 0, **{f"m{i}": i + 1 for i in range(2 * COLUMN_NODES + 1)}}
+    edges = [("src", f"m{i}") for i in range(2 * COLUMN_NODES + 1)]
+    xy = place(layered_layout(order, edges))
+    xs = sorted({xy[f"m{i}"][0] for i in range(2 * COLUMN_NODES + 1)})
+    assert xs == [1, 2, 3] and xy["src"][0] == 0  # 13 nodes of one layer in 3 columns after the source
+    ys = {x: sorted(y for k, (xx, y) in xy.items() if xx == x and k != "src") for x in xs}
+    assert all(len(v) <= COLUMN_NODES for v in ys.values())
+    assert set(ys[1]).isdisjoint(ys[2])  # the second column is shifted: a straight edge misses its nodes
+
+
+def test_back_edges_between_namespaces_do_not_set_layers():
+    from reportgen.sections.strategy_graph import layered_layout
+
+    lay = layered_layout({"A": 1, "B": 2}, [("A", "B"), ("B", "A")])  # A holds ops 1 and 10, B op 5
+    assert lay["A"][0] == 0 and lay["B"][0] == 1
+
+
+def test_aggregate_opens_namespaces_level_by_level_within_the_bound():
+    from reportgen.sections.strategy_graph import aggregate
+
+    rows = []
+    for L in range(6):
+        for part, n in (("attention", 5), ("mlp", 4)):
+            for _ in range(n):
+                rows.append({"node_id": str(len(rows) + 1), "scope": f"Default/net/layers.{L}/{part}"})
+    ops = pd.DataFrame(rows)
+    unit, cut = aggregate(ops, limit=100)
+    assert set(unit.values()) == {f"op:{i}" for i in range(1, 55)} and not cut  # everything fits: every operator
+    unit, cut = aggregate(ops, limit=20)  # 12 namespaces fit, 54 operators do not: layers.L/attention, .../mlp
+    assert sorted(set(unit.values())) == sorted(f"ns:Default/net/layers.{L}/{p}" for L in range(6)
+                                                for p in ("attention", "mlp"))
+    unit, _ = aggregate(ops, limit=8)  # one level up: the six layers (Default and net open for free)
+    assert len(set(unit.values())) == 6 and all(u.startswith("ns:Default/net/layers.") for u in unit.values())
+    assert len(unit) == len(ops)  # every operator belongs to one node
+
+
+def test_strategy_graph_on_the_fixture_has_stage_and_part_params():
+    run = read_run(fixture_dir("mindinsight", "mi_parallel_strategy"))
+    assert set(run.table("strategy_ops")["phase"]) == {"forward"}
+    o = _ok(run)
+    (fig,) = [f for f in o.view.figures if f.id == "strategy-graph"]
+    names = {p["name"] for p in fig.spec["params"]}
+    assert {"sg_stage", "sg_phase"} <= names
+    assert {c.signal for c in o.view.controls} >= {"sg_stage", "sg_phase"}
+    rows = {k: v for k, v in fig.spec["datasets"].items() if v and "uid" in v[0] and "role" in v[0]}
+    (nodes,) = rows.values()
+    assert sorted(r["type"] for r in nodes) == ["Conv2D", "GetNext"]
+    # GetNext feeds Conv2D: one edge, keyed by both ends for the hover highlight
+    edge_sets = [v for v in fig.spec["datasets"].values() if v and "x1" in v[0]]
+    assert any({e["end"] for e in v} == {"source", "target"} and len(v) == 2 for v in edge_sets)
+    (tab,) = [t for t in o.view.tables if t.id == "strategy-graph-nodes"]
+    by_type = {r["type"]: r for r in tab.rows}
+    assert by_type["Conv2D"]["inputs"].startswith(f"{by_type['GetNext']['node_id']} GetNext")
+    assert by_type["GetNext"]["outputs"] == f"{by_type['Conv2D']['node_id']} Conv2D"
+
+
+def test_strategy_graph_parts_matrix_and_click_through(tmp_path):
+    """Forward / backward / recompute parts from the reader's phase (scopes Gradients/..., recompute_...); the
+    strategy matrix rows of a drawn operator equal its in_strategy; the strategy view's click sets the graph's
+    stage and part; the page budget bounds the nodes of a big graph."""
+    from reportgen.sections.strategy_graph import GRAPH_NODES
+
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=2, mp=2, layers=12, micro=4, recompute=True)
+    gd = o.analysis.data["graph"]
+    parts = {(s["stage"], s["phase"]): s for s in gd["stats"]}
+    assert set(parts) == {(s, p) for s in (1, 2) for p in ("forward", "backward", "recompute")}
+    assert all(s["nodes"] <= GRAPH_NODES for s in parts.values())
+    assert parts[(1, "forward")]["nodes"] < parts[(1, "forward")]["ops"]  # 124 operators: namespaces closed
+    assert parts[(1, "recompute")]["nodes"] == parts[(1, "recompute")]["ops"] == 24  # 2 per layer, all drawn
+    nodes, mat = gd["nodes"], gd["matrix"]
+    op = nodes[(nodes["stage"] == 1) & (nodes["phase"] == "recompute") & (nodes["type"] == "MatMul")].iloc[0]
+    got = mat[mat["uid"] == op["uid"]]
+    want = json.loads(op["strategy"])
+    assert [[int(x) for x in g["slices"]] for _, g in got.groupby("input", sort=False)] == want
+    assert op["inputs"].endswith(" Add")  # the recompute MatMul reads its layer's forward Add (another part)
+    (view,) = [f for f in o.view.figures if f.id == "strategy-view"]
+    assert view.spec["usermeta"]["rg_click"] == [{"field": "stage", "signal": "sg_stage"},
+                                                 {"field": "phase", "signal": "sg_phase"}]
+    pts = next(v for v in view.spec["datasets"].values() if v and "role" in v[0])
+    assert {r["phase"] for r in pts} == {"forward", "backward", "recompute"}
+    # the node table: every operator of every stage, its outputs are the operators that name it as an input
+    tab = o.analysis.tables["graph_ops"]
+    assert len(tab) == sum(v["ops"] for v in truth["per_stage"].values())
+
+
+def test_strategy_view_namespace_control_highlights_its_operators(tmp_path):
+    """Seed S0 row 59: choosing a namespace highlights its operators in the strategy view (a page control that
+    sets the view's sv_namespace param; the test is a prefix of the operator's full name)."""
+    from reportgen.sections.strategy import NS_OPTIONS, namespace_control
+
+    truth, o = _generated_strategy(tmp_path, stages=2, dp=1, mp=2, layers=2, micro=2)
+    (ctl,) = [c for c in o.view.controls if c.signal == "sv_namespace"]
+    values = [v for v, _ in ctl.options]
+    assert values[0] == "" and "Default/network/model" in values and "Gradients" in values
+    (view,) = [f for f in o.view.figures if f.id == "strategy-view"]
+    assert {"name": "sv_namespace", "value": ""} in view.spec["params"]
+    layer = next(x for x in view.spec["layer"] if x["mark"]["type"] == "tick")
+    assert "sv_namespace + '/'" in layer["encoding"]["opacity"]["condition"]["test"]
+    # many namespaces: the options stop at the deepest level that fits
+    ns = pd.DataFrame({"namespace": [f"a/b{i}/c{j}" for i in range(10) for j in range(10)], "depth": 3})
+    ns = pd.concat([ns, pd.DataFrame({"namespace": ["a"] + [f"a/b{i}" for i in range(10)],
+                                      "depth": [1] + [2] * 10})])
+    opts = [v for v, _ in namespace_control(ns).options]
+    assert len(opts) - 1 <= NS_OPTIONS and opts[1:] == ["a"] + [f"a/b{i}" for i in range(10)]

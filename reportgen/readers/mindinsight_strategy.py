@@ -23,6 +23,10 @@ pipeline send/receive tables, following MindSpore Insight's ``profiler/analyser/
   ``mindspore.ops.AllReduce`` ... ``Send`` / ``Receive``), else ``compute``. This is the family's rule, written
   once here: the strategy section colours the operators by this column and never by a type name.
 * ``p2p`` (``send`` | ``receive`` | ""): the node is a pipeline Send / Receive (the pairs' halves).
+* ``phase`` (:func:`phase_of_scope`): which part of the training graph the node is in, from its scope as
+  MindSpore names it: ``recompute`` when a scope component starts with ``recompute_`` (the recompute pass prefixes
+  the scopes of the nodes it duplicates), else ``backward`` when the scope's root is ``Gradients`` (the autodiff
+  graph), else ``forward`` (MindInsight's graph selector: feed-forward, back-propagation, recompute graph).
 
 The tables are the canonical ``strategy_ops`` and ``strategy_pairs`` (:mod:`reportgen.schema`).
 
@@ -46,7 +50,7 @@ from ..limits import as_int
 from ._files import read_json
 
 OP_COLUMNS = ["rank", "stage_id", "node_id", "node", "name", "type", "scope", "instance_type", "parallel_shard",
-              "parallel_group", "parallel_group_rank", "inputs", "op_class", "p2p"]
+              "parallel_group", "parallel_group_rank", "inputs", "op_class", "p2p", "phase"]
 PAIR_COLUMNS = ["rank", "kind", "node", "name", "peer_rank", "sr_tag"]
 
 MAX_ATTR_BYTES = 1024  # MindInsight Graph.MAX_NODE_ATTRIBUTE_VALUE_BYTES (sys.getsizeof of the value dict)
@@ -105,6 +109,14 @@ def _node_name(scope: str, op_type: str, node: str, full_name: str) -> str:
     if op_type == "Load" or not full_name or full_name.lower().endswith(_SUMMARY_SUFFIXES):
         return f"{scope}/{op_type}-op{node}"
     return full_name
+
+
+def phase_of_scope(scope: str) -> str:
+    """``forward`` | ``backward`` | ``recompute`` of a node from its scope (module docstring, ``phase``)."""
+    parts = str(scope or "").split("/")
+    if any(p.startswith("recompute_") for p in parts):
+        return "recompute"
+    return "backward" if parts[0] == "Gradients" else "forward"
 
 
 def _int_or_none(text):
@@ -191,7 +203,7 @@ def _parse(doc, path: Path, rank, problems) -> dict:
                      "parallel_shard": attr.get("in_strategy", ""), "parallel_group": attr.get("group", ""),
                      "parallel_group_rank": attr.get("group_ranks", ""), "inputs": ",".join(inputs),
                      "op_class": "communication" if op_type in COMM_TYPES else "compute",
-                     "p2p": P2P_TYPES.get(op_type, "")})
+                     "p2p": P2P_TYPES.get(op_type, ""), "phase": phase_of_scope(scope)})
         if op_type in ("Send", "Receive"):
             key = "dest_rank" if op_type == "Send" else "src_rank"
             peer = attr.get(key)

@@ -35,9 +35,9 @@ from ..charts import band, cell_labels, natural_key, scale_position, sequential,
 from .. import facts
 from ..errors import Unavailable
 from ..model import Run
-from ..report import (Analysis, Column, Figure, Finding, Table, Tree, TreeNode, View, count, natural_order,
-                      rank_ranges)
-from . import missing_needs, needs_reason, pipeline
+from ..report import (Analysis, Column, Control, Figure, Finding, Table, Tree, TreeNode, View, count,
+                      natural_order, rank_ranges)
+from . import missing_needs, needs_reason, pipeline, strategy_graph
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -167,6 +167,8 @@ def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> p
         out.append(m)
     cols = ["stage", "stage_id", "node_id", "name", "type", "scope", "instance_type", "parallel_shard",
             "parallel_group", "group", "parallel_group_rank", "input", "op_class", "p2p"]
+    if "phase" in ops:
+        cols.append("phase")
     if not out:
         return pd.DataFrame(columns=cols)
     return pd.concat(out, ignore_index=True)[cols]
@@ -373,6 +375,11 @@ def analyze(run: Run, options=None) -> Analysis:
         if not mat.empty:
             tables["strategy_matrices"] = mat
         tables["namespaces"] = namespace_counts(merged)
+        # the computational graph (strategy_graph: aggregation, layout) and its node attribute table
+        data["graph"] = strategy_graph.graph_data(merged)
+        tables["graph_ops"] = strategy_graph.node_table(merged)
+        data["graph_ops_total"] = int(len(merged))
+        metrics["graph_nodes_drawn"] = {f"{r['stage']}:{r['phase']}": r["nodes"] for r in data["graph"]["stats"]}
         dis = disagreements(ops, stage_devices)
         if not dis.empty:
             tables["strategy_disagreements"] = dis
@@ -476,11 +483,26 @@ def present(a: Analysis) -> View:
             [Column("name", "Operator", "text"), Column("scope_of_check", "Where", "text"),
              Column("parallel_shard", "Strategy", "text"), Column("ranks_text", "Ranks", "text")]))
     view = _strategy_view(a)
-    if view is not None:
-        figures.append(view)
     controls = []
+    graph = strategy_graph.figure(a.data["graph"]) if "graph" in a.data else None
+    if view is not None:
+        if graph is not None:  # a Send / Receive (any operator) leads to its stage's graph, in its part
+            view.spec["usermeta"] = {**view.spec.get("usermeta", {}), "rg_click": GRAPH_CLICK}
+            view.caption += " Click an operator to show its stage's graph (and part) below."
+        figures.append(view)
+        ns_control = namespace_control(t.get("namespaces"))
+        if ns_control is not None:
+            controls.append(ns_control)
+    if graph is not None:
+        figures.append(graph[0])
+        controls += graph[1]
+        tables.append(strategy_graph.table(t["graph_ops"], a.data["graph_ops_total"]))
     if "pipeline" in a.data:
         pfigs, ptables, pcontrols, psummary = pipeline.present(a.data["pipeline"])
+        for f in pfigs:
+            if graph is not None and f.id == "strategy-pipeline":  # the panel's sends / receives lead to the graph
+                f.spec["usermeta"] = {**f.spec.get("usermeta", {}), "rg_click": [GRAPH_CLICK[0]]}
+                f.caption += " Click a send or receive to show its stage's graph."
         figures += pfigs
         tables += ptables
         controls += pcontrols
@@ -592,6 +614,27 @@ def _pairs_figure(pp: pd.DataFrame) -> Figure | None:
                   alt="Matrix of send/receive pairs between pipeline stages")
 
 
+#: clicking an operator of the strategy view (or a send / receive of the pipeline panel) sets the graph's controls
+GRAPH_CLICK = [{"field": "stage", "signal": strategy_graph.STAGE_SIGNAL},
+               {"field": "phase", "signal": strategy_graph.PHASE_SIGNAL}]
+#: the strategy view's namespace highlight (seed S0: the namespace selector highlights its operators); options = the
+#: namespaces of the deepest level (at most 3) that keeps them within NS_OPTIONS
+NS_SIGNAL, NS_OPTIONS = strategy_graph.NS_SIGNAL, 60
+
+
+def namespace_control(ns: pd.DataFrame) -> Control | None:
+    """The strategy view's namespace control from the namespaces table (every scope prefix): "every operator" and
+    the namespaces of depth <= d, d the deepest of 3, 2, 1 with at most :data:`NS_OPTIONS` of them."""
+    if ns is None or ns.empty:
+        return None
+    for d in (3, 2, 1):
+        names = sorted(set(ns.loc[ns["depth"] <= d, "namespace"].astype(str)), key=natural_key)
+        if len(names) <= NS_OPTIONS:
+            break
+    names = names[:NS_OPTIONS]
+    return Control(NS_SIGNAL, "Strategy view: namespace", [("", "every operator")] + [(n, n) for n in names], "")
+
+
 #: operators drawn per stage in the strategy view (beyond: the first ones in execution order, and said)
 VIEW_OPS = 4000
 _ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
@@ -645,7 +688,8 @@ def _strategy_view(a: Analysis) -> Figure | None:
         role = role_of_ops(g)
         rows.append(pd.DataFrame({"stage": int(st), "pos": g["pos"].astype(int), "role": role,
                                   "name": [limits.cap_text(str(n), 120) for n in g["name"]],
-                                  "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str)}))
+                                  "type": g["type"].astype(str), "strategy": g["parallel_shard"].astype(str),
+                                  "phase": strategy_graph.phases(g).to_numpy()}))
     pts = pd.concat(rows, ignore_index=True)
     lines = []
     pp = a.tables.get("pipeline_pairs")
@@ -670,7 +714,10 @@ def _strategy_view(a: Analysis) -> Figure | None:
     x = vl.X("pos:Q", title="Node position (execution order, stages aligned)", axis=vl.Axis(format=fmt.D3_FORMAT))
     y = vl.Y("stage:O", title="Stage", scale=vl.Scale(domain=stages))
     zoom = vl.selection_interval("strategy_zoom", encodings=["x"], bind="scales")
+    # the namespace control: the operators below the chosen namespace stay, the others fade ("" = every operator)
+    ns_test = f"{NS_SIGNAL} == '' || indexof(datum.name, {NS_SIGNAL} + '/') == 0"
     marks = vl.Chart(pts).mark_tick(thickness=2, size=18).encode(
+        opacity=vl.condition(ns_test, vl.value(1), vl.value(0.12)),
         x=x, y=y, color=vl.Color("role:N", title="Role", scale=vl.Scale(domain=roles, range=colors)),
         tooltip=[vl.Tooltip("name:N", title="Operator"), vl.Tooltip("type:N", title="Type"),
                  vl.Tooltip("role:N", title="Role"), vl.Tooltip("strategy:N", title="Strategy"),
@@ -679,16 +726,18 @@ def _strategy_view(a: Analysis) -> Figure | None:
     if lines:
         layers.insert(0, vl.Chart(pd.DataFrame(lines)).mark_line(color=palette.ROLE["free"], strokeWidth=1).encode(
             x=x, y=y, detail=vl.Detail("pair:N")))
-    chart = vl.fit(vl.layer(*layers), {"step": 36})
+    chart = vl.fit(vl.layer(*layers), {"step": 36}).add_params(vl.param(NS_SIGNAL, ""))
     shifted = {int(k): int(v) for k, v in offset.items() if v}
     caption = ("Each stage's operators (its first rank) left to right in execution order, coloured by role; a line "
                "joins each Send to its Receive. Stages are aligned on their Send/Receive pairs"
                + (" (" + ", ".join(f"stage {k} shifted by {v:+d}" for k, v in sorted(shifted.items())) + ")"
                   if shifted else "") + ". Scroll to zoom, drag to pan, double-click to reset."
-               + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else ""))
+               + (f" Stages of more than {VIEW_OPS:,} operators show their first {VIEW_OPS:,}." if cut else "")
+               + " Choose a namespace above to highlight its operators.")
     return Figure("strategy-view", "Parallel strategy view: operators by stage and role", to_spec(chart),
                   caption=caption, static_caption=caption.replace(" Scroll to zoom, drag to pan, double-click to "
-                                                                  "reset.", ""),
+                                                                  "reset.", "").replace(
+                      " Choose a namespace above to highlight its operators.", ""),
                   alt="Operators of each stage in execution order coloured by computation, communication, "
                       "redistribution and gradient aggregation")
 

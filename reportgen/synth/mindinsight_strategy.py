@@ -10,7 +10,8 @@ row-parallel MatMuls (``instanceName`` ``redistribution_op_*``, group = the stag
 ``Gradients/Default/...`` the weight-gradient MatMuls with their ``grad_mirror`` AllReduce (gradient aggregation,
 group = the dp group). Stages exchange activations and gradients: per micro-batch a forward ``Send`` (``dest_rank``) /
 ``Receive`` (``src_rank``) and a backward pair, ``sr_tag`` = the micro-batch (forward) or 1000 + the micro-batch
-(backward). ``disagree`` (rank -> operator full name) gives that rank's operator another strategy than its stage
+(backward). ``recompute`` adds each layer's recomputed mlp operators (scope ``recompute_Default/...``) before the
+backward graph. ``disagree`` (rank -> operator full name) gives that rank's operator another strategy than its stage
 peers (the report must flag it).
 """
 
@@ -35,7 +36,7 @@ def _s(v: str) -> dict:
 
 
 def _graph(rank: int, stage: int, stages: int, dp: int, mp: int, layers: int, micro: int, per_stage: int,
-           disagree: str | None) -> tuple[list[dict], list[dict]]:
+           disagree: str | None, recompute: bool = False) -> tuple[list[dict], list[dict]]:
     nodes: list[dict] = []
     truth_ops: list[dict] = []
     pos = rank - stage * per_stage
@@ -69,15 +70,19 @@ def _graph(rank: int, stage: int, stages: int, dp: int, mp: int, layers: int, mi
     if prev_rank is not None:
         for m in range(micro):
             add("Receive", "Default/network/pipeline", extra={"src_rank": _i(prev_rank), "sr_tag": _i(m)})
+    adds: dict[int, str] = {}
     for L in range(stage * layers, (stage + 1) * layers):
         base = f"Default/network/model/layers.{L}"
         a = f"{base}/attention"
+        x = nodes[-1]["name"] if nodes else None            # the layer's input (residual branch)
         add("MatMul", a, [[dp, 1], [1, mp]])               # q / k / v: column parallel
         add("Softmax", a, [[dp, mp, 1, 1]])
-        add("BatchMatMul", a, [[dp, mp, 1, 1], [dp, mp, 1, 1]])
+        add("BatchMatMul", a, [[dp, mp, 1, 1], [dp, mp, 1, 1]],
+            inputs=[nodes[-1]["name"]] + ([x] if x else []))  # scores x values: two inputs
         add("MatMul", a, [[dp, mp], [mp, 1]])              # output projection: row parallel
         add("AllReduce", a, instance=f"redistribution_op_{L}_attn", group=mp_group)
-        add("Add", base, [[dp, 1, 1], [dp, 1, 1]])
+        adds[L] = add("Add", base, [[dp, 1, 1], [dp, 1, 1]],
+                      inputs=[nodes[-1]["name"]] + ([x] if x else []))  # residual
         f = f"{base}/mlp"
         add("MatMul", f, [[dp, 1], [1, mp]])
         add("Gelu", f, [[dp, mp]])
@@ -86,6 +91,12 @@ def _graph(rank: int, stage: int, stages: int, dp: int, mp: int, layers: int, mi
     if next_rank is not None:
         for m in range(micro):
             add("Send", "Default/network/pipeline", extra={"dest_rank": _i(next_rank), "sr_tag": _i(m)})
+    if recompute:  # the recompute pass duplicates each layer's mlp activation before the backward graph
+        for L in range(stage * layers, (stage + 1) * layers):
+            r = f"recompute_Default/network/model/layers.{L}/mlp"
+            add("MatMul", r, [[dp, 1], [1, mp]], inputs=[adds[L]])  # from the layer's forward residual
+            add("Gelu", r, [[dp, mp]])
+    if next_rank is not None:
         for m in range(micro):
             add("Receive", "Gradients/Default/network/pipeline", extra={"src_rank": _i(next_rank),
                                                                          "sr_tag": _i(1000 + m)})
@@ -102,7 +113,8 @@ def _graph(rank: int, stage: int, stages: int, dp: int, mp: int, layers: int, mi
 
 
 def write_strategy_files(root: str | Path, *, stages: int = 2, dp: int = 2, mp: int = 2, layers: int = 2,
-                         micro: int = 4, disagree: dict[int, str] | None = None, profiler_info: bool = True) -> dict:
+                         micro: int = 4, disagree: dict[int, str] | None = None, profiler_info: bool = True,
+                         recompute: bool = False) -> dict:
     """Write ``parallel_strategy_{rank}.json`` (and ``profiler_info_{rank}.json``) for ``stages`` x dp x mp ranks
     under ``root``; return the ground truth: per stage the operator count, operators with a strategy,
     redistribution and gradient-aggregation operators, the pipeline pairs, and every operator's strategy."""
@@ -115,7 +127,7 @@ def write_strategy_files(root: str | Path, *, stages: int = 2, dp: int = 2, mp: 
                    "disagree": {str(r): n for r, n in disagree.items()}}
     for rank in range(world):
         stage = rank // per_stage
-        nodes, ops = _graph(rank, stage, stages, dp, mp, layers, micro, per_stage, disagree.get(rank))
+        nodes, ops = _graph(rank, stage, stages, dp, mp, layers, micro, per_stage, disagree.get(rank), recompute)
         doc = {"config": {"rankId": rank, "stageId": stage, "parallelType": "semi_auto_parallel",
                           "stageDevices": [{"dim": [{"size": str(r)} for r in range(world)]}]},
                "graph": {"node": nodes, "parameters": [], "constVals": []}}
