@@ -148,9 +148,19 @@ def test_per_link_operator_distributions(pp2x4):
     run = read_run(pp2x4)
     (o,) = run_sections(run, only=["communication"])
     lo = o.analysis.tables["link_ops"]
-    assert set(lo["link"]) == {"rank 0: 1→0 SDMA", "rank 1: 0→1 SDMA", "rank 2: 1→0 SDMA", "rank 3: 0→1 SDMA"}
+    # hccl_raw's group-local ends placed on global ranks through the run's groups (issue 27): the AllReduces in each
+    # stage (0-1, 2-3), the Receives in the pipeline groups (2->0, 1->3)
+    assert set(lo["link"]) == {"0→1 SDMA", "1→0 SDMA", "2→3 SDMA", "3→2 SDMA", "2→0 SDMA", "1→3 SDMA"}
+    assert set(lo.loc[lo["op"].str.contains("Receive"), "group"]) == {"pp0", "pp1"}
     assert (lo["bandwidth_gbps"] == lo["size_mb"] / lo["time_ms"]).all()
-    assert "communication-link-boxes" in [f.id for f in o.view.figures]
+    figs = {f.id: f for f in o.view.figures}
+    assert {"communication-link-boxes", "communication-matrix", "communication-graph"} <= set(figs)
+    links = o.analysis.tables["links"]
+    assert {(2, 0), (1, 3), (0, 1), (3, 2)} <= set(zip(links["src_rank"], links["dst_rank"]))
+    assert {"communication-link-ops", "communication-link-extremes"} <= {t.id for t in o.view.tables}
+    # the step-level entries keep the seed's numbers and get global ends only through their rank's operators
+    loc = o.analysis.tables["links_local"].set_index(["rank", "src_local", "dst_local"])
+    assert loc.loc[(1, 0, 1), ["global_src", "global_dst"]].tolist() == [0, 1]
 
 
 def test_link_matrix_stays_small_at_1024_ranks():
