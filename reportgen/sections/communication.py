@@ -337,13 +337,16 @@ def _group_options(run: Run, options) -> list[tuple[Any, str]]:
     rows = [(sorted(int(r) for r in rs), str(g), str(n), str(k)) for g, n, k, rs in
             zip(groups["group"], groups["name"], groups["kind"], groups["ranks"]) if 2 <= len(rs) < max(world, 3)]
     rows.sort(key=lambda x: (-len(x[0]), natural_key(x[1])))
-    seen, out = set(), []
+    # one option per member set (the control filters by ranks), named after EVERY group with those members: a pp and
+    # an embedding group of the same ranks are two groups, both named (seed #89)
+    same: dict[tuple, list[tuple[str, str, str]]] = {}
     for ranks, g, n, k in rows:
-        if tuple(ranks) in seen:
-            continue
-        seen.add(tuple(ranks))
-        label = f"{g}" + (f" '{n}'" if n and n != g else "") + f" · {k} · {len(ranks)} ranks"
-        out.append((ranks, label))
+        same.setdefault(tuple(ranks), []).append((g, n, k))
+    out = []
+    for ranks, named in same.items():
+        kinds = list(dict.fromkeys(k for _g, _n, k in named))
+        label = " = ".join(f"{g}" + (f" '{n}'" if n and n != g else "") for g, n, _k in named)
+        out.append((list(ranks), f"{label} · {' / '.join(kinds)} · {len(ranks)} ranks"))
     return out[:GROUP_OPTIONS]
 
 
