@@ -269,3 +269,23 @@ def test_group_control_names_every_group_of_the_same_members(monkeypatch):
     run = type("R", (), {"ranks": [0, 1, 2, 3]})()
     labels = [label for ranks, label in c._group_options(run, None) if ranks == [0, 2]]
     assert len(labels) == 1 and all(g in labels[0] for g in ("g13", "g19", "g20")) and "other / pp" in labels[0]
+
+
+def test_small_collectives_count_calls_below_the_limit_per_rank_and_step():
+    """Seed #64 (all_reduce_fusion_config): calls per rank and step below SMALL_COLLECTIVE_MB and their time."""
+    import pandas as pd
+    from reportgen.sections.communication import SMALL_COLLECTIVE_MB, small_collectives
+
+    ops = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1, 0], "step": [1, 1, 1, 1, 1, 1, 2], "kind": "collective",
+                        "op": ["a", "b", "c", "a", "b", "c", "a"], "op_type": "allreduce",
+                        "elapse_ms": [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 5.0]})
+    ops.loc[2, "kind"] = ops.loc[5, "kind"] = "p2p"
+    sizes = pd.DataFrame({"rank": [0, 0, 1, 1], "step": 1, "op": ["a", "b", "a", "b"],
+                          "size_mb": [SMALL_COLLECTIVE_MB / 2, SMALL_COLLECTIVE_MB * 2, 0.1, 64.0]})
+    (row,) = small_collectives(ops, sizes, steps=[1]).to_dict("records")
+    # 2 collectives per (rank, step), one of them small (1 ms each)
+    assert (row["calls_per_step"], row["small_calls_per_step"], row["small_ms_per_step"], row["ms_per_step"]) == \
+        (2.0, 1.0, 1.0, 3.0)
+    # step 2's call has no size: counted, never small
+    (row,) = small_collectives(ops, sizes).to_dict("records")
+    assert row["calls_per_step"] == 5 / 3 and row["small_calls_per_step"] == 2 / 3

@@ -230,8 +230,14 @@ def analyze(run: Run, options=None) -> Analysis:
                             "clocks_comparable": clocks["comparable"], "clocks_basis": clocks["basis"],
                             "collective_calls": clocks["calls"],
                             "end_spread_ms_median": clocks["end_spread_ms"]}
+    small = small_collectives(ops, _op_bytes(run, ops, a_sizes := operation_sizes(run, ops)),
+                              F.steps if F is not None else None)
+    if small is not None and not small.empty:
+        tables["small_collectives"] = small
+        metrics["small_collectives"] = {"limit_mb": SMALL_COLLECTIVE_MB, "definition": SMALL_COLLECTIVE_DEFINITION,
+                                        "by_type": small.to_dict(orient="records")}
     a = Analysis(metrics=metrics, tables=tables, data={
-        "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": operation_sizes(run, ops),
+        "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": a_sizes,
         "ranks": run.ranks, "transit_outliers": outliers, "transit_applicable": transit,
         "note": raw.attrs.get("note") if raw is not None else None,
         "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options)})
@@ -423,6 +429,50 @@ def operation_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     x["limit_mb"] = x["cls"].map(limits)
     return x[["rank", "step", "op", "cls", "limit_mb", "size_mb", "time_ms"]].reset_index(drop=True)
+
+
+#: a collective below this size is "small" for the fusion table (the small-packet rule's RDMA limit)
+SMALL_COLLECTIVE_MB = th.SMALL_PACKET_RDMA_MB
+SMALL_COLLECTIVE_DEFINITION = ("per collective type, over the steps in scope: calls per rank and step, those below the "
+                               "limit (bytes the rank moves in the call: its transports', else its links', else its "
+                               "message size) and their operation time per rank and step")
+
+
+def _op_bytes(run: Run, ops: pd.DataFrame | None, sizes: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Bytes each operation moves on its rank, per (rank, step, op): the per-transport rows (the small-packet rule's
+    :func:`operation_sizes`, classes summed), else the operator's link entries (hccl_raw: Σ size over its links)."""
+    if sizes is not None and not sizes.empty:
+        return sizes.groupby(["rank", "step", "op"], as_index=False)["size_mb"].sum()
+    lk = run.table("comm_links_local")
+    if lk is None or ops is None:
+        return None
+    x = lk[lk["op"].notna() & (lk["step"] >= 0)]
+    return x.groupby(["rank", "step", "op"], as_index=False)["size_mb"].sum() if not x.empty else None
+
+
+def small_collectives(ops: pd.DataFrame | None, sizes: pd.DataFrame | None, steps=None) -> pd.DataFrame | None:
+    """Seed #64 (MindSpore ``all_reduce_fusion_config``: many small AllReduces that fusion would merge): per collective
+    type over the steps in scope (``steps``; else every step >= 0), the calls per rank and step, the calls that move
+    less than :data:`SMALL_COLLECTIVE_MB` per rank and step, their operation time (ms) per rank and step and the
+    median size. ``sizes``: bytes per (rank, step, op) (:func:`_op_bytes`); operations without a size are counted,
+    never as small."""
+    if ops is None or sizes is None or "kind" not in ops:
+        return None
+    o = ops[(ops["kind"] == "collective") & (ops["step"] >= 0)]
+    if steps is not None:
+        o = o[o["step"].isin(list(steps))]
+    if o.empty:
+        return None
+    o = o.drop(columns=["size_mb"], errors="ignore").merge(sizes, on=["rank", "step", "op"], how="left")
+    pairs = max(1, len(o[["rank", "step"]].drop_duplicates()))
+    o = o.assign(small=o["size_mb"] < SMALL_COLLECTIVE_MB)
+    o["small_ms"] = o["elapse_ms"].where(o["small"], 0.0)
+    g = o.groupby("op_type")
+    out = pd.DataFrame({"calls_per_step": g.size() / pairs, "small_calls_per_step": g["small"].sum() / pairs,
+                        "small_ms_per_step": g["small_ms"].sum() / pairs, "ms_per_step": g["elapse_ms"].sum() / pairs,
+                        "median_size_mb": g["size_mb"].median()}).reset_index()
+    return out.sort_values(["small_ms_per_step", "op_type"], ascending=[False, True], kind="stable") \
+        .reset_index(drop=True)
 
 
 def _link_ops(run: Run, mapped: pd.DataFrame | None = None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -734,6 +784,18 @@ def present(a: Analysis) -> View:
                     "profiler wrote it."))
     if "link_ops" in t:
         tables.append(_link_ops_table(t["link_ops"]))
+    if "small_collectives" in t:
+        tables.append(Table.from_frame(
+            "communication-small-collectives", "Small collectives (fusion)", t["small_collectives"],
+            [Column("op_type", "Collective", "text"), Column("calls_per_step", "Calls per rank and step", "float"),
+             Column("small_calls_per_step", f"Below {fmt.quantity(SMALL_COLLECTIVE_MB, 'mb')} per rank and step",
+                    "float"),
+             Column("small_ms_per_step", "Their time per rank and step", "ms"),
+             Column("ms_per_step", "All calls' time per rank and step", "ms"),
+             Column("median_size_mb", "Median size", "mb")],
+            caption="Many small collectives are latency-bound: fusing them (MindSpore all_reduce_fusion_config / "
+                    "comm_fusion, PyTorch DDP bucket_cap_mb) makes fewer, larger calls. Sizes are the bytes the rank "
+                    "moves in the call."))
     if "link_op_extremes" in t:
         tables.append(Table.from_frame(
             "communication-link-extremes", "Fastest and slowest instance per operation type and link",
