@@ -199,7 +199,8 @@ def analyze(run: Run, options=None) -> Analysis:
     if link_ops is not None and not link_ops.empty:
         tables["link_ops"] = link_ops
     if extremes is not None and not extremes.empty:
-        tables["link_op_extremes"] = extremes
+        # a per-link table (name ending in "links"): the metrics JSON may cut it to its slowest rows at many ranks
+        tables["op_type_links"] = extremes
     # local links come from the files' per-step average row: one step. The seed's rule reads those rows as written
     # (MindInsight's cluster_link helper), also where the operators' links could be placed on global ranks
     slow = _slow_links(local, 1) if local is not None else _slow_links(links, links_steps)
@@ -796,10 +797,10 @@ def present(a: Analysis) -> View:
             caption="Many small collectives are latency-bound: fusing them (MindSpore all_reduce_fusion_config / "
                     "comm_fusion, PyTorch DDP bucket_cap_mb) makes fewer, larger calls. Sizes are the bytes the rank "
                     "moves in the call."))
-    if "link_op_extremes" in t:
+    if "op_type_links" in t:
         tables.append(Table.from_frame(
             "communication-link-extremes", "Fastest and slowest instance per operation type and link",
-            t["link_op_extremes"],
+            t["op_type_links"],
             [Column("op_type", "Operation type", "text"), Column("link", "Link", "text"),
              Column("instances", "Instances", "int"), Column("fastest_ms", "Fastest", "ms"),
              Column("median_ms", "Median", "ms"), Column("slowest_ms", "Slowest", "ms"),
@@ -923,13 +924,13 @@ def _findings(a: Analysis) -> list[Finding]:
             view=EvidenceView("communication-matrix", {"link_metric": "time_ms"}) if "links" in a.tables
             else EvidenceView("communication-ranks")))
     for s in a.data["slow_links"]:
-        ends = "group-local ranks" if s["local"] else "ranks"
+        ends = f"{'group-local ranks' if s['local'] else 'ranks'} {s['src']} → {s['dst']}"
         glob = s.get("global")
-        if glob:
-            ends = f"ranks {glob[0]} → {glob[1]} (group-local"
+        if glob:  # a group-local link its rank's operator entries place on global ranks
+            ends = f"ranks {glob[0]} → {glob[1]} (group-local {s['src']} → {s['dst']})"
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
-            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']}{')' if glob else ''} runs at "
+            f"The {s['transport']} link between {ends} runs at "
             f"{fmt.quantity(s['value'], 'gbps')}, "
             f"{fmt.quantity(s['percent'], 'pct')} below the mean of {s['transport']} links "
             f"({fmt.quantity(s['reference'], 'gbps')})"
@@ -942,7 +943,8 @@ def _findings(a: Analysis) -> list[Finding]:
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
-            view=EvidenceView("communication-matrix" if not s["local"] else "communication-link-boxes"
+            view=EvidenceView("communication-matrix" if not s["local"] or (glob and "links" in a.tables)
+                              else "communication-link-boxes"
                               if "link_ops" in a.tables else "communication-links-local",
                               {"link_metric": "bandwidth_gbps"})))
     return out
