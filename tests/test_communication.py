@@ -289,3 +289,17 @@ def test_small_collectives_count_calls_below_the_limit_per_rank_and_step():
     # step 2's call has no size: counted, never small
     (row,) = small_collectives(ops, sizes).to_dict("records")
     assert row["calls_per_step"] == 5 / 3 and row["small_calls_per_step"] == 2 / 3
+
+
+def test_matrix_cells_per_transport_and_all():
+    """Seed #89's transport view: one set of cells per transport and one over all of them."""
+    import pandas as pd
+    from reportgen.sections.communication import _matrix_cells, matrix_transports
+
+    links = pd.DataFrame({"src_rank": [0, 0, 1], "dst_rank": [1, 1, 0], "transport": ["HCCS", "RDMA", "HCCS"],
+                          "size_mb": [4.0, 1.0, 2.0], "time_ms": [1.0, 1.0, 2.0]})
+    assert matrix_transports(links) == ["HCCS", "RDMA"] and matrix_transports(links[links["transport"] == "HCCS"]) == []
+    cells = _matrix_cells(links, "src_rank", "dst_rank", 1, ["HCCS", "RDMA"]).set_index(
+        ["transport", "src_rank", "dst_rank"])
+    assert cells.loc[("all", 0, 1), "bandwidth_gbps"] == 2.5 and cells.loc[("RDMA", 0, 1), "size_mb"] == 1.0
+    assert len(cells) == 2 + 3

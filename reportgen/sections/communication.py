@@ -733,6 +733,10 @@ def present(a: Analysis) -> View:
         figures.append(_matrix(links, "src_rank", "dst_rank", "Rank", grouped))
         figures.append(_graph(per_rank, links, grouped))
         controls.append(LINK_METRIC_CONTROL)
+        transports = matrix_transports(links)
+        if transports:
+            controls.append(Control("link_transport", "Transport", [("all", "All")] + [(x, x) for x in transports],
+                                    "all"))
     if "link_ops" in t:
         figures.append(_boxes(t["link_ops"]))
         if not any(c.signal == "link_metric" for c in controls):
@@ -996,34 +1000,63 @@ def _link_metrics(df: pd.DataFrame) -> dict:
             "bandwidth_gbps": ("Bandwidth", "gbps", df["bandwidth_gbps"])}
 
 
+def matrix_transports(links: pd.DataFrame) -> list[str]:
+    """The transports the matrix's Transport control offers (seed #89's transport view): those of the links, in
+    natural order, when there are two or more; else none (the control would have one choice)."""
+    if "transport" not in links:
+        return []
+    ts = sorted({str(t) for t in links["transport"].dropna()}, key=natural_key)
+    return ts if len(ts) > 1 else []
+
+
+def _matrix_cells(links: pd.DataFrame, src: str, dst: str, block: int, transports: list[str]) -> pd.DataFrame:
+    """Matrix cells: Σ size and time per (source, destination) (blocks of ``block`` ranks), bandwidth = size / time;
+    with ``transports``, one set of cells per transport (``transport``) and one over all of them ("all")."""
+    lk = links.assign(**{src: (links[src] // block) * block, dst: (links[dst] // block) * block})
+    parts = [lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum().assign(transport="all")]
+    if transports:
+        parts.append(lk.assign(transport=lk["transport"].astype(str)).groupby(
+            [src, dst, "transport"], as_index=False)[["size_mb", "time_ms"]].sum())
+    out = pd.concat(parts, ignore_index=True)
+    out["bandwidth_gbps"] = (out["size_mb"] / out["time_ms"]).where(out["time_ms"] > 0)
+    return out
+
+
+#: the matrix's transport filter (``link_transport``: "all" or a transport name, data)
+TRANSPORT_FILTER = "datum.transport == link_transport"
+
+
 def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool = False) -> Figure:
-    lk = links.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
-    lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
-    side = int(max(lk[src].max(), lk[dst].max())) + 1 if not lk.empty else 1
+    side = int(max(links[src].max(), links[dst].max())) + 1 if not links.empty else 1
+    transports = matrix_transports(links)
+    block = math.ceil(side / MATRIX_MAX_SIDE) if side > MATRIX_MAX_SIDE else 1
+    lk = _matrix_cells(links, src, dst, block, transports)
     caption = "Source rank (rows) to destination rank (columns); switch the metric above."
+    if transports:
+        caption += " The Transport control keeps one transport's links (All: every transport summed)."
     if side > MATRIX_MAX_SIDE:
-        block = math.ceil(side / MATRIX_MAX_SIDE)
-        lk[src], lk[dst] = (lk[src] // block) * block, (lk[dst] // block) * block
-        lk = lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
-        lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
     shown = min(side, MATRIX_MAX_SIDE)
     cell = band(shown, 48, 3, 640)
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
     blocked = side > MATRIX_MAX_SIDE
-    src_data = vl.Chart(lk) if blocked or src != "src_rank" else vl.Chart(lk).transform_filter(GROUP_LINK_FILTER)
+    src_data = vl.Chart(lk).transform_filter(TRANSPORT_FILTER)
+    if not blocked and src == "src_rank":
+        src_data = src_data.transform_filter(GROUP_LINK_FILTER)
     base = scale_position(src_data.transform_calculate(value=value), "value").encode(
         x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
         y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
     tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
+            vl.Tooltip("transport:N", title="Transport"),
             tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
     chart = base.mark_rect().encode(
         color=vl.Color("value:Q", scale=sequential(), legend=vl.Legend(title=None, format=fmt.D3_FORMAT)),
         tooltip=tips)
     if text:
         chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
-    params = [vl.param(name="link_metric", value="bandwidth_gbps"), units]
+    params = [vl.param(name="link_metric", value="bandwidth_gbps"), units,
+              vl.param(name="link_transport", value="all")]
     if not blocked and src == "src_rank":
         params.append(vl.param(name="comm_group", value="all"))
         caption += " The process group chosen above keeps its own links." if grouped else ""
