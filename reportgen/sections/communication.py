@@ -95,7 +95,7 @@ def _ops_with_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def large_packets(bw: pd.DataFrame | None) -> pd.DataFrame | None:
     """Per (rank, step, op): the large-packet ratio of the transport that moved the op's most bytes (LOCAL left out)
-    and that transport. Large Packet Ratio (communication.json, msprof-analyze; research notes on Ascend profiler
+    and that transport. Large Packet Ratio (communication.json, msprof-analyze; research notes on the NPU profiler
     output §2.2) = packets larger than the transport's threshold (RDMA 0.5 MB, HCCS / PCIE / SIO 32 MB) / packets;
     a low ratio means many small packets (latency-bound). None when the files give no ratio."""
     if bw is None or "large_packet_ratio" not in bw or bw["large_packet_ratio"].isna().all():
@@ -202,7 +202,7 @@ def analyze(run: Run, options=None) -> Analysis:
         # a per-link table (name ending in "links"): the metrics JSON may cut it to its slowest rows at many ranks
         tables["op_type_links"] = extremes
     # local links come from the files' per-step average row: one step. The seed's rule reads those rows as written
-    # (MindInsight's cluster_link helper), also where the operators' links could be placed on global ranks
+    # (the seed's cluster_link helper), also where the operators' links could be placed on global ranks
     slow = _slow_links(local, 1) if local is not None else _slow_links(links, links_steps)
     metrics.update({
         **extra_meta, "avg_source": "computed", "wait_ratio_formula": WAIT_RATIO_FORMULA,
@@ -452,7 +452,7 @@ def _op_bytes(run: Run, ops: pd.DataFrame | None, sizes: pd.DataFrame | None) ->
 
 
 def small_collectives(ops: pd.DataFrame | None, sizes: pd.DataFrame | None, steps=None) -> pd.DataFrame | None:
-    """Seed #64 (MindSpore ``all_reduce_fusion_config``: many small AllReduces that fusion would merge): per collective
+    """Seed #64 (the seed's ``all_reduce_fusion_config``: many small AllReduces that fusion would merge): per collective
     type over the steps in scope (``steps``; else every step >= 0), the calls per rank and step, the calls that move
     less than :data:`SMALL_COLLECTIVE_MB` per rank and step, their operation time (ms) per rank and step and the
     median size. ``sizes``: bytes per (rank, step, op) (:func:`_op_bytes`); operations without a size are counted,
@@ -798,8 +798,8 @@ def present(a: Analysis) -> View:
              Column("small_ms_per_step", "Their time per rank and step", "ms"),
              Column("ms_per_step", "All calls' time per rank and step", "ms"),
              Column("median_size_mb", "Median size", "mb")],
-            caption="Many small collectives are latency-bound: fusing them (MindSpore all_reduce_fusion_config / "
-                    "comm_fusion, PyTorch DDP bucket_cap_mb) makes fewer, larger calls. Sizes are the bytes the rank "
+            caption="Many small collectives are latency-bound: fusing them (all_reduce_fusion_config / "
+                    "comm_fusion, DDP bucket_cap_mb) makes fewer, larger calls. Sizes are the bytes the rank "
                     "moves in the call."))
     if "op_type_links" in t:
         tables.append(Table.from_frame(
@@ -822,7 +822,7 @@ def present(a: Analysis) -> View:
                          "group; they cannot be turned into global ranks, so they are shown as written.")
         if mapped_info:
             local_caption = ("Each step's own link entries as the files write them (the seed's slow-link rule reads "
-                             "these; for MindSpore <= 2.1 a step's bandwidth is the sum of its operators' bandwidths). "
+                             "these; for the older hccl_raw generation a step's bandwidth is the sum of its operators' bandwidths). "
                              "An entry sums the operators of every group, so it gets global ends only where that "
                              "rank's operator entries with the same local ends all map to one pair.")
         tables.append(Table.from_frame(
