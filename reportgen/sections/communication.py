@@ -304,7 +304,8 @@ def _place_local(local: pd.DataFrame | None, mapped: pd.DataFrame | None) -> pd.
     pair; NaN otherwise (a step's entry sums the operators of every group, so it is placed only through them)."""
     if local is None or local.empty or mapped is None:
         return local
-    op = mapped[mapped["op"].notna()]
+    # the operators' entries; without them (a file without operator entries) the steps' own, mapped as they are
+    op = mapped[mapped["op"].notna()] if mapped["op"].notna().any() else mapped
     key = ["rank", "src_local", "dst_local", "transport"]
     if op.empty:
         return local.assign(global_src=math.nan, global_dst=math.nan)
@@ -830,8 +831,10 @@ def present(a: Analysis) -> View:
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
-             Column("bandwidth_gbps", "Bandwidth", "gbps"), Column("global_src", "Source (global)", "rank"),
-             Column("global_dst", "Destination (global)", "rank")],
+             Column("bandwidth_gbps", "Bandwidth", "gbps")]
+            + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
+                                                                                   ("dst", "Destination"))
+               if f"global_{e}" in t["links_local"]],
             caption=local_caption))
     notes = []
     if a.data.get("note"):
