@@ -16,8 +16,11 @@ Definitions:
   ``cluster_communication.json`` "Total Op Info" (research notes on msprof-analyze §2.2-2.3). Links from the
   communication matrix's ``total`` entries, summed over the ranks that report them and over steps, keyed by GLOBAL
   ranks (else the trace's point-to-point links); bandwidth = size / time. Links whose ends the files give only as
-  group-local indices (hccl_raw, research notes on the seed's cluster pages §2.3) are shown as such, never passed
-  off as global ranks.
+  group-local indices (hccl_raw, research notes on the seed's cluster pages §2.3) are placed on global ranks where
+  exactly one of the run's process groups fits them (:func:`map_local_links`); the others are shown as written,
+  never passed off as global ranks.
+* Per operation type and link: fastest / median / slowest instance (:func:`link_op_extremes`); small collectives
+  per type (:func:`small_collectives`); large-packet ratio per operation (:func:`large_packets`).
 * Who waited for whom: :func:`reportgen.facts.entries` / :func:`~reportgen.facts.p2p_entries` /
   :func:`~reportgen.facts.rank_waits`.
 * Slow link (seed rule ``cluster_link``, the seed's cluster helper): per transport type, a link whose bandwidth
