@@ -148,9 +148,19 @@ def test_per_link_operator_distributions(pp2x4):
     run = read_run(pp2x4)
     (o,) = run_sections(run, only=["communication"])
     lo = o.analysis.tables["link_ops"]
-    assert set(lo["link"]) == {"rank 0: 1→0 SDMA", "rank 1: 0→1 SDMA", "rank 2: 1→0 SDMA", "rank 3: 0→1 SDMA"}
+    # hccl_raw's group-local ends placed on global ranks through the run's groups (issue 27): the AllReduces in each
+    # stage (0-1, 2-3), the Receives in the pipeline groups (2->0, 1->3)
+    assert set(lo["link"]) == {"0→1 SDMA", "1→0 SDMA", "2→3 SDMA", "3→2 SDMA", "2→0 SDMA", "1→3 SDMA"}
+    assert set(lo.loc[lo["op"].str.contains("Receive"), "group"]) == {"pp0", "pp1"}
     assert (lo["bandwidth_gbps"] == lo["size_mb"] / lo["time_ms"]).all()
-    assert "communication-link-boxes" in [f.id for f in o.view.figures]
+    figs = {f.id: f for f in o.view.figures}
+    assert {"communication-link-boxes", "communication-matrix", "communication-graph"} <= set(figs)
+    links = o.analysis.tables["links"]
+    assert {(2, 0), (1, 3), (0, 1), (3, 2)} <= set(zip(links["src_rank"], links["dst_rank"]))
+    assert {"communication-link-ops", "communication-link-extremes"} <= {t.id for t in o.view.tables}
+    # the step-level entries keep the seed's numbers and get global ends only through their rank's operators
+    loc = o.analysis.tables["links_local"].set_index(["rank", "src_local", "dst_local"])
+    assert loc.loc[(1, 0, 1), ["global_src", "global_dst"]].tolist() == [0, 1]
 
 
 def test_link_matrix_stays_small_at_1024_ranks():
@@ -182,3 +192,114 @@ def test_p2p_transit_is_the_shorter_kernel_of_the_matched_pair(tmp_path):
     recv = p2p[p2p["op_type"] == "receive"]
     assert recv["transit_ms"].mean() == pytest.approx(send_transit, rel=1e-6)  # the sends are the shorter halves
     assert (recv["elapse_ms"] >= recv["transit_ms"] - 1e-9).all() and recv["wait_ms"].sum() > 0
+
+
+def _groups(rows):
+    import pandas as pd
+    return pd.DataFrame([{"group": g, "name": g, "kind": k, "ranks": r} for g, k, r in rows])
+
+
+def test_map_local_links_places_each_operator_in_the_one_group_that_fits():
+    """hccl_raw's group-local ends -> global ranks: collectives through the stage group, Send/Receive through the pp
+    group, the rank at its own local index; several fitting groups or none -> kept local (issue 27)."""
+    import pandas as pd
+    from reportgen.sections.communication import MAP_AMBIGUOUS, MAP_NONE, map_local_links
+
+    groups = _groups([("stage1", "other", [0, 1, 2, 3]), ("stage2", "other", [4, 5, 6, 7]),
+                      ("pp1", "pp", [1, 5]), ("other5", "other", [5, 6])])
+    local = pd.DataFrame({
+        "rank": [5, 5, 5, 2, 6, 6],
+        "step": [1, 1, 1, 1, 1, 1],
+        "op": ["AllReduce-op1", "AllReduce-op1", "Receive-op2", "AllReduce-op1", "AllReduce-op9", None],
+        # rank 5 is local 1 of stage2 (ring 0->1, self 1-1); its Receive comes from local 0 of pp1 = rank 1;
+        # rank 2 (local 2 of stage1) 1->2; rank 6 local 0 fits other5 and... stage2 local 2 does not: one group
+        "src_local": [0, 1, 0, 1, 0, 0], "dst_local": [1, 1, 1, 2, 0, 1],
+        "transport": "HCCS", "time_ms": 1.0, "size_mb": 2.0, "bandwidth_gbps": 2.0})
+    out, info = map_local_links(local, groups)
+    got = list(zip(out["src_rank"], out["dst_rank"], out["group"].fillna("-")))
+    assert got[:4] == [(4, 5, "stage2"), (5, 5, "stage2"), (1, 5, "pp1"), (1, 2, "stage1")]
+    # rank 6's AllReduce-op9 has only a self link 0-0: local 0 of other5 is rank 5, not 6; of stage2 rank 4: none fit
+    assert not out["mapped"].iloc[4] and out["map_status"].iloc[4] == MAP_NONE
+    assert info["mapped"] == 4 and info["local"] == 1
+    # two groups of different members that both fit -> ambiguous, kept local
+    amb = _groups([("a", "other", [3, 9]), ("b", "other", [3, 7])])
+    one = pd.DataFrame({"rank": [3], "step": [1], "op": ["AllGather-op1"], "src_local": [1], "dst_local": [0],
+                        "transport": "RDMA", "time_ms": 1.0, "size_mb": 1.0, "bandwidth_gbps": 1.0})
+    out, info = map_local_links(one, amb)
+    assert not out["mapped"].any() and info["reasons"] == {MAP_AMBIGUOUS: 1}
+    # the same members under two names count once
+    out, _ = map_local_links(one, _groups([("a", "other", [3, 9]), ("a2", "other", [9, 3])]))
+    assert out["mapped"].all() and (out["src_rank"].iloc[0], out["dst_rank"].iloc[0]) == (9, 3)
+
+
+def test_link_op_extremes_fastest_median_slowest_per_type_and_link():
+    import pandas as pd
+    from reportgen.sections.communication import link_op_extremes
+
+    df = pd.DataFrame({"link": ["0→1 HCCS"] * 3 + ["1→0 HCCS"], "op": ["a", "b", "c", "d"],
+                       "op_type": ["allreduce"] * 4, "step": [1, 2, 3, 1], "time_ms": [2.0, 1.0, 9.0, 4.0],
+                       "size_mb": [2.0, 2.0, 9.0, 2.0]})
+    df["bandwidth_gbps"] = df["size_mb"] / df["time_ms"]
+    x = link_op_extremes(df).set_index("link")
+    r = x.loc["0→1 HCCS"]
+    assert (r["instances"], r["fastest_op"], r["fastest_ms"], r["median_ms"], r["slowest_op"], r["slowest_step"]) == \
+        (3, "b", 1.0, 2.0, "c", 3)
+    assert r["slowest_over_fastest"] == 9.0 and x.index[0] == "0→1 HCCS"  # slowest first
+
+
+def test_large_packets_take_the_transport_that_moved_most():
+    import pandas as pd
+    from reportgen.sections.communication import large_packets
+
+    bw = pd.DataFrame({"rank": 0, "step": 1, "op": ["x", "x", "x"], "transport": ["HCCS", "RDMA", "LOCAL"],
+                       "size_mb": [10.0, 30.0, 99.0], "time_ms": 1.0, "bandwidth_gbps": 1.0,
+                       "large_packet_ratio": [0.9, 0.2, 1.0]})
+    lp = large_packets(bw)
+    assert lp.to_dict("records") == [{"rank": 0, "step": 1, "op": "x", "large_packet_ratio": 0.2,
+                                      "large_packet_transport": "RDMA"}]
+    assert large_packets(bw.assign(large_packet_ratio=float("nan"))) is None
+
+
+def test_group_control_names_every_group_of_the_same_members(monkeypatch):
+    """Seed #89: a pp and an embedding group of the same ranks are both named, not merged into the first."""
+    from reportgen.sections import communication as c
+
+    monkeypatch.setattr(c, "_strategy_groups", lambda run, options: _groups(
+        [("g13", "other", [0, 2]), ("g19", "pp", [0, 2]), ("g20", "other", [2, 0]), ("g5", "dp", [0, 1])]))
+    run = type("R", (), {"ranks": [0, 1, 2, 3]})()
+    labels = [label for ranks, label in c._group_options(run, None) if ranks == [0, 2]]
+    assert len(labels) == 1 and all(g in labels[0] for g in ("g13", "g19", "g20")) and "other / pp" in labels[0]
+
+
+def test_small_collectives_count_calls_below_the_limit_per_rank_and_step():
+    """Seed #64 (all_reduce_fusion_config): calls per rank and step below SMALL_COLLECTIVE_MB and their time."""
+    import pandas as pd
+    from reportgen.sections.communication import SMALL_COLLECTIVE_MB, small_collectives
+
+    ops = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1, 0], "step": [1, 1, 1, 1, 1, 1, 2], "kind": "collective",
+                        "op": ["a", "b", "c", "a", "b", "c", "a"], "op_type": "allreduce",
+                        "elapse_ms": [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 5.0]})
+    ops.loc[2, "kind"] = ops.loc[5, "kind"] = "p2p"
+    sizes = pd.DataFrame({"rank": [0, 0, 1, 1], "step": 1, "op": ["a", "b", "a", "b"],
+                          "size_mb": [SMALL_COLLECTIVE_MB / 2, SMALL_COLLECTIVE_MB * 2, 0.1, 64.0]})
+    (row,) = small_collectives(ops, sizes, steps=[1]).to_dict("records")
+    # 2 collectives per (rank, step), one of them small (1 ms each)
+    assert (row["calls_per_step"], row["small_calls_per_step"], row["small_ms_per_step"], row["ms_per_step"]) == \
+        (2.0, 1.0, 1.0, 3.0)
+    # step 2's call has no size: counted, never small
+    (row,) = small_collectives(ops, sizes).to_dict("records")
+    assert row["calls_per_step"] == 5 / 3 and row["small_calls_per_step"] == 2 / 3
+
+
+def test_matrix_cells_per_transport_and_all():
+    """Seed #89's transport view: one set of cells per transport and one over all of them."""
+    import pandas as pd
+    from reportgen.sections.communication import _matrix_cells, matrix_transports
+
+    links = pd.DataFrame({"src_rank": [0, 0, 1], "dst_rank": [1, 1, 0], "transport": ["HCCS", "RDMA", "HCCS"],
+                          "size_mb": [4.0, 1.0, 2.0], "time_ms": [1.0, 1.0, 2.0]})
+    assert matrix_transports(links) == ["HCCS", "RDMA"] and matrix_transports(links[links["transport"] == "HCCS"]) == []
+    cells = _matrix_cells(links, "src_rank", "dst_rank", 1, ["HCCS", "RDMA"]).set_index(
+        ["transport", "src_rank", "dst_rank"])
+    assert cells.loc[("all", 0, 1), "bandwidth_gbps"] == 2.5 and cells.loc[("RDMA", 0, 1), "size_mb"] == 1.0
+    assert len(cells) == 2 + 3

@@ -221,3 +221,12 @@ def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path, monkeypat
     assert len(d) > 2 and len(domains.members(o.analysis)) == sum(d["members_with_data"])
     (ctl,) = [c for c in o.view.controls if c.signal == "domain"]
     assert [v for v, _ in ctl.options] == [int(x) for x in d["gi"].head(2)]
+
+
+def test_same_members_names_the_other_groups_never_merges():
+    import pandas as pd
+    from reportgen.sections.domains import same_members
+
+    g = pd.DataFrame({"group": ["g13", "g19", "g20", "g5"], "name": ["mp", "pp", "embd", "dp"],
+                      "kind": ["other", "pp", "other", "dp"], "ranks": [[0, 2], [0, 2], [2, 0], [0, 1]]})
+    assert same_members(g).tolist() == ["g19 'pp', g20 'embd'", "g13 'mp', g20 'embd'", "g13 'mp', g19 'pp'", ""]

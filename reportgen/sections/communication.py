@@ -16,8 +16,11 @@ Definitions:
   ``cluster_communication.json`` "Total Op Info" (research notes on msprof-analyze §2.2-2.3). Links from the
   communication matrix's ``total`` entries, summed over the ranks that report them and over steps, keyed by GLOBAL
   ranks (else the trace's point-to-point links); bandwidth = size / time. Links whose ends the files give only as
-  group-local indices (hccl_raw, research notes on the seed's cluster pages §2.3) are shown as such, never passed
-  off as global ranks.
+  group-local indices (hccl_raw, research notes on the seed's cluster pages §2.3) are placed on global ranks where
+  exactly one of the run's process groups fits them (:func:`map_local_links`); the others are shown as written,
+  never passed off as global ranks.
+* Per operation type and link: fastest / median / slowest instance (:func:`link_op_extremes`); small collectives
+  per type (:func:`small_collectives`); large-packet ratio per operation (:func:`large_packets`).
 * Who waited for whom: :func:`reportgen.facts.entries` / :func:`~reportgen.facts.p2p_entries` /
   :func:`~reportgen.facts.rank_waits`.
 * Slow link (seed rule ``cluster_link``, the seed's cluster helper): per transport type, a link whose bandwidth
@@ -41,6 +44,7 @@ from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_
                       scale_position, sequential, tip, to_spec)
 from .. import facts
 from ..errors import Unavailable
+from ..commtypes import P2P_TYPES, canonical_op_type
 from ..commtypes import busbw_factor as _busbw_factor
 from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
@@ -79,13 +83,32 @@ def _ops_with_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
     for col in ("size_mb", "bandwidth_gbps"):
         if col not in o:
             o[col] = math.nan
+    lp = large_packets(bw)
+    if lp is not None:
+        o = o.merge(lp, on=["rank", "step", "op"], how="left")
     cols = ["rank", "op", "group", "step", "kind", "op_type", "start_ms", "elapse_ms", "transit_ms", "wait_ms",
-            "sync_ms", "idle_ms", "size_mb", "bandwidth_gbps", "busbw_gbps"]
+            "sync_ms", "idle_ms", "size_mb", "bandwidth_gbps", "busbw_gbps", "large_packet_ratio",
+            "large_packet_transport"]
     keep = [c for c in cols if c in o and (c in ("rank", "op", "group", "step", "elapse_ms", "transit_ms", "wait_ms",
                                                   "size_mb", "bandwidth_gbps") or o[c].notna().any())]
     out = o[keep]
     out.attrs = dict(ops.attrs)
     return out
+
+
+def large_packets(bw: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Per (rank, step, op): the large-packet ratio of the transport that moved the op's most bytes (LOCAL left out)
+    and that transport. Large Packet Ratio (communication.json, msprof-analyze; research notes on the NPU profiler
+    output §2.2) = packets larger than the transport's threshold (RDMA 0.5 MB, HCCS / PCIE / SIO 32 MB) / packets;
+    a low ratio means many small packets (latency-bound). None when the files give no ratio."""
+    if bw is None or "large_packet_ratio" not in bw or bw["large_packet_ratio"].isna().all():
+        return None
+    x = bw[(bw["transport"] != "LOCAL") & bw["large_packet_ratio"].notna() & (bw["size_mb"] > 0)]
+    if x.empty:
+        return None
+    x = x.sort_values("size_mb", ascending=False, kind="stable").drop_duplicates(["rank", "step", "op"])
+    return x[["rank", "step", "op", "large_packet_ratio", "transport"]].rename(
+        columns={"transport": "large_packet_transport"}).reset_index(drop=True)
 
 
 def per_rank_step(ops: pd.DataFrame | None, totals: pd.DataFrame | None) -> pd.DataFrame:
@@ -162,18 +185,29 @@ def analyze(run: Run, options=None) -> Analysis:
                                                                transit_ms=avg["transit_ms"], wait_ms=avg["wait_ms"])
     if ops is not None:
         tables["ops"] = ops.drop(columns=["start_ms"], errors="ignore")
-    links, links_steps = _links(run, F)
+    metrics: dict[str, Any] = {}
+    mapped, map_info = None, {}
+    if run.table("comm_matrix") is None:  # group-local ends: to global ranks where the run's groups say how
+        mapped, map_info = map_local_links(run.table("comm_links_local"), _strategy_groups(run, options))
+        if map_info:
+            metrics["links_mapped"] = {**map_info, "method": "map_local_links: the reporting rank's process group "
+                                                             "whose members fit the file's group-local indices"}
+    links, links_steps = _links(run, F, mapped)
     if links is not None and not links.empty:
         tables["links"] = links
-    local = _local_links(run)
+    local = _place_local(_local_links(run), mapped)
     if local is not None:
         tables["links_local"] = local
-    link_ops = _link_ops(run)
+    link_ops, extremes = _link_ops(run, mapped)
     if link_ops is not None and not link_ops.empty:
         tables["link_ops"] = link_ops
-    # local links come from the files' per-step average row: one step
-    slow = _slow_links(links, links_steps) if links is not None else _slow_links(local, 1)
-    metrics = {
+    if extremes is not None and not extremes.empty:
+        # a per-link table (name ending in "links"): the metrics JSON may cut it to its slowest rows at many ranks
+        tables["op_type_links"] = extremes
+    # local links come from the files' per-step average row: one step. The seed's rule reads those rows as written
+    # (the seed's cluster_link helper), also where the operators' links could be placed on global ranks
+    slow = _slow_links(local, 1) if local is not None else _slow_links(links, links_steps)
+    metrics.update({
         **extra_meta, "avg_source": "computed", "wait_ratio_formula": WAIT_RATIO_FORMULA,
         "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
         "wait_ms_mean": float(per_rank["wait_ms"].mean()) if "wait_ms" in per_rank else math.nan,
@@ -181,7 +215,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION,
                         "comm_ms": "the metrics contract's key for comm_op_ms in tables.per_rank (metrics-json.md; "
                                    "same values)"},
-    }
+    })
     if "comm_busy_ms" in per_rank:
         metrics["comm_busy_ms_mean"] = float(per_rank["comm_busy_ms"].mean())
     if raw is not None and raw.attrs.get("source"):
@@ -200,8 +234,14 @@ def analyze(run: Run, options=None) -> Analysis:
                             "clocks_comparable": clocks["comparable"], "clocks_basis": clocks["basis"],
                             "collective_calls": clocks["calls"],
                             "end_spread_ms_median": clocks["end_spread_ms"]}
+    small = small_collectives(ops, _op_bytes(run, ops, a_sizes := operation_sizes(run, ops)),
+                              F.steps if F is not None else None)
+    if small is not None and not small.empty:
+        tables["small_collectives"] = small
+        metrics["small_collectives"] = {"limit_mb": SMALL_COLLECTIVE_MB, "definition": SMALL_COLLECTIVE_DEFINITION,
+                                        "by_type": small.to_dict(orient="records")}
     a = Analysis(metrics=metrics, tables=tables, data={
-        "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": operation_sizes(run, ops),
+        "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": a_sizes,
         "ranks": run.ranks, "transit_outliers": outliers, "transit_applicable": transit,
         "note": raw.attrs.get("note") if raw is not None else None,
         "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options)})
@@ -218,18 +258,35 @@ def transit_applicable(ops: pd.DataFrame | None) -> bool:
     return bool((ops["transit_ms"].notna() & g.notna() & (g.astype(str) != "") & (g.astype(str) != "None")).any())
 
 
-def _links(run: Run, F) -> tuple[pd.DataFrame | None, int]:
+def _links(run: Run, F, mapped: pd.DataFrame | None = None) -> tuple[pd.DataFrame | None, int]:
     """Links between GLOBAL ranks and how many steps they sum: the communication matrix's ``total`` entries summed
-    over the ranks that report them and over steps, else the point-to-point links of the trace; bandwidth =
-    size / time."""
+    over the ranks that report them and over steps, else the group-local links mapped to global ranks
+    (:func:`map_local_links`; each rank's file reports the links it takes part in, summed the same way), else the
+    point-to-point links of the trace; bandwidth = size / time."""
     m = run.table("comm_matrix")
     if m is not None:
         tot = m[m["stat"] == "total"]
         links = tot.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
         links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
         return links, max(1, int(m["step"].nunique()))
+    if mapped is not None and mapped["mapped"].any():
+        sel, steps = _link_rows(mapped)
+        sel = sel[sel["mapped"]]
+        links = sel.groupby(["group", "src_rank", "dst_rank", "transport"], as_index=False)[["size_mb", "time_ms"]].sum()
+        links["bandwidth_gbps"] = (links["size_mb"] / links["time_ms"]).where(links["time_ms"] > 0)
+        return links, steps
     links = run.table("p2p_links")
     return links, max(1, len(run.steps))
+
+
+def _link_rows(lk: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The group-local link rows one links table sums, and how many steps: the operators' entries (where the files
+    have them, else the steps' own entries, which sum the operators), of the file's average row when it has one
+    (one step), else of every step."""
+    lk = lk[lk["op"].notna()] if lk["op"].notna().any() else lk
+    if (lk["step"] == -1).any():
+        return lk[lk["step"] == -1], 1
+    return lk, max(1, int(lk["step"].nunique()))
 
 
 def _local_links(run: Run) -> pd.DataFrame | None:
@@ -243,6 +300,26 @@ def _local_links(run: Run) -> pd.DataFrame | None:
     return sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb",
                 "bandwidth_gbps"]].reset_index(drop=True)
 
+
+def _place_local(local: pd.DataFrame | None, mapped: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The steps' own group-local link rows with ``global_src`` / ``global_dst``: the global ends of that rank's
+    operator entries with the same local ends and transport (:func:`map_local_links`) when they all map to one
+    pair; NaN otherwise (a step's entry sums the operators of every group, so it is placed only through them)."""
+    if local is None or local.empty or mapped is None:
+        return local
+    # the operators' entries; without them (a file without operator entries) the steps' own, mapped as they are
+    op = mapped[mapped["op"].notna()] if mapped["op"].notna().any() else mapped
+    key = ["rank", "src_local", "dst_local", "transport"]
+    if op.empty:
+        return local.assign(global_src=math.nan, global_dst=math.nan)
+    g = op.assign(_pair=np.where(op["mapped"], op["src_rank"].astype(str) + ">" + op["dst_rank"].astype(str), "?")) \
+        .groupby(key)["_pair"].agg(lambda s: s.iloc[0] if s.nunique() == 1 and s.iloc[0] != "?" else "?")
+    pair = local.join(g, on=key)["_pair"].fillna("?")
+    parts = pair.where(pair != "?", "-1>-1").str.split(">", expand=True)
+    ends = {k: parts[i].astype(float).replace(-1.0, math.nan).to_numpy() for i, k in enumerate(("src", "dst"))}
+    return local.assign(global_src=ends["src"], global_dst=ends["dst"])
+
+
 #: process groups the communication section's Group control offers (the largest first); the domains section has all
 GROUP_OPTIONS = 64
 #: the charts' filter on the Group control (``comm_group``: "all" or a list of ranks, data, never code)
@@ -252,25 +329,35 @@ GROUP_LINK_FILTER = ("!isArray(comm_group) || (indexof(comm_group, datum.src_ran
                      "indexof(comm_group, datum.dst_rank) >= 0)")
 
 
+def _strategy_groups(run: Run, options) -> pd.DataFrame | None:
+    """The strategy section's process groups (group, name, kind, ranks), None without them."""
+    from . import analysis_of
+    try:
+        return analysis_of("strategy", run, options).tables["groups"]
+    except Unavailable:
+        return None
+
+
 def _group_options(run: Run, options) -> list[tuple[Any, str]]:
     """The Group control's options: every process group of 2+ ranks that is not the whole run (strategy section's
     groups; the largest first, then by key), as (sorted ranks, label)."""
-    from . import analysis_of
-    try:
-        groups = analysis_of("strategy", run, options).tables["groups"]
-    except Unavailable:
+    groups = _strategy_groups(run, options)
+    if groups is None:
         return []
     world = len(run.ranks)
     rows = [(sorted(int(r) for r in rs), str(g), str(n), str(k)) for g, n, k, rs in
             zip(groups["group"], groups["name"], groups["kind"], groups["ranks"]) if 2 <= len(rs) < max(world, 3)]
     rows.sort(key=lambda x: (-len(x[0]), natural_key(x[1])))
-    seen, out = set(), []
+    # one option per member set (the control filters by ranks), named after EVERY group with those members: a pp and
+    # an embedding group of the same ranks are two groups, both named (seed #89)
+    same: dict[tuple, list[tuple[str, str, str]]] = {}
     for ranks, g, n, k in rows:
-        if tuple(ranks) in seen:
-            continue
-        seen.add(tuple(ranks))
-        label = f"{g}" + (f" '{n}'" if n and n != g else "") + f" · {k} · {len(ranks)} ranks"
-        out.append((ranks, label))
+        same.setdefault(tuple(ranks), []).append((g, n, k))
+    out = []
+    for ranks, named in same.items():
+        kinds = list(dict.fromkeys(k for _g, _n, k in named))
+        label = " = ".join(f"{g}" + (f" '{n}'" if n and n != g else "") for g, n, _k in named)
+        out.append((list(ranks), f"{label} · {' / '.join(kinds)} · {len(ranks)} ranks"))
     return out[:GROUP_OPTIONS]
 
 
@@ -349,27 +436,107 @@ def operation_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
     return x[["rank", "step", "op", "cls", "limit_mb", "size_mb", "time_ms"]].reset_index(drop=True)
 
 
-def _link_ops(run: Run) -> pd.DataFrame | None:
-    """One row per operator on a link, for the per-link distributions of time, size and bandwidth."""
+#: a collective below this size is "small" for the fusion table (the small-packet rule's RDMA limit)
+SMALL_COLLECTIVE_MB = th.SMALL_PACKET_RDMA_MB
+SMALL_COLLECTIVE_DEFINITION = ("per collective type, over the steps in scope: calls per rank and step, those below the "
+                               "limit (bytes the rank moves in the call: its transports', else its links', else its "
+                               "message size) and their operation time per rank and step")
+
+
+def _op_bytes(run: Run, ops: pd.DataFrame | None, sizes: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Bytes each operation moves on its rank, per (rank, step, op): the per-transport rows (the small-packet rule's
+    :func:`operation_sizes`, classes summed), else the operator's link entries (hccl_raw: Σ size over its links)."""
+    if sizes is not None and not sizes.empty:
+        return sizes.groupby(["rank", "step", "op"], as_index=False)["size_mb"].sum()
+    lk = run.table("comm_links_local")
+    if lk is None or ops is None:
+        return None
+    x = lk[lk["op"].notna() & (lk["step"] >= 0)]
+    return x.groupby(["rank", "step", "op"], as_index=False)["size_mb"].sum() if not x.empty else None
+
+
+def small_collectives(ops: pd.DataFrame | None, sizes: pd.DataFrame | None, steps=None) -> pd.DataFrame | None:
+    """Seed #64 (the seed's ``all_reduce_fusion_config``: many small AllReduces that fusion would merge): per collective
+    type over the steps in scope (``steps``; else every step >= 0), the calls per rank and step, the calls that move
+    less than :data:`SMALL_COLLECTIVE_MB` per rank and step, their operation time (ms) per rank and step and the
+    median size. ``sizes``: bytes per (rank, step, op) (:func:`_op_bytes`); operations without a size are counted,
+    never as small."""
+    if ops is None or sizes is None or "kind" not in ops:
+        return None
+    o = ops[(ops["kind"] == "collective") & (ops["step"] >= 0)]
+    if steps is not None:
+        o = o[o["step"].isin(list(steps))]
+    if o.empty:
+        return None
+    o = o.drop(columns=["size_mb"], errors="ignore").merge(sizes, on=["rank", "step", "op"], how="left")
+    pairs = max(1, len(o[["rank", "step"]].drop_duplicates()))
+    o = o.assign(small=o["size_mb"] < SMALL_COLLECTIVE_MB)
+    o["small_ms"] = o["elapse_ms"].where(o["small"], 0.0)
+    g = o.groupby("op_type")
+    out = pd.DataFrame({"calls_per_step": g.size() / pairs, "small_calls_per_step": g["small"].sum() / pairs,
+                        "small_ms_per_step": g["small_ms"].sum() / pairs, "ms_per_step": g["elapse_ms"].sum() / pairs,
+                        "median_size_mb": g["size_mb"].median()}).reset_index()
+    return out.sort_values(["small_ms_per_step", "op_type"], ascending=[False, True], kind="stable") \
+        .reset_index(drop=True)
+
+
+def _link_ops(run: Run, mapped: pd.DataFrame | None = None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """One row per operator on a link (the :data:`BOX_LINKS` busiest links), for the per-link distributions of time,
+    size and bandwidth and the operator-link table; and per operation type and link the fastest, median and slowest
+    instance (:func:`link_op_extremes`, every link). Links between global ranks where the files or the mapping
+    (:func:`map_local_links`) give them, else "rank r: a→b" in the reporting rank's group-local indices."""
     m = run.table("comm_matrix")
     if m is not None:
         x = m[(m["stat"] != "total") & (m["src_rank"] != m["dst_rank"])]
         link = x["src_rank"].astype(str) + "→" + x["dst_rank"].astype(str) + " " + x["transport"]
-        df = pd.DataFrame({"link": link, "op": x["op_name"], "time_ms": x["time_ms"], "size_mb": x["size_mb"]})
+        df = pd.DataFrame({"link": link, "rank": x["rank"], "step": x["step"], "op": x["op_name"],
+                           "op_type": x["op_type"], "group": x["group"], "stat": x["stat"], "time_ms": x["time_ms"],
+                           "size_mb": x["size_mb"]})
     else:
-        lk = run.table("comm_links_local")
+        lk = mapped if mapped is not None else run.table("comm_links_local")
         if lk is None:
-            return None
+            return None, None
         x = lk[lk["op"].notna() & (lk["step"] >= 0) & (lk["src_local"] != lk["dst_local"])]
-        link = ("rank " + x["rank"].astype(str) + ": " + x["src_local"].astype(str) + "→" + x["dst_local"].astype(str)
-                + " " + x["transport"])
-        df = pd.DataFrame({"link": link, "op": x["op"], "time_ms": x["time_ms"], "size_mb": x["size_mb"]})
+        local = ("rank " + x["rank"].astype(str) + ": " + x["src_local"].astype(str) + "→" + x["dst_local"].astype(str)
+                 + " " + x["transport"] + " (group-local)")
+        if "mapped" in x:
+            glob = x["src_rank"].astype(str) + "→" + x["dst_rank"].astype(str) + " " + x["transport"]
+            link = glob.where(x["mapped"], local)
+            group = x["group"]
+        else:
+            link, group = local, None
+        types = {o: canonical_op_type(o) for o in pd.unique(x["op"])}
+        df = pd.DataFrame({"link": link, "rank": x["rank"], "step": x["step"], "op": x["op"],
+                           "op_type": x["op"].map(types), "group": group, "time_ms": x["time_ms"],
+                           "size_mb": x["size_mb"]})
     df = df[df["time_ms"] > 0]
     if df.empty:
-        return None
-    df["bandwidth_gbps"] = df["size_mb"] / df["time_ms"]
+        return None, None
+    df = df.assign(bandwidth_gbps=df["size_mb"] / df["time_ms"]).reset_index(drop=True)
+    extremes = link_op_extremes(df)
     busiest = df.groupby("link")["time_ms"].sum().nlargest(BOX_LINKS).index
-    return df[df["link"].isin(busiest)].reset_index(drop=True)
+    return df[df["link"].isin(busiest)].reset_index(drop=True), extremes
+
+
+def link_op_extremes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per operation type and link, msprof-analyze's top1 / middle / bottom idea (research notes on msprof-analyze
+    §2.3: the communication matrix keeps the slowest, the median and the fastest instance of each op type): the
+    number of instances, the fastest (shortest time) and the slowest one with their operator, step and bandwidth,
+    and the median time. Input: one row per operator instance on a link (link, op, op_type, step, time_ms,
+    size_mb, bandwidth_gbps)."""
+    d = df.sort_values(["op_type", "link", "time_ms"], kind="stable")
+    g = d.groupby(["op_type", "link"], sort=False)
+    first, last = g.head(1).set_index(["op_type", "link"]), g.tail(1).set_index(["op_type", "link"])
+    out = g.agg(instances=("time_ms", "size"), median_ms=("time_ms", "median"))
+    for tag, rows in (("fastest", first), ("slowest", last)):
+        out[f"{tag}_ms"] = rows["time_ms"]
+        out[f"{tag}_op"] = rows["op"]
+        out[f"{tag}_step"] = rows["step"]
+        out[f"{tag}_gbps"] = rows["bandwidth_gbps"]
+    out = out.reset_index()
+    out["slowest_over_fastest"] = (out["slowest_ms"] / out["fastest_ms"]).where(out["fastest_ms"] > 0)
+    return out.sort_values(["slowest_ms", "op_type", "link"], ascending=[False, True, True],
+                           kind="stable").reset_index(drop=True)
 
 
 def transit_outliers(ops: pd.DataFrame | None) -> list[dict]:
@@ -429,10 +596,109 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
             out.append({"transport": transport, "src": int(worst[src]), "dst": int(worst[dst]),
                         "value": float(worst["bandwidth_gbps"]), "reference": mean, "percent": below * 100,
                         "local": src == "src_local", "group": worst.get("group"),
+                        "global": ([int(worst["global_src"]), int(worst["global_dst"])]
+                                   if pd.notna(worst.get("global_src", math.nan)) else None),
                         "reported_by": int(worst["rank"]) if "rank" in worst else None,
                         "excess_ms_per_step": max(0.0, float(worst["time_ms"]) - float(worst["size_mb"]) / mean)
                         / steps if mean > 0 else 0.0})
     return out
+
+
+# --------------------------------------------------------------------------- group-local links -> global ranks
+
+#: why a reporting rank's links stayed group-local (the notes and the JSON say it)
+MAP_AMBIGUOUS = "more than one process group of the rank fits its local indices"
+MAP_NONE = "no process group of the rank fits its local indices"
+
+
+def _op_class(ops: pd.Series) -> pd.Series:
+    """Per link row: "p2p" (Send / Receive operators), "collective" (any other operator) or "any" (the step's own
+    link entry, which sums the operators of every group)."""
+    uniq = {o: ("p2p" if canonical_op_type(o) in P2P_TYPES else "collective") for o in pd.unique(ops.dropna())}
+    return ops.map(uniq).fillna("any")
+
+
+def map_local_links(local: pd.DataFrame | None, groups: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
+    """Links given with GROUP-LOCAL ends (``comm_links_local``: hccl_raw's ``"<src>-<dst>"`` keys, research notes on
+    the seed's cluster pages §2.3) mapped to GLOBAL ranks through the run's process groups (the strategy section's
+    ``groups``: the strategy files, the rank table's stage layout, or pipeline groups derived from the stages).
+
+    Per reporting rank and operator (the file does not name the group, so it is inferred):
+
+    * the rank's own local index: every link a rank reports has the rank at one of its ends, so it is a value shared
+      by every link's {src, dst} (a self link ``i-i`` fixes it);
+    * candidate groups: the rank's groups with more members than the highest local index; for Send / Receive
+      operators the pipeline (``pp``) groups, for other operators the other groups (the step's own link entry, which
+      mixes operators, any group); and the rank must sit at its own local index in the group (members sorted);
+    * exactly one candidate (groups with the same members count once): local index i -> the group's i-th member.
+      Otherwise the rows stay group-local (``map_status`` says why), never guessed.
+
+    Returns (the rows with ``src_rank``, ``dst_rank``, ``group`` and ``mapped`` added, {"mapped": rows,
+    "local": rows, "reasons": {why: rows}}); (None, {}) without local links or groups."""
+    if local is None or local.empty or groups is None or groups.empty:
+        return None, {}
+    x = local.reset_index(drop=True).copy()
+    x["_cls"] = _op_class(x["op"])
+    x["_op"] = x["op"].astype(object).where(x["op"].notna(), "")
+    src, dst = x["src_local"].to_numpy(np.int64), x["dst_local"].to_numpy(np.int64)
+    g = x.groupby(["rank", "_op"], sort=False)
+    first_a, first_b = g["src_local"].transform("first").to_numpy(), g["dst_local"].transform("first").to_numpy()
+    x["_a_ok"] = (src == first_a) | (dst == first_a)
+    x["_b_ok"] = (src == first_b) | (dst == first_b)
+    x["_hi"] = np.maximum(src, dst)
+    keys = g.agg(cls=("_cls", "first"), hi=("_hi", "max"), a=("src_local", "first"), b=("dst_local", "first"),
+                 a_ok=("_a_ok", "all"), b_ok=("_b_ok", "all")).reset_index()
+    by_rank: dict[int, list[tuple[str, str, tuple]]] = {}
+    seen: set = set()
+    for key, kind, ranks in zip(groups["group"].astype(str), groups["kind"].astype(str), groups["ranks"]):
+        members = tuple(sorted(int(r) for r in ranks))
+        if (kind == "pp", members) in seen:
+            continue
+        seen.add((kind == "pp", members))
+        for r in members:
+            by_rank.setdefault(r, []).append((key, kind, members))
+    cache: dict = {}
+    chosen, reason = [], []
+    for rank, cls, hi, a, b, a_ok, b_ok in zip(keys["rank"], keys["cls"], keys["hi"], keys["a"], keys["b"],
+                                               keys["a_ok"], keys["b_ok"]):
+        sig = (int(rank), cls, int(hi), int(a) if a_ok else -1, int(b) if b_ok else -1)
+        if sig not in cache:
+            own = {i for i in sig[3:] if i >= 0}
+            fits = {}
+            for gkey, kind, members in by_rank.get(sig[0], []):
+                if cls != "any" and (kind == "pp") != (cls == "p2p"):
+                    continue
+                if len(members) > sig[2] and members.index(sig[0]) in own:
+                    fits.setdefault(members, gkey)
+            cache[sig] = ((next(iter(fits.items()))[::-1], None) if len(fits) == 1
+                          else (None, MAP_AMBIGUOUS if fits else MAP_NONE))
+        got, why = cache[sig]
+        chosen.append(got)
+        reason.append(why)
+    gkeys = sorted({c[0] for c in chosen if c}, key=natural_key)
+    gid = {k: i for i, k in enumerate(gkeys)}
+    members_of = {c[0]: c[1] for c in chosen if c}
+    keys["_g"] = [gid[c[0]] if c else -1 for c in chosen]
+    keys["_why"] = reason
+    x = x.merge(keys[["rank", "_op", "_g", "_why"]], on=["rank", "_op"], how="left")
+    # local index -> global rank through one flat array of every chosen group's members (vectorised)
+    flat = np.array([r for k in gkeys for r in members_of[k]] + [-1], dtype=np.int64)
+    sizes = np.array([len(members_of[k]) for k in gkeys] + [0], dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    gi = x["_g"].to_numpy(np.int64)
+    ok = gi >= 0
+    for end in ("src", "dst"):
+        loc = x[f"{end}_local"].to_numpy(np.int64)
+        inside = ok & (loc < sizes[gi])
+        x[f"{end}_rank"] = np.where(inside, flat[np.where(inside, start[gi] + loc, len(flat) - 1)], -1)
+    x["group"] = pd.Series(np.array(gkeys + [None], dtype=object)[gi], dtype=object)
+    x["mapped"] = ok
+    x["map_status"] = x["_why"].where(~ok, "mapped")
+    # counted over the operators' entries where the files have them (the steps' own entries sum those of every group)
+    cnt = x["op"].notna().to_numpy() if x["op"].notna().any() else np.ones(len(x), dtype=bool)
+    info = {"mapped": int((ok & cnt).sum()), "local": int((~ok & cnt).sum()),
+            "reasons": {str(k): int(v) for k, v in x.loc[~ok & cnt, "_why"].value_counts().items()}}
+    return x.drop(columns=["_cls", "_op", "_a_ok", "_b_ok", "_hi", "_g", "_why"]), info
 
 
 # --------------------------------------------------------------------------- present
@@ -471,6 +737,10 @@ def present(a: Analysis) -> View:
         figures.append(_matrix(links, "src_rank", "dst_rank", "Rank", grouped))
         figures.append(_graph(per_rank, links, grouped))
         controls.append(LINK_METRIC_CONTROL)
+        transports = matrix_transports(links)
+        if transports:
+            controls.append(Control("link_transport", "Transport", [("all", "All")] + [(x, x) for x in transports],
+                                    "all"))
     if "link_ops" in t:
         figures.append(_boxes(t["link_ops"]))
         if not any(c.signal == "link_metric" for c in controls):
@@ -502,6 +772,13 @@ def present(a: Analysis) -> View:
             cols.append(Column("busbw_gbps", "Bus bandwidth", "gbps"))
         if "sync_ms" in ops:
             cols.insert(7, Column("sync_ms", "Synchronisation", "ms"))
+        if "idle_ms" in ops:
+            cols.insert(cols.index(next(x for x in cols if x.key == "wait_ms")) + 1,
+                        Column("idle_ms", "Idle", "ms", help="elapse - transit - wait (communication.json)"))
+        if "large_packet_ratio" in ops:
+            cols += [Column("large_packet_ratio", "Large packets", "ratio",
+                            help="share of packets above the transport's threshold (RDMA 0.5 MB, HCCS/PCIE/SIO 32 MB)"),
+                     Column("large_packet_transport", "Large packets on", "text")]
         tables.append(Table.from_frame("communication-ops", "Operators (longest first)", top, cols, max_html_rows=100))
     if links is not None:
         many = len(links) > th.PAGE_TABLE_ROWS
@@ -514,18 +791,64 @@ def present(a: Analysis) -> View:
              Column("bandwidth_gbps", "Bandwidth", "gbps")],
             caption="One row per link of each communication group; the transport (HCCS, RDMA, PCIE, LOCAL...) as the "
                     "profiler wrote it."))
+    if "link_ops" in t:
+        tables.append(_link_ops_table(t["link_ops"]))
+    if "small_collectives" in t:
+        tables.append(Table.from_frame(
+            "communication-small-collectives", "Small collectives (fusion)", t["small_collectives"],
+            [Column("op_type", "Collective", "text"), Column("calls_per_step", "Calls per rank and step", "float"),
+             Column("small_calls_per_step", f"Below {fmt.quantity(SMALL_COLLECTIVE_MB, 'mb')} per rank and step",
+                    "float"),
+             Column("small_ms_per_step", "Their time per rank and step", "ms"),
+             Column("ms_per_step", "All calls' time per rank and step", "ms"),
+             Column("median_size_mb", "Median size", "mb")],
+            caption="Many small collectives are latency-bound: fusing them (all_reduce_fusion_config / "
+                    "comm_fusion, DDP bucket_cap_mb) makes fewer, larger calls. Sizes are the bytes the rank "
+                    "moves in the call."))
+    if "op_type_links" in t:
+        tables.append(Table.from_frame(
+            "communication-link-extremes", "Fastest and slowest instance per operation type and link",
+            t["op_type_links"],
+            [Column("op_type", "Operation type", "text"), Column("link", "Link", "text"),
+             Column("instances", "Instances", "int"), Column("fastest_ms", "Fastest", "ms"),
+             Column("median_ms", "Median", "ms"), Column("slowest_ms", "Slowest", "ms"),
+             Column("slowest_over_fastest", "Slowest / fastest", "float"),
+             Column("fastest_op", "Fastest operator", "text"), Column("fastest_step", "Fastest step", "int"),
+             Column("fastest_gbps", "Fastest bandwidth", "gbps"),
+             Column("slowest_op", "Slowest operator", "text"), Column("slowest_step", "Slowest step", "int"),
+             Column("slowest_gbps", "Slowest bandwidth", "gbps")],
+            caption="Per operation type and link, every instance the files record (msprof-analyze keeps the slowest, "
+                    "the median and the fastest one: top1 / middle / bottom): a slowest far above the median on one "
+                    "link only points at that link; on every link, at the ranks' arrival."))
+    mapped_info = m.get("links_mapped") or {}
     if "links_local" in t:
+        local_caption = ("The files give each link's ends as ranks inside its communication group and do not say which "
+                         "group; they cannot be turned into global ranks, so they are shown as written.")
+        if mapped_info:
+            local_caption = ("Each step's own link entries as the files write them (the seed's slow-link rule reads "
+                             "these; for the older hccl_raw generation a step's bandwidth is the sum of its operators' bandwidths). "
+                             "An entry sums the operators of every group, so it gets global ends only where that "
+                             "rank's operator entries with the same local ends all map to one pair.")
         tables.append(Table.from_frame(
             "communication-links-local", "Links as the profiler wrote them (group-local ranks)", t["links_local"],
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
-             Column("bandwidth_gbps", "Bandwidth", "gbps")],
-            caption="The files give each link's ends as ranks inside its communication group and do not say which "
-                    "group; they cannot be turned into global ranks, so they are shown as written."))
+             Column("bandwidth_gbps", "Bandwidth", "gbps")]
+            + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
+                                                                                   ("dst", "Destination"))
+               if f"global_{e}" in t["links_local"]],
+            caption=local_caption))
     notes = []
     if a.data.get("note"):
         notes.append(a.data["note"])
+    if mapped_info.get("mapped"):
+        notes.append(f"The files give link ends as group-local indices without naming the group: {mapped_info['mapped']:,} "
+                     "link entries were placed on global ranks through the run's process groups (the reporting rank's "
+                     "only group whose members fit the indices: pipeline groups for Send / Receive, the others for "
+                     "collectives)" + (f"; {mapped_info['local']:,} stayed group-local (no single group fits them: "
+                                       "links_mapped in the JSON says why) and are left out of the matrix and the graph."
+                                       if mapped_info.get("local") else "."))
     notes.append(f"{OP_LABEL} = the sum of the operations' durations"
                  + (f"; {BUSY_LABEL.lower()} = the time at least one of them ran (the union of their intervals on the "
                     "rank's timeline): with several communication streams the sum exceeds it." if "comm_busy_ms" in
@@ -551,6 +874,28 @@ def present(a: Analysis) -> View:
                                                                     Column("wait_ms", "Wait", "ms")]))
     return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes,
                 ranks_drawn=list(shown or []))
+
+
+#: operator-link rows the page lists (the longest; the JSON keeps the per-link rows of the busiest links)
+LINK_OP_ROWS = 2000
+
+
+def _link_ops_table(lo: pd.DataFrame) -> Table:
+    """Seed #32's per-operator link rows: one row per operator instance on a link, longest first."""
+    top = lo.sort_values(["time_ms", "link"], ascending=[False, True], kind="stable").head(LINK_OP_ROWS)
+    cols = [Column("link", "Link", "text"), Column("op", "Operator", "text"), Column("op_type", "Type", "text"),
+            Column("group", "Group", "text"), Column("rank", "Reported by rank", "rank"), Column("step", "Step", "int"),
+            Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
+            Column("bandwidth_gbps", "Bandwidth", "gbps")]
+    if "stat" in lo:
+        cols.insert(3, Column("stat", "Instance", "text", help="msprof-analyze: top1 = slowest, middle, bottom = "
+                                                              "fastest of the op type"))
+    left = len(lo) - len(top)
+    return Table.from_frame(
+        "communication-link-ops", "Operators on each link (longest first)", top, cols,
+        caption=f"The links' operator entries of the {BOX_LINKS} busiest links (filter by link, operator, type, group "
+                "or step)" + (f"; the {len(top):,} longest of {len(lo):,} are listed, the JSON has all." if left else
+                              "."))
 
 
 def _waits_table(w: pd.DataFrame, meta: dict) -> Table:
@@ -589,23 +934,27 @@ def _findings(a: Analysis) -> list[Finding]:
             view=EvidenceView("communication-matrix", {"link_metric": "time_ms"}) if "links" in a.tables
             else EvidenceView("communication-ranks")))
     for s in a.data["slow_links"]:
-        ends = "group-local ranks" if s["local"] else "ranks"
+        ends = f"{'group-local ranks' if s['local'] else 'ranks'} {s['src']} → {s['dst']}"
+        glob = s.get("global")
+        if glob:  # a group-local link its rank's operator entries place on global ranks
+            ends = f"ranks {glob[0]} → {glob[1]} (group-local {s['src']} → {s['dst']})"
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
-            f"The {s['transport']} link between {ends} {s['src']} → {s['dst']} runs at "
+            f"The {s['transport']} link between {ends} runs at "
             f"{fmt.quantity(s['value'], 'gbps')}, "
             f"{fmt.quantity(s['percent'], 'pct')} below the mean of {s['transport']} links "
             f"({fmt.quantity(s['reference'], 'gbps')})"
             + (f", reported by rank {s['reported_by']}." if s["local"] and s["reported_by"] is not None else "."),
             # group-local ends are not global ranks: name the (global) rank whose file reported the link
             ranks=([s["reported_by"]] if s["reported_by"] is not None else []) if s["local"] else [s["src"], s["dst"]],
-            links=[] if s["local"] else [[s["src"], s["dst"]]],
+            links=[glob] if glob else [] if s["local"] else [[s["src"], s["dst"]]],
             evidence={"metric": "bandwidth_gbps", "value": s["value"], "reference": s["reference"],
                       "transport": s["transport"], "reported_by_rank": s["reported_by"],
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
-            view=EvidenceView("communication-matrix" if not s["local"] else "communication-link-boxes"
+            view=EvidenceView("communication-matrix" if not s["local"] or (glob and "links" in a.tables)
+                              else "communication-link-boxes"
                               if "link_ops" in a.tables else "communication-links-local",
                               {"link_metric": "bandwidth_gbps"})))
     return out
@@ -657,34 +1006,63 @@ def _link_metrics(df: pd.DataFrame) -> dict:
             "bandwidth_gbps": ("Bandwidth", "gbps", df["bandwidth_gbps"])}
 
 
+def matrix_transports(links: pd.DataFrame) -> list[str]:
+    """The transports the matrix's Transport control offers (seed #89's transport view): those of the links, in
+    natural order, when there are two or more; else none (the control would have one choice)."""
+    if "transport" not in links:
+        return []
+    ts = sorted({str(t) for t in links["transport"].dropna()}, key=natural_key)
+    return ts if len(ts) > 1 else []
+
+
+def _matrix_cells(links: pd.DataFrame, src: str, dst: str, block: int, transports: list[str]) -> pd.DataFrame:
+    """Matrix cells: Σ size and time per (source, destination) (blocks of ``block`` ranks), bandwidth = size / time;
+    with ``transports``, one set of cells per transport (``transport``) and one over all of them ("all")."""
+    lk = links.assign(**{src: (links[src] // block) * block, dst: (links[dst] // block) * block})
+    parts = [lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum().assign(transport="all")]
+    if transports:
+        parts.append(lk.assign(transport=lk["transport"].astype(str)).groupby(
+            [src, dst, "transport"], as_index=False)[["size_mb", "time_ms"]].sum())
+    out = pd.concat(parts, ignore_index=True)
+    out["bandwidth_gbps"] = (out["size_mb"] / out["time_ms"]).where(out["time_ms"] > 0)
+    return out
+
+
+#: the matrix's transport filter (``link_transport``: "all" or a transport name, data)
+TRANSPORT_FILTER = "datum.transport == link_transport"
+
+
 def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool = False) -> Figure:
-    lk = links.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
-    lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
-    side = int(max(lk[src].max(), lk[dst].max())) + 1 if not lk.empty else 1
+    side = int(max(links[src].max(), links[dst].max())) + 1 if not links.empty else 1
+    transports = matrix_transports(links)
+    block = math.ceil(side / MATRIX_MAX_SIDE) if side > MATRIX_MAX_SIDE else 1
+    lk = _matrix_cells(links, src, dst, block, transports)
     caption = "Source rank (rows) to destination rank (columns); switch the metric above."
+    if transports:
+        caption += " The Transport control keeps one transport's links (All: every transport summed)."
     if side > MATRIX_MAX_SIDE:
-        block = math.ceil(side / MATRIX_MAX_SIDE)
-        lk[src], lk[dst] = (lk[src] // block) * block, (lk[dst] // block) * block
-        lk = lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum()
-        lk["bandwidth_gbps"] = (lk["size_mb"] / lk["time_ms"]).where(lk["time_ms"] > 0)
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
     shown = min(side, MATRIX_MAX_SIDE)
     cell = band(shown, 48, 3, 640)
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
     blocked = side > MATRIX_MAX_SIDE
-    src_data = vl.Chart(lk) if blocked or src != "src_rank" else vl.Chart(lk).transform_filter(GROUP_LINK_FILTER)
+    src_data = vl.Chart(lk).transform_filter(TRANSPORT_FILTER)
+    if not blocked and src == "src_rank":
+        src_data = src_data.transform_filter(GROUP_LINK_FILTER)
     base = scale_position(src_data.transform_calculate(value=value), "value").encode(
         x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
         y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
     tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
+            vl.Tooltip("transport:N", title="Transport"),
             tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
     chart = base.mark_rect().encode(
         color=vl.Color("value:Q", scale=sequential(), legend=vl.Legend(title=None, format=fmt.D3_FORMAT)),
         tooltip=tips)
     if text:
         chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
-    params = [vl.param(name="link_metric", value="bandwidth_gbps"), units]
+    params = [vl.param(name="link_metric", value="bandwidth_gbps"), units,
+              vl.param(name="link_transport", value="all")]
     if not blocked and src == "src_rank":
         params.append(vl.param(name="comm_group", value="all"))
         caption += " The process group chosen above keeps its own links." if grouped else ""

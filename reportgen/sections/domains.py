@@ -83,6 +83,18 @@ def _group_key_map(groups: pd.DataFrame) -> dict[str, int]:
     return out
 
 
+def same_members(groups: pd.DataFrame) -> pd.Series:
+    """Per group (row position): the other groups with exactly the same members, named (``group_name_19 'pp'``),
+    "" when none. Groups are never merged: a pp group and an embedding group of the same ranks are two process groups
+    with two names (seed #89; MindStudio Insight lists both)."""
+    key = groups["ranks"].map(lambda rs: tuple(sorted(int(r) for r in rs)))
+    names = [_gname(r) for _, r in groups.iterrows()]
+    by: dict[tuple, list[int]] = {}
+    for i, k in enumerate(key):
+        by.setdefault(k, []).append(i)
+    return pd.Series([", ".join(names[j] for j in by[k] if j != i) for i, k in enumerate(key)], dtype=object)
+
+
 def _derived_groups(run: Run) -> pd.DataFrame | None:
     """Without any group data (the strategy section unavailable): the world."""
     ranks = sorted(int(r) for r in run.ranks)
@@ -333,6 +345,7 @@ def analyze(run: Run, options=None) -> Analysis:
                             "size": g["ranks"].map(len).to_numpy(),
                             "members_with_data": mem.groupby("gi").size().reindex(v.index).to_numpy(),
                             "hosts": hosts.reindex(v.index, fill_value=0).to_numpy()})
+    domains["same_members"] = same_members(groups).reindex(v.index).to_numpy()
     v = v.reset_index(drop=True)
     domains = pd.concat([domains, v[["verdict", "verdict_detail", "worst_rank", "verdict_value_ratio",
                                      "verdict_metric", "step_ms_mean", "stages", "computation_spread_ratio",
@@ -408,7 +421,10 @@ def present(a: Analysis) -> View:
     d = d.assign(label=[_label(r) for _, r in d.iterrows()],
                  worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
     cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
-            Column("size", "Size", "int"), Column("verdict", "Verdict", "text"),
+            Column("size", "Size", "int"),
+            Column("same_members", "Same members as", "text",
+                   help="other process groups of exactly these ranks (each is its own group, with its own name)"),
+            Column("verdict", "Verdict", "text"),
             Column("verdict_detail", "Detail", "text"), Column("worst_rank", "Worst member", "rank"),
             Column("verdict_value_ratio", "Measure", "ratio",
                    help="the number behind the verdict: the computation, free or stage spread / the mean step, the "

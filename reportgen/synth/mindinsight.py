@@ -11,7 +11,7 @@ The files follow the formats MindSpore's profiler writes and MindInsight's clust
 * ``hccl_raw_{id}.csv`` - MindSpore <= 2.1 ``HcclParser`` flavour: ms / KB / KB/s, link keys are
   group-local ``"src-dst"``, step link entries are element-wise sums over the operators (bandwidth
   included, as the real parser does), the ``-`` row is the element-wise mean over steps. The legacy
-  layout writes the 4-column r1.3 variant (no ``communication_operator_cost``).
+  layout writes the 4-column r1.3 variant (no ``communication_operator_cost``) unless ``hccl_operators``.
 * ``flops_summary_{id}.json``, ``memory_usage_summary_{id}.json``, ``profiler_info_{id}.json``.
 
 Everything is derived from one seeded ``numpy.random.Generator``; no clock, no environment, no
@@ -102,6 +102,9 @@ class MindInsightSpec:
     slow_fp_bp: dict[int, float] = field(default_factory=dict)   # rank -> fp+bp multiplier
     hostile_name: str | None = None
     with_hccl: bool = True
+    #: write hccl_raw's communication_operator_cost column (None: the layout's default, absent in the legacy r1.3
+    #: 4-column variant); the demo writes it so its report has per-operator links
+    hccl_operators: bool | None = None
     with_flops: bool = True
     with_memory: bool = True
     with_profiler_info: bool = True
@@ -664,7 +667,8 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
             mirror_l = {i: m.tolist() for i, m in mirror_own.items()}
             ring_rdma = sd["ring_rdma"].tolist()
             hdr = "step_num,communication_cost,wait_cost,link_info"
-            hdr += "\r\n" if legacy else ",communication_operator_cost\r\n"
+            op_col = (not legacy) if spec.hccl_operators is None else spec.hccl_operators
+            hdr += ",communication_operator_cost\r\n" if op_col else "\r\n"
             for li, r in enumerate(ranks.tolist()):
                 loc = li                                            # group-local index in the stage group
                 ring_key = f"{(loc - 1) % n}-{loc}"
@@ -735,7 +739,7 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                 for s, (c, w, lk, oc) in enumerate(step_rows + [(m_c, m_w, m_links, m_ops)]):
                     tag = str(s + 1) if s < N else "-"
                     row = f"{tag},{c!r},{w!r},{_csv_field(json.dumps(lk))}"
-                    if not legacy:
+                    if op_col:
                         row += "," + _csv_field(json.dumps(oc))
                     lines.append(row + "\r\n")
                 hccl_avg[r] = {"communication_cost_ms": m_c, "wait_cost_ms": m_w}
