@@ -398,7 +398,9 @@ SCHEMA: tuple[Table, ...] = (
        C("capacity_mb", "float64", "MB", "the device's memory when the data states it (NaN when unknown)",
          nullable=True),
        C("capacity_source", "str", "none", "where capacity_mb comes from (None when unknown)", nullable=True,
-         ext=True)),
+         ext=True),
+       C("detail_only", "bool", "none", "True: a series drawn in the memory detail only, never the peak (e.g. "
+         "Ascend's framework allocator PTA / GE under the process-level APP series); absent = False", ext=True)),
     _t("memory_peaks", "A profiler's own peak per rank, when it writes one instead of samples (MindSpore memory "
        "planner's memory_usage_summary).",
        RANK, C("peak_mb", "float64", "MB", "the profiler's own peak of the rank"),
