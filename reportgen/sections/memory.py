@@ -591,7 +591,8 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
     node = a.data["x_kind"] == "node"
     times = det.get("peak_times")
     for key, fid, title, what in (("detail", "memory-detail",
-                                   "Memory per graph node of one rank" if node else "Memory over time of one rank",
+                                   "Memory per graph node of one rank" if node else
+                                   "Host memory over time of one rank" if host else "Memory over time of one rank",
                                    "Host memory" if host else "Memory"),
                                   ("host_detail", "memory-host", "Host memory over time of one rank",
                                    "Host memory")):
@@ -620,7 +621,9 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
                      vl.Tooltip("counter:N", title="Counter"),
                      tip("x_u", "Node" if node else "Time", x_unit), tip("mb_u", what, unit)])
         layers = [chart]
-        caption = (f"{what} of the rank chosen in 'Rank (memory detail)', every counter the data has "
+        caption = (f"{what} in use after each graph node of the rank chosen in 'Rank (memory detail)', in "
+                   "execution order (the profiler's memory planner)." if node else
+                   f"{what} of the rank chosen in 'Rank (memory detail)', every counter the data has "
                    "(allocated / reserved / active of each series; active is not drawn where it equals "
                    "allocated).")
         if key == "detail" and times is not None and not times.empty and not node:
@@ -630,8 +633,8 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
                                                         strokeWidth=1.5).encode(
                 x="x_u:Q", tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("x_u", "Allocated peak at", x_unit),
                                     tip("peak_at_mb_u", "Allocated at the peak", unit)]))
-            caption += (" The dashed vertical line is the allocated peak the operator allocations below are read "
-                        "at.")
+            caption += " The dashed vertical line is the allocated peak" + (
+                " the operator allocations below are read at." if det.get("holders") is not None else ".")
         marks = a.data.get("marks")
         if key == "detail" and node and marks is not None and not marks.empty:
             m = marks[marks["rank"].isin(ranks)]
