@@ -422,7 +422,8 @@ SCHEMA: tuple[Table, ...] = (
        RANK, C("component", "str", "none", "CANN module (untrusted text)"),
        C("ts_ms", "float64", "ms", "sample time (ms from the run origin)"),
        C("reserved_mb", "float64", "MB", "total reserved")),
-    _t("operator_memory", "Ascend operator_memory.csv / DB OP_MEMORY.",
+    _t("operator_memory", "Ascend operator_memory.csv / DB OP_MEMORY: one row per allocation (the memory section's "
+       "operator tables and what is alive at the allocated peak).",
        RANK, C("name", "str", "none", "operator (untrusted text)"),
        C("size_mb", "float64", "MB", "allocation size (MB, 10^6 B; the file's KB are 10^3 B)"),
        C("alloc_ms", "float64", "ms", "allocation time (ms from the run origin)"),

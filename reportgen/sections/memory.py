@@ -21,6 +21,12 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 * Peak / capacity goes through :func:`reportgen.facts.share` (a peak above the capacity is a data problem, not shown).
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null). For host
   memory the machine's RAM is not in the data: only the option gives it.
+* Memory detail (one rank at a time, a selector over every rank up to :data:`MAX_DETAIL_RANKS`): every counter
+  (allocated / reserved / active) of every series of the subject kind, detail-only series included (a reader's
+  framework allocator under a process-level peak series, the reader says which); host series of a device run in
+  their own chart, never in the peak. The allocated peak (:func:`peak_times`), the operator allocations alive at it
+  (:func:`alive_at`) and per operator name (:func:`operator_summary`, top-N per rank + the rest, :func:`top_with_rest`)
+  from ``operator_memory``.
 * Imbalance reference = the median peak of the rank's pipeline stage (all ranks when there are no stages):
   stages legitimately hold different activations, so only peers are compared.
 """
@@ -163,14 +169,14 @@ def _peak_rows(ms: pd.DataFrame) -> pd.DataFrame:
 
 #: detail budget: ranks the selector lists (render.MAX_OPTIONS), chart rows in total, points per line
 MAX_DETAIL_RANKS = 1000
-MAX_DETAIL_ROWS = 60_000
+MAX_DETAIL_ROWS = 30_000
 MAX_DETAIL_POINTS = 400
 MIN_DETAIL_POINTS = 8
 #: operator tables: rows per rank (top-N by size, the rest aggregated into one row), fewer at many ranks so that the
 #: page keeps every rank (th.PAGE_TABLE rows budget)
 MAX_OPS_PER_RANK = 20
-MIN_OPS_PER_RANK = 3
-OPS_ROWS_TOTAL = 20_000
+MIN_OPS_PER_RANK = 1
+OPS_ROWS_TOTAL = 8_000
 #: operator names per rank in the "held at the peak" chart
 MAX_HOLDERS_PER_RANK = 15
 #: the counters a memory sample may carry, in drawing order
@@ -325,7 +331,10 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
         n = df.groupby(by).ngroups
         per = per_rank_budget(n, MAX_DETAIL_ROWS, MAX_DETAIL_POINTS, MIN_DETAIL_POINTS)
         cut = bool((df.groupby(by).size() > per).any())
-        return downsample_lines(df, per), (per if cut else None)
+        d = downsample_lines(df, per)
+        # chart data, not the numbers of record (those are in the tables and the JSON): 1 µs and 1 kB are enough
+        d["x"], d["mb"] = d["x"].round(3), d["mb"].round(3)
+        return d, (per if cut else None)
 
     for key, df in (("detail", lines), ("host_detail", host_lines)):
         fitted = fit_lines(df)
@@ -354,7 +363,7 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
         out["alive"] = alive.groupby("rank").head(n).reset_index(drop=True)[
             ["rank", "name", "size_mb", "share", "alloc_ms", "release_ms", "duration_ms"]]
         held = alive.groupby(["rank", "name"], as_index=False).agg(mb=("size_mb", "sum"), n=("size_mb", "size"))
-        held = held[held["rank"].isin(ranks)]
+        held = held[held["rank"].isin(ranks)].assign(mb=lambda h: h["mb"].round(3))
         out["holders"] = held.sort_values(["rank", "mb"], ascending=[True, False], kind="stable").groupby(
             "rank").head(per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3)).reset_index(drop=True)
     return out
