@@ -68,7 +68,7 @@ def demo_spec():
         slow_ranks={DEMO_SLOW_RANK: DEMO_SLOW_FACTOR}, slow_hosts={DEMO_SLOW_HOST: DEMO_SLOW_HOST_SHARE},
         slow_links={DEMO_SLOW_LINK: DEMO_SLOW_LINK_SHARE}, pipeline_bubble=DEMO_BUBBLE,
         exposed_comm={DEMO_COMM_STAGE: DEMO_COMM_FACTOR}, memory_peaks={DEMO_MEMORY_RANK: DEMO_MEMORY_SHARE},
-        heavy_stages={DEMO_HEAVY_STAGE: DEMO_HEAVY_FACTOR})
+        heavy_stages={DEMO_HEAVY_STAGE: DEMO_HEAVY_FACTOR}, memory_details=True)
 
 
 def demo_note() -> str:

@@ -496,3 +496,24 @@ def test_level2_memory_detail_and_operator_tables():
     assert {"memory-detail", "memory-holders"} <= set(figs)
     assert out.view.controls[0].signal == "mem_rank" and {o[0] for o in out.view.controls[0].options} == {0, 2}
     assert {tb.id for tb in out.view.tables} >= {"memory-alive", "memory-operators"}
+
+
+def test_demo_memory_per_graph_node_with_marks_for_every_rank(tmp_path):
+    """The generated MindSpore run with memory_usage_details: the detail chart draws each rank's node curve (static,
+    rising through the forward pass to the summary's peak, falling through the backward pass) with its marks."""
+    spec = MindInsightSpec(hosts=1, devices_per_host=4, stages=2, steps=2, memory_details=True)
+    truth = write_mindinsight_run(tmp_path, spec)
+    out = _memory(read_run(tmp_path))
+    assert out.status == "ok", out.reason
+    det = out.analysis.data["detail"]
+    lines = det["detail"]
+    assert sorted(lines["rank"].unique()) == [0, 1, 2, 3]
+    for r, g in lines.groupby("rank"):
+        g = g.sort_values("x")
+        top = int(g["mb"].to_numpy().argmax())
+        assert 0 < top < len(g) - 1  # rises, then falls
+        assert g["mb"].max() == pytest.approx(truth["memory"][r]["peak_mem"] * GIB, rel=1e-6)
+    figs = {f.id: f for f in out.view.figures}
+    spec_text = json.dumps(figs["memory-detail"].spec)
+    assert "mem_rank" in spec_text and "forward start" in spec_text
+    assert out.view.controls[0].signal == "mem_rank" and len(out.view.controls[0].options) == 4
