@@ -613,7 +613,7 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
             x_unit, x_factor, x_title = "", 1.0, "Node (execution order)"
         else:
             x_unit, x_factor = fmt.unit_for("ms", df["x"])
-            x_title = fmt.header("Time (run clock)", "ms", x_unit)
+            x_title = fmt.header("Time on the run clock", "ms", x_unit)
         with_alloc = set(df.loc[df["counter"].isin(["allocated", "in use"]), "series"])
         series = sorted(df["series"].unique(), key=lambda v: (v not in with_alloc, natural_key(v)))
         counters = [c for c in COUNTER_COLORS if c in set(df["counter"])]
