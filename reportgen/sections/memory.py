@@ -356,16 +356,19 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
     out["ops_total"] = summary.groupby("rank").size()
     if not times.empty:
         alive = alive_at(ops, times)
+        held = alive.groupby(["rank", "name"], as_index=False).agg(mb=("size_mb", "sum"), n=("size_mb", "size"))
+        held = held.sort_values(["rank", "mb", "name"], ascending=[True, False, True], kind="stable")
+        top = held.drop_duplicates("rank").set_index("rank")
         out["alive_all"] = alive.groupby("rank").agg(alive_allocations=("size_mb", "size"),
-                                                     alive_mb=("size_mb", "sum"),
-                                                     top_holder=("name", "first")).reset_index()
+                                                     alive_mb=("size_mb", "sum")).reset_index()
+        out["alive_all"]["top_holder"] = out["alive_all"]["rank"].map(top["name"])
+        out["alive_all"]["top_holder_mb"] = out["alive_all"]["rank"].map(top["mb"])
         alive["release_ms"] = alive["release_ms"].astype(float)
         out["alive"] = alive.groupby("rank").head(n).reset_index(drop=True)[
             ["rank", "name", "size_mb", "share", "alloc_ms", "release_ms", "duration_ms"]]
-        held = alive.groupby(["rank", "name"], as_index=False).agg(mb=("size_mb", "sum"), n=("size_mb", "size"))
         held = held[held["rank"].isin(ranks)].assign(mb=lambda h: h["mb"].round(3))
-        out["holders"] = held.sort_values(["rank", "mb"], ascending=[True, False], kind="stable").groupby(
-            "rank").head(per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3)).reset_index(drop=True)
+        out["holders"] = held.groupby("rank").head(
+            per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3)).reset_index(drop=True)
     return out
 
 
@@ -546,7 +549,9 @@ def present(a: Analysis) -> View:
     if "alive_mb" in pr:
         cols += [Column("alive_mb", "Held by operators at that peak", "mb"),
                  Column("alive_allocations", "Allocations alive", "int"),
-                 Column("top_holder", "Largest holder", "text")]
+                 Column("top_holder", "Largest holder (operator)", "text",
+                        help="the operator whose allocations alive at the peak add up to the most"),
+                 Column("top_holder_mb", "Its allocations alive", "mb")]
     tables = [Table.from_frame("memory-per-rank", "Peak host memory per rank" if host else "Peak memory per rank",
                                pr, cols,
                                caption="MB = 10^6 bytes. Capacity is blank when neither the data nor the "
