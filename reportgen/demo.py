@@ -70,7 +70,7 @@ def demo_spec():
         exposed_comm={DEMO_COMM_STAGE: DEMO_COMM_FACTOR}, memory_peaks={DEMO_MEMORY_RANK: DEMO_MEMORY_SHARE},
         heavy_stages={DEMO_HEAVY_STAGE: DEMO_HEAVY_FACTOR},
         # per-operator hccl_raw entries (MindSpore 1.x+ writes them): the operator table and links between global ranks
-        hccl_operators=True)
+        hccl_operators=True, memory_details=True)
 
 
 def demo_note() -> str:

@@ -400,7 +400,9 @@ SCHEMA: tuple[Table, ...] = (
        C("capacity_mb", "float64", "MB", "the device's memory when the data states it (NaN when unknown)",
          nullable=True),
        C("capacity_source", "str", "none", "where capacity_mb comes from (None when unknown)", nullable=True,
-         ext=True)),
+         ext=True),
+       C("detail_only", "bool", "none", "True: a series drawn in the memory detail only, never the peak (e.g. "
+         "Ascend's framework allocator PTA / GE under the process-level APP series); absent = False", ext=True)),
     _t("memory_peaks", "A profiler's own peak per rank, when it writes one instead of samples (MindSpore memory "
        "planner's memory_usage_summary).",
        RANK, C("peak_mb", "float64", "MB", "the profiler's own peak of the rank"),
@@ -422,7 +424,8 @@ SCHEMA: tuple[Table, ...] = (
        RANK, C("component", "str", "none", "CANN module (untrusted text)"),
        C("ts_ms", "float64", "ms", "sample time (ms from the run origin)"),
        C("reserved_mb", "float64", "MB", "total reserved")),
-    _t("operator_memory", "Ascend operator_memory.csv / DB OP_MEMORY.",
+    _t("operator_memory", "Ascend operator_memory.csv / DB OP_MEMORY: one row per allocation (the memory section's "
+       "operator tables and what is alive at the allocated peak).",
        RANK, C("name", "str", "none", "operator (untrusted text)"),
        C("size_mb", "float64", "MB", "allocation size (MB, 10^6 B; the file's KB are 10^3 B)"),
        C("alloc_ms", "float64", "ms", "allocation time (ms from the run origin)"),

@@ -185,8 +185,11 @@ def test_chart_budget_at_1024_ranks():
     out = _memory(run, Options({"device_memory_gb": 64}))
     assert out.status == "ok", out.reason
     assert len(out.analysis.tables["per_rank"]) == n
-    grid, line = out.view.figures
+    figs = {f.id: f for f in out.view.figures}
+    grid, line = figs["memory-grid"], figs["memory-timeline"]
     assert _rows(grid.spec) == n
+    assert _rows(figs["memory-detail"].spec) <= mem.MAX_DETAIL_ROWS  # every rank selectable, within budget
+    assert out.analysis.data["detail"]["detail"]["rank"].nunique() == mem.MAX_DETAIL_RANKS
     assert _rows(line.spec) <= mem.MAX_CHART_ROWS
     tl = out.analysis.data["timeline"]
     assert tl["rank"].nunique() <= mem.MAX_LINE_RANKS and 77 in set(tl["rank"])
@@ -307,7 +310,9 @@ def test_host_only_run_is_analysed_as_host_memory():
     # every title, axis, caption and finding says host memory; none says device memory
     texts = _texts(out)
     assert not any("device memory" in t.lower() for t in texts), [t for t in texts if "device memory" in t.lower()]
-    grid, line = out.view.figures
+    figs = {f.id: f for f in out.view.figures}
+    grid, line = figs["memory-grid"], figs["memory-timeline"]
+    assert "host memory" in figs["memory-detail"].title.lower()
     assert "host memory" in grid.title.lower() and "host memory" in line.title.lower()
     assert "Host memory" in json.dumps(line.spec, default=str) and "host memory" in out.view.summary.lower()
     assert "host memory" in out.view.tables[0].title.lower()
@@ -386,3 +391,132 @@ def test_cpu_memory_events_name_their_total():
     assert ms["series"].tolist() == ["host (CPU) total allocated"] * 2 + ["host (CPU) total reserved"] * 2 + [
         "CUDA device 0 total reserved"]
     assert ms["capacity_mb"].isna().all()
+
+
+# --------------------------------------------------------------------------- memory detail: operators, peak holders
+
+
+def _ops(rows):
+    return pd.DataFrame(rows, columns=["rank", "name", "size_mb", "alloc_ms", "release_ms", "duration_ms"])
+
+
+def test_allocations_alive_at_the_peak():
+    nan = float("nan")
+    ops = _ops([(0, "a", 10.0, 0.0, 5.0, 5.0),     # released before the peak at 6
+                (0, "b", 30.0, 1.0, 9.0, 8.0),     # alive
+                (0, "c", 20.0, 6.0, nan, nan),     # allocated at the peak, never released: alive
+                (0, "d", 5.0, 2.0, 6.0, 4.0),      # released exactly at the peak: gone
+                (0, "e", 50.0, 7.0, 8.0, 1.0),     # after the peak
+                (1, "x", 7.0, 0.0, 1.0, 1.0)])
+    times = pd.DataFrame({"rank": [0, 1], "peak_ms": [6.0, 0.5]})
+    alive = mem.alive_at(ops, times)
+    r0 = alive[alive["rank"] == 0]
+    assert r0["name"].tolist() == ["b", "c"]  # largest first
+    assert r0["share"].tolist() == pytest.approx([0.6, 0.4])
+    assert alive[alive["rank"] == 1]["name"].tolist() == ["x"]
+
+
+def test_peak_time_from_allocated_samples_else_from_the_allocations():
+    nan = float("nan")
+    ms = pd.DataFrame({"rank": [0, 0, 0, 0], "ts_ms": [0.0, 1.0, 2.0, 3.0], "kind": "device",
+                       "series": ["APP", "APP", "PTA", "PTA"], "allocated_mb": [nan, nan, 40.0, 90.0],
+                       "reserved_mb": [100.0, 100.0, 95.0, 95.0]})
+    # rank 1 has no samples: the sweep over its allocations finds where most is alive together
+    ops = _ops([(1, "a", 10.0, 0.0, 4.0, 4.0), (1, "b", 30.0, 1.0, 3.0, 2.0), (1, "c", 25.0, 3.0, 5.0, 2.0),
+                (1, "d", 1.0, 4.0, nan, nan)])
+    t = mem.peak_times(ms, ops).set_index("rank")
+    assert t.loc[0, "peak_ms"] == 3.0 and t.loc[0, "peak_at_mb"] == 90.0 and "PTA" in t.loc[0, "peak_from"]
+    # live: t0 10, t1 40, t3 (b released first) 35, t4 26 -> peak at 1 ms holding 40 MB
+    assert t.loc[1, "peak_ms"] == 1.0 and t.loc[1, "peak_at_mb"] == pytest.approx(40.0)
+
+
+def test_operator_aggregation_top_n_and_rest():
+    ops = _ops([(0, "mm", 10.0, 0.0, 2.0, 2.0), (0, "mm", 30.0, 1.0, 9.0, 8.0), (0, "add", 5.0, 0.0, 1.0, 1.0),
+                (0, "cat", 4.0, 0.0, 1.0, 1.0), (0, "cast", 1.0, 0.0, float("nan"), float("nan"))])
+    s = mem.operator_summary(ops).set_index("name")
+    assert s.loc["mm", "allocations"] == 2 and s.loc["mm", "total_mb"] == 40.0 and s.loc["mm", "max_mb"] == 30.0
+    assert s.loc["mm", "longest_ms"] == 8.0 and s.loc["mm", "mean_ms"] == 5.0
+    top = mem.top_with_rest(s.reset_index(), "total_mb", 2, {"allocations": "sum", "total_mb": "sum",
+                                                            "max_mb": "max", "longest_ms": "max", "mean_ms": "mean"})
+    assert top["name"].tolist() == ["mm", "add", "(other 2 operators)"]
+    rest = top.iloc[-1]
+    assert rest["allocations"] == 2 and rest["total_mb"] == 5.0 and rest["max_mb"] == 4.0
+    assert top["total_mb"].sum() == pytest.approx(ops["size_mb"].sum())  # nothing lost
+
+
+def test_ascend_allocator_is_detail_only_and_the_peak_stays_app():
+    from reportgen.readers import ascend as ascend_reader
+
+    nan = float("nan")
+    rec = pd.DataFrame({"rank": [0] * 5, "component": ["APP", "APP", "PTA", "PTA", "PTA+GE"],
+                        "ts_ms": [0.0, 20.0, 1.0, 2.0, 1.0], "allocated_mb": [nan, nan, 10.0, 500.0, 10.0],
+                        "reserved_mb": [1000.0, 1000.0, 2000.0, 2000.0, 2000.0],  # allocator above APP: not the peak
+                        "active_mb": [nan, nan, 10.0, 500.0, 10.0]})
+    run = Run(name="a", source_format="ascend", source_path="-", ranks=[0], tables={"memory_record": rec})
+    ms = ascend_reader.memory_samples(run)
+    assert ms["detail_only"].tolist() == [False, False, True]
+    assert set(ms.loc[ms["detail_only"], "series"]) == {"PTA+GE allocator (framework)"}  # PTA+GE before PTA
+    run.tables["memory_samples"] = ms
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    assert out.analysis.tables["per_rank"]["peak_mb"].tolist() == [1000.0]
+    lines = out.analysis.data["detail"]["detail"]
+    assert set(lines["counter"]) == {"allocated", "reserved"}  # active = allocated: one line
+
+
+def test_level2_memory_detail_and_operator_tables():
+    root = fixture_dir("ascend", "msinsight", "test", "st", "level2")
+    run = read_run(root)
+    out = _memory(run)
+    assert out.status == "ok", out.reason
+    csv = pd.read_csv(root / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")
+    ops = run.table("operator_memory")
+    assert (ops["rank"] == 0).sum() == len(csv) == 3103
+    largest = csv["Size(KB)"].max() * 1024 / 1e6  # KB = KiB in the file, MB = 10^6 B
+    t = out.analysis.tables
+    r0 = t["operator_memory"][t["operator_memory"]["rank"] == 0]
+    assert r0["max_mb"].max() == pytest.approx(largest)
+    assert r0.loc[r0["max_mb"].idxmax(), "name"] == csv.loc[csv["Size(KB)"].idxmax(), "Name"]
+    assert r0["total_mb"].sum() == pytest.approx(csv["Size(KB)"].sum() * 1024 / 1e6)  # top-N + rest = all
+    # the curve is the framework allocator's, not the flat APP line: it rises and falls by gigabytes
+    det = out.analysis.data["detail"]["detail"]
+    alloc = det[(det["rank"] == 0) & (det["counter"] == "allocated")]
+    assert alloc["mb"].max() - alloc["mb"].min() > 5000
+    app = det[(det["rank"] == 0) & det["series"].str.startswith("APP")]
+    assert app["mb"].max() - app["mb"].min() < 1  # why the old line was flat
+    # what holds memory at rank 0's peak: the allocations alive then, largest first, inside the allocated total
+    pr = t["per_rank"].set_index("rank")
+    alive = t["alive_at_peak"][t["alive_at_peak"]["rank"] == 0]
+    assert alive["size_mb"].is_monotonic_decreasing and len(alive) == mem.MAX_OPS_PER_RANK
+    peak_at = float(out.analysis.data["detail"]["peak_times"].set_index("rank").loc[0, "peak_at_mb"])
+    assert 0 < pr.loc[0, "alive_mb"] <= peak_at
+    held = mem.alive_at(ops[ops["size_mb"].notna()], pd.DataFrame({"rank": [0], "peak_ms": [pr.loc[0, "alloc_peak_ms"]]}))
+    by_name = held.groupby("name")["size_mb"].sum()
+    assert pr.loc[0, "top_holder"] == by_name.idxmax() and pr.loc[0, "top_holder_mb"] == pytest.approx(by_name.max())
+    assert alive.iloc[0]["name"] == "npu::npu_fusion_attention_grad"  # the largest single one: the peak's own
+    assert ((alive["alloc_ms"] <= pr.loc[0, "alloc_peak_ms"]) & (alive["release_ms"] > pr.loc[0, "alloc_peak_ms"])).all()
+    figs = {f.id: f for f in out.view.figures}
+    assert {"memory-detail", "memory-holders"} <= set(figs)
+    assert out.view.controls[0].signal == "mem_rank" and {o[0] for o in out.view.controls[0].options} == {0, 2}
+    assert {tb.id for tb in out.view.tables} >= {"memory-alive", "memory-operators"}
+
+
+def test_demo_memory_per_graph_node_with_marks_for_every_rank(tmp_path):
+    """The generated MindSpore run with memory_usage_details: the detail chart draws each rank's node curve (static,
+    rising through the forward pass to the summary's peak, falling through the backward pass) with its marks."""
+    spec = MindInsightSpec(hosts=1, devices_per_host=4, stages=2, steps=2, memory_details=True)
+    truth = write_mindinsight_run(tmp_path, spec)
+    out = _memory(read_run(tmp_path))
+    assert out.status == "ok", out.reason
+    det = out.analysis.data["detail"]
+    lines = det["detail"]
+    assert sorted(lines["rank"].unique()) == [0, 1, 2, 3]
+    for r, g in lines.groupby("rank"):
+        g = g.sort_values("x")
+        top = int(g["mb"].to_numpy().argmax())
+        assert 0 < top < len(g) - 1  # rises, then falls
+        assert g["mb"].max() == pytest.approx(truth["memory"][r]["peak_mem"] * GIB, rel=1e-6)
+    figs = {f.id: f for f in out.view.figures}
+    spec_text = json.dumps(figs["memory-detail"].spec)
+    assert "mem_rank" in spec_text and "forward start" in spec_text
+    assert out.view.controls[0].signal == "mem_rank" and len(out.view.controls[0].options) == 4

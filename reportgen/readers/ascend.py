@@ -1211,11 +1211,14 @@ def memory_samples(run: Run) -> pd.DataFrame | None:
             chosen[pick] = True
             series[pick] = f"max over components of reserved ({best})"
         sel = mr[chosen]
-        return pd.DataFrame({"rank": sel["rank"].to_numpy().astype(int), "ts_ms": sel["ts_ms"].to_numpy(),
+        peak = pd.DataFrame({"rank": sel["rank"].to_numpy().astype(int), "ts_ms": sel["ts_ms"].to_numpy(),
                              "kind": "device", "device_id": np.nan, "series": series[chosen],
                              "allocated_mb": sel["allocated_mb"].to_numpy(dtype=float),
                              "reserved_mb": sel["reserved_mb"].to_numpy(dtype=float),
-                             "active_mb": sel["active_mb"].to_numpy(dtype=float), "capacity_mb": np.nan})
+                             "active_mb": sel["active_mb"].to_numpy(dtype=float), "capacity_mb": np.nan,
+                             "detail_only": False})
+        alloc = allocator_rows(mr[~chosen])
+        return peak if alloc is None else pd.concat([peak, alloc], ignore_index=True)
     mm = run.table("module_mem")
     if mm is None:
         return None
@@ -1223,6 +1226,38 @@ def memory_samples(run: Run) -> pd.DataFrame | None:
     return pd.DataFrame({"rank": tot["rank"].astype(int), "ts_ms": tot["ts_ms"], "kind": "device", "device_id": np.nan,
                          "series": "npu_module_mem (sum of modules)", "allocated_mb": np.nan,
                          "reserved_mb": tot["reserved_mb"], "active_mb": np.nan, "capacity_mb": np.nan})
+
+
+#: the framework allocator's component of memory_record.csv, first present wins (research/ascend-profiler-output-and-
+#: msprof-analyze.md §2.7: PTA = torch_npu's caching allocator, GE = the graph engine, PTA+GE = both together)
+ALLOCATOR_COMPONENTS = ("PTA+GE", "PTA", "GE", "MINDSPORE", "MS")
+
+
+def allocator_rows(mr: pd.DataFrame) -> pd.DataFrame | None:
+    """The framework allocator's own counters (allocated / reserved / active over time), detail rows of
+    ``memory_samples`` (``detail_only``): the process-level APP reserved is sampled every 20 ms and stays flat while
+    the allocator's total allocated rises through the forward pass and falls through the backward one (one sample per
+    allocation / release). Per rank the first of :data:`ALLOCATOR_COMPONENTS` the rank has with an allocated value;
+    never a peak candidate (the peak stays the APP rule of :func:`memory_samples`)."""
+    if mr.empty or mr["allocated_mb"].isna().all():
+        return None
+    comp = mr["component"].astype(str).str.upper()
+    has = mr["allocated_mb"].notna()
+    parts = []
+    for rank, g in mr[has].groupby("rank"):
+        cg = comp[g.index]
+        pick = next((c for c in ALLOCATOR_COMPONENTS if (cg == c).any()), None)
+        if pick is None:
+            continue
+        s = g[(cg == pick).to_numpy()]
+        name = str(s["component"].iloc[0])
+        parts.append(pd.DataFrame({"rank": int(rank), "ts_ms": s["ts_ms"].to_numpy(), "kind": "device",
+                                   "device_id": np.nan, "series": f"{name} allocator (framework)",
+                                   "allocated_mb": s["allocated_mb"].to_numpy(dtype=float),
+                                   "reserved_mb": s["reserved_mb"].to_numpy(dtype=float),
+                                   "active_mb": s["active_mb"].to_numpy(dtype=float), "capacity_mb": np.nan,
+                                   "detail_only": True}))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def whole_trace_steps(run: Run) -> None:

@@ -21,6 +21,12 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 * Peak / capacity goes through :func:`reportgen.facts.share` (a peak above the capacity is a data problem, not shown).
 * Capacity is never invented: data first, then ``device_memory_gb``, else null (and the ratio is null). For host
   memory the machine's RAM is not in the data: only the option gives it.
+* Memory detail (one rank at a time, a selector over every rank up to :data:`MAX_DETAIL_RANKS`): every counter
+  (allocated / reserved / active) of every series of the subject kind, detail-only series included (a reader's
+  framework allocator under a process-level peak series, the reader says which); host series of a device run in
+  their own chart, never in the peak. The allocated peak (:func:`peak_times`), the operator allocations alive at it
+  (:func:`alive_at`) and per operator name (:func:`operator_summary`, top-N per rank + the rest, :func:`top_with_rest`)
+  from ``operator_memory``.
 * Imbalance reference = the median peak of the rank's pipeline stage (all ranks when there are no stages):
   stages legitimately hold different activations, so only peers are compared.
 """
@@ -40,7 +46,8 @@ from ..charts import (axis, band, cell_labels, fit, identity_color, in_unit, nat
 from ..errors import Unavailable
 from ..model import ByRank, Run
 from .. import facts
-from ..report import Analysis, Column, Figure, Finding, Table, View, count
+from .. import palette
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
 from . import needs_reason
 
 ID = "memory"
@@ -103,7 +110,7 @@ def _from_samples(run: Run, options=None) -> dict:
     host series. Device series peak at their total reserved; a host series at its total reserved too, or, when that
     never rises above 0 (an allocator that caches nothing, the reader names the series 'total allocated'), at its
     total allocated."""
-    ms = run.table("memory_samples")
+    ms = _peak_rows(run.table("memory_samples"))
     kind = "device" if (ms["kind"] == "device").any() else "host"
     rows = ms[ms["kind"] == kind].copy()
     if rows.empty:
@@ -149,6 +156,220 @@ def _from_samples(run: Run, options=None) -> dict:
                       "from'): the run's samples are host memory only")
     return {"per_rank": per, "series": series, "x_kind": "time", "kind": kind,
             "capacity_source": str(cap_src.iloc[0]) if len(cap_src) else None, "peak_definition": definition}
+
+
+def _peak_rows(ms: pd.DataFrame) -> pd.DataFrame:
+    """The peak candidates of ``memory_samples``: every row but the reader's detail-only series."""
+    if "detail_only" not in ms:
+        return ms
+    return ms[~ms["detail_only"].fillna(False).astype(bool).to_numpy()]
+
+
+# --------------------------------------------------------------------------- memory detail (per rank)
+
+#: detail budget: ranks the selector lists (render.MAX_OPTIONS), chart rows in total, points per line
+MAX_DETAIL_RANKS = 1000
+MAX_DETAIL_ROWS = 30_000
+MAX_DETAIL_POINTS = 400
+MIN_DETAIL_POINTS = 8
+#: operator tables: rows per rank (top-N by size, the rest aggregated into one row), fewer at many ranks so that the
+#: page keeps every rank (th.PAGE_TABLE rows budget)
+MAX_OPS_PER_RANK = 20
+MIN_OPS_PER_RANK = 1
+OPS_ROWS_TOTAL = 8_000
+#: operator names per rank in the "held at the peak" chart
+MAX_HOLDERS_PER_RANK = 15
+#: the counters a memory sample may carry, in drawing order
+MEASURES = (("allocated_mb", "allocated"), ("reserved_mb", "reserved"), ("active_mb", "active"))
+
+
+def per_rank_budget(ranks: int, total: int, most: int, least: int) -> int:
+    """Rows (or points) per rank so that ``ranks`` ranks fit ``total``, between ``least`` and ``most``."""
+    return int(max(least, min(most, total // max(1, ranks))))
+
+
+def detail_lines(ms: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Every counter of every ``memory_samples`` series of ``kind`` as lines per rank: rank, x (ms, run clock),
+    series, counter (allocated | reserved | active), mb. Active equal to allocated at every sample of a (rank, series)
+    is left out (the allocated line is it). Detail-only series (the framework allocator under a process-level
+    peak series) are included; a counter with no value, or never above 0, in a (rank, series) is left out."""
+    rows = ms[ms["kind"] == kind]
+    parts = []
+    for col, name in MEASURES:
+        if col not in rows:
+            continue
+        v = rows[col].astype(float)
+        keep = v.notna() & (v.groupby([rows["rank"], rows["series"]]).transform("max") > 0)
+        if col == "active_mb" and "allocated_mb" in rows:  # active equal to allocated all along: one line, not two
+            same = (v - rows["allocated_mb"].astype(float)).abs().fillna(np.inf) <= 1e-9
+            keep &= ~same.groupby([rows["rank"], rows["series"]]).transform("all")
+        if not keep.any():
+            continue
+        r = rows[keep]
+        parts.append(pd.DataFrame({"rank": r["rank"].astype(int).to_numpy(), "x": r["ts_ms"].to_numpy(float),
+                                   "series": r["series"].astype(str).to_numpy(), "counter": name,
+                                   "mb": v[keep].to_numpy()}))
+    if not parts:
+        return pd.DataFrame(columns=["rank", "x", "series", "counter", "mb"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
+    """:func:`downsample` per (rank, series, counter): at most ``max_points`` rows per line, each x bin keeping its
+    largest value (peaks survive)."""
+    if lines.empty:
+        return lines
+    gid, uniq = pd.factorize(pd.MultiIndex.from_arrays([lines["rank"].to_numpy(), lines["series"].to_numpy(),
+                                                        lines["counter"].to_numpy()]))
+    d = downsample(pd.DataFrame({"rank": gid, "x": lines["x"].to_numpy(), "mb": lines["mb"].to_numpy()}),
+                   max_points)
+    keys = uniq[d["rank"].to_numpy()]
+    return pd.DataFrame({"rank": [int(k[0]) for k in keys], "x": d["x"].to_numpy(),
+                         "series": [k[1] for k in keys], "counter": [k[2] for k in keys], "mb": d["mb"].to_numpy()})
+
+
+def peak_times(ms: pd.DataFrame | None, ops: pd.DataFrame | None, kind: str = "device") -> pd.DataFrame:
+    """The time of each rank's memory peak the allocations are checked against: rank, peak_ms, peak_at_mb,
+    peak_from. Definition: the sample where the rank's allocated memory (``allocated_mb`` of its series of ``kind``
+    with the highest allocated, detail series included: what the operator allocations add up to) is largest, the
+    first such sample; a rank without allocated samples: the time the operator allocations alive together are
+    largest (a sweep over ``alloc_ms`` +size / ``release_ms`` -size, releases first at equal times; an allocation
+    without a release is alive to the end), as MindStudio Insight's memory view reads operator_memory."""
+    out = []
+    done = set()
+    if ms is not None and "allocated_mb" in ms:
+        a = ms[(ms["kind"] == kind) & ms["allocated_mb"].notna()]
+        if not a.empty:
+            best = a.groupby(["rank", "series"])["allocated_mb"].max().reset_index()
+            best = best.sort_values(["rank", "allocated_mb"], ascending=[True, False], kind="stable")
+            best = best.drop_duplicates("rank")
+            sel = a.merge(best[["rank", "series"]], on=["rank", "series"])
+            idx = sel.groupby("rank")["allocated_mb"].idxmax()
+            top = sel.loc[idx]
+            out.append(pd.DataFrame({"rank": top["rank"].astype(int).to_numpy(), "peak_ms": top["ts_ms"].to_numpy(),
+                                     "peak_at_mb": top["allocated_mb"].to_numpy(float),
+                                     "peak_from": (top["series"].astype(str) + " · allocated").to_numpy()}))
+            done = set(out[0]["rank"].tolist())
+    if ops is not None and not ops.empty:
+        o = ops[ops["alloc_ms"].notna() & ~ops["rank"].isin(done)]
+        if not o.empty:
+            ev = pd.concat([pd.DataFrame({"rank": o["rank"].to_numpy(), "t": o["alloc_ms"].to_numpy(),
+                                          "d": o["size_mb"].to_numpy(float), "o": 1}),
+                            pd.DataFrame({"rank": o["rank"].to_numpy(), "t": o["release_ms"].to_numpy(),
+                                          "d": -o["size_mb"].to_numpy(float), "o": 0}).dropna(subset=["t"])],
+                           ignore_index=True).sort_values(["rank", "t", "o"], kind="stable").reset_index(drop=True)
+            ev["live"] = ev.groupby("rank")["d"].cumsum()
+            top = ev.loc[ev.groupby("rank")["live"].idxmax()]
+            out.append(pd.DataFrame({"rank": top["rank"].astype(int).to_numpy(), "peak_ms": top["t"].to_numpy(),
+                                     "peak_at_mb": top["live"].to_numpy(float),
+                                     "peak_from": "operator allocations alive together"}))
+    if not out:
+        return pd.DataFrame(columns=["rank", "peak_ms", "peak_at_mb", "peak_from"])
+    return pd.concat(out, ignore_index=True).sort_values("rank").reset_index(drop=True)
+
+
+def alive_at(ops: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
+    """The operator allocations alive at each rank's peak time (``times``: rank, peak_ms): allocated at or before it
+    and released after it (no release: alive to the end of the window), largest first per rank; ``share`` = the
+    allocation's size / the rank's total alive at that time."""
+    o = ops.merge(times[["rank", "peak_ms"]], on="rank")
+    live = (o["alloc_ms"] <= o["peak_ms"]) & (o["release_ms"].isna() | (o["release_ms"] > o["peak_ms"]))
+    o = o[live.to_numpy()].copy()
+    o["share"] = o["size_mb"] / o.groupby("rank")["size_mb"].transform("sum")
+    return o.sort_values(["rank", "size_mb", "alloc_ms"], ascending=[True, False, True], kind="stable").reset_index(
+        drop=True)
+
+
+def top_with_rest(df: pd.DataFrame, by: str, n: int, agg: dict, label: str = "name") -> pd.DataFrame:
+    """The ``n`` rows of each rank with the largest ``by``, then one row per rank aggregating the rest (``agg``:
+    column -> sum | max), its ``label`` saying how many rows it stands for."""
+    d = df.sort_values(["rank", by, label], ascending=[True, False, True], kind="stable")
+    pos = d.groupby("rank").cumcount()
+    top, rest = d[pos < n], d[pos >= n]
+    if rest.empty:
+        return top.reset_index(drop=True)
+    r = rest.groupby("rank").agg(agg).reset_index()
+    counts = rest.groupby("rank").size()
+    r[label] = r["rank"].map(lambda k: f"(other {int(counts[k])} operators)")
+    return pd.concat([top, r], ignore_index=True).sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def operator_summary(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and operator name: allocations (count), total_mb (sum of sizes), max_mb (largest single allocation),
+    longest_ms (longest lifetime, release - allocation as the file writes it; NaN when none was released in the
+    window), mean_ms (mean lifetime of the released ones)."""
+    g = ops.groupby(["rank", "name"], sort=False)
+    return pd.DataFrame({"allocations": g.size(), "total_mb": g["size_mb"].sum(), "max_mb": g["size_mb"].max(),
+                         "longest_ms": g["duration_ms"].max(), "mean_ms": g["duration_ms"].mean()}).reset_index()
+
+
+def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
+    """The per-rank detail: lines of every counter (device / host), peak times, operator allocations."""
+    out: dict = {"notes": []}
+    order = pr.sort_values(["peak_mb", "rank"], ascending=[False, True])["rank"].astype(int).tolist()
+    ranks = order[:MAX_DETAIL_RANKS]
+    out["detail_ranks"] = ranks
+    if len(order) > MAX_DETAIL_RANKS:
+        out["notes"].append(f"The memory detail charts hold the {MAX_DETAIL_RANKS} ranks with the highest peaks of "
+                            f"{len(order):,}; the tables below hold every rank.")
+    ms = run.table("memory_samples") if d["x_kind"] == "time" else None
+    if d["x_kind"] == "node" and d.get("series") is not None:
+        lines = d["series"].assign(series="memory per graph node", counter="in use")[
+            ["rank", "x", "series", "counter", "mb"]]
+        host_lines = None
+    elif ms is not None:
+        lines = detail_lines(ms, d.get("kind", "device"))
+        host_lines = detail_lines(ms, "host") if d.get("kind", "device") == "device" else None
+    else:
+        lines, host_lines = None, None
+
+    def fit_lines(df):
+        if df is None or df.empty:
+            return None
+        df = df[df["rank"].isin(ranks)]
+        by = ["rank", "series", "counter"]
+        n = df.groupby(by).ngroups
+        per = per_rank_budget(n, MAX_DETAIL_ROWS, MAX_DETAIL_POINTS, MIN_DETAIL_POINTS)
+        cut = bool((df.groupby(by).size() > per).any())
+        d = downsample_lines(df, per)
+        # chart data, not the numbers of record (those are in the tables and the JSON): 1 µs and 1 kB are enough
+        d["x"], d["mb"] = d["x"].round(3), d["mb"].round(3)
+        return d, (per if cut else None)
+
+    for key, df in (("detail", lines), ("host_detail", host_lines)):
+        fitted = fit_lines(df)
+        out[key], out[key + "_points"] = fitted if fitted else (None, None)
+    ops = run.table("operator_memory")
+    if ops is not None and not ops.empty:
+        ops = ops[ops["size_mb"].notna()]
+    times = peak_times(ms, ops, d.get("kind", "device")) if d["x_kind"] == "time" else pd.DataFrame(
+        columns=["rank", "peak_ms", "peak_at_mb", "peak_from"])
+    out["peak_times"] = times
+    if ops is None or ops.empty:
+        return out
+    n_ranks = int(ops["rank"].nunique())
+    n = per_rank_budget(n_ranks, OPS_ROWS_TOTAL, MAX_OPS_PER_RANK, MIN_OPS_PER_RANK)
+    summary = operator_summary(ops)
+    out["ops"] = top_with_rest(summary, "total_mb", n, {"allocations": "sum", "total_mb": "sum", "max_mb": "max",
+                                                        "longest_ms": "max", "mean_ms": "mean"})
+    out["ops_per_rank"] = n
+    out["ops_total"] = summary.groupby("rank").size()
+    if not times.empty:
+        alive = alive_at(ops, times)
+        held = alive.groupby(["rank", "name"], as_index=False).agg(mb=("size_mb", "sum"), n=("size_mb", "size"))
+        held = held.sort_values(["rank", "mb", "name"], ascending=[True, False, True], kind="stable")
+        top = held.drop_duplicates("rank").set_index("rank")
+        out["alive_all"] = alive.groupby("rank").agg(alive_allocations=("size_mb", "size"),
+                                                     alive_mb=("size_mb", "sum")).reset_index()
+        out["alive_all"]["top_holder"] = out["alive_all"]["rank"].map(top["name"])
+        out["alive_all"]["top_holder_mb"] = out["alive_all"]["rank"].map(top["mb"])
+        alive["release_ms"] = alive["release_ms"].astype(float)
+        out["alive"] = alive.groupby("rank").head(n).reset_index(drop=True)[
+            ["rank", "name", "size_mb", "share", "alloc_ms", "release_ms", "duration_ms"]]
+        held = held[held["rank"].isin(ranks)].assign(mb=lambda h: h["mb"].round(3))
+        out["holders"] = held.groupby("rank").head(
+            per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3)).reset_index(drop=True)
+    return out
 
 
 # --------------------------------------------------------------------------- analysis helpers
@@ -271,8 +492,25 @@ def analyze(run: Run, options=None) -> Analysis:
         "timeline_x": "node index (execution order)" if d["x_kind"] == "node" else "ms since the rank's first sample",
         "timeline_trimmed": trimmed,
     }
-    a = Analysis(metrics=metrics, tables={"per_rank": pr},
-                 data={"timeline": timeline, "x_kind": d["x_kind"], "marks": d.get("marks"), "near": near, "off": off,
+    det = _detail(run, d, pr)
+    tables = {"per_rank": pr}
+    if not det["peak_times"].empty:
+        t = det["peak_times"]
+        tables["per_rank"] = pr = pr.merge(t[["rank", "peak_ms"]].rename(columns={"peak_ms": "alloc_peak_ms"}),
+                                           on="rank", how="left")
+        metrics["allocation_peak_definition"] = str(t["peak_from"].iloc[0])
+    if "alive_all" in det:
+        tables["per_rank"] = pr = pr.merge(det["alive_all"], on="rank", how="left")
+        tables["alive_at_peak"] = det["alive"]
+        metrics["alive_at_peak_rows_per_rank"] = det["ops_per_rank"]
+    if "ops" in det:
+        tables["operator_memory"] = det["ops"]
+        metrics["operator_rows_per_rank"] = det["ops_per_rank"]
+        metrics["operators_per_rank_max"] = int(det["ops_total"].max())
+    metrics["detail_ranks"] = len(det["detail_ranks"])
+    metrics["host_series"] = det.get("host_detail") is not None
+    a = Analysis(metrics=metrics, tables=tables,
+                 data={"detail": det, "timeline": timeline, "x_kind": d["x_kind"], "marks": d.get("marks"), "near": near, "off": off,
                        "hosts_known": bool(pr["host"].notna().all() and pr["device"].notna().all())})
     a.findings = _findings(a)
     return a
@@ -289,17 +527,39 @@ def present(a: Analysis) -> View:
     tl = a.data.get("timeline")
     if tl is not None and not tl.empty:
         figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks"), host))
+    det = a.data.get("detail") or {}
+    controls = []
+    detail_figs = _detail_figures(a, det, host)
+    if detail_figs:
+        figures += detail_figs
+        ranks = det["detail_ranks"]
+        peak = pr.set_index("rank")["peak_mb"]
+        controls.append(Control("mem_rank", "Rank (memory detail)",
+                                [(int(r), f"rank {int(r)} ({fmt.quantity(float(peak[r]), 'mb')})") for r in ranks],
+                                int(ranks[0])))
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("device", "Device", "int"),
             Column("stage", "Stage", "int"), Column("peak_mb", "Peak", "mb"),
             Column("capacity_mb", "Capacity", "mb"), Column("peak_ratio", "Peak / capacity", "ratio"),
             Column("source", "Peak from", "text"), Column("capacity_source", "Capacity from", "text")]
     if "static_mb" in pr:
         cols.insert(6, Column("static_mb", "Static", "mb"))
+    if "alloc_peak_ms" in pr:
+        cols.append(Column("alloc_peak_ms", "Allocated peak at", "ms",
+                           help="run clock: the sample where the rank's allocated memory is largest"))
+    if "alive_mb" in pr:
+        cols += [Column("alive_mb", "Held by operators at that peak", "mb"),
+                 Column("alive_allocations", "Allocations alive", "int"),
+                 Column("top_holder", "Largest holder (operator)", "text",
+                        help="the operator whose allocations alive at the peak add up to the most"),
+                 Column("top_holder_mb", "Its allocations alive", "mb")]
     tables = [Table.from_frame("memory-per-rank", "Peak host memory per rank" if host else "Peak memory per rank",
                                pr, cols,
                                caption="MB = 10^6 bytes. Capacity is blank when neither the data nor the "
-                                       "device_memory_gb option gives it.")]
-    notes = []
+                                       "device_memory_gb option gives it." +
+                                       (" Pick a rank in 'Rank (memory detail)' to see its memory over time and what "
+                                        "holds it at its peak." if controls else ""))]
+    tables += _operator_tables(a)
+    notes = list(det.get("notes") or [])
     if host:
         notes.append("The run's memory samples are all host (CPU) memory: host memory is the memory shown here, as "
                      "the framework's allocator counts it (not the process's whole resident memory).")
@@ -320,7 +580,137 @@ def present(a: Analysis) -> View:
     if m["peak_ratio_max"] is not None:
         summary += f"; highest peak / capacity {fmt.percent(m['peak_ratio_max'])}"
     summary += f" (peak = {m['peak_definition']})."
-    return View(summary=summary, figures=figures, tables=tables, notes=notes, controls=[])
+    return View(summary=summary, figures=figures, tables=tables, notes=notes, controls=controls)
+
+
+#: counter -> colour (memory in use in the memory colour, what the allocator keeps in grey, active in light grey)
+COUNTER_COLORS = {"allocated": palette.ROLE["memory"], "in use": palette.ROLE["memory"],
+                  "reserved": palette.ROLE["free"], "active": palette.ROLE["other"]}
+#: one dash pattern per series of a rank
+SERIES_DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3]]
+
+#: the detail charts' filter on the rank control (``mem_rank``: a rank id, data, never code)
+RANK_FILTER = "datum.rank == mem_rank"
+
+
+def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
+    """Memory over time (or per graph node) of the rank chosen in the section's rank control: every counter the
+    data has (allocated / reserved / active of each series), the allocated peak and forward / backward marks; the
+    host memory of that rank in its own chart; the operator allocations alive at the rank's peak."""
+    out = []
+    ranks = det.get("detail_ranks") or []
+    if not ranks:
+        return out
+    default = int(ranks[0])
+    node = a.data["x_kind"] == "node"
+    times = det.get("peak_times")
+    for key, fid, title, what in (("detail", "memory-detail",
+                                   "Memory per graph node of one rank" if node else
+                                   "Host memory over time of one rank" if host else "Memory over time of one rank",
+                                   "Host memory" if host else "Memory"),
+                                  ("host_detail", "memory-host", "Host memory over time of one rank",
+                                   "Host memory")):
+        df = det.get(key)
+        if df is None or df.empty:
+            continue
+        unit, factor = fmt.unit_for("mb", df["mb"])
+        if node:
+            x_unit, x_factor, x_title = "", 1.0, "Node (execution order)"
+        else:
+            x_unit, x_factor = fmt.unit_for("ms", df["x"])
+            x_title = fmt.header("Time on the run clock", "ms", x_unit)
+        with_alloc = set(df.loc[df["counter"].isin(["allocated", "in use"]), "series"])
+        series = sorted(df["series"].unique(), key=lambda v: (v not in with_alloc, natural_key(v)))
+        counters = [c for c in COUNTER_COLORS if c in set(df["counter"])]
+        chart = in_unit(vl.Chart(df), factor, "mb").transform_filter(RANK_FILTER).transform_calculate(
+            x_u=f"datum.x / {float(x_factor)!r}").mark_line(strokeWidth=1.2, interpolate="step-after").encode(
+            x=vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT), scale=vl.Scale(zero=False, nice=False)),
+            y=vl.Y("mb_u:Q", axis=vl.Axis(**axis(what, unit))),
+            color=vl.Color("counter:N", title="Counter", scale=vl.Scale(
+                domain=counters, range=[COUNTER_COLORS[c] for c in counters]), legend=vl.Legend(orient="bottom")),
+            strokeDash=vl.field("series:N", title="Series", scale=vl.Scale(
+                domain=series, range=SERIES_DASHES[:len(series)] or [[1, 0]]),
+                legend=vl.Legend(orient="bottom", labelLimit=360)),
+            tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("series:N", title="Series"),
+                     vl.Tooltip("counter:N", title="Counter"),
+                     tip("x_u", "Node" if node else "Time", x_unit), tip("mb_u", what, unit)])
+        layers = [chart]
+        caption = (f"{what} in use after each graph node of the rank chosen in 'Rank (memory detail)', in "
+                   "execution order (the profiler's memory planner)." if node else
+                   f"{what} of the rank chosen in 'Rank (memory detail)', every counter the data has "
+                   "(allocated / reserved / active of each series; active is not drawn where it equals "
+                   "allocated).")
+        if key == "detail" and times is not None and not times.empty and not node:
+            t = times[times["rank"].isin(ranks)][["rank", "peak_ms", "peak_at_mb"]]
+            layers.append(in_unit(vl.Chart(t), factor, "peak_at_mb").transform_filter(RANK_FILTER).transform_calculate(
+                x_u=f"datum.peak_ms / {float(x_factor)!r}").mark_rule(color=palette.ROLE["memory"], strokeDash=[4, 3],
+                                                        strokeWidth=1.5).encode(
+                x="x_u:Q", tooltip=[vl.Tooltip("rank:O", title="Rank"), tip("x_u", "Allocated peak at", x_unit),
+                                    tip("peak_at_mb_u", "Allocated at the peak", unit)]))
+            caption += " The dashed vertical line is the allocated peak" + (
+                " the operator allocations below are read at." if det.get("holders") is not None else ".")
+        marks = a.data.get("marks")
+        if key == "detail" and node and marks is not None and not marks.empty:
+            m = marks[marks["rank"].isin(ranks)]
+            layers.append(vl.Chart(m).transform_filter(RANK_FILTER).mark_rule(strokeDash=[4, 3], opacity=0.6).encode(
+                x="x:Q", tooltip=[vl.Tooltip("mark:N", title="Mark"), vl.Tooltip("x:Q", title="Node")]))
+            caption += " Dashed lines mark forward start and backward end of each graph."
+        points = det.get(key + "_points")
+        if points:
+            caption += f" At most {points} points per line (the largest value of each bin kept, so peaks stay)."
+        if key == "host_detail":
+            caption += " Host memory is never part of the device peak or its ratio."
+        spec = vl.layer(*layers).add_params(vl.param(name="mem_rank", value=default)) if len(layers) > 1 else \
+            chart.add_params(vl.param(name="mem_rank", value=default))
+        out.append(Figure(fid, title, to_spec(fit(spec, 260)), caption=caption,
+                          static_caption=caption.replace("chosen in 'Rank (memory detail)'",
+                                                         f"with the highest peak (rank {default})"),
+                          alt=f"Lines of {what.lower()} of one rank"))
+    held = det.get("holders")
+    if held is not None and not held.empty:
+        unit, factor = fmt.unit_for("mb", held["mb"])
+        chart = in_unit(vl.Chart(held), factor, "mb").transform_filter(RANK_FILTER).mark_bar(
+            color=palette.ROLE["memory"]).encode(
+            y=vl.Y("name:N", title=None, sort="-x", axis=vl.Axis(labelLimit=320)),
+            x=vl.X("mb_u:Q", axis=vl.Axis(**axis("Alive at the peak", unit))),
+            tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("name:N", title="Operator"),
+                     tip("mb_u", "Alive at the peak", unit),
+                     vl.Tooltip("n:Q", title="Allocations", format=fmt.D3_FORMAT)]).add_params(
+            vl.param(name="mem_rank", value=default))
+        caption = ("What holds memory at the allocated peak of the rank chosen in 'Rank (memory detail)': the "
+                   "operator allocations alive then, summed per operator name, largest first.")
+        out.append(Figure("memory-holders", "What holds memory at the peak", to_spec(fit(chart, {"step": 16})),
+                          caption=caption,
+                          static_caption=caption.replace("chosen in 'Rank (memory detail)'",
+                                                         f"with the highest peak (rank {default})"),
+                          alt="Bars of memory held per operator at the peak of one rank"))
+    return out
+
+
+def _operator_tables(a: Analysis) -> list[Table]:
+    """The allocations alive at each rank's peak (largest first) and the allocations per operator name."""
+    out = []
+    t, m = a.tables, a.metrics
+    if "alive_at_peak" in t:
+        out.append(Table.from_frame(
+            "memory-alive", "Allocations alive at each rank's peak", t["alive_at_peak"],
+            [Column("rank", "Rank", "rank"), Column("name", "Operator", "text"), Column("size_mb", "Size", "mb"),
+             Column("share", "Share of alive", "ratio"), Column("alloc_ms", "Allocated at", "ms"),
+             Column("release_ms", "Released at", "ms"), Column("duration_ms", "Lifetime", "ms")],
+            caption=f"The {m['alive_at_peak_rows_per_rank']} largest operator allocations of each rank alive at its "
+                    "peak (allocated at or before it, released after it or never within the window); share = size / "
+                    "all allocations alive then. Times on the run clock; a blank release: not released in the "
+                    "profiled window."))
+    if "operator_memory" in t:
+        out.append(Table.from_frame(
+            "memory-operators", "Allocations per operator", t["operator_memory"],
+            [Column("rank", "Rank", "rank"), Column("name", "Operator", "text"),
+             Column("allocations", "Allocations", "int"), Column("total_mb", "Total size", "mb"),
+             Column("max_mb", "Largest", "mb"), Column("longest_ms", "Longest lifetime", "ms"),
+             Column("mean_ms", "Mean lifetime", "ms")],
+            caption=f"Per rank the {m['operator_rows_per_rank']} operators allocating the most in total, the rest "
+                    "in one '(other N operators)' row; lifetime = release - allocation as the profiler writes it."))
+    return out
 
 
 def _ranks_text(ranks: list[int], limit: int = 20) -> str:

@@ -107,6 +107,7 @@ class MindInsightSpec:
     hccl_operators: bool | None = None
     with_flops: bool = True
     with_memory: bool = True
+    memory_details: bool = False    # memory_usage_details_{id}.json too: memory per graph node (with_memory)
     with_profiler_info: bool = True
     # ---- issue 8: balanced preset and injected anomalies (defaults = off) ----------------------
     clean: bool = False             # balanced preset (see module docstring); use clean_run()
@@ -372,6 +373,21 @@ def _dataset_csv() -> str:
     return ("Operation,Stage,Occurrences,Avg. time(us),Custom Info\r\n"
             f"Pipeline,GetNext,{MINDDATA_BATCHES},850.5,\r\n"
             f"ImageFolder,Read,{MINDDATA_BATCHES * 32},120.25,num_parallel_workers=8\r\n")
+
+
+#: nodes of the generated graph's forward and of its backward pass (memory_usage_details)
+_DETAIL_NODES = 64
+
+
+def _memory_details(static_b: int, act_b: int) -> dict:
+    """One graph's memory in use per node (GiB, as MindSpore's MemoryUsageParser writes it): static memory, then
+    activations kept through the forward pass (rising to the peak at its last node) and freed through the backward
+    pass; ``fp_start`` / ``bp_end`` mark the first forward and the last backward node."""
+    n = _DETAIL_NODES
+    fw = [(static_b + act_b * (i + 1) / n) / 2**30 for i in range(n)]
+    bw = [(static_b + act_b * (n - 1 - i) / n) / 2**30 for i in range(n)]
+    return {"0": {"lines": [round(v, 9) for v in fw + bw], "fp_start": 0, "bp_end": 2 * n - 1,
+                  "static_mem": static_b / 2**30}}
 
 
 def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
@@ -774,6 +790,9 @@ def write_mindinsight_run(root: str | Path, spec: MindInsightSpec) -> dict:
                        "peak_mem": (static_b + act_b) / 2**30, "static_mem": static_b / 2**30}
                 mem_truth[r] = mem
                 _write(root, f"{prof_dir(r)}/memory_usage_summary_{file_id(r)}.json", json.dumps(mem), files)
+                if spec.memory_details:
+                    _write(root, f"{prof_dir(r)}/memory_usage_details_{file_id(r)}.json",
+                           json.dumps(_memory_details(static_b, act_b)), files)
             if spec.with_minddata or spec.minddata_bottleneck:
                 _write(root, f"{prof_dir(r)}/minddata_pipeline_raw_{file_id(r)}.csv",
                        _minddata_csv(spec.minddata_bottleneck), files)
