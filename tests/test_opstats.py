@@ -117,3 +117,83 @@ def test_rank_with_only_left_out_rows_keeps_them():
                        "op_type": ["AllReduce", "AllReduce"]})
     s = opstats.op_summary(_run([0], step_ops=so), by=("rank", "type"))
     assert s["total_ms"].tolist() == [3.0] and s["count"].tolist() == [2]
+
+
+# --------------------------------------------------------------------------- peers on fixtures
+
+ASCEND_ST = ("ascend", "msinsight", "test", "st", "level2")
+
+
+def test_ascend_per_type_and_core_equal_op_statistic():
+    """Per (rank, type, core) from kernel_details.csv == the profiler's own op_statistic.csv of that rank (ranks 0
+    and 2 write one): count, total, min, max exactly (same µs values summed), mean and ratio to the file's 3
+    decimals. The file has no communication rows (its COMMUNICATION hcom_* kernels are not operators), which is
+    what the work rows leave out; its Ratio(%) is the share of the rank's compute total = our share_ratio."""
+    from reportgen.readers import read_run
+    from conftest import fixture_dir
+
+    root = fixture_dir(*ASCEND_ST)
+    run = read_run(root)
+    s = opstats.op_summary(run, by=("rank", "type", "engine"))
+    for r in (0, 2):
+        ref = pd.read_csv(root / f"rank_{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv")
+        ours = s[s["rank"] == r].set_index(["type", "engine"])
+        assert set(ours.index) == set(zip(ref["OP Type"], ref["Core Type"]))
+        o = ours.loc[list(zip(ref["OP Type"], ref["Core Type"]))]
+        assert (o["count"].to_numpy() == ref["Count"].to_numpy()).all()
+        for col, theirs in (("total_ms", "Total Time(us)"), ("min_ms", "Min Time(us)"), ("max_ms", "Max Time(us)")):
+            assert np.allclose(o[col].to_numpy() * 1e3, ref[theirs].to_numpy(), rtol=0, atol=1e-6), col
+        assert np.allclose((o["mean_ms"] * 1e3).round(3), ref["Avg Time(us)"], rtol=0, atol=1.5e-3)
+        assert np.allclose((o["share_ratio"] * 100).round(3), ref["Ratio(%)"], rtol=0, atol=1.5e-3)
+
+
+HTA_DATA = ("kineto", "hta_tests_data", "tests", "data")
+HTA_KERNEL_CASES = {
+    "single_negq_rank0": [(*HTA_DATA, "negative_queue_length_values_check", "rank0.json.gz")],
+    "trace_filter2": [(*HTA_DATA, "trace_filter", f"sampled_rank-{r}.json.gz") for r in (0, 1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(HTA_KERNEL_CASES))
+def test_per_name_stats_equal_hta_kernel_breakdown(tmp_path, case):
+    """Per (rank, kernel name) sum / max / min / mean / stddev == HTA 0.5's kernel_breakdown_per_rank.csv (run with
+    num_kernels=1000, duration_ratio=1.0: every kernel), over HTA's window and in its units:
+
+    * window: HTA drops the last ProfilerStep when the trace has >= 2 (research kineto-traces-and-hta.md §1.3/§6):
+      a kernel stays when its launch (the earliest runtime call with its correlation, ``gpu_ops.launch_ts_ns``)
+      starts before the rank's last ProfilerStep start, both in whole µs (ceil) — as
+      :func:`reportgen.intervals.hta_gpu_time_metrics`;
+    * units: HTA's whole µs per kernel, floor(end) - ceil(start);
+    * stddev: both sample (ddof 1); HTA writes 0 for a kernel called once where ours is NaN (no sample spread).
+    Our own stats keep the exact float durations: their totals differ from HTA's by less than 1 µs per call."""
+    import shutil
+
+    from conftest import fixture_dir, reference_file
+    from reportgen.intervals import hta_profiler_steps
+    from reportgen.readers import read_run
+
+    for parts in HTA_KERNEL_CASES[case]:
+        f = fixture_dir(*parts)
+        shutil.copy(f, tmp_path / f.name)
+    run = read_run(tmp_path)
+    g = run.tables["gpu_ops"].dropna(subset=["dur_ms"])
+    rows = opstats.op_rows(run)
+    assert (rows["source"] == "gpu_ops").all() and len(rows) == len(g)
+    ev = run.tables["hta_events"]
+    marks = ev[ev["role"] == "mark"]
+    assert hta_profiler_steps(marks["name"]) >= 2  # both cases: HTA drops the last step
+    last = marks.groupby("rank")["ts_ns"].max().map(lambda v: -((-v) // 1000))
+    keep = (-((-g["launch_ts_ns"]) // 1000) < g["rank"].map(last)).to_numpy()
+    whole_us = ((g["ts_ns"] + g["dur_ns"]) // 1000 - (-((-g["ts_ns"]) // 1000))).to_numpy()
+    kept = rows[keep]
+    hta_units = kept.assign(dur_ms=whole_us[keep] / 1e3, min_ms=whole_us[keep] / 1e3, max_ms=whole_us[keep] / 1e3)
+    s = opstats.summarize(hta_units, ("rank", "name"))
+    ref = pd.read_csv(reference_file("hta", case, "kernel_breakdown_per_rank.csv"))
+    j = ref.merge(s, on=["rank", "name"], how="outer", indicator=True)
+    assert (j["_merge"] == "both").all()
+    for ours, theirs in (("total_ms", "sum (us)"), ("max_ms", "max (us)"), ("min_ms", "min (us)"),
+                         ("mean_ms", "mean (us)"), ("std_ms", "stddev")):
+        assert np.allclose(j[ours].fillna(0) * (1 if ours == "std_ms" else 1e3) * (1e3 if ours == "std_ms" else 1),
+                           j[theirs], rtol=1e-9, atol=1e-6), ours
+    exact = opstats.summarize(kept, ("rank", "name")).merge(s, on=["rank", "name"], suffixes=("", "_hta"))
+    assert ((exact["total_ms"] - exact["total_ms_hta"]).abs() * 1e3 <= exact["count"] + 1e-6).all()
