@@ -238,3 +238,60 @@ def test_compute_op_sum_and_hccl_sum_equal_msprof_analyze():
         assert o["count"] == count
         assert [o["total_ms"] * 1e6, o["min_ms"] * 1e6, o["max_ms"] * 1e6] == pytest.approx([sum_ns, min_ns, max_ns],
                                                                                             abs=4.0)
+
+
+# --------------------------------------------------------------------------- the operators section
+
+
+def _many_ranks_run(n_ranks: int = 300) -> Run:
+    """n_ranks ranks x (MatMul AI_CORE, Add AI_VECTOR_CORE, Cast AI_CPU, 30 distinct Add kernels); rank 7 is 3x
+    slower in MatMul."""
+    r = np.repeat(np.arange(n_ranks), 33)
+    kind = np.tile(np.arange(33), n_ranks)
+    typ = np.where(kind == 0, "MatMul", np.where(kind == 1, "Cast", "Add"))
+    core = np.where(kind == 0, "AI_CORE", np.where(kind == 1, "AI_CPU", "AI_VECTOR_CORE"))
+    dur = np.where(kind == 0, 10.0, np.where(kind == 1, 0.5, 0.1)) * np.where((r == 7) & (kind == 0), 3.0, 1.0)
+    k = pd.DataFrame({"rank": r, "step": 1.0, "name": [f"k{i}" for i in kind], "type": typ, "core": core,
+                      "stream": 1.0, "start_ms": kind.astype(float), "dur_ms": dur, "op_class": "compute"})
+    return _run(range(n_ranks), kernels=k)
+
+
+def test_operators_section_every_rank_outlier_and_cuts():
+    """The section over 300 ranks: per-type cluster stats name rank 7 in MatMul; the per-rank operator table keeps
+    TOP_NAMES + others per rank (others sums the rest exactly); the per-rank charts draw only the ranks_shown ranks
+    (rank 7 among them); every spec validates (conftest sets REPORTGEN_VALIDATE_SPECS)."""
+    from reportgen.sections import operators
+
+    run = _many_ranks_run()
+    a = operators.analyze(run)
+    types = a.tables["types"].set_index("type")
+    mm = types.loc["MatMul"]
+    assert mm["max_rank"] == 7 and mm["rank_max_ms"] == 30.0 and mm["rank_median_ms"] == 10.0
+    assert mm["spread_ratio"] == pytest.approx(2.0) and mm["engine"] == "AI_CORE"
+    names = a.tables["rank_name_ops"]
+    assert names.groupby("rank").size().eq(operators.TOP_NAMES + 1).all()
+    o = names[(names["rank"] == 0) & (names["name"] == "others")].iloc[0]
+    assert o["count"] == 33 - operators.TOP_NAMES and o["total_ms"] == pytest.approx(0.1 * (33 - operators.TOP_NAMES))
+    eng = a.tables["rank_engines"]
+    assert set(eng["engine"]) == {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU"} and eng["rank"].nunique() == 300
+    v = operators.present(a)
+    assert 7 in v.ranks_drawn and len(v.ranks_drawn) < 300
+    heat = next(f for f in v.figures if f.id == "operators-rank-heat")
+    rows = next(iter(heat.spec["datasets"].values()))
+    assert {r["rank"] for r in rows} == set(v.ranks_drawn)
+    assert {t.id for t in v.tables} >= {"operators-types-table", "operators-rank-types", "operators-rank-names"}
+
+
+def test_operators_section_on_ascend_fixture():
+    """Whole pipeline on the 4-rank text fixture: the section is ok, its per (rank, type) rows are opstats'."""
+    from conftest import fixture_dir
+    from reportgen.readers import read_run
+    from reportgen.sections import run_sections
+
+    run = read_run(fixture_dir(*ASCEND_ST))
+    (out,) = run_sections(run, only=["operators"])
+    assert out.status == "ok", out
+    rt = out.analysis.tables["rank_type_ops"]
+    assert len(rt) == len(opstats.op_summary(run, by=("rank", "type", "engine")))
+    assert "comm_type_ops" in out.analysis.tables and "flops_types" in out.analysis.tables
+    assert {f.id for f in out.view.figures} == {"operators-types", "operators-rank-heat", "operators-engines"}

@@ -39,7 +39,9 @@ from ..report import Analysis, Column, Figure, Table, View, count
 
 ID = "operators"
 TITLE = "Operators across every rank"
-NEEDS = (("kernels", "op_stats", "gpu_ops", "cpu_ops", "device_timeline", "step_ops"),)
+#: the operator tables the registry names files for; a run with device ops (gpu_ops, cpu_ops) has a device_timeline,
+#: and analyze raises Unavailable when reportgen.opstats finds no rows in any of its sources
+NEEDS = (("kernels", "device_timeline", "step_ops"),)
 
 #: op types drawn in the share chart (the rest summed as "others") and in the type x rank heatmap
 TOP_TYPES = 20
@@ -252,8 +254,8 @@ def _engine_figure(engines: pd.DataFrame, shown: list[int] | None, order: list[s
                  tip("total_ms_u", "Time", unit), tip("share_ratio", "Share of the rank", kind="ratio")],
     )
     return Figure("operators-engines", "Engine split per rank", to_spec(fit(chart, 220)),
-                  caption="Per rank, the share of its operator time on each engine (execution unit: Ascend AI Core, "
-                          "AI Vector Core, MIX_AIC, AI CPU; Kineto kernel / memcpy / memset; host for CPU ops).",
+                  caption="Per rank, the share of its operator time on each engine (execution unit: AI Core, AI Vector "
+                          "Core, MIX_AIC, AI CPU on NPUs; kernel / memcpy / memset on GPUs; host for CPU ops).",
                   alt="Stacked bars of each rank's operator time per engine")
 
 
