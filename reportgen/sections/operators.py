@@ -328,6 +328,9 @@ def present(a: Analysis) -> View:
              f"metrics JSON keeps the rows its budget allows, the longest first. Operator rows from: {src}."
              + (f" {m['left_out_rows']:,} communication and wait rows are left out (the communication section has "
                 "them; the per-type communication table below sums them)." if m["left_out_rows"] else "")]
+    if "cpu_ops" in m["sources"]:
+        notes.append("Host CPU ops nest (an op's time includes the ops it calls, e.g. aten::linear holds aten::matmul "
+                     "holds aten::mm): the times of nested types overlap, so their shares add up past the time spent.")
     if shown is not None:
         notes.append(th.ranks_shown_note(shown, m["ranks"], "operator time per step"))
     top = m.get("top_type")
