@@ -997,7 +997,7 @@ def _window_of(dirs: list[RankDir], root: Path, problems: list, chosen: "Chosen"
     described = windows.describe(found, win, why, root)
     problems.extend(windows.problems(described))
     chosen.windows, chosen.note = described, windows.note(described, len(found))
-    return [m.key for m in win.members.values()]
+    return win.keys
 
 
 class _Meta:

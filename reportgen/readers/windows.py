@@ -62,6 +62,13 @@ class Window:
     number: int
     members: dict[int, Member] = field(default_factory=dict)
     label: str = ""
+    #: further copies of a member's window (same rank, same steps): the reader chooses among them
+    extra: list[Member] = field(default_factory=list)
+
+    @property
+    def keys(self) -> list:
+        """What the reader gave for every member and copy (its directory objects)."""
+        return [m.key for m in self.members.values()] + [m.key for m in self.extra]
 
     @property
     def ranks(self) -> list[int]:
@@ -110,6 +117,17 @@ def _label_steps(label: str) -> tuple[int, ...]:
     return tuple(range(a, b + 1)) if 0 <= b - a <= 100_000 else ()
 
 
+def _duplicate(a: Member, b: Member, label: str, steps: tuple[int, ...]) -> bool:
+    """``b`` holds the same window of the same rank as ``a`` (a copy): the same label, else the same known steps,
+    else (no steps known) the same start time."""
+    la = label_of(a.path)
+    if la and label:
+        return la == label
+    if a.steps and steps:
+        return tuple(sorted(a.steps)) == tuple(sorted(steps))
+    return a.start_ns is not None and a.start_ns == b.start_ns
+
+
 def _sort_key(m: Member):
     return (m.start_ns is None, m.start_ns or 0, m.order, str(m.path))
 
@@ -122,6 +140,9 @@ def group(members: list[Member]) -> list[Window]:
     for m in sorted(members, key=_sort_key):
         label = label_of(m.path)
         steps = m.steps or _label_steps(label)
+        if cur is not None and m.rank in cur.members and _duplicate(cur.members[m.rank], m, label, steps):
+            cur.extra.append(m)  # a second copy of the same window: the reader's own rule picks one
+            continue
         join = cur is not None and m.rank not in cur.members
         if join and label and cur.label:
             join = label == cur.label
