@@ -90,3 +90,25 @@ def test_window_option_picks_and_reports(two_windows, tmp_path):
     html = out.read_text()
     assert "Profiling windows" in html and "--window 2 or --window step23" in html
     assert cli.main([str(two_windows), "-o", str(out), "-q", "--window", "9"]) == 2
+
+
+def test_kineto_two_windows_per_rank(tmp_path):
+    """clean4's traces (steps 2-5) beside slowrank4's renumbered to steps 102-105 (later): two windows of ranks
+    0-3 in one folder; the later one is read, --window 1 reads the other, never both."""
+    import gzip
+    import re
+
+    data = Path(__file__).parent / "data" / "diagnosis"
+    for p in (data / "clean4" / "traces").glob("*.gz"):
+        shutil.copy(p, tmp_path / p.name)
+    for p in (data / "slowrank4" / "traces").glob("*.gz"):
+        t = gzip.decompress(p.read_bytes()).decode()
+        t = re.sub(r"ProfilerStep#(\d+)", lambda m: f"ProfilerStep#{int(m.group(1)) + 100}", t)
+        (tmp_path / p.name).write_bytes(gzip.compress(t.encode()))
+    run = read_run(tmp_path)
+    assert sorted(set(run.tables["step_time"]["step"])) == [102, 103, 104, 105]
+    assert [(w["name"], w["ranks"], w["read"]) for w in run.windows] == [
+        ("steps2-5", [0, 1, 2, 3], False), ("steps102-105", [0, 1, 2, 3], True)]
+    run1 = read_run(tmp_path, window="1")
+    assert sorted(set(run1.tables["step_time"]["step"])) == [2, 3, 4, 5]
+    assert any("--window 2" in p.problem for p in run1.problems)

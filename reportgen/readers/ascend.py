@@ -995,7 +995,7 @@ def _window_of(dirs: list[RankDir], root: Path, problems: list, chosen: "Chosen"
         return dirs
     win, why = windows.choose(found, WANTED.get(), root)
     described = windows.describe(found, win, why, root)
-    problems.extend(windows.problems(described))
+    problems.extend(windows.problems(described, root))
     chosen.windows, chosen.note = described, windows.note(described, len(found))
     return win.keys
 

@@ -199,19 +199,34 @@ def _ranges(xs: list[int]) -> str:
     return ", ".join(out)
 
 
+def _rel(p: Path, root: Path) -> str:
+    try:
+        return Path(p).relative_to(root).as_posix() or "."
+    except ValueError:
+        return str(p)
+
+
+def _where(w: Window, root: Path) -> str:
+    """The folder (or file) holding a window's outputs, relative to ``root``."""
+    import os
+
+    paths = sorted(str(m.path) for m in w.members.values())
+    if not paths:
+        return ""
+    return _rel(Path(os.path.commonpath(paths)) if len(paths) > 1 else Path(paths[0]), root)
+
+
 def describe(windows: list[Window], chosen: Window, why: str, root: Path) -> list[dict]:
     """The run's ``windows``: one dict per window (number, name, ranks, steps, start / end, where, read)."""
     out = []
     origin = min((w.start_ns for w in windows if w.start_ns is not None), default=None)
+    wheres = {w.number: _where(w, root) for w in windows[:MAX_LISTED]}
+    shared = {x for x in wheres.values() if list(wheres.values()).count(x) > 1}
     for w in windows[:MAX_LISTED]:
-        paths = sorted(str(m.path) for m in w.members.values())
-        try:
-            import os
-
-            where = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
-            where = str(Path(where).relative_to(root)) if Path(where) != Path(root) else "."
-        except ValueError:
-            where = paths[0] if paths else ""
+        where = wheres[w.number]
+        if where in shared:  # windows side by side in one folder: name their files
+            paths = sorted(m.path for m in w.members.values())
+            where = _rel(paths[0], root) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
         d = {"number": w.number, "name": w.name, "ranks": w.ranks, "steps": w.steps,
              "start_ms": (w.start_ns - origin) / 1e6 if w.start_ns is not None and origin is not None else None,
              "duration_ms": (w.end_ns - w.start_ns) / 1e6 if w.start_ns is not None and w.end_ns is not None
@@ -245,6 +260,6 @@ def note(described: list[dict], total: int) -> str:
     return head + "Windows: " + listed + more + "."
 
 
-def problems(described: list[dict]) -> list[tuple[str, str]]:
-    """One data problem per window not read: its directory and what it holds."""
-    return [(d["where"], f"profiling {text(d)}: not read, another window was") for d in described if not d["read"]]
+def problems(described: list[dict], root: Path) -> list[tuple[str, str]]:
+    """One data problem per window not read: its directory (``root`` / where) and what it holds."""
+    return [(str(Path(root) / d["where"]), f"profiling {text(d)}: not read, another window was") for d in described if not d["read"]]
