@@ -17,12 +17,13 @@ which :mod:`reportgen.opstats` computes (the one place for op rows and their sta
 Definitions (:func:`diff`), for a group g (an op type, an operator name, a communication op type) over a set of
 ranks R (the cluster, one rank or one pipeline stage):
 
-* ``ms_per_step`` = sum over r in R of total_ms(g, r) / sum over r in R of steps(r): time per step per rank, so
-  runs with other step counts or rank counts compare; ``count_per_step`` likewise with count;
-* ``delta_ms_per_step`` = this run - baseline (> 0: slower, time lost per step), ``ratio`` = this run / baseline
-  (None when the baseline is 0), and ``delta_count_per_step``;
+* ``per_step_ms`` = sum over r in R of total_ms(g, r) / sum over r in R of steps(r): time per step per rank, so
+  runs with other step counts or rank counts compare (``baseline_per_step_ms``: the baseline's);
+  ``per_step_count`` likewise with count;
+* ``delta_per_step_ms`` = this run - baseline (> 0: slower, time lost per step), ``delta_ratio`` = this run /
+  baseline - 1 (as the headline rows; None when the baseline is 0), and ``delta_per_step_count``;
 * ``status``: ``both``, ``only_now`` (added since the baseline, HTA's "added") or ``only_baseline`` ("removed");
-* rows are sorted by |delta_ms_per_step|, largest first (time gained or lost per step).
+* rows are sorted by |delta_per_step_ms|, largest first (time gained or lost per step).
 
 A rank in one run only is not compared rank by rank (its rows are left out of the per-rank table and counted).
 """
@@ -121,13 +122,13 @@ def _rows(now: dict[tuple, list], base: dict[tuple, list], steps_now: float, ste
         if mn is None or mb is None:
             continue
         row = dict(zip(keys, k if isinstance(k, tuple) else (k,)))
-        row.update({"ms_per_step": mn, "baseline_ms_per_step": mb, "delta_ms_per_step": mn - mb,
-                    "ratio": mn / mb if mb else None,
-                    "count_per_step": cn / sn, "baseline_count_per_step": cb / sb,
-                    "delta_count_per_step": cn / sn - cb / sb,
+        row.update({"per_step_ms": mn, "baseline_per_step_ms": mb, "delta_per_step_ms": mn - mb,
+                    "delta_ratio": mn / mb - 1 if mb else None,
+                    "per_step_count": cn / sn, "baseline_per_step_count": cb / sb,
+                    "delta_per_step_count": cn / sn - cb / sb,
                     "status": "both" if k in now and k in base else ("only_now" if k in now else "only_baseline")})
         out.append(row)
-    out.sort(key=lambda r: (-abs(r["delta_ms_per_step"]), str(r.get(keys[0]))))
+    out.sort(key=lambda r: (-abs(r["delta_per_step_ms"]), str(r.get(keys[0]))))
     return out
 
 
@@ -149,7 +150,7 @@ def diff(now_doc: dict, base_doc: dict, top: int = TOP_ROWS) -> dict[str, Any] |
     Tables: ``types`` (per op type over the cluster), ``rank_types`` (per rank and op type, ranks in both runs),
     ``stage_types`` (per pipeline stage and op type, when both runs have several stages), ``names`` (per operator
     name), ``comm_types`` (per communication op type over the cluster) and ``rank_comm_types``; each the first
-    ``top`` rows by |delta_ms_per_step|. ``added`` / ``removed``: the op types and names in one run only."""
+    ``top`` rows by |delta_per_step_ms|. ``added`` / ``removed``: the op types and names in one run only."""
     now, base = op_stats(now_doc), op_stats(base_doc)
     if now is None or base is None:
         return None

@@ -33,19 +33,19 @@ def test_slower_type_first_per_step_and_added_removed():
     d = opdiff.diff(now, base)
     top = d["types"][0]
     # MatMul: now (20 + 50) / (2 + 2) = 17.5 ms per step per rank, baseline 80 / 8 = 10 -> +7.5
-    assert top["type"] == "MatMul" and abs(top["delta_ms_per_step"] - 7.5) < 1e-9
-    assert abs(top["ratio"] - 1.75) < 1e-9 and abs(top["delta_count_per_step"] - (10 / 4 - 16 / 8)) < 1e-9
+    assert top["type"] == "MatMul" and abs(top["delta_per_step_ms"] - 7.5) < 1e-9
+    assert abs(top["delta_ratio"] - 0.75) < 1e-9 and abs(top["delta_per_step_count"] - (10 / 4 - 16 / 8)) < 1e-9
     add = next(r for r in d["types"] if r["type"] == "Add")
-    assert abs(add["delta_ms_per_step"]) < 1e-9  # 2 ms per step in both: no change although totals halved
+    assert abs(add["delta_per_step_ms"]) < 1e-9  # 2 ms per step in both: no change although totals halved
     r0 = d["rank_types"][0]
-    assert (r0["rank"], r0["type"]) == (1, "MatMul") and abs(r0["delta_ms_per_step"] - 15.0) < 1e-9  # 25 - 10
+    assert (r0["rank"], r0["type"]) == (1, "MatMul") and abs(r0["delta_per_step_ms"] - 15.0) < 1e-9  # 25 - 10
     assert d["added"]["types"] == ["Gelu"] and d["removed"]["types"] == ["Cast"]
     assert d["added"]["names"] == ["gelu_1"] and d["removed"]["names"] == ["cast_1"]
     assert {r["status"] for r in d["types"]} == {"both", "only_now", "only_baseline"}
     comm = d["comm_types"][0]
-    assert comm["op_type"] == "allreduce" and abs(comm["delta_ms_per_step"] - (40 / 4 - 40 / 8)) < 1e-9
-    assert [abs(r["delta_ms_per_step"]) for r in d["rank_types"]] == sorted(
-        (abs(r["delta_ms_per_step"]) for r in d["rank_types"]), reverse=True)
+    assert comm["op_type"] == "allreduce" and abs(comm["delta_per_step_ms"] - (40 / 4 - 40 / 8)) < 1e-9
+    assert [abs(r["delta_per_step_ms"]) for r in d["rank_types"]] == sorted(
+        (abs(r["delta_per_step_ms"]) for r in d["rank_types"]), reverse=True)
 
 
 def test_no_operator_tables_no_diff():
@@ -67,7 +67,7 @@ def test_slowrank4_vs_clean4_names_the_slow_ranks_compute(tmp_path):
     assert out["dir"] == out["json"]
     ops = out["dir"]
     first = ops["rank_types"][0]
-    assert [first["rank"]] == truth["ranks"] and first["delta_ms_per_step"] > 0
+    assert [first["rank"]] == truth["ranks"] and first["delta_per_step_ms"] > 0
     assert first["type"] in ("aten::matmul", "aten::mm", "aten::mul")  # the injected compute
     assert all(r["rank"] == truth["ranks"][0] for r in ops["rank_types"][:3])
     html = (tmp_path / "json.html").read_text()
