@@ -112,3 +112,17 @@ def test_kineto_two_windows_per_rank(tmp_path):
     run1 = read_run(tmp_path, window="1")
     assert sorted(set(run1.tables["step_time"]["step"])) == [2, 3, 4, 5]
     assert any("--window 2" in p.problem for p in run1.problems)
+
+
+def test_dynamic_profiler_folder_names(tmp_path):
+    """DynamicProfilerMonitor's ``rank<N>_start<A>_stop<B>`` folder names say the window, whatever the times."""
+    src = fixture_dir("ascend", "msinsight", "test", "st", "level2")
+    for r in range(4):
+        _copy(src / f"rank_{r}_ascend_pt", tmp_path / f"rank{r}_start13_stop13_ascend_pt", r, 0, 13)
+    for r in (0, 1):
+        _copy(src / f"rank_{r}_ascend_pt", tmp_path / f"rank{r}_start8_stop10_ascend_pt", r, -500, 9)
+    run = read_run(tmp_path)
+    assert [(w["name"], w["ranks"], w["read"]) for w in run.windows] == [
+        ("start8_stop10", [0, 1], False), ("start13_stop13", [0, 1, 2, 3], True)]
+    run = read_run(tmp_path, window="start8_stop10")
+    assert run.ranks == [0, 1] and sorted(set(run.tables["step_time"]["step"])) == [9]
