@@ -7,7 +7,8 @@ be mixed into one table, so the readers hand every rank's outputs to :func:`grou
 and :func:`choose`, which keeps one:
 
 * **Grouping** (:func:`group`): the outputs, in order of their start time, join the current window unless the
-  rank is already in it, or both name their steps (a ``start<N>_stop<M>`` label in the path, else the steps the
+  rank is already in it (an output of that rank whose collection overlaps the one there is a copy of the same
+  window: the reader's own duplicate rule picks one), or both name their steps (a ``start<N>_stop<M>`` label in the path, else the steps the
   output records) and the steps differ, or, when steps are not known, it starts more than
   :data:`SAME_WINDOW_S` seconds after the window's first output. Windows are numbered 1, 2, ... by start time.
 * **Default choice** (:data:`RULE`): the newest complete window, i.e. the one with every rank found in any
@@ -118,11 +119,14 @@ def _label_steps(label: str) -> tuple[int, ...]:
 
 
 def _duplicate(a: Member, b: Member, label: str, steps: tuple[int, ...]) -> bool:
-    """``b`` holds the same window of the same rank as ``a`` (a copy): the same label, else the same known steps,
-    else (no steps known) the same start time."""
+    """``b`` holds the same window of the same rank as ``a`` (a copy, or a cut copy): the same label, else
+    overlapping collection times (one rank is never profiled twice at once), else the same known steps, else the
+    same start time."""
     la = label_of(a.path)
     if la and label:
         return la == label
+    if None not in (a.start_ns, a.end_ns, b.start_ns, b.end_ns):
+        return a.start_ns <= b.end_ns and b.start_ns <= a.end_ns
     if a.steps and steps:
         return tuple(sorted(a.steps)) == tuple(sorted(steps))
     return a.start_ns is not None and a.start_ns == b.start_ns
