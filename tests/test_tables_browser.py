@@ -375,3 +375,26 @@ def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, 
     page.evaluate("window.dispatchEvent(new Event('afterprint'))")
     assert tree.locator("details.rg-tree-node:not([open])").count() == n_closed
     assert not log.problems(), log.problems()
+
+
+def test_fuzzy_text_filter(reports, open_report):
+    """A text filter starting with ~ keeps the rows whose value has its letters in that order (seed row #73, the
+    operator search's fuzzy match); without ~ it is the substring filter."""
+    page, log = open_report(reports("level2"))
+    tid = "operators-type-names"
+    d = _data(page, tid)
+    oi = d["columns"].index("Operator")
+    box = _filter(page, tid, "Operator")
+    if box.evaluate("el => el.tagName") != "INPUT":
+        pytest.skip("few operators: the column has a value list")
+
+    def fuzzy(s, sub):
+        it = iter(s.lower())
+        return all(ch in it for ch in sub)
+
+    box.fill("~mmv3")
+    want = [i for i, r in enumerate(d["rows"]) if fuzzy(r[oi], "mmv3")]
+    assert _listed(page, tid) == want and 0 < len(want) < len(d["rows"])
+    box.fill("mmv3")  # substring: no operator name holds "mmv3"
+    assert _listed(page, tid) == [i for i, r in enumerate(d["rows"]) if "mmv3" in r[oi].lower()]
+    assert not log.problems(), log.problems()
