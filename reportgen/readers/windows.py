@@ -256,7 +256,8 @@ def text(d: dict) -> str:
 def note(described: list[dict], total: int) -> str:
     """The run note naming every window and the one read."""
     read = next(d for d in described if d["read"]) if any(d["read"] for d in described) else None
-    head = f"{total} profiling windows found (several profiler outputs per rank; two windows are never mixed). "
+    head = (f"{total} profiling window{'s' if total != 1 else ''} found (several profiler outputs per rank; two "
+            "windows are never mixed). " if total != 1 else "1 profiling window found. ")
     if read is not None:
         head += f"This report reads window {read['number']} '{read['name']}', {read['why']}. "
     listed = "; ".join(text(d) for d in described)
