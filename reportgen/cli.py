@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--include-warmup", action="store_true",
                    help="keep warm-up steps (leading steps far slower than the rest) in averages, rankings and "
                         "colour scales; by default they are listed, labelled and left out")
+    p.add_argument("--window", metavar="N|NAME", default=None,
+                   help="several profiling windows per rank (dynamic profiling): read window N (1 = the earliest, "
+                        "as the run summary lists them) or the one named NAME (default: the newest complete one)")
     p.add_argument("--baseline", metavar="RUN_OR_METRICS_JSON",
                    help="compare with another run directory or a metrics JSON written by --json")
     p.add_argument("--fail-on", action="append", default=[], metavar="EXPR",
@@ -296,7 +299,7 @@ def preflight(args) -> None:
 
 
 def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns: tuple[str, ...] = (),
-             fmt: str | None = None, dask: str | None = None):
+             fmt: str | None = None, dask: str | None = None, window: str | None = None):
     """The run of ``run_arg``: a run directory, or ``demo`` for the embedded generated demo run."""
     from .readers import read_run
 
@@ -306,7 +309,7 @@ def load_run(run_arg: str, progress=None, jobs: int | None = None, comm_patterns
 
     if run_arg != "demo":
         return read_run(run_arg, progress=read_progress, jobs=jobs, comm_patterns=comm_patterns, fmt=fmt,
-                        dask=dask)
+                        dask=dask, window=window)
     from .demo import demo_note, demo_spec
     from .synth import write_mindinsight_run
 
@@ -333,14 +336,15 @@ def section_options(run, values: dict | None = None):
 def build_report(run_arg: str, title: str | None, progress, jobs: int | None = None,
                  comm_patterns: tuple[str, ...] = (), options: dict | None = None,
                  static: bool = False, baseline: str | None = None, fmt: str | None = None,
-                 dask: str | None = None, timeline: tuple | None = None) -> tuple[str, dict]:
+                 dask: str | None = None, timeline: tuple | None = None,
+                 window: str | None = None) -> tuple[str, dict]:
     """Read the run, analyse every section, return (html, metrics). ``timeline`` = (path, detail, ranks): also
     write the merged timeline (reportgen/export_timeline.py), named in the metrics (``exports``) and the page;
     ``written`` gets its path once it is in place."""
     from . import document, metrics, render
     from .sections import run_sections
 
-    run = load_run(run_arg, progress, jobs, comm_patterns, fmt, dask)
+    run = load_run(run_arg, progress, jobs, comm_patterns, fmt, dask, window)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:
@@ -545,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.timeline is not None else None
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
                                  static=args.static, baseline=args.baseline, fmt=args.fmt, dask=args.dask,
-                                 timeline=timeline)
+                                 timeline=timeline, window=args.window)
         from . import compare, metrics, render
 
         base_doc = doc.pop("_baseline_doc", None)

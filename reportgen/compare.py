@@ -67,7 +67,8 @@ def load_baseline(path: str, build_metrics) -> dict:
 
 
 def comparison(doc: dict, base: dict, source: str) -> dict[str, Any]:
-    """Deltas of every headline metric and of per-rank step time (delta_ratio = value / baseline - 1)."""
+    """Deltas of every headline metric and of per-rank step time (delta_ratio = value / baseline - 1), and the
+    operator-level diff (``ops``, :func:`reportgen.opdiff.diff`) when both documents have op statistics."""
     now, then = headline(doc), headline(base)
     rows = []
     for name in now:
@@ -81,8 +82,14 @@ def comparison(doc: dict, base: dict, source: str) -> dict[str, Any]:
     per_rank = [{"rank": r, "step_ms": ranks_now[r], "baseline_step_ms": ranks_then[r],
                  "delta_ratio": ranks_now[r] / ranks_then[r] - 1 if ranks_then[r] else None}
                 for r in sorted(set(ranks_now) & set(ranks_then))]
-    return {"source": source, "baseline_run": base.get("run", {}).get("name"), "headline": rows,
-            "per_rank_step_ms": per_rank}
+    out = {"source": source, "baseline_run": base.get("run", {}).get("name"), "headline": rows,
+           "per_rank_step_ms": per_rank}
+    from . import opdiff
+
+    ops = opdiff.diff(doc, base)  # operator-level diff (issue 27 point 5): both sides from their metrics documents
+    if ops is not None:
+        out["ops"] = ops
+    return out
 
 
 def _finite(expr: str, text: str) -> float:

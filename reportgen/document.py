@@ -49,6 +49,7 @@ def run_block(run: Run) -> dict[str, Any]:
         "hosts": {str(r): h for r, h in sorted(run.hosts.items())},
         "parallel": run.parallel,
         "is_demo": run.is_demo,
+        **({"windows": list(run.windows)} if getattr(run, "windows", None) else {}),
     })
 
 

@@ -132,6 +132,9 @@ class Run:
     problems: list[DataProblem] = field(default_factory=list)
     problems_unlisted: int = 0  # data problems counted but not kept (Run.problem)
     notes: list[str] = field(default_factory=list)
+    #: the profiling windows found when a rank has several profiler outputs (readers/windows.py: number, name,
+    #: ranks, steps, start_s, duration_s, where, read, how_to_pick); empty when each rank has one
+    windows: list[dict] = field(default_factory=list)
     is_demo: bool = False
     #: tables parsed only when a section first asks for them (large files no section may need)
     loaders: dict[str, Callable[[], pd.DataFrame | None]] = field(default_factory=dict)

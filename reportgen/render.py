@@ -364,6 +364,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "warmup_steps": list(F.warmup_steps) if F is not None else [],
         "step_source": STEP_SOURCE_TEXT.get(F.step_source if F is not None else "", ""),
         "parallel": dict(run.parallel),
+        "windows": list(getattr(run, "windows", []) or []),
     }
 
 

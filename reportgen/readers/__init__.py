@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..limits import cap_text
 from ..model import Run
 from .. import engine, timeline
-from . import ascend, kineto, mindinsight, minddata, mindspore_cpu
+from . import ascend, kineto, mindinsight, minddata, mindspore_cpu, windows
 from .registry import FAMILIES, FORMATS, LABELS, REDUCIBLE, Family, get
 from .registry import rel as _rel
 
@@ -383,10 +383,20 @@ def _check_root(root: Path) -> None:
 
 
 def read_run(path: str | Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
-             comm_patterns: tuple[str, ...] = (), fmt: str | None = None, dask: str | None = None) -> Run:
+             comm_patterns: tuple[str, ...] = (), fmt: str | None = None, dask: str | None = None,
+             window: str | None = None) -> Run:
     """Detect the input family of ``path`` (or read the one ``fmt`` names) and read it (the family's registered
     reader, :mod:`.registry`); ``.reduced`` files below it and ``dask`` (a scheduler address) go through
-    :mod:`reportgen.engine`. Raises :class:`InputError` when unusable or ambiguous."""
+    :mod:`reportgen.engine`. ``window`` (``--window``) picks a profiling window (:mod:`.windows`). Raises
+    :class:`InputError` when unusable or ambiguous."""
+    token = windows.WANTED.set(window)
+    try:
+        return _read_run(path, progress, jobs, comm_patterns, fmt, dask, window)
+    finally:
+        windows.WANTED.reset(token)
+
+
+def _read_run(path, progress, jobs, comm_patterns, fmt, dask, window) -> Run:
     root = Path(path)
     _check_root(root)
     reduced = engine.find_reduced(root)
@@ -404,6 +414,9 @@ def read_run(path: str | Path, progress: Callable[[int, int], None] | None = Non
     else:
         run = family.read(root, progress=progress, jobs=jobs, comm_patterns=comm_patterns)
     _refuse_if_empty(run, root)
+    if window is not None and not run.windows:
+        run.problem("--window", f"--window {cap_text(str(window), 80)}: this run has one profiling window per rank "
+                                f"({family.label}); the option was ignored")
     if not reduced:
         family.after_read(run, s)  # e.g. MindSpore's dataset pipeline
     _report_unread(run, s, family.name)

@@ -6,8 +6,11 @@ Format facts, formulas and traps: ../shared/research/ascend-profiler-output-and-
   holds an ``ASCEND_PROFILER_OUTPUT`` folder). The rank comes from ``profiler_info_{rank}.json``
   (the device id is NOT the rank); MindSpore CPU output carries it only in ``FRAMEWORK/*_{rank}``
   file suffixes. Every rank id is checked (:func:`reportgen.limits.rank_id`: 0..MAX_RANKS-1, else named and
-  ignored). Two folders for one rank: the newest (time stamp in the name, else modification time; the first in
-  path order on a tie) wins, and a data problem says which and why.
+  ignored). Two folders for one rank: they are grouped into profiling windows (:mod:`.windows`: by the steps
+  ``step_trace_time.csv`` lists, else the start time from ``profiler_info`` ``start_info`` / ``end_info``), one
+  window is read (newest complete, or ``--window``) and every window is named; within a window the newest folder
+  (time stamp in the name, else modification time; the first in path order on a tie) wins, and a data problem
+  says which and why.
 * World size and expected ranks: ``profiler_metadata.json`` ``distributed_args.world_size`` (MindSpore <= 2.4:
   ``rank_size``), each file's claim checked against the ranks found (:func:`reportgen.limits.world_size`; the
   smallest usable claim wins), else the union of every rank's ``parallel_group_info``, whose ``global_ranks``
@@ -59,6 +62,8 @@ from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
 from ._files import read_text as _read_text
+from . import windows
+from .windows import WANTED
 from ..model import Run, share_text
 from ..timebase import abs_columns, column_ns, origin, to_ns, to_rel_ms
 
@@ -911,7 +916,11 @@ def choose_among(dirs: list[RankDir], root: Path, problems: list) -> dict[int, R
         raise InputError(root, "no *_ascend_pt / *_ascend_ms profiler directory found")
     if len(dirs) == 1 and dirs[0].rank is None:
         dirs[0].rank, dirs[0].rank_source = 0, "single profiler directory without a rank (taken as rank 0)"
-    chosen: dict[int, RankDir] = {}
+    chosen: dict[int, RankDir] = Chosen()
+    ranked = [d for d in dirs if d.rank is not None]
+    if len({d.rank for d in ranked}) < len(ranked) or WANTED.get() is not None:
+        ranked = _window_of(ranked, root, problems, chosen)
+        dirs = [d for d in dirs if d.rank is None] + ranked
     for d in dirs:
         if d.rank is None:
             problems.append((str(d.path), "no rank found (no profiler_info_<rank>.json, no rank_id, no FRAMEWORK "
@@ -928,6 +937,67 @@ def choose_among(dirs: list[RankDir], root: Path, problems: list) -> dict[int, R
     if not chosen:
         raise InputError(root, "profiler directories found, but none says which rank it is")
     return chosen
+
+
+class Chosen(dict):
+    """The rank directories read (rank -> :class:`RankDir`), with ``windows``: the profiling windows found
+    (:func:`reportgen.readers.windows.describe`; empty when each rank has one directory) and their run ``note``."""
+
+    windows: list = []
+    note: str = ""
+
+
+def _window_span(d: RankDir) -> tuple[int | None, int | None]:
+    """(start, end) wall-clock ns of a directory's collection from profiler_info.json: ``end_info.collectionTimeEnd``,
+    and the start that many monotonic ns earlier (``end_info.MonotonicTimeEnd - start_info.start_monotonic``)."""
+    end_info = d.info.get("end_info") if isinstance(d.info.get("end_info"), dict) else {}
+    start_info = d.info.get("start_info") if isinstance(d.info.get("start_info"), dict) else {}
+    end, mono_end, mono_start = (as_int(end_info.get("collectionTimeEnd")), as_int(end_info.get("MonotonicTimeEnd")),
+                                 as_int(start_info.get("start_monotonic")))
+    if end is None or end <= 0:
+        return None, None
+    if mono_end is not None and mono_start is not None and 0 <= mono_end - mono_start <= 86_400 * 10**9:
+        return end - (mono_end - mono_start), end
+    return end, end
+
+
+def _window_steps(d: RankDir) -> tuple[int, ...]:
+    """The step ids ``step_trace_time.csv`` lists (its ``Step`` column; at most 100,000 lines read), else ()."""
+    p = d.output / "step_trace_time.csv"
+    steps = set()
+    try:
+        with open(p, newline="", encoding="utf-8-sig", errors="replace") as fh:
+            rows = csv.reader(fh)
+            head = next(rows, [])
+            col = next((i for i, h in enumerate(head) if h.strip().lower() == "step"), None)
+            if col is None:
+                return ()
+            for n, row in enumerate(rows):
+                if n >= 100_000:
+                    break
+                v = as_int(row[col]) if col < len(row) else None
+                if v is not None and 0 <= v < 10**12:
+                    steps.add(v)
+    except (OSError, csv.Error, StopIteration):
+        return ()
+    return tuple(sorted(steps))
+
+
+def _window_of(dirs: list[RankDir], root: Path, problems: list, chosen: "Chosen") -> list[RankDir]:
+    """The directories of one profiling window (:mod:`.windows`: grouped by steps / start time, the default or
+    ``--window`` choice); the others are named in ``problems`` and the windows kept on ``chosen``."""
+    members = []
+    for d in dirs:
+        start, end = _window_span(d)
+        members.append(windows.Member(d.rank, d.path, d, start, end, _window_steps(d), d.stamp))
+    found = windows.group(members)
+    if len(found) < 2 and WANTED.get() is None:
+        return dirs
+    win, why = windows.choose(found, WANTED.get(), root)
+    described = windows.describe(found, win, why, root)
+    problems.extend(windows.problems(described, root))
+    chosen.windows, chosen.note = described, windows.note(described, len(found))
+    return win.keys
 
 
 class _Meta:
@@ -1020,7 +1090,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
     parsed files parsed there); the run is the same either way."""
     root = Path(root)
     problems: list[tuple[str, str]] = []
-    chosen = sorted(choose_rank_dirs(root, problems).items())
+    picked = choose_rank_dirs(root, problems)
+    chosen = sorted(picked.items())
     parts = {}
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(chosen) > 1 and _files_bytes(chosen) >= PARALLEL_MIN_BYTES:
@@ -1036,7 +1107,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
             if progress:
                 progress(n, len(chosen))
             parts[rank] = read_rank_dir(d, rank)
-    return assemble(root, dict(chosen), parts, problems)
+    return assemble(root, picked, parts, problems)
 
 
 def _files_bytes(chosen: list) -> int:
@@ -1104,6 +1175,9 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
               framework=fw.pop() if len(fw) == 1 else ("mixed" if fw else ""),
               layout=f"{'/'.join(sorted(frameworks))} Ascend profiler output: {len(chosen)} rank director"
                      f"{'y' if len(chosen) == 1 else 'ies'} (*_ascend_pt / *_ascend_ms)")
+    if getattr(chosen, "windows", None):  # several profiling windows: which one this is (readers/windows.py)
+        run.windows = list(chosen.windows)
+        run.notes.append(chosen.note)
 
     # metadata: distributed args and the union of every rank's process groups
     meta = _Meta(problems)

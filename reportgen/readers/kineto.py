@@ -83,6 +83,7 @@ from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
 from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
 from ..timebase import origin
+from . import windows
 
 TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
@@ -282,6 +283,7 @@ def _assign_ranks(results, problems: list):
             continue
         cands.setdefault(rank, []).append((0 if source != "name" else 1, -n_rows, str(path), path, decoded, info))
     _refuse_several_runs(cands)
+    described, note = _windows(cands, problems)
     chosen: dict[int, tuple] = {}
     for rank, cs in cands.items():
         cs.sort(key=lambda c: c[:3])
@@ -313,7 +315,39 @@ def _assign_ranks(results, problems: list):
             backends.add(cap_text(info["backend"], 64))
         if "world_size" in info:
             claims.append((path, info["world_size"]))
-    return by_rank, hosts, backends, claims
+    return by_rank, hosts, backends, claims, (described, note)
+
+
+def _windows(cands: dict[int, list], problems: list) -> tuple[list, str]:
+    """Several traces of one rank (a ``torch.profiler`` schedule with ``repeat`` > 1, dynamic profiling): keep only
+    the traces of one profiling window in ``cands`` (:mod:`.windows`: grouped by their ProfilerStep numbers,
+    else their first event's time; the newest complete window or ``--window``). Returns the windows described
+    and their run note (empty when each rank has one trace and ``--window`` is not given)."""
+    if all(len(cs) < 2 for cs in cands.values()) and windows.WANTED.get() is None:
+        return [], ""
+    members = []
+    for rank, cs in cands.items():
+        for c in cs:
+            tables = c[4].tables
+            st = tables.get("steps")
+            steps = tuple(sorted({int(x) for x in st["step"]})) if st is not None and len(st) else ()
+            ts = [df["ts_ns"] for df in tables.values() if "ts_ns" in getattr(df, "columns", ()) and len(df)]
+            start = min(int(t.min()) for t in ts) if ts else None
+            end = max(int(t.max()) for t in ts) if ts else None
+            members.append(windows.Member(rank, c[3], c, start, end, steps, c[2]))
+    found = windows.group(members)
+    if len(found) < 2 and windows.WANTED.get() is None:
+        return [], ""
+    root = Path(os.path.commonpath([str(m.path.parent) for m in members]))
+    win, why = windows.choose(found, windows.WANTED.get(), root)
+    described = windows.describe(found, win, why, root)
+    problems.extend(windows.problems(described, root))
+    keep = {id(k) for k in win.keys}
+    for rank in list(cands):
+        cands[rank] = [c for c in cands[rank] if id(c) in keep]
+        if not cands[rank]:
+            del cands[rank]
+    return described, windows.note(described, len(found))
 
 
 def _no_usable_trace(root: Path, paths: list[Path], problems: list) -> InputError:
@@ -576,7 +610,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     computed on a Dask cluster or loaded from ``.reduced`` files)."""
     root = Path(root)
     problems: list[tuple[str, str]] = []
-    by_rank, host_names, backends, claims = _assign_ranks(results, problems)
+    by_rank, host_names, backends, claims, (described, note) = _assign_ranks(results, problems)
     if not by_rank:
         raise _no_usable_trace(root, paths, problems)
     found = sorted(by_rank)
@@ -588,6 +622,9 @@ def assemble(root: Path, paths: list, results: list) -> Run:
                      + (f", backend {'/'.join(sorted(backends))}" if backends else ""))
     run.ranks = found
     run.world_size = world
+    if described:  # several profiling windows (readers/windows.py)
+        run.windows = list(described)
+        run.notes.append(note)
     if len(set(host_names.values())) >= 2:
         run.hosts = {r: h for r, h in host_names.items() if r in by_rank}
     groups = _groups_table(pgs, found, problems)

@@ -217,6 +217,8 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
               framework="mindspore",
               layout=f"MindSpore CPU profiler output: {len(chosen)} rank director{'y' if len(chosen) == 1 else 'ies'} "
                      "(*_ascend_ms with FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, no device data)")
+    if getattr(chosen, "windows", None):  # several profiling windows (readers/windows.py)
+        run.windows, _ = list(chosen.windows), run.notes.append(chosen.note)
     ops, mem, wins, files, counts = [], [], [], [], {}
     for i, (rank, d) in enumerate(sorted(chosen.items()), start=1):
         if progress:
