@@ -279,6 +279,9 @@ _ASCEND_GIVES = {
     "memory_samples": "memory_record.csv / npu_module_mem.csv (profile_memory=True)",
     "groups": "profiler_metadata.json with parallel_group_info (a profiler of distributed training that records "
               "its process groups)",
+    "host_api": "ASCEND_PROFILER_OUTPUT/api_statistic.csv (profiler_level Level1 or higher)",
+    "kernels.cube_util_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
+    "kernels.aic_mac_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
     **_MINDDATA,
 }
 
@@ -308,6 +311,8 @@ _KINETO_GIVES = {
     "op_flops": "a trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/conv ops)",
     "memory_samples": "[memory] events (profile_memory=True)",
     "groups": "the trace's distributedInfo with pg_config",
+    "user_ranges": "record_function / NVTX ranges in the trace (user_annotation, gpu_user_annotation)",
+    "gpu_ops.launch_ts_ns": "GPU kernels with their runtime launch calls (cuda_runtime events with correlation ids)",
 }
 
 # --------------------------------------------------------------------------- the registry

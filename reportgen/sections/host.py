@@ -1,0 +1,360 @@
+"""Host side and scheduling: what the host (the training script, the framework, the runtime) spends and makes the
+device wait for. Each part reads its own canonical table and says "not in this run" when the run lacks it.
+
+Sources and definitions:
+
+* User ranges (table ``user_ranges``: ``record_function`` / NVTX ranges, mstx ranges): per rank and name the count,
+  total, mean (= total / count) and longest occurrence. The rank spread of a name is the largest per-rank mean over
+  the median of the per-rank means (1 = every rank alike); the slowest rank is the one with that largest mean. HTA's
+  ``get_gpu_user_annotation_breakdown`` is the peer (sum / max / mean per name; ../shared/research/
+  kineto-traces-and-hta.md §1.4); the rank spread is ours.
+* Launch delay (table ``gpu_ops`` with ``launch_ts_ns``: the runtime call with the kernel's correlation id): the
+  device start of a kernel minus the start of its launch call (ns on one clock). HTA's
+  ``get_cuda_kernel_launch_stats`` subtracts the call's end instead (``max(0, gpu.ts - (cpu.ts + cpu.dur))``): ours
+  is larger by the call's duration. Per rank the median, p90 and largest. Host-bound idle: per rank and stream the
+  kernels in start order, the gap before each kernel = its start - the previous kernel's end on that stream; the gap
+  is host-bound when the launch call started after the previous kernel ended (the stream had drained: the device
+  waited for the host), HTA's ``host_wait`` rule of ``get_idle_time_breakdown`` (§1.5). Share = host-bound gaps /
+  all gaps, summed over the rank's streams.
+* All-to-all balance (table ``comm_ops``, ``op_type == "alltoall"`` with ``size_mb``): per rank and step the bytes
+  sent by all-to-all ops; per step the imbalance = max over ranks / mean over ranks (1 = balanced); the run's
+  imbalance is the largest of its steps. The peer is msprof-analyze's ``ep_load_balance`` recipe (expert-parallel
+  MoE load: tokens per expert and rank); the all-to-all bytes carry the same imbalance when each token's bytes are
+  equal.
+* AI Core PMU per op type (``kernels`` with ``cube_util_ratio`` / ``aic_*`` / ``aiv_*``, kernel_details.csv with
+  aic_metrics=PipeUtilization): per op type the duration-weighted mean of each ratio over the kernels that ran on
+  that core (the ``aic_*`` ratios over kernels not on the vector core, ``aiv_*`` over kernels not on the cube core:
+  the profiler writes 0 for the core a kernel did not use).
+* Host API time (``host_api``: api_statistic.csv, the CANN layer's own summary): the APIs with the most host time,
+  per rank, as written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import charts as vl
+from .. import fmt, palette
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Figure, Finding, Table, View
+from . import needs_reason, sources
+
+ID = "host"
+TITLE = "Host side and scheduling"
+#: any one part's table (each part's own requirement is in PARTS)
+NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "comm_ops.size_mb", "kernels.cube_util_ratio",
+          "kernels.aic_mac_ratio", "host_api"),)
+#: each part: (key, the table or column it reads, what it shows)
+PARTS = [
+    ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
+    ("launch", "gpu_ops.launch_ts_ns", "launch delay and host-bound device idle time"),
+    ("alltoall", "comm_ops.size_mb", "all-to-all (MoE expert) load balance"),
+    ("pmu", "kernels.cube_util_ratio", "AI Core PMU utilisation per op type"),
+    ("api", "host_api", "host API (CANN) time"),
+]
+#: names of user ranges shown (the most total time over all ranks); rows of the per-rank table
+TOP_RANGES = 30
+MAX_RANGE_ROWS = 3000
+#: ranks in a chart (the tables have every rank)
+CHART_RANKS = 128
+#: APIs per rank in the host API table
+TOP_APIS = 10
+#: (no finding on the user ranges' spread: in clean runs a range that holds a collective differs 2x between ranks,
+#: the waiting rank's; the heatmap and the table show the spread, the diagnosis names slow ranks)
+#: an all-to-all step imbalance (max / mean over ranks) above this is a finding (ours; msprof-analyze's recipe
+#: shows the load and sets no threshold)
+ALLTOALL_IMBALANCE = 1.5
+#: int64 max: a gpu op without a launch call (reportgen/readers/kineto_decode.py NO_LAUNCH)
+NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def user_ranges(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per rank, side and name: count, total_ms, mean_ms, max_ms; per side and name: ranks, total_ms, the per-rank
+    means' median and max, the slowest rank, spread = max / median), module doc."""
+    per = df.groupby(["side", "name", "rank"], sort=False, as_index=False).agg(
+        count=("count", "sum"), total_ms=("total_ms", "sum"), max_ms=("max_ms", "max"))
+    per["mean_ms"] = per["total_ms"] / per["count"].where(per["count"] > 0)
+    g = per.groupby(["side", "name"], sort=False)
+    by = g.agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ms=("total_ms", "sum"),
+               median_mean_ms=("mean_ms", "median"), max_mean_ms=("mean_ms", "max")).reset_index()
+    slow = per.loc[g["mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
+    by = by.merge(slow.rename(columns={"rank": "slowest_rank"}), on=["side", "name"], how="left")
+    by["spread_ratio"] = by["max_mean_ms"] / by["median_mean_ms"].where(by["median_mean_ms"] > 0)
+    by = by.sort_values(["total_ms", "name"], ascending=[False, True]).reset_index(drop=True)
+    return per, by
+
+
+def launch_stats(gpu: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per rank: kernels with a launch call, median / p90 / max launch delay, idle, host-bound idle and its share;
+    per rank, stream and kind of gap: the gaps), module doc."""
+    g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
+    g = g[["rank", "stream", "ts_ns", "dur_ns", "launch_ts_ns"]].sort_values(["rank", "stream", "ts_ns"])
+    ts, dur, launch = (g[c].to_numpy(np.int64) for c in ("ts_ns", "dur_ns", "launch_ts_ns"))
+    delay_ms = np.maximum(ts - launch, 0) / 1e6
+    end = ts + dur
+    same = np.zeros(len(g), dtype=bool)
+    key = g["rank"].to_numpy() * (1 << 32) + g["stream"].to_numpy()
+    same[1:] = key[1:] == key[:-1]
+    # the latest end so far on the stream before each kernel (a kernel that ends inside a longer one leaves no gap)
+    run_end = pd.Series(end, index=g.index).groupby(key).cummax().shift(1).to_numpy()
+    gap_ms = np.where(same, np.maximum(ts - np.nan_to_num(run_end, nan=0), 0) / 1e6, 0.0)
+    host = same & (launch > np.nan_to_num(run_end, nan=np.inf))
+    t = pd.DataFrame({"rank": g["rank"].to_numpy(), "delay_ms": delay_ms, "gap_ms": gap_ms,
+                      "host_gap_ms": np.where(host, gap_ms, 0.0)})
+    q = t.groupby("rank")
+    per = q.agg(kernels=("delay_ms", "size"), delay_median_ms=("delay_ms", "median"),
+                delay_p90_ms=("delay_ms", lambda x: float(np.percentile(x, 90))), delay_max_ms=("delay_ms", "max"),
+                idle_ms=("gap_ms", "sum"), host_idle_ms=("host_gap_ms", "sum")).reset_index()
+    per["host_idle_ratio"] = per["host_idle_ms"] / per["idle_ms"].where(per["idle_ms"] > 0)
+    return per, t
+
+
+def alltoall_balance(comm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(per step: ranks, max / mean MB over ranks, imbalance; per rank: MB per step mean and its ratio to the mean
+    rank) of the all-to-all ops with a size, or None without any (module doc)."""
+    a = comm[(comm["op_type"] == "alltoall") & comm["size_mb"].notna()]
+    if a.empty:
+        return None
+    rs = a.groupby(["step", "rank"], as_index=False)["size_mb"].sum()
+    steps = rs.groupby("step").agg(ranks=("rank", "nunique"), mean_mb=("size_mb", "mean"),
+                                   max_mb=("size_mb", "max")).reset_index()
+    steps["imbalance_ratio"] = steps["max_mb"] / steps["mean_mb"].where(steps["mean_mb"] > 0)
+    per = rs.groupby("rank", as_index=False)["size_mb"].mean().rename(columns={"size_mb": "mb_per_step"})
+    per["ratio_to_mean"] = per["mb_per_step"] / per["mb_per_step"].mean() if per["mb_per_step"].mean() > 0 \
+        else np.nan
+    return steps, per
+
+
+#: PMU columns: (kernels column, label, the core the profiler leaves at 0 for it)
+PMU = [("cube_util_ratio", "Cube utilisation", "AI_VECTOR_CORE"), ("aic_mac_ratio", "Cube MAC busy", "AI_VECTOR_CORE"),
+       ("aic_mte2_ratio", "Cube MTE2 busy", "AI_VECTOR_CORE"), ("aiv_vec_ratio", "Vector busy", "AI_CORE"),
+       ("aiv_mte2_ratio", "Vector MTE2 busy", "AI_CORE")]
+
+
+def pmu_by_type(k: pd.DataFrame) -> pd.DataFrame | None:
+    """Per op type: kernels, total time and the duration-weighted mean of each PMU ratio (module doc)."""
+    cols = [c for c, _, _ in PMU if c in k and k[c].notna().any()]
+    if not cols:
+        return None
+    k = k[k[[*cols]].notna().any(axis=1)]
+    out = k.groupby("type").agg(kernels=("dur_ms", "size"), total_ms=("dur_ms", "sum"))
+    core = k["core"].astype(str)
+    for c, _, other in PMU:
+        if c not in cols:
+            continue
+        ok = k[c].notna() & (core != other)
+        w = k["dur_ms"].where(ok, 0.0)
+        num = (k[c].fillna(0) * w).groupby(k["type"]).sum()
+        den = w.groupby(k["type"]).sum()
+        out[c] = num / den.where(den > 0)
+    return out.reset_index().sort_values(["total_ms", "type"], ascending=[False, True]).reset_index(drop=True)
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    tables, metrics, data = {}, {}, {"missing": []}
+    have = []
+    u = run.table("user_ranges")
+    if u is not None and not u.empty:
+        per, by = user_ranges(u)
+        top = by.head(TOP_RANGES)
+        tables["ranges"] = top
+        keep = per.merge(top[["side", "name"]], on=["side", "name"])
+        tables["ranges_per_rank"] = keep.sort_values(["name", "side", "rank"]).head(MAX_RANGE_ROWS) \
+            .reset_index(drop=True)
+        metrics["user_range_names"] = int(len(by))
+        metrics["user_range_spread_ratio_max"] = float(top["spread_ratio"].max()) if top["spread_ratio"].notna().any() \
+            else None
+        have.append("ranges")
+    gpu = run.table("gpu_ops")
+    if gpu is not None and "launch_ts_ns" in gpu and (gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH).any():
+        lp, _ = launch_stats(gpu)
+        tables["launch"] = lp
+        metrics["launch_delay_median_ms"] = float(lp["delay_median_ms"].median())
+        metrics["launch_delay_p90_ms_max"] = float(lp["delay_p90_ms"].max())
+        metrics["host_idle_ratio_mean"] = float(lp["host_idle_ratio"].mean()) if lp["host_idle_ratio"].notna().any() \
+            else None
+        have.append("launch")
+    comm = run.table("comm_ops")
+    if comm is not None and "size_mb" in comm:
+        bal = alltoall_balance(comm)
+        if bal is not None:
+            tables["alltoall_steps"], tables["alltoall_ranks"] = bal
+            metrics["alltoall_imbalance_ratio"] = float(bal[0]["imbalance_ratio"].max())
+            have.append("alltoall")
+    k = run.table("kernels")
+    if k is not None:
+        p = pmu_by_type(k)
+        if p is not None:
+            tables["pmu"] = p
+            have.append("pmu")
+    api = run.table("host_api")
+    if api is not None and not api.empty:
+        a = api.sort_values(["rank", "total_ms"], ascending=[True, False]).groupby("rank").head(TOP_APIS)
+        tables["api"] = a.reset_index(drop=True)
+        metrics["host_api_ms_per_rank"] = float(api.groupby("rank")["total_ms"].sum().mean())
+        have.append("api")
+    if not have:
+        raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
+    metrics["parts"] = have
+    data["missing"] = [f"{what} ({sources(options, item)})" if sources(options, item) else what
+                       for key, item, what in PARTS if key not in have]
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(a)
+    return a
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    out = []
+    s = a.tables.get("alltoall_steps")
+    if s is not None and a.metrics.get("alltoall_imbalance_ratio", 0) > ALLTOALL_IMBALANCE:
+        ranks = a.tables["alltoall_ranks"].sort_values("ratio_to_mean", ascending=False)
+        top = int(ranks.iloc[0]["rank"])
+        out.append(Finding(
+            "alltoall_imbalance", "medium", ID,
+            f"All-to-all traffic is unbalanced: in the worst step the busiest rank moves "
+            f"{a.metrics['alltoall_imbalance_ratio']:.2f}x the mean rank's bytes (rank {top} the most over the run); "
+            "with expert parallelism, its experts get more tokens than the others.",
+            ranks=[top], evidence={"metric": "alltoall_imbalance_ratio", "value": a.metrics["alltoall_imbalance_ratio"],
+                                   "reference": ALLTOALL_IMBALANCE},
+            suggestion="Balance the expert load (an auxiliary load-balancing loss, a capacity factor, or placing the "
+                       "hot experts on more ranks).", figure="host-alltoall"))
+    return out
+
+
+def present(a: Analysis) -> View:
+    t, m = a.tables, a.metrics
+    figures, tables, parts = [], [], []
+    if "ranges" in t:
+        r = t["ranges"]
+        worst = r.dropna(subset=["spread_ratio"]).sort_values("spread_ratio", ascending=False).head(1)
+        parts.append(f"{count_text(m['user_range_names'], 'user range name')}"
+                     + (f"; the widest rank spread is {worst.iloc[0]['name']} ({worst.iloc[0]['spread_ratio']:.2f}x, "
+                        f"slowest on rank {int(worst.iloc[0]['slowest_rank'])})" if not worst.empty else ""))
+        tables.append(Table.from_frame(
+            "host-ranges-table", "User ranges: the rank spread of each name", r,
+            [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("ranks", "Ranks", "int"),
+             Column("count", "Occurrences", "int"), Column("total_ms", "Total (all ranks)", "ms"),
+             Column("median_mean_ms", "Mean per occurrence, median rank", "ms"),
+             Column("max_mean_ms", "Mean per occurrence, slowest rank", "ms"),
+             Column("slowest_rank", "Slowest rank", "rank"), Column("spread_ratio", "Spread (slowest / median)",
+                                                                     "float")],
+            caption=f"record_function / NVTX / mstx ranges, the {TOP_RANGES} names with the most time (the profiler's "
+                    "step marks and collective spans left out). Spread = the slowest rank's mean over the median "
+                    "rank's mean (1 = alike). Host: the CPU span; device: its span on the device's timeline."))
+        tables.append(Table.from_frame(
+            "host-ranges-ranks", "User ranges per rank", t["ranges_per_rank"],
+            [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("rank", "Rank", "rank"),
+             Column("count", "Occurrences", "int"), Column("total_ms", "Total", "ms"),
+             Column("mean_ms", "Mean", "ms"), Column("max_ms", "Longest", "ms")],
+            caption="Per rank and name (HTA's user annotation breakdown per rank)."))
+        figures.append(_ranges_heatmap(t["ranges_per_rank"], r))
+    if "launch" in t:
+        lp = t["launch"]
+        parts.append(f"kernels start {fmt.ms(m['launch_delay_median_ms'])} after their launch call (median over "
+                     "ranks of the rank medians)"
+                     + (f", {fmt.percent(m['host_idle_ratio_mean'])} of the device's idle time is spent waiting for "
+                        "the host to launch" if m.get("host_idle_ratio_mean") is not None else ""))
+        tables.append(Table.from_frame(
+            "host-launch-table", "Kernel launch delay and host-bound idle time per rank", lp,
+            [Column("rank", "Rank", "rank"), Column("kernels", "Kernels with a launch call", "int"),
+             Column("delay_median_ms", "Launch delay, median", "ms"), Column("delay_p90_ms", "Launch delay, p90", "ms"),
+             Column("delay_max_ms", "Launch delay, largest", "ms"), Column("idle_ms", "Idle between kernels", "ms"),
+             Column("host_idle_ms", "Idle waiting for the host", "ms"),
+             Column("host_idle_ratio", "Host-bound share of idle", "ratio")],
+            caption="Launch delay = kernel start - start of its runtime launch call (the flow lines of a trace "
+                    "viewer; HTA subtracts the call's end instead). Host-bound: the gap before a kernel on its stream "
+                    "when the launch call came after the stream drained (HTA's host_wait rule)."))
+        figures.append(_launch_bars(lp.sort_values("rank").head(CHART_RANKS)))
+    if "alltoall_steps" in t:
+        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {m['alltoall_imbalance_ratio']:.2f}")
+        tables.append(Table.from_frame(
+            "host-alltoall-table", "All-to-all bytes per rank", t["alltoall_ranks"],
+            [Column("rank", "Rank", "rank"), Column("mb_per_step", "All-to-all bytes per step", "mb"),
+             Column("ratio_to_mean", "Ratio to the mean rank", "float")],
+            caption="Bytes sent by the all-to-all ops per rank, mean over steps (the expert-parallel load: "
+                    "msprof-analyze's ep_load_balance is the peer)."))
+        figures.append(_alltoall_bars(t["alltoall_ranks"].sort_values("rank").head(CHART_RANKS)))
+    if "pmu" in t:
+        p = t["pmu"]
+        cols = [Column("type", "Op type", "text"), Column("kernels", "Kernels", "int"),
+                Column("total_ms", "Total time", "ms")]
+        cols += [Column(c, label, "ratio") for c, label, _ in PMU if c in p]
+        tables.append(Table.from_frame(
+            "host-pmu", "AI Core PMU utilisation per op type", p, cols,
+            caption="Duration-weighted mean over the op type's kernels (kernel_details.csv PMU columns); cube ratios "
+                    "over kernels on the cube core, vector ratios over kernels on the vector core. Low cube "
+                    "utilisation of a matmul/conv type means it waits for data (MTE2) or is too small."))
+    if "api" in t:
+        parts.append(f"the CANN APIs take {fmt.ms(m['host_api_ms_per_rank'])} of host time per rank")
+        tables.append(Table.from_frame(
+            "host-api", "Host API time (CANN) per rank", t["api"],
+            [Column("rank", "Rank", "rank"), Column("level", "Level", "text"), Column("api", "API", "text"),
+             Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("avg_ms", "Mean", "ms"),
+             Column("max_ms", "Longest", "ms")],
+            caption=f"api_statistic.csv as written: the {TOP_APIS} APIs with the most host time per rank (a "
+                    "synchronize call's time is the host waiting for the device)."))
+    notes = []
+    if a.data.get("missing"):
+        notes.append("Not in this run: " + "; ".join(a.data["missing"]) + ".")
+    summary = "; ".join(parts)
+    return View(summary=(summary[:1].upper() + summary[1:] + ".") if summary else "", figures=figures,
+                tables=tables, notes=notes)
+
+
+def count_text(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
+    names = by.head(20)[["side", "name"]]
+    d = per.merge(names, on=["side", "name"])
+    d = d[d["rank"].isin(sorted(d["rank"].unique())[:CHART_RANKS])]
+    d = d.assign(label=np.where(d["side"] == "device", d["name"] + " (device)", d["name"]),
+                 rel=d["mean_ms"] / d.groupby(["side", "name"])["mean_ms"].transform("median"))
+    unit, factor = fmt.unit_for("ms", d["mean_ms"])
+    chart = vl.in_unit(vl.Chart(d[["rank", "label", "mean_ms", "rel", "count"]]), factor, "mean_ms").mark_rect().encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("label:N", title=None, sort=list(dict.fromkeys(np.where(names["side"] == "device",
+                                                                     names["name"] + " (device)", names["name"])))),
+        color=vl.Color("rel:Q", title="Mean / median rank", scale=vl.diverging([0.5, 1, 2])),
+        tooltip=[vl.Tooltip("label:N", title="Range"), vl.Tooltip("rank:O", title="Rank"),
+                 vl.tip("mean_ms_u", "Mean", unit), vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
+                 vl.Tooltip("count:Q", title="Occurrences")])
+    return Figure("host-ranges", "User ranges: mean time per occurrence, relative to the median rank",
+                  to_spec(vl.fit(chart, max(120, 18 * len(names)))),
+                  caption="Each cell is a range's mean on a rank over the median rank's (1 = alike; a range slow on "
+                          "one rank stands out in its row). The 20 names with the most time, the first 128 ranks.",
+                  alt="Heatmap of user range time per rank relative to the median rank")
+
+
+def _launch_bars(lp: pd.DataFrame) -> Figure:
+    d = lp[["rank", "delay_median_ms", "delay_p90_ms", "host_idle_ratio"]]
+    unit, factor = fmt.unit_for("ms", d["delay_p90_ms"])
+    base = vl.in_unit(vl.Chart(d), factor, "delay_median_ms", "delay_p90_ms")
+    x = vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True))
+    bars = base.mark_bar(color=palette.ROLE["free"]).encode(
+        x=x, y=vl.Y("delay_p90_ms_u:Q", axis=vl.Axis(**vl.axis("Launch delay", unit))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("delay_median_ms_u", "Median", unit),
+                 vl.tip("delay_p90_ms_u", "p90", unit),
+                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=".1%")])
+    ticks = base.mark_tick(color="black", thickness=2).encode(x=x, y="delay_median_ms_u:Q")
+    return Figure("host-launch", "Kernel launch delay per rank", to_spec(vl.fit(bars + ticks, 200)),
+                  caption="Bars: p90 of the launch delay; ticks: median (kernel start - launch call start). The first "
+                          "128 ranks; the table has every rank and the host-bound share of idle time.",
+                  alt="Bars of the p90 kernel launch delay per rank with the median as ticks")
+
+
+def _alltoall_bars(per: pd.DataFrame) -> Figure:
+    unit, factor = fmt.unit_for("mb", per["mb_per_step"])
+    chart = vl.in_unit(vl.Chart(per[["rank", "mb_per_step", "ratio_to_mean"]]), factor, "mb_per_step").mark_bar(
+        color=palette.ROLE["comm"]).encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("mb_per_step_u:Q", axis=vl.Axis(**vl.axis("All-to-all bytes per step", unit))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("mb_per_step_u", "Per step", unit),
+                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=".2f")])
+    return Figure("host-alltoall", "All-to-all bytes per rank", to_spec(vl.fit(chart, 200)),
+                  caption="Mean per step; a balanced expert-parallel run has bars of one height.",
+                  alt="Bars of all-to-all bytes per rank")
