@@ -448,7 +448,9 @@ SCHEMA: tuple[Table, ...] = (
        RANK, C("name", "str", "none", "device task / CPU op name (untrusted text)"),
        C("stream", "str", "none", "stream or thread lane"),
        C("start_ms", "float64", "ms", "start"), C("dur_ms", "float64", "ms", "duration"),
-       C("op_class", "str", "none", "compute | communication | wait | memcpy | other (schema.OP_CLASSES)")),
+       C("op_class", "str", "none", "compute | communication | wait | memcpy | other (schema.OP_CLASSES)"),
+       C("launch_delay_ms", "float64", "ms", "device start - host launch of the task (trace_view.json HostToDevice "
+                                             "flows; NaN: no flow)", nullable=True, ext=True)),
     # ------------------------------------------------------------------ PyTorch Kineto
     _t("gpu_ops", "Kineto: device kernels, copies and sets.",
        RANK, C("name", "str", "none", "kernel name (untrusted text)"),

@@ -279,6 +279,8 @@ _ASCEND_GIVES = {
     "memory_samples": "memory_record.csv / npu_module_mem.csv (profile_memory=True)",
     "groups": "profiler_metadata.json with parallel_group_info (a profiler of distributed training that records "
               "its process groups)",
+    "device_ops.launch_delay_ms": "the HostToDevice flow events of trace_view.json (torch_npu, profiler_level Level1 "
+                                  "or higher)",
     "host_api": "ASCEND_PROFILER_OUTPUT/api_statistic.csv (profiler_level Level1 or higher)",
     "kernels.cube_util_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
     "kernels.aic_mac_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",

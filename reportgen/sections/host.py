@@ -45,12 +45,12 @@ from . import needs_reason, sources
 ID = "host"
 TITLE = "Host side and scheduling"
 #: any one part's table (each part's own requirement is in PARTS)
-NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "comm_ops.size_mb", "kernels.cube_util_ratio",
+NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "device_ops.launch_delay_ms", "comm_ops.size_mb", "kernels.cube_util_ratio",
           "kernels.aic_mac_ratio", "host_api"),)
 #: each part: (key, the table or column it reads, what it shows)
 PARTS = [
     ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
-    ("launch", "gpu_ops.launch_ts_ns", "launch delay and host-bound device idle time"),
+    ("launch", "gpu_ops.launch_ts_ns or device_ops.launch_delay_ms", "launch delay and host-bound device idle time"),
     ("alltoall", "comm_ops.size_mb", "all-to-all (MoE expert) load balance"),
     ("pmu", "kernels.cube_util_ratio", "AI Core PMU utilisation per op type"),
     ("api", "host_api", "host API (CANN) time"),
@@ -87,29 +87,46 @@ def user_ranges(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return per, by
 
 
-def launch_stats(gpu: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per rank: kernels with a launch call, median / p90 / max launch delay, idle, host-bound idle and its share;
-    per rank, stream and kind of gap: the gaps), module doc."""
-    g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
-    g = g[["rank", "stream", "ts_ns", "dur_ns", "launch_ts_ns"]].sort_values(["rank", "stream", "ts_ns"])
-    ts, dur, launch = (g[c].to_numpy(np.int64) for c in ("ts_ns", "dur_ns", "launch_ts_ns"))
-    delay_ms = np.maximum(ts - launch, 0) / 1e6
-    end = ts + dur
-    same = np.zeros(len(g), dtype=bool)
-    key = g["rank"].to_numpy() * (1 << 32) + g["stream"].to_numpy()
-    same[1:] = key[1:] == key[:-1]
-    # the latest end so far on the stream before each kernel (a kernel that ends inside a longer one leaves no gap)
-    run_end = pd.Series(end, index=g.index).groupby(key).cummax().shift(1).to_numpy()
-    gap_ms = np.where(same, np.maximum(ts - np.nan_to_num(run_end, nan=0), 0) / 1e6, 0.0)
-    host = same & (launch > np.nan_to_num(run_end, nan=np.inf))
-    t = pd.DataFrame({"rank": g["rank"].to_numpy(), "delay_ms": delay_ms, "gap_ms": gap_ms,
-                      "host_gap_ms": np.where(host, gap_ms, 0.0)})
+def launches(run: Run) -> pd.DataFrame | None:
+    """The device tasks with a launch: rank, stream, start_ms, end_ms, delay_ms (device start - host launch, >= 0),
+    from ``gpu_ops.launch_ts_ns`` or ``device_ops.launch_delay_ms``; None without any."""
+    gpu = run.table("gpu_ops")
+    if gpu is not None and "launch_ts_ns" in gpu:
+        g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
+        if not g.empty:
+            delay = (g["ts_ns"].to_numpy(np.int64) - g["launch_ts_ns"].to_numpy(np.int64)) / 1e6
+            return pd.DataFrame({"rank": g["rank"].to_numpy(), "stream": g["stream"].astype(str).to_numpy(),
+                                 "start_ms": g["start_ms"].to_numpy(float), "end_ms": g["end_ms"].to_numpy(float),
+                                 "delay_ms": np.maximum(delay, 0.0)})
+    dev = run.table("device_ops")
+    if dev is not None and "launch_delay_ms" in dev and dev["launch_delay_ms"].notna().any():
+        d = dev[dev["launch_delay_ms"].notna()]
+        return pd.DataFrame({"rank": d["rank"].to_numpy(), "stream": d["stream"].astype(str).to_numpy(),
+                             "start_ms": d["start_ms"].to_numpy(float),
+                             "end_ms": (d["start_ms"] + d["dur_ms"]).to_numpy(float),
+                             "delay_ms": np.maximum(d["launch_delay_ms"].to_numpy(float), 0.0)})
+    return None
+
+
+def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: tasks with a launch, median / p90 / max launch delay, idle, host-bound idle and its share (module
+    doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
+    g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
+    start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
+    key = g["rank"].astype(str) + "\0" + g["stream"].astype(str)
+    # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
+    prev = pd.Series(end).groupby(key.to_numpy()).cummax().groupby(key.to_numpy()).shift(1).to_numpy()
+    has = ~np.isnan(prev)
+    gap = np.where(has, np.maximum(start - np.nan_to_num(prev), 0.0), 0.0)
+    host = has & (start - delay > np.nan_to_num(prev, nan=np.inf))  # launched after the stream drained
+    t = pd.DataFrame({"rank": g["rank"].to_numpy(), "delay_ms": delay, "gap_ms": gap,
+                      "host_gap_ms": np.where(host, gap, 0.0)})
     q = t.groupby("rank")
     per = q.agg(kernels=("delay_ms", "size"), delay_median_ms=("delay_ms", "median"),
                 delay_p90_ms=("delay_ms", lambda x: float(np.percentile(x, 90))), delay_max_ms=("delay_ms", "max"),
                 idle_ms=("gap_ms", "sum"), host_idle_ms=("host_gap_ms", "sum")).reset_index()
     per["host_idle_ratio"] = per["host_idle_ms"] / per["idle_ms"].where(per["idle_ms"] > 0)
-    return per, t
+    return per
 
 
 def alltoall_balance(comm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -168,9 +185,9 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["user_range_spread_ratio_max"] = float(top["spread_ratio"].max()) if top["spread_ratio"].notna().any() \
             else None
         have.append("ranges")
-    gpu = run.table("gpu_ops")
-    if gpu is not None and "launch_ts_ns" in gpu and (gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH).any():
-        lp, _ = launch_stats(gpu)
+    tasks = launches(run)
+    if tasks is not None:
+        lp = launch_stats(tasks)
         tables["launch"] = lp
         metrics["launch_delay_median_ms"] = float(lp["delay_median_ms"].median())
         metrics["launch_delay_p90_ms_max"] = float(lp["delay_p90_ms"].max())
