@@ -521,6 +521,19 @@ SCHEMA: tuple[Table, ...] = (
        C("name", "str", "none", "range name (untrusted text)"), C("count", "int64", "count", "occurrences"),
        C("total_ms", "float64", "ms", "summed duration"), C("max_ms", "float64", "ms", "longest occurrence"),
        C("first_ms", "float64", "ms", "start of the first occurrence")),
+    _t("op_type_steps", "Per rank, step and operator type: calls and summed time (MindSpore dynamic_shape_info_<rank>"
+                        ".json: the per-iteration op time of a dynamic-shape network; types past the reader's cap "
+                        "summed as '(other types)').",
+       RANK, C("step", "int64", "none", "step number"), C("op_type", "str", "none", "operator type (untrusted text)"),
+       C("count", "int64", "count", "calls in the step"), C("total_ms", "float64", "ms", "summed duration")),
+    _t("host_cpu", "The host's CPU utilisation per rank, mean over the profiler's samples (MindSpore "
+                   "minddata_cpu_utilization_<rank>.json device_info).",
+       RANK, C("samples", "int64", "count", "samples"),
+       C("user_ratio", "float64", "ratio", "user time share (NaN: not written)", nullable=True),
+       C("sys_ratio", "float64", "ratio", "system time share", nullable=True),
+       C("io_ratio", "float64", "ratio", "I/O wait share", nullable=True),
+       C("idle_ratio", "float64", "ratio", "idle share", nullable=True),
+       C("processors", "float64", "count", "CPU processors of the host (NaN: not written)", nullable=True)),
     _t("dataloader", "enumerate(DataLoader) spans (Kineto, torch_npu trace_view.json).",
        RANK, C("step", "int64", "none", "ProfilerStep the span starts in (-1 outside every step)"),
        C("name", "str", "none", "span name (untrusted text)"),

@@ -245,6 +245,7 @@ _MINDDATA = {
     "minddata_queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt "
                       "(data_process=True)",
     "minddata_stages": "dataset.csv (dataset_<rank>.csv in the MindSpore Insight layout; data_process=True)",
+    "host_cpu": "minddata_cpu_utilization_<rank>.json (data_process=True)",
 }
 
 _MI_GIVES = {
@@ -259,6 +260,7 @@ _MI_GIVES = {
     "op_flops": "flops_<rank>.txt (FLOPs collection)",
     "rank_flops": "flops_summary_<rank>.json (FLOPs collection)",
     "memory_peaks": "memory_usage_summary_<rank>.json (profile_memory=True)",
+    "op_type_steps": "dynamic_shape_info_<rank>.json (a dynamic-shape network profiled)",
     "strategy_ops": "parallel_strategy_<rank>.json with profiler_info_<rank>.json (a semi_auto_parallel / "
                     "auto_parallel / data_parallel graph-mode job)",
     **_MINDDATA,

@@ -46,7 +46,7 @@ ID = "host"
 TITLE = "Host side and scheduling"
 #: any one part's table (each part's own requirement is in PARTS)
 NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "device_ops.launch_delay_ms", "comm_ops.size_mb", "kernels.cube_util_ratio",
-          "kernels.aic_mac_ratio", "host_api"),)
+          "kernels.aic_mac_ratio", "host_api", "op_type_steps", "host_cpu"),)
 #: each part: (key, the table or column it reads, what it shows)
 PARTS = [
     ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
@@ -54,7 +54,11 @@ PARTS = [
     ("alltoall", "comm_ops.size_mb", "all-to-all (MoE expert) load balance"),
     ("pmu", "kernels.cube_util_ratio", "AI Core PMU utilisation per op type"),
     ("api", "host_api", "host API (CANN) time"),
+    ("dynamic", "op_type_steps", "per-iteration op time by operator type (dynamic shape)"),
+    ("cpu", "host_cpu", "the host's CPU utilisation"),
 ]
+#: operator types drawn in the per-iteration chart
+CHART_TYPES = 8
 #: names of user ranges shown (the most total time over all ranks); rows of the per-rank table
 TOP_RANGES = 30
 MAX_RANGE_ROWS = 3000
@@ -170,6 +174,17 @@ def pmu_by_type(k: pd.DataFrame) -> pd.DataFrame | None:
     return out.reset_index().sort_values(["total_ms", "type"], ascending=[False, True]).reset_index(drop=True)
 
 
+def op_type_steps(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per step and op type: time per step, mean over ranks; per op type: steps, mean / min / max time per step and
+    the spread max / min): how each operator type's time changes from one iteration to the next."""
+    per = df.groupby(["step", "op_type"], as_index=False).agg(total_ms=("total_ms", "mean"),
+                                                               count=("count", "mean"))
+    by = per.groupby("op_type").agg(steps=("step", "nunique"), mean_ms=("total_ms", "mean"),
+                                    min_ms=("total_ms", "min"), max_ms=("total_ms", "max")).reset_index()
+    by["spread_ratio"] = by["max_ms"] / by["min_ms"].where(by["min_ms"] > 0)
+    return per, by.sort_values(["mean_ms", "op_type"], ascending=[False, True]).reset_index(drop=True)
+
+
 def analyze(run: Run, options=None) -> Analysis:
     tables, metrics, data = {}, {}, {"missing": []}
     have = []
@@ -213,6 +228,15 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["api"] = a.reset_index(drop=True)
         metrics["host_api_ms_per_rank"] = float(api.groupby("rank")["total_ms"].sum().mean())
         have.append("api")
+    dyn = run.table("op_type_steps")
+    if dyn is not None and not dyn.empty:
+        tables["dynamic_steps"], tables["dynamic"] = op_type_steps(dyn)
+        have.append("dynamic")
+    cpu = run.table("host_cpu")
+    if cpu is not None and not cpu.empty:
+        tables["cpu"] = cpu.sort_values("rank").reset_index(drop=True)
+        metrics["host_cpu_busy_ratio_mean"] = float((cpu["user_ratio"] + cpu["sys_ratio"]).mean())
+        have.append("cpu")
     if not have:
         raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
     metrics["parts"] = have
@@ -313,6 +337,31 @@ def present(a: Analysis) -> View:
              Column("max_ms", "Longest", "ms")],
             caption=f"api_statistic.csv as written: the {TOP_APIS} APIs with the most host time per rank (a "
                     "synchronize call's time is the host waiting for the device)."))
+    if "dynamic" in t:
+        d = t["dynamic"]
+        if d["spread_ratio"].notna().any():
+            w = d.loc[d["spread_ratio"].idxmax()]
+            parts.append(f"an operator type's time per iteration varies up to {w['spread_ratio']:.2f}x "
+                         f"({w['op_type']})")
+        tables.append(Table.from_frame(
+            "host-dynamic", "Operator time per iteration, by operator type", d,
+            [Column("op_type", "Op type", "text"), Column("steps", "Steps", "int"),
+             Column("mean_ms", "Per step, mean", "ms"), Column("min_ms", "Per step, least", "ms"),
+             Column("max_ms", "Per step, most", "ms"), Column("spread_ratio", "Most / least", "float")],
+            caption="From the dynamic-shape profile (dynamic_shape_info_<rank>.json): each type's summed time per "
+                    "step (mean over ranks). With dynamic shapes an op type whose time changes between steps is "
+                    "recompiled or runs on new shapes."))
+        figures.append(_dynamic_lines(t["dynamic_steps"], d))
+    if "cpu" in t:
+        parts.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        tables.append(Table.from_frame(
+            "host-cpu", "Host CPU utilisation per rank", t["cpu"],
+            [Column("rank", "Rank", "rank"), Column("samples", "Samples", "int"),
+             Column("user_ratio", "User", "ratio"), Column("sys_ratio", "System", "ratio"),
+             Column("io_ratio", "I/O wait", "ratio"), Column("idle_ratio", "Idle", "ratio"),
+             Column("processors", "Processors", "int")],
+            caption="Mean over the dataset profiler's samples of the whole host's CPU (its device_info; as "
+                    "written). A busy host slows the input pipeline and the launches."))
     notes = []
     if a.data.get("missing"):
         notes.append("Not in this run: " + "; ".join(a.data["missing"]) + ".")
@@ -375,3 +424,18 @@ def _alltoall_bars(per: pd.DataFrame) -> Figure:
     return Figure("host-alltoall", "All-to-all bytes per rank", to_spec(vl.fit(chart, 200)),
                   caption="Mean per step; a balanced expert-parallel run has bars of one height.",
                   alt="Bars of all-to-all bytes per rank")
+
+
+def _dynamic_lines(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
+    types = by["op_type"].head(CHART_TYPES).tolist()
+    d = per[per["op_type"].isin(types)][["step", "op_type", "total_ms"]]
+    unit, factor = fmt.unit_for("ms", d["total_ms"])
+    chart = vl.in_unit(vl.Chart(d), factor, "total_ms").mark_line(point=True).encode(
+        x=vl.X("step:O", title="Step", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("total_ms_u:Q", axis=vl.Axis(**vl.axis("Time in the step", unit))),
+        color=vl.identity_color("op_type", types, "Op type"),
+        tooltip=[vl.Tooltip("op_type:N", title="Op type"), vl.Tooltip("step:O", title="Step"),
+                 vl.tip("total_ms_u", "Time in the step", unit)])
+    return Figure("host-dynamic-steps", "Operator time per iteration", to_spec(vl.fit(chart, 220)),
+                  caption=f"The {CHART_TYPES} op types with the most time; summed per step, mean over ranks.",
+                  alt="Lines of operator time per step, one per operator type")
