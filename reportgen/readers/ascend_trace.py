@@ -47,7 +47,7 @@ origin.
     and are not used. ``op_class``: :func:`cpu_op_class`.
     ``launch_delay_ms``: the ``HostToDevice`` flow events (``s`` on the CANN layer where the task was launched, ``f``
     with the device task's own ``ts``, matched by ``id``; one launch may end on several tasks): device start - host
-    launch, negative clock jitter as 0; NaN for a task without a flow. Only when some task has one.
+    launch, negative clock jitter as 0; NaN for a task without a flow (every task of a trace without flows).
 
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
 (msgspec with ``float_hook=str`` when importable, else ``json.loads(parse_float=str)``: float literals stay
@@ -116,7 +116,7 @@ COLUMNS = {
     "trace_steps": ["rank", "step", "start_ns", "end_ns"],
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class", "launch_delay_ms"],
     "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
 
@@ -638,9 +638,8 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
                            "start_ns": t, "dur_ms": d / 1e6})
         if table == "device_ops":
             df["op_class"] = np.concatenate([g[4] for g in rows])
-            if any(len(g) > 5 and not np.isnan(g[5]).all() for g in rows):  # HostToDevice flows (module doc)
-                df["launch_delay_ms"] = np.concatenate([g[5] if len(g) > 5 else np.full(len(g[0]), np.nan)
-                                                        for g in rows])
+            df["launch_delay_ms"] = np.concatenate([g[5] if len(g) > 5 else np.full(len(g[0]), np.nan)
+                                                    for g in rows])  # HostToDevice flows (module doc)
         out[table] = df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
     return out
 

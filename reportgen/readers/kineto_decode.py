@@ -1477,14 +1477,16 @@ class _Collector:
             out["steps"] = pd.DataFrame({"step": g.index.to_numpy(np.int64), "ts_ns": g["ts_ns"].to_numpy(np.int64),
                                          "dur_ns": (g["end"] - g["ts_ns"]).to_numpy(np.int64)})
             self._check_times(out, from_ns, only="steps")
-        if self.u_agg:  # after the time checks (not per-event rows); first_ns, not ts_ns: a range that wraps
-            # the trace does not move the run's origin
+        if self.u_agg:  # after the time checks (aggregates, not per-event rows): ts_ns = the first occurrence's
+            # start (the run origin leaves this table out: a range that wraps the trace does not move it)
             keys = list(self.u_agg)
             vals = np.array([self.u_agg[k] for k in keys], dtype=np.int64).reshape(-1, 4)
             div = NS_PER_US if from_ns else 1
+            order = np.argsort(vals[:, 3], kind="stable")
+            vals = vals[order]
             out["user_ranges"] = pd.DataFrame({
-                "side": [k[0] for k in keys], "name": [k[1] for k in keys], "count": vals[:, 0],
-                "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div, "first_ns": vals[:, 3] // div})
+                "side": [keys[i][0] for i in order], "name": [keys[i][1] for i in order], "count": vals[:, 0],
+                "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div})
             self.u_agg = {}
         return {k: v for k, v in out.items() if not v.empty}
 

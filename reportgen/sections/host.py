@@ -6,8 +6,8 @@ Sources and definitions:
 * User ranges (table ``user_ranges``: ``record_function`` / NVTX ranges, mstx ranges): per rank and name the count,
   total, mean (= total / count) and longest occurrence. The rank spread of a name is the largest per-rank mean over
   the median of the per-rank means (1 = every rank alike); the slowest rank is the one with that largest mean. HTA's
-  ``get_gpu_user_annotation_breakdown`` is the peer (sum / max / mean per name; ../shared/research/
-  kineto-traces-and-hta.md §1.4); the rank spread is ours.
+  ``get_gpu_user_annotation_breakdown`` is the peer (sum / max / mean per name; the HTA research notes §1.4); the
+  rank spread is ours.
 * Launch delay (table ``gpu_ops`` with ``launch_ts_ns``: the runtime call with the kernel's correlation id): the
   device start of a kernel minus the start of its launch call (ns on one clock). HTA's
   ``get_cuda_kernel_launch_stats`` subtracts the call's end instead (``max(0, gpu.ts - (cpu.ts + cpu.dur))``): ours
@@ -71,7 +71,7 @@ TOP_APIS = 10
 #: an all-to-all step imbalance (max / mean over ranks) above this is a finding (ours; msprof-analyze's recipe
 #: shows the load and sets no threshold)
 ALLTOALL_IMBALANCE = 1.5
-#: int64 max: a gpu op without a launch call (reportgen/readers/kineto_decode.py NO_LAUNCH)
+#: int64 max: a gpu op without a launch call (the readers' NO_LAUNCH, schema gpu_ops.launch_ts_ns)
 NO_LAUNCH = np.iinfo(np.int64).max
 
 
