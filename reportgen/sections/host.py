@@ -87,6 +87,10 @@ def user_ranges(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     slow = per.loc[g["mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
     by = by.merge(slow.rename(columns={"rank": "slowest_rank"}), on=["side", "name"], how="left")
     by["spread_ratio"] = by["max_mean_ms"] / by["median_mean_ms"].where(by["median_mean_ms"] > 0)
+    # the time the slowest rank spends in the range beyond the median rank's mean (its occurrences x the difference)
+    occ = per.set_index(["side", "name", "rank"])["count"]
+    n = [occ.get((s, nm, r), 0) for s, nm, r in zip(by["side"], by["name"], by["slowest_rank"])]
+    by["excess_ms"] = (by["max_mean_ms"] - by["median_mean_ms"]) * np.asarray(n, dtype=float)
     by = by.sort_values(["total_ms", "name"], ascending=[False, True]).reset_index(drop=True)
     return per, by
 
@@ -240,8 +244,13 @@ def analyze(run: Run, options=None) -> Analysis:
     if not have:
         raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
     metrics["parts"] = have
-    data["missing"] = [f"{what} ({sources(options, item)})" if sources(options, item) else what
-                       for key, item, what in PARTS if key not in have]
+    # the parts the run lacks, with what the run's own profiler would need to give them (none: just the part)
+    data["missing"] = [f"{what} ({src})" if (src := " or ".join(x for x in (sources(options, i, own=True)
+                                                                           for i in item.split(" or ")) if x))
+                       else what for key, item, what in PARTS if key not in have]
+    if "alltoall" not in have and comm is not None and "size_mb" in comm and comm["size_mb"].notna().any():
+        data["missing"] = [f"{PARTS[2][2]} (the communication has no all-to-all op)" if x.startswith(PARTS[2][2])
+                           else x for x in data["missing"]]
     a = Analysis(metrics=metrics, tables=tables, data=data)
     a.findings = _findings(a)
     return a
@@ -270,10 +279,11 @@ def present(a: Analysis) -> View:
     figures, tables, parts = [], [], []
     if "ranges" in t:
         r = t["ranges"]
-        worst = r.dropna(subset=["spread_ratio"]).sort_values("spread_ratio", ascending=False).head(1)
+        worst = r[(r["ranks"] > 1) & (r["excess_ms"] > 0)].sort_values("excess_ms", ascending=False).head(1)
         parts.append(f"{count_text(m['user_range_names'], 'user range name')}"
-                     + (f"; the widest rank spread is {worst.iloc[0]['name']} ({worst.iloc[0]['spread_ratio']:.2f}x, "
-                        f"slowest on rank {int(worst.iloc[0]['slowest_rank'])})" if not worst.empty else ""))
+                     + (f"; the most time beyond the median rank is in {worst.iloc[0]['name']} on rank "
+                        f"{int(worst.iloc[0]['slowest_rank'])} ({fmt.ms(worst.iloc[0]['excess_ms'])}, "
+                        f"{worst.iloc[0]['spread_ratio']:.2f}x the median rank's mean)" if not worst.empty else ""))
         tables.append(Table.from_frame(
             "host-ranges-table", "User ranges: the rank spread of each name", r,
             [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("ranks", "Ranks", "int"),
@@ -281,10 +291,12 @@ def present(a: Analysis) -> View:
              Column("median_mean_ms", "Mean per occurrence, median rank", "ms"),
              Column("max_mean_ms", "Mean per occurrence, slowest rank", "ms"),
              Column("slowest_rank", "Slowest rank", "rank"), Column("spread_ratio", "Spread (slowest / median)",
-                                                                     "float")],
+                                                                     "float"),
+             Column("excess_ms", "Extra time on the slowest rank", "ms")],
             caption=f"record_function / NVTX / mstx ranges, the {TOP_RANGES} names with the most time (the profiler's "
                     "step marks and collective spans left out). Spread = the slowest rank's mean over the median "
-                    "rank's mean (1 = alike). Host: the CPU span; device: its span on the device's timeline."))
+                    "rank's mean (1 = alike); extra time = its occurrences on the slowest rank x (its mean there - the median "
+                    "rank's mean). Host: the CPU span; device: its span on the device's timeline."))
         tables.append(Table.from_frame(
             "host-ranges-ranks", "User ranges per rank", t["ranges_per_rank"],
             [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("rank", "Rank", "rank"),
@@ -406,9 +418,9 @@ def _launch_bars(lp: pd.DataFrame) -> Figure:
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("delay_median_ms_u", "Median", unit),
                  vl.tip("delay_p90_ms_u", "p90", unit),
                  vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=".1%")])
-    ticks = base.mark_tick(color="black", thickness=2).encode(x=x, y="delay_median_ms_u:Q")
+    ticks = base.mark_tick(color=palette.ROLE["wait"], thickness=2).encode(x=x, y="delay_median_ms_u:Q")
     return Figure("host-launch", "Kernel launch delay per rank", to_spec(vl.fit(bars + ticks, 200)),
-                  caption="Bars: p90 of the launch delay; ticks: median (kernel start - launch call start). The first "
+                  caption="Bars: p90 of the launch delay; red ticks: median (kernel start - launch call start). The first "
                           "128 ranks; the table has every rank and the host-bound share of idle time.",
                   alt="Bars of the p90 kernel launch delay per rank with the median as ticks")
 
