@@ -21,7 +21,7 @@ from reportgen.readers.kineto_decode import decode_trace
 from reportgen.readers.mindinsight import parse_dynamic_shape
 from reportgen.sections import host, run_sections
 
-from conftest import fixture_dir
+from conftest import fixture_dir, reference_file
 
 
 def _run(**tables) -> Run:
@@ -125,6 +125,23 @@ def test_level2_fixture_launch_delay_and_section():
     assert api.iloc[0]["api"] and a.metrics["host_api_ms_per_rank"] > 0
     notes = " ".join(out.view.notes)
     assert "Not in this run" in notes and "user ranges" in notes  # parts without data said, never "passed"
+
+
+def test_launch_delay_against_hta_launch_stats():
+    """HTA's launch_delay is kernel start - the launch call's END; ours from its start: ours = HTA's + cpu_duration
+    (HTA writes whole µs). Its idle-time breakdown calls the same gaps host_wait (HTA drops the last step)."""
+    run = read_run(fixture_dir("kineto", "hta_tests_data", "tests", "data", "nccl_parser_config"))
+    hta = pd.read_csv(reference_file("hta", "single_nccl_data", "cuda_kernel_launch_stats.csv"))
+    g = run.table("gpu_ops")
+    g = g[g["launch_ts_ns"] != host.NO_LAUNCH]
+    m = g[["correlation", "ts_ns", "launch_ts_ns"]].merge(hta, on="correlation")
+    assert len(m) == len(hta) == 2516
+    ours_us = (m["ts_ns"] - m["launch_ts_ns"]) / 1e3
+    assert ((ours_us - (m["launch_delay"] + m["cpu_duration"])).abs() <= 1.5).mean() > 0.995
+    per = host.launch_stats(host.launches(run)).iloc[0]
+    idle = pd.read_csv(reference_file("hta", "single_nccl_data", "idle_time_breakdown.csv"))
+    hta_share = idle.loc[idle["idle_category"] == "host_wait", "idle_time"].sum() / idle["idle_time"].sum()
+    assert per["host_idle_ratio"] == pytest.approx(hta_share, abs=0.01)
 
 
 # --------------------------------------------------------------------------- all-to-all balance
