@@ -64,6 +64,19 @@ def test_kineto_user_annotations_become_user_ranges(tmp_path):
     assert u.loc[("device", "## forward ##"), "total_ns"] == 12_000
 
 
+def test_user_range_names_past_the_cap_are_summed(tmp_path, monkeypatch):
+    from reportgen.readers import kineto_decode as kd
+
+    monkeypatch.setattr(kd, "MAX_USER_RANGE_NAMES", 1)  # 2 (side, name) keys, then one "(other ranges)" row
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"r{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 2}
+              for i in range(5)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    u = decode_trace(p, []).tables["user_ranges"].set_index("name")
+    assert list(u.index) == ["r0", "r1", "(other ranges)"]
+    assert u.loc["(other ranges)", "count"] == 3 and u.loc["(other ranges)", "total_ns"] == 6000
+
+
 # --------------------------------------------------------------------------- launch delay and host-bound idle
 
 
