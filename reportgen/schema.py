@@ -369,7 +369,17 @@ SCHEMA: tuple[Table, ...] = (
        C("output_shapes", "str", "none", "device shapes of the outputs as written (untrusted text)", ext=True),
        C("input_formats", "str", "none", "device formats of the inputs ('NC1HWC0;FRACTAL_Z;NCHW'; untrusted text)",
          ext=True),
-       C("output_formats", "str", "none", "device formats of the outputs (untrusted text)", ext=True)),
+       C("output_formats", "str", "none", "device formats of the outputs (untrusted text)", ext=True),
+       *(C(n, "float64", "ratio", f"AI Core PMU {d} (kernel_details.csv, aic_metrics=PipeUtilization; NaN where not "
+                                   "measured)", nullable=True, ext=True)
+         for n, d in (("aic_mac_ratio", "cube (MAC) pipe busy share"), ("aic_mte2_ratio", "cube core MTE2 share"),
+                      ("aiv_vec_ratio", "vector pipe busy share"), ("aiv_mte2_ratio", "vector core MTE2 share"),
+                      ("cube_util_ratio", "cube utilisation (cube_utilization(%) / 100)")))),
+    _t("host_api", "Ascend api_statistic.csv: host time per CANN API (the CANN layer's own summary).",
+       RANK, C("level", "str", "none", "runtime | acl | node | model ... (untrusted text)"),
+       C("api", "str", "none", "API name (untrusted text)"), C("count", "float64", "count", "calls"),
+       C("total_ms", "float64", "ms", "summed host time"), C("avg_ms", "float64", "ms", "mean", nullable=True),
+       C("max_ms", "float64", "ms", "longest call", nullable=True)),
     _t("op_stats", "Ascend op_statistic.csv: per op type and core.",
        RANK, C("op_type", "str", "none", "op type"), C("core", "str", "none", "core type"),
        C("count", "float64", "count", "calls"), C("total_ms", "float64", "ms", "total time"),
@@ -443,7 +453,9 @@ SCHEMA: tuple[Table, ...] = (
        RANK, C("name", "str", "none", "device task / CPU op name (untrusted text)"),
        C("stream", "str", "none", "stream or thread lane"),
        C("start_ms", "float64", "ms", "start"), C("dur_ms", "float64", "ms", "duration"),
-       C("op_class", "str", "none", "compute | communication | wait | memcpy | other (schema.OP_CLASSES)")),
+       C("op_class", "str", "none", "compute | communication | wait | memcpy | other (schema.OP_CLASSES)"),
+       C("launch_delay_ms", "float64", "ms", "device start - host launch of the task (trace_view.json HostToDevice "
+                                             "flows; NaN: no flow)", nullable=True, ext=True)),
     # ------------------------------------------------------------------ PyTorch Kineto
     _t("gpu_ops", "Kineto: device kernels, copies and sets.",
        RANK, C("name", "str", "none", "kernel name (untrusted text)"),
@@ -507,6 +519,26 @@ SCHEMA: tuple[Table, ...] = (
        C("total_memory_mb", "float64", "MB", "capacity", nullable=True),
        C("sm_count", "int64", "count", "SMs", nullable=True),
        C("compute_capability", "str", "none", "compute capability", nullable=True)),
+    _t("user_ranges", "User ranges (record_function / NVTX: Kineto user_annotation, device side gpu_user_annotation; "
+                      "Ascend mstx ranges) per rank, side and name, summed over the trace (the profiler's step marks "
+                      "and collective spans left out; names past readers' cap summed as '(other ranges)').",
+       RANK, C("side", "str", "none", "host (the CPU span) | device (the span on the device's timeline)"),
+       C("name", "str", "none", "range name (untrusted text)"), C("count", "int64", "count", "occurrences"),
+       C("total_ms", "float64", "ms", "summed duration"), C("max_ms", "float64", "ms", "longest occurrence"),
+       C("first_ms", "float64", "ms", "start of the first occurrence")),
+    _t("op_type_steps", "Per rank, step and operator type: calls and summed time (MindSpore dynamic_shape_info_<rank>"
+                        ".json: the per-iteration op time of a dynamic-shape network; types past the reader's cap "
+                        "summed as '(other types)').",
+       RANK, C("step", "int64", "none", "step number"), C("op_type", "str", "none", "operator type (untrusted text)"),
+       C("count", "int64", "count", "calls in the step"), C("total_ms", "float64", "ms", "summed duration")),
+    _t("host_cpu", "The host's CPU utilisation per rank, mean over the profiler's samples (MindSpore "
+                   "minddata_cpu_utilization_<rank>.json device_info).",
+       RANK, C("samples", "int64", "count", "samples"),
+       C("user_ratio", "float64", "ratio", "user time share (NaN: not written)", nullable=True),
+       C("sys_ratio", "float64", "ratio", "system time share", nullable=True),
+       C("io_ratio", "float64", "ratio", "I/O wait share", nullable=True),
+       C("idle_ratio", "float64", "ratio", "idle share", nullable=True),
+       C("processors", "float64", "count", "CPU processors of the host (NaN: not written)", nullable=True)),
     _t("dataloader", "enumerate(DataLoader) spans (Kineto, torch_npu trace_view.json).",
        RANK, C("step", "int64", "none", "ProfilerStep the span starts in (-1 outside every step)"),
        C("name", "str", "none", "span name (untrusted text)"),

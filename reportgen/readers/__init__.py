@@ -77,6 +77,7 @@ class Survey:
     dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
     stopped: bool = False                                   # MAX_ENTRIES reached
     minddata: list[Path] = field(default_factory=list)      # MindSpore dataset pipeline profiles (readers/minddata.py)
+    raw_prof: list[Path] = field(default_factory=list)      # raw CANN PROF_* directories (first 10; not readable)
 
     def families(self) -> dict[str, str]:
         """{family: where} for every family present (the registry's detection order); ``where`` is a short
@@ -193,6 +194,8 @@ def survey(root: str | Path) -> Survey:
             continue
         dirnames.sort()
         for name in dirnames:
+            if len(s.raw_prof) < 10 and _RAW_PROF.match(name):
+                s.raw_prof.append(d / name)
             if len(s.dir_named_files) < MAX_LISTED and _named_like_data(d / name):
                 s.dir_named_files.append(d / name)
         if "cluster_profiler" in dirnames:  # the legacy MindInsight layout: its files are its own
@@ -286,7 +289,17 @@ def _and(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+#: a raw CANN profiling directory (msprof / the framework profiler before its export): PROF_<n>_<time>_<id>
+_RAW_PROF = re.compile(r"^PROF_\d+_\d+_\w+$")
+
+
 def _nothing_hint(s: Survey) -> str:
+    if s.raw_prof and not s.suspects and not s.strays:
+        names = ", ".join(_rel(s.root, p) for p in s.raw_prof[:3]) + (", …" if len(s.raw_prof) > 3 else "")
+        return (f"raw CANN profiling data, not exported: {names}. reportgen reads the exported files, not the raw "
+                "binaries: export them first (msprof --export=on --output=<PROF_ directory>, or the framework's "
+                "offline analysis: torch_npu.profiler.profiler.analyse(<dir>) / MindSpore "
+                "Profiler.offline_analyse(<dir>)), then give reportgen the result")
     parts = ["no profiler output recognised"]
     if s.suspects:
         named = "; ".join(f"{_rel(s.root, p)}: {why}" for p, why in s.suspects[:3])

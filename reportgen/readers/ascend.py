@@ -666,9 +666,26 @@ def reduce_matrix(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return df[keep].reset_index(drop=True), sums[~sums["kept"]].drop(columns="kept").reset_index(drop=True)
 
 
+#: kernel_details.csv's AI Core PMU columns (written with aic_metrics=PipeUtilization) -> ``kernels`` ext column and
+#: the divisor that makes it a ratio 0..1; a cell that is no number in 0..1 after it is NaN (never drops the kernel)
+PMU_COLUMNS = {"aic_mac_ratio": ("aic_mac_ratio", 1.0), "aic_mte2_ratio": ("aic_mte2_ratio", 1.0),
+               "aiv_vec_ratio": ("aiv_vec_ratio", 1.0), "aiv_mte2_ratio": ("aiv_mte2_ratio", 1.0),
+               "cube_utilization(%)": ("cube_util_ratio", 100.0)}
+
+
+def _pmu(t: "Csv") -> dict:
+    """The PMU columns the file has (:data:`PMU_COLUMNS`), as ratios; out-of-range or non-numeric cells NaN."""
+    out = {}
+    for col, (name, div) in PMU_COLUMNS.items():
+        if t.has(col):
+            v = pd.to_numeric(pd.Series(t.cols[col], dtype=object), errors="coerce").to_numpy(float) / div
+            out[name] = np.where((v >= 0) & (v <= 1), v, np.nan)
+    return out
+
+
 def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
     wanted = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)",
-              "Input Shapes", "Output Shapes", "Input Formats", "Output Formats"}
+              "Input Shapes", "Output Shapes", "Input Formats", "Output Formats", *PMU_COLUMNS}
     t, rejects = _csv(path, wanted)
     t.require("Name", "Duration(us)", what="a kernel_details.csv")
     df = pd.DataFrame({
@@ -685,6 +702,7 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         # the device formats of those shapes (NC1HWC0, FRACTAL_Z, FORMAT_ND, ...): FLOPs read the shapes through them
         "input_formats": t.text("Input Formats"),
         "output_formats": t.text("Output Formats"),
+        **_pmu(t),
     })
     df = _done(df, t, rejects, problems)
     # one class per task, the rank's communication streams from this file (op_class)
@@ -710,6 +728,18 @@ def parse_op_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
     df = _done(df, t, rejects, problems)
     df["op_class"] = op_class(df["core"], df["op_type"])
     return df
+
+
+def parse_api_statistic(path: Path, rank: int, problems: list) -> pd.DataFrame:
+    """api_statistic.csv: the host time of each CANN API (runtime / acl / node / model level), per rank."""
+    t, rejects = _csv(path, {"Level", "API Name", "Time(us)", "Count", "Avg(us)", "Max(us)"})
+    t.require("API Name", "Time(us)", "Count", what="an api_statistic.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64), "level": t.text("Level"), "api": t.text("API Name"),
+        "count": t.num("Count", "count", required=True), "total_ms": t.num("Time(us)", "us", required=True),
+        "avg_ms": t.num("Avg(us)", "us"), "max_ms": t.num("Max(us)", "us"),
+    })
+    return _done(df, t, rejects, problems)
 
 
 def parse_memory_record(path: Path, rank: int, problems: list) -> pd.DataFrame:
@@ -778,6 +808,7 @@ TEXT_FILES = {
     "memory_record.csv": ("memory_record", parse_memory_record),
     "npu_module_mem.csv": ("module_mem", parse_npu_module_mem),
     "operator_memory.csv": ("operator_memory", parse_operator_memory),
+    "api_statistic.csv": ("host_api", parse_api_statistic),
 }
 
 

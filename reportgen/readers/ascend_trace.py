@@ -31,7 +31,7 @@ origin.
     ``enumerate(DataLoader)#...__next__`` X events of any process (torch_npu writes them in the Python layer):
     the time the training loop waited for its next batch, as in a PyTorch Kineto trace. The reader gives each the
     step it starts in (:func:`reportgen.timeline.assign_steps`).
-``device_ops``  rank, name, stream, start_ns, dur_ms, op_class
+``device_ops``  rank, name, stream, start_ns, dur_ms, op_class (, launch_delay_ms)
     ``Ascend Hardware`` X events (thread name ``Stream <id>``; ``Stream <tid>`` when unnamed), without
     pure synchronisation tasks: ``args["Task Type"]`` containing WAIT or RECORD, PLACE_HOLDER
     (``PROFILING_ENABLE`` markers) and ``Write Value`` (notify writes). Kernels (AI_CORE, MIX_*,
@@ -45,6 +45,9 @@ origin.
     PyNative), collectives included (``Default/AllReduce-op0``). ``stream`` is ``"CPU OP <thread name>"``
     (``"CPU OP Thread 0"``). ``Scope Layer`` spans (``Default``, ``Gradients``, ...) nest those ops
     and are not used. ``op_class``: :func:`cpu_op_class`.
+    ``launch_delay_ms``: the ``HostToDevice`` flow events (``s`` on the CANN layer where the task was launched, ``f``
+    with the device task's own ``ts``, matched by ``id``; one launch may end on several tasks): device start - host
+    launch, negative clock jitter as 0; NaN for a task without a flow (every task of a trace without flows).
 
 Streaming: the file is read in 64 KiB chunks; each chunk's complete events are parsed in ONE call
 (msgspec with ``float_hook=str`` when importable, else ``json.loads(parse_float=str)``: float literals stay
@@ -113,7 +116,7 @@ COLUMNS = {
     "trace_steps": ["rank", "step", "start_ns", "end_ns"],
     "overlap_intervals": ["rank", "kind", "start_ns", "end_ns"],
     "hccl_ops": ["rank", "op", "lane", "start_ns", "dur_ms"],
-    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class"],
+    "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class", "launch_delay_ms"],
     "dataloader": ["rank", "name", "start_ns", "dur_ms"],
 }
 
@@ -338,6 +341,10 @@ def _iter_batches(fh, state: dict):
 # Reading
 
 
+#: HostToDevice flow ends kept per file (one per launched device task)
+MAX_FLOWS = 5_000_000
+
+
 def read_trace_view(path: Path, rank: int, problems: list[tuple[str, str]]) -> dict[str, pd.DataFrame]:
     """Stream trace_view.json; return the tables found (omit empty ones).
 
@@ -369,6 +376,8 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     groups: dict = {}      # (pid, tid) -> (names list, ts array, dur array), exact int ns
     steps: list = []       # (pid, name, start_ns, dur_ns)
     loaders: list = []     # (name, start_ns, dur_ns) of enumerate(DataLoader) spans
+    flow_s: dict = {}      # HostToDevice flow id -> host launch ns (its start, on the CANN layer)
+    flow_f: list = []      # (pid, tid, device ns, flow id): the device task the flow ends on
     skip_pids: set = set()
     skip_keys: set = set()
     notify_keys: set = set()  # (pid, tid) of lanes with HCCL notify tasks (dropped as synchronisation)
@@ -435,6 +444,17 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
                     if code is None:  # a task type not seen yet (a few dozen exist): its code
                         code = task_codes[task] = len(task_codes) if len(task_codes) < 65535 else 0
                     g[3].append(code)
+                elif (ph == "s" or ph == "f") and ev.get("cat") == "HostToDevice":
+                    t, fid = to_ns(ev.get("ts")), ev.get("id")
+                    if t is None or type(fid) not in (str, int) or len(flow_f) >= MAX_FLOWS:
+                        continue
+                    if ph == "s":
+                        flow_s[fid] = t
+                    else:
+                        try:
+                            flow_f.append((ev.get("pid"), ev.get("tid"), t, fid))
+                        except TypeError:
+                            continue
                 elif ph == "M":
                     args = ev.get("args")
                     label = args.get("name") if type(args) is dict else None
@@ -478,8 +498,16 @@ def collect_tables(batches, rank: int, problems: list, where: str, state: dict |
     if not_objects:
         problems.append((where, f"{not_objects} array items that are not objects were skipped"))
     rejects.flush(lambda p, t: problems.append((p, t)))
+    launches: dict = {}  # (pid, tid) -> {device ns: host launch ns}
+    for pid, tid, t, fid in flow_f:
+        h = flow_s.get(fid)
+        if h is not None:
+            try:
+                launches.setdefault((pid, tid), {})[t] = h
+            except TypeError:  # unhashable pid / tid
+                continue
     out = _tables(rank, pnames, tnames, groups, steps, problems, where, notify_keys,
-                  [t for t, _c in sorted(task_codes.items(), key=lambda kv: kv[1])])
+                  [t for t, _c in sorted(task_codes.items(), key=lambda kv: kv[1])], launches)
     if loaders:
         loaders.sort(key=lambda x: x[1])
         out["dataloader"] = pd.DataFrame({"rank": np.full(len(loaders), rank, dtype=np.int64),
@@ -507,7 +535,7 @@ def _refuse_time(rejects: Rejects, where: str, index: int, t: int | None, d: int
 
 
 def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, where: str = "",
-            notify_keys: set = frozenset(), task_types: list | None = None) -> dict:
+            notify_keys: set = frozenset(), task_types: list | None = None, launches: dict | None = None) -> dict:
     out: dict[str, pd.DataFrame] = {}
 
     # Steps: prefer the Python layer (torch_npu), then MindSpore, then any other process.
@@ -575,8 +603,12 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
         elif proc == "Ascend Hardware":
             stream = thread if thread is not None else f"Stream {tid}"
             tasks = types[np.frombuffer(codes, dtype=np.uint16)] if len(codes) else np.zeros(0, dtype=object)
+            m = (launches or {}).get((pid, tid)) or {}
+            delay = np.array([(t - m[t]) / 1e6 if t in m else np.nan for t in ts], dtype=float) if m else \
+                np.full(len(names), np.nan)
             device.append((names, [stream] * len(names), ts, dur,
-                           op_class(tasks, None, names, np.full(len(names), (pid, tid) in notify_keys))))
+                           op_class(tasks, None, names, np.full(len(names), (pid, tid) in notify_keys)),
+                           np.maximum(delay, 0.0)))
         elif proc == "CPU OP":
             stream = f"CPU OP {thread if thread is not None else f'Thread {tid}'}"
             cpu.append((names, [stream] * len(names), ts, dur, cpu_op_class(pd.Series(names, dtype=object))))
@@ -606,6 +638,8 @@ def _tables(rank, pnames, tnames, groups, steps, problems: list | None = None, w
                            "start_ns": t, "dur_ms": d / 1e6})
         if table == "device_ops":
             df["op_class"] = np.concatenate([g[4] for g in rows])
+            df["launch_delay_ms"] = np.concatenate([g[5] if len(g) > 5 else np.full(len(g[0]), np.nan)
+                                                    for g in rows])  # HostToDevice flows (module doc)
         out[table] = df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
     return out
 

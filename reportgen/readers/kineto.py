@@ -516,7 +516,7 @@ def _check_clocks(by_rank: dict, problems: list) -> None:
     """Ranks whose first events are more than a day apart: their clocks disagree (named; times kept as written)."""
     starts = {}
     for rank, (path, decoded) in by_rank.items():
-        t = origin(*(df["ts_ns"] for df in decoded.tables.values()))
+        t = origin(*(df["ts_ns"] for name, df in decoded.tables.items() if name != "user_ranges"))
         if t is not None:
             starts[rank] = t
     if len(starts) < 2:
@@ -634,7 +634,8 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     _check_clocks(by_rank, problems)
 
     # one origin for the whole run: the earliest exact timestamp of any rank (model doc, "Time base")
-    t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for df in decoded.tables.values()))
+    t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for name, df in decoded.tables.items()
+                if name != "user_ranges"))  # aggregates: a range that wraps the trace does not move the origin
     run.time_origin_ns = t0 if t0 is not None else 0
     files = []
     props = []
@@ -901,6 +902,11 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     dl = _stacked(by_rank, "dataloader")
     if dl is not None:
         out["dataloader"] = _ms(dl, t0, keep=["name"])[["rank", "name", "start_ms", "dur_ms"]]
+    u = _stacked(by_rank, "user_ranges")
+    if u is not None:
+        out["user_ranges"] = pd.DataFrame({
+            "rank": u["rank"], "side": u["side"], "name": u["name"], "count": u["count"].astype(np.int64),
+            "total_ms": u["total_ns"] / 1e6, "max_ms": u["max_ns"] / 1e6, "first_ms": rel_ms(u["ts_ns"], t0)})
     source = {"trace_steps": "steps", "memory_events": "memory"}
     fixed = list(out)
     return {name: out[name] for name in sorted(out, key=lambda n: (met[source.get(n, n)], fixed.index(n)))}

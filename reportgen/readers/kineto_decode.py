@@ -188,6 +188,10 @@ MAX_CPU_OPS = 2_000_000
 MAX_OP_FLOPS = 1e18
 #: CPU op spans looked at for host_ops at most (every thread, before the main thread's top level is taken).
 MAX_HOST_OPS = 1_000_000
+#: distinct user range names kept per rank and side (``user_ranges``); the rest are summed into one row
+MAX_USER_RANGE_NAMES = 500
+#: user_annotation names that are not user ranges: the profiler's own step marks and collective spans
+_NOT_USER = ("ProfilerStep#", "gloo:", "nccl:")
 
 BUILTIN_COMM_PATTERNS = (r"^nccl", r"ncclDevKernel", r"ncclKernel", r"^rccl")
 DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
@@ -902,6 +906,8 @@ class _Collector:
         self.d_ts = array("q")
         self.d_dur = array("q")
         self.d_tid: list = []
+        # user_ranges: (side, name) -> [count, total ns, max ns, first start ns]
+        self.u_agg: dict = {}
         # memory
         self.m_ts = array("q")
         self.m_dt = array("q")
@@ -1061,6 +1067,8 @@ class _Collector:
                 if cat in cpu_cats:
                     name = e.name
                     if e.ph == "X":
+                        if cat == "user_annotation":
+                            self._user(e, name, "host")
                         if cat in host_cats:
                             self._host(e, name)
                         if name.__class__ is str and (name in op_names or name.startswith(keep)):
@@ -1075,6 +1083,8 @@ class _Collector:
                     continue
                 if cat == "gpu_user_annotation":
                     name = e.name
+                    if e.ph == "X":
+                        self._user(e, name, "device")
                     if name.__class__ is str and name.startswith(_STEP_PREFIX) and e.ph == "X":
                         self._hta_row("mark", e, name)
                     continue
@@ -1125,6 +1135,30 @@ class _Collector:
         self.h_ts.append(tt[0])
         self.h_dur.append(tt[1])
         self.h_tid.append(e.tid)
+
+    def _user(self, e, name, side: str) -> None:
+        """A user range (``record_function`` / NVTX span, category ``user_annotation``; its device-side span
+        ``gpu_user_annotation``): count, total, longest and first start per (side, name); the profiler's own
+        step marks and collective spans (:data:`_NOT_USER`) are not user ranges."""
+        if name.__class__ is not str or name.startswith(_NOT_USER):
+            return
+        tt = self._times(e)
+        if tt is None:
+            return
+        key = (side, name)
+        a = self.u_agg.get(key)
+        if a is None:
+            if len(self.u_agg) >= 2 * MAX_USER_RANGE_NAMES:
+                key = (side, "(other ranges)")
+                a = self.u_agg.get(key)
+            if a is None:
+                a = self.u_agg[(side, self._s(key[1]))] = [0, 0, 0, tt[0]]
+        a[0] += 1
+        a[1] += tt[1]
+        if tt[1] > a[2]:
+            a[2] = tt[1]
+        if tt[0] < a[3]:
+            a[3] = tt[0]
 
     def _hta_row(self, role: str, e, name: str, a=None) -> None:
         """One ``hta_events`` row (module doc); a = the event's decoded hta args (None: no stream/correlation)."""
@@ -1443,6 +1477,17 @@ class _Collector:
             out["steps"] = pd.DataFrame({"step": g.index.to_numpy(np.int64), "ts_ns": g["ts_ns"].to_numpy(np.int64),
                                          "dur_ns": (g["end"] - g["ts_ns"]).to_numpy(np.int64)})
             self._check_times(out, from_ns, only="steps")
+        if self.u_agg:  # after the time checks (aggregates, not per-event rows): ts_ns = the first occurrence's
+            # start (the run origin leaves this table out: a range that wraps the trace does not move it)
+            keys = list(self.u_agg)
+            vals = np.array([self.u_agg[k] for k in keys], dtype=np.int64).reshape(-1, 4)
+            div = NS_PER_US if from_ns else 1
+            order = np.argsort(vals[:, 3], kind="stable")
+            vals = vals[order]
+            out["user_ranges"] = pd.DataFrame({
+                "side": [keys[i][0] for i in order], "name": [keys[i][1] for i in order], "count": vals[:, 0],
+                "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div})
+            self.u_agg = {}
         return {k: v for k, v in out.items() if not v.empty}
 
     def _check_times(self, out: dict, from_ns: bool, only: str | None = None) -> None:

@@ -71,6 +71,7 @@ FILE_PATTERNS: dict[str, re.Pattern] = {
     "op_intermediate_detail": re.compile(rf"^aicore_intermediate_{_ID}_detail\.csv$"),
     "op_intermediate_type": re.compile(rf"^aicore_intermediate_{_ID}_type\.csv$"),
     "framework_raw": re.compile(rf"^framework_raw_{_ID}\.csv$"),
+    "dynamic_shape": re.compile(rf"^dynamic_shape_info_{_ID}\.json$"),
 }
 
 _BASE_COLUMNS = (
@@ -110,6 +111,7 @@ EXTRA_PARSERS = {
     "flops_detail": "reportgen.readers.mindinsight_flops:parse_flops_detail",
     "parallel_strategy": "reportgen.readers.mindinsight_strategy:parse_parallel_strategy",
     "timeline_display": "reportgen.readers.mindinsight_timeline:parse_timeline_display",
+    "dynamic_shape": "reportgen.readers.mindinsight:parse_dynamic_shape",
 }
 
 
@@ -118,7 +120,49 @@ EXTRA_PARSERS = {
 #: ``comm_ops`` / ``comm_rank_step`` / ``comm_rank_avg`` / ``comm_links_local``, are made by readers/comm.py)
 HCCL_CANONICAL: dict[str, str] = {}
 #: canonical tables the extra parsers write (no family prefix)
-CANONICAL_TABLES = frozenset({*HCCL_CANONICAL.values(), "strategy_ops", "strategy_pairs"})
+CANONICAL_TABLES = frozenset({*HCCL_CANONICAL.values(), "strategy_ops", "strategy_pairs", "op_type_steps"})
+
+
+#: operator types kept per rank in op_type_steps (the most time; the rest summed as "(other types)")
+MAX_DYNAMIC_TYPES = 50
+
+
+def parse_dynamic_shape(path, rank: int, problems: list) -> dict[str, pd.DataFrame]:
+    """``dynamic_shape_info_{rank}.json`` (MindSpore's dynamic-shape profile: ``operator`` = {step: [{step, op_side,
+    op_type, op_name, dur (us), shape_info}]}) -> ``op_type_steps``: per step and operator type the calls and summed
+    time (the per-iteration op time of a dynamic-shape network; the kernel part of the file is not read)."""
+    from ._files import read_json
+
+    try:
+        d = read_json(path)
+    except InputError as exc:
+        problems.append((str(path), exc.problem + "; file skipped"))
+        return {}
+    ops = d.get("operator") if isinstance(d, dict) else None
+    if not isinstance(ops, dict):
+        problems.append((str(path), "no operator object (not a dynamic shape profile); file skipped"))
+        return {}
+    rows, bad = [], 0
+    for key, items in list(ops.items())[:100_000]:
+        for it in items if isinstance(items, list) else []:
+            step = limits.as_int(it.get("step", key)) if isinstance(it, dict) else None
+            dur = it.get("dur") if isinstance(it, dict) else None
+            if step is None or isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur < 8.64e10:
+                bad += 1
+                continue
+            rows.append((step, limits.cap_text(str(it.get("op_type", "")), 200), dur / 1000.0))
+    if bad:
+        problems.append((str(path), f"{bad} operator record(s) without a step or a duration skipped"))
+    if not rows:
+        return {}
+    df = pd.DataFrame(rows, columns=["step", "op_type", "dur_ms"])
+    top = df.groupby("op_type")["dur_ms"].sum().nlargest(MAX_DYNAMIC_TYPES).index
+    df.loc[~df["op_type"].isin(top), "op_type"] = "(other types)"
+    out = df.groupby(["step", "op_type"], as_index=False).agg(count=("dur_ms", "size"), total_ms=("dur_ms", "sum"))
+    out.insert(0, "rank", rank)
+    out["step"] = out["step"].astype("int64")
+    out["count"] = out["count"].astype("int64")
+    return {"op_type_steps": out}
 
 
 def _hccl_table(name: str) -> str:

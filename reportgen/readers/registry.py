@@ -245,6 +245,7 @@ _MINDDATA = {
     "minddata_queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt "
                       "(data_process=True)",
     "minddata_stages": "dataset.csv (dataset_<rank>.csv in the MindSpore Insight layout; data_process=True)",
+    "host_cpu": "minddata_cpu_utilization_<rank>.json (data_process=True)",
 }
 
 _MI_GIVES = {
@@ -259,6 +260,7 @@ _MI_GIVES = {
     "op_flops": "flops_<rank>.txt (FLOPs collection)",
     "rank_flops": "flops_summary_<rank>.json (FLOPs collection)",
     "memory_peaks": "memory_usage_summary_<rank>.json (profile_memory=True)",
+    "op_type_steps": "dynamic_shape_info_<rank>.json (a dynamic-shape network profiled)",
     "strategy_ops": "parallel_strategy_<rank>.json with profiler_info_<rank>.json (a semi_auto_parallel / "
                     "auto_parallel / data_parallel graph-mode job)",
     **_MINDDATA,
@@ -279,6 +281,11 @@ _ASCEND_GIVES = {
     "memory_samples": "memory_record.csv / npu_module_mem.csv (profile_memory=True)",
     "groups": "profiler_metadata.json with parallel_group_info (a profiler of distributed training that records "
               "its process groups)",
+    "device_ops.launch_delay_ms": "the HostToDevice flow events of trace_view.json (torch_npu, profiler_level Level1 "
+                                  "or higher)",
+    "host_api": "ASCEND_PROFILER_OUTPUT/api_statistic.csv (profiler_level Level1 or higher)",
+    "kernels.cube_util_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
+    "kernels.aic_mac_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
     **_MINDDATA,
 }
 
@@ -308,6 +315,8 @@ _KINETO_GIVES = {
     "op_flops": "a trace recorded with record_shapes=True (aten mm/addmm/bmm/baddbmm/matmul/linear/conv ops)",
     "memory_samples": "[memory] events (profile_memory=True)",
     "groups": "the trace's distributedInfo with pg_config",
+    "user_ranges": "record_function / NVTX ranges in the trace (user_annotation, gpu_user_annotation)",
+    "gpu_ops.launch_ts_ns": "GPU kernels with their runtime launch calls (cuda_runtime events with correlation ids)",
 }
 
 # --------------------------------------------------------------------------- the registry

@@ -1,0 +1,453 @@
+"""Host side and scheduling: what the host (the training script, the framework, the runtime) spends and makes the
+device wait for. Each part reads its own canonical table and says "not in this run" when the run lacks it.
+
+Sources and definitions:
+
+* User ranges (table ``user_ranges``: ``record_function`` / NVTX ranges, mstx ranges): per rank and name the count,
+  total, mean (= total / count) and longest occurrence. The rank spread of a name is the largest per-rank mean over
+  the median of the per-rank means (1 = every rank alike); the slowest rank is the one with that largest mean. HTA's
+  ``get_gpu_user_annotation_breakdown`` is the peer (sum / max / mean per name; the HTA research notes §1.4); the
+  rank spread is ours.
+* Launch delay (table ``gpu_ops`` with ``launch_ts_ns``: the runtime call with the kernel's correlation id): the
+  device start of a kernel minus the start of its launch call (ns on one clock). HTA's
+  ``get_cuda_kernel_launch_stats`` subtracts the call's end instead (``max(0, gpu.ts - (cpu.ts + cpu.dur))``): ours
+  is larger by the call's duration. Per rank the median, p90 and largest. Host-bound idle: per rank and stream the
+  kernels in start order, the gap before each kernel = its start - the previous kernel's end on that stream; the gap
+  is host-bound when the launch call started after the previous kernel ended (the stream had drained: the device
+  waited for the host), HTA's ``host_wait`` rule of ``get_idle_time_breakdown`` (§1.5). Share = host-bound gaps /
+  all gaps, summed over the rank's streams.
+* All-to-all balance (table ``comm_ops``, ``op_type == "alltoall"`` with ``size_mb``): per rank and step the bytes
+  sent by all-to-all ops; per step the imbalance = max over ranks / mean over ranks (1 = balanced); the run's
+  imbalance is the largest of its steps. The peer is msprof-analyze's ``ep_load_balance`` recipe (expert-parallel
+  MoE load: tokens per expert and rank); the all-to-all bytes carry the same imbalance when each token's bytes are
+  equal.
+* AI Core PMU per op type (``kernels`` with ``cube_util_ratio`` / ``aic_*`` / ``aiv_*``, kernel_details.csv with
+  aic_metrics=PipeUtilization): per op type the duration-weighted mean of each ratio over the kernels that ran on
+  that core (the ``aic_*`` ratios over kernels not on the vector core, ``aiv_*`` over kernels not on the cube core:
+  the profiler writes 0 for the core a kernel did not use).
+* Host API time (``host_api``: api_statistic.csv, the CANN layer's own summary): the APIs with the most host time,
+  per rank, as written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import charts as vl
+from .. import fmt, palette
+from ..charts import to_spec
+from ..errors import Unavailable
+from ..model import Run
+from ..report import Analysis, Column, Figure, Finding, Table, View
+from . import needs_reason, sources
+
+ID = "host"
+TITLE = "Host side and scheduling"
+#: any one part's table (each part's own requirement is in PARTS)
+NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "device_ops.launch_delay_ms", "comm_ops.size_mb", "kernels.cube_util_ratio",
+          "kernels.aic_mac_ratio", "host_api", "op_type_steps", "host_cpu"),)
+#: each part: (key, the table or column it reads, what it shows)
+PARTS = [
+    ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
+    ("launch", "gpu_ops.launch_ts_ns or device_ops.launch_delay_ms", "launch delay and host-bound device idle time"),
+    ("alltoall", "comm_ops.size_mb", "all-to-all (MoE expert) load balance"),
+    ("pmu", "kernels.cube_util_ratio", "AI Core PMU utilisation per op type"),
+    ("api", "host_api", "host API (CANN) time"),
+    ("dynamic", "op_type_steps", "per-iteration op time by operator type (dynamic shape)"),
+    ("cpu", "host_cpu", "the host's CPU utilisation"),
+]
+#: operator types drawn in the per-iteration chart
+CHART_TYPES = 8
+#: names of user ranges shown (the most total time over all ranks); rows of the per-rank table
+TOP_RANGES = 30
+MAX_RANGE_ROWS = 3000
+#: ranks in a chart (the tables have every rank)
+CHART_RANKS = 128
+#: APIs per rank in the host API table
+TOP_APIS = 10
+#: (no finding on the user ranges' spread: in clean runs a range that holds a collective differs 2x between ranks,
+#: the waiting rank's; the heatmap and the table show the spread, the diagnosis names slow ranks)
+#: an all-to-all step imbalance (max / mean over ranks) above this is a finding (ours; msprof-analyze's recipe
+#: shows the load and sets no threshold)
+ALLTOALL_IMBALANCE = 1.5
+#: int64 max: a gpu op without a launch call (the readers' NO_LAUNCH, schema gpu_ops.launch_ts_ns)
+NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def user_ranges(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per rank, side and name: count, total_ms, mean_ms, max_ms; per side and name: ranks, total_ms, the per-rank
+    means' median and max, the slowest rank, spread = max / median), module doc."""
+    per = df.groupby(["side", "name", "rank"], sort=False, as_index=False).agg(
+        count=("count", "sum"), total_ms=("total_ms", "sum"), max_ms=("max_ms", "max"))
+    per["mean_ms"] = per["total_ms"] / per["count"].where(per["count"] > 0)
+    g = per.groupby(["side", "name"], sort=False)
+    by = g.agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ms=("total_ms", "sum"),
+               median_mean_ms=("mean_ms", "median"), max_mean_ms=("mean_ms", "max")).reset_index()
+    slow = per.loc[g["mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
+    by = by.merge(slow.rename(columns={"rank": "slowest_rank"}), on=["side", "name"], how="left")
+    by["spread_ratio"] = by["max_mean_ms"] / by["median_mean_ms"].where(by["median_mean_ms"] > 0)
+    # the time the slowest rank spends in the range beyond the median rank's mean (its occurrences x the difference)
+    occ = per.set_index(["side", "name", "rank"])["count"]
+    n = [occ.get((s, nm, r), 0) for s, nm, r in zip(by["side"], by["name"], by["slowest_rank"])]
+    by["excess_ms"] = (by["max_mean_ms"] - by["median_mean_ms"]) * np.asarray(n, dtype=float)
+    by = by.sort_values(["total_ms", "name"], ascending=[False, True]).reset_index(drop=True)
+    return per, by
+
+
+def launches(run: Run) -> pd.DataFrame | None:
+    """The device tasks with a launch: rank, stream, start_ms, end_ms, delay_ms (device start - host launch, >= 0),
+    from ``gpu_ops.launch_ts_ns`` or ``device_ops.launch_delay_ms``; None without any."""
+    gpu = run.table("gpu_ops")
+    if gpu is not None and "launch_ts_ns" in gpu:
+        g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
+        if not g.empty:
+            delay = (g["ts_ns"].to_numpy(np.int64) - g["launch_ts_ns"].to_numpy(np.int64)) / 1e6
+            return pd.DataFrame({"rank": g["rank"].to_numpy(), "stream": g["stream"].astype(str).to_numpy(),
+                                 "start_ms": g["start_ms"].to_numpy(float), "end_ms": g["end_ms"].to_numpy(float),
+                                 "delay_ms": np.maximum(delay, 0.0)})
+    dev = run.table("device_ops")
+    if dev is not None and "launch_delay_ms" in dev and dev["launch_delay_ms"].notna().any():
+        d = dev[dev["launch_delay_ms"].notna()]
+        return pd.DataFrame({"rank": d["rank"].to_numpy(), "stream": d["stream"].astype(str).to_numpy(),
+                             "start_ms": d["start_ms"].to_numpy(float),
+                             "end_ms": (d["start_ms"] + d["dur_ms"]).to_numpy(float),
+                             "delay_ms": np.maximum(d["launch_delay_ms"].to_numpy(float), 0.0)})
+    return None
+
+
+def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: tasks with a launch, median / p90 / max launch delay, idle, host-bound idle and its share (module
+    doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
+    g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
+    start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
+    key = g["rank"].astype(str) + "\0" + g["stream"].astype(str)
+    # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
+    prev = pd.Series(end).groupby(key.to_numpy()).cummax().groupby(key.to_numpy()).shift(1).to_numpy()
+    has = ~np.isnan(prev)
+    gap = np.where(has, np.maximum(start - np.nan_to_num(prev), 0.0), 0.0)
+    host = has & (start - delay > np.nan_to_num(prev, nan=np.inf))  # launched after the stream drained
+    t = pd.DataFrame({"rank": g["rank"].to_numpy(), "delay_ms": delay, "gap_ms": gap,
+                      "host_gap_ms": np.where(host, gap, 0.0)})
+    q = t.groupby("rank")
+    per = q.agg(kernels=("delay_ms", "size"), delay_median_ms=("delay_ms", "median"),
+                delay_p90_ms=("delay_ms", lambda x: float(np.percentile(x, 90))), delay_max_ms=("delay_ms", "max"),
+                idle_ms=("gap_ms", "sum"), host_idle_ms=("host_gap_ms", "sum")).reset_index()
+    per["host_idle_ratio"] = per["host_idle_ms"] / per["idle_ms"].where(per["idle_ms"] > 0)
+    return per
+
+
+def alltoall_balance(comm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(per step: ranks, max / mean MB over ranks, imbalance; per rank: MB per step mean and its ratio to the mean
+    rank) of the all-to-all ops with a size, or None without any (module doc)."""
+    a = comm[(comm["op_type"] == "alltoall") & comm["size_mb"].notna()]
+    if a.empty:
+        return None
+    rs = a.groupby(["step", "rank"], as_index=False)["size_mb"].sum()
+    steps = rs.groupby("step").agg(ranks=("rank", "nunique"), mean_mb=("size_mb", "mean"),
+                                   max_mb=("size_mb", "max")).reset_index()
+    steps["imbalance_ratio"] = steps["max_mb"] / steps["mean_mb"].where(steps["mean_mb"] > 0)
+    per = rs.groupby("rank", as_index=False)["size_mb"].mean().rename(columns={"size_mb": "mb_per_step"})
+    per["ratio_to_mean"] = per["mb_per_step"] / per["mb_per_step"].mean() if per["mb_per_step"].mean() > 0 \
+        else np.nan
+    return steps, per
+
+
+#: PMU columns: (kernels column, label, the core the profiler leaves at 0 for it)
+PMU = [("cube_util_ratio", "Cube utilisation", "AI_VECTOR_CORE"), ("aic_mac_ratio", "Cube MAC busy", "AI_VECTOR_CORE"),
+       ("aic_mte2_ratio", "Cube MTE2 busy", "AI_VECTOR_CORE"), ("aiv_vec_ratio", "Vector busy", "AI_CORE"),
+       ("aiv_mte2_ratio", "Vector MTE2 busy", "AI_CORE")]
+
+
+def pmu_by_type(k: pd.DataFrame) -> pd.DataFrame | None:
+    """Per op type: kernels, total time and the duration-weighted mean of each PMU ratio (module doc)."""
+    cols = [c for c, _, _ in PMU if c in k and k[c].notna().any()]
+    if not cols:
+        return None
+    k = k[k[[*cols]].notna().any(axis=1)]
+    out = k.groupby("type").agg(kernels=("dur_ms", "size"), total_ms=("dur_ms", "sum"))
+    core = k["core"].astype(str)
+    for c, _, other in PMU:
+        if c not in cols:
+            continue
+        ok = k[c].notna() & (core != other)
+        w = k["dur_ms"].where(ok, 0.0)
+        num = (k[c].fillna(0) * w).groupby(k["type"]).sum()
+        den = w.groupby(k["type"]).sum()
+        out[c] = num / den.where(den > 0)
+    return out.reset_index().sort_values(["total_ms", "type"], ascending=[False, True]).reset_index(drop=True)
+
+
+def op_type_steps(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per step and op type: time per step, mean over ranks; per op type: steps, mean / min / max time per step and
+    the spread max / min): how each operator type's time changes from one iteration to the next."""
+    per = df.groupby(["step", "op_type"], as_index=False).agg(total_ms=("total_ms", "mean"),
+                                                               count=("count", "mean"))
+    by = per.groupby("op_type").agg(steps=("step", "nunique"), mean_ms=("total_ms", "mean"),
+                                    min_ms=("total_ms", "min"), max_ms=("total_ms", "max")).reset_index()
+    by["spread_ratio"] = by["max_ms"] / by["min_ms"].where(by["min_ms"] > 0)
+    return per, by.sort_values(["mean_ms", "op_type"], ascending=[False, True]).reset_index(drop=True)
+
+
+def analyze(run: Run, options=None) -> Analysis:
+    tables, metrics, data = {}, {}, {"missing": []}
+    have = []
+    u = run.table("user_ranges")
+    if u is not None and not u.empty:
+        per, by = user_ranges(u)
+        top = by.head(TOP_RANGES)
+        tables["ranges"] = top
+        keep = per.merge(top[["side", "name"]], on=["side", "name"])
+        tables["ranges_per_rank"] = keep.sort_values(["name", "side", "rank"]).head(MAX_RANGE_ROWS) \
+            .reset_index(drop=True)
+        metrics["user_range_names"] = int(len(by))
+        metrics["user_range_spread_ratio_max"] = float(top["spread_ratio"].max()) if top["spread_ratio"].notna().any() \
+            else None
+        have.append("ranges")
+    tasks = launches(run)
+    if tasks is not None:
+        lp = launch_stats(tasks)
+        tables["launch"] = lp
+        metrics["launch_delay_median_ms"] = float(lp["delay_median_ms"].median())
+        metrics["launch_delay_p90_ms_max"] = float(lp["delay_p90_ms"].max())
+        metrics["host_idle_ratio_mean"] = float(lp["host_idle_ratio"].mean()) if lp["host_idle_ratio"].notna().any() \
+            else None
+        have.append("launch")
+    comm = run.table("comm_ops")
+    if comm is not None and "size_mb" in comm:
+        bal = alltoall_balance(comm)
+        if bal is not None:
+            tables["alltoall_steps"], tables["alltoall_ranks"] = bal
+            metrics["alltoall_imbalance_ratio"] = float(bal[0]["imbalance_ratio"].max())
+            have.append("alltoall")
+    k = run.table("kernels")
+    if k is not None:
+        p = pmu_by_type(k)
+        if p is not None:
+            tables["pmu"] = p
+            have.append("pmu")
+    api = run.table("host_api")
+    if api is not None and not api.empty:
+        a = api.sort_values(["rank", "total_ms"], ascending=[True, False]).groupby("rank").head(TOP_APIS)
+        tables["api"] = a.reset_index(drop=True)
+        metrics["host_api_ms_per_rank"] = float(api.groupby("rank")["total_ms"].sum().mean())
+        have.append("api")
+    dyn = run.table("op_type_steps")
+    if dyn is not None and not dyn.empty:
+        tables["dynamic_steps"], tables["dynamic"] = op_type_steps(dyn)
+        have.append("dynamic")
+    cpu = run.table("host_cpu")
+    if cpu is not None and not cpu.empty:
+        tables["cpu"] = cpu.sort_values("rank").reset_index(drop=True)
+        metrics["host_cpu_busy_ratio_mean"] = float((cpu["user_ratio"] + cpu["sys_ratio"]).mean())
+        have.append("cpu")
+    if not have:
+        raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
+    metrics["parts"] = have
+    # the parts the run lacks, with what the run's own profiler would need to give them (none: just the part)
+    data["missing"] = [f"{what} ({src})" if (src := " or ".join(x for x in (sources(options, i, own=True)
+                                                                           for i in item.split(" or ")) if x))
+                       else what for key, item, what in PARTS if key not in have]
+    if "alltoall" not in have and comm is not None and "size_mb" in comm and comm["size_mb"].notna().any():
+        data["missing"] = [f"{PARTS[2][2]} (the communication has no all-to-all op)" if x.startswith(PARTS[2][2])
+                           else x for x in data["missing"]]
+    a = Analysis(metrics=metrics, tables=tables, data=data)
+    a.findings = _findings(a)
+    return a
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    out = []
+    s = a.tables.get("alltoall_steps")
+    if s is not None and a.metrics.get("alltoall_imbalance_ratio", 0) > ALLTOALL_IMBALANCE:
+        ranks = a.tables["alltoall_ranks"].sort_values("ratio_to_mean", ascending=False)
+        top = int(ranks.iloc[0]["rank"])
+        out.append(Finding(
+            "alltoall_imbalance", "medium", ID,
+            f"All-to-all traffic is unbalanced: in the worst step the busiest rank moves "
+            f"{a.metrics['alltoall_imbalance_ratio']:.2f}x the mean rank's bytes (rank {top} the most over the run); "
+            "with expert parallelism, its experts get more tokens than the others.",
+            ranks=[top], evidence={"metric": "alltoall_imbalance_ratio", "value": a.metrics["alltoall_imbalance_ratio"],
+                                   "reference": ALLTOALL_IMBALANCE},
+            suggestion="Balance the expert load (an auxiliary load-balancing loss, a capacity factor, or placing the "
+                       "hot experts on more ranks).", figure="host-alltoall"))
+    return out
+
+
+def present(a: Analysis) -> View:
+    t, m = a.tables, a.metrics
+    figures, tables, parts = [], [], []
+    if "ranges" in t:
+        r = t["ranges"]
+        worst = r[(r["ranks"] > 1) & (r["excess_ms"] > 0)].sort_values("excess_ms", ascending=False).head(1)
+        parts.append(f"{count_text(m['user_range_names'], 'user range name')}"
+                     + (f"; the most time beyond the median rank is in {worst.iloc[0]['name']} on rank "
+                        f"{int(worst.iloc[0]['slowest_rank'])} ({fmt.ms(worst.iloc[0]['excess_ms'])}, "
+                        f"{worst.iloc[0]['spread_ratio']:.2f}x the median rank's mean)" if not worst.empty else ""))
+        tables.append(Table.from_frame(
+            "host-ranges-table", "User ranges: the rank spread of each name", r,
+            [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("ranks", "Ranks", "int"),
+             Column("count", "Occurrences", "int"), Column("total_ms", "Total (all ranks)", "ms"),
+             Column("median_mean_ms", "Mean per occurrence, median rank", "ms"),
+             Column("max_mean_ms", "Mean per occurrence, slowest rank", "ms"),
+             Column("slowest_rank", "Slowest rank", "rank"), Column("spread_ratio", "Spread (slowest / median)",
+                                                                     "float"),
+             Column("excess_ms", "Extra time on the slowest rank", "ms")],
+            caption=f"record_function / NVTX / mstx ranges, the {TOP_RANGES} names with the most time (the profiler's "
+                    "step marks and collective spans left out). Spread = the slowest rank's mean over the median "
+                    "rank's mean (1 = alike); extra time = its occurrences on the slowest rank x (its mean there - the median "
+                    "rank's mean). Host: the CPU span; device: its span on the device's timeline."))
+        tables.append(Table.from_frame(
+            "host-ranges-ranks", "User ranges per rank", t["ranges_per_rank"],
+            [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("rank", "Rank", "rank"),
+             Column("count", "Occurrences", "int"), Column("total_ms", "Total", "ms"),
+             Column("mean_ms", "Mean", "ms"), Column("max_ms", "Longest", "ms")],
+            caption="Per rank and name (HTA's user annotation breakdown per rank)."))
+        figures.append(_ranges_heatmap(t["ranges_per_rank"], r))
+    if "launch" in t:
+        lp = t["launch"]
+        parts.append(f"kernels start {fmt.ms(m['launch_delay_median_ms'])} after their launch call (median over "
+                     "ranks of the rank medians)"
+                     + (f", {fmt.percent(m['host_idle_ratio_mean'])} of the device's idle time is spent waiting for "
+                        "the host to launch" if m.get("host_idle_ratio_mean") is not None else ""))
+        tables.append(Table.from_frame(
+            "host-launch-table", "Kernel launch delay and host-bound idle time per rank", lp,
+            [Column("rank", "Rank", "rank"), Column("kernels", "Kernels with a launch call", "int"),
+             Column("delay_median_ms", "Launch delay, median", "ms"), Column("delay_p90_ms", "Launch delay, p90", "ms"),
+             Column("delay_max_ms", "Launch delay, largest", "ms"), Column("idle_ms", "Idle between kernels", "ms"),
+             Column("host_idle_ms", "Idle waiting for the host", "ms"),
+             Column("host_idle_ratio", "Host-bound share of idle", "ratio")],
+            caption="Launch delay = kernel start - start of its runtime launch call (the flow lines of a trace "
+                    "viewer; HTA subtracts the call's end instead). Host-bound: the gap before a kernel on its stream "
+                    "when the launch call came after the stream drained (HTA's host_wait rule)."))
+        figures.append(_launch_bars(lp.sort_values("rank").head(CHART_RANKS)))
+    if "alltoall_steps" in t:
+        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {m['alltoall_imbalance_ratio']:.2f}")
+        tables.append(Table.from_frame(
+            "host-alltoall-table", "All-to-all bytes per rank", t["alltoall_ranks"],
+            [Column("rank", "Rank", "rank"), Column("mb_per_step", "All-to-all bytes per step", "mb"),
+             Column("ratio_to_mean", "Ratio to the mean rank", "float")],
+            caption="Bytes sent by the all-to-all ops per rank, mean over steps (the expert-parallel load: "
+                    "msprof-analyze's ep_load_balance is the peer)."))
+        figures.append(_alltoall_bars(t["alltoall_ranks"].sort_values("rank").head(CHART_RANKS)))
+    if "pmu" in t:
+        p = t["pmu"]
+        cols = [Column("type", "Op type", "text"), Column("kernels", "Kernels", "int"),
+                Column("total_ms", "Total time", "ms")]
+        cols += [Column(c, label, "ratio") for c, label, _ in PMU if c in p]
+        tables.append(Table.from_frame(
+            "host-pmu", "AI Core PMU utilisation per op type", p, cols,
+            caption="Duration-weighted mean over the op type's kernels (kernel_details.csv PMU columns); cube ratios "
+                    "over kernels on the cube core, vector ratios over kernels on the vector core. Low cube "
+                    "utilisation of a matmul/conv type means it waits for data (MTE2) or is too small."))
+    if "api" in t:
+        parts.append(f"the CANN APIs take {fmt.ms(m['host_api_ms_per_rank'])} of host time per rank")
+        tables.append(Table.from_frame(
+            "host-api", "Host API time (CANN) per rank", t["api"],
+            [Column("rank", "Rank", "rank"), Column("level", "Level", "text"), Column("api", "API", "text"),
+             Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("avg_ms", "Mean", "ms"),
+             Column("max_ms", "Longest", "ms")],
+            caption=f"api_statistic.csv as written: the {TOP_APIS} APIs with the most host time per rank (a "
+                    "synchronize call's time is the host waiting for the device)."))
+    if "dynamic" in t:
+        d = t["dynamic"]
+        if d["spread_ratio"].notna().any():
+            w = d.loc[d["spread_ratio"].idxmax()]
+            parts.append(f"an operator type's time per iteration varies up to {w['spread_ratio']:.2f}x "
+                         f"({w['op_type']})")
+        tables.append(Table.from_frame(
+            "host-dynamic", "Operator time per iteration, by operator type", d,
+            [Column("op_type", "Op type", "text"), Column("steps", "Steps", "int"),
+             Column("mean_ms", "Per step, mean", "ms"), Column("min_ms", "Per step, least", "ms"),
+             Column("max_ms", "Per step, most", "ms"), Column("spread_ratio", "Most / least", "float")],
+            caption="From the dynamic-shape profile (dynamic_shape_info_<rank>.json): each type's summed time per "
+                    "step (mean over ranks). With dynamic shapes an op type whose time changes between steps is "
+                    "recompiled or runs on new shapes."))
+        figures.append(_dynamic_lines(t["dynamic_steps"], d))
+    if "cpu" in t:
+        parts.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        tables.append(Table.from_frame(
+            "host-cpu", "Host CPU utilisation per rank", t["cpu"],
+            [Column("rank", "Rank", "rank"), Column("samples", "Samples", "int"),
+             Column("user_ratio", "User", "ratio"), Column("sys_ratio", "System", "ratio"),
+             Column("io_ratio", "I/O wait", "ratio"), Column("idle_ratio", "Idle", "ratio"),
+             Column("processors", "Processors", "int")],
+            caption="Mean over the dataset profiler's samples of the whole host's CPU (its device_info; as "
+                    "written). A busy host slows the input pipeline and the launches."))
+    notes = []
+    if a.data.get("missing"):
+        notes.append("Not in this run: " + "; ".join(a.data["missing"]) + ".")
+    summary = "; ".join(parts)
+    return View(summary=(summary[:1].upper() + summary[1:] + ".") if summary else "", figures=figures,
+                tables=tables, notes=notes)
+
+
+def count_text(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
+    names = by.head(20)[["side", "name"]]
+    d = per.merge(names, on=["side", "name"])
+    d = d[d["rank"].isin(sorted(d["rank"].unique())[:CHART_RANKS])]
+    d = d.assign(label=np.where(d["side"] == "device", d["name"] + " (device)", d["name"]),
+                 rel=d["mean_ms"] / d.groupby(["side", "name"])["mean_ms"].transform("median"))
+    unit, factor = fmt.unit_for("ms", d["mean_ms"])
+    chart = vl.in_unit(vl.Chart(d[["rank", "label", "mean_ms", "rel", "count"]]), factor, "mean_ms").mark_rect().encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("label:N", title=None, sort=list(dict.fromkeys(np.where(names["side"] == "device",
+                                                                     names["name"] + " (device)", names["name"])))),
+        color=vl.Color("rel:Q", title="Mean / median rank", scale=vl.diverging([0.5, 1, 2])),
+        tooltip=[vl.Tooltip("label:N", title="Range"), vl.Tooltip("rank:O", title="Rank"),
+                 vl.tip("mean_ms_u", "Mean", unit), vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
+                 vl.Tooltip("count:Q", title="Occurrences")])
+    return Figure("host-ranges", "User ranges: mean time per occurrence, relative to the median rank",
+                  to_spec(vl.fit(chart, max(120, 18 * len(names)))),
+                  caption="Each cell is a range's mean on a rank over the median rank's (1 = alike; a range slow on "
+                          "one rank stands out in its row). The 20 names with the most time, the first 128 ranks.",
+                  alt="Heatmap of user range time per rank relative to the median rank")
+
+
+def _launch_bars(lp: pd.DataFrame) -> Figure:
+    d = lp[["rank", "delay_median_ms", "delay_p90_ms", "host_idle_ratio"]]
+    unit, factor = fmt.unit_for("ms", d["delay_p90_ms"])
+    base = vl.in_unit(vl.Chart(d), factor, "delay_median_ms", "delay_p90_ms")
+    x = vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True))
+    bars = base.mark_bar(color=palette.ROLE["free"]).encode(
+        x=x, y=vl.Y("delay_p90_ms_u:Q", axis=vl.Axis(**vl.axis("Launch delay", unit))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("delay_median_ms_u", "Median", unit),
+                 vl.tip("delay_p90_ms_u", "p90", unit),
+                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=".1%")])
+    ticks = base.mark_tick(color=palette.ROLE["wait"], thickness=2).encode(x=x, y="delay_median_ms_u:Q")
+    return Figure("host-launch", "Kernel launch delay per rank", to_spec(vl.fit(bars + ticks, 200)),
+                  caption="Bars: p90 of the launch delay; red ticks: median (kernel start - launch call start). The first "
+                          "128 ranks; the table has every rank and the host-bound share of idle time.",
+                  alt="Bars of the p90 kernel launch delay per rank with the median as ticks")
+
+
+def _alltoall_bars(per: pd.DataFrame) -> Figure:
+    unit, factor = fmt.unit_for("mb", per["mb_per_step"])
+    chart = vl.in_unit(vl.Chart(per[["rank", "mb_per_step", "ratio_to_mean"]]), factor, "mb_per_step").mark_bar(
+        color=palette.ROLE["comm"]).encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("mb_per_step_u:Q", axis=vl.Axis(**vl.axis("All-to-all bytes per step", unit))),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("mb_per_step_u", "Per step", unit),
+                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=".2f")])
+    return Figure("host-alltoall", "All-to-all bytes per rank", to_spec(vl.fit(chart, 200)),
+                  caption="Mean per step; a balanced expert-parallel run has bars of one height.",
+                  alt="Bars of all-to-all bytes per rank")
+
+
+def _dynamic_lines(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
+    types = by["op_type"].head(CHART_TYPES).tolist()
+    d = per[per["op_type"].isin(types)][["step", "op_type", "total_ms"]]
+    unit, factor = fmt.unit_for("ms", d["total_ms"])
+    chart = vl.in_unit(vl.Chart(d), factor, "total_ms").mark_line(point=True).encode(
+        x=vl.X("step:O", title="Step", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
+        y=vl.Y("total_ms_u:Q", axis=vl.Axis(**vl.axis("Time in the step", unit))),
+        color=vl.identity_color("op_type", types, "Op type"),
+        tooltip=[vl.Tooltip("op_type:N", title="Op type"), vl.Tooltip("step:O", title="Step"),
+                 vl.tip("total_ms_u", "Time in the step", unit)])
+    return Figure("host-dynamic-steps", "Operator time per iteration", to_spec(vl.fit(chart, 220)),
+                  caption=f"The {CHART_TYPES} op types with the most time; summed per step, mean over ranks.",
+                  alt="Lines of operator time per step, one per operator type")

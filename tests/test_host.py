@@ -1,0 +1,262 @@
+"""Host side and scheduling (reportgen/sections/host.py): the math of each part on small tables, the readers that
+fill its tables (user ranges, HostToDevice flows, api_statistic, PMU columns, dynamic shape, host CPU), the raw
+PROF_* message, and one whole run (the Ascend level2 text fixture)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen import schema
+from reportgen.errors import InputError
+from reportgen.model import Run
+from reportgen.readers import read_run
+from reportgen.readers.ascend import parse_api_statistic, parse_kernel_details
+from reportgen.readers.ascend_trace import collect_tables
+from reportgen.readers.kineto_decode import decode_trace
+from reportgen.readers.mindinsight import parse_dynamic_shape
+from reportgen.sections import host, run_sections
+
+from conftest import fixture_dir, reference_file
+
+
+def _run(**tables) -> Run:
+    run = Run(name="t", source_format="test", source_path="t", ranks=sorted({int(r) for t in tables.values() for r in t["rank"]}))
+    run.tables.update(tables)
+    return run
+
+
+# --------------------------------------------------------------------------- user ranges
+
+
+def test_user_range_spread_names_the_slow_rank():
+    rows = [(r, "host", "layer1", 4, 4 * (30.0 if r == 3 else 10.0), 31.0) for r in range(4)]
+    rows += [(r, "host", "embed", 2, 2.0, 1.0) for r in range(4)]
+    df = pd.DataFrame(rows, columns=["rank", "side", "name", "count", "total_ms", "max_ms"])
+    per, by = host.user_ranges(df)
+    row = by.set_index("name").loc["layer1"]
+    assert row["slowest_rank"] == 3 and row["max_mean_ms"] == pytest.approx(30.0)
+    assert row["median_mean_ms"] == pytest.approx(10.0) and row["spread_ratio"] == pytest.approx(3.0)
+    assert by.set_index("name").loc["embed", "spread_ratio"] == pytest.approx(1.0)
+    assert per.set_index(["name", "rank"]).loc[("layer1", 3), "mean_ms"] == pytest.approx(30.0)
+    assert list(by["name"]) == ["layer1", "embed"]  # most total time first
+
+
+def test_kineto_user_annotations_become_user_ranges(tmp_path):
+    def ev(name, cat, ts, dur, **kw):
+        return {"ph": "X", "cat": cat, "name": name, "pid": kw.get("pid", 1), "tid": kw.get("tid", 1), "ts": ts,
+                "dur": dur, "args": kw.get("args", {})}
+    events = [ev("ProfilerStep#1", "user_annotation", 100, 100), ev("## forward ##", "user_annotation", 101, 10),
+              ev("## forward ##", "user_annotation", 150, 30), ev("gloo:all_reduce", "user_annotation", 190, 5),
+              ev("## forward ##", "gpu_user_annotation", 105, 12, pid=0, tid=7),
+              ev("aten::mm", "cpu_op", 102, 2)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    problems: list = []
+    u = decode_trace(p, problems).tables["user_ranges"].set_index(["side", "name"])
+    assert set(u.index) == {("host", "## forward ##"), ("device", "## forward ##")}  # no step mark, no gloo span
+    h = u.loc[("host", "## forward ##")]
+    assert h["count"] == 2 and h["total_ns"] == 40_000 and h["max_ns"] == 30_000 and h["ts_ns"] == 101_000
+    assert u.loc[("device", "## forward ##"), "total_ns"] == 12_000
+
+
+def test_user_range_names_past_the_cap_are_summed(tmp_path, monkeypatch):
+    from reportgen.readers import kineto_decode as kd
+
+    monkeypatch.setattr(kd, "MAX_USER_RANGE_NAMES", 1)  # 2 (side, name) keys, then one "(other ranges)" row
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"r{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 2}
+              for i in range(5)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    u = decode_trace(p, []).tables["user_ranges"].set_index("name")
+    assert list(u.index) == ["r0", "r1", "(other ranges)"]
+    assert u.loc["(other ranges)", "count"] == 3 and u.loc["(other ranges)", "total_ns"] == 6000
+
+
+# --------------------------------------------------------------------------- launch delay and host-bound idle
+
+
+def test_launch_stats_host_bound_gaps():
+    # one stream: k1 [0, 10); k2 launched at 12 (after k1 ended), starts 15: gap 5 host-bound;
+    # k3 launched at 11 (before k2 ended), starts 25 after k2 ends at 20: gap 5 not host-bound
+    tasks = pd.DataFrame({"rank": [0, 0, 0], "stream": ["7", "7", "7"], "start_ms": [0.0, 15.0, 25.0],
+                          "end_ms": [10.0, 20.0, 30.0], "delay_ms": [1.0, 3.0, 14.0]})
+    per = host.launch_stats(tasks).iloc[0]
+    assert per["kernels"] == 3 and per["delay_median_ms"] == pytest.approx(3.0)
+    assert per["delay_p90_ms"] == pytest.approx(np.percentile([1, 3, 14], 90))
+    assert per["idle_ms"] == pytest.approx(10.0) and per["host_idle_ms"] == pytest.approx(5.0)
+    assert per["host_idle_ratio"] == pytest.approx(0.5)
+
+
+def test_launch_stats_streams_are_separate_and_nested_tasks_leave_no_gap():
+    tasks = pd.DataFrame({"rank": [0, 0, 0, 0], "stream": ["a", "a", "a", "b"],
+                          "start_ms": [0.0, 1.0, 12.0, 5.0], "end_ms": [10.0, 2.0, 13.0, 6.0],
+                          "delay_ms": [0.0, 0.0, 0.5, 0.0]})
+    per = host.launch_stats(tasks).iloc[0]
+    # stream a: gap before the task at 12 counts from 10 (the longer task's end), launched at 11.5: host-bound 2
+    assert per["idle_ms"] == pytest.approx(2.0) and per["host_idle_ms"] == pytest.approx(2.0)
+
+
+def test_ascend_hostdevice_flows_give_launch_delay():
+    hw, cann = 2, 1
+    events = [
+        {"ph": "M", "name": "process_name", "pid": hw, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "process_name", "pid": cann, "args": {"name": "CANN"}},
+        {"ph": "M", "name": "thread_name", "pid": hw, "tid": 3, "args": {"name": "Stream 3"}},
+        {"ph": "X", "name": "MatMul", "pid": hw, "tid": 3, "ts": "1000.000", "dur": 5, "args": {"Task Type": "AI_CORE"}},
+        {"ph": "X", "name": "Add", "pid": hw, "tid": 3, "ts": "1010.500", "dur": 1, "args": {"Task Type": "AI_CORE"}},
+        {"ph": "s", "cat": "HostToDevice", "name": "HostToDevice9", "id": "9", "pid": cann, "tid": 4, "ts": "998.000"},
+        {"ph": "f", "cat": "HostToDevice", "name": "HostToDevice9", "id": "9", "pid": hw, "tid": 3, "ts": "1000.000",
+         "bp": "e"},
+    ]
+    out = collect_tables([events], 0, [], "t.json")
+    d = out["device_ops"].set_index("name")
+    assert d.loc["MatMul", "launch_delay_ms"] == pytest.approx(0.002)
+    assert np.isnan(d.loc["Add", "launch_delay_ms"])
+
+
+def test_level2_fixture_launch_delay_and_section():
+    root = fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level2")
+    run = read_run(root)
+    assert schema.check(run) == []
+    dev = run.table("device_ops")
+    assert dev["launch_delay_ms"].notna().sum() == 2 * 211  # every HostToDevice flow end on the hardware lanes
+    out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
+    assert out.status == "ok", out.reason
+    a = out.analysis
+    assert set(a.metrics["parts"]) == {"launch", "pmu", "api"}
+    lp = a.tables["launch"].set_index("rank")
+    assert lp.loc[0, "delay_median_ms"] == pytest.approx(0.659268, rel=1e-6)
+    pmu = a.tables["pmu"].set_index("type")
+    assert 0.6 < pmu.loc["Conv2D", "cube_util_ratio"] < 0.7 and np.isnan(pmu.loc["TransData", "cube_util_ratio"])
+    api = a.tables["api"]
+    assert api.groupby("rank").size().max() <= host.TOP_APIS
+    assert api.iloc[0]["api"] and a.metrics["host_api_ms_per_rank"] > 0
+    notes = " ".join(out.view.notes)
+    assert "Not in this run" in notes and "user ranges" in notes  # parts without data said, never "passed"
+
+
+def test_launch_delay_against_hta_launch_stats():
+    """HTA's launch_delay is kernel start - the launch call's END; ours from its start: ours = HTA's + cpu_duration
+    (HTA writes whole µs). Its idle-time breakdown calls the same gaps host_wait (HTA drops the last step)."""
+    run = read_run(fixture_dir("kineto", "hta_tests_data", "tests", "data", "nccl_parser_config"))
+    hta = pd.read_csv(reference_file("hta", "single_nccl_data", "cuda_kernel_launch_stats.csv"))
+    g = run.table("gpu_ops")
+    g = g[g["launch_ts_ns"] != host.NO_LAUNCH]
+    m = g[["correlation", "ts_ns", "launch_ts_ns"]].merge(hta, on="correlation")
+    assert len(m) == len(hta) == 2516
+    ours_us = (m["ts_ns"] - m["launch_ts_ns"]) / 1e3
+    assert ((ours_us - (m["launch_delay"] + m["cpu_duration"])).abs() <= 1.5).mean() > 0.995
+    per = host.launch_stats(host.launches(run)).iloc[0]
+    idle = pd.read_csv(reference_file("hta", "single_nccl_data", "idle_time_breakdown.csv"))
+    hta_share = idle.loc[idle["idle_category"] == "host_wait", "idle_time"].sum() / idle["idle_time"].sum()
+    assert per["host_idle_ratio"] == pytest.approx(hta_share, abs=0.01)
+
+
+# --------------------------------------------------------------------------- all-to-all balance
+
+
+def _comm(sizes: dict[int, list[float]]) -> pd.DataFrame:
+    rows = [(r, s, "collective", "alltoall", "alltoall", "g", 1.0, mb) for r, v in sizes.items()
+            for s, mb in enumerate(v, start=1)]
+    rows += [(r, 1, "collective", "allreduce", "allreduce", "g", 1.0, 999.0) for r in sizes]  # not all-to-all
+    return pd.DataFrame(rows, columns=["rank", "step", "kind", "op", "op_type", "group", "elapse_ms", "size_mb"])
+
+
+def test_alltoall_imbalance_and_finding():
+    comm = _comm({0: [10, 10], 1: [10, 10], 2: [10, 10], 3: [30, 10]})
+    steps, per = host.alltoall_balance(comm)
+    s = steps.set_index("step")
+    assert s.loc[1, "imbalance_ratio"] == pytest.approx(30 / 15) and s.loc[2, "imbalance_ratio"] == pytest.approx(1)
+    assert per.set_index("rank").loc[3, "mb_per_step"] == pytest.approx(20)
+    a = host.analyze(_run(comm_ops=comm))
+    assert a.metrics["alltoall_imbalance_ratio"] == pytest.approx(2.0)
+    f = [x for x in a.findings if x.id == "alltoall_imbalance"]
+    assert len(f) == 1 and f[0].ranks == [3]
+    balanced = host.analyze(_run(comm_ops=_comm({r: [10, 10] for r in range(4)})))
+    assert balanced.findings == [] and balanced.metrics["alltoall_imbalance_ratio"] == pytest.approx(1.0)
+
+
+def test_no_part_is_unavailable_and_no_alltoall_is_not_a_part():
+    comm = _comm({0: [], 1: []})
+    out = {o.id: o for o in run_sections(_run(comm_ops=comm), only=["host"])}["host"]
+    assert out.status == "unavailable" and "needs" in out.reason
+
+
+# --------------------------------------------------------------------------- PMU, host API
+
+
+def test_pmu_by_type_weights_by_duration_and_skips_the_other_core():
+    k = pd.DataFrame({"type": ["MatMul", "MatMul", "Add"], "core": ["AI_CORE", "AI_CORE", "AI_VECTOR_CORE"],
+                      "dur_ms": [1.0, 3.0, 2.0], "cube_util_ratio": [0.2, 0.6, 0.0],
+                      "aiv_vec_ratio": [0.0, 0.0, 0.4]})
+    p = host.pmu_by_type(k).set_index("type")
+    assert p.loc["MatMul", "cube_util_ratio"] == pytest.approx((0.2 * 1 + 0.6 * 3) / 4)
+    assert np.isnan(p.loc["Add", "cube_util_ratio"])  # the vector core's 0 is "not measured"
+    assert p.loc["Add", "aiv_vec_ratio"] == pytest.approx(0.4) and np.isnan(p.loc["MatMul", "aiv_vec_ratio"])
+
+
+def test_kernel_details_pmu_cells_out_of_range_are_nan_not_dropped(tmp_path):
+    p = tmp_path / "kernel_details.csv"
+    p.write_text("Name,Type,Accelerator Core,Start Time(us),Duration(us),aic_mac_ratio,cube_utilization(%)\n"
+                 "a,MatMul,AI_CORE,1000.0,5,0.5,80\n"
+                 "b,MatMul,AI_CORE,1010.0,5,7,abc\n")
+    df = parse_kernel_details(p, 0, [])
+    assert len(df) == 2
+    assert df["aic_mac_ratio"].tolist()[0] == 0.5 and np.isnan(df["aic_mac_ratio"].iloc[1])
+    assert df["cube_util_ratio"].iloc[0] == pytest.approx(0.8) and np.isnan(df["cube_util_ratio"].iloc[1])
+
+
+def test_api_statistic(tmp_path):
+    p = tmp_path / "api_statistic.csv"
+    p.write_text("Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n"
+                 "runtime,DeviceSynchronize,330.09,1,330.09,330.09,330.09,0.0\n"
+                 "acl,aclrtMalloc,20,4,5,1,9,1\n")
+    df = parse_api_statistic(p, 3, [])
+    assert df["total_ms"].tolist() == pytest.approx([0.33009, 0.02]) and (df["rank"] == 3).all()
+    assert df["count"].tolist() == [1, 4]
+
+
+# --------------------------------------------------------------------------- dynamic shape, host CPU
+
+
+def test_dynamic_shape_per_step_types(tmp_path):
+    p = tmp_path / "dynamic_shape_info_0.json"
+    p.write_text(json.dumps({"operator": {
+        "1": [{"step": 1, "op_type": "Add", "dur": 100.0}, {"step": 1, "op_type": "Add", "dur": 50.0}],
+        "2": [{"step": 2, "op_type": "Add", "dur": 300.0}, {"step": 2, "op_type": "MatMul", "dur": "x"}]}}))
+    problems: list = []
+    t = parse_dynamic_shape(p, 0, problems)["op_type_steps"]
+    assert t[["step", "op_type", "count"]].values.tolist() == [[1, "Add", 2], [2, "Add", 1]]
+    assert t["total_ms"].tolist() == pytest.approx([0.15, 0.3]) and len(problems) == 1
+    per, by = host.op_type_steps(t)
+    assert by.set_index("op_type").loc["Add", "spread_ratio"] == pytest.approx(2.0)
+
+
+def test_single_device_fixture_dynamic_shape_and_cpu():
+    run = read_run(fixture_dir("mindinsight", "mi_profiler_single"))
+    assert schema.check(run) == []
+    out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
+    assert out.status == "ok", out.reason
+    assert set(out.analysis.metrics["parts"]) == {"dynamic", "cpu"}
+    dyn = out.analysis.tables["dynamic"].set_index("op_type")
+    assert dyn.loc["Add", "steps"] == 9
+    cpu = out.analysis.tables["cpu"].iloc[0]
+    assert cpu["user_ratio"] == pytest.approx(0.2) and cpu["samples"] == 3
+
+
+# --------------------------------------------------------------------------- raw PROF_* directories
+
+
+def test_raw_prof_directory_names_the_export(tmp_path):
+    d = tmp_path / "PROF_000001_20230818142704322_COJGGGCANRMICFBC" / "device_0"
+    d.mkdir(parents=True)
+    (d / "info.json.0").write_text("{}")
+    with pytest.raises(InputError) as exc:
+        read_run(tmp_path)
+    msg = exc.value.problem
+    assert "PROF_000001_20230818142704322_COJGGGCANRMICFBC" in msg and "msprof --export" in msg
