@@ -36,7 +36,7 @@ def test_report_and_metrics_written(tmp_path, pp2x4):
     assert doc["run"]["ranks"] == [0, 1, 2, 3] and doc["run"]["world_size"] == 4
     assert doc["run"]["parallel"]["mode"] == "pipeline-parallel"
     assert set(doc["sections"]) == {"waits", "trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy",
-                                    "execution", "compare", "data", "advisor"}
+                                    "execution", "operators", "compare", "data", "host", "advisor"}
     for sid, block in doc["sections"].items():
         assert block["status"] in ("ok", "unavailable", "error")
         if block["status"] != "ok":
