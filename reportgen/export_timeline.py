@@ -36,7 +36,7 @@ import pandas as pd
 
 from .intervals import difference, union
 from .model import Run
-from .timeline import step_windows
+from .timeline import DERIVED_WINDOWS, derived_windows, step_windows
 
 DETAILS = ("summary", "detail")
 _SUMMARY_THREADS = [(1, "Computation", "compute"), (2, "Communication (not overlapped)", "communication"),
@@ -67,31 +67,6 @@ def _alignment(tl: pd.DataFrame | None, windows: pd.DataFrame, ranks: list[int])
         for r in present:
             shift[r][int(step)] = float(start[ref] - start[r] + offsets.get(r, 0.0))
     return shift
-
-
-_DERIVED_SOURCE = ("derived: each step ends at the end of its last recorded device operation (comm_ops, kernels) "
-                   "and lasts its step time (step_time, which has durations only)")
-
-
-def _derived_windows(run: Run) -> pd.DataFrame | None:
-    """Step windows when the files time no step (Ascend text output without trace_view.json): the end of the
-    step's last recorded operation, and that end minus the step's time (:data:`_DERIVED_SOURCE`)."""
-    st = run.table("step_time")
-    if st is None or "step_ms" not in st:
-        return None
-    ends = []
-    c = run.table("comm_ops")
-    if c is not None and "start_ms" in c:
-        ends.append(c.assign(end=c["start_ms"] + c["elapse_ms"])[["rank", "step", "end"]])
-    k = run.table("kernels")
-    if k is not None and "start_ms" in k and "step" in k:
-        ends.append(k.assign(end=k["start_ms"] + k["dur_ms"])[["rank", "step", "end"]])
-    if not ends:
-        return None
-    last = pd.concat(ends, ignore_index=True).groupby(["rank", "step"], as_index=False)["end"].max()
-    w = st[["rank", "step", "step_ms"]].merge(last, on=["rank", "step"], how="inner").dropna()
-    return pd.DataFrame({"rank": w["rank"].astype(int), "step": w["step"].astype(int),
-                         "start_ms": w["end"] - w["step_ms"], "end_ms": w["end"]})
 
 
 def _comm_ops_rows(run: Run) -> pd.DataFrame | None:
@@ -169,9 +144,9 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
     return what was written (for the metrics file and the page)."""
     if detail not in DETAILS:
         raise ValueError(f"detail must be one of {DETAILS}")
-    windows, windows_source = step_windows(run), "profiler step markers / step trace"
+    windows, windows_source = step_windows(run, derived=False), "profiler step markers / step trace"
     if windows is None or windows.empty:
-        windows, windows_source = _derived_windows(run), _DERIVED_SOURCE
+        windows, windows_source = derived_windows(run), DERIVED_WINDOWS
     if windows is None or windows.empty:
         raise LookupError("no step windows in this run (step markers such as ProfilerStep, a step trace, or a "
                           "timeline's Steps blocks)")

@@ -167,7 +167,8 @@ def test_1024_ranks_stays_within_budget(tmp_path):
     marey = next(f for f in out.view.figures if f.id == "execution-marey")
     assert "ranks drawn" in marey.caption  # says it was trimmed
     sizes = [len(json.dumps(f.spec)) for f in out.view.figures]
-    assert sum(sizes) < 600_000, sizes
+    # the Marey figure is bounded by MAX_MARKS (10,000 marks of ~90 bytes: every step drawn, each its share)
+    assert sum(sizes) < 1_000_000, sizes
 
 
 def test_unavailable_names_the_files():

@@ -27,8 +27,13 @@ Sources and definitions (research notes on the seed's cluster pages §3.7):
   joined across ranks and used for the alignment.
 * Derived computation (no recorded compute ops: the gaps between a step trace's communication ops) is drawn merged
   across gaps shorter than ``MIN_DUR_SHARE`` of the step: those gaps hold only communication ops too short to draw.
-* Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn, steps are added while the marks
-  fit ``MAX_MARKS``; beyond that computation is dropped, then lanes are sampled evenly. The metrics say so.
+* Recorded computation ops shorter than ``MIN_DUR_SHARE`` of the step are merged per rank into blocks across gaps
+  shorter than that (kernel-level data: thousands of µs kernels per step would otherwise draw nothing).
+* Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn. Every step is drawn, up to ``MAX_STEPS``
+  (the median step first, then the steps in scope, then warm-up); each step has its own share of ``MAX_MARKS``
+  (:func:`step_budget`), within which the shortest computation is left out first, then lanes are sampled evenly
+  (:func:`_fit_step`). So every step the time overview offers can be shown; steps beyond ``MAX_STEPS`` are not
+  clickable there, and the caption says so. The metrics say what was trimmed.
 """
 
 from __future__ import annotations
@@ -47,15 +52,17 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
 from . import needs_reason
-from ..timeline import DERIVED_NAME, per_value, step_windows
+from ..timeline import DERIVED_NAME, DERIVED_WINDOWS, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
 #: step times (time overview) or the device timeline (Marey view)
 NEEDS = (("step_time", "step_trace", "device_timeline"),)
 
-#: marks in the Marey figure (bars + polygon vertices), over all steps drawn
-MAX_MARKS = 6_000
+#: marks in the Marey figure (bars + polygon vertices), over all steps drawn (shared by the steps: step_budget)
+MAX_MARKS = 10_000
+#: marks of one step at most
+MAX_STEP_MARKS = 6_000
 #: ops shorter than this share of their step are not drawn
 MIN_DUR_SHARE = 0.005
 #: at most this many lanes (ranks) in the Marey figure; beyond, ranks are sampled evenly (keeping each stage)
@@ -236,6 +243,73 @@ def _merge_derived(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     return pd.concat([s[~d], first]), int(len(g) - len(first))
 
 
+def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
+    """One step's rows with each rank's recorded computation ops shorter than ``gap`` (too short to draw one by one)
+    merged into blocks: consecutive short ops less than ``gap`` apart are one block from the first start to the last
+    end, named ``<n> computation ops (each < gap)`` (module doc); and how many ops went into blocks of two or more.
+    Longer ops, communication and derived rows are left as they are."""
+    short = ((s["kind"] == "computation") & ~s["derived"].to_numpy(dtype=bool)
+             & ((s["end"] - s["start"]) < gap)).to_numpy()
+    if short.sum() < 2:
+        return s, 0
+    g = s[short].sort_values(["rank", "start"], kind="stable")
+    rank = g["rank"].to_numpy()
+    ends = g["end"].to_numpy(dtype=float)
+    new_rank = np.concatenate([[True], rank[1:] != rank[:-1]])
+    # running max of the ends within a rank (ops on several streams overlap): a block breaks at a gap >= ``gap``
+    run_end = pd.Series(ends).groupby(np.cumsum(new_rank)).cummax().to_numpy()
+    new = np.concatenate([[True], (g["start"].to_numpy()[1:] - run_end[:-1] >= gap)]) | new_rank
+    block = np.cumsum(new)
+    first = g[new].copy()
+    grp = g.groupby(block)
+    n = grp.size().to_numpy()
+    first["end"] = grp["end"].max().to_numpy()
+    first["end_ms"] = grp["end_ms"].max().to_numpy()
+    label = f"computation ops (each < {fmt.quantity(gap, 'ms')}, merged)"
+    first["op"] = np.where(n > 1, [f"{k:,} {label}" for k in n], first["op"].to_numpy(dtype=object))
+    return pd.concat([s[~short], first]), int(n[n > 1].sum())
+
+
+def step_budget(n_steps: int) -> int:
+    """Marks each drawn step may use: ``MAX_MARKS`` shared evenly by the steps drawn, at most ``MAX_STEP_MARKS``.
+    Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own budget
+    (:func:`_fit_step`), so clicking any of them shows it."""
+    return int(min(MAX_STEP_MARKS, MAX_MARKS // max(1, n_steps)))
+
+
+def _cost(s: pd.DataFrame) -> int:
+    """Marks of one step's rows: a bar each, and a polygon vertex more per communication op."""
+    return len(s) + int((s["kind"] == "communication").sum())
+
+
+def _fit_step(s: pd.DataFrame, budget: int, trimmed: dict) -> tuple[pd.DataFrame, int]:
+    """One step's rows within ``budget`` marks: the shortest computation / wait / other ops are left out first
+    (the longest kept), then, with communication alone over the budget, lanes are sampled evenly (communication
+    is joined across ranks, so it is kept or dropped per lane). Counts go to ``trimmed``; returns rows, cost."""
+    cost = _cost(s)
+    if cost <= budget:
+        return s, cost
+    comm = (s["kind"] == "communication").to_numpy()
+    room = budget - 2 * int(comm.sum())
+    other = s[~comm]
+    if room > 0:
+        keep = other.assign(_d=other["end"] - other["start"]).nlargest(room, "_d").drop(columns="_d")
+    else:
+        keep = other.iloc[0:0]
+    trimmed["computation_thinned"] += len(other) - len(keep)
+    s = pd.concat([s[comm], keep]).sort_values(["rank", "start"], kind="stable")
+    cost = _cost(s)
+    if cost > budget:
+        lanes = list(dict.fromkeys(s["rank"].tolist()))
+        per_lane = cost / max(1, len(lanes))
+        n_keep = max(2, int(budget // max(per_lane, 1)))
+        pick = np.unique(np.linspace(0, len(lanes) - 1, n_keep).round().astype(int))
+        s = s[s["rank"].isin([lanes[i] for i in pick])]
+        trimmed["lanes_sampled"] = True
+        cost = _cost(s)
+    return s, cost
+
+
 def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
            stage_of: dict, F=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
@@ -262,10 +336,17 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         first = [x for x in [F.median_step()] if x in have]
         all_steps = first + [x for x in F.steps if x in have and x not in first] + [
             x for x in F.steps_all if x in have and x not in F.steps]
+    if len(all_steps) > MAX_STEPS:  # the first MAX_STEPS in drawing order; the time overview says which
+        trimmed_steps = len(all_steps) - MAX_STEPS
+        all_steps = all_steps[:MAX_STEPS]
+    else:
+        trimmed_steps = 0
+    budget = step_budget(len(all_steps))
     align_rows, drawn = [], []
     marks = 0
-    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled, "steps_left_out": 0,
-               "derived_merged": 0}
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled,
+               "steps_left_out": trimmed_steps, "derived_merged": 0, "short_merged": 0, "computation_thinned": 0,
+               "step_budget": budget}
     for step in all_steps:
         s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
         s["key"] = occurrence_keys(s["match"], [s["rank"]])
@@ -292,35 +373,14 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         step_len = float((s["step_end"] - s["step_start"]).median())
         s, merged = _merge_derived(s, MIN_DUR_SHARE * step_len)
         trimmed["derived_merged"] += merged
+        s, merged = _merge_short(s, MIN_DUR_SHARE * step_len)
+        trimmed["short_merged"] += merged
         keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
         trimmed["below_threshold"] += int((~keep).sum())
         s = s[keep]
-        cost = len(s) + int((s["kind"] == "communication").sum())
-        if drawn and marks + cost > MAX_MARKS:
-            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-            break
-        if not drawn and cost > MAX_MARKS:  # first step alone is too big: computation first, then lanes
-            n_comp = int((s["kind"] != "communication").sum())
-            s = s[s["kind"] == "communication"]
-            trimmed["computation_dropped"] += n_comp
-            cost = 2 * len(s)
-            if cost > MAX_MARKS:
-                per_lane = cost / max(1, len(step_ranks))
-                n_keep = max(2, int(MAX_MARKS // max(per_lane, 1)))
-                pick = np.unique(np.linspace(0, len(step_ranks) - 1, n_keep).round().astype(int))
-                lanes = [step_ranks[i] for i in pick]
-                trimmed["lanes_sampled"] = True
-        if trimmed["lanes_sampled"]:
-            s = s[s["rank"].isin(lanes)]
-            cost = len(s) + int((s["kind"] == "communication").sum())
-            if drawn and marks + cost > MAX_MARKS:
-                trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-                break
+        s, cost = _fit_step(s, budget, trimmed)
         marks += cost
         drawn.append(s)
-        if len(drawn) >= MAX_STEPS:
-            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-            break
     rows = pd.concat(drawn, ignore_index=True) if drawn else ops.iloc[0:0]
     if rows.empty:
         why = (f"every one of the {total_ops} operators is shorter than {MIN_DUR_SHARE:.1%} of its step, the drawing "
@@ -384,6 +444,12 @@ def analyze(run: Run, options=None) -> Analysis:
             tables["marey_alignment"] = align
             metrics.update(mm)
             metrics["marey_source"] = tl_source
+            # lanes without any computation in the data (e.g. a rank whose files time its communication only)
+            has_comp = set(ops.loc[ops["kind"] != "communication", "rank"])
+            if has_comp:
+                metrics["marey_comm_only_ranks"] = [r for r in ranks if r not in has_comp]
+            if step_windows(run, derived=False) is None:
+                metrics["marey_windows"] = DERIVED_WINDOWS
             data["marey"] = rows
             drawn_ranks = set(rows["rank"])
             data["lanes"] = [r for r in lane_order if r in drawn_ranks]
@@ -596,12 +662,18 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     if t.get("derived_merged"):
         trims.append(f"derived computation merged across {t['derived_merged']:,} communication gaps shorter than "
                      f"{fmt.percent(MIN_DUR_SHARE)} of their step")
+    if t.get("short_merged"):
+        trims.append(f"{t['short_merged']:,} computation ops shorter than {fmt.percent(MIN_DUR_SHARE)} of their step "
+                     "merged into blocks (across gaps shorter than that; a block's tooltip counts its ops)")
     if t["computation_dropped"]:
         trims.append(f"{t['computation_dropped']:,} computation, wait and other ops left out (communication only)")
+    if t.get("computation_thinned"):
+        trims.append(f"{t['computation_thinned']:,} of the shortest computation, wait and other ops left out "
+                     f"(mark budget {t['step_budget']:,} per step)")
     if t["lanes_sampled"]:
         trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
     if t["steps_left_out"]:
-        trims.append(f"{t['steps_left_out']} later steps not drawn (mark budget {MAX_MARKS:,})")
+        trims.append(f"{t['steps_left_out']} later steps not drawn (at most {MAX_STEPS} steps)")
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
@@ -613,6 +685,14 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
                f"to zoom in time, double-click to reset. Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
+    only = m.get("marey_comm_only_ranks") or []
+    if only:
+        caption += (f" {'Ranks' if len(only) > 1 else 'Rank'} {', '.join(map(str, only))}: communication only (the "
+                    "data records no computation operations for "
+                    f"{'them' if len(only) > 1 else 'it'}; their lanes show their communication ops).")
+    if m.get("marey_windows"):
+        caption += (" Step windows: each step ends at the end of its last recorded operation and lasts its step "
+                    "time (the files give step durations, not step timestamps).")
     return Figure("execution-marey", "Marey view of the selected step", to_spec(chart), caption=caption,
                   alt="Operators per rank over the step, same operator joined across ranks")
 
