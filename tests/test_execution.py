@@ -16,6 +16,7 @@ from reportgen.sections import execution, run_sections
 from reportgen.synth import MindInsightSpec, write_mindinsight_run
 
 from conftest import fixture_dir
+from test_browser import browser, open_report  # noqa: F401 - pytest fixtures (the #69 click test)
 
 ASCEND = ("ascend", "msinsight", "test", "data", "pytorch", "text", "level1")
 KINETO = ("kineto", "hta_tests_data", "tests", "data", "trace_filter")
@@ -253,3 +254,71 @@ def test_unknown_wait_is_never_zero():
     assert "Waiting is unknown in this data" in fig.caption
     spec = json.dumps(fig.spec)
     assert '"wait_text": "unknown"' in spec and "Waiting, mean over ranks" not in spec
+
+
+def test_every_demo_step_is_drawn_and_selectable(tmp_path):
+    """#69: the demo's 8 steps (~800 marks each) used to stop at the 6,000-mark budget after 6 steps, so a click on
+    step 8 in the time overview found no such step in the Marey view. Each step now has its share of the budget."""
+    from reportgen.demo import demo_spec
+    write_mindinsight_run(tmp_path / "demo", demo_spec())
+    run, out = _outcome(tmp_path / "demo")
+    m = out.analysis.metrics
+    overview_steps = {int(s) for s in out.analysis.tables["time_overview"]["step"]}
+    assert set(m["marey_steps_shown"]) == overview_steps and len(overview_steps) == 8
+    assert m["marey_trim"]["steps_left_out"] == 0 and m["marey_marks"] <= execution.MAX_MARKS
+    per_step = out.analysis.data["marey"].groupby("step").size()
+    assert (per_step > 0).all() and len(per_step) == 8
+    control = next(c for c in out.view.controls if c.signal == "step")
+    assert {int(v) for v, _ in control.options} == overview_steps  # the overview offers what the Marey view holds
+
+
+def test_step_budget_thins_the_shortest_computation_then_lanes():
+    s = pd.DataFrame({"rank": [0, 0, 0, 1, 1], "kind": ["communication", "computation", "computation",
+                                                         "communication", "computation"],
+                      "start": [0.0, 1.0, 3.0, 0.0, 1.0], "end": [1.0, 2.0, 6.0, 1.0, 1.5]})
+    trimmed = {"computation_thinned": 0, "lanes_sampled": False}
+    got, cost = execution._fit_step(s, 6, trimmed)  # 2 comm ops = 4 marks, room for the 2 longest computation
+    assert cost == 6 and trimmed["computation_thinned"] == 1
+    assert sorted(got.loc[got["kind"] == "computation", "end"] - got.loc[got["kind"] == "computation", "start"]) \
+        == [1.0, 3.0]
+    three = pd.concat([s, pd.DataFrame({"rank": [2], "kind": ["communication"], "start": [0.0], "end": [1.0]})])
+    got, cost = execution._fit_step(three, 4, trimmed)  # communication alone is over: two lanes of three
+    assert trimmed["lanes_sampled"] and sorted(got["rank"].unique()) == [0, 2] and cost == 4
+    assert execution.step_budget(8) == execution.MAX_MARKS // 8
+    assert execution.step_budget(1) == execution.MAX_STEP_MARKS
+
+
+def test_steps_beyond_the_marey_limit_are_greyed_in_the_overview(tmp_path):
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, steps=execution.MAX_STEPS + 3,
+                                                    with_hccl=False))
+    run, out = _outcome(tmp_path)
+    m = out.analysis.metrics
+    assert len(m["marey_steps_shown"]) == execution.MAX_STEPS and m["marey_trim"]["steps_left_out"] == 3
+    ov = next(f for f in out.view.figures if f.id == "execution-time-overview")
+    assert "greyed and not selectable" in ov.caption and "3 steps" in ov.caption
+    assert "in_marey" in json.dumps(ov.spec)
+
+
+def test_demo_click_on_the_last_step_shows_it_in_the_marey_view(tmp_path, open_report):
+    """#69 in Chromium: clicking the last step's column in the time overview selects it in the Marey view."""
+    import subprocess
+    import sys
+    out = tmp_path / "d.html"
+    subprocess.run([sys.executable, "-m", "reportgen", "demo", "-o", str(out), "-q"], check=True)
+    page, log = open_report(out)
+    canvas = "() => document.querySelector('#execution-marey canvas').toDataURL()"
+    page.locator("#execution-marey").scroll_into_view_if_needed()
+    before = page.evaluate(canvas)
+    page.locator("#execution-time-overview").scroll_into_view_if_needed()
+    columns = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#execution-time-overview svg .mark-rect')[0].querySelectorAll('path')).map(p => {
+        const r = p.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })""")
+    assert len(columns) == 8
+    x, y, w, h = columns[-1]
+    page.mouse.click(x + w / 2, y + h / 2)
+    page.wait_for_function("() => window.reportgenCharts.signals('execution-marey').step === '8'")
+    assert json.loads(page.locator("#sec-execution select[data-signal='step']").input_value()) == "8"
+    assert page.evaluate("window.reportgenCharts.signals('execution-time-overview').step") == "8"
+    # the Marey view (a canvas: many marks) draws another picture: step 8's bars (tested in Python above)
+    page.wait_for_function("b => document.querySelector('#execution-marey canvas').toDataURL() !== b", arg=before)
+    assert not log.problems(), log.problems()

@@ -488,11 +488,17 @@ CLICK_SETS_STEP = {"rg_click": {"field": "step", "signal": "step"}}
 
 def _step_columns(stats: pd.DataFrame, tooltip: list) -> vl.Spec:
     """Full-height columns, one per step: the step the Marey view shows is shaded, every column is a click target
-    (CLICK_SETS_STEP) and carries the step's numbers as its tooltip."""
-    return vl.Chart(stats).mark_rect(color="currentColor").encode(
-        x=vl.X("step:O", title="Step"),
-        opacity=vl.condition("toString(datum.step) == step", vl.value(0.18), vl.value(0.0)),
-        tooltip=tooltip)
+    (CLICK_SETS_STEP) and carries the step's numbers as its tooltip. A step the Marey view does not hold (beyond
+    ``MAX_STEPS``; ``in_marey`` false) is greyed lightly, and its click finds no such step: nothing happens."""
+    if "in_marey" not in stats or stats["in_marey"].all():
+        return vl.Chart(stats).mark_rect(color="currentColor").encode(
+            x=vl.X("step:O", title="Step"),
+            opacity=vl.condition("toString(datum.step) == step", vl.value(0.18), vl.value(0.0)),
+            tooltip=tooltip)
+    return vl.Chart(stats).transform_calculate(
+        col_opacity="toString(datum.step) == step ? 0.18 : (datum.in_marey ? 0 : 0.07)").mark_rect(
+        color="currentColor").encode(x=vl.X("step:O", title="Step"), opacity=vl.Opacity("col_opacity:Q", scale=None),
+                                     tooltip=tooltip + [vl.Tooltip("in_marey:N", title="In the Marey view")])
 
 
 def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[vl.Scale, float | None]:
@@ -520,7 +526,8 @@ def _off_scale(df: pd.DataFrame, field: str, top: float, x: vl.X, y_scale: vl.Sc
     return vl.layer(text, points)
 
 
-def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str) -> Figure:
+def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str,
+                    marey_steps: list[int] | None = None) -> Figure:
     """Step time per step: median over ranks, the min–max band and one highlighted rank (control ``ov_rank``);
     below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view.
     Warm-up steps far above the steps in scope are left off the scale (lines over the steps in scope, the value
@@ -530,6 +537,8 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
         .join(g["warmup"].first() if "warmup" in ov else pd.Series(False, index=g.size().index, name="warmup")) \
         .reset_index()
     stats["warmup"] = stats["warmup"].fillna(False).astype(bool)
+    if marey_steps is not None:
+        stats["in_marey"] = stats["step"].isin(set(marey_steps))
     in_scope = ~stats["warmup"]
     # each panel in the unit that reads best for its values (fmt.unit_for); the data is divided here, in the chart
     unit, factor = fmt.unit_for("ms", stats.loc[in_scope, "median"] if in_scope.any() else stats["median"])
@@ -605,6 +614,11 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                            "recorded): no point there.")
                + (" The shaded column is the step of the Marey view below; click a step to show it there."
                   if step0 else ""))
+    if "in_marey" in stats and not stats["in_marey"].all():
+        out = sorted(int(x) for x in stats.loc[~stats["in_marey"], "step"])
+        caption += (f" The Marey view holds {MAX_STEPS} steps at most: {count(len(out), 'step')} ("
+                    f"{', '.join(map(str, out[:10]))}{', …' if len(out) > 10 else ''}) are greyed and not "
+                    "selectable.")
     if off_scale and warm:
         caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
                     f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
@@ -708,7 +722,8 @@ def present(a: Analysis) -> View:
         if picks:
             controls.append(Control("ov_rank", "Highlighted rank", [
                 (r, f"Rank {r}" + (f" ({role})" if role else "")) for r, role in picks], rank0))
-        figures.append(_overview_chart(ov, [r for r, _ in picks], rank0, step0 or ""))
+        figures.append(_overview_chart(ov, [r for r, _ in picks], rank0, step0 or "",
+                                       m.get("marey_steps_shown") if "marey" in a.data else None))
         tables.append(Table.from_frame(
             "execution-steps", "Time overview per step and rank", ov,
             [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step time", "ms"),
