@@ -322,3 +322,30 @@ def test_demo_click_on_the_last_step_shows_it_in_the_marey_view(tmp_path, open_r
     # the Marey view (a canvas: many marks) draws another picture: step 8's bars (tested in Python above)
     page.wait_for_function("b => document.querySelector('#execution-marey canvas').toDataURL() !== b", arg=before)
     assert not log.problems(), log.problems()
+
+
+def test_marey_lines_reuse_the_drilldown_lines_on_the_aligned_clock():
+    """#67: the drill-down's per-rank memory / cumulative FLOPs lines (rank_step_lines) drawn in the Marey lanes: x =
+    time from the rank's step start + the rank's alignment shift in that step; height = value / the line's max."""
+    rows = pd.DataFrame({"rank": [0, 0, 1], "step": [5, 6, 5], "shift_ms": [2.0, 3.0, -1.0]})
+    lines = pd.DataFrame({"rank": [0, 0, 1, 1, 2], "metric": ["flops_cumulative"] * 2 + ["memory_mb"] * 2 + ["x"],
+                          "t_ms": [0.0, 4.0, 0.0, 1.0, 0.0], "value": [0.0, 8.0, 5.0, 10.0, 1.0]})
+    got = execution.marey_lines(rows, lines, {"0": 5, "1": 5, "2": 5})
+    f = got[got["rank"] == 0]
+    assert f["t"].tolist() == [2.0, 6.0] and f["v"].tolist() == [0.0, 1.0] and set(f["sk"]) == {"5"}
+    m = got[got["rank"] == 1]
+    assert m["t"].tolist() == [-1.0, 0.0] and m["v"].tolist() == [0.5, 1.0]
+    assert set(got["rank"]) == {0, 1}  # rank 2: not drawn in the Marey view
+    assert execution.marey_lines(rows, lines, {"0": 6})["t"].tolist() == [3.0, 7.0]  # the shift of the lines' step
+    assert execution.marey_lines(rows, None, {"0": 5}) is None
+
+
+def test_ascend_marey_draws_memory_and_flops_lines():
+    from reportgen import charts
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "text", "level1"))
+    (out,) = run_sections(run, only=["execution"])
+    fig = next(f for f in out.view.figures if f.id == "execution-marey")
+    text = json.dumps(fig.spec)
+    assert "Memory in use (lane" in text and "Cumulative FLOPs (lane" in text and '"yOffset"' in text
+    assert "Lines in the lanes of ranks 0" in fig.caption
+    charts.validate(fig.spec)

@@ -627,7 +627,36 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                   alt="Step time per step (median and range over ranks) and mean communication and waiting time")
 
 
-def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict) -> Figure:
+#: the lines drawn in the lanes of the Marey view (the drill-down's per-rank lines over one step): metric -> legend
+#: label, colour (memory in use: the memory colour; cumulative FLOPs: the page's text colour, dashed, since the
+#: computation blue of the bars under it would hide it)
+MAREY_LINES = {"memory_mb": ("Memory in use (lane: 0 to the rank's peak)", palette.ROLE["memory"]),
+               "flops_cumulative": ("Cumulative FLOPs (lane: 0 to the step's total)", "currentColor")}
+
+
+def marey_lines(rows: pd.DataFrame, lines: pd.DataFrame | None, line_steps: dict) -> pd.DataFrame | None:
+    """The drill-down's per-rank memory and cumulative-FLOPs lines (:func:`reportgen.sections.drilldown.
+    rank_step_lines`, computed once there) placed on the Marey view: x = the line's time from the rank's step start
+    plus the rank's alignment shift in that step (the bars' clock), ``v`` = value / the rank's largest value of that
+    line (0..1, the height within the lane). Only ranks and steps the Marey view draws."""
+    if lines is None or lines.empty or not line_steps:
+        return None
+    shift = rows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])["shift_ms"]
+    out = []
+    for (rank, metric), g in lines.groupby(["rank", "metric"], sort=True):
+        step = line_steps.get(str(int(rank)))
+        if step is None or (int(rank), int(step)) not in shift.index or metric not in MAREY_LINES:
+            continue
+        top = float(g["value"].max())
+        out.append(pd.DataFrame({"sk": str(int(step)), "rank": int(rank), "line": MAREY_LINES[metric][0],
+                                 "t": (g["t_ms"] + float(shift[(int(rank), int(step))])).round(4).to_numpy(),
+                                 "v": (g["value"] / top if top > 0 else g["value"] * 0.0).round(4).to_numpy(),
+                                 "value": g["value"].to_numpy(), "metric": metric}))
+    return pd.concat(out, ignore_index=True) if out else None
+
+
+def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict,
+                 lines: pd.DataFrame | None = None) -> Figure:
     # smaller file: short field names, the stage and lane position looked up per rank, the duration computed in
     # the page, the key kept only where communication is joined by it
     df = rows[["step_key", "rank", "op", "key", "kind"]].rename(columns={"step_key": "sk"})
@@ -664,11 +693,33 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     bars = base.mark_bar(height={"band": 0.6}).encode(
         x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
     layers = [poly, bars]
+    if lines is not None:  # in the lane of their rank, one lane per rank only (the union lanes have no one rank)
+        shown = [k for k in MAREY_LINES.values() if k[0] in set(lines["line"])]
+        ln = lines.assign(shown=[fmt.quantity(v, "mb" if mt == "memory_mb" else "flop")
+                                 for v, mt in zip(lines["value"], lines["metric"])]).drop(columns=["value", "metric"])
+        line_layer = vl.Chart(ln).transform_filter("datum.sk == step && marey_view == 'ranks'").transform_lookup(
+            lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])
+        ).transform_calculate(
+            lane_shown="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
+            up="1 - datum.v").mark_line(strokeWidth=1.5, interpolate="step-after").encode(
+            x=vl.X("t:Q"), y=vl.Y("lane_shown:O", sort=lane_sort),
+            yOffset=vl.field("up:Q", scale=vl.Scale(domain=[0, 1], nice=False, zero=True)),
+            detail="rank:N",
+            color=vl.Color("line:N", title="Line (drill-down ranks)", scale=vl.Scale(
+                domain=[k[0] for k in shown], range=[k[1] for k in shown]), legend=vl.Legend(orient="bottom",
+                                                                                       labelLimit=360)),
+            strokeDash=vl.field("line:N", legend=None, scale=vl.Scale(
+                domain=[k[0] for k in shown], range=[[1, 0] if k[1] != "currentColor" else [4, 2] for k in shown])),
+            tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("line:N", title="Line"),
+                     vl.Tooltip("t:Q", title="Time (ms)", format=fmt.D3_FORMAT),
+                     vl.Tooltip("shown:N", title="Value")])
+        layers.append(line_layer)
     n_lanes = len(lanes)
     chart = (vl.layer(*layers).add_params(vl.param(name="step", value=str(steps[0])),
                                            vl.param(name="marey_view", value="ranks"))
              .resolve_scale(color="independent"))
-    chart = fit(chart, {"step": max(3, min(22, 640 // max(1, n_lanes)))})
+    # taller lanes when lines are drawn in them (a line needs the lane's height to read)
+    chart = fit(chart, {"step": max(3, min(40 if lines is not None else 22, 640 // max(1, n_lanes)))})
     trims = []
     t = m["marey_trim"]
     if t["below_threshold"]:
@@ -699,6 +750,16 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
                f"to zoom in time, double-click to reset. Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
+    if lines is not None:
+        line_ranks = sorted(set(int(r) for r in lines["rank"]))
+        roles = m.get("drilldown_ranks") or {}
+        line_steps = sorted(set(lines["sk"]), key=int)
+        caption += (f" Lines in the lanes of rank{'s' if len(line_ranks) > 1 else ''} " + ", ".join(
+            f"{r}" + (f" ({roles[str(r)]})" if roles.get(str(r)) else "") for r in line_ranks) +
+            f" (the drill-down's ranks), step {', '.join(line_steps)} only: " + " and ".join(
+                k[0].split(" (")[0].lower() for k in MAREY_LINES.values() if k[0] in set(lines["line"])) +
+            ", each from 0 at the bottom of its lane to its largest value at the top (tooltip: the value); "
+            "one lane per rank only.")
     only = m.get("marey_comm_only_ranks") or []
     if only:
         caption += (f" {'Ranks' if len(only) > 1 else 'Rank'} {', '.join(map(str, only))}: communication only (the "
@@ -740,7 +801,8 @@ def present(a: Analysis) -> View:
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
                                                                   ("stages", "One per stage (union of its ranks)")],
                                     "ranks"))
-        figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m))
+        figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m, marey_lines(
+            a.data["marey"], a.tables.get("rank_step_lines"), m.get("drilldown_line_steps") or {})))
         tables.append(Table.from_frame(
             "execution-alignment", "Alignment per step", a.tables["marey_alignment"],
             [Column("step", "Step", "int"), Column("alignment_op", "Alignment op", "text"),
