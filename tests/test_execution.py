@@ -349,3 +349,25 @@ def test_ascend_marey_draws_memory_and_flops_lines():
     assert "Memory in use (lane" in text and "Cumulative FLOPs (lane" in text and '"yOffset"' in text
     assert "Lines in the lanes of ranks 0" in fig.caption
     charts.validate(fig.spec)
+
+
+def test_one_stage_expanded_among_union_lanes(report_cache, open_report, pp2x4):
+    """#66: 'Stage s per rank, the others one per stage': that stage's ranks get their own lanes, the other stage one
+    union lane (so the chart's height lies between one lane per rank and one lane per stage)."""
+    run = read_run(pp2x4)
+    (o,) = run_sections(run, only=["execution"])
+    control = next(c for c in o.view.controls if c.signal == "marey_view")
+    assert [v for v, _ in control.options] == ["ranks", "stages", "stage:1", "stage:2"]
+    page, log = open_report(report_cache.get(pp2x4))
+    page.locator("#execution-marey").scroll_into_view_if_needed()
+    select = page.locator("#sec-execution select[data-signal='marey_view']")
+    heights = {}
+    for view in ("ranks", "stage:1", "stages"):
+        select.select_option(json.dumps(view))
+        page.wait_for_function("v => window.reportgenCharts.signals('execution-marey').marey_view === v", arg=view)
+        page.wait_for_function("() => document.querySelector('#execution-marey canvas, #execution-marey svg')")
+        page.wait_for_timeout(200)
+        box = page.locator("#execution-marey canvas, #execution-marey svg").first.bounding_box()
+        heights[view] = box["height"]
+    assert heights["ranks"] > heights["stage:1"] > heights["stages"], heights
+    assert not log.problems(), log.problems()

@@ -655,6 +655,12 @@ def marey_lines(rows: pd.DataFrame, lines: pd.DataFrame | None, line_steps: dict
     return pd.concat(out, ignore_index=True) if out else None
 
 
+#: the lane of a row is its rank's own lane (one per rank; or its stage is the one expanded), else its stage's union
+#: lane: the ``marey_view`` control is ``ranks``, ``stages`` or ``stage:<s>`` (stage s expanded, the others union)
+RANK_LANE = ("(marey_view == 'ranks' || !isValid(datum.stage) || "
+             "(marey_view != 'stages' && marey_view == 'stage:' + datum.stage))")
+
+
 def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict,
                  lines: pd.DataFrame | None = None) -> Figure:
     # smaller file: short field names, the stage and lane position looked up per rank, the duration computed in
@@ -680,7 +686,7 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
         lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
         stage_lane="isValid(datum.stage) ? 'stage ' + datum.stage : 'rank ' + datum.rank",
-    ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane",
+    ).transform_calculate(lane_shown=f"{RANK_LANE} ? datum.lane : datum.stage_lane",
                           dur_ms="datum.t1 - datum.t0")
     x = vl.X("t0:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
@@ -697,9 +703,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         shown = [k for k in MAREY_LINES.values() if k[0] in set(lines["line"])]
         ln = lines.assign(shown=[fmt.quantity(v, "mb" if mt == "memory_mb" else "flop")
                                  for v, mt in zip(lines["value"], lines["metric"])]).drop(columns=["value", "metric"])
-        line_layer = vl.Chart(ln).transform_filter("datum.sk == step && marey_view == 'ranks'").transform_lookup(
+        line_layer = vl.Chart(ln).transform_lookup(
             lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])
-        ).transform_calculate(
+        ).transform_filter(f"datum.sk == step && {RANK_LANE}").transform_calculate(
             lane_shown="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
             up="1 - datum.v").mark_line(strokeWidth=1.5, interpolate="step-after").encode(
             x=vl.X("t:Q"), y=vl.Y("lane_shown:O", sort=lane_sort),
@@ -742,7 +748,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
-    caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}); shown first: "
+    caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}"
+               + ("; the lanes control shows one lane per stage (the union of its ranks) instead, or one stage's "
+                  "ranks with the other stages as union lanes" if staged else "") + "); shown first: "
                f"step {steps[0]}" + (", the median step in scope" if m.get("median_step") == steps[0] else "") +
                ". Bars from start to end, coloured by class (" + ", ".join(
                    k + {"wait": " (waiting for a peer)", "other": " (not classified by the profiler)"}.get(k, "")
@@ -798,9 +806,11 @@ def present(a: Analysis) -> View:
         controls.insert(0, Control("step", "Step (Marey view)", [(str(s), facts.step_label(s, warm))
                                                                  for s in sorted(steps)], step0))
         if a.data["marey"]["stage"].notna().any():
+            stages = sorted({int(x) for x in a.data["marey"]["stage"].dropna()})
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
-                                                                  ("stages", "One per stage (union of its ranks)")],
-                                    "ranks"))
+                                                                  ("stages", "One per stage (union of its ranks)")]
+                                    + ([(f"stage:{st}", f"Stage {st} per rank, the others one per stage")
+                                        for st in stages] if len(stages) > 1 else []), "ranks"))
         figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m, marey_lines(
             a.data["marey"], a.tables.get("rank_step_lines"), m.get("drilldown_line_steps") or {})))
         tables.append(Table.from_frame(
