@@ -748,15 +748,15 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
-    caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}"
-               + ("; the lanes control shows one lane per stage (the union of its ranks) instead, or one stage's "
-                  "ranks with the other stages as union lanes" if staged else "") + "); shown first: "
+    caption = (f"One lane per rank ({'sorted by stage, then rank' if staged else 'in rank order'}); shown first: "
                f"step {steps[0]}" + (", the median step in scope" if m.get("median_step") == steps[0] else "") +
                ". Bars from start to end, coloured by class (" + ", ".join(
                    k + {"wait": " (waiting for a peer)", "other": " (not classified by the profiler)"}.get(k, "")
                    for k in kinds) + "); "
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
-               f"to zoom in time, double-click to reset. Times are "
+               f"to zoom in time, double-click to reset. " + (
+                   "The lanes control shows one lane per stage (the union of its ranks) instead, or one stage's "
+                   "ranks with the other stages as union lanes. " if staged else "") + "Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
     if lines is not None:
         line_ranks = sorted(set(int(r) for r in lines["rank"]))
