@@ -139,9 +139,11 @@ def _iv(ops: pd.DataFrame, kinds: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return o["start_ms"].to_numpy(dtype=float), o["end_ms"].to_numpy(dtype=float)
 
 
-def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, detail: str = "summary") -> dict:
-    """Write the merged timeline of ``ranks`` (default: every rank) to ``path`` (gzip when it ends in ``.gz``);
-    return what was written (for the metrics file and the page)."""
+def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, detail: str = "summary",
+          steps: list[int] | None = None) -> dict:
+    """Write the merged timeline of ``ranks`` (default: every rank) and ``steps`` (default: every step; else only
+    those steps' windows and the operations inside them) to ``path`` (gzip when it ends in ``.gz``); return what
+    was written (for the metrics file and the page)."""
     if detail not in DETAILS:
         raise ValueError(f"detail must be one of {DETAILS}")
     windows, windows_source = step_windows(run, derived=False), "profiler step markers / step trace"
@@ -153,10 +155,16 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
     want = sorted(int(r) for r in run.ranks) if not ranks else [int(r) for r in ranks if r in set(run.ranks)]
     if not want:
         raise LookupError(f"none of the ranks {ranks} is in this run")
+    if steps:
+        windows = windows[windows["step"].isin({int(s) for s in steps})]
+        if windows.empty:
+            raise LookupError(f"none of the steps {steps} is in this run")
     tl = run.table("device_timeline")
     partial = tl is None
     if partial:  # no device timeline: the communication ops the files time (no computation spans to draw)
         tl = _comm_ops_rows(run)
+    if steps and tl is not None:  # the chosen steps' operations only (not those outside every step)
+        tl = tl[tl["step"].isin(set(windows["step"].tolist()))]
     shift = _alignment(tl, windows, want)
     # every timestamp >= 0 (the viewers' clock starts at 0): one constant added to every shift when one would not be
     lowest = []
@@ -189,6 +197,7 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
                 out.write(((",\n" if not first else "") + chunk).encode("utf-8"))
                 first = False
             meta = {"generator": "reportgen", "detail": detail, "ranks": want, "time_unit": "us",
+                    "steps_selected": sorted(int(x) for x in windows["step"].unique()) if steps else "all",
                     "steps": windows_source,
                     "operations": ("the communication operations only (no device timeline in the files: "
                                    "trace_view.json or a profiler DB gives computation)") if partial else
@@ -204,4 +213,5 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
                 out.close()
     return {"path": str(path), "file": path.name, "ranks": len(want), "events": events,
             "detail": "communication operations only (no device timeline)" if partial else detail,
-            "steps_source": windows_source, "bytes": path.stat().st_size}
+            "steps_source": windows_source, "bytes": path.stat().st_size,
+            "steps": sorted(int(x) for x in windows["step"].unique()) if steps else "all"}

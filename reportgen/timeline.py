@@ -253,8 +253,9 @@ def _ascend_tables(run: Run) -> pd.DataFrame | None:
             stream = k["stream"]
             if pd.api.types.is_float_dtype(stream):  # a CSV column with blanks reads as float: "stream 2", not 2.0
                 stream = stream.astype("Int64")
-            parts.append(_rows(k["rank"], k["start_ms"], k["start_ms"] + k["dur_ms"], kind, k["name"],
-                               per_value(stream.astype(str), lambda v: "stream " + v)))
+            lane = per_value(stream.astype(str), lambda v: "stream " + v).where(stream.notna().to_numpy(),
+                                                                                  "stream unknown")
+            parts.append(_rows(k["rank"], k["start_ms"], k["start_ms"] + k["dur_ms"], kind, k["name"], lane))
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
