@@ -336,6 +336,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         first = [x for x in [F.median_step()] if x in have]
         all_steps = first + [x for x in F.steps if x in have and x not in first] + [
             x for x in F.steps_all if x in have and x not in F.steps]
+    n_steps_total = len(all_steps)
     if len(all_steps) > MAX_STEPS:  # the first MAX_STEPS in drawing order; the time overview says which
         trimmed_steps = len(all_steps) - MAX_STEPS
         all_steps = all_steps[:MAX_STEPS]
@@ -400,7 +401,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         "marey_source_ops": int(total_ops), "marey_rows": int(len(rows)), "marey_marks": int(marks),
         "marey_max_marks": MAX_MARKS, "marey_min_dur_share": MIN_DUR_SHARE,
         "marey_trimmed_ops": int(total_ops - len(rows)), "marey_trim": trimmed,
-        "marey_steps_shown": steps_shown, "marey_steps_total": len(all_steps),
+        "marey_steps_shown": steps_shown, "marey_steps_total": n_steps_total,
         "marey_lanes": int(rows["rank"].nunique()), "marey_lanes_total": len(lane_order),
         "alignment_op": first_op, "alignment": align_rows[0]["aligned"] if align_rows else "step start",
         "median_step": F.median_step() if F is not None else None,
@@ -446,8 +447,9 @@ def analyze(run: Run, options=None) -> Analysis:
             metrics["marey_source"] = tl_source
             # lanes without any computation in the data (e.g. a rank whose files time its communication only)
             has_comp = set(ops.loc[ops["kind"] != "communication", "rank"])
-            if has_comp:
-                metrics["marey_comm_only_ranks"] = [r for r in ranks if r not in has_comp]
+            only = [r for r in ranks if r not in has_comp]
+            if has_comp and only:
+                metrics["marey_comm_only_ranks"] = only
             if step_windows(run, derived=False) is None:
                 metrics["marey_windows"] = DERIVED_WINDOWS
             data["marey"] = rows
