@@ -13,7 +13,8 @@ Sources and definitions (research notes on the seed's cluster pages §3.7):
   ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values. Unknown waits are said, never drawn as 0.
   **Departure:** the seed plots the step_trace total raw (10 ns ticks); we plot milliseconds.
 * Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: torch.profiler GPU kernels,
-  gloo collectives and main-thread CPU ops, NPU HCCL and device ops of trace_view.json, host ops of
+  gloo collectives and main-thread CPU ops, NPU HCCL and device ops of trace_view.json, NPU kernels of
+  kernel_details.csv with communication.json ops (step windows then derived from step durations), host ops of
   cpu_op_execute_timestamp_<rank>.txt, the seed's timeline display files or the step trace's communication
   ops with the FP/BP span minus them as derived computation), in the
   step windows of :func:`reportgen.timeline.step_windows`. Times are ms relative to each rank's step start, then
