@@ -89,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline-detail", choices=["summary", "detail"], default="summary",
                    help="summary: steps and the overlap analysis (computation / exposed communication / free) per "
                         "rank; detail: steps and every device operation per stream / communication plane")
+    p.add_argument("--timeline-steps", default=None, metavar="LIST",
+                   help="steps to write into the merged timeline, e.g. 5,8-10 (default: every step)")
     p.add_argument("--include-warmup", action="store_true",
                    help="keep warm-up steps (leading steps far slower than the rest) in averages, rankings and "
                         "colour scales; by default they are listed, labelled and left out")
@@ -118,8 +120,8 @@ def _compare_pair(text: str) -> list[int]:
     return ranks
 
 
-def _parse_ranks(text: str) -> list[int]:
-    """'0,3,8-11' -> [0, 3, 8, 9, 10, 11]."""
+def _parse_ranks(text: str, flag: str = "--ranks") -> list[int]:
+    """'0,3,8-11' -> [0, 3, 8, 9, 10, 11] (``flag``: the option named in errors)."""
     out = []
     for part in text.split(","):
         part = part.strip()
@@ -127,10 +129,10 @@ def _parse_ranks(text: str) -> list[int]:
             continue
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m:
-            raise InputError(None, f"--ranks {text!r}: expected numbers and ranges such as 0,3,8-11")
+            raise InputError(None, f"{flag} {text!r}: expected numbers and ranges such as 0,3,8-11")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if hi < lo or hi - lo > 100_000:
-            raise InputError(None, f"--ranks {text!r}: range {part} is not valid")
+            raise InputError(None, f"{flag} {text!r}: range {part} is not valid")
         out.extend(range(lo, hi + 1))
     return sorted(set(out))
 
@@ -367,10 +369,10 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     if timeline is not None:
         from . import export_timeline
 
-        path, detail, ranks, written = timeline
+        path, detail, ranks, written, *more = timeline
         progress.update("writing the merged timeline")
         try:
-            exported = export_timeline.write(run, path, ranks, detail)
+            exported = export_timeline.write(run, path, ranks, detail, steps=more[0] if more else None)
         except LookupError as exc:
             raise InputError(path, f"--timeline: {exc}; nothing to write") from None
         written.append(path)
@@ -545,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
                    "compare_ranks": _compare_pair(args.compare_ranks) if args.compare_ranks else None}
         if args.fail_on and any("baseline" in e for e in args.fail_on) and not args.baseline:
             raise InputError(None, "--fail-on compares with the baseline: give --baseline")
-        timeline = (args.timeline, args.timeline_detail, options["ranks"], written) \
+        timeline = (args.timeline, args.timeline_detail, options["ranks"], written,
+                    _parse_ranks(args.timeline_steps, "--timeline-steps") if args.timeline_steps else None) \
             if args.timeline is not None else None
         html, doc = build_report(args.run, args.title, progress, args.jobs, tuple(args.comm_pattern), options,
                                  static=args.static, baseline=args.baseline, fmt=args.fmt, dask=args.dask,

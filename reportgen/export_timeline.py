@@ -36,7 +36,7 @@ import pandas as pd
 
 from .intervals import difference, union
 from .model import Run
-from .timeline import step_windows
+from .timeline import DERIVED_WINDOWS, derived_windows, step_windows
 
 DETAILS = ("summary", "detail")
 _SUMMARY_THREADS = [(1, "Computation", "compute"), (2, "Communication (not overlapped)", "communication"),
@@ -67,31 +67,6 @@ def _alignment(tl: pd.DataFrame | None, windows: pd.DataFrame, ranks: list[int])
         for r in present:
             shift[r][int(step)] = float(start[ref] - start[r] + offsets.get(r, 0.0))
     return shift
-
-
-_DERIVED_SOURCE = ("derived: each step ends at the end of its last recorded device operation (comm_ops, kernels) "
-                   "and lasts its step time (step_time, which has durations only)")
-
-
-def _derived_windows(run: Run) -> pd.DataFrame | None:
-    """Step windows when the files time no step (Ascend text output without trace_view.json): the end of the
-    step's last recorded operation, and that end minus the step's time (:data:`_DERIVED_SOURCE`)."""
-    st = run.table("step_time")
-    if st is None or "step_ms" not in st:
-        return None
-    ends = []
-    c = run.table("comm_ops")
-    if c is not None and "start_ms" in c:
-        ends.append(c.assign(end=c["start_ms"] + c["elapse_ms"])[["rank", "step", "end"]])
-    k = run.table("kernels")
-    if k is not None and "start_ms" in k and "step" in k:
-        ends.append(k.assign(end=k["start_ms"] + k["dur_ms"])[["rank", "step", "end"]])
-    if not ends:
-        return None
-    last = pd.concat(ends, ignore_index=True).groupby(["rank", "step"], as_index=False)["end"].max()
-    w = st[["rank", "step", "step_ms"]].merge(last, on=["rank", "step"], how="inner").dropna()
-    return pd.DataFrame({"rank": w["rank"].astype(int), "step": w["step"].astype(int),
-                         "start_ms": w["end"] - w["step_ms"], "end_ms": w["end"]})
 
 
 def _comm_ops_rows(run: Run) -> pd.DataFrame | None:
@@ -164,24 +139,32 @@ def _iv(ops: pd.DataFrame, kinds: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return o["start_ms"].to_numpy(dtype=float), o["end_ms"].to_numpy(dtype=float)
 
 
-def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, detail: str = "summary") -> dict:
-    """Write the merged timeline of ``ranks`` (default: every rank) to ``path`` (gzip when it ends in ``.gz``);
-    return what was written (for the metrics file and the page)."""
+def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, detail: str = "summary",
+          steps: list[int] | None = None) -> dict:
+    """Write the merged timeline of ``ranks`` (default: every rank) and ``steps`` (default: every step; else only
+    those steps' windows and the operations inside them) to ``path`` (gzip when it ends in ``.gz``); return what
+    was written (for the metrics file and the page)."""
     if detail not in DETAILS:
         raise ValueError(f"detail must be one of {DETAILS}")
-    windows, windows_source = step_windows(run), "profiler step markers / step trace"
+    windows, windows_source = step_windows(run, derived=False), "profiler step markers / step trace"
     if windows is None or windows.empty:
-        windows, windows_source = _derived_windows(run), _DERIVED_SOURCE
+        windows, windows_source = derived_windows(run), DERIVED_WINDOWS
     if windows is None or windows.empty:
         raise LookupError("no step windows in this run (step markers such as ProfilerStep, a step trace, or a "
                           "timeline's Steps blocks)")
     want = sorted(int(r) for r in run.ranks) if not ranks else [int(r) for r in ranks if r in set(run.ranks)]
     if not want:
         raise LookupError(f"none of the ranks {ranks} is in this run")
+    if steps:
+        windows = windows[windows["step"].isin({int(s) for s in steps})]
+        if windows.empty:
+            raise LookupError(f"none of the steps {steps} is in this run")
     tl = run.table("device_timeline")
     partial = tl is None
     if partial:  # no device timeline: the communication ops the files time (no computation spans to draw)
         tl = _comm_ops_rows(run)
+    if steps and tl is not None:  # the chosen steps' operations only (not those outside every step)
+        tl = tl[tl["step"].isin(set(windows["step"].tolist()))]
     shift = _alignment(tl, windows, want)
     # every timestamp >= 0 (the viewers' clock starts at 0): one constant added to every shift when one would not be
     lowest = []
@@ -214,6 +197,7 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
                 out.write(((",\n" if not first else "") + chunk).encode("utf-8"))
                 first = False
             meta = {"generator": "reportgen", "detail": detail, "ranks": want, "time_unit": "us",
+                    "steps_selected": sorted(int(x) for x in windows["step"].unique()) if steps else "all",
                     "steps": windows_source,
                     "operations": ("the communication operations only (no device timeline in the files: "
                                    "trace_view.json or a profiler DB gives computation)") if partial else
@@ -229,4 +213,5 @@ def write(run: Run, path: str | os.PathLike, ranks: list[int] | None = None, det
                 out.close()
     return {"path": str(path), "file": path.name, "ranks": len(want), "events": events,
             "detail": "communication operations only (no device timeline)" if partial else detail,
-            "steps_source": windows_source, "bytes": path.stat().st_size}
+            "steps_source": windows_source, "bytes": path.stat().st_size,
+            "steps": sorted(int(x) for x in windows["step"].unique()) if steps else "all"}

@@ -27,6 +27,12 @@ every rank's intervals and step windows come from the same kind of file):
   ``device_ops`` with the reader's ``op_class``. On a rank with ``hccl_ops`` its communication device tasks (HCCL's
   copies and stream tasks) are left to ``hccl_ops``, which span them; without (MindSpore CPU: collectives are host
   ops) they are the rank's communication (Receive -> receive).
+* Ascend text output without trace_view.json (:func:`_ascend_tables`): ``kernels`` (kernel_details.csv: Start Time,
+  Duration) with the reader's ``op_class``, lane = ``stream <id>``; ``comm_ops`` (communication.json: per op start
+  timestamp and elapse) -> communication (``hcom_receive`` -> receive), lane ``Communication ops``. On a rank with
+  ``comm_ops`` its communication kernels (hcom_* rows of kernel_details.csv) are left to ``comm_ops``, which time the
+  same operators. A rank with ``comm_ops`` only (no kernel file) has communication only. Every rank's timestamps are
+  the same epoch clock (the run origin); the same collective ends within ~30 µs on every rank of st/level2.
 * MindSpore Insight ``mi_timeline_ops`` (timeline display files, the ranks whose file has Steps blocks):
   computation -> compute, communication -> communication (Receive -> receive).
 * MindSpore Insight without timeline files: ``step_ops`` (the step trace's communication ops) -> communication
@@ -34,7 +40,8 @@ every rank's intervals and step windows come from the same kind of file):
   step interval, backward end = forward start + fp_bp) minus the union of the rank's communication ops ->
   compute, ``source = "derived"`` (name ``FP/BP minus communication``).
 
-Step: the window of the rank the interval starts in (:func:`step_windows`), -1 outside every window.
+Step: the window of the rank the interval starts in (:func:`step_windows`), -1 outside every window. Without step
+markers, step trace or Steps blocks, windows are derived from step durations (:func:`derived_windows`).
 """
 
 from __future__ import annotations
@@ -221,6 +228,37 @@ def _ascend(run: Run) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
+COMM_OPS_STREAM = "Communication ops"
+
+
+def _ascend_tables(run: Run) -> pd.DataFrame | None:
+    """Ascend text output without trace_view.json: ``kernels`` and ``comm_ops`` (module doc)."""
+    k, c = run.table("kernels"), run.table("comm_ops")
+    parts = []
+    with_comm = set()
+    if c is not None and {"start_ms", "elapse_ms"} <= set(c.columns):
+        c = c.dropna(subset=["start_ms", "elapse_ms"])
+        if not c.empty:
+            with_comm = set(c["rank"])
+            parts.append(_rows(c["rank"], c["start_ms"], c["start_ms"] + c["elapse_ms"], _comm_kind(c["op"]),
+                               c["op"], COMM_OPS_STREAM))
+    if k is not None and {"start_ms", "dur_ms"} <= set(k.columns):
+        k = k.dropna(subset=["start_ms", "dur_ms"])
+        cls = k["op_class"] if "op_class" in k else pd.Series("compute", index=k.index, dtype=object)
+        comm = (cls == "communication").to_numpy()
+        keep = ~(comm & k["rank"].isin(with_comm).to_numpy())  # comm_ops time the same operators
+        k, cls, comm = k[keep], cls[keep], comm[keep]
+        if not k.empty:
+            kind = np.where(comm, _comm_kind(op_type(k["name"])), cls.astype(object).to_numpy())
+            stream = k["stream"]
+            if pd.api.types.is_float_dtype(stream):  # a CSV column with blanks reads as float: "stream 2", not 2.0
+                stream = stream.astype("Int64")
+            lane = per_value(stream.astype(str), lambda v: "stream " + v).where(stream.notna().to_numpy(),
+                                                                                  "stream unknown")
+            parts.append(_rows(k["rank"], k["start_ms"], k["start_ms"] + k["dur_ms"], kind, k["name"], lane))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
 def _mindinsight(run: Run) -> pd.DataFrame | None:
     mo, ms = run.table("mi_timeline_ops"), run.table("mi_timeline_steps")
     if mo is None or ms is None:
@@ -274,16 +312,57 @@ def _by_rank(df: pd.DataFrame) -> dict:
 
 
 #: in order of preference (the first with data gives the run's timeline)
-BUILDERS = (_kineto_gpu, _gloo, _ascend, _mindinsight, _derived)
+BUILDERS = (_kineto_gpu, _gloo, _ascend, _mindinsight, _derived, _ascend_tables)
 
 
 # --------------------------------------------------------------------------- steps
 
 
-def step_windows(run: Run) -> pd.DataFrame | None:
+def step_windows(run: Run, derived: bool = True) -> pd.DataFrame | None:
     """Step windows (rank, step, start_ms, end_ms): ``trace_steps`` (ProfilerStep, Ascend steps, repeated ops);
     else the MindInsight timeline's Steps blocks when the timeline files give the run's intervals (:func:`build`);
-    else the step trace's start / end."""
+    else the step trace's start / end; else (``derived``) :func:`derived_windows`."""
+    w = _marked_windows(run)
+    return derived_windows(run) if w is None and derived else w
+
+
+#: how :func:`derived_windows` times a step (said in the merged timeline file and the Marey caption)
+DERIVED_WINDOWS = ("derived: each step ends at the end of its last recorded device operation (comm_ops, kernels) "
+                   "and lasts its step time (step_time, which has durations only)")
+
+
+def derived_windows(run: Run) -> pd.DataFrame | None:
+    """Step windows when the files time no step (Ascend text output without trace_view.json, whose
+    step_trace_time.csv has durations only): per rank and step, end = the end of the step's last operation in
+    ``comm_ops`` / ``kernels`` (their own step ids), start = end - ``step_time.step_ms``. A start within 1 µs after
+    the step's first operation is moved onto it (Ascend's step time is last end - first start: float rounding must
+    not leave the first kernel outside its step)."""
+    st = run.table("step_time")
+    if st is None or "step_ms" not in st:
+        return None
+    spans = []
+    c = run.table("comm_ops")
+    if c is not None and {"start_ms", "elapse_ms", "step"} <= set(c.columns):
+        spans.append(pd.DataFrame({"rank": c["rank"], "step": c["step"], "first": c["start_ms"],
+                                   "end": c["start_ms"] + c["elapse_ms"]}))
+    k = run.table("kernels")
+    if k is not None and {"start_ms", "dur_ms", "step"} <= set(k.columns):
+        spans.append(pd.DataFrame({"rank": k["rank"], "step": k["step"], "first": k["start_ms"],
+                                   "end": k["start_ms"] + k["dur_ms"]}))
+    if not spans:
+        return None
+    g = pd.concat(spans, ignore_index=True).dropna().groupby(["rank", "step"], as_index=False)
+    span = g["first"].min().merge(g["end"].max(), on=["rank", "step"])
+    w = st[["rank", "step", "step_ms"]].merge(span, on=["rank", "step"], how="inner").dropna()
+    if w.empty:
+        return None
+    start = w["end"] - w["step_ms"]
+    start = start.where(~((start > w["first"]) & (start - w["first"] <= 1e-3)), w["first"])
+    return pd.DataFrame({"rank": w["rank"].astype(int).to_numpy(), "step": w["step"].astype(int).to_numpy(),
+                         "start_ms": start.to_numpy(float), "end_ms": w["end"].to_numpy(float)})
+
+
+def _marked_windows(run: Run) -> pd.DataFrame | None:
     ts = run.table("trace_steps")
     if ts is not None:
         return ts[WINDOW_COLUMNS]

@@ -242,3 +242,73 @@ def test_no_tables_no_timeline():
     run = Run(name="empty", source_format="kineto", source_path="/nowhere", ranks=[0])
     timeline.attach(run)
     assert run.table("device_timeline") is None and run.table("step_time") is None
+
+
+def _ascend_text_run(kernels: pd.DataFrame | None, comm: pd.DataFrame | None, step_ms: dict) -> Run:
+    """A run as the Ascend text reader leaves it without trace_view.json: kernels, comm_ops, step_time (durations)."""
+    run = Run(name="t", source_format="ascend", source_path="/nowhere", ranks=sorted(step_ms))
+    if kernels is not None:
+        run.tables["kernels"] = kernels
+    if comm is not None:
+        run.tables["comm_ops"] = comm
+    run.tables["step_time"] = pd.DataFrame({"rank": list(step_ms), "step": 1, "step_ms": list(step_ms.values()),
+                                            "computing_ms": 1.0})
+    timeline.attach(run)
+    return run
+
+
+def test_ascend_text_timeline_from_kernels_and_comm_ops():
+    """kernel_details.csv + communication.json (no trace_view.json): compute from the kernels, communication from
+    comm_ops (the hcom kernel of a rank with comm_ops is left to them), a rank with comm_ops only has communication;
+    windows end at the step's last op and last its step time."""
+    k = pd.DataFrame({"rank": [0, 0, 0], "step": 1, "name": ["MatMul_1", "hcom_allReduce_1", "Add_1"],
+                      "stream": [2.0, 3.0, 2.0], "start_ms": [0.0, 5.0, 7.0], "dur_ms": [4.0, 2.0, 3.0],
+                      "op_class": ["compute", "communication", "compute"]})
+    c = pd.DataFrame({"rank": [0, 1, 1], "step": 1, "op": ["hcom_allReduce_1", "hcom_allReduce_1", "hcom_receive_2"],
+                      "start_ms": [4.5, 4.0, 8.0], "elapse_ms": [2.5, 3.0, 1.0]})
+    run = _ascend_text_run(k, c, {0: 10.0, 1: 9.5})
+    tl = run.table("device_timeline")
+    _check_table(tl, run)
+    r0, r1 = tl[tl["rank"] == 0], tl[tl["rank"] == 1]
+    assert sorted(r0["name"]) == ["Add_1", "MatMul_1", "hcom_allReduce_1"]
+    assert r0.loc[r0["name"] == "hcom_allReduce_1", "stream"].tolist() == [timeline.COMM_OPS_STREAM]
+    assert r0.loc[r0["name"] == "hcom_allReduce_1", "end_ms"].tolist() == [7.0]
+    assert set(r0.loc[r0["kind"] == "compute", "stream"]) == {"stream 2"}
+    assert set(r1["kind"]) == {"communication", "receive"}  # communication only
+    w = timeline.step_windows(run).set_index("rank")
+    assert w.loc[0, "end_ms"] == 10.0 and w.loc[0, "start_ms"] == 0.0  # last end 10, step 10 ms
+    assert w.loc[1, "end_ms"] == 9.0 and w.loc[1, "start_ms"] == pytest.approx(-0.5)
+    assert (tl["step"] == 1).all()
+    assert timeline.step_windows(run, derived=False) is None
+
+
+def test_derived_window_start_snaps_onto_the_first_op_within_1us():
+    k = pd.DataFrame({"rank": [0, 0], "step": 1, "name": ["A", "B"], "stream": ["1", "1"],
+                      "start_ms": [-3.12016, 100.0], "dur_ms": [1.0, 706.9022 + 0.1],
+                      "op_class": ["compute", "compute"]})
+    run = _ascend_text_run(k, None, {0: 810.12236 - 0.0000004})
+    w = timeline.step_windows(run)
+    assert w["start_ms"].iloc[0] == -3.12016
+    assert (run.table("device_timeline")["step"] == 1).all()
+
+
+def test_st_level2_marey_has_compute_on_ranks_0_2_and_comm_on_1_3():
+    """Ascend text without trace_view.json: the Marey view draws ranks 0 and 2 (kernel_details.csv) with computation
+    and ranks 1 and 3 (communication.json only) with communication, and says so; the clocks agree between ranks (the
+    same collective ends within 0.1 ms on every rank, before any alignment)."""
+    from reportgen.sections import execution
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    tl = run.table("device_timeline")
+    comm = tl[tl["kind"] != "compute"]
+    spread = comm.groupby("name")["end_ms"].agg(lambda e: e.max() - e.min())
+    both = comm.groupby("name")["rank"].nunique() > 1
+    assert both.sum() >= 10 and spread[both].max() < 0.1
+    a = execution.analyze(run)
+    m = a.data["marey"]
+    kinds = m.groupby("rank")["kind"].agg(set).to_dict()
+    assert "computation" in kinds[0] and "computation" in kinds[2]
+    assert kinds[1] == {"communication"} and kinds[3] == {"communication"}
+    assert a.metrics["marey_comm_only_ranks"] == [1, 3]
+    cap = next(f.caption for f in execution.present(a).figures if f.id == "execution-marey")
+    assert "Ranks 1, 3: communication only" in cap and "Step windows" in cap
+    assert a.metrics["marey_trim"]["short_merged"] > 1000  # µs kernels merged into blocks

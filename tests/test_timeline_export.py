@@ -154,3 +154,46 @@ def test_cli_writes_it_names_it_and_refuses_bad_targets(tmp_path, capsys):
     assert cli.main([str(run), "-o", str(tmp_path / "x.html"), "--timeline", str(tmp_path / "x.html"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "--timeline" in err and "Traceback" not in err
+
+
+def test_level2_export_has_computation_on_ranks_with_kernels(tmp_path):
+    """Ascend text without trace_view.json: the device timeline from kernel_details.csv + communication.json, so the
+    summary has Computation on ranks 0 and 2 (kernels) and none on 1 and 3 (communication.json only); detail has
+    the kernels (was 96 events: communication only)."""
+    run = read_run(fixture_dir(*LEVEL2))
+    export_timeline.write(run, tmp_path / "s.json", None, "summary")
+    doc = _load(tmp_path / "s.json")
+    comp = {e["pid"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "compute"}
+    assert comp == {0, 2}
+    assert "derived" in doc["otherData"]["steps"] and doc["otherData"]["operations"] == "the run's device timeline"
+    info = export_timeline.write(run, tmp_path / "d.json", None, "detail")
+    doc = _load(tmp_path / "d.json")
+    _check_format(doc)
+    kinds = {(e["pid"], e["cat"]) for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert {(0, "compute"), (2, "compute"), (1, "communication"), (3, "communication")} <= kinds
+    assert not {(1, "compute"), (3, "compute")} & kinds
+    assert info["events"] > 5000
+
+
+def test_timeline_steps_and_ranks_filter(tmp_path, capsys):
+    run = fixture_dir(*GLOO)
+    out = tmp_path / "r.html"
+    steps = sorted(facts.of(read_run(run)).steps_all)
+    pick = steps[1:3]
+    assert cli.main([str(run), "-o", str(out), "--json", str(tmp_path / "m.json"), "--timeline", str(tmp_path / "t.json"),
+                     "--ranks", "1", "--timeline-steps", ",".join(map(str, pick)), "--timeline-detail", "detail",
+                     "-q"]) == 0
+    doc = _load(tmp_path / "t.json")
+    assert sorted(_check_format(doc)) == [1]
+    assert {s for _, s in _steps(doc)} == set(pick) and doc["otherData"]["steps_selected"] == pick
+    assert json.loads((tmp_path / "m.json").read_text())["exports"]["timeline"]["steps"] == pick
+    # every operation lies in a chosen step's window (after the same shift)
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"]
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "step"]
+    assert ops and all(any(a - 1e-3 <= e["ts"] <= b + 1e-3 for a, b in spans) for e in ops)
+    assert cli.main([str(run), "-o", str(out), "--timeline", str(tmp_path / "u.json"), "--timeline-steps", "99999",
+                     "-q"]) == 2
+    assert cli.main([str(run), "-o", str(out), "--timeline", str(tmp_path / "u.json"), "--timeline-steps", "x",
+                     "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--timeline-steps" in err and "Traceback" not in err

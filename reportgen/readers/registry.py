@@ -271,7 +271,7 @@ _ASCEND_GIVES = {
     "step_time": "ASCEND_PROFILER_OUTPUT/step_trace_time.csv or the profiler DB (a profiler schedule and step(); "
                  "any profiler level)",
     "kernels": "kernel_details.csv or the profiler DB (profiler_level Level1 or higher)",
-    "device_timeline": "trace_view.json or the profiler DB",
+    "device_timeline": "trace_view.json, the profiler DB, or kernel_details.csv with communication.json",
     "comm_ops": "communication.json / communication_matrix.json or the profiler DB (profiler_level Level1 or higher)",
     "comm_bandwidth": "communication.json or the profiler DB (profiler_level Level1 or higher)",
     "overlap_intervals": "trace_view.json or the profiler DB",

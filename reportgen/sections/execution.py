@@ -13,7 +13,8 @@ Sources and definitions (research notes on the seed's cluster pages §3.7):
   ``rank_comm_ms`` / ``rank_wait_ms`` are each rank's own values. Unknown waits are said, never drawn as 0.
   **Departure:** the seed plots the step_trace total raw (10 ns ticks); we plot milliseconds.
 * Marey view. Operators: the run's ``device_timeline`` (:mod:`reportgen.timeline`: torch.profiler GPU kernels,
-  gloo collectives and main-thread CPU ops, NPU HCCL and device ops of trace_view.json, host ops of
+  gloo collectives and main-thread CPU ops, NPU HCCL and device ops of trace_view.json, NPU kernels of
+  kernel_details.csv with communication.json ops (step windows then derived from step durations), host ops of
   cpu_op_execute_timestamp_<rank>.txt, the seed's timeline display files or the step trace's communication
   ops with the FP/BP span minus them as derived computation), in the
   step windows of :func:`reportgen.timeline.step_windows`. Times are ms relative to each rank's step start, then
@@ -27,8 +28,13 @@ Sources and definitions (research notes on the seed's cluster pages §3.7):
   joined across ranks and used for the alignment.
 * Derived computation (no recorded compute ops: the gaps between a step trace's communication ops) is drawn merged
   across gaps shorter than ``MIN_DUR_SHARE`` of the step: those gaps hold only communication ops too short to draw.
-* Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn, steps are added while the marks
-  fit ``MAX_MARKS``; beyond that computation is dropped, then lanes are sampled evenly. The metrics say so.
+* Recorded computation ops shorter than ``MIN_DUR_SHARE`` of the step are merged per rank into blocks across gaps
+  shorter than that (kernel-level data: thousands of µs kernels per step would otherwise draw nothing).
+* Size: only ops lasting at least ``MIN_DUR_SHARE`` of the step are drawn. Every step is drawn, up to ``MAX_STEPS``
+  (the median step first, then the steps in scope, then warm-up); each step has its own share of ``MAX_MARKS``
+  (:func:`step_budget`), within which the shortest computation is left out first, then lanes are sampled evenly
+  (:func:`_fit_step`). So every step the time overview offers can be shown; steps beyond ``MAX_STEPS`` are not
+  clickable there, and the caption says so. The metrics say what was trimmed.
 """
 
 from __future__ import annotations
@@ -47,15 +53,17 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
 from . import needs_reason
-from ..timeline import DERIVED_NAME, per_value, step_windows
+from ..timeline import DERIVED_NAME, DERIVED_WINDOWS, per_value, step_windows
 
 ID = "execution"
 TITLE = "Execution overview"
 #: step times (time overview) or the device timeline (Marey view)
 NEEDS = (("step_time", "step_trace", "device_timeline"),)
 
-#: marks in the Marey figure (bars + polygon vertices), over all steps drawn
-MAX_MARKS = 6_000
+#: marks in the Marey figure (bars + polygon vertices), over all steps drawn (shared by the steps: step_budget)
+MAX_MARKS = 10_000
+#: marks of one step at most
+MAX_STEP_MARKS = 6_000
 #: ops shorter than this share of their step are not drawn
 MIN_DUR_SHARE = 0.005
 #: at most this many lanes (ranks) in the Marey figure; beyond, ranks are sampled evenly (keeping each stage)
@@ -236,6 +244,73 @@ def _merge_derived(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     return pd.concat([s[~d], first]), int(len(g) - len(first))
 
 
+def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
+    """One step's rows with each rank's recorded computation ops shorter than ``gap`` (too short to draw one by one)
+    merged into blocks: consecutive short ops less than ``gap`` apart are one block from the first start to the last
+    end, named ``<n> computation ops (each < gap)`` (module doc); and how many ops went into blocks of two or more.
+    Longer ops, communication and derived rows are left as they are."""
+    short = ((s["kind"] == "computation") & ~s["derived"].to_numpy(dtype=bool)
+             & ((s["end"] - s["start"]) < gap)).to_numpy()
+    if short.sum() < 2:
+        return s, 0
+    g = s[short].sort_values(["rank", "start"], kind="stable")
+    rank = g["rank"].to_numpy()
+    ends = g["end"].to_numpy(dtype=float)
+    new_rank = np.concatenate([[True], rank[1:] != rank[:-1]])
+    # running max of the ends within a rank (ops on several streams overlap): a block breaks at a gap >= ``gap``
+    run_end = pd.Series(ends).groupby(np.cumsum(new_rank)).cummax().to_numpy()
+    new = np.concatenate([[True], (g["start"].to_numpy()[1:] - run_end[:-1] >= gap)]) | new_rank
+    block = np.cumsum(new)
+    first = g[new].copy()
+    grp = g.groupby(block)
+    n = grp.size().to_numpy()
+    first["end"] = grp["end"].max().to_numpy()
+    first["end_ms"] = grp["end_ms"].max().to_numpy()
+    label = f"computation ops (each < {fmt.quantity(gap, 'ms')}, merged)"
+    first["op"] = np.where(n > 1, [f"{k:,} {label}" for k in n], first["op"].to_numpy(dtype=object))
+    return pd.concat([s[~short], first]), int(n[n > 1].sum())
+
+
+def step_budget(n_steps: int) -> int:
+    """Marks each drawn step may use: ``MAX_MARKS`` shared evenly by the steps drawn, at most ``MAX_STEP_MARKS``.
+    Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own budget
+    (:func:`_fit_step`), so clicking any of them shows it."""
+    return int(min(MAX_STEP_MARKS, MAX_MARKS // max(1, n_steps)))
+
+
+def _cost(s: pd.DataFrame) -> int:
+    """Marks of one step's rows: a bar each, and a polygon vertex more per communication op."""
+    return len(s) + int((s["kind"] == "communication").sum())
+
+
+def _fit_step(s: pd.DataFrame, budget: int, trimmed: dict) -> tuple[pd.DataFrame, int]:
+    """One step's rows within ``budget`` marks: the shortest computation / wait / other ops are left out first
+    (the longest kept), then, with communication alone over the budget, lanes are sampled evenly (communication
+    is joined across ranks, so it is kept or dropped per lane). Counts go to ``trimmed``; returns rows, cost."""
+    cost = _cost(s)
+    if cost <= budget:
+        return s, cost
+    comm = (s["kind"] == "communication").to_numpy()
+    room = budget - 2 * int(comm.sum())
+    other = s[~comm]
+    if room > 0:
+        keep = other.assign(_d=other["end"] - other["start"]).nlargest(room, "_d").drop(columns="_d")
+    else:
+        keep = other.iloc[0:0]
+    trimmed["computation_thinned"] += len(other) - len(keep)
+    s = pd.concat([s[comm], keep]).sort_values(["rank", "start"], kind="stable")
+    cost = _cost(s)
+    if cost > budget:
+        lanes = list(dict.fromkeys(s["rank"].tolist()))
+        per_lane = cost / max(1, len(lanes))
+        n_keep = max(2, int(budget // max(per_lane, 1)))
+        pick = np.unique(np.linspace(0, len(lanes) - 1, n_keep).round().astype(int))
+        s = s[s["rank"].isin([lanes[i] for i in pick])]
+        trimmed["lanes_sampled"] = True
+        cost = _cost(s)
+    return s, cost
+
+
 def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
            stage_of: dict, F=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
@@ -262,10 +337,18 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         first = [x for x in [F.median_step()] if x in have]
         all_steps = first + [x for x in F.steps if x in have and x not in first] + [
             x for x in F.steps_all if x in have and x not in F.steps]
+    n_steps_total = len(all_steps)
+    if len(all_steps) > MAX_STEPS:  # the first MAX_STEPS in drawing order; the time overview says which
+        trimmed_steps = len(all_steps) - MAX_STEPS
+        all_steps = all_steps[:MAX_STEPS]
+    else:
+        trimmed_steps = 0
+    budget = step_budget(len(all_steps))
     align_rows, drawn = [], []
     marks = 0
-    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled, "steps_left_out": 0,
-               "derived_merged": 0}
+    trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled,
+               "steps_left_out": trimmed_steps, "derived_merged": 0, "short_merged": 0, "computation_thinned": 0,
+               "step_budget": budget}
     for step in all_steps:
         s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
         s["key"] = occurrence_keys(s["match"], [s["rank"]])
@@ -292,35 +375,14 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         step_len = float((s["step_end"] - s["step_start"]).median())
         s, merged = _merge_derived(s, MIN_DUR_SHARE * step_len)
         trimmed["derived_merged"] += merged
+        s, merged = _merge_short(s, MIN_DUR_SHARE * step_len)
+        trimmed["short_merged"] += merged
         keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
         trimmed["below_threshold"] += int((~keep).sum())
         s = s[keep]
-        cost = len(s) + int((s["kind"] == "communication").sum())
-        if drawn and marks + cost > MAX_MARKS:
-            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-            break
-        if not drawn and cost > MAX_MARKS:  # first step alone is too big: computation first, then lanes
-            n_comp = int((s["kind"] != "communication").sum())
-            s = s[s["kind"] == "communication"]
-            trimmed["computation_dropped"] += n_comp
-            cost = 2 * len(s)
-            if cost > MAX_MARKS:
-                per_lane = cost / max(1, len(step_ranks))
-                n_keep = max(2, int(MAX_MARKS // max(per_lane, 1)))
-                pick = np.unique(np.linspace(0, len(step_ranks) - 1, n_keep).round().astype(int))
-                lanes = [step_ranks[i] for i in pick]
-                trimmed["lanes_sampled"] = True
-        if trimmed["lanes_sampled"]:
-            s = s[s["rank"].isin(lanes)]
-            cost = len(s) + int((s["kind"] == "communication").sum())
-            if drawn and marks + cost > MAX_MARKS:
-                trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-                break
+        s, cost = _fit_step(s, budget, trimmed)
         marks += cost
         drawn.append(s)
-        if len(drawn) >= MAX_STEPS:
-            trimmed["steps_left_out"] = len(all_steps) - len(drawn)
-            break
     rows = pd.concat(drawn, ignore_index=True) if drawn else ops.iloc[0:0]
     if rows.empty:
         why = (f"every one of the {total_ops} operators is shorter than {MIN_DUR_SHARE:.1%} of its step, the drawing "
@@ -340,7 +402,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         "marey_source_ops": int(total_ops), "marey_rows": int(len(rows)), "marey_marks": int(marks),
         "marey_max_marks": MAX_MARKS, "marey_min_dur_share": MIN_DUR_SHARE,
         "marey_trimmed_ops": int(total_ops - len(rows)), "marey_trim": trimmed,
-        "marey_steps_shown": steps_shown, "marey_steps_total": len(all_steps),
+        "marey_steps_shown": steps_shown, "marey_steps_total": n_steps_total,
         "marey_lanes": int(rows["rank"].nunique()), "marey_lanes_total": len(lane_order),
         "alignment_op": first_op, "alignment": align_rows[0]["aligned"] if align_rows else "step start",
         "median_step": F.median_step() if F is not None else None,
@@ -384,6 +446,13 @@ def analyze(run: Run, options=None) -> Analysis:
             tables["marey_alignment"] = align
             metrics.update(mm)
             metrics["marey_source"] = tl_source
+            # lanes without any computation in the data (e.g. a rank whose files time its communication only)
+            has_comp = set(ops.loc[ops["kind"] != "communication", "rank"])
+            only = [r for r in ranks if r not in has_comp]
+            if has_comp and only:
+                metrics["marey_comm_only_ranks"] = only
+            if step_windows(run, derived=False) is None:
+                metrics["marey_windows"] = DERIVED_WINDOWS
             data["marey"] = rows
             drawn_ranks = set(rows["rank"])
             data["lanes"] = [r for r in lane_order if r in drawn_ranks]
@@ -422,11 +491,17 @@ CLICK_SETS_STEP = {"rg_click": {"field": "step", "signal": "step"}}
 
 def _step_columns(stats: pd.DataFrame, tooltip: list) -> vl.Spec:
     """Full-height columns, one per step: the step the Marey view shows is shaded, every column is a click target
-    (CLICK_SETS_STEP) and carries the step's numbers as its tooltip."""
-    return vl.Chart(stats).mark_rect(color="currentColor").encode(
-        x=vl.X("step:O", title="Step"),
-        opacity=vl.condition("toString(datum.step) == step", vl.value(0.18), vl.value(0.0)),
-        tooltip=tooltip)
+    (CLICK_SETS_STEP) and carries the step's numbers as its tooltip. A step the Marey view does not hold (beyond
+    ``MAX_STEPS``; ``in_marey`` false) is greyed lightly, and its click finds no such step: nothing happens."""
+    if "in_marey" not in stats or stats["in_marey"].all():
+        return vl.Chart(stats).mark_rect(color="currentColor").encode(
+            x=vl.X("step:O", title="Step"),
+            opacity=vl.condition("toString(datum.step) == step", vl.value(0.18), vl.value(0.0)),
+            tooltip=tooltip)
+    return vl.Chart(stats).transform_calculate(
+        col_opacity="toString(datum.step) == step ? 0.18 : (datum.in_marey ? 0 : 0.07)").mark_rect(
+        color="currentColor").encode(x=vl.X("step:O", title="Step"), opacity=vl.Opacity("col_opacity:Q", scale=None),
+                                     tooltip=tooltip + [vl.Tooltip("in_marey:N", title="In the Marey view")])
 
 
 def _y_scale(values: pd.Series, in_scope: pd.Series) -> tuple[vl.Scale, float | None]:
@@ -454,7 +529,8 @@ def _off_scale(df: pd.DataFrame, field: str, top: float, x: vl.X, y_scale: vl.Sc
     return vl.layer(text, points)
 
 
-def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str) -> Figure:
+def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, step0: str,
+                    marey_steps: list[int] | None = None) -> Figure:
     """Step time per step: median over ranks, the min–max band and one highlighted rank (control ``ov_rank``);
     below, communication and waiting per step (mean over ranks). Clicking a step shows it in the Marey view.
     Warm-up steps far above the steps in scope are left off the scale (lines over the steps in scope, the value
@@ -464,6 +540,8 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
         .join(g["warmup"].first() if "warmup" in ov else pd.Series(False, index=g.size().index, name="warmup")) \
         .reset_index()
     stats["warmup"] = stats["warmup"].fillna(False).astype(bool)
+    if marey_steps is not None:
+        stats["in_marey"] = stats["step"].isin(set(marey_steps))
     in_scope = ~stats["warmup"]
     # each panel in the unit that reads best for its values (fmt.unit_for); the data is divided here, in the chart
     unit, factor = fmt.unit_for("ms", stats.loc[in_scope, "median"] if in_scope.any() else stats["median"])
@@ -539,6 +617,11 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                            "recorded): no point there.")
                + (" The shaded column is the step of the Marey view below; click a step to show it there."
                   if step0 else ""))
+    if "in_marey" in stats and not stats["in_marey"].all():
+        out = sorted(int(x) for x in stats.loc[~stats["in_marey"], "step"])
+        caption += (f" The Marey view holds {MAX_STEPS} steps at most: {count(len(out), 'step')} ("
+                    f"{', '.join(map(str, out[:10]))}{', …' if len(out) > 10 else ''}) are greyed and not "
+                    "selectable.")
     if off_scale and warm:
         caption += (f" Warm-up step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} "
                     f"{'are' if len(warm) > 1 else 'is'} off the scale, which covers the steps in scope: "
@@ -547,7 +630,42 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                   alt="Step time per step (median and range over ranks) and mean communication and waiting time")
 
 
-def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict) -> Figure:
+#: the lines drawn in the lanes of the Marey view (the drill-down's per-rank lines over one step): metric -> legend
+#: label, colour (memory in use: the memory colour; cumulative FLOPs: the page's text colour, dashed, since the
+#: computation blue of the bars under it would hide it)
+MAREY_LINES = {"memory_mb": ("Memory in use (lane: 0 to the rank's peak)", palette.ROLE["memory"]),
+               "flops_cumulative": ("Cumulative FLOPs (lane: 0 to the step's total)", "currentColor")}
+
+
+def marey_lines(rows: pd.DataFrame, lines: pd.DataFrame | None, line_steps: dict) -> pd.DataFrame | None:
+    """The drill-down's per-rank memory and cumulative-FLOPs lines (:func:`reportgen.sections.drilldown.
+    rank_step_lines`, computed once there) placed on the Marey view: x = the line's time from the rank's step start
+    plus the rank's alignment shift in that step (the bars' clock), ``v`` = value / the rank's largest value of that
+    line (0..1, the height within the lane). Only ranks and steps the Marey view draws."""
+    if lines is None or lines.empty or not line_steps:
+        return None
+    shift = rows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])["shift_ms"]
+    out = []
+    for (rank, metric), g in lines.groupby(["rank", "metric"], sort=True):
+        step = line_steps.get(str(int(rank)))
+        if step is None or (int(rank), int(step)) not in shift.index or metric not in MAREY_LINES:
+            continue
+        top = float(g["value"].max())
+        out.append(pd.DataFrame({"sk": str(int(step)), "rank": int(rank), "line": MAREY_LINES[metric][0],
+                                 "t": (g["t_ms"] + float(shift[(int(rank), int(step))])).round(4).to_numpy(),
+                                 "v": (g["value"] / top if top > 0 else g["value"] * 0.0).round(4).to_numpy(),
+                                 "value": g["value"].to_numpy(), "metric": metric}))
+    return pd.concat(out, ignore_index=True) if out else None
+
+
+#: the lane of a row is its rank's own lane (one per rank; or its stage is the one expanded), else its stage's union
+#: lane: the ``marey_view`` control is ``ranks``, ``stages`` or ``stage:<s>`` (stage s expanded, the others union)
+RANK_LANE = ("(marey_view == 'ranks' || !isValid(datum.stage) || "
+             "(marey_view != 'stages' && marey_view == 'stage:' + datum.stage))")
+
+
+def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict,
+                 lines: pd.DataFrame | None = None) -> Figure:
     # smaller file: short field names, the stage and lane position looked up per rank, the duration computed in
     # the page, the key kept only where communication is joined by it
     df = rows[["step_key", "rank", "op", "key", "kind"]].rename(columns={"step_key": "sk"})
@@ -571,7 +689,7 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])).transform_calculate(
         lane="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
         stage_lane="isValid(datum.stage) ? 'stage ' + datum.stage : 'rank ' + datum.rank",
-    ).transform_calculate(lane_shown="marey_view == 'stages' ? datum.stage_lane : datum.lane",
+    ).transform_calculate(lane_shown=f"{RANK_LANE} ? datum.lane : datum.stage_lane",
                           dur_ms="datum.t1 - datum.t0")
     x = vl.X("t0:Q", title="Time from step start, aligned (ms)")
     poly = base.transform_filter("datum.kind == 'communication'").mark_area(
@@ -584,11 +702,33 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     bars = base.mark_bar(height={"band": 0.6}).encode(
         x=x, x2="t1:Q", y=y, color=bar_color, tooltip=tooltip).add_params(zoom)
     layers = [poly, bars]
+    if lines is not None:  # in the lane of their rank, one lane per rank only (the union lanes have no one rank)
+        shown = [k for k in MAREY_LINES.values() if k[0] in set(lines["line"])]
+        ln = lines.assign(shown=[fmt.quantity(v, "mb" if mt == "memory_mb" else "flop")
+                                 for v, mt in zip(lines["value"], lines["metric"])]).drop(columns=["value", "metric"])
+        line_layer = vl.Chart(ln).transform_lookup(
+            lookup="rank", from_=vl.LookupData(lane_of, key="rank", fields=["stage", "lane_order"])
+        ).transform_filter(f"datum.sk == step && {RANK_LANE}").transform_calculate(
+            lane_shown="isValid(datum.stage) ? 'stage ' + datum.stage + ' · rank ' + datum.rank : 'rank ' + datum.rank",
+            up="1 - datum.v").mark_line(strokeWidth=1.5, interpolate="step-after").encode(
+            x=vl.X("t:Q"), y=vl.Y("lane_shown:O", sort=lane_sort),
+            yOffset=vl.field("up:Q", scale=vl.Scale(domain=[0, 1], nice=False, zero=True)),
+            detail="rank:N",
+            color=vl.Color("line:N", title="Line (drill-down ranks)", scale=vl.Scale(
+                domain=[k[0] for k in shown], range=[k[1] for k in shown]), legend=vl.Legend(orient="bottom",
+                                                                                       labelLimit=360)),
+            strokeDash=vl.field("line:N", legend=None, scale=vl.Scale(
+                domain=[k[0] for k in shown], range=[[1, 0] if k[1] != "currentColor" else [4, 2] for k in shown])),
+            tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("line:N", title="Line"),
+                     vl.Tooltip("t:Q", title="Time (ms)", format=fmt.D3_FORMAT),
+                     vl.Tooltip("shown:N", title="Value")])
+        layers.append(line_layer)
     n_lanes = len(lanes)
     chart = (vl.layer(*layers).add_params(vl.param(name="step", value=str(steps[0])),
                                            vl.param(name="marey_view", value="ranks"))
              .resolve_scale(color="independent"))
-    chart = fit(chart, {"step": max(3, min(22, 640 // max(1, n_lanes)))})
+    # taller lanes when lines are drawn in them (a line needs the lane's height to read)
+    chart = fit(chart, {"step": max(3, min(40 if lines is not None else 22, 640 // max(1, n_lanes)))})
     trims = []
     t = m["marey_trim"]
     if t["below_threshold"]:
@@ -596,12 +736,18 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     if t.get("derived_merged"):
         trims.append(f"derived computation merged across {t['derived_merged']:,} communication gaps shorter than "
                      f"{fmt.percent(MIN_DUR_SHARE)} of their step")
+    if t.get("short_merged"):
+        trims.append(f"{t['short_merged']:,} computation ops shorter than {fmt.percent(MIN_DUR_SHARE)} of their step "
+                     "merged into blocks (across gaps shorter than that; a block's tooltip counts its ops)")
     if t["computation_dropped"]:
         trims.append(f"{t['computation_dropped']:,} computation, wait and other ops left out (communication only)")
+    if t.get("computation_thinned"):
+        trims.append(f"{t['computation_thinned']:,} of the shortest computation, wait and other ops left out "
+                     f"(mark budget {t['step_budget']:,} per step)")
     if t["lanes_sampled"]:
         trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
     if t["steps_left_out"]:
-        trims.append(f"{t['steps_left_out']} later steps not drawn (mark budget {MAX_MARKS:,})")
+        trims.append(f"{t['steps_left_out']} later steps not drawn (at most {MAX_STEPS} steps)")
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
              f"({m['alignment']})" if m.get("alignment_op") else "aligned on each rank's step start (no "
              "communication op common to the ranks)")
@@ -611,8 +757,28 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
                    k + {"wait": " (waiting for a peer)", "other": " (not classified by the profiler)"}.get(k, "")
                    for k in kinds) + "); "
                f"the same communication operator on different ranks is joined by a shaded polygon. Drag or scroll "
-               f"to zoom in time, double-click to reset. Times are "
+               f"to zoom in time, double-click to reset. " + (
+                   "The lanes control shows one lane per stage (the union of its ranks) instead, or one stage's "
+                   "ranks with the other stages as union lanes. " if staged else "") + "Times are "
                f"{align}. " + ("Trimmed: " + "; ".join(trims) + "." if trims else "Every op is drawn."))
+    if lines is not None:
+        line_ranks = sorted(set(int(r) for r in lines["rank"]))
+        roles = m.get("drilldown_ranks") or {}
+        line_steps = sorted(set(lines["sk"]), key=int)
+        caption += (f" Lines in the lanes of rank{'s' if len(line_ranks) > 1 else ''} " + ", ".join(
+            f"{r}" + (f" ({roles[str(r)]})" if roles.get(str(r)) else "") for r in line_ranks) +
+            f" (the drill-down's ranks), step {', '.join(line_steps)} only: " + " and ".join(
+                k[0].split(" (")[0].lower() for k in MAREY_LINES.values() if k[0] in set(lines["line"])) +
+            ", each from 0 at the bottom of its lane to its largest value at the top (tooltip: the value); "
+            "one lane per rank only.")
+    only = m.get("marey_comm_only_ranks") or []
+    if only:
+        caption += (f" {'Ranks' if len(only) > 1 else 'Rank'} {', '.join(map(str, only))}: communication only (the "
+                    "data records no computation operations for "
+                    f"{'them' if len(only) > 1 else 'it'}; their lanes show their communication ops).")
+    if m.get("marey_windows"):
+        caption += (" Step windows: each step ends at the end of its last recorded operation and lasts its step "
+                    "time (the files give step durations, not step timestamps).")
     return Figure("execution-marey", "Marey view of the selected step", to_spec(chart), caption=caption,
                   alt="Operators per rank over the step, same operator joined across ranks")
 
@@ -628,7 +794,8 @@ def present(a: Analysis) -> View:
         if picks:
             controls.append(Control("ov_rank", "Highlighted rank", [
                 (r, f"Rank {r}" + (f" ({role})" if role else "")) for r, role in picks], rank0))
-        figures.append(_overview_chart(ov, [r for r, _ in picks], rank0, step0 or ""))
+        figures.append(_overview_chart(ov, [r for r, _ in picks], rank0, step0 or "",
+                                       m.get("marey_steps_shown") if "marey" in a.data else None))
         tables.append(Table.from_frame(
             "execution-steps", "Time overview per step and rank", ov,
             [Column("step", "Step", "int"), Column("rank", "Rank", "rank"), Column("step_ms", "Step time", "ms"),
@@ -642,10 +809,13 @@ def present(a: Analysis) -> View:
         controls.insert(0, Control("step", "Step (Marey view)", [(str(s), facts.step_label(s, warm))
                                                                  for s in sorted(steps)], step0))
         if a.data["marey"]["stage"].notna().any():
+            stages = sorted({int(x) for x in a.data["marey"]["stage"].dropna()})
             controls.append(Control("marey_view", "Marey lanes", [("ranks", "One per rank"),
-                                                                  ("stages", "One per stage (union of its ranks)")],
-                                    "ranks"))
-        figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m))
+                                                                  ("stages", "One per stage (union of its ranks)")]
+                                    + ([(f"stage:{st}", f"Stage {st} per rank, the others one per stage")
+                                        for st in stages] if len(stages) > 1 else []), "ranks"))
+        figures.append(_marey_chart(a.data["marey"], a.data["lanes"], steps, m, marey_lines(
+            a.data["marey"], a.tables.get("rank_step_lines"), m.get("drilldown_line_steps") or {})))
         tables.append(Table.from_frame(
             "execution-alignment", "Alignment per step", a.tables["marey_alignment"],
             [Column("step", "Step", "int"), Column("alignment_op", "Alignment op", "text"),
