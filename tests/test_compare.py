@@ -133,7 +133,7 @@ def test_default_pair_starts_from_the_diagnosis_cause():
               {"kind": "dataloader", "ranks": [1], "stage": None, "link": None}]
     a, b, why = default_pair(run, F, None, compute, causes)
     assert (a, b) == (1, 0) and "diagnosis' first cause (dataloader)" in why and "stage (0)" in why
-    # a link cause: its rank with the most computation, the link named
+    # a link cause: its first rank (the sender, late at the link), the link named
     a, b, why = default_pair(run, F, None, compute, [{"kind": "link", "ranks": [2, 4], "link": [2, 4]}])
     assert a == 2 and run.stage_of(b) == 0 and "link 2→4" in why
     # never across stages while the stage has another rank

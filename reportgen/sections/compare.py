@@ -121,7 +121,7 @@ def default_pair(run: Run, F, options, compute: pd.Series | None = None,
     """(A, B, why the pair was chosen). ``compute``: per rank the compute time per step (device operations);
     ``causes``: the diagnosis' causes (``waits`` section metrics).
 
-    A = the rank of the diagnosis' first cause (its rank with the most computation), else the rank with the most
+    A = the first rank of the diagnosis' first cause that has operation times, else the rank with the most
     computation per step (the facts' slowest rank without operation times). B = the median rank of A's pipeline
     stage (issue 27 #87: ranks of different stages run different layers, so they are never paired while A's stage
     has another rank): by computation among the stage's ranks with operation times, else by step time among the
@@ -148,8 +148,7 @@ def default_pair(run: Run, F, options, compute: pd.Series | None = None,
         measure, what = compute.reindex(ranks), "computation"
     cause = _first_cause(causes, set(ranks))
     if cause is not None:
-        named = [int(r) for r in cause["ranks"] if int(r) in set(ranks)]
-        slow = sorted(named, key=lambda r: (-float(measure.get(r, pr.get(r, 0.0))), r))[0]
+        slow = next(int(r) for r in cause["ranks"] if int(r) in set(ranks))  # the first it names (a link: its sender)
         where = (f" on link {cause['link'][0]}→{cause['link'][1]}" if cause.get("link") else "")
         why_a = f"the rank of the diagnosis' first cause ({cause['kind']}{where})"
     else:
