@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 #: Report order. Each id is a module in this package.
 SECTION_IDS = ["waits", "trajectory", "overlap", "communication", "domains", "memory", "flops", "strategy", "execution",
+               "operators",
                "compare", "data", "advisor"]
 
 

@@ -17,6 +17,7 @@
   (CPU-only traces; name only), the ``device_timeline``'s recorded compute intervals (the host ops of
   cpu_op_execute_timestamp_<rank>.txt, the timeline display files; type = ``<Type>`` of ``.../<Type>-op<N>``),
   the step trace's ``step_ops`` (its communication ops; type = the reader's ``op_type``).
+  The rows and the choice of source per rank are :func:`reportgen.opstats.op_rows` (one definition).
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
@@ -41,10 +42,10 @@ import pandas as pd
 from .. import fmt, palette
 from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color, sequential, tip, to_spec
 from ..errors import Unavailable
-from .. import facts
+from .. import facts, opstats
 from ..model import Run
 from ..report import Analysis, Column, Figure, Table
-from ..timeline import gpu_op_class, host_op_class, op_type, step_windows
+from ..timeline import step_windows
 
 # No NEEDS: the drill-down is a part of the execution section, which declares the tables it reads.
 #: operators / types kept per rank and level (plus one "others" row)
@@ -215,76 +216,28 @@ def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
     return out
 
 
-def _events(d: pd.DataFrame, name: str, typ: str | None, op_class=None) -> pd.DataFrame:
-    e = pd.DataFrame({"name": d[name].astype(str), "count": 1, "total_ms": d["dur_ms"].astype(float),
-                      "max_ms": d["dur_ms"].astype(float)})
-    if typ is not None:
-        e["type"] = d[typ].astype(str).to_numpy()
-    e["op_class"] = (d["op_class"].to_numpy() if op_class is None and "op_class" in d else
-                     op_class if op_class is not None else "compute")
-    return e
-
-
-#: op classes left out of the tops: communication has its own section, and a wait is time spent on nothing
-LEFT_OUT = ("communication", "wait")
-
-
-def _work_only(t: pd.DataFrame, cls: pd.Series) -> tuple[pd.DataFrame, str]:
-    """The rows whose op class is not in :data:`LEFT_OUT` and what was left out (all rows when nothing else is
-    left)."""
-    out = cls.isin(LEFT_OUT).to_numpy()
-    rest = t[~out]
-    if rest.empty:
-        return t, ""
-    waits = int((cls == "wait").sum())
-    return rest, "communication kernels left out" + (f", {waits:,} waits" if waits else "")
-
-
 def _source(run: Run, rank: int) -> tuple[pd.DataFrame | None, str]:
-    """Per-rank rows with name / type, count, total_ms, max_ms and the source name."""
-    def of(name):
-        t = run.table(name)
-        if t is None:
-            return None
-        t = t[t["rank"] == rank]
-        return None if t.empty else t
-
-    def label(table, what):
-        return f"{table} ({what})" if what else table
-
-    k = of("kernels")
-    if k is not None:
-        k, what = _work_only(k, k["op_class"])
-        return _events(k.dropna(subset=["dur_ms"]), "name", "type"), label("kernels", what)
-    s = of("op_stats")
-    if s is not None:
-        s, what = _work_only(s, s["op_class"])
-        return pd.DataFrame({"type": s["op_type"].astype(str), "count": s["count"].astype(int),
-                             "total_ms": s["total_ms"].astype(float), "max_ms": s["max_ms"].astype(float),
-                             "op_class": s["op_class"].to_numpy()}), \
-            label("op_stats", what.replace(" kernels", ""))
-    g = of("gpu_ops")
-    if g is not None:
-        cls = gpu_op_class(g["kind"])
-        g, what = _work_only(g.assign(op_class=cls.to_numpy()), cls)
-        return _events(g.dropna(subset=["dur_ms"]), "name", "kind"), label("gpu_ops", what)
-    c = of("cpu_ops")
-    if c is not None:
-        c = c.dropna(subset=["dur_ms"])  # every op (the source says so), c10d:: ones coloured communication
-        return _events(c, "name", None, op_class=host_op_class(c["name"])), "cpu_ops"
-    t = of("device_timeline")
-    if t is not None:
-        t = t[(t["kind"] == "compute") & (t["source"] == "trace")]
-        if not t.empty:
-            e = _events(t.assign(dur_ms=t["end_ms"] - t["start_ms"]), "name", None)
-            e["type"] = op_type(t["name"]).to_numpy()
-            return e, "device_timeline (compute intervals)"
-    so = of("step_ops")
-    if so is not None:  # the step trace's communication ops
-        so = so.dropna(subset=["dur_ms"])
-        e = _events(so, "op", "op_type" if "op_type" in so else None, op_class="communication")
-        return e, "step_ops"
-    return None, ""
+    """Per-rank rows with name / type, count, total_ms, max_ms, op_class and the source name: the rank's rows of
+    :func:`reportgen.opstats.op_rows` (the one choice of source per rank) without communication and waits
+    (:func:`reportgen.opstats.work_rows`)."""
+    rows = opstats.op_rows(run)
+    r = rows[rows["rank"] == rank]
+    if r.empty:
+        return None, ""
+    source = str(r["source"].iloc[0])
+    what = opstats.left_out_note(r, rank)
+    r = opstats.work_rows(r)
+    e = pd.DataFrame({"count": r["count"].to_numpy(), "total_ms": r["dur_ms"].to_numpy(dtype=float),
+                      "max_ms": r["max_ms"].to_numpy(dtype=float), "op_class": r["op_class"].to_numpy()})
+    if r["name"].notna().any():
+        e.insert(0, "name", r["name"].astype(str).to_numpy())
+    if r["type"].notna().any():
+        e.insert(0, "type", r["type"].astype(str).to_numpy())
+    if source == "op_stats":
+        what = what.replace(" kernels", "")
+    elif source == "device_timeline":
+        what = "compute intervals"
+    return e, (f"{source} ({what})" if what else source)
 
 
 def top_operators(run: Run, rank: int) -> pd.DataFrame | None:

@@ -1,0 +1,297 @@
+"""reportgen/opstats.py: operator rows of every rank and their statistics, on small tables built here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reportgen import opstats
+from reportgen.model import Run
+
+
+def _run(ranks, **tables) -> Run:
+    run = Run(name="t", source_format="test", source_path="/x", ranks=list(ranks))
+    for k, v in tables.items():
+        run.tables[k] = v
+    return run
+
+
+def _kernels():
+    # rank 0: MatMul x3 (AI_CORE), Add x1 (AI_VECTOR_CORE), one HCCL comm kernel; rank 1: MatMul x1, Add x2
+    return pd.DataFrame({
+        "rank": [0, 0, 0, 0, 0, 1, 1, 1],
+        "step": [1.0, 1.0, 2.0, 2.0, 2.0, 1.0, 1.0, float("nan")],
+        "name": ["mm1", "mm2", "mm1", "add1", "hcom_allReduce_1", "mm1", "add1", "add2"],
+        "type": ["MatMul", "MatMul", "MatMul", "Add", "hcom_allReduce_", "MatMul", "Add", "Add"],
+        "core": ["AI_CORE", "AI_CORE", "AI_CORE", "AI_VECTOR_CORE", "HCCL", "AI_CORE", "AI_VECTOR_CORE",
+                 "AI_VECTOR_CORE"],
+        "stream": [1.0] * 8,
+        "start_ms": [0.0, 2.0, 10.0, 14.0, 15.0, 0.0, 4.0, 6.0],
+        "dur_ms": [1.0, 2.0, 3.0, 4.0, 10.0, 6.0, 1.0, 3.0],
+        "op_class": ["compute"] * 4 + ["communication"] + ["compute"] * 3,
+    })
+
+
+def test_rows_every_rank_and_source_per_rank():
+    """kernels serve ranks 0 and 1; rank 2 has only op_stats (pre-aggregated rows), rank 3 only gpu_ops: each rank
+    gets the first source that has its rows."""
+    ops = pd.DataFrame({"rank": [2, 2], "op_type": ["Conv2D", "Cast"], "core": ["AI_CORE", "AI_CPU"],
+                        "count": [4.0, 2.0], "total_ms": [8.0, 1.0], "avg_ms": [2.0, 0.5], "min_ms": [1.0, 0.25],
+                        "max_ms": [3.0, 0.75], "op_class": ["compute", "compute"]})
+    ops_dup = ops.assign(rank=0)  # rank 0 has kernels too: op_stats must not double it
+    gpu = pd.DataFrame({"rank": [3, 3], "name": ["gemm", "ncclAllReduce"], "kind": ["kernel", "comm"],
+                        "stream": [7, 7], "start_ms": [0.0, 5.0], "dur_ms": [2.0, 1.0], "end_ms": [2.0, 6.0],
+                        "correlation": [1, 2]})
+    run = _run([0, 1, 2, 3], kernels=_kernels(), op_stats=pd.concat([ops, ops_dup]), gpu_ops=gpu,
+               trace_steps=pd.DataFrame({"rank": [3], "step": [5], "start_ms": [0.0], "end_ms": [4.0]}))
+    rows = opstats.op_rows(run)
+    assert list(rows.columns) == opstats.ROW_COLUMNS
+    assert rows.groupby("rank")["source"].unique().map(list).to_dict() == {
+        0: ["kernels"], 1: ["kernels"], 2: ["op_stats"], 3: ["gpu_ops"]}
+    assert opstats.op_rows(run) is rows  # cached
+    r3 = rows[rows["rank"] == 3]
+    assert r3["engine"].tolist() == ["kernel", "comm"] and r3["step"].tolist() == [5, -1]
+    assert r3["op_class"].tolist() == ["compute", "communication"]
+    assert rows[rows["rank"] == 1]["step"].tolist() == [1, 1, -1]
+
+
+def test_summary_count_total_min_max_std_share():
+    run = _run([0, 1], kernels=_kernels())
+    s = opstats.op_summary(run, by=("rank", "type"))
+    mm0 = s[(s["rank"] == 0) & (s["type"] == "MatMul")].iloc[0]
+    assert mm0["count"] == 3 and mm0["total_ms"] == 6.0 and mm0["min_ms"] == 1.0 and mm0["max_ms"] == 3.0
+    assert mm0["mean_ms"] == 2.0
+    assert mm0["std_ms"] == pytest.approx(np.std([1.0, 2.0, 3.0], ddof=1))  # sample std, as HTA
+    # communication is left out of the work rows: rank 0's total is 6 + 4
+    assert mm0["share_ratio"] == pytest.approx(0.6)
+    assert "hcom_allReduce_" not in set(s["type"])
+    one = s[(s["rank"] == 0) & (s["type"] == "Add")].iloc[0]
+    assert math.isnan(one["std_ms"])  # one call: no sample std
+    allrows = opstats.op_summary(run, by=("rank", "engine"), work_only=False)
+    assert allrows[(allrows["rank"] == 0) & (allrows["engine"] == "HCCL")]["total_ms"].iloc[0] == 10.0
+
+
+def test_op_stats_rows_keep_the_files_min_max_and_no_std():
+    ops = pd.DataFrame({"rank": [0, 0], "op_type": ["Conv2D", "Conv2D"], "core": ["AI_CORE", "MIX_AIC"],
+                        "count": [4.0, 2.0], "total_ms": [8.0, 1.0], "avg_ms": [2.0, 0.5], "min_ms": [1.0, 0.25],
+                        "max_ms": [3.0, 0.75], "op_class": ["compute", "compute"]})
+    s = opstats.op_summary(_run([0], op_stats=ops), by=("rank", "type"))
+    r = s.iloc[0]
+    assert (r["count"], r["total_ms"], r["min_ms"], r["max_ms"]) == (6, 9.0, 0.25, 3.0)
+    assert r["mean_ms"] == 1.5 and math.isnan(r["std_ms"])
+
+
+def test_cluster_summary_outlier_rank_and_absent_is_zero():
+    k = pd.DataFrame({"rank": [0, 1, 2, 2], "step": [1.0] * 4, "name": ["a", "a", "a", "b"],
+                      "type": ["MatMul", "MatMul", "MatMul", "Cast"], "core": ["AI_CORE"] * 3 + ["AI_CPU"],
+                      "stream": [1.0] * 4, "start_ms": [0.0] * 4, "dur_ms": [2.0, 2.0, 8.0, 1.0],
+                      "op_class": ["compute"] * 4})
+    c = opstats.cluster_summary(_run([0, 1, 2], kernels=k), by="type").set_index("type")
+    mm = c.loc["MatMul"]
+    assert (mm["total_ms"], mm["rank_min_ms"], mm["rank_median_ms"], mm["rank_max_ms"]) == (12.0, 2.0, 2.0, 8.0)
+    assert mm["max_rank"] == 2 and mm["spread_ratio"] == pytest.approx(3.0) and mm["ranks"] == 3
+    cast = c.loc["Cast"]
+    assert cast["rank_min_ms"] == 0.0 and cast["rank_median_ms"] == 0.0 and cast["ranks"] == 1
+    assert math.isnan(cast["spread_ratio"])
+    assert c["share_ratio"].sum() == pytest.approx(1.0)
+
+
+def test_comm_summary_is_hccl_sum_like():
+    c = pd.DataFrame({"rank": [0, 0, 0, 1], "step": [1, 1, 2, 1], "kind": ["collective"] * 4,
+                      "op": ["hcom_allReduce_1", "hcom_allReduce_2", "hcom_broadcast_1", "hcom_allReduce_1"],
+                      "op_type": ["allreduce", "allreduce", "broadcast", "allreduce"], "group": ["g"] * 4,
+                      "elapse_ms": [1.0, 3.0, 0.5, 2.0]})
+    s = opstats.comm_summary(_run([0, 1], comm_ops=c))
+    a0 = s[(s["rank"] == 0) & (s["op_type"] == "allreduce")].iloc[0]
+    assert (a0["count"], a0["total_ms"], a0["mean_ms"], a0["min_ms"], a0["max_ms"]) == (2, 4.0, 2.0, 1.0, 3.0)
+    assert a0["share_ratio"] == pytest.approx(4.0 / 4.5)
+    assert opstats.comm_summary(_run([0])) is None
+
+
+def test_rank_with_only_left_out_rows_keeps_them():
+    so = pd.DataFrame({"rank": [0, 0], "step": [1, 1], "op": ["x/AllReduce-op1", "x/AllReduce-op2"],
+                       "stream": [1, 1], "start_ms": [0.0, 1.0], "end_ms": [1.0, 3.0], "dur_ms": [1.0, 2.0],
+                       "op_type": ["AllReduce", "AllReduce"]})
+    s = opstats.op_summary(_run([0], step_ops=so), by=("rank", "type"))
+    assert s["total_ms"].tolist() == [3.0] and s["count"].tolist() == [2]
+
+
+# --------------------------------------------------------------------------- peers on fixtures
+
+ASCEND_ST = ("ascend", "msinsight", "test", "st", "level2")
+
+
+def test_ascend_per_type_and_core_equal_op_statistic():
+    """Per (rank, type, core) from kernel_details.csv == the profiler's own op_statistic.csv of that rank (ranks 0
+    and 2 write one): count, total, min, max exactly (same µs values summed), mean and ratio to the file's 3
+    decimals. The file has no communication rows (its COMMUNICATION hcom_* kernels are not operators), which is
+    what the work rows leave out; its Ratio(%) is the share of the rank's compute total = our share_ratio."""
+    from reportgen.readers import read_run
+    from conftest import fixture_dir
+
+    root = fixture_dir(*ASCEND_ST)
+    run = read_run(root)
+    s = opstats.op_summary(run, by=("rank", "type", "engine"))
+    for r in (0, 2):
+        ref = pd.read_csv(root / f"rank_{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv")
+        ours = s[s["rank"] == r].set_index(["type", "engine"])
+        assert set(ours.index) == set(zip(ref["OP Type"], ref["Core Type"]))
+        o = ours.loc[list(zip(ref["OP Type"], ref["Core Type"]))]
+        assert (o["count"].to_numpy() == ref["Count"].to_numpy()).all()
+        for col, theirs in (("total_ms", "Total Time(us)"), ("min_ms", "Min Time(us)"), ("max_ms", "Max Time(us)")):
+            assert np.allclose(o[col].to_numpy() * 1e3, ref[theirs].to_numpy(), rtol=0, atol=1e-6), col
+        assert np.allclose((o["mean_ms"] * 1e3).round(3), ref["Avg Time(us)"], rtol=0, atol=1.5e-3)
+        assert np.allclose((o["share_ratio"] * 100).round(3), ref["Ratio(%)"], rtol=0, atol=1.5e-3)
+
+
+HTA_DATA = ("kineto", "hta_tests_data", "tests", "data")
+HTA_KERNEL_CASES = {
+    "single_negq_rank0": [(*HTA_DATA, "negative_queue_length_values_check", "rank0.json.gz")],
+    "trace_filter2": [(*HTA_DATA, "trace_filter", f"sampled_rank-{r}.json.gz") for r in (0, 1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(HTA_KERNEL_CASES))
+def test_per_name_stats_equal_hta_kernel_breakdown(tmp_path, case):
+    """Per (rank, kernel name) sum / max / min / mean / stddev == HTA 0.5's kernel_breakdown_per_rank.csv (run with
+    num_kernels=1000, duration_ratio=1.0: every kernel), over HTA's window and in its units:
+
+    * window: HTA drops the last ProfilerStep when the trace has >= 2 (research kineto-traces-and-hta.md §1.3/§6):
+      a kernel stays when its launch (the earliest runtime call with its correlation, ``gpu_ops.launch_ts_ns``)
+      starts before the rank's last ProfilerStep start, both in whole µs (ceil) — as
+      :func:`reportgen.intervals.hta_gpu_time_metrics`;
+    * units: HTA's whole µs per kernel, floor(end) - ceil(start);
+    * stddev: both sample (ddof 1); HTA writes 0 for a kernel called once where ours is NaN (no sample spread).
+    Our own stats keep the exact float durations: their totals differ from HTA's by less than 1 µs per call."""
+    import shutil
+
+    from conftest import fixture_dir, reference_file
+    from reportgen.intervals import hta_profiler_steps
+    from reportgen.readers import read_run
+
+    for parts in HTA_KERNEL_CASES[case]:
+        f = fixture_dir(*parts)
+        shutil.copy(f, tmp_path / f.name)
+    run = read_run(tmp_path)
+    g = run.tables["gpu_ops"].dropna(subset=["dur_ms"])
+    rows = opstats.op_rows(run)
+    assert (rows["source"] == "gpu_ops").all() and len(rows) == len(g)
+    ev = run.tables["hta_events"]
+    marks = ev[ev["role"] == "mark"]
+    assert hta_profiler_steps(marks["name"]) >= 2  # both cases: HTA drops the last step
+    last = marks.groupby("rank")["ts_ns"].max().map(lambda v: -((-v) // 1000))
+    keep = (-((-g["launch_ts_ns"]) // 1000) < g["rank"].map(last)).to_numpy()
+    whole_us = ((g["ts_ns"] + g["dur_ns"]) // 1000 - (-((-g["ts_ns"]) // 1000))).to_numpy()
+    kept = rows[keep]
+    hta_units = kept.assign(dur_ms=whole_us[keep] / 1e3, min_ms=whole_us[keep] / 1e3, max_ms=whole_us[keep] / 1e3)
+    s = opstats.summarize(hta_units, ("rank", "name"))
+    ref = pd.read_csv(reference_file("hta", case, "kernel_breakdown_per_rank.csv"))
+    j = ref.merge(s, on=["rank", "name"], how="outer", indicator=True)
+    assert (j["_merge"] == "both").all()
+    for ours, theirs in (("total_ms", "sum (us)"), ("max_ms", "max (us)"), ("min_ms", "min (us)"),
+                         ("mean_ms", "mean (us)"), ("std_ms", "stddev")):
+        assert np.allclose(j[ours].fillna(0) * (1 if ours == "std_ms" else 1e3) * (1e3 if ours == "std_ms" else 1),
+                           j[theirs], rtol=1e-9, atol=1e-6), ours
+    exact = opstats.summarize(kept, ("rank", "name")).merge(s, on=["rank", "name"], suffixes=("", "_hta"))
+    assert ((exact["total_ms"] - exact["total_ms_hta"]).abs() * 1e3 <= exact["count"] + 1e-6).all()
+
+
+# msprof-analyze 26.2.0 (pip install msprof-analyze), on a copy of the DB fixture pytorch/db/level1:
+#   msprof-analyze cluster -d /tmp/msp/in -m compute_op_sum -o /tmp/msp/out_compute_op_sum
+#   msprof-analyze cluster -d /tmp/msp/in -m hccl_sum -o /tmp/msp/out_hccl_sum
+# rows of cluster_analysis.db ComputeOpPerRankStatsByOpType (the 6 largest SumNs; all 66 rows matched when checked)
+# and HcclPerRankStats: (Rank, OpType, TaskType, Count, SumNs, MinNs, MaxNs, StdNs) / (Rank, OpType, Count, SumNs,
+# MinNs, MaxNs). Its StdNs is the sample std (NULL for one call), as ours.
+MSPROF_COMPUTE_OP_SUM = [
+    (1, "ForeachAddList", "AI_VECTOR_CORE", 3, 1952238.0, 623392.0, 698074.0, 41153.01675454668),
+    (0, "ForeachAddList", "AI_VECTOR_CORE", 3, 1947618.0, 624512.0, 695074.0, 39761.824253924766),
+    (0, "TransData", "AI_VECTOR_CORE", 57, 1408147.0, 6460.0, 71701.0, 13011.276727644112),
+    (1, "TransData", "AI_VECTOR_CORE", 57, 1407924.0, 6320.0, 71641.0, 12816.84882564934),
+    (1, "MatMulV2", "AI_CORE", 8, 976560.0, 18020.0, 372648.0, 138710.63716137377),
+    (0, "MatMulV2", "AI_CORE", 8, 957979.0, 16540.0, 358247.0, 134442.84868505862),
+]
+MSPROF_HCCL_SUM = [(0, "hcom_allReduce_", 4, 102108100.0, 2180324.0, 88750993.0),
+                   (1, "hcom_allReduce_", 4, 98590190.0, 2179243.0, 85233843.0)]
+
+
+def test_compute_op_sum_and_hccl_sum_equal_msprof_analyze():
+    """op_summary per (rank, type, core) == msprof-analyze compute_op_sum; comm_summary per (rank, op type) ==
+    hccl_sum (its OpType is the op name's prefix, hcom_allReduce_; ours the canonical allreduce). Durations agree
+    to 1 ns (our reader keeps µs floats; hccl_sum's 2179243 ns is our 2.179244 ms)."""
+    from conftest import fixture_dir
+    from reportgen.readers import read_run
+
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "db", "level1"))
+    s = opstats.op_summary(run, by=("rank", "type", "engine")).set_index(["rank", "type", "engine"])
+    for rank, typ, core, count, sum_ns, min_ns, max_ns, std_ns in MSPROF_COMPUTE_OP_SUM:
+        o = s.loc[(rank, typ, core)]
+        assert o["count"] == count
+        assert [o["total_ms"] * 1e6, o["min_ms"] * 1e6, o["max_ms"] * 1e6, o["std_ms"] * 1e6] == pytest.approx(
+            [sum_ns, min_ns, max_ns, std_ns], abs=1.0)
+    c = opstats.comm_summary(run).set_index(["rank", "op_type"])
+    assert len(c) == len(MSPROF_HCCL_SUM)
+    for rank, _, count, sum_ns, min_ns, max_ns in MSPROF_HCCL_SUM:
+        o = c.loc[(rank, "allreduce")]
+        assert o["count"] == count
+        assert [o["total_ms"] * 1e6, o["min_ms"] * 1e6, o["max_ms"] * 1e6] == pytest.approx([sum_ns, min_ns, max_ns],
+                                                                                            abs=4.0)
+
+
+# --------------------------------------------------------------------------- the operators section
+
+
+def _many_ranks_run(n_ranks: int = 300) -> Run:
+    """n_ranks ranks x (MatMul AI_CORE, Add AI_VECTOR_CORE, Cast AI_CPU, 30 distinct Add kernels); rank 7 is 3x
+    slower in MatMul."""
+    r = np.repeat(np.arange(n_ranks), 33)
+    kind = np.tile(np.arange(33), n_ranks)
+    typ = np.where(kind == 0, "MatMul", np.where(kind == 1, "Cast", "Add"))
+    core = np.where(kind == 0, "AI_CORE", np.where(kind == 1, "AI_CPU", "AI_VECTOR_CORE"))
+    dur = np.where(kind == 0, 10.0, np.where(kind == 1, 0.5, 0.1)) * np.where((r == 7) & (kind == 0), 3.0, 1.0)
+    k = pd.DataFrame({"rank": r, "step": 1.0, "name": [f"k{i}" for i in kind], "type": typ, "core": core,
+                      "stream": 1.0, "start_ms": kind.astype(float), "dur_ms": dur, "op_class": "compute"})
+    return _run(range(n_ranks), kernels=k)
+
+
+def test_operators_section_every_rank_outlier_and_cuts():
+    """The section over 300 ranks: per-type cluster stats name rank 7 in MatMul; the per-rank operator table keeps
+    TOP_NAMES + others per rank (others sums the rest exactly); the per-rank charts draw only the ranks_shown ranks
+    (rank 7 among them); every spec validates (conftest sets REPORTGEN_VALIDATE_SPECS)."""
+    from reportgen.sections import operators
+
+    run = _many_ranks_run()
+    a = operators.analyze(run)
+    types = a.tables["types"].set_index("type")
+    mm = types.loc["MatMul"]
+    assert mm["max_rank"] == 7 and mm["rank_max_ms"] == 30.0 and mm["rank_median_ms"] == 10.0
+    assert mm["spread_ratio"] == pytest.approx(2.0) and mm["engine"] == "AI_CORE"
+    names = a.tables["rank_name_ops"]
+    assert names.groupby("rank").size().eq(operators.TOP_NAMES + 1).all()
+    o = names[(names["rank"] == 0) & (names["name"] == "others")].iloc[0]
+    assert o["count"] == 33 - operators.TOP_NAMES and o["total_ms"] == pytest.approx(0.1 * (33 - operators.TOP_NAMES))
+    eng = a.tables["rank_engines"]
+    assert set(eng["engine"]) == {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU"} and eng["rank"].nunique() == 300
+    v = operators.present(a)
+    assert 7 in v.ranks_drawn and len(v.ranks_drawn) < 300
+    heat = next(f for f in v.figures if f.id == "operators-rank-heat")
+    rows = next(iter(heat.spec["datasets"].values()))
+    assert {r["rank"] for r in rows} == set(v.ranks_drawn)
+    assert {t.id for t in v.tables} >= {"operators-types-table", "operators-rank-types", "operators-rank-names"}
+
+
+def test_operators_section_on_ascend_fixture():
+    """Whole pipeline on the 4-rank text fixture: the section is ok, its per (rank, type) rows are opstats'."""
+    from conftest import fixture_dir
+    from reportgen.readers import read_run
+    from reportgen.sections import run_sections
+
+    run = read_run(fixture_dir(*ASCEND_ST))
+    (out,) = run_sections(run, only=["operators"])
+    assert out.status == "ok", out
+    rt = out.analysis.tables["rank_type_ops"]
+    assert len(rt) == len(opstats.op_summary(run, by=("rank", "type", "engine")))
+    assert "comm_type_ops" in out.analysis.tables and "flops_types" in out.analysis.tables
+    assert {f.id for f in out.view.figures} == {"operators-types", "operators-rank-heat", "operators-engines"}
