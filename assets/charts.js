@@ -373,7 +373,29 @@
     }
     showView(view);
   });
+  /* #rank-N (a rank cell's link): set the rank picker (the control of signal drill_rank, figure drill-rank-any)
+   * to rank N and show its figure */
+  var PICKER = "drill-rank-any", PICK_SIGNAL = "drill_rank";
+  function showRank(hash) {
+    var m = /^#rank-(\d+)$/.exec(hash || "");
+    var fig = m ? doc.getElementById(PICKER) : null;
+    if (!fig) return false;
+    var view = { figure: PICKER, signals: {} };
+    view.signals[PICK_SIGNAL] = Number(m[1]);
+    delete root.dataset.viewShown;
+    showView(view);
+    return true;
+  }
+  doc.addEventListener("click", function (ev) {
+    var link = ev.target && ev.target.closest ? ev.target.closest("a[href^='#rank-']") : null;
+    if (!link || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    if (!doc.getElementById(PICKER)) return;
+    ev.preventDefault();
+    if (window.history && history.pushState) history.pushState(null, "", link.getAttribute("href"));
+    showRank(link.getAttribute("href"));
+  });
   function fromHash() {
+    if (showRank(window.location.hash)) return;
     var link = evidenceLink(window.location.hash);
     if (link) showView(viewOf(link));
   }
