@@ -542,21 +542,30 @@ def lane_order_fallback(blocks: pd.DataFrame) -> list[int]:
 # memory / cumulative FLOPs lines over one step at a resolution that shrinks with the rank count, so that the
 # lines of all ranks together hold at most PICK_LINE_BUDGET points (at 4096 ranks: PICK_MIN_POINTS per line).
 
-#: operation types (else names) kept per rank for the picker, plus one "others" row
+#: operation types (else names) kept per rank for the picker, plus one "others" row (fewer past PICK_OPS_BUDGET)
 PICK_TOP = 8
+#: operation rows of every rank together: past it each rank keeps fewer types (at least PICK_MIN_TOP)
+PICK_OPS_BUDGET = 20_000
+PICK_MIN_TOP = 3
 #: points of the lines of every rank together (both metrics)
-PICK_LINE_BUDGET = 60_000
-#: never fewer points per rank and metric than this (the budget may then be passed: 4096 x 2 x 6 = 49k)
-PICK_MIN_POINTS = 6
+PICK_LINE_BUDGET = 30_000
+#: fewer points per rank and metric than this and the picker has no lines (the three chosen ranks keep theirs)
+PICK_MIN_POINTS = 12
 #: the signal of the rank picker (a section control); rank cells of the page's tables link to #rank-N, which sets it
 PICK_SIGNAL = "drill_rank"
 PICK_FIGURE = "drill-rank-any"
 PICK_OPS_COLUMNS = ["rank", "name", "total_ms", "count", "share_ratio"]
 
 
+def top_per_rank(n_ranks: int) -> int:
+    """Operation types kept per rank: :data:`PICK_TOP`, fewer when the ranks' rows (top + others) would pass
+    :data:`PICK_OPS_BUDGET`, never fewer than :data:`PICK_MIN_TOP`."""
+    return int(max(PICK_MIN_TOP, min(PICK_TOP, PICK_OPS_BUDGET // max(1, n_ranks) - 1)))
+
+
 def every_rank_ops(run: Run) -> tuple[pd.DataFrame | None, dict]:
-    """(rank, name, total_ms, count, share_ratio rows: per rank its top :data:`PICK_TOP` operation types by total
-    time over the whole run plus an "others" row; {name: op class of most of its time}). The rows are
+    """(rank, name, total_ms, count, share_ratio rows: per rank its top :func:`top_per_rank` operation types by
+    total time over the whole run plus an "others" row; {name: op class of most of its time}). The rows are
     :func:`reportgen.opstats.op_rows` without communication and waits (:func:`reportgen.opstats.work_rows`), keyed
     by operation type, by name where the source has no type; shares of the rank's total (the tops and shares of the
     three chosen ranks' tables, at type level)."""
@@ -574,7 +583,8 @@ def every_rank_ops(run: Run) -> tuple[pd.DataFrame | None, dict]:
     g = d.groupby(["rank", "name"], sort=False).agg(total_ms=("dur_ms", "sum"), count=("count", "sum")).reset_index()
     g = g.sort_values(["rank", "total_ms", "name"], ascending=[True, False, True], kind="stable")
     pos = g.groupby("rank").cumcount()
-    top, rest = g[pos < PICK_TOP], g[pos >= PICK_TOP]
+    k = top_per_rank(g["rank"].nunique())
+    top, rest = g[pos < k], g[pos >= k]
     if not rest.empty:
         others = rest.groupby("rank", as_index=False).agg(total_ms=("total_ms", "sum"), count=("count", "sum"))
         top = pd.concat([top, others.assign(name="others")], ignore_index=True)
@@ -608,8 +618,9 @@ def every_rank_parts(run: Run, options=None) -> tuple[pd.DataFrame | None, list]
 
 def points_per_line(n_ranks: int) -> int:
     """Points per rank and metric of the picker's lines: :data:`PICK_LINE_BUDGET` shared by every rank's two lines,
-    between :data:`PICK_MIN_POINTS` and :data:`MAX_LINE_POINTS`."""
-    return int(max(PICK_MIN_POINTS, min(MAX_LINE_POINTS, PICK_LINE_BUDGET // max(1, 2 * n_ranks))))
+    at most :data:`MAX_LINE_POINTS`; 0 (no lines) below :data:`PICK_MIN_POINTS`."""
+    n = int(min(MAX_LINE_POINTS, PICK_LINE_BUDGET // max(1, 2 * n_ranks)))
+    return n if n >= PICK_MIN_POINTS else 0
 
 
 def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame | None, dict, int]:
@@ -618,7 +629,7 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
     once (linear in the run, not ranks x rows)."""
     ranks = [int(r) for r in ranks]
     n = points_per_line(len(ranks))
-    ts = step_windows(run)
+    ts = step_windows(run) if n else None
     if ts is None:
         return None, {}, n
     ts = ts.dropna(subset=["start_ms", "end_ms"]).sort_values(["rank", "step", "start_ms"], kind="stable")
@@ -665,27 +676,28 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
 
 
 def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) -> None:
-    """The rank picker's data: every rank's top operation types, step breakdown and lines (budget above)."""
+    """The rank picker's data (in ``data``: the page's, not the metrics JSON's, which has every rank's operation
+    types in the operators section): every rank's top operation types, step breakdown and lines (budget above)."""
     F = facts.of(run, options)
     ranks = sorted(int(r) for r in run.ranks)
     if not ranks:
         return
     ops, classes = every_rank_ops(run)
     if ops is not None:
-        tables["rank_detail_ops"] = ops
+        data["rank_detail_ops"] = ops
         data["rank_detail_classes"] = classes
     parts, phases = every_rank_parts(run, options)
     if parts is not None:
-        tables["rank_detail_parts"] = parts
+        data["rank_detail_parts"] = parts
         data["rank_detail_phases"] = phases
     lines, used, n = every_rank_lines(run, ranks, metrics.get("marey_steps_shown"))
     if lines is not None:
-        tables["rank_detail_lines"] = lines
+        data["rank_detail_lines"] = lines
         data["rank_detail_line_steps"] = used
     if ops is None and parts is None and lines is None:
         return
-    metrics["rank_detail"] = {"ranks": len(ranks), "top_types_per_rank": PICK_TOP,
-                              "line_points_per_rank_and_metric": n}
+    metrics["rank_detail"] = {"ranks": len(ranks), "top_types_per_rank": top_per_rank(len(ranks)),
+                              "line_points_per_rank_and_metric": n if lines is not None else 0}
     default = None
     if F is not None and F.slowest_rank is not None:
         default = int(F.slowest_rank)
@@ -699,8 +711,8 @@ def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) ->
 def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
     """One figure for any rank, chosen with the control (signal :data:`PICK_SIGNAL`): its step breakdown beside
     the median rank's, its top operation types, its memory and cumulative FLOPs over one step."""
-    ops, parts = a.tables.get("rank_detail_ops"), a.tables.get("rank_detail_parts")
-    lines = a.tables.get("rank_detail_lines")
+    ops, parts = a.data.get("rank_detail_ops"), a.data.get("rank_detail_parts")
+    lines = a.data.get("rank_detail_lines")
     options = a.data.get("rank_detail_options")
     if not options or (ops is None and parts is None and lines is None):
         return None
@@ -744,7 +756,8 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
             tooltip=[vl.Tooltip("name:N", title="Type"), vl.Tooltip("kind:N", title="Kind"),
                      tip("total_ms_u", "Total", unit), tip("share_ratio", "Share of rank", kind="ratio")],
         ).properties(width="container", height={"step": 16}))
-        what.append(f"its {PICK_TOP} operation types with the most time (communication and waits left out) and "
+        k = (a.metrics.get("rank_detail") or {}).get("top_types_per_rank", PICK_TOP)
+        what.append(f"its {k} operation types with the most time (communication and waits left out) and "
                     "the rest as 'others'")
     if lines is not None:
         t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
@@ -776,6 +789,8 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
                + (f" The lines of every rank are kept at {n} points each (max per time bin for memory, last for "
                   "FLOPs), over the first step of the Marey view (or the rank's first step)." if lines is not None
                   else "")
+               + (f" At {m.get('ranks', 0):,} ranks the page holds no lines for every rank (page budget)."
+                  if lines is None and a.tables.get("rank_step_lines") is not None else "")
                + " The slowest, fastest and median ranks have the full detail below.")
     fig = Figure(PICK_FIGURE, "Any rank: step breakdown, top operation types, lines", to_spec(chart),
                  caption=caption, alt="Step breakdown, top operation types and lines of the chosen rank")
