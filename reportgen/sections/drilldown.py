@@ -757,8 +757,8 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
                      tip("total_ms_u", "Total", unit), tip("share_ratio", "Share of rank", kind="ratio")],
         ).properties(width="container", height={"step": 16}))
         k = (a.metrics.get("rank_detail") or {}).get("top_types_per_rank", PICK_TOP)
-        what.append(f"its {k} operation types with the most time (communication and waits left out) and "
-                    "the rest as 'others'")
+        what.append(f"its {k} operation types with the most time (communication and waits left out where the rank "
+                    "has other work) and the rest as 'others'")
     if lines is not None:
         t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
         for metric, (title, kind, role_) in {"memory_mb": ("Memory in use", "mb", "memory"),
@@ -792,7 +792,9 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
                + (f" At {m.get('ranks', 0):,} ranks the page holds no lines for every rank (page budget)."
                   if lines is None and a.tables.get("rank_step_lines") is not None else "")
                + " The slowest, fastest and median ranks have the full detail below.")
-    fig = Figure(PICK_FIGURE, "Any rank: step breakdown, top operation types, lines", to_spec(chart),
+    title = ", ".join(t for t, have in (("step breakdown", parts is not None), ("top operation types", ops is not None),
+                                        ("memory and FLOPs over a step", lines is not None)) if have)
+    fig = Figure(PICK_FIGURE, f"Any rank: {title}", to_spec(chart),
                  caption=caption, alt="Step breakdown, top operation types and lines of the chosen rank")
     control = Control(sig, "Rank", [(r, label) for r, label in options], default)
     return fig, control
