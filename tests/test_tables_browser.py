@@ -375,3 +375,18 @@ def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, 
     page.evaluate("window.dispatchEvent(new Event('afterprint'))")
     assert tree.locator("details.rg-tree-node:not([open])").count() == n_closed
     assert not log.problems(), log.problems()
+
+
+def test_rank_cell_sets_the_rank_picker(reports, open_report):
+    """Issue 27 #21: a rank cell of any table links to #rank-N; following it sets the execution section's rank picker
+    (its control and its figure's signal) to that rank and shows the figure; the address keeps #rank-N."""
+    page, log = open_report(reports("pp2x4"))
+    link = page.locator("a[href='#rank-3']").first
+    assert link.count() == 1
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.wait_for_function("document.documentElement.dataset.viewShown === 'drill-rank-any'", timeout=30000)
+    assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 3
+    assert page.locator("select[data-signal='drill_rank']").input_value() == "3"
+    assert page.evaluate("location.hash") == "#rank-3"
+    assert not log.problems(), log.problems()
