@@ -348,7 +348,7 @@ def test_picker_holds_every_rank_and_sets_from_the_control():
     subs = fig.spec["vconcat"]
     assert len(subs) == 4  # breakdown, types, memory, FLOPs
     for sub in subs:
-        assert any("datum.rank == drill_rank" in str(t.get("filter", "")) for t in sub["transform"])
+        assert any("datum.r == drill_rank" in str(t.get("filter", "")) for t in sub["transform"])
     # the breakdown's parts add up to the rank's mean step time
     parts = a.data["rank_detail_parts"].set_index("rank")
     per_rank = facts.of(run).per_rank.set_index("rank")["step_ms"]

@@ -708,30 +708,50 @@ def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) ->
                                    for r in ranks]
 
 
+def _js_str(text: str) -> str:
+    """``text`` as a Vega expression string literal (JSON's quoting is valid there)."""
+    import json
+    return json.dumps(str(text))
+
+
+def _js_list(items) -> str:
+    import json
+    return json.dumps([str(x) for x in items])
+
+
+def _sig4(v) -> float | None:
+    """``v`` to 4 significant digits (the page shows 4), None for NaN: the picker's rows stay short."""
+    return None if v is None or pd.isna(v) else float(f"{float(v):.4g}")
+
+
 def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
     """One figure for any rank, chosen with the control (signal :data:`PICK_SIGNAL`): its step breakdown beside
-    the median rank's, its top operation types, its memory and cumulative FLOPs over one step."""
+    the median rank's, its top operation types, its memory and cumulative FLOPs over one step. Rows are short (page
+    budget): ``r`` = rank; the breakdown one row per rank (its parts folded in Vega), the types' share of the rank
+    computed in Vega from the rank's rows (top + others = the rank's total)."""
     ops, parts = a.data.get("rank_detail_ops"), a.data.get("rank_detail_parts")
     lines = a.data.get("rank_detail_lines")
     options = a.data.get("rank_detail_options")
     if not options or (ops is None and parts is None and lines is None):
         return None
     sig = PICK_SIGNAL
-    picked = f"datum.rank == {sig}"
+    picked = f"datum.r == {sig}"
     charts, what = [], []
     if parts is not None:
         phases = a.data["rank_detail_phases"]
-        med = {c: float(parts[c].median()) for c, _ in phases}
-        label = dict(phases)
-        rows = [{"rank": int(r["rank"]), "part": label[c], "ms": None if pd.isna(r[c]) else round(float(r[c]), 4),
-                 "order": i} for r in parts.to_dict(orient="records") for i, (c, _) in enumerate(phases)]
-        rows += [{"rank": -1, "part": label[c], "ms": round(med[c], 4), "order": i} for i, (c, _) in enumerate(phases)]
-        d = pd.DataFrame(rows)
-        unit, factor = fmt.unit_for("ms", d["ms"])
-        charts.append(in_unit(vl.Chart(d), factor, "ms").transform_filter(f"{picked} || datum.rank == -1")
-                      .transform_calculate(who="datum.rank == -1 ? 'Median of ranks' : 'Rank ' + datum.rank")
+        keys = [f"p{i}" for i in range(len(phases))]
+        unit, factor = fmt.unit_for("ms", parts[[c for c, _ in phases]].to_numpy().ravel())
+        rows = [{"r": int(rec["rank"]), **{k: _sig4(rec[c] / factor) for k, (c, _) in zip(keys, phases)}}
+                for rec in parts.to_dict(orient="records")]
+        rows.append({"r": -1, **{k: _sig4(float(parts[c].median()) / factor) for k, (c, _) in zip(keys, phases)}})
+        label_expr = " : ".join(f"datum.k == '{k}' ? {_js_str(lab)}" for k, (_, lab) in zip(keys, phases)) + " : ''"
+        charts.append(vl.Chart(pd.DataFrame(rows)).transform_filter(f"{picked} || datum.r == -1")
+                      .transform_fold(keys, as_=["k", "ms_u"])
+                      .transform_calculate(who="datum.r == -1 ? 'Median of ranks' : 'Rank ' + datum.r",
+                                           part=label_expr, order="indexof(" + repr(keys).replace("'", '"')
+                                           + ", datum.k)")
                       .mark_bar().encode(
-            y=vl.Y("who:N", title=None, sort={"field": "rank", "order": "descending"}),
+            y=vl.Y("who:N", title=None, sort={"field": "r", "order": "descending"}),
             x=vl.X("ms_u:Q", stack="zero", axis=vl.Axis(**axis("Mean step time", unit))),
             color=role_color("part", palette.column_parts(phases), title="Part of the step"),
             order=vl.field("order:Q"),
@@ -740,21 +760,27 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
         what.append("its step breakdown (mean over the steps in scope) beside the median of every rank's parts")
     if ops is not None:
         cls = a.data.get("rank_detail_classes") or {}
-        d = ops[["rank", "name", "total_ms", "share_ratio"]].copy()
-        d["total_ms"] = d["total_ms"].astype(float).round(4)
-        d["share_ratio"] = d["share_ratio"].astype(float).round(4)
-        kinds = {n: _CLASS_LABEL.get(cls.get(n, "other"), _CLASS_LABEL["other"])[0] for n in d["name"].unique()}
+        unit, factor = fmt.unit_for("ms", ops["total_ms"])
+        d = pd.DataFrame({"r": ops["rank"].astype(int).to_numpy(), "n": ops["name"].astype(str).to_numpy(),
+                          "t": [_sig4(v / factor) for v in ops["total_ms"].astype(float)]})
+        kinds = {n: _CLASS_LABEL.get(cls.get(n, "other"), _CLASS_LABEL["other"])[0] for n in d["n"].unique()}
         kinds["others"] = _CLASS_LABEL["other"][0]
-        d["kind"] = d["name"].map(kinds)
-        present_kinds = [(label, r) for label, r in _CLASS_LABEL.values() if label in set(d["kind"])]
-        unit, factor = fmt.unit_for("ms", d["total_ms"])
-        charts.append(in_unit(vl.Chart(d), factor, "total_ms").transform_filter(picked).mark_bar().encode(
-            y=vl.Y("name:N", title="Operation types", sort={"field": "total_ms", "order": "descending"},
+        present_kinds = [(label, r) for label, r in _CLASS_LABEL.values() if label in set(kinds.values())]
+        by_kind = {}
+        for n, k in kinds.items():
+            by_kind.setdefault(k, []).append(n)
+        default_kind = max(by_kind, key=lambda k: len(by_kind[k]))
+        kind_expr = " : ".join(f"indexof({_js_list(ns)}, datum.n) >= 0 ? {_js_str(k)}" for k, ns in by_kind.items()
+                               if k != default_kind) + (" : " if len(by_kind) > 1 else "") + _js_str(default_kind)
+        charts.append(vl.Chart(d).transform_filter(picked).transform_joinaggregate(rank_t="sum(t)")
+                      .transform_calculate(share="datum.rank_t > 0 ? datum.t / datum.rank_t : null", kind=kind_expr)
+                      .mark_bar().encode(
+            y=vl.Y("n:N", title="Operation types", sort={"field": "t", "order": "descending"},
                    axis=vl.Axis(labelLimit=320)),
-            x=vl.X("total_ms_u:Q", axis=vl.Axis(**axis("Total time over the run", unit))),
+            x=vl.X("t:Q", axis=vl.Axis(**axis("Total time over the run", unit))),
             color=role_color("kind", present_kinds, title="Op class"),
-            tooltip=[vl.Tooltip("name:N", title="Type"), vl.Tooltip("kind:N", title="Kind"),
-                     tip("total_ms_u", "Total", unit), tip("share_ratio", "Share of rank", kind="ratio")],
+            tooltip=[vl.Tooltip("n:N", title="Type"), vl.Tooltip("kind:N", title="Kind"),
+                     tip("t", "Total", unit), tip("share", "Share of rank", kind="ratio")],
         ).properties(width="container", height={"step": 16}))
         k = (a.metrics.get("rank_detail") or {}).get("top_types_per_rank", PICK_TOP)
         what.append(f"its {k} operation types with the most time (communication and waits left out where the rank "
@@ -763,17 +789,18 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
         t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
         for metric, (title, kind, role_) in {"memory_mb": ("Memory in use", "mb", "memory"),
                                              "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}.items():
-            d = lines[lines["metric"] == metric][["rank", "t_ms", "value"]].copy()
-            if d.empty:
+            x = lines[lines["metric"] == metric]
+            if x.empty:
                 continue
-            d[["t_ms", "value"]] = d[["t_ms", "value"]].astype(float).round(4)
-            unit, factor = fmt.unit_for(kind, d["value"])
-            charts.append(in_unit(vl.Chart(d), factor, "value").transform_filter(picked).transform_calculate(
-                t_u=f"datum.t_ms / {float(t_factor)!r}").mark_line(
+            unit, factor = fmt.unit_for(kind, x["value"])
+            d = pd.DataFrame({"r": x["rank"].astype(int).to_numpy(),
+                              "x": [_sig4(v / t_factor) for v in x["t_ms"].astype(float)],
+                              "y": [_sig4(v / factor) for v in x["value"].astype(float)]})
+            charts.append(vl.Chart(d).transform_filter(picked).mark_line(
                 color=palette.ROLE[role_], interpolate="step-after" if metric == "memory_mb" else "linear").encode(
-                x=vl.X("t_u:Q", axis=vl.Axis(**axis("Time from the step start", t_unit))),
-                y=vl.Y("value_u:Q", axis=vl.Axis(**axis(title, unit))),
-                tooltip=[tip("t_u", "Time", t_unit), tip("value_u", title, unit)],
+                x=vl.X("x:Q", axis=vl.Axis(**axis("Time from the step start", t_unit))),
+                y=vl.Y("y:Q", axis=vl.Axis(**axis(title, unit))),
+                tooltip=[tip("x", "Time", t_unit), tip("y", title, unit)],
             ).properties(width="container", height=90))
             what.append({"memory_mb": "memory in use", "flops_cumulative": "cumulative FLOPs"}[metric] + " over one step")
     if not charts:
