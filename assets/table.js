@@ -195,7 +195,8 @@
         control.autocomplete = "off";
         control.spellcheck = false;
         control.placeholder = c.kind === "number" ? ">5, 3-7" : "contains";
-        control.title = c.kind === "number" ? NUMBER_HELP : "Rows whose " + c.label + " contains this text";
+        control.title = c.kind === "number" ? NUMBER_HELP : "Rows whose " + c.label + " contains this text (~abc: " +
+          "a, b and c in this order, e.g. ~mmv3 finds MatMulV3)";
         control.addEventListener("input", function () { self.setFilter(i, control); });
       }
       if (control) {
@@ -229,7 +230,15 @@
       }
     } else {
       var needle = text.trim().toLowerCase();
-      if (needle) pred = function (v) { return !empty(v) && valueKey(v).toLowerCase().indexOf(needle) !== -1; };
+      if (needle.charAt(0) === "~" && needle.length > 1) {  // fuzzy: the letters in this order (~mmv3: MatMulV3)
+        var sub = needle.slice(1);
+        pred = function (v) {
+          if (empty(v)) return false;
+          var s = valueKey(v).toLowerCase(), j = 0;
+          for (var k = 0; k < s.length && j < sub.length; k++) if (s.charAt(k) === sub.charAt(j)) j++;
+          return j === sub.length;
+        };
+      } else if (needle) pred = function (v) { return !empty(v) && valueKey(v).toLowerCase().indexOf(needle) !== -1; };
     }
     this.filters[i] = pred;
     this.apply();

@@ -122,7 +122,10 @@ def op_rows(run: Run) -> pd.DataFrame:
         return cache["rows"]
     parts, served = [], np.array([], dtype=np.int64)
     windows = None
+    want = np.asarray(sorted(int(r) for r in run.ranks), dtype=np.int64)
     for name in SOURCES:
+        if len(want) and np.isin(want, served).all():
+            break  # every rank served: later sources (the device timeline is built on demand) are not read
         t = run.table(name)
         if t is None or t.empty:
             continue

@@ -272,7 +272,7 @@ def test_operators_section_every_rank_outlier_and_cuts():
     assert names.groupby("rank").size().eq(operators.TOP_NAMES + 1).all()
     o = names[(names["rank"] == 0) & (names["name"] == "others")].iloc[0]
     assert o["count"] == 33 - operators.TOP_NAMES and o["total_ms"] == pytest.approx(0.1 * (33 - operators.TOP_NAMES))
-    eng = a.tables["rank_engines"]
+    eng = a.tables["rank_engine_ops"]
     assert set(eng["engine"]) == {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU"} and eng["rank"].nunique() == 300
     v = operators.present(a)
     assert 7 in v.ranks_drawn and len(v.ranks_drawn) < 300

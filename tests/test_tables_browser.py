@@ -390,3 +390,26 @@ def test_rank_cell_sets_the_rank_picker(reports, open_report):
     assert page.locator("select[data-signal='drill_rank']").input_value() == "3"
     assert page.evaluate("location.hash") == "#rank-3"
     assert not log.problems(), log.problems()
+
+
+def test_fuzzy_text_filter(reports, open_report):
+    """A text filter starting with ~ keeps the rows whose value has its letters in that order (seed row #73, the
+    operator search's fuzzy match); without ~ it is the substring filter."""
+    page, log = open_report(reports("level2"))
+    tid = "operators-type-names"
+    d = _data(page, tid)
+    oi = d["columns"].index("Operator")
+    box = _filter(page, tid, "Operator")
+    if box.evaluate("el => el.tagName") != "INPUT":
+        pytest.skip("few operators: the column has a value list")
+
+    def fuzzy(s, sub):
+        it = iter(s.lower())
+        return all(ch in it for ch in sub)
+
+    box.fill("~mmv3")
+    want = [i for i, r in enumerate(d["rows"]) if fuzzy(r[oi], "mmv3")]
+    assert _listed(page, tid) == want and 0 < len(want) < len(d["rows"])
+    box.fill("mmv3")  # substring: no operator name holds "mmv3"
+    assert _listed(page, tid) == [i for i, r in enumerate(d["rows"]) if "mmv3" in r[oi].lower()]
+    assert not log.problems(), log.problems()

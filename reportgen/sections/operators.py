@@ -15,13 +15,14 @@ Tables (all of them carry ``rank`` where they are per rank: filter any rank):
   and time per step (total / the rank's steps with rows) — the op_statistic.csv / compute_op_sum of every rank;
 * ``rank_name_ops``: per rank its :data:`TOP_NAMES` operators by total plus one ``others`` row;
 * ``type_name_ops``: per op type its operators over the cluster (the "click a type -> its operators" view);
-* ``rank_engines``: per (rank, engine) time and share of the rank (AI Core / AI Vector / AI CPU / host ...);
+* ``rank_engine_ops``: per (rank, engine) time and share of the rank (AI Core / AI Vector / AI CPU / host ...);
+  named like a per-operator table so the JSON budget cuts it (ranks x engines rows: 1.2 MB at 4096 ranks);
 * ``comm_type_ops``: per (rank, communication op type) count / total / mean / min / max (hccl_sum);
 * ``flops_types``: where ``op_flops`` exists, FLOPs and FLOP/s per op type (FLOPs / the duration of the ops
   counted with one).
 
 The JSON and the page cut the per-operator tables (names ending in ``ops``) by the page budget (the longest rows
-first; reportgen/document.py, render.fit_table_data); ``types`` and ``rank_engines`` do not grow with operators.
+first; reportgen/document.py, render.fit_table_data); ``types`` does not grow with ranks or operators.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def analyze(run: Run, options=None) -> Analysis:
         type_names.groupby("type")["total_ms"].sum()).to_numpy()
     engines = opstats.summarize(w, ("rank", "engine"))
     tables = {"types": types, "rank_type_ops": rank_type, "rank_name_ops": names, "type_name_ops": type_names,
-              "rank_engines": engines[["rank", "engine", "count", "total_ms", "share_ratio"]]}
+              "rank_engine_ops": engines[["rank", "engine", "count", "total_ms", "share_ratio"]]}
     comm = opstats.comm_summary(run)
     if comm is not None:
         tables["comm_type_ops"] = comm
@@ -270,7 +271,7 @@ def present(a: Analysis) -> View:
     shown = th.ranks_shown(per_rank, named=named)
     engines = [k for k, _ in sorted(m["engines"].items(), key=lambda kv: -kv[1])]
     figures = [_share_figure(types, t["type_name_ops"], engines)]
-    for f in (_heat_figure(rank_type, types, shown), _engine_figure(t["rank_engines"], shown, engines)):
+    for f in (_heat_figure(rank_type, types, shown), _engine_figure(t["rank_engine_ops"], shown, engines)):
         if f is not None:
             figures.append(f)
     stat = [Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms"),
@@ -304,7 +305,7 @@ def present(a: Analysis) -> View:
                          + [Column("share_of_type_ratio", "Share of type", "ratio"), Column("ranks", "Ranks", "int")],
                          caption="Every operator of every op type over all ranks (filter the Op type column: the "
                                  "static form of clicking a type)."),
-        Table.from_frame("operators-rank-engines", "Engine time per rank", t["rank_engines"],
+        Table.from_frame("operators-rank-engines", "Engine time per rank", t["rank_engine_ops"],
                          [Column("rank", "Rank", "rank"), Column("engine", "Engine", "text"),
                           Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"),
                           Column("share_ratio", "Share of rank", "ratio")]),
@@ -328,6 +329,9 @@ def present(a: Analysis) -> View:
              f"metrics JSON keeps the rows its budget allows, the longest first. Operator rows from: {src}."
              + (f" {m['left_out_rows']:,} communication and wait rows are left out (the communication section has "
                 "them; the per-type communication table below sums them)." if m["left_out_rows"] else "")]
+    if "cpu_ops" in m["sources"]:
+        notes.append("Host CPU ops nest (an op's time includes the ops it calls, e.g. aten::linear holds aten::matmul "
+                     "holds aten::mm): the times of nested types overlap, so their shares add up past the time spent.")
     if shown is not None:
         notes.append(th.ranks_shown_note(shown, m["ranks"], "operator time per step"))
     top = m.get("top_type")
