@@ -389,6 +389,17 @@ def test_rank_cell_sets_the_rank_picker(reports, open_report):
     assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 3
     assert page.locator("select[data-signal='drill_rank']").input_value() == "3"
     assert page.evaluate("location.hash") == "#rank-3"
+    # a chart with the rank on an axis: clicking one of its marks opens that rank's detail the same way
+    fig = page.locator("#trajectory-heatmap .rg-chart")
+    fig.scroll_into_view_if_needed()
+    page.wait_for_selector("#trajectory-heatmap .rg-chart[data-rendered]", state="attached")
+    assert "rg-clickable" in (fig.get_attribute("class") or "")
+    page.evaluate("delete document.documentElement.dataset.viewShown")
+    box = fig.bounding_box()
+    page.mouse.click(box["x"] + 90, box["y"] + 25)  # the first rank's row (rank 0), a step's cell
+    page.wait_for_function("document.documentElement.dataset.viewShown === 'drill-rank-any'", timeout=30000)
+    assert page.evaluate("location.hash") == "#rank-0"
+    assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 0
     assert not log.problems(), log.problems()
 
 
