@@ -219,6 +219,7 @@
       var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec) };
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
+      if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
       return applyChosen(entry);
     }).then(function () {
       el.setAttribute("data-rendered", "1");
@@ -306,6 +307,27 @@
     });
   }
 
+  /* a chart with the rank on an axis (x or y field "rank"): clicking a mark of rank N opens #rank-N (the rank
+   * picker, see showRank), when the page has one and the chart is not the picker itself */
+  function rankOnAxis(node) {
+    if (!node || typeof node !== "object") return false;
+    var enc = node.encoding || {};
+    if ((enc.x && enc.x.field === "rank") || (enc.y && enc.y.field === "rank")) return true;
+    return ["layer", "vconcat", "hconcat", "concat"].some(function (k) {
+      return Array.isArray(node[k]) && node[k].some(rankOnAxis);
+    }) || (node.spec ? rankOnAxis(node.spec) : false);
+  }
+  function clickRank(entry, spec) {
+    if (entry.figure === "drill-rank-any" || !doc.getElementById("drill-rank-any") || !rankOnAxis(spec)) return;
+    entry.el.classList.add("rg-clickable");
+    entry.view.addEventListener("click", function (ev, item) {
+      var d = item && item.datum, r = d ? d.rank : undefined;
+      if (typeof r !== "number" || Math.floor(r) !== r || r < 0) return;
+      if (window.history && history.pushState) history.pushState(null, "", "#rank-" + r);
+      showRank("#rank-" + r);
+    });
+  }
+
   /* A finding's view: {figure, signals}. Signals with a control in the figure's section set the
    * control (and so every chart of the section); the others are pinned on the figure. Highlights
    * of earlier findings are cleared everywhere. */
@@ -374,7 +396,37 @@
     }
     showView(view);
   });
+  /* #rank-N (a rank cell's link): set the rank picker (the control of signal drill_rank, figure drill-rank-any)
+   * to rank N and show its figure */
+  var PICKER = "drill-rank-any", PICK_SIGNAL = "drill_rank";
+  function showRank(hash) {
+    var m = /^#rank-(\d+)$/.exec(hash || "");
+    var fig = m ? doc.getElementById(PICKER) : null;
+    if (!fig) return false;
+    var view = { figure: PICKER, signals: {} }, rank = Number(m[1]);
+    view.signals[PICK_SIGNAL] = rank;
+    /* a control cut to its first options (render.MAX_OPTIONS) gains the rank asked for */
+    var sel = doc.querySelector("select[data-signal='" + PICK_SIGNAL + "']");
+    if (sel && !Array.prototype.some.call(sel.options, function (o) { return o.value === String(rank); })) {
+      var opt = doc.createElement("option");
+      opt.value = String(rank);
+      opt.textContent = "Rank " + rank;
+      sel.appendChild(opt);
+    }
+    delete root.dataset.viewShown;
+    showView(view);
+    return true;
+  }
+  doc.addEventListener("click", function (ev) {
+    var link = ev.target && ev.target.closest ? ev.target.closest("a[href^='#rank-']") : null;
+    if (!link || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    if (!doc.getElementById(PICKER)) return;
+    ev.preventDefault();
+    if (window.history && history.pushState) history.pushState(null, "", link.getAttribute("href"));
+    showRank(link.getAttribute("href"));
+  });
   function fromHash() {
+    if (showRank(window.location.hash)) return;
     var link = evidenceLink(window.location.hash);
     if (link) showView(viewOf(link));
   }

@@ -324,7 +324,16 @@
         var td = doc.createElement("td"), th = self.ths[i], kind = th ? th.getAttribute("data-kind") : "text";
         td.className = kind === "text" ? "rg-col-text" : "rg-col-num";
         if (kind !== "text") td.setAttribute("data-kind", kind);
-        td.textContent = cellText(v, kind, Number(th && th.getAttribute("data-scale")) || 1);
+        var text = cellText(v, kind, Number(th && th.getAttribute("data-scale")) || 1);
+        if (kind === "rank" && typeof v === "number" && Math.floor(v) === v && doc.getElementById("drill-rank-any")) {
+          var a = doc.createElement("a"); /* the rank picker's link (charts.js: #rank-N sets the picker) */
+          a.href = "#rank-" + v;
+          a.className = "rg-rank-link";
+          a.textContent = text;
+          td.appendChild(a);
+        } else {
+          td.textContent = text;
+        }
         tr.appendChild(td);
       });
       frag.appendChild(tr);

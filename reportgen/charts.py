@@ -526,14 +526,21 @@ def cell_labels(base: Spec, text: dict, tooltip: list | None = None, size: int =
     return base.mark_text(fontSize=size).encode(text=text, color=ink("datum.pos"), tooltip=tooltip or [])
 
 
-def shade_in_scope(chart: Spec, value_expr: str) -> Spec:
-    """Colour value ``shade`` for heatmaps: ``value_expr`` (a Vega expression over the row, e.g. ``datum.x``)
-    clamped to the largest value of the rows that are not warm-up steps (``datum.warmup``), so a warm-up step
-    (reportgen/facts.py) does not saturate the scale. Rows keep ``value`` for their tooltip."""
+def shade_in_scope(chart: Spec, value_expr: str, domain_expr: str) -> Spec:
+    """Colour value ``shade`` for median heatmaps: ``value_expr`` (a Vega expression over the row, e.g.
+    ``datum.x``) as it is: the scale's domain (``domain_expr``, [low, median, high], computed without the warm-up
+    steps) is fixed and clamped, so a value beyond it (a warm-up step, reportgen/facts.py) takes the END colour
+    (issue 27 #23: it was clamped to the largest in-scope value, which a 1,381 ms warm-up painted like a 337 ms
+    step). ``beyond`` = 1 above the domain's high end, -1 below its low end, else 0 (the heatmap marks those
+    cells). Rows keep ``value`` for their tooltip."""
     return (chart.transform_calculate(value=value_expr)
-            .transform_calculate(scoped="datum.warmup ? null : datum.value")
-            .transform_joinaggregate(scale_max="max(scoped)")
-            .transform_calculate(shade="datum.scale_max == null ? datum.value : min(datum.value, datum.scale_max)"))
+            .transform_calculate(shade="datum.value",
+                                 beyond=f"datum.value > ({domain_expr})[2] ? 1 : "
+                                        f"datum.value < ({domain_expr})[0] ? -1 : 0"))
+
+
+#: the glyph on a heatmap cell whose value is beyond the colour scale's span (above / below)
+BEYOND_MARK = {1: "▲", -1: "▼"}
 
 
 def stacked_parts(base: Spec, parts: list[tuple[str, str]], x: dict, unit: str, factor: float,
@@ -565,22 +572,25 @@ def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "R
     ref = float(scope[reference].median()) / factor if reference and reference in scope else None
     domains = {k: median_domain(scope[k] / factor, ref) or [0.0, 0.5, 1.0] for k in cols}
     n_steps, n_ranks = df["step"].nunique(), df["rank"].nunique()
-    legend = Legend(**axis(legend_title, unit), values={"expr": f"{param}_domains[{param}]"}, gradientLength=120)
-    return (
-        in_unit(shade_in_scope(Chart(df), f"datum[{param}] / {float(factor)!r}"), factor, *cols)
-        .mark_rect()
-        .encode(
-            x=X("step:O", title="Step", axis=Axis(labelAngle=0)),
-            y=Y("rank:O", title=y_title),
-            color=Color("shade:Q", scale=diverging({"expr": f"{param}_domains[{param}]"}), legend=legend),
-            tooltip=[Tooltip("rank:O", title="Rank"), Tooltip("step:O", title="Step")] + (tooltip or [])
+    domain = f"{param}_domains[{param}]"
+    legend = Legend(**axis(legend_title, unit), values={"expr": domain}, gradientLength=120)
+    base = in_unit(shade_in_scope(Chart(df), f"datum[{param}] / {float(factor)!r}", domain), factor, *cols)
+    x, y = X("step:O", title="Step", axis=Axis(labelAngle=0)), Y("rank:O", title=y_title)
+    tips = ([Tooltip("rank:O", title="Rank"), Tooltip("step:O", title="Step")] + (tooltip or [])
             + [tip(f"{k}_u", label, unit) for k, label in metrics.items()])
-        .add_params(_param(name=param, value=cols[0]), _param(name=f"{param}_domains", value=domains))
-        .properties(width={"step": band(n_steps, 48)}, height={"step": band(n_ranks, 24, 2, 600)}))
+    cells = base.mark_rect().encode(
+        x=x, y=y, color=Color("shade:Q", scale=diverging({"expr": domain}), legend=legend), tooltip=tips)
+    # cells beyond the span are at the end colour AND carry a glyph, so they do not read as the span's end
+    marks = base.transform_filter("datum.beyond != 0").transform_calculate(
+        mark=f"datum.beyond > 0 ? '{BEYOND_MARK[1]}' : '{BEYOND_MARK[-1]}'").mark_text(fontSize=9).encode(
+        x=x, y=y, text=field("mark:N"), color=value(palette.INK_ON_DARK), tooltip=tips)
+    return (layer(cells, marks)
+            .add_params(_param(name=param, value=cols[0]), _param(name=f"{param}_domains", value=domains))
+            .properties(width={"step": band(n_steps, 48)}, height={"step": band(n_ranks, 24, 2, 600)}))
 
 
 WARMUP_CAPTION = (" Warm-up steps are left out of the scale's median and span; a value beyond the span takes the "
-                  "end colour.")
+                  f"end colour and is marked {BEYOND_MARK[1]} (above) or {BEYOND_MARK[-1]} (below).")
 MEDIAN_CAPTION = (f" Colour = difference from the median of the steps in scope: blue below it, red above it, "
                   f"light near it; the scale spans at least ±{th.HEATMAP_MIN_SPAN * 100:g}% of the median step time, "
                   "so jitter stays pale.")

@@ -407,10 +407,14 @@ def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome]
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})
+    # a rank picker (figure drill-rank-any, reportgen/sections/drilldown.py): every other rank cell links to #rank-<r>,
+    # which sets the picker (assets/charts.js)
+    rank_picker = any(f["id"] == "drill-rank-any" for sec in sections for f in sec["figures"])
     return {
         "summary_text": summary_text(doc.summary, findings),
         "baseline": None,
         "drill_ranks": drill_ranks,
+        "rank_picker": rank_picker,
         "title": doc.title,
         "tool": {"name": "reportgen", "version": __version__},
         "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -173,9 +173,36 @@ def test_heatmaps_diverge_around_the_median_with_a_minimum_span(figures):
     assert span >= th.HEATMAP_MIN_SPAN * mid * (1 - 1e-9)
     assert lo == pytest.approx(max(0.0, mid - span))
     assert span >= max(abs(v - mid) for v in scope) - 1e-9
-    color = heat.spec["encoding"]["color"]
+    color = heat.spec["layer"][0]["encoding"]["color"]
     assert color["scale"]["domain"] == {"expr": "heat_metric_domains[heat_metric]"}
     assert color["scale"]["scheme"] == palette.DIVERGING and color["scale"]["clamp"] is True
+
+
+def test_heatmap_values_beyond_the_span_take_the_end_colour_and_a_mark():
+    """Issue 27 #23: a warm-up step (1,381 ms) was clamped to the largest in-scope value (336.6 ms, inside the
+    span) and so painted like step 2; it must take the END colour (the clamped scale) and be marked."""
+    import pandas as pd
+    rows = [{"rank": r, "step": s, "warmup": s == 1, "step_ms": 1381.0 if s == 1 else 335.0 + 0.5 * r + 0.1 * s}
+            for r in range(4) for s in range(1, 5)]
+    spec = charts.to_spec(charts.median_heatmap(pd.DataFrame(rows), {"step_ms": "Step time"}, param="hm"))
+    (domains,) = [p["value"] for p in spec["params"] if p["name"] == "hm_domains"]
+    lo, mid, hi = domains["step_ms"]
+    assert hi < 1381.0 and max(r["step_ms"] for r in rows if not r["warmup"]) <= hi
+    cells, marks = spec["layer"]
+    calc = {t["as"]: t["calculate"] for t in cells["transform"] if "calculate" in t}
+    assert calc["shade"] == "datum.value"  # not clamped to the in-scope max: the scale clamps it to its end
+    assert cells["encoding"]["color"]["scale"]["clamp"] is True
+    assert "hm_domains[hm]" in calc["beyond"]
+    # the glyph layer draws only the cells beyond the span, with the glyph of their side
+    filters = [t["filter"] for t in marks["transform"] if "filter" in t]
+    assert filters == ["datum.beyond != 0"] and marks["mark"]["type"] == "text"
+    mcalc = {t["as"]: t["calculate"] for t in marks["transform"] if "calculate" in t}
+    assert charts.BEYOND_MARK[1] in mcalc["mark"] and charts.BEYOND_MARK[-1] in mcalc["mark"]
+    # evaluate the beyond rule as Vega would, on the rows (Python stand-in for the expression)
+    beyond = [1 if r["step_ms"] > hi else -1 if r["step_ms"] < lo else 0 for r in rows]
+    assert [b for b, r in zip(beyond, rows) if r["warmup"]] == [1] * 4
+    assert not any(b for b, r in zip(beyond, rows) if not r["warmup"])
+    assert charts.BEYOND_MARK[1] in charts.WARMUP_CAPTION
 
 
 def test_median_domain():

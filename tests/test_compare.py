@@ -100,3 +100,43 @@ def test_demo_has_a_comparison(name, tmp_path):
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["sections"]["compare"]["status"] == "ok"
     assert 'id="compare-chart"' in out.read_text()
+
+
+def test_default_pair_stays_in_a_stage_when_only_one_rank_of_it_has_operations():
+    """Issue 27 #87: Ascend level2 has kernels on ranks 0 (stage 1) and 2 (stage 2) only; the default pair was 2 vs 0
+    (two stages: other layers). It is now 2 vs 3 (stage 2), and the page says rank 3 has no operation times."""
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    (o,) = run_sections(run, only=["compare"])
+    m = o.analysis.metrics
+    assert (m["rank_a"], m["rank_b"]) == (2, 3) and m["stage_a"] == m["stage_b"] == 2
+    assert m["b_has_operations"] is False and m["explained_ratio"] is None
+    assert o.analysis.tables["types"]["explained_ratio"].isna().all()
+    assert "pipeline stage (2)" in m["pair_source"] and "no operation times" in o.view.summary
+    assert any("Rank 3 has no operation times" in n for n in o.view.notes)
+
+
+def test_default_pair_starts_from_the_diagnosis_cause():
+    """A = the rank of the diagnosis' first cause (not a stage cause), B = the median of its stage; why is said."""
+    from types import SimpleNamespace
+    import pandas as pd
+    from reportgen.sections.compare import default_pair
+    stages = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1, 5: 1}
+    run = SimpleNamespace(stage_of=lambda r: stages.get(int(r)))
+    per = pd.DataFrame({"rank": list(stages), "step_ms": [100.0, 101, 102, 100, 100, 103]})
+    F = SimpleNamespace(per_rank=per, slowest_rank=5)
+    compute = pd.Series({0: 50.0, 1: 52.0, 2: 51.0, 3: 40.0, 4: 45.0, 5: 60.0})
+    # no cause: the rank with the most computation (5) and the median of stage 1 by computation (3: 40, 4: 45 -> 3)
+    a, b, why = default_pair(run, F, None, compute, [])
+    assert (a, b) == (5, 3) and "most computation" in why and "stage (1)" in why
+    # a rank cause on rank 1 (stage 0): paired with the median of stage 0 by computation (0: 50, 2: 51 -> 0)
+    causes = [{"kind": "stage", "ranks": [3, 4, 5], "stage": 1, "link": None},
+              {"kind": "dataloader", "ranks": [1], "stage": None, "link": None}]
+    a, b, why = default_pair(run, F, None, compute, causes)
+    assert (a, b) == (1, 0) and "diagnosis' first cause (dataloader)" in why and "stage (0)" in why
+    # a link cause: its first rank (the sender, late at the link), the link named
+    a, b, why = default_pair(run, F, None, compute, [{"kind": "link", "ranks": [2, 4], "link": [2, 4]}])
+    assert a == 2 and run.stage_of(b) == 0 and "link 2→4" in why
+    # never across stages while the stage has another rank
+    for c in ([], causes):
+        a, b, _ = default_pair(run, F, None, compute, c)
+        assert run.stage_of(a) == run.stage_of(b)

@@ -294,3 +294,81 @@ def test_step_trace_op_types_come_from_the_reader():
     top = drilldown.top_operators(run, 0)
     types = top[top["level"] == "type"]
     assert types["name"].tolist() == ["Collective"] and types["total_ms"].tolist() == [3.0]
+
+
+# --------------------------------------------------------------------------- every rank: the rank picker
+
+
+def test_every_rank_ops_top_and_others_cover_each_rank():
+    """The picker's operation types of every rank: top + others add up to the rank's work (op_rows without
+    communication and waits), shares to 1, the top types equal the chosen ranks' type-level tops."""
+    from reportgen import opstats
+    run = read_run(fixture_dir(*ASCEND))
+    ops, classes = drilldown.every_rank_ops(run)
+    work = opstats.work_rows(opstats.op_rows(run))
+    assert set(ops["rank"]) == set(work["rank"])
+    for r, g in ops.groupby("rank"):
+        w = work[work["rank"] == r]
+        assert g["total_ms"].sum() == pytest.approx(w["dur_ms"].sum())
+        assert g["share_ratio"].sum() == pytest.approx(1.0)
+        assert (g["name"] != "others").sum() <= drilldown.PICK_TOP
+        full = drilldown.top_operators(run, r)
+        types = full[(full["level"] == "type") & (full["name"] != "others")].head(drilldown.PICK_TOP)
+        mine = g[g["name"] != "others"]
+        assert mine["name"].tolist() == types["name"].tolist()
+        assert mine["total_ms"].to_numpy() == pytest.approx(types["total_ms"].to_numpy())
+    assert set(classes.values()) <= {"compute", "memcpy", "other", "communication", "wait"}
+
+
+def test_picker_budget_shrinks_with_the_rank_count():
+    assert drilldown.top_per_rank(4) == drilldown.PICK_TOP
+    assert drilldown.top_per_rank(4096) == drilldown.PICK_MIN_TOP
+    assert (drilldown.top_per_rank(4096) + 1) * 4096 <= 2 * drilldown.PICK_OPS_BUDGET
+    assert drilldown.points_per_line(4) == drilldown.MAX_LINE_POINTS
+    n = drilldown.points_per_line(1000)
+    assert 0 < n < drilldown.MAX_LINE_POINTS and 2 * 1000 * n <= drilldown.PICK_LINE_BUDGET
+    assert drilldown.points_per_line(4096) == 0  # no lines for every rank: the chosen ranks keep theirs
+
+
+def test_picker_holds_every_rank_and_sets_from_the_control():
+    """gloo DDP 4 ranks: the picker figure holds every rank's step breakdown, types and lines; its control lists every
+    rank and starts on the slowest; each chart filters on the picked rank; a chosen rank's lines equal the drill-down's
+    (same points at this rank count)."""
+    run = read_run(fixture_dir(*GLOO))
+    out = _execution(run)
+    a = out.analysis
+    ranks = set(int(r) for r in run.ranks)
+    for key in ("rank_detail_ops", "rank_detail_parts", "rank_detail_lines"):
+        assert set(a.data[key]["rank"]) == ranks, key
+    (ctl,) = [c for c in out.view.controls if c.signal == drilldown.PICK_SIGNAL]
+    assert [v for v, _ in ctl.options] == sorted(ranks)
+    from reportgen import facts
+    assert ctl.default == facts.of(run).slowest_rank
+    (fig,) = [f for f in out.view.figures if f.id == drilldown.PICK_FIGURE]
+    assert {"name": "drill_rank", "value": ctl.default} in fig.spec["params"]
+    subs = fig.spec["vconcat"]
+    assert len(subs) == 4  # breakdown, types, memory, FLOPs
+    for sub in subs:
+        assert any("datum.r == drill_rank" in str(t.get("filter", "")) for t in sub["transform"])
+    # the breakdown's parts add up to the rank's mean step time
+    parts = a.data["rank_detail_parts"].set_index("rank")
+    per_rank = facts.of(run).per_rank.set_index("rank")["step_ms"]
+    assert parts.sum(axis=1).to_numpy() == pytest.approx(per_rank.loc[parts.index].to_numpy(), rel=1e-6)
+    chosen = a.tables["rank_step_lines"]
+    r = int(chosen["rank"].iloc[0])
+    mine = a.data["rank_detail_lines"]
+    for metric in ("memory_mb", "flops_cumulative"):
+        x = mine[(mine["rank"] == r) & (mine["metric"] == metric)]["value"].to_numpy()
+        y = chosen[(chosen["rank"] == r) & (chosen["metric"] == metric)]["value"].to_numpy()
+        assert x == pytest.approx(y)
+
+
+def test_every_rank_cell_links_to_its_detail(tmp_path, pp2x4):
+    """MindInsight pp2x4: ranks 0-2 have a full drill-down; rank 3 (no link before, issue 27 #21) links to the
+    picker, and so does every rank cell of every table."""
+    from reportgen import cli
+    out = tmp_path / "r.html"
+    assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
+    html = out.read_text()
+    assert 'id="drill-rank-any"' in html and 'href="#rank-3"' in html
+    assert 'data-signal="drill_rank"' in html

@@ -167,9 +167,12 @@ def test_1024_ranks_stays_within_budget(tmp_path):
     assert m["alignment_op"]
     marey = next(f for f in out.view.figures if f.id == "execution-marey")
     assert "ranks drawn" in marey.caption  # says it was trimmed
-    sizes = [len(json.dumps(f.spec)) for f in out.view.figures]
+    sizes = [len(json.dumps(f.spec)) for f in out.view.figures if f.id != "drill-rank-any"]
     # the Marey figure is bounded by MAX_MARKS (10,000 marks of ~90 bytes: every step drawn, each its share)
     assert sum(sizes) < 1_000_000, sizes
+    # the rank picker holds every rank (issue 27 #21): its own budget, short rows (drilldown.py "Page budget")
+    picker = next(f for f in out.view.figures if f.id == "drill-rank-any")
+    assert len(json.dumps(picker.spec)) < 400_000
 
 
 def test_unavailable_names_the_files():

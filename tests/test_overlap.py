@@ -66,3 +66,23 @@ def test_model_parallel_view_has_interval_pure_comm_and_computation(pp2x4):
     # MindInsight step_bottleneck_info for rank 2 (average): [2.4318, 123.1813, 96.4268, ...]
     assert [round(r2[c], 4) for c in ("step_interval_ms", "computation_incl_free_ms", "comm_not_overlapped_ms")] == [
         2.4318, 123.1813, 96.4268]
+
+
+def test_no_pipeline_words_without_pipeline_stages():
+    """Issue 27 #28: gloo DDP 4 ranks (dp 2 x tp 2, one stage) has p2p receives (the tensor-parallel ring): the
+    summary and the columns name them p2p receive, never a bubble or a receive between stages."""
+    from conftest import fixture_dir
+    run = read_run(fixture_dir("generated", "torch_gloo_ddp4_baseline"))
+    (out,) = run_sections(run, only=["overlap"])
+    assert out.status == "ok" and not out.analysis.data["pipeline"]
+    assert out.analysis.metrics["between_stage_share_ratio"] > 0  # there is receive time
+    view = out.view
+    assert "between stages" not in view.summary and "p2p receive" in view.summary
+    titles = [c.label for t in view.tables for c in t.columns] + [c.group or "" for t in view.tables for c in t.columns]
+    assert not [t for t in titles if "ubble" in t.replace("profiler's Bubble", "") or "Pipeline" in t], titles
+    assert any("P2P receive" in t for t in titles)
+    # a pipeline run keeps its pipeline words
+    pp = read_run(fixture_dir("mindinsight", "mi_cluster_propose_pp2x4"))
+    (po,) = run_sections(pp, only=["overlap"])
+    assert "receive between stages" in po.view.summary
+    assert any(c.group == "Pipeline: receive and bubble" for t in po.view.tables for c in t.columns)

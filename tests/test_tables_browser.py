@@ -377,6 +377,32 @@ def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, 
     assert not log.problems(), log.problems()
 
 
+def test_rank_cell_sets_the_rank_picker(reports, open_report):
+    """Issue 27 #21: a rank cell of any table links to #rank-N; following it sets the execution section's rank picker
+    (its control and its figure's signal) to that rank and shows the figure; the address keeps #rank-N."""
+    page, log = open_report(reports("pp2x4"))
+    link = page.locator("a[href='#rank-3']").first
+    assert link.count() == 1
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.wait_for_function("document.documentElement.dataset.viewShown === 'drill-rank-any'", timeout=30000)
+    assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 3
+    assert page.locator("select[data-signal='drill_rank']").input_value() == "3"
+    assert page.evaluate("location.hash") == "#rank-3"
+    # a chart with the rank on an axis: clicking one of its marks opens that rank's detail the same way
+    fig = page.locator("#trajectory-heatmap .rg-chart")
+    fig.scroll_into_view_if_needed()
+    page.wait_for_selector("#trajectory-heatmap .rg-chart[data-rendered]", state="attached")
+    assert "rg-clickable" in (fig.get_attribute("class") or "")
+    page.evaluate("delete document.documentElement.dataset.viewShown")
+    box = fig.bounding_box()
+    page.mouse.click(box["x"] + 90, box["y"] + 25)  # the first rank's row (rank 0), a step's cell
+    page.wait_for_function("document.documentElement.dataset.viewShown === 'drill-rank-any'", timeout=30000)
+    assert page.evaluate("location.hash") == "#rank-0"
+    assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 0
+    assert not log.problems(), log.problems()
+
+
 def test_fuzzy_text_filter(reports, open_report):
     """A text filter starting with ~ keeps the rows whose value has its letters in that order (seed row #73, the
     operator search's fuzzy match); without ~ it is the substring filter."""

@@ -4,10 +4,13 @@ a computation problem (research notes on msprof-analyze: compare an abnormal car
 
 Sources and definitions:
 
-* The pair: ``--compare-ranks A,B``; else the rank with the most compute time per step (the one the others wait for:
-  synchronous steps end together, so the longest step is often a rank that waited) and the median rank of its
-  pipeline stage by the same measure (every rank without stages); without operation times, the facts' slowest rank
-  (reportgen/facts.py) and the median of its stage by step time.
+* The pair (:func:`default_pair`): ``--compare-ranks A,B``; else A = the rank of the diagnosis' first cause
+  (reportgen/diagnosis.py, as the ``waits`` section lists them; a stage cause left out), or without one the rank with
+  the most compute time per step (the one the others wait for: synchronous steps end together, so the longest step
+  is often a rank that waited; without operation times, the facts' slowest rank, reportgen/facts.py); B = the
+  median rank of A's pipeline stage by the same measure (by step time when no other rank of the stage has operation
+  times): ranks of different stages are never paired while A's stage has another rank (they run other layers).
+  Without stages, the median of the other ranks.
 * Operators: the run's device timeline (:mod:`reportgen.timeline`, every family; the NPU profiler's text export
   without trace_view.json: ``kernels``, where a communication row inside an earlier one of its rank, the task of an
   op the table lists too, is left to that op) in the steps in scope. Per rank: count and total time per step, and the
@@ -103,19 +106,39 @@ def _types(names: pd.Series) -> pd.Series:
     return t.where(names != DERIVED_NAME, DERIVED_NAME)  # "FP/BP minus communication" is a name, not a path
 
 
-def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tuple[int, int, str]:
-    """(A, B, how the pair was chosen). ``compute``: per rank the compute time per step (device operations)."""
+def _first_cause(causes, have: set[int]) -> dict | None:
+    """The diagnosis' first cause (reportgen/diagnosis.py, as the ``waits`` section lists them: most severe first)
+    that names a rank with operation times; a stage cause is left out (it is about the stages, and the pair is made
+    inside one stage)."""
+    for c in causes or []:
+        if c.get("kind") != "stage" and any(int(r) in have for r in c.get("ranks") or []):
+            return c
+    return None
+
+
+def default_pair(run: Run, F, options, compute: pd.Series | None = None,
+                 causes: list[dict] | None = None) -> tuple[int, int, str]:
+    """(A, B, why the pair was chosen). ``compute``: per rank the compute time per step (device operations);
+    ``causes``: the diagnosis' causes (``waits`` section metrics).
+
+    A = the first rank of the diagnosis' first cause that has operation times, else the rank with the most
+    computation per step (the facts' slowest rank without operation times). B = the median rank of A's pipeline
+    stage (issue 27 #87: ranks of different stages run different layers, so they are never paired while A's stage
+    has another rank): by computation among the stage's ranks with operation times, else by step time among the
+    stage's other ranks (B then has no operation columns: its step and communication still compare); the median of
+    the other ranks when the run has no stages or A is alone in its stage."""
     want = options.get("compare_ranks") if options is not None else None
-    ranks = sorted(int(r) for r in F.per_rank["rank"])
-    if compute is not None and not want:  # the pair is drawn from the ranks whose operations the files hold
-        have = set(int(x) for x in compute.index)
+    all_ranks = sorted(int(r) for r in F.per_rank["rank"])
+    ranks = all_ranks
+    have = set(int(x) for x in compute.index) if compute is not None else set(all_ranks)
+    if compute is not None and not want:  # A is drawn from the ranks whose operations the files hold
         ranks = [r for r in ranks if r in have] or ranks
     if want:
         a, b = (int(x) for x in want)
-        missing = [r for r in (a, b) if r not in ranks]
+        missing = [r for r in (a, b) if r not in all_ranks]
         if missing:
             raise Unavailable(f"--compare-ranks {a},{b}: rank {missing[0]} has no step time in this run (ranks "
-                              f"{ranks[0]}-{ranks[-1]})")
+                              f"{all_ranks[0]}-{all_ranks[-1]})")
         return a, b, "--compare-ranks"
     # synchronous steps end together on every rank, so the longest step is often a rank that waited: the rank with
     # the most computation is the one the others wait for (the facts' slowest rank without operation times)
@@ -123,19 +146,34 @@ def default_pair(run: Run, F, options, compute: pd.Series | None = None) -> tupl
     measure, what = pr, "step time"
     if compute is not None and len(compute.reindex(ranks).dropna()) == len(ranks) and compute.max() > 0:
         measure, what = compute.reindex(ranks), "computation"
-    slow = int(F.slowest_rank) if measure is pr else int(sorted(ranks, key=lambda r: (-float(measure[r]), r))[0])
+    cause = _first_cause(causes, set(ranks))
+    if cause is not None:
+        slow = next(int(r) for r in cause["ranks"] if int(r) in set(ranks))  # the first it names (a link: its sender)
+        where = (f" on link {cause['link'][0]}→{cause['link'][1]}" if cause.get("link") else "")
+        why_a = f"the rank of the diagnosis' first cause ({cause['kind']}{where})"
+    else:
+        slow = int(F.slowest_rank) if measure is pr else int(sorted(ranks, key=lambda r: (-float(measure[r]), r))[0])
+        why_a = f"the rank with the most {what} per step"
     stage = run.stage_of(slow)
-    peers = [r for r in ranks if r != slow and (stage is None or run.stage_of(r) == stage)]
-    same_stage = bool(peers) and stage is not None
-    if not peers:
-        peers = [r for r in ranks if r != slow]
+    if stage is not None and stage == stage:  # NaN: no stage
+        same = [r for r in all_ranks if r != slow and run.stage_of(r) == stage]
+        with_ops = [r for r in same if r in have and r in set(ranks)]
+        if with_ops:
+            order = sorted(with_ops, key=lambda r: (float(measure.get(r, pr[r])), r))
+            return slow, order[(len(order) - 1) // 2], \
+                f"{why_a} and the median rank of its pipeline stage ({stage}) by {what}"
+        if same:
+            order = sorted(same, key=lambda r: (float(pr[r]), r))
+            return slow, order[(len(order) - 1) // 2], \
+                (f"{why_a} and the median rank of its pipeline stage ({stage}) by step time (no other rank of the "
+                 f"stage has operation times; a rank of another stage runs other layers, so it is not paired)")
+    peers = [r for r in ranks if r != slow] or [r for r in all_ranks if r != slow]
     if not peers:
         raise Unavailable("The run has one rank: there is no other rank to compare it with.")
-    order = sorted(peers, key=lambda r: (float(measure[r]), r))
-    how = (f"the rank with the most {what} per step and the median rank of its pipeline stage by {what}"
-           if same_stage else f"the rank with the most {what} per step and the median of the other ranks by {what}"
-           + (" (no other rank of its stage has operation times)" if stage is not None else ""))
-    return slow, order[(len(order) - 1) // 2], how
+    order = sorted(peers, key=lambda r: (float(measure.get(r, pr[r])), r))
+    return slow, order[(len(order) - 1) // 2], (
+        f"{why_a} and the median of the other ranks by {what}"
+        + (f" (rank {slow} is the only rank of stage {stage})" if stage is not None and stage == stage else ""))
 
 
 def pair_table(per: pd.DataFrame, a: int, b: int, keys: list[str], step_diff: float) -> pd.DataFrame:
@@ -172,7 +210,12 @@ def analyze(run: Run, options=None) -> Analysis:
                           + needs_reason(None, ["device_timeline or kernels"], options) + ".")
     steps = max(1, len(F.steps))
     compute = ops[ops["op_class"] == "compute"].groupby("rank")["dur"].sum() / steps
-    a, b, how = default_pair(run, F, options, compute)
+    try:
+        causes = analysis_of("waits", run, options).metrics.get("causes")
+    except Unavailable:
+        causes = None
+    a, b, how = default_pair(run, F, options, compute, causes)
+    b_has_ops = bool((ops["rank"] == b).any())
     without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
     pr = F.per_rank.set_index("rank")["step_ms"]
     step_a, step_b = float(pr[a]), float(pr[b])
@@ -182,7 +225,7 @@ def analyze(run: Run, options=None) -> Analysis:
     synchronous = abs(diff) < SYNC_SHARE * max(step_a, step_b)
     by_type = _per(ops, ["kind", "type"], steps)
     by_name = _per(ops, ["kind", "name"], steps)
-    denom = 0.0 if synchronous else diff
+    denom = 0.0 if synchronous or not b_has_ops else diff  # B without operations: no share of the difference
     types = pair_table(by_type[by_type["rank"].isin([a, b])], a, b, ["kind", "type"], denom)
     names = pair_table(by_name[by_name["rank"].isin([a, b])], a, b, ["kind", "name"], denom).head(TOP_OPS)
     tables = {"types": types, "top_ops": names}
@@ -190,7 +233,8 @@ def analyze(run: Run, options=None) -> Analysis:
                "step_diff_ms": diff, "steps": steps,
                # waits run beside the work they wait for (their time is in other operations too): not summed
                "explained_ratio": float(types.loc[types["kind"] != "wait", "delta_ms"].sum() / diff)
-               if diff > 0 and not synchronous else None,
+               if diff > 0 and not synchronous and b_has_ops else None,
+               "b_has_operations": b_has_ops,
                "synchronous": bool(synchronous),
                "delta_by_kind_ms": {str(k): float(v) for k, v in types.groupby("kind")["delta_ms"].sum().items()},
                "stage_a": run.stage_of(a), "stage_b": run.stage_of(b),
@@ -241,7 +285,10 @@ def present(a: Analysis) -> View:
     diff = m["step_diff_ms"]
     summary = (f"Rank {A} ({fmt.ms(m['step_ms_a'])} per step) beside rank {B} ({fmt.ms(m['step_ms_b'])}), "
                f"{m['pair_source']}: ")
-    if m["synchronous"]:
+    if m.get("b_has_operations") is False:
+        summary += (f"{fmt.ms(abs(diff))} {'longer' if diff >= 0 else 'shorter'}; rank {B} has no operation times in "
+                    "the files, so the operations below are rank A's alone.")
+    elif m["synchronous"]:
         kinds = m["delta_by_kind_ms"]
         parts = [f"{fmt.ms(abs(v))} {'more' if v > 0 else 'less'} {k}" for k, v in
                  sorted(kinds.items(), key=lambda kv: -abs(kv[1])) if abs(v) >= 0.001 * m["step_ms_b"]][:3]
@@ -280,6 +327,9 @@ def present(a: Analysis) -> View:
             caption=f"A = rank {A}, B = rank {B}; per step. More wait on the normal rank and less on the abnormal one: "
                     "the abnormal rank arrives late (it is slow elsewhere); more transit: its links are slow."))
     notes = []
+    if m.get("b_has_operations") is False:
+        notes.append(f"Rank {B} has no operation times in the files: its operation columns are 0 and no share of the "
+                     "step difference is computed; its step time and communication compare.")
     if m.get("ranks_without_operations"):
         notes.append(f"{count(len(m['ranks_without_operations']), 'rank')} have no operation times in the files "
                      f"({rank_ranges(m['ranks_without_operations'])[:80]}): the default pair is chosen among the others.")

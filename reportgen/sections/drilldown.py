@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import charts as vl
 import pandas as pd
 
@@ -44,7 +46,7 @@ from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color,
 from ..errors import Unavailable
 from .. import facts, opstats
 from ..model import Run
-from ..report import Analysis, Column, Figure, Table
+from ..report import Analysis, Column, Control, Figure, Table
 from ..timeline import step_windows
 
 # No NEEDS: the drill-down is a part of the execution section, which declares the tables it reads.
@@ -447,6 +449,7 @@ def extend_analysis(run: Run, options, metrics: dict, tables: dict, data: dict) 
     metrics["drilldown_line_steps"] = used
     if lines is not None:
         tables["rank_step_lines"] = lines
+    extend_picker(run, options, metrics, tables, data)
 
 
 #: op class -> (legend label, palette role) of the bars
@@ -483,9 +486,9 @@ def _rank_figure(rank: int, role: str, ops: pd.DataFrame, classes: dict | None =
                   alt=f"Top {what} by total time on rank {rank}")
 
 
-def extend_view(a: Analysis, figures: list, tables: list) -> None:
-    """Called at the end of ``execution.present``: rank-block strips after the Marey figure, one bar chart and
-    one table per chosen rank."""
+def extend_view(a: Analysis, figures: list, tables: list, controls: list | None = None) -> None:
+    """Called at the end of ``execution.present``: rank-block strips after the Marey figure, the rank picker
+    (:func:`picker_figure`, its control added to ``controls``), one bar chart and one table per chosen rank."""
     blocks = a.tables.get("rank_blocks")
     if blocks is not None:
         fig = blocks_figure(blocks, a.data.get("rank_block_order") or lane_order_fallback(blocks))
@@ -493,6 +496,10 @@ def extend_view(a: Analysis, figures: list, tables: list) -> None:
             ids = [f.id for f in figures]
             at = ids.index("execution-marey") + 1 if "execution-marey" in ids else len(figures)
             figures.insert(at, fig)
+    picker = picker_figure(a) if controls is not None else None
+    if picker is not None:
+        figures.append(picker[0])
+        controls.append(picker[1])
     ops = a.tables.get("drilldown_ops")
     lines = a.tables.get("rank_step_lines")
     roles = a.metrics.get("drilldown_ranks", {})
@@ -526,3 +533,295 @@ def lane_order_fallback(blocks: pd.DataFrame) -> list[int]:
     st = blocks.set_index("rank")["stage"]
     return sorted((int(r) for r in blocks["rank"]),
                   key=lambda r: (pd.isna(st.get(r)), 0 if pd.isna(st.get(r)) else int(st.get(r)), r))
+
+
+# --------------------------------------------------------------------------- every rank: the rank picker
+#
+# Page budget (issue 27 #21 / #70: a detail view for EVERY device): per rank, the top PICK_TOP operation types plus
+# one "others" row, the step breakdown (the mean of each part over the steps in scope: one row per rank) and the
+# memory / cumulative FLOPs lines over one step at a resolution that shrinks with the rank count, so that the
+# lines of all ranks together hold at most PICK_LINE_BUDGET points (at 4096 ranks: PICK_MIN_POINTS per line).
+
+#: operation types (else names) kept per rank for the picker, plus one "others" row (fewer past PICK_OPS_BUDGET)
+PICK_TOP = 8
+#: operation rows of every rank together: past it each rank keeps fewer types (at least PICK_MIN_TOP)
+PICK_OPS_BUDGET = 20_000
+PICK_MIN_TOP = 3
+#: points of the lines of every rank together (both metrics)
+PICK_LINE_BUDGET = 30_000
+#: fewer points per rank and metric than this and the picker has no lines (the three chosen ranks keep theirs)
+PICK_MIN_POINTS = 12
+#: the signal of the rank picker (a section control); rank cells of the page's tables link to #rank-N, which sets it
+PICK_SIGNAL = "drill_rank"
+PICK_FIGURE = "drill-rank-any"
+PICK_OPS_COLUMNS = ["rank", "name", "total_ms", "count", "share_ratio"]
+
+
+def top_per_rank(n_ranks: int) -> int:
+    """Operation types kept per rank: :data:`PICK_TOP`, fewer when the ranks' rows (top + others) would pass
+    :data:`PICK_OPS_BUDGET`, never fewer than :data:`PICK_MIN_TOP`."""
+    return int(max(PICK_MIN_TOP, min(PICK_TOP, PICK_OPS_BUDGET // max(1, n_ranks) - 1)))
+
+
+def every_rank_ops(run: Run) -> tuple[pd.DataFrame | None, dict]:
+    """(rank, name, total_ms, count, share_ratio rows: per rank its top :func:`top_per_rank` operation types by
+    total time over the whole run plus an "others" row; {name: op class of most of its time}). The rows are
+    :func:`reportgen.opstats.op_rows` without communication and waits (:func:`reportgen.opstats.work_rows`), keyed
+    by operation type, by name where the source has no type; shares of the rank's total (the tops and shares of the
+    three chosen ranks' tables, at type level)."""
+    rows = opstats.op_rows(run)
+    if rows.empty:
+        return None, {}
+    rows = opstats.work_rows(rows)
+    key = rows["type"].where(rows["type"].notna() & (rows["type"].astype(str) != ""), rows["name"])
+    d = pd.DataFrame({"rank": rows["rank"].to_numpy(), "name": key.fillna("").astype(str).to_numpy(),
+                      "op_class": rows["op_class"].astype(str).to_numpy(),
+                      "dur_ms": rows["dur_ms"].to_numpy(dtype=float), "count": rows["count"].to_numpy()})
+    d = d[np.isfinite(d["dur_ms"])]
+    if d.empty:
+        return None, {}
+    g = d.groupby(["rank", "name"], sort=False).agg(total_ms=("dur_ms", "sum"), count=("count", "sum")).reset_index()
+    g = g.sort_values(["rank", "total_ms", "name"], ascending=[True, False, True], kind="stable")
+    pos = g.groupby("rank").cumcount()
+    k = top_per_rank(g["rank"].nunique())
+    top, rest = g[pos < k], g[pos >= k]
+    if not rest.empty:
+        others = rest.groupby("rank", as_index=False).agg(total_ms=("total_ms", "sum"), count=("count", "sum"))
+        top = pd.concat([top, others.assign(name="others")], ignore_index=True)
+    tot = g.groupby("rank")["total_ms"].sum()
+    top = top.assign(share_ratio=top["total_ms"] / top["rank"].map(tot).where(lambda s: s > 0))
+    top["count"] = top["count"].astype(np.int64)
+    top = top.sort_values(["rank", "total_ms"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    cls = d.groupby(["name", "op_class"])["dur_ms"].sum().reset_index().sort_values(
+        ["name", "dur_ms"], ascending=[True, False], kind="stable").drop_duplicates("name")
+    return top[PICK_OPS_COLUMNS], dict(zip(cls["name"], cls["op_class"]))
+
+
+def every_rank_parts(run: Run, options=None) -> tuple[pd.DataFrame | None, list]:
+    """(rank + the step parts' columns, [(column, label)]): each rank's step breakdown, the mean of each part over
+    the steps in scope, as the trajectory section splits a step (its ``per_rank`` table and source phases: the
+    parts add up to the step)."""
+    from . import analysis_of  # late: keeps execution importable on its own
+    try:
+        t = analysis_of("trajectory", run, options)
+    except Unavailable:
+        return None, []
+    phases = [(c, label) for c, label in t.data["source"].phases if c in t.tables["per_rank"]]
+    if not phases:
+        return None, []
+    pr = t.tables["per_rank"]
+    out = pd.DataFrame({"rank": pr["rank"].astype(int).to_numpy()})
+    for c, _ in phases:
+        out[c] = pd.to_numeric(pr[c], errors="coerce").to_numpy()
+    return out, phases
+
+
+def points_per_line(n_ranks: int) -> int:
+    """Points per rank and metric of the picker's lines: :data:`PICK_LINE_BUDGET` shared by every rank's two lines,
+    at most :data:`MAX_LINE_POINTS`; 0 (no lines) below :data:`PICK_MIN_POINTS`."""
+    n = int(min(MAX_LINE_POINTS, PICK_LINE_BUDGET // max(1, 2 * n_ranks)))
+    return n if n >= PICK_MIN_POINTS else 0
+
+
+def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame | None, dict, int]:
+    """(rank, metric, t_ms, value rows of every rank, as :func:`rank_step_lines` but with
+    :func:`points_per_line` points per line; {rank: step used}; the points per line). Each table is split by rank
+    once (linear in the run, not ranks x rows)."""
+    ranks = [int(r) for r in ranks]
+    n = points_per_line(len(ranks))
+    ts = step_windows(run) if n else None
+    if ts is None:
+        return None, {}, n
+    ts = ts.dropna(subset=["start_ms", "end_ms"]).sort_values(["rank", "step", "start_ms"], kind="stable")
+    wins = {int(r): g for r, g in ts.groupby("rank")}
+    mem = memory_series(run)
+    mem_of = {int(r): g for r, g in mem.groupby("rank")} if mem is not None else {}
+    from .flops import counted_ops  # late: keeps execution importable on its own
+    fl = counted_ops(run.table("op_flops"))
+    fl = fl[fl["start_ms"].notna()] if fl is not None else None
+    fl_of = {int(r): g for r, g in fl.groupby("rank")} if fl is not None and not fl.empty else {}
+    parts, used = [], {}
+    for r in ranks:
+        t = wins.get(r)
+        if t is None or t.empty:
+            continue
+        row = next((t[t["step"] == s].iloc[0] for s in (preferred_steps or []) if (t["step"] == s).any()),
+                   t.iloc[0])
+        step, start, end = int(row["step"]), float(row["start_ms"]), float(row["end_ms"])
+        got = False
+        if r in mem_of:
+            m = mem_of[r].sort_values("ts_ms", kind="stable")
+            inside = m[(m["ts_ms"] >= start) & (m["ts_ms"] < end)]
+            before = m[m["ts_ms"] < start]
+            if not before.empty:
+                inside = pd.concat([pd.DataFrame({"ts_ms": [start], "mb": [before["mb"].iloc[-1]]}), inside])
+            if not inside.empty:
+                d = _to_step_end(downsample(inside["ts_ms"] - start, inside["mb"], "max", end - start, n), end - start)
+                parts.append(d.assign(rank=r, metric="memory_mb"))
+                got = True
+        if r in fl_of:
+            e = fl_of[r]
+            e = e[(e["start_ms"] >= start) & (e["start_ms"] < end)].sort_values("start_ms", kind="stable")
+            if not e.empty:
+                tt = pd.concat([pd.Series([0.0]), e["start_ms"].astype(float) - start], ignore_index=True)
+                v = pd.concat([pd.Series([0.0]), e["flops"].astype(float).cumsum()], ignore_index=True)
+                parts.append(_to_step_end(downsample(tt, v, "last", end - start, n), end - start)
+                             .assign(rank=r, metric="flops_cumulative"))
+                got = True
+        if got:
+            used[str(r)] = step
+    if not parts:
+        return None, used, n
+    return pd.concat(parts, ignore_index=True)[LINE_COLUMNS], used, n
+
+
+def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) -> None:
+    """The rank picker's data (in ``data``: the page's, not the metrics JSON's, which has every rank's operation
+    types in the operators section): every rank's top operation types, step breakdown and lines (budget above)."""
+    F = facts.of(run, options)
+    ranks = sorted(int(r) for r in run.ranks)
+    if not ranks:
+        return
+    ops, classes = every_rank_ops(run)
+    if ops is not None:
+        data["rank_detail_ops"] = ops
+        data["rank_detail_classes"] = classes
+    parts, phases = every_rank_parts(run, options)
+    if parts is not None:
+        data["rank_detail_parts"] = parts
+        data["rank_detail_phases"] = phases
+    lines, used, n = every_rank_lines(run, ranks, metrics.get("marey_steps_shown"))
+    if lines is not None:
+        data["rank_detail_lines"] = lines
+        data["rank_detail_line_steps"] = used
+    if ops is None and parts is None and lines is None:
+        return
+    metrics["rank_detail"] = {"ranks": len(ranks), "top_types_per_rank": top_per_rank(len(ranks)),
+                              "line_points_per_rank_and_metric": n if lines is not None else 0}
+    default = None
+    if F is not None and F.slowest_rank is not None:
+        default = int(F.slowest_rank)
+    data["rank_detail_default"] = default if default is not None else ranks[0]
+    roles = metrics.get("drilldown_ranks") or {}
+    data["rank_detail_options"] = [(r, f"Rank {r}" + (f" ({roles[str(r)]})" if str(r) in roles else "")
+                                    + (f", stage {_stage(run, r)}" if _stage(run, r) is not None else ""))
+                                   for r in ranks]
+
+
+def _js_str(text: str) -> str:
+    """``text`` as a Vega expression string literal (JSON's quoting is valid there)."""
+    import json
+    return json.dumps(str(text))
+
+
+def _js_list(items) -> str:
+    import json
+    return json.dumps([str(x) for x in items])
+
+
+def _sig4(v) -> float | None:
+    """``v`` to 4 significant digits (the page shows 4), None for NaN: the picker's rows stay short."""
+    return None if v is None or pd.isna(v) else float(f"{float(v):.4g}")
+
+
+def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
+    """One figure for any rank, chosen with the control (signal :data:`PICK_SIGNAL`): its step breakdown beside
+    the median rank's, its top operation types, its memory and cumulative FLOPs over one step. Rows are short (page
+    budget): ``r`` = rank; the breakdown one row per rank (its parts folded in Vega), the types' share of the rank
+    computed in Vega from the rank's rows (top + others = the rank's total)."""
+    ops, parts = a.data.get("rank_detail_ops"), a.data.get("rank_detail_parts")
+    lines = a.data.get("rank_detail_lines")
+    options = a.data.get("rank_detail_options")
+    if not options or (ops is None and parts is None and lines is None):
+        return None
+    sig = PICK_SIGNAL
+    picked = f"datum.r == {sig}"
+    charts, what = [], []
+    if parts is not None:
+        phases = a.data["rank_detail_phases"]
+        keys = [f"p{i}" for i in range(len(phases))]
+        unit, factor = fmt.unit_for("ms", parts[[c for c, _ in phases]].to_numpy().ravel())
+        rows = [{"r": int(rec["rank"]), **{k: _sig4(rec[c] / factor) for k, (c, _) in zip(keys, phases)}}
+                for rec in parts.to_dict(orient="records")]
+        rows.append({"r": -1, **{k: _sig4(float(parts[c].median()) / factor) for k, (c, _) in zip(keys, phases)}})
+        label_expr = " : ".join(f"datum.k == '{k}' ? {_js_str(lab)}" for k, (_, lab) in zip(keys, phases)) + " : ''"
+        charts.append(vl.Chart(pd.DataFrame(rows)).transform_filter(f"{picked} || datum.r == -1")
+                      .transform_fold(keys, as_=["k", "ms_u"])
+                      .transform_calculate(who="datum.r == -1 ? 'Median of ranks' : 'Rank ' + datum.r",
+                                           part=label_expr, order="indexof(" + repr(keys).replace("'", '"')
+                                           + ", datum.k)")
+                      .mark_bar().encode(
+            y=vl.Y("who:N", title=None, sort={"field": "r", "order": "descending"}),
+            x=vl.X("ms_u:Q", stack="zero", axis=vl.Axis(**axis("Mean step time", unit))),
+            color=role_color("part", palette.column_parts(phases), title="Part of the step"),
+            order=vl.field("order:Q"),
+            tooltip=[vl.Tooltip("who:N", title="Rank"), vl.Tooltip("part:N", title="Part"), tip("ms_u", "Time", unit)],
+        ).properties(width="container", height=60))
+        what.append("its step breakdown (mean over the steps in scope) beside the median of every rank's parts")
+    if ops is not None:
+        cls = a.data.get("rank_detail_classes") or {}
+        unit, factor = fmt.unit_for("ms", ops["total_ms"])
+        d = pd.DataFrame({"r": ops["rank"].astype(int).to_numpy(), "n": ops["name"].astype(str).to_numpy(),
+                          "t": [_sig4(v / factor) for v in ops["total_ms"].astype(float)]})
+        kinds = {n: _CLASS_LABEL.get(cls.get(n, "other"), _CLASS_LABEL["other"])[0] for n in d["n"].unique()}
+        kinds["others"] = _CLASS_LABEL["other"][0]
+        present_kinds = [(label, r) for label, r in _CLASS_LABEL.values() if label in set(kinds.values())]
+        by_kind = {}
+        for n, k in kinds.items():
+            by_kind.setdefault(k, []).append(n)
+        default_kind = max(by_kind, key=lambda k: len(by_kind[k]))
+        kind_expr = " : ".join(f"indexof({_js_list(ns)}, datum.n) >= 0 ? {_js_str(k)}" for k, ns in by_kind.items()
+                               if k != default_kind) + (" : " if len(by_kind) > 1 else "") + _js_str(default_kind)
+        charts.append(vl.Chart(d).transform_filter(picked).transform_joinaggregate(rank_t="sum(t)")
+                      .transform_calculate(share="datum.rank_t > 0 ? datum.t / datum.rank_t : null", kind=kind_expr)
+                      .mark_bar().encode(
+            y=vl.Y("n:N", title="Operation types", sort={"field": "t", "order": "descending"},
+                   axis=vl.Axis(labelLimit=320)),
+            x=vl.X("t:Q", axis=vl.Axis(**axis("Total time over the run", unit))),
+            color=role_color("kind", present_kinds, title="Op class"),
+            tooltip=[vl.Tooltip("n:N", title="Type"), vl.Tooltip("kind:N", title="Kind"),
+                     tip("t", "Total", unit), tip("share", "Share of rank", kind="ratio")],
+        ).properties(width="container", height={"step": 16}))
+        k = (a.metrics.get("rank_detail") or {}).get("top_types_per_rank", PICK_TOP)
+        what.append(f"its {k} operation types with the most time (communication and waits left out where the rank "
+                    "has other work) and the rest as 'others'")
+    if lines is not None:
+        t_unit, t_factor = fmt.unit_for("ms", lines["t_ms"])
+        for metric, (title, kind, role_) in {"memory_mb": ("Memory in use", "mb", "memory"),
+                                             "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}.items():
+            x = lines[lines["metric"] == metric]
+            if x.empty:
+                continue
+            unit, factor = fmt.unit_for(kind, x["value"])
+            d = pd.DataFrame({"r": x["rank"].astype(int).to_numpy(),
+                              "x": [_sig4(v / t_factor) for v in x["t_ms"].astype(float)],
+                              "y": [_sig4(v / factor) for v in x["value"].astype(float)]})
+            charts.append(vl.Chart(d).transform_filter(picked).mark_line(
+                color=palette.ROLE[role_], interpolate="step-after" if metric == "memory_mb" else "linear").encode(
+                x=vl.X("x:Q", axis=vl.Axis(**axis("Time from the step start", t_unit))),
+                y=vl.Y("y:Q", axis=vl.Axis(**axis(title, unit))),
+                tooltip=[tip("x", "Time", t_unit), tip("y", title, unit)],
+            ).properties(width="container", height=90))
+            what.append({"memory_mb": "memory in use", "flops_cumulative": "cumulative FLOPs"}[metric] + " over one step")
+    if not charts:
+        return None
+    default = a.data.get("rank_detail_default")
+    chart = vl.vconcat(*charts).resolve_scale(color="independent", x="independent").add_params(
+        vl.param(name=sig, value=default))
+    chart = fit_concat(chart)
+    m = a.metrics.get("rank_detail") or {}
+    n = m.get("line_points_per_rank_and_metric")
+    caption = (f"Any rank, chosen with the 'Rank' control above (or a rank number in any table of the page): "
+               + "; ".join(what) + "."
+               + (f" The lines of every rank are kept at {n} points each (max per time bin for memory, last for "
+                  "FLOPs), over the first step of the Marey view (or the rank's first step)." if lines is not None
+                  else "")
+               + (f" At {m.get('ranks', 0):,} ranks the page holds no lines for every rank (page budget)."
+                  if lines is None and a.tables.get("rank_step_lines") is not None else "")
+               + " The slowest, fastest and median ranks have the full detail below.")
+    title = ", ".join(t for t, have in (("step breakdown", parts is not None), ("top operation types", ops is not None),
+                                        ("memory and FLOPs over a step", lines is not None)) if have)
+    fig = Figure(PICK_FIGURE, f"Any rank: {title}", to_spec(chart),
+                 caption=caption, alt="Step breakdown, top operation types and lines of the chosen rank")
+    control = Control(sig, "Rank", [(r, label) for r, label in options], default)
+    return fig, control

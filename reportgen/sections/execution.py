@@ -835,6 +835,6 @@ def present(a: Analysis) -> View:
                                                       else ", aligned on the step start"))
     # --- drill-down (reportgen/sections/drilldown.py): rank-block strips after the Marey figure, per-rank tops
     from . import drilldown
-    drilldown.extend_view(a, figures, tables)
+    drilldown.extend_view(a, figures, tables, controls)
     # --- end drill-down
     return View(summary="; ".join(parts) + ".", figures=figures, tables=tables, controls=controls, notes=notes)

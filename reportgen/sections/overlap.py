@@ -300,7 +300,10 @@ def present(a: Analysis) -> View:
     pipe_keys = ["bubble_ms", "receive_only_ms", "receive_incl_batch_ms", "stage_ms", "stage_incl_batch_ms",
                  "comm_not_overlapped_exclude_receive_ms", "comm_not_overlapped_exclude_receive_incl_batch_ms"]
     total_keys = ["step_interval_ms", "step_ms"]
-    groups = {k: "Pipeline: receive and bubble" for k in pipe_keys}
+    if not a.data["pipeline"]:  # one stage: the receives are p2p traffic (e.g. a tensor-parallel ring), no bubble
+        labels.update(NO_PIPELINE_LABELS)
+    groups = {k: "Pipeline: receive and bubble" if a.data["pipeline"] else "Point-to-point receive"
+              for k in pipe_keys}
     groups.update({k: "Step" for k in total_keys})
     order = [k for k in labels if k not in pipe_keys + total_keys]
     order = (pipe_keys + order if stage_values else order + pipe_keys) + total_keys
@@ -372,12 +375,21 @@ def present(a: Analysis) -> View:
     within = ", ".join(f"stage {w['stage']} {fmt.percent(w['within_stage_share_ratio'])}" for w in m["within_stage"])
     summary = (f"Pure (exposed) communication is {fmt.percent(m['comm_share_ratio'])} of computation + pure "
                f"communication over all ranks" +
-               (f"; receive between stages {fmt.percent(m['between_stage_share_ratio'])}"
+               (f"; {'receive between stages' if a.data['pipeline'] else 'p2p receive (no pipeline stages)'} "
+                f"{fmt.percent(m['between_stage_share_ratio'])}"
                 if m.get("between_stage_share_ratio")
                 is not None and not math.isnan(m["between_stage_share_ratio"]) else "") +
                (f"; within stages: {within}" if within else "") + ".")
     return View(summary=summary, figures=figures, tables=tables, controls=controls, notes=notes,
                 ranks_drawn=list(shown or []))
+
+
+#: column labels on a run without pipeline stages (issue 27 #28): the profiler's Bubble / Stage columns and the
+#: receive time there are point-to-point traffic (a tensor-parallel ring, a send/recv exchange), not a bubble
+NO_PIPELINE_LABELS = {"bubble_ms": "P2P receive (profiler's Bubble)", "receive_only_ms": "Pure p2p receive",
+                      "receive_incl_batch_ms": "P2P receive incl. batchSendRecv (ours)",
+                      "stage_ms": "Step excl. receive (profiler's Stage)",
+                      "stage_incl_batch_ms": "Step excl. receive (ours)"}
 
 
 def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:
