@@ -687,11 +687,11 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
         steps = det.get("steps")
         if key == "detail" and steps is not None and not steps.empty and not node:
             layers.append(vl.Chart(steps).transform_filter(RANK_FILTER).transform_calculate(
-                x_u=f"datum.x / {float(x_factor)!r}").mark_rule(color=palette.ROLE["other"], strokeWidth=1,
-                                                                   opacity=0.7).encode(
+                x_u=f"datum.x / {float(x_factor)!r}").mark_rule(color=palette.ROLE["free"], strokeWidth=1.5,
+                                                                   opacity=0.9, clip=True).encode(
                 x="x_u:Q", tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("step:N", title="Step starts"),
                                     tip("x_u", "At", x_unit)]))
-            caption += (" Thin grey vertical lines are step starts" +
+            caption += (" Solid grey vertical lines are step starts" +
                         (" (evenly sampled steps)." if det.get("steps_sampled") else "."))
         marks = a.data.get("marks")
         if key == "detail" and node and marks is not None and not marks.empty:
