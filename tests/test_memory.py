@@ -182,13 +182,20 @@ def test_chart_budget_at_1024_ranks():
     from reportgen.readers import ascend as ascend_reader
 
     run.tables["memory_samples"] = ascend_reader.memory_samples(run)  # the reader's APP rule -> canonical samples
+    # 40 steps of 10 ms per rank: step starts drawn on the detail chart within their own budget
+    run.tables["trace_steps"] = pd.DataFrame({"rank": np.repeat(np.arange(n), 40), "step": np.tile(np.arange(40), n),
+                                              "start_ms": np.tile(np.arange(40) * 10.0, n),
+                                              "end_ms": np.tile(np.arange(40) * 10.0 + 10, n)})
     out = _memory(run, Options({"device_memory_gb": 64}))
     assert out.status == "ok", out.reason
     assert len(out.analysis.tables["per_rank"]) == n
     figs = {f.id: f for f in out.view.figures}
     grid, line = figs["memory-grid"], figs["memory-timeline"]
     assert _rows(grid.spec) == n
-    assert _rows(figs["memory-detail"].spec) <= mem.MAX_DETAIL_ROWS  # every rank selectable, within budget
+    steps = out.analysis.data["detail"]["steps"]
+    assert steps["rank"].nunique() == mem.MAX_DETAIL_RANKS and len(steps) <= mem.STEP_RULES_TOTAL
+    # every rank selectable, within budget (lines + peak marks + step rules)
+    assert _rows(figs["memory-detail"].spec) <= mem.MAX_DETAIL_ROWS + mem.MAX_DETAIL_RANKS + mem.STEP_RULES_TOTAL
     assert out.analysis.data["detail"]["detail"]["rank"].nunique() == mem.MAX_DETAIL_RANKS
     assert _rows(line.spec) <= mem.MAX_CHART_ROWS
     tl = out.analysis.data["timeline"]

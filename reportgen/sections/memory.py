@@ -183,7 +183,7 @@ MAX_HOLDERS_PER_RANK = 15
 #: step boundaries drawn on the detail chart: at most this many rules per rank, and in total (evenly sampled steps)
 MAX_STEP_RULES_PER_RANK = 200
 MIN_STEP_RULES_PER_RANK = 2
-STEP_RULES_TOTAL = 10_000
+STEP_RULES_TOTAL = 4_000
 #: the counters a memory sample may carry, in drawing order
 MEASURES = (("allocated_mb", "allocated"), ("reserved_mb", "reserved"), ("active_mb", "active"))
 
