@@ -19,6 +19,12 @@ when it ends on the first exported rank (the Marey view's rule, :func:`reportgen
 and its step starts where that rank's does. ``otherData.alignment_ms[rank][step]`` states every shift (ms added to
 the rank's own clock); events outside every step take the rank's median shift. ``ts`` / ``dur`` are microseconds.
 
+No subgraph (graph id) filter or merge, unlike MindSpore Insight's download (seed S2 "subgraphs", "merge multiple
+subgraphs"): there the graph ids are the model ids of the raw msprof timeline files (``msprof_<dev>_<model>_<iter>
+.json``), which reportgen does not read (raw ``PROF_*`` directories are refused), and no exported output it reads
+names a graph per operation (the fixtures' raw msprof data has one model id per device); ``--timeline-steps`` and
+``--ranks`` are the filters.
+
 Written rank by rank to a temporary file beside the target and renamed at the end: memory holds one rank's events,
 and a failed write leaves no half-written file.
 """

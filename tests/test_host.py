@@ -15,7 +15,7 @@ from reportgen import schema
 from reportgen.errors import InputError
 from reportgen.model import Run
 from reportgen.readers import read_run
-from reportgen.readers.ascend import parse_api_statistic, parse_kernel_details
+from reportgen.readers.ascend import parse_api_statistic, parse_kernel_details, parse_l2_cache
 from reportgen.readers.ascend_trace import collect_tables
 from reportgen.readers.kineto_decode import decode_trace
 from reportgen.readers.mindinsight import parse_dynamic_shape
@@ -128,7 +128,16 @@ def test_level2_fixture_launch_delay_and_section():
     out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
     assert out.status == "ok", out.reason
     a = out.analysis
-    assert set(a.metrics["parts"]) == {"launch", "pmu", "api"}
+    assert set(a.metrics["parts"]) == {"launch", "pmu", "l2", "api"}
+    # L2 per op type from l2_cache.csv, typed through kernel_details.csv; the fixture has no hit rate (N/A)
+    csv = pd.read_csv(root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "l2_cache.csv")
+    l2 = a.tables["l2"].set_index("type")
+    assert l2["tasks"].sum() == 2 * len(csv) and l2.loc["TransData", "ranks"] == 2
+    r0 = a.tables["l2_ranks"].set_index("rank")
+    assert r0.loc[0, "victim_ratio"] == pytest.approx(csv["Victim Rate"].mean())
+    assert a.metrics["l2_hit_ratio_mean"] is None and l2["hit_ratio"].isna().all()
+    t = {tb.id: tb for tb in out.view.tables}
+    assert "not measured" in t["host-l2"].caption and "L2 hit rate" not in [c.label for c in t["host-l2"].columns]
     lp = a.tables["launch"].set_index("rank")
     assert lp.loc[0, "delay_median_ms"] == pytest.approx(0.659268, rel=1e-6)
     pmu = a.tables["pmu"].set_index("type")
@@ -209,6 +218,31 @@ def test_kernel_details_pmu_cells_out_of_range_are_nan_not_dropped(tmp_path):
     assert len(df) == 2
     assert df["aic_mac_ratio"].tolist()[0] == 0.5 and np.isnan(df["aic_mac_ratio"].iloc[1])
     assert df["cube_util_ratio"].iloc[0] == pytest.approx(0.8) and np.isnan(df["cube_util_ratio"].iloc[1])
+
+
+def test_l2_cache_reader_types_by_stream_and_task(tmp_path):
+    (tmp_path / "kernel_details.csv").write_text(
+        "Task ID,Stream ID,Name,Type,Duration(us)\n5,2,mm,MatMulV2,3\n5,2,dup,Other,1\n6,2,add,Add,1\n")
+    p = tmp_path / "l2_cache.csv"
+    p.write_text("Stream Id,Task Id,Hit Rate,Victim Rate,Op Name\n2,5,0.9,0.1,mm\n2,6,N/A,0.3,add\n"
+                 "2,7,0.5,0.2,lonely\n2,8,0.5,7,bad\n")
+    problems = []
+    df = parse_l2_cache(p, 1, problems)
+    assert df["type"].tolist() == ["MatMulV2", "Add", ""]  # the first kernel of a pair; '' when none
+    assert np.isnan(df["hit_ratio"].iloc[1]) and df["victim_ratio"].tolist() == [0.1, 0.3, 0.2]
+    assert problems  # the victim rate 7 is no ratio: its row is refused and said
+
+
+def test_l2_by_type_means_and_rank_spread():
+    df = pd.DataFrame({"rank": [0, 0, 1, 1], "type": ["MatMul", "MatMul", "MatMul", ""], "name": ["a", "b", "c", "x"],
+                       "hit_ratio": [0.8, np.nan, 0.4, 0.5], "victim_ratio": [0.1, 0.3, 0.5, 0.0]})
+    by, ranks = host.l2_by_type(df)
+    mm = by.set_index("type").loc["MatMul"]
+    assert mm["tasks"] == 3 and mm["ranks"] == 2
+    assert mm["hit_ratio"] == pytest.approx(0.6)  # over the measured tasks only
+    assert mm["victim_ratio"] == pytest.approx(0.3) and mm["victim_ratio_spread"] == pytest.approx(0.5 - 0.2)
+    assert "x" in set(by["type"])  # an untyped task goes by its op name
+    assert ranks.set_index("rank").loc[1, "victim_ratio"] == pytest.approx(0.25)
 
 
 def test_api_statistic(tmp_path):

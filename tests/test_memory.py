@@ -182,13 +182,20 @@ def test_chart_budget_at_1024_ranks():
     from reportgen.readers import ascend as ascend_reader
 
     run.tables["memory_samples"] = ascend_reader.memory_samples(run)  # the reader's APP rule -> canonical samples
+    # 40 steps of 10 ms per rank: step starts drawn on the detail chart within their own budget
+    run.tables["trace_steps"] = pd.DataFrame({"rank": np.repeat(np.arange(n), 40), "step": np.tile(np.arange(40), n),
+                                              "start_ms": np.tile(np.arange(40) * 10.0, n),
+                                              "end_ms": np.tile(np.arange(40) * 10.0 + 10, n)})
     out = _memory(run, Options({"device_memory_gb": 64}))
     assert out.status == "ok", out.reason
     assert len(out.analysis.tables["per_rank"]) == n
     figs = {f.id: f for f in out.view.figures}
     grid, line = figs["memory-grid"], figs["memory-timeline"]
     assert _rows(grid.spec) == n
-    assert _rows(figs["memory-detail"].spec) <= mem.MAX_DETAIL_ROWS  # every rank selectable, within budget
+    steps = out.analysis.data["detail"]["steps"]
+    assert steps["rank"].nunique() == mem.MAX_DETAIL_RANKS and len(steps) <= mem.STEP_RULES_TOTAL
+    # every rank selectable, within budget (lines + peak marks + step rules)
+    assert _rows(figs["memory-detail"].spec) <= mem.MAX_DETAIL_ROWS + mem.MAX_DETAIL_RANKS + mem.STEP_RULES_TOTAL
     assert out.analysis.data["detail"]["detail"]["rank"].nunique() == mem.MAX_DETAIL_RANKS
     assert _rows(line.spec) <= mem.MAX_CHART_ROWS
     tl = out.analysis.data["timeline"]
@@ -520,3 +527,38 @@ def test_demo_memory_per_graph_node_with_marks_for_every_rank(tmp_path):
     spec_text = json.dumps(figs["memory-detail"].spec)
     assert "mem_rank" in spec_text and "forward start" in spec_text
     assert out.view.controls[0].signal == "mem_rank" and len(out.view.controls[0].options) == 4
+
+
+def test_step_rules_overlap_the_drawn_samples_and_are_evenly_sampled():
+    lines = pd.DataFrame({"rank": [0, 0, 1, 1], "x": [10.0, 50.0, 0.0, 5000.0], "series": "s", "counter": "allocated",
+                          "mb": 1.0})
+    win = pd.DataFrame({"rank": [0, 0, 0, 0, 3], "step": [1, 2, 3, 4, 1], "start_ms": [0.0, 20.0, 40.0, 60.0, 0.0],
+                        "end_ms": [9.0, 40.0, 60.0, 80.0, 9.0]})
+    # rank 0: step 1 ends before the first sample, step 4 starts after the last; rank 3 is not a detail rank
+    rules, sampled = mem.step_rules(win, lines, [0, 1])
+    assert rules[["rank", "step", "x"]].values.tolist() == [[0, "2", 20.0], [0, "3", 40.0]] and not sampled
+    many = pd.DataFrame({"rank": 1, "step": range(1000), "start_ms": np.arange(1000) * 5.0,
+                         "end_ms": np.arange(1000) * 5.0 + 5})
+    rules, sampled = mem.step_rules(many, lines, [0, 1])
+    assert sampled and len(rules) == mem.MAX_STEP_RULES_PER_RANK and rules["x"].iloc[0] == 0.0
+    assert rules["x"].diff().dropna().nunique() == 1  # evenly spaced: every 5th step
+    assert mem.step_rules(None, lines, [0]) == (None, False)
+
+
+def test_memory_detail_zooms_in_x_and_marks_step_starts():
+    from reportgen import charts
+
+    run = read_run(fixture_dir("generated", "torch_gloo_ddp4_baseline"))
+    out = _memory(run)
+    fig = next(f for f in out.view.figures if f.id == "memory-detail")
+    charts.validate(fig.spec)
+    layers = fig.spec["layer"]
+    zoom = [p for p in layers[0].get("params", []) if p["name"] == "memory_detail_zoom"]
+    assert zoom and zoom[0]["bind"] == "scales" and zoom[0]["select"]["encodings"] == ["x"]
+    rules = [ly for ly in layers if ly["mark"].get("type") == "rule" and any(
+        t.get("title") == "Step starts" for t in ly["encoding"]["tooltip"])]
+    assert len(rules) == 1
+    steps = out.analysis.data["detail"]["steps"]
+    assert set(steps["rank"]) == set(out.analysis.data["detail"]["detail_ranks"])
+    assert steps.groupby("rank").size().min() >= 2  # several steps per rank in this run
+    assert "double-click to reset" in fig.caption

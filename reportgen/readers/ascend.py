@@ -777,6 +777,33 @@ def parse_operator_memory(path: Path, rank: int, problems: list) -> pd.DataFrame
     return _done(df, t, rejects, problems)
 
 
+def parse_l2_cache(path: Path, rank: int, problems: list) -> pd.DataFrame:
+    """l2_cache.csv (l2_cache=True): per device task its L2 hit rate and victim rate (ratios 0..1; "N/A" where the
+    profiler did not measure, NaN here). The op type comes from kernel_details.csv in the same folder, joined on
+    (Stream ID, Task ID) (the first kernel of a pair; '' when the file or the pair is missing)."""
+    t, rejects = _csv(path, {"Stream Id", "Task Id", "Hit Rate", "Victim Rate", "Op Name"})
+    t.require("Op Name", "Victim Rate", what="an l2_cache.csv")
+    df = pd.DataFrame({
+        "rank": np.full(len(t), rank, dtype=np.int64), "stream": t.num("Stream Id", "id"),
+        "task": t.num("Task Id", "id"), "name": t.text("Op Name"),
+        "hit_ratio": t.num("Hit Rate", "ratio"), "victim_ratio": t.num("Victim Rate", "ratio"),
+    })
+    df = _done(df, t, rejects, problems)
+    df["type"] = ""
+    kd = path.with_name("kernel_details.csv")
+    if kd.is_file() and len(df):
+        try:  # the kernels' own problems are reported by their parser
+            k, _ = _csv(kd, {"Stream ID", "Task ID", "Type"})
+        except InputError:
+            k = None
+        if k is not None and k.has("Type") and k.has("Task ID") and k.has("Stream ID"):
+            types = pd.DataFrame({"stream": k.num("Stream ID", "id"), "task": k.num("Task ID", "id"),
+                                  "type": k.text("Type")}).dropna(subset=["stream", "task"])
+            types = types.drop_duplicates(["stream", "task"]).set_index(["stream", "task"])["type"]
+            df["type"] = types.reindex(pd.MultiIndex.from_frame(df[["stream", "task"]])).fillna("").to_numpy()
+    return df
+
+
 #: Tables parsed only when a section asks for them (large per-rank CSVs).
 LAZY_TABLES = {"kernels", "op_stats", "memory_record", "module_mem", "operator_memory"}
 #: Lazy tables that sections often never ask for (op_stats when kernel_details is there, module_mem when
@@ -809,6 +836,7 @@ TEXT_FILES = {
     "npu_module_mem.csv": ("module_mem", parse_npu_module_mem),
     "operator_memory.csv": ("operator_memory", parse_operator_memory),
     "api_statistic.csv": ("host_api", parse_api_statistic),
+    "l2_cache.csv": ("l2_cache", parse_l2_cache),
 }
 
 

@@ -284,6 +284,7 @@ _ASCEND_GIVES = {
     "device_ops.launch_delay_ms": "the HostToDevice flow events of trace_view.json (torch_npu, profiler_level Level1 "
                                   "or higher)",
     "host_api": "ASCEND_PROFILER_OUTPUT/api_statistic.csv (profiler_level Level1 or higher)",
+    "l2_cache": "ASCEND_PROFILER_OUTPUT/l2_cache.csv (experimental_config l2_cache=True)",
     "kernels.cube_util_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
     "kernels.aic_mac_ratio": "kernel_details.csv with the AI Core PMU columns (aic_metrics=PipeUtilization)",
     **_MINDDATA,

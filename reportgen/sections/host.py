@@ -25,6 +25,10 @@ Sources and definitions:
   aic_metrics=PipeUtilization): per op type the duration-weighted mean of each ratio over the kernels that ran on
   that core (the ``aic_*`` ratios over kernels not on the vector core, ``aiv_*`` over kernels not on the cube core:
   the profiler writes 0 for the core a kernel did not use).
+* L2 cache per op type and per rank (``l2_cache``: l2_cache.csv, l2_cache=True): the mean over the tasks of the
+  profiler's hit rate and victim rate (the share of accesses that evicted a line), unweighted, each over the tasks
+  where it was measured; per op type also the spread of the per-rank means (largest - smallest). MindStudio
+  Insight's "AI Core metrics / L2 cache" view lists the same two rates per task.
 * Host API time (``host_api``: api_statistic.csv, the CANN layer's own summary): the APIs with the most host time,
   per rank, as written.
 """
@@ -46,13 +50,14 @@ ID = "host"
 TITLE = "Host side and scheduling"
 #: any one part's table (each part's own requirement is in PARTS)
 NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "device_ops.launch_delay_ms", "comm_ops.size_mb", "kernels.cube_util_ratio",
-          "kernels.aic_mac_ratio", "host_api", "op_type_steps", "host_cpu"),)
+          "kernels.aic_mac_ratio", "l2_cache", "host_api", "op_type_steps", "host_cpu"),)
 #: each part: (key, the table or column it reads, what it shows)
 PARTS = [
     ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
     ("launch", "gpu_ops.launch_ts_ns or device_ops.launch_delay_ms", "launch delay and host-bound device idle time"),
     ("alltoall", "comm_ops.size_mb", "all-to-all (MoE expert) load balance"),
     ("pmu", "kernels.cube_util_ratio", "AI Core PMU utilisation per op type"),
+    ("l2", "l2_cache", "L2 cache hit and victim rate per op type"),
     ("api", "host_api", "host API (CANN) time"),
     ("dynamic", "op_type_steps", "per-iteration op time by operator type (dynamic shape)"),
     ("cpu", "host_cpu", "the host's CPU utilisation"),
@@ -178,6 +183,27 @@ def pmu_by_type(k: pd.DataFrame) -> pd.DataFrame | None:
     return out.reset_index().sort_values(["total_ms", "type"], ascending=[False, True]).reset_index(drop=True)
 
 
+#: op types in the L2 table (most tasks first)
+TOP_L2_TYPES = 50
+#: L2 rates: (l2_cache column, label)
+L2 = [("hit_ratio", "L2 hit rate"), ("victim_ratio", "L2 victim rate")]
+
+
+def l2_by_type(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per op type: tasks, ranks, mean hit / victim rate over its tasks, the spread of the per-rank means of each;
+    per rank: tasks and the mean hit / victim rate over its tasks), module doc. An op type the kernels do not name
+    is its task's op name."""
+    df = df.assign(type=df["type"].where(df["type"].astype(str) != "", df["name"]))
+    by = df.groupby("type").agg(tasks=("rank", "size"), ranks=("rank", "nunique"),
+                                **{c: (c, "mean") for c, _ in L2})
+    per = df.groupby(["type", "rank"])[[c for c, _ in L2]].mean().groupby("type")
+    for c, _ in L2:
+        by[c + "_spread"] = per[c].max() - per[c].min()
+    by = by.reset_index().sort_values(["tasks", "type"], ascending=[False, True]).reset_index(drop=True)
+    ranks = df.groupby("rank").agg(tasks=("type", "size"), **{c: (c, "mean") for c, _ in L2}).reset_index()
+    return by, ranks
+
+
 def op_type_steps(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per step and op type: time per step, mean over ranks; per op type: steps, mean / min / max time per step and
     the spread max / min): how each operator type's time changes from one iteration to the next."""
@@ -226,6 +252,14 @@ def analyze(run: Run, options=None) -> Analysis:
         if p is not None:
             tables["pmu"] = p
             have.append("pmu")
+    l2 = run.table("l2_cache")
+    if l2 is not None and not l2.empty and l2[[c for c, _ in L2]].notna().any().any():
+        by, per = l2_by_type(l2)
+        tables["l2"], tables["l2_ranks"] = by.head(TOP_L2_TYPES), per
+        metrics["l2_op_types"] = int(len(by))
+        for c, _ in L2:
+            metrics[f"l2_{c}_mean"] = float(l2[c].mean()) if l2[c].notna().any() else None
+        have.append("l2")
     api = run.table("host_api")
     if api is not None and not api.empty:
         a = api.sort_values(["rank", "total_ms"], ascending=[True, False]).groupby("rank").head(TOP_APIS)
@@ -340,6 +374,26 @@ def present(a: Analysis) -> View:
             caption="Duration-weighted mean over the op type's kernels (kernel_details.csv PMU columns); cube ratios "
                     "over kernels on the cube core, vector ratios over kernels on the vector core. Low cube "
                     "utilisation of a matmul/conv type means it waits for data (MTE2) or is too small."))
+    if "l2" in t:
+        known = [(c, label) for c, label in L2 if m.get(f"l2_{c}_mean") is not None]
+        lcols = [Column("type", "Op type", "text"), Column("tasks", "Tasks", "int"), Column("ranks", "Ranks", "int")]
+        for c, label in known:
+            lcols += [Column(c, label, "ratio"), Column(c + "_spread", label + ": rank spread", "ratio",
+                                                        help="largest - smallest per-rank mean of the op type")]
+        missing = [label for c, label in L2 if (c, label) not in known]
+        note = (f" {' and '.join(missing)}: not measured (the profiler wrote N/A)." if missing else "")
+        more = (f" The {TOP_L2_TYPES} op types with the most tasks of {m['l2_op_types']:,}."
+                if m["l2_op_types"] > TOP_L2_TYPES else "")
+        tables.append(Table.from_frame(
+            "host-l2", "L2 cache per op type", t["l2"], lcols,
+            caption="Mean over the op type's tasks (l2_cache.csv, the op type from kernel_details.csv); victim rate "
+                    "= share of L2 accesses that evicted a line (high: the op's data does not fit L2). Rank spread "
+                    "= largest - smallest per-rank mean." + note + more))
+        tables.append(Table.from_frame(
+            "host-l2-ranks", "L2 cache per rank", t["l2_ranks"],
+            [Column("rank", "Rank", "rank"), Column("tasks", "Tasks", "int"),
+             *(Column(c, label, "ratio") for c, label in known)],
+            caption="Mean over the rank's tasks (l2_cache.csv)." + note))
     if "api" in t:
         parts.append(f"the CANN APIs take {fmt.ms(m['host_api_ms_per_rank'])} of host time per rank")
         tables.append(Table.from_frame(

@@ -47,6 +47,7 @@ from ..errors import Unavailable
 from ..model import ByRank, Run
 from .. import facts
 from .. import palette
+from ..timeline import step_windows
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
 from . import needs_reason
 
@@ -179,8 +180,37 @@ MIN_OPS_PER_RANK = 1
 OPS_ROWS_TOTAL = 8_000
 #: operator names per rank in the "held at the peak" chart
 MAX_HOLDERS_PER_RANK = 15
+#: step boundaries drawn on the detail chart: at most this many rules per rank, and in total (evenly sampled steps)
+MAX_STEP_RULES_PER_RANK = 200
+MIN_STEP_RULES_PER_RANK = 2
+STEP_RULES_TOTAL = 4_000
 #: the counters a memory sample may carry, in drawing order
 MEASURES = (("allocated_mb", "allocated"), ("reserved_mb", "reserved"), ("active_mb", "active"))
+
+
+def step_rules(windows: pd.DataFrame | None, lines: pd.DataFrame, ranks: list[int]) -> tuple[pd.DataFrame | None, bool]:
+    """The step boundaries of the detail ranks (:func:`reportgen.timeline.step_windows`, run clock, the clock of
+    ``memory_samples``): rank, step, x (the step's start, ms) for the steps that overlap the rank's drawn memory
+    samples; at most :data:`MAX_STEP_RULES_PER_RANK` per rank (fewer at many ranks, evenly sampled). Returns the rules
+    (None when there are none) and whether steps were sampled."""
+    if windows is None or windows.empty or lines is None or lines.empty:
+        return None, False
+    w = windows[windows["rank"].isin(ranks)].dropna(subset=["start_ms", "end_ms"])
+    span = lines.groupby("rank")["x"].agg(["min", "max"])
+    w = w.join(span, on="rank", how="inner")
+    w = w[(w["end_ms"] >= w["min"]) & (w["start_ms"] <= w["max"])]
+    if w.empty:
+        return None, False
+    w = w.sort_values(["rank", "start_ms", "step"]).drop_duplicates(["rank", "step"])
+    per = per_rank_budget(int(w["rank"].nunique()), STEP_RULES_TOTAL, MAX_STEP_RULES_PER_RANK,
+                          MIN_STEP_RULES_PER_RANK)
+    pos = w.groupby("rank").cumcount()
+    n = w.groupby("rank")["step"].transform("size")
+    # evenly spaced picks: row i kept when it is the first of its share of n / per rows
+    keep = (n <= per) | ((pos * per) // n != ((pos - 1) * per) // n) | (pos == 0)
+    out = pd.DataFrame({"rank": w["rank"].astype(int), "step": w["step"].astype(str),
+                        "x": w["start_ms"].astype(float).round(3)})[keep.to_numpy()]
+    return out.reset_index(drop=True), bool((n > per).any())
 
 
 def per_rank_budget(ranks: int, total: int, most: int, least: int) -> int:
@@ -339,6 +369,8 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
     for key, df in (("detail", lines), ("host_detail", host_lines)):
         fitted = fit_lines(df)
         out[key], out[key + "_points"] = fitted if fitted else (None, None)
+    if d["x_kind"] == "time" and out.get("detail") is not None:
+        out["steps"], out["steps_sampled"] = step_rules(step_windows(run), out["detail"], ranks)
     ops = run.table("operator_memory")
     if ops is not None and not ops.empty:
         ops = ops[ops["size_mb"].notna()]
@@ -634,6 +666,9 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
             tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("series:N", title="Series"),
                      vl.Tooltip("counter:N", title="Counter"),
                      tip("x_u", "Node" if node else "Time", x_unit), tip("mb_u", what, unit)])
+        # zoom / pan in x (drag, wheel); double-click resets (as the Marey view)
+        chart = chart.add_params(vl.selection_interval(bind="scales", encodings=["x"],
+                                                       name=fid.replace("-", "_") + "_zoom"))
         layers = [chart]
         caption = (f"{what} in use after each graph node of the rank chosen in 'Rank (memory detail)', in "
                    "execution order (the profiler's memory planner)." if node else
@@ -649,6 +684,15 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
                                     tip("peak_at_mb_u", "Allocated at the peak", unit)]))
             caption += " The dashed vertical line is the allocated peak" + (
                 " the operator allocations below are read at." if det.get("holders") is not None else ".")
+        steps = det.get("steps")
+        if key == "detail" and steps is not None and not steps.empty and not node:
+            layers.append(vl.Chart(steps).transform_filter(RANK_FILTER).transform_calculate(
+                x_u=f"datum.x / {float(x_factor)!r}").mark_rule(color=palette.ROLE["free"], strokeWidth=1.5,
+                                                                   opacity=0.9, clip=True).encode(
+                x="x_u:Q", tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("step:N", title="Step starts"),
+                                    tip("x_u", "At", x_unit)]))
+            caption += (" Solid grey vertical lines are step starts" +
+                        (" (evenly sampled steps)." if det.get("steps_sampled") else "."))
         marks = a.data.get("marks")
         if key == "detail" and node and marks is not None and not marks.empty:
             m = marks[marks["rank"].isin(ranks)]
@@ -660,6 +704,7 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
             caption += f" At most {points} points per line (the largest value of each bin kept, so peaks stay)."
         if key == "host_detail":
             caption += " Host memory is never part of the device peak or its ratio."
+        caption += f" Drag or scroll to zoom {'along the nodes' if node else 'in time'}, double-click to reset."
         spec = vl.layer(*layers).add_params(vl.param(name="mem_rank", value=default)) if len(layers) > 1 else \
             chart.add_params(vl.param(name="mem_rank", value=default))
         out.append(Figure(fid, title, to_spec(fit(spec, 260)), caption=caption,
