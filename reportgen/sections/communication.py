@@ -269,38 +269,42 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
     if ops is None or ops.empty or "elapse_ms" not in ops or "op_type" not in ops:
         return None
     o = ops.dropna(subset=["elapse_ms"])
-    o = o.assign(group=o["group"].astype(str) if "group" in o else "", op_type=o["op_type"].astype(str))
+    o = o.assign(group=o["group"].fillna("").astype(str) if "group" in o else "",
+                 op_type=o["op_type"].fillna("").astype(str))
     if o.empty:
         return None
     keys = ["op_type", "group"]
     per_rank = o.groupby(keys + ["rank"], as_index=False)["elapse_ms"].median()
-    rows = []
-    for (op_type, group), g in per_rank.groupby(keys, sort=True):
-        v = g["elapse_ms"]
-        slow = g.sort_values(["elapse_ms", "rank"], ascending=[False, True]).iloc[0]
-        calls = o[(o["op_type"] == op_type) & (o["group"] == group)]
-        top = calls.sort_values(["elapse_ms", "rank"], ascending=[False, True]).iloc[0]
-        med = float(v.median())
-        rows.append({"op_type": op_type, "group": group, "ranks": int(len(g)), "calls": int(len(calls)),
-                     "min_ms": float(v.min()), "q1_ms": float(v.quantile(0.25)), "median_ms": med,
-                     "q3_ms": float(v.quantile(0.75)), "max_ms": float(v.max()), "slowest_rank": int(slow["rank"]),
-                     "slow_ratio": float(v.max() / med) if med > 0 else math.nan,
-                     "max_call_ms": float(top["elapse_ms"]), "max_call_rank": int(top["rank"]),
-                     "last_rank": None, "last_share_ratio": math.nan, "last_wait_ms_mean": math.nan})
-    out = pd.DataFrame(rows)
+    g = per_rank.groupby(keys, sort=True)["elapse_ms"]
+    out = g.agg(ranks="size", min_ms="min", median_ms="median", max_ms="max").reset_index()
+    out["q1_ms"] = g.quantile(0.25).to_numpy()
+    out["q3_ms"] = g.quantile(0.75).to_numpy()
+    out["ranks"] = out["ranks"].astype("int64")
+    slow = per_rank.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
+        .drop_duplicates(keys).set_index(keys)["rank"]
+    top = o.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
+        .drop_duplicates(keys).set_index(keys)
+    idx = pd.MultiIndex.from_frame(out[keys])
+    out["calls"] = o.groupby(keys).size().reindex(idx).to_numpy().astype("int64")
+    out["slowest_rank"] = slow.reindex(idx).to_numpy().astype("int64")
+    out["slow_ratio"] = (out["max_ms"] / out["median_ms"]).where(out["median_ms"] > 0)
+    out["max_call_ms"] = top["elapse_ms"].reindex(idx).to_numpy()
+    out["max_call_rank"] = top["rank"].reindex(idx).to_numpy().astype("int64")
+    out["last_rank"], out["last_share_ratio"], out["last_wait_ms_mean"] = None, math.nan, math.nan
     if entries is not None and not entries.empty:
         e = entries.assign(group=entries["group"].astype(str), op_type=entries["op_type"].astype(str))
         per_call = e.groupby(keys + ["step", "op", "call"], as_index=False).agg(last_rank=("last_rank", "first"),
                                                                                wait=("wait_ms", "max"))
-        for i, r in out.iterrows():
-            c = per_call[(per_call["op_type"] == r["op_type"]) & (per_call["group"] == r["group"])]
-            if c.empty:
-                continue
-            counts = c["last_rank"].value_counts()
-            best = counts[counts == counts.max()].index.min()
-            out.at[i, "last_rank"] = int(best)
-            out.at[i, "last_share_ratio"] = float(counts.max() / len(c))
-            out.at[i, "last_wait_ms_mean"] = float(c["wait"].mean())
+        n = per_call.groupby(keys).size().rename("n")
+        counts = per_call.groupby(keys + ["last_rank"]).size().rename("k").reset_index()
+        best = counts.sort_values(keys + ["k", "last_rank"], ascending=[True, True, False, True]) \
+            .drop_duplicates(keys).set_index(keys)
+        out["last_rank"] = best["last_rank"].reindex(idx).to_numpy()
+        out["last_share_ratio"] = (best["k"] / n).reindex(idx).to_numpy()
+        out["last_wait_ms_mean"] = per_call.groupby(keys)["wait"].mean().reindex(idx).to_numpy()
+    out = out[["op_type", "group", "ranks", "calls", "min_ms", "q1_ms", "median_ms", "q3_ms", "max_ms",
+               "slowest_rank", "slow_ratio", "max_call_ms", "max_call_rank", "last_rank", "last_share_ratio",
+               "last_wait_ms_mean"]]
     out["last_rank"] = out["last_rank"].astype("Int64")
     out = out.sort_values(["slow_ratio", "median_ms"], ascending=[False, False], na_position="last", kind="stable")
     return out.head(OP_SPREAD_ROWS).reset_index(drop=True)
@@ -1041,7 +1045,7 @@ def _op_spread(sp: pd.DataFrame, total: int) -> Figure:
     """Per op type and group a box of the ranks' median call durations (whisker min-max, box q1-q3, tick median)
     and the slowest rank's point, named in the tooltip."""
     unit, factor = fmt.unit_for("ms", sp["max_ms"])
-    df = sp.assign(label=sp["op_type"] + " · " + sp["group"].astype(str))
+    df = sp.assign(label=[f"{o} · {g}" if g else o for o, g in zip(sp["op_type"], sp["group"].astype(str))])
     for c in ("min_ms", "q1_ms", "median_ms", "q3_ms", "max_ms"):
         df[c + "_u"] = df[c] / factor
     df = df[["label", "op_type", "group", "ranks", "slowest_rank", "slow_ratio", "last_rank",
