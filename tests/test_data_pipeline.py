@@ -306,6 +306,7 @@ def _qsteps(data, host):
     ([0, 3, 2, 1], [0, 0, 0, 0], "none"),               # data queue empty on one step only (the start): no wait
     ([], [0, 0, 0, 5], "data processing"),              # host queue only: 75% empty > 70%
     ([], [0, 5, 5, 5], "none"),
+    ([], [0], "none"),                                  # the first batch only (includes the pipeline's start)
     ([0, 0, 1], [], "data queue empties (no host queue to tell why)"),
 ])
 def test_step_gap_verdict(data, host, verdict):

@@ -117,7 +117,9 @@ def queue_verdicts(steps: pd.DataFrame) -> pd.DataFrame:
       is left to the start), the host queue empty on more than HOST_QUEUE_EMPTY of its steps means the data
       processing is too slow (``data processing``), else the host has the data and the transfer to the device is the
       bottleneck (``transfer``);
-    * with the host queue only: empty on more than HOST_QUEUE_EMPTY of its steps means ``data processing``;
+    * with the host queue only: empty on more than HOST_QUEUE_EMPTY of its steps (and on more than one step: ours,
+      as for the data queue, so a profile of the first batch only, which includes the pipeline's start, is no
+      verdict) means ``data processing``;
     * with the data queue only and it empty on more than one step: the cause is unknown (VERDICT_UNKNOWN);
     * else ``none`` (data preparation does not hold the step back)."""
     rows = []
@@ -128,7 +130,7 @@ def queue_verdicts(steps: pd.DataFrame) -> pd.DataFrame:
         if len(d) and d_empty > 1:
             verdict = VERDICT_UNKNOWN if h_ratio is None else \
                 VERDICT_PROCESSING if h_ratio > th.HOST_QUEUE_EMPTY else VERDICT_TRANSFER
-        elif not len(d) and h_ratio is not None and h_ratio > th.HOST_QUEUE_EMPTY:
+        elif not len(d) and h_ratio is not None and h_ratio > th.HOST_QUEUE_EMPTY and h_empty > 1:
             verdict = VERDICT_PROCESSING
         else:
             verdict = VERDICT_NONE
@@ -310,7 +312,7 @@ def present(a: Analysis) -> View:
                     "The seed's rule: the data queue empty on more than one step means the step waited for data; "
                     f"then a host queue empty on more than {th.HOST_QUEUE_EMPTY:.0%} of its steps means the data "
                     "processing is too slow, else the transfer to the device is. Host queue alone: empty on more "
-                    f"than {th.HOST_QUEUE_EMPTY:.0%} = data processing."))
+                    f"than {th.HOST_QUEUE_EMPTY:.0%} of more than one step = data processing."))
         ranks = a.data.get("queue_ranks") or []
         if ranks:
             figures.append(_queue_steps(a.data["queue_steps"], ranks, len(v)))
