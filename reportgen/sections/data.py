@@ -312,7 +312,7 @@ def present(a: Analysis) -> View:
                     "The seed's rule: the data queue empty on more than one step means the step waited for data; "
                     f"then a host queue empty on more than {th.HOST_QUEUE_EMPTY:.0%} of its steps means the data "
                     "processing is too slow, else the transfer to the device is. Host queue alone: empty on more "
-                    f"than {th.HOST_QUEUE_EMPTY:.0%} of more than one step = data processing."))
+                    f"than {th.HOST_QUEUE_EMPTY:.0%} of its steps (and on more than one) = data processing."))
         ranks = a.data.get("queue_ranks") or []
         if ranks:
             figures.append(_queue_steps(a.data["queue_steps"], ranks, len(v)))
