@@ -355,4 +355,4 @@ def test_op_rank_spread_on_the_st_fixture():
     assert row["max_ms"] == pytest.approx(mine.max()) and row["slowest_rank"] == int(mine.idxmax())
     assert row["last_rank"] == 3  # facts.entries: rank 3 entered each call of it last
     assert "communication-op-spread" in {f.id for f in sec.view.figures}
-    assert "communication-op-spread" in {t.id for t in sec.view.tables}
+    assert "communication-op-spread-table" in {t.id for t in sec.view.tables}

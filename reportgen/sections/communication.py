@@ -856,7 +856,7 @@ def present(a: Analysis) -> View:
         sp = t["op_rank_spread"]
         figures.append(_op_spread(sp.head(OP_SPREAD_FIGURE_ROWS), len(sp)))
         tables.append(Table.from_frame(
-            "communication-op-spread", "Call durations per op type and group, across ranks", sp,
+            "communication-op-spread-table", "Call durations per op type and group, across ranks", sp,
             [Column("op_type", "Op type", "text"), Column("group", "Group", "text"), Column("ranks", "Ranks", "int"),
              Column("calls", "Calls", "int"), Column("median_ms", "Median over ranks", "ms"),
              Column("max_ms", "Slowest rank's median", "ms"), Column("slowest_rank", "Slowest rank", "rank"),
@@ -1053,9 +1053,9 @@ def _op_spread(sp: pd.DataFrame, total: int) -> Figure:
     y = vl.Y("label:N", title=None, sort=None)
     base = vl.Chart(df)
     tips = [vl.Tooltip("op_type:N", title="Op type"), vl.Tooltip("group:N", title="Group"),
-            vl.Tooltip("ranks:Q", title="Ranks"), tip("median_ms_u", "Median over ranks", unit),
+            vl.Tooltip("ranks:Q", title="Ranks", format=",d"), tip("median_ms_u", "Median over ranks", unit),
             tip("max_ms_u", "Slowest rank's median", unit), vl.Tooltip("slowest_rank:O", title="Slowest rank"),
-            vl.Tooltip("slow_ratio:Q", title="Slowest / median", format=".2f"),
+            vl.Tooltip("slow_ratio:Q", title="Slowest / median", format=",.3~g"),
             vl.Tooltip("last_rank:O", title="Entered last most often")]
     whisker = base.mark_rule(color=palette.ROLE["comm"]).encode(
         y=y, x=vl.X("min_ms_u:Q", axis=vl.Axis(**axis("Median call duration per rank", unit))), x2="max_ms_u:Q",

@@ -360,7 +360,7 @@ def _queue_steps(q: pd.DataFrame, ranks: list[int], total: int) -> Figure:
         color=vl.role_color("queue", [("Data queue (device)", "data_wait"), ("Host queue", "compute")],
                             title="Queue"),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("queue:N", title="Queue"),
-                 vl.Tooltip("step:Q", title="Step"), vl.Tooltip("size:Q", title="Size")])
+                 vl.Tooltip("step:Q", title="Step", format=",d"), vl.Tooltip("size:Q", title="Size", format=",d")])
     chart = chart.add_params(vl.param(name="queue_rank", value=ranks[0]))
     more = f" {len(ranks)} of {total} ranks (those with a bottleneck first); the table has every rank." \
         if total > len(ranks) else ""
