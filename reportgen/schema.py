@@ -283,6 +283,12 @@ SCHEMA: tuple[Table, ...] = (
        C("pipeline_time_ms", "object", "ms", "mean time to get a batch from the pipeline", nullable=True),
        C("push_time_ms", "object", "ms", "mean time to push it to the device", nullable=True),
        C("batch_time_ms", "object", "ms", "mean time of the whole batch", nullable=True)),
+    _t("minddata_queue_steps", "MindSpore data queue (device, GetNext) and host queue (device_queue_profiling) size "
+                               "per rank, queue and step (MindInsight's step gap).",
+       RANK, C("queue", "str", "none", "data (the device's queue GetNext takes from) | host (host-to-device queue)"),
+       C("step", "int64", "count", "step (data: the record's order from 1; host: the batch)"),
+       C("size", "int64", "count", "queue size when the batch was taken"),
+       C("capacity", "object", "count", "queue capacity (host queue only)", nullable=True)),
     _t("minddata_stages", "MindSpore dataset.csv: per operation and stage.",
        RANK, C("operation", "str", "none", "operation"), C("stage", "str", "none", "stage"),
        C("occurrences", "int64", "count", "occurrences"), C("avg_ms", "float64", "ms", "mean time"),

@@ -76,6 +76,10 @@ QUEUE_EMPTY = 0.2
 #: the batches means the host does not keep up with the device.
 MINDDATA_CPU_PER_WORKER = 0.75
 DEVICE_QUEUE_EMPTY = 0.6
+#: MindInsight's step gap (MinddataAnalyser.analyse_queue_summary): when the data queue (the device's, GetNext) was
+#: empty on more than one step, a host queue empty on more than this share of the steps means the data processing is
+#: too slow, else the transfer to the device is; with the host queue only, the same share means data processing.
+HOST_QUEUE_EMPTY = 0.7
 #: Free (idle device) time above this share of the step, mean over ranks.
 LONG_FREE_SHARE = 0.10
 

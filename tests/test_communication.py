@@ -303,3 +303,56 @@ def test_matrix_cells_per_transport_and_all():
         ["transport", "src_rank", "dst_rank"])
     assert cells.loc[("all", 0, 1), "bandwidth_gbps"] == 2.5 and cells.loc[("RDMA", 0, 1), "size_mb"] == 1.0
     assert len(cells) == 2 + 3
+
+
+def _spread_ops():
+    """Two ranks x 3 steps of one all_reduce in group g (rank 1's calls 4x slower) and one broadcast in g2."""
+    import pandas as pd
+    rows = []
+    for step in (1, 2, 3):
+        for rank in (0, 1, 2, 3):
+            rows.append({"rank": rank, "step": step, "kind": "collective", "op": "ar", "op_type": "allreduce",
+                         "group": "g", "start_ms": 10.0 * step + (2.0 if rank == 2 else 0.0),
+                         "elapse_ms": 8.0 if rank == 1 else 2.0})
+        rows.append({"rank": 0, "step": step, "kind": "collective", "op": "bc", "op_type": "broadcast", "group": "g2",
+                     "start_ms": 100.0 * step, "elapse_ms": 1.0 + step})
+    return pd.DataFrame(rows)
+
+
+def test_op_rank_spread_names_the_slow_rank_and_the_last_to_enter():
+    """Seed #90: per op type and group the ranks' median call durations; the slowest rank and who entered last (from
+    facts' per-call entries, not recomputed)."""
+    from reportgen.facts import _entries
+    from reportgen.sections.communication import op_rank_spread
+
+    ops = _spread_ops()
+    sp = op_rank_spread(ops, _entries(ops)).set_index("op_type")
+    ar = sp.loc["allreduce"]
+    assert ar["ranks"] == 4 and ar["calls"] == 12
+    assert ar["median_ms"] == 2.0 and ar["max_ms"] == 8.0 and ar["slowest_rank"] == 1 and ar["slow_ratio"] == 4.0
+    assert ar["max_call_rank"] == 1 and ar["max_call_ms"] == 8.0
+    assert ar["last_rank"] == 2 and ar["last_share_ratio"] == 1.0 and ar["last_wait_ms_mean"] == 2.0
+    bc = sp.loc["broadcast"]
+    assert bc["ranks"] == 1 and bc["median_ms"] == 3.0 and bc["slow_ratio"] == 1.0 and pd_isna(bc["last_rank"])
+    assert list(sp.index) == ["allreduce", "broadcast"]  # the most uneven first
+    assert op_rank_spread(None, None) is None
+
+
+def pd_isna(x):
+    import pandas as pd
+    return pd.isna(x)
+
+
+def test_op_rank_spread_on_the_st_fixture():
+    """Ascend st/level2 (4 ranks, pp2): every (op type, group) of comm_ops has a row; the figure and table show."""
+    run = read_run(fixture_dir(*ST4))
+    sec = next(o for o in run_sections(run, only=["communication"]))
+    sp = sec.analysis.tables["op_rank_spread"]
+    ops = run.table("comm_ops")
+    assert len(sp) == ops.groupby(["op_type", "group"]).ngroups
+    row = sp[(sp["op_type"] == "allreduce") & (sp["group"] == "group_name_0")].iloc[0]
+    mine = ops[(ops["op_type"] == "allreduce") & (ops["group"] == "group_name_0")].groupby("rank")["elapse_ms"].median()
+    assert row["max_ms"] == pytest.approx(mine.max()) and row["slowest_rank"] == int(mine.idxmax())
+    assert row["last_rank"] == 3  # facts.entries: rank 3 entered each call of it last
+    assert "communication-op-spread" in {f.id for f in sec.view.figures}
+    assert "communication-op-spread-table" in {t.id for t in sec.view.tables}

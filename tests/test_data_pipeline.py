@@ -290,3 +290,63 @@ def test_one_input_wait_measure_for_data_trajectory_and_advisor():
     assert rules.loc["data_wait", "result"] == ("raised" if waits else "passed")
     assert m["framework"] == "pytorch" and not any("minddata" in n for n in o.view.notes)  # no MindSpore files asked
     assert any("DataLoader worker processes" in n for n in o.view.notes)
+
+
+def _qsteps(data, host):
+    """minddata_queue_steps rows of one rank (rank 0) from two size lists."""
+    import pandas as pd
+    rows = [{"rank": 0, "queue": "data", "step": i + 1, "size": x, "capacity": None} for i, x in enumerate(data)]
+    rows += [{"rank": 0, "queue": "host", "step": i + 1, "size": x, "capacity": 64} for i, x in enumerate(host)]
+    return pd.DataFrame(rows, columns=["rank", "queue", "step", "size", "capacity"])
+
+
+@pytest.mark.parametrize("data, host, verdict", [
+    ([0, 0, 0, 1], [0, 0, 0, 0], "data processing"),   # data queue empty, host queue empty: processing too slow
+    ([0, 0, 0, 1], [30, 40, 50, 60], "transfer"),       # host queue large, data queue empty: the transfer
+    ([0, 3, 2, 1], [0, 0, 0, 0], "none"),               # data queue empty on one step only (the start): no wait
+    ([], [0, 0, 0, 5], "data processing"),              # host queue only: 75% empty > 70%
+    ([], [0, 5, 5, 5], "none"),
+    ([], [0], "none"),                                  # the first batch only (includes the pipeline's start)
+    ([0, 0, 1], [], "data queue empties (no host queue to tell why)"),
+])
+def test_step_gap_verdict(data, host, verdict):
+    """The seed's three-way step-gap verdict (MindInsight's analyse_queue_summary rule) on small tables."""
+    from reportgen.sections.data import queue_verdicts
+
+    v = queue_verdicts(_qsteps(data, host)).iloc[0]
+    assert v["verdict"] == verdict
+    assert v["data_empty_steps"] == sum(x == 0 for x in data) and v["host_steps"] == len(host)
+
+
+def test_step_gap_reader_and_chart(tmp_path):
+    """minddata_aicpu_<rank>.txt gives the data queue per step, device_queue_profiling the host queue (every batch);
+    the section states the verdict per rank and draws the step chart with a rank control for several ranks."""
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2))
+    prof = tmp_path / "profiler"
+    for r, (data, host) in {0: ([0, 0, 0, 2], [0, 0, 0, 0]), 1: ([0, 0, 1, 0], [20, 30, 30, 30])}.items():
+        (prof / f"minddata_aicpu_{r}.txt").write_text(
+            "".join(f"GetNext_dequeue_wait {100 + i} {105 + i} {x}\n" for i, x in enumerate(data)) + "garbage\n")
+        (prof / f"device_queue_profiling_{r}.txt").write_text(
+            "".join(f"1 64 {i + 1} {x} {1000 + i}\n0 2 {i + 1} 5 {1000 + i}\n" for i, x in enumerate(host)))
+    run, o, _ = _data(tmp_path)
+    st = run.table("minddata_queue_steps")
+    assert sorted(st.loc[(st["rank"] == 1) & (st["queue"] == "data"), "size"]) == [0, 0, 0, 1]
+    assert len(st[st["queue"] == "host"]) == 8  # the first batch included, as MindInsight's chart
+    v = o.analysis.tables["queue_verdict"].set_index("rank")["verdict"]
+    assert v.to_dict() == {0: "data processing", 1: "transfer"}
+    assert o.analysis.metrics["queue_transfer_ranks"] == 1
+    assert "data-queue-steps" in {f.id for f in o.view.figures}
+    assert [c.signal for c in o.view.controls] == ["queue_rank"]
+    assert "transfer on 1 rank" in o.view.summary
+
+
+def test_step_gap_on_the_mindinsight_fixture():
+    """mi_run_2_dp_rank1: the data queue 3, 2, 1 (minddata_aicpu_1.txt) never empty: verdict none; host queue 1 step."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "mindinsight" / "mi_run_2_dp_rank1"
+    if not root.is_dir():
+        pytest.skip("fixture not present")
+    run, o, _ = _data(root)
+    st = run.table("minddata_queue_steps")
+    assert st[st["queue"] == "data"]["size"].tolist() == [3, 2, 1]
+    assert o.analysis.tables["queue_verdict"]["verdict"].tolist() == ["none"]

@@ -29,6 +29,12 @@ the summaries from the raw profiles; no public sample of any of these files exis
   queue's size (value) and capacity (extra) when the batch was taken. The first batch is left out, as MindSpore
   does (it includes the pipeline's start). -> table ``minddata_queue`` per rank: batches, capacity, mean size,
   the share of batches that found the queue empty (the device waited for the host), mean times.
+  Each queue-size record also gives a row of ``minddata_queue_steps`` (queue ``host``: MindInsight's "host queue";
+  every batch, the first included, as MindInsight's step-gap chart draws it).
+* ``minddata_aicpu_{rank}.txt`` (Ascend; ``minddata_getnext_profiling_{rank}.txt`` on GPU): the device's data queue
+  when the training's GetNext took a batch, one line per step: ``GetNext_dequeue_wait start end size`` (GPU:
+  ``GetNext ...``); field 4 is the queue's size (MindInsight's MinddataAnalyser.analyse_get_next_info) ->
+  ``minddata_queue_steps`` rows of queue ``data`` (step = the line's order, from 1).
 * ``dataset.csv`` (``*_ascend_ms/ASCEND_PROFILER_OUTPUT``; ``dataset_{rank}.csv`` in the older layout):
   ``Operation, Stage, Occurrences, Avg. time(us), Custom Info`` -> table ``minddata_stages`` (rank, operation,
   stage, occurrences, avg_ms, total_ms = occurrences x average, info). Without a rank in its name the file's
@@ -61,12 +67,15 @@ PATTERNS = {
     "iterator": re.compile(r"^dataset_iterator_profiling_(\d{1,7})\.txt$"),
     "stages": re.compile(r"^dataset(?:_(\d{1,7}))?\.csv$"),
     "cpu": re.compile(r"^minddata_cpu_utilization_(\d{1,7})\.json$"),
+    "getnext": re.compile(r"^minddata_(?:aicpu|getnext_profiling)_(\d{1,7})\.txt$"),
 }
 _PROFILER_INFO = re.compile(r"^profiler_info_(\d{1,7})\.json$")
 #: queue records read per file at the most (one line per batch and kind: a run of 10^5 batches has ~4x that)
 MAX_QUEUE_LINES = 2_000_000
 #: a queue profile larger than this is skipped unread (a line is ~30 bytes)
 MAX_QUEUE_BYTES = 128 << 20
+#: steps kept per rank and queue in ``minddata_queue_steps`` (the first ones; a chart draws fewer)
+MAX_QUEUE_STEPS = 5_000
 #: text kept of MindSpore's own verdicts per rank
 MAX_VERDICT_CHARS = 400
 
@@ -282,14 +291,20 @@ def attach(run: Run, paths: list[Path], ranks: dict[Path, int] | None = None) ->
         run.tables["minddata_ops"] = ops
     if summaries:
         run.tables["minddata_summary"] = pd.DataFrame(summaries)
-    queues = []
+    queues, steps = [], []
     for rank in sorted(set(by_kind["device_queue"]) | set(by_kind["iterator"])):
         kind = "device_queue" if rank in by_kind["device_queue"] else "iterator"
-        q = parse_queue(by_kind[kind][rank], rank, kind, run)
+        got: list = []
+        q = parse_queue(by_kind[kind][rank], rank, kind, run, steps=got)
         if q is not None:
             queues.append(q)
+            steps.extend(got)
+    for rank, path in sorted(by_kind["getnext"].items()):
+        steps.extend(parse_getnext(path, rank, run))
     if queues:
         run.tables["minddata_queue"] = pd.DataFrame(queues)
+    if steps:
+        run.tables["minddata_queue_steps"] = pd.DataFrame(steps, columns=STEP_COLUMNS)
     stages = []
     for rank, path in sorted(by_kind["stages"].items()):
         stages.extend(parse_stages(path, rank, run))
@@ -495,8 +510,10 @@ def _merge_cpu(ops: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- device queue / iterator
 
-def parse_queue(path: Path, rank: int, kind: str, run: Run) -> dict | None:
-    """One rank's queue profile -> its row of ``minddata_queue`` (module doc); None when nothing is usable."""
+def parse_queue(path: Path, rank: int, kind: str, run: Run, steps: list | None = None) -> dict | None:
+    """One rank's queue profile -> its row of ``minddata_queue`` (module doc); None when nothing is usable. Each
+    queue-size record (every batch, the first included) is appended to ``steps`` as a ``minddata_queue_steps`` row
+    (queue ``host``; at most MAX_QUEUE_STEPS)."""
     try:
         size = path.stat().st_size
         if size > MAX_QUEUE_BYTES:
@@ -524,6 +541,8 @@ def parse_queue(path: Path, rank: int, kind: str, run: Run) -> dict | None:
                 bad += 1
                 continue
             typ, extra, batch, value, _ts = rec
+            if typ == 1 and steps is not None and len(steps) < MAX_QUEUE_STEPS:
+                steps.append({"rank": rank, "queue": "host", "step": batch, "size": value, "capacity": extra})
             if batch < 2:  # MindSpore leaves the first batch out (it includes the pipeline's start)
                 continue
             if typ == 1:
@@ -548,8 +567,40 @@ def parse_queue(path: Path, rank: int, kind: str, run: Run) -> dict | None:
             "pipeline_time_ms": mean(times[0]), "push_time_ms": mean(times[1]), "batch_time_ms": mean(times[2])}
 
 
+def parse_getnext(path: Path, rank: int, run: Run) -> list[dict]:
+    """``minddata_aicpu_{rank}.txt`` / ``minddata_getnext_profiling_{rank}.txt`` -> ``minddata_queue_steps`` rows
+    of queue ``data`` (module doc): the lines starting with GetNext that have a size (field 4, an integer >= 0)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_QUEUE_BYTES:
+            run.problem(path, f"{size:,} bytes, more than a queue profile of this reader's bound ({MAX_QUEUE_BYTES:,}); "
+                              "file skipped")
+            return []
+        fh = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
+        return []
+    rows, bad = [], 0
+    with fh:
+        for n, line in enumerate(fh):
+            if n >= MAX_QUEUE_LINES or len(rows) >= MAX_QUEUE_STEPS:
+                break
+            parts = line.split()
+            if not parts or not parts[0].startswith("GetNext"):
+                continue
+            value = limits.as_int(parts[3]) if len(parts) > 3 else None
+            if value is None or value < 0:
+                bad += 1
+                continue
+            rows.append({"rank": rank, "queue": "data", "step": len(rows) + 1, "size": value, "capacity": None})
+    if bad:
+        run.problem(path, f"{bad} GetNext record(s) without a queue size skipped")
+    return rows
+
+
 # --------------------------------------------------------------------------- dataset.csv
 
+STEP_COLUMNS = ["rank", "queue", "step", "size", "capacity"]
 STAGE_COLUMNS = ["rank", "operation", "stage", "occurrences", "avg_ms", "total_ms", "info"]
 
 

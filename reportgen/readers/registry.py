@@ -244,6 +244,8 @@ _MINDDATA = {
     "minddata_summary": "minddata_pipeline_summary_<rank>.json or .csv (data_process=True)",
     "minddata_queue": "device_queue_profiling_<rank>.txt or dataset_iterator_profiling_<rank>.txt "
                       "(data_process=True)",
+    "minddata_queue_steps": "minddata_aicpu_<rank>.txt (the data queue) and device_queue_profiling_<rank>.txt "
+                            "(the host queue) (data_process=True)",
     "minddata_stages": "dataset.csv (dataset_<rank>.csv in the MindSpore Insight layout; data_process=True)",
     "host_cpu": "minddata_cpu_utilization_<rank>.json (data_process=True)",
 }

@@ -234,6 +234,9 @@ def analyze(run: Run, options=None) -> Analysis:
                             "clocks_comparable": clocks["comparable"], "clocks_basis": clocks["basis"],
                             "collective_calls": clocks["calls"],
                             "end_spread_ms_median": clocks["end_spread_ms"]}
+    spread = op_rank_spread(raw, facts.entries(run))
+    if spread is not None and not spread.empty:
+        tables["op_rank_spread"] = spread
     small = small_collectives(ops, _op_bytes(run, ops, a_sizes := operation_sizes(run, ops)),
                               F.steps if F is not None else None)
     if small is not None and not small.empty:
@@ -247,6 +250,64 @@ def analyze(run: Run, options=None) -> Analysis:
         "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options)})
     a.findings = _findings(a)
     return a
+
+
+#: the op-type spread table keeps this many (op type, group) rows (the most uneven first); its figure draws fewer
+OP_SPREAD_ROWS = 200
+OP_SPREAD_FIGURE_ROWS = 16
+
+
+def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Per communication op type and group (seed S4 "communication duration": each card's time per comm op, its
+    distribution): every rank's median call duration (``elapse_ms`` of its calls of that op type in that group),
+    then over the ranks min / q1 / median / q3 / max of those medians, ``slowest_rank`` (the highest median; ties:
+    the lower rank id) and ``slow_ratio`` = max / median over ranks (1 = even; a rank whose calls are slow stands
+    out). ``max_call_ms`` / ``max_call_rank``: the single longest call. Who entered each call last comes from
+    :func:`reportgen.facts.entries` (never recomputed here): ``last_rank`` = the rank that entered last most often,
+    ``last_share_ratio`` its share of the calls, ``last_wait_ms_mean`` = mean over calls of the longest wait the
+    last rank caused (max of ``wait_ms`` per call). None without per-call durations."""
+    if ops is None or ops.empty or "elapse_ms" not in ops or "op_type" not in ops:
+        return None
+    o = ops.dropna(subset=["elapse_ms"])
+    o = o.assign(group=o["group"].fillna("").astype(str) if "group" in o else "",
+                 op_type=o["op_type"].fillna("").astype(str))
+    if o.empty:
+        return None
+    keys = ["op_type", "group"]
+    per_rank = o.groupby(keys + ["rank"], as_index=False)["elapse_ms"].median()
+    g = per_rank.groupby(keys, sort=True)["elapse_ms"]
+    out = g.agg(ranks="size", min_ms="min", median_ms="median", max_ms="max").reset_index()
+    out["q1_ms"] = g.quantile(0.25).to_numpy()
+    out["q3_ms"] = g.quantile(0.75).to_numpy()
+    out["ranks"] = out["ranks"].astype("int64")
+    slow = per_rank.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
+        .drop_duplicates(keys).set_index(keys)["rank"]
+    top = o.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
+        .drop_duplicates(keys).set_index(keys)
+    idx = pd.MultiIndex.from_frame(out[keys])
+    out["calls"] = o.groupby(keys).size().reindex(idx).to_numpy().astype("int64")
+    out["slowest_rank"] = slow.reindex(idx).to_numpy().astype("int64")
+    out["slow_ratio"] = (out["max_ms"] / out["median_ms"]).where(out["median_ms"] > 0)
+    out["max_call_ms"] = top["elapse_ms"].reindex(idx).to_numpy()
+    out["max_call_rank"] = top["rank"].reindex(idx).to_numpy().astype("int64")
+    out["last_rank"], out["last_share_ratio"], out["last_wait_ms_mean"] = None, math.nan, math.nan
+    if entries is not None and not entries.empty:
+        e = entries.assign(group=entries["group"].astype(str), op_type=entries["op_type"].astype(str))
+        per_call = e.groupby(keys + ["step", "op", "call"], as_index=False).agg(last_rank=("last_rank", "first"),
+                                                                               wait=("wait_ms", "max"))
+        n = per_call.groupby(keys).size().rename("n")
+        counts = per_call.groupby(keys + ["last_rank"]).size().rename("k").reset_index()
+        best = counts.sort_values(keys + ["k", "last_rank"], ascending=[True, True, False, True]) \
+            .drop_duplicates(keys).set_index(keys)
+        out["last_rank"] = best["last_rank"].reindex(idx).to_numpy()
+        out["last_share_ratio"] = (best["k"] / n).reindex(idx).to_numpy()
+        out["last_wait_ms_mean"] = per_call.groupby(keys)["wait"].mean().reindex(idx).to_numpy()
+    out = out[["op_type", "group", "ranks", "calls", "min_ms", "q1_ms", "median_ms", "q3_ms", "max_ms",
+               "slowest_rank", "slow_ratio", "max_call_ms", "max_call_rank", "last_rank", "last_share_ratio",
+               "last_wait_ms_mean"]]
+    out["last_rank"] = out["last_rank"].astype("Int64")
+    out = out.sort_values(["slow_ratio", "median_ms"], ascending=[False, False], na_position="last", kind="stable")
+    return out.head(OP_SPREAD_ROWS).reset_index(drop=True)
 
 
 def transit_applicable(ops: pd.DataFrame | None) -> bool:
@@ -791,6 +852,21 @@ def present(a: Analysis) -> View:
              Column("bandwidth_gbps", "Bandwidth", "gbps")],
             caption="One row per link of each communication group; the transport (HCCS, RDMA, PCIE, LOCAL...) as the "
                     "profiler wrote it."))
+    if "op_rank_spread" in t:
+        sp = t["op_rank_spread"]
+        figures.append(_op_spread(sp.head(OP_SPREAD_FIGURE_ROWS), len(sp)))
+        tables.append(Table.from_frame(
+            "communication-op-spread-table", "Call durations per op type and group, across ranks", sp,
+            [Column("op_type", "Op type", "text"), Column("group", "Group", "text"), Column("ranks", "Ranks", "int"),
+             Column("calls", "Calls", "int"), Column("median_ms", "Median over ranks", "ms"),
+             Column("max_ms", "Slowest rank's median", "ms"), Column("slowest_rank", "Slowest rank", "rank"),
+             Column("slow_ratio", "Slowest / median", "float"), Column("max_call_ms", "Longest call", "ms"),
+             Column("max_call_rank", "On rank", "rank"), Column("last_rank", "Entered last most often", "rank"),
+             Column("last_share_ratio", "Of the calls", "ratio"),
+             Column("last_wait_ms_mean", "Others waited for the last (mean per call)", "ms")],
+            caption="Each rank's median call duration per op type and group; over the ranks the median and the "
+                    "slowest rank (slowest / median: 1 = even). Who entered each call last: the per-call entry "
+                    "times (the waits table's source). The most uneven first."))
     if "link_ops" in t:
         tables.append(_link_ops_table(t["link_ops"]))
     if "small_collectives" in t:
@@ -963,6 +1039,41 @@ def _findings(a: Analysis) -> list[Finding]:
 #: Communication and wait get their own y scale when one series' largest value is this many times the other's:
 #: on one linear axis a 2 ms bar next to 1000 ms ones is invisible.
 SEPARATE_SCALES_RATIO = 10.0
+
+
+def _op_spread(sp: pd.DataFrame, total: int) -> Figure:
+    """Per op type and group a box of the ranks' median call durations (whisker min-max, box q1-q3, tick median)
+    and the slowest rank's point, named in the tooltip."""
+    unit, factor = fmt.unit_for("ms", sp["max_ms"])
+    df = sp.assign(label=[f"{o} · {g}" if g else o for o, g in zip(sp["op_type"], sp["group"].astype(str))])
+    for c in ("min_ms", "q1_ms", "median_ms", "q3_ms", "max_ms"):
+        df[c + "_u"] = df[c] / factor
+    df = df[["label", "op_type", "group", "ranks", "slowest_rank", "slow_ratio", "last_rank",
+             "min_ms_u", "q1_ms_u", "median_ms_u", "q3_ms_u", "max_ms_u"]]
+    y = vl.Y("label:N", title=None, sort=None)
+    base = vl.Chart(df)
+    tips = [vl.Tooltip("op_type:N", title="Op type"), vl.Tooltip("group:N", title="Group"),
+            vl.Tooltip("ranks:Q", title="Ranks", format=",d"), tip("median_ms_u", "Median over ranks", unit),
+            tip("max_ms_u", "Slowest rank's median", unit), vl.Tooltip("slowest_rank:O", title="Slowest rank"),
+            vl.Tooltip("slow_ratio:Q", title="Slowest / median", format=",.3~g"),
+            vl.Tooltip("last_rank:O", title="Entered last most often")]
+    whisker = base.mark_rule(color=palette.ROLE["comm"]).encode(
+        y=y, x=vl.X("min_ms_u:Q", axis=vl.Axis(**axis("Median call duration per rank", unit))), x2="max_ms_u:Q",
+        tooltip=tips)
+    box = base.mark_bar(color=palette.ROLE["comm_overlapped"], size=12).encode(y=y, x="q1_ms_u:Q", x2="q3_ms_u:Q",
+                                                                               tooltip=tips)
+    med = base.mark_tick(color=palette.ROLE["comm"], thickness=2, size=14).encode(y=y, x="median_ms_u:Q",
+                                                                                  tooltip=tips)
+    slow = base.mark_point(color=palette.ROLE["wait"], filled=True, size=60).encode(y=y, x="max_ms_u:Q",
+                                                                                   tooltip=tips)
+    chart = vl.fit(whisker + box + med + slow, max(80, 26 * len(df)))
+    more = f" The {len(df)} most uneven of {total}; the table has them all." if total > len(df) else ""
+    return Figure("communication-op-spread", "Call durations per op type across ranks", to_spec(chart),
+                  caption="Per op type and group, each rank's median call duration: the line spans the fastest to "
+                          "the slowest rank, the box the middle half, the tick the median; the red point is the "
+                          "slowest rank (named in the tooltip, with the rank that entered the calls last most often)."
+                          + more,
+                  alt="Boxes of the ranks' median call duration per communication op type and group")
 
 
 def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:

@@ -28,6 +28,9 @@ Sources and definitions:
   finding.
 * ``dataset.csv``: the dataset profiler's per-stage times of the dataset operations, as written (occurrences x
   average = total).
+* Step gap (the seed's data preparation page, S2): per rank and step the data queue's size (the device's
+  queue GetNext takes from: ``minddata_aicpu_{rank}.txt``) and the host queue's (``device_queue_profiling``), table
+  ``minddata_queue_steps``; the three-way verdict per rank is :func:`queue_verdicts` (the seed's rule).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from .. import thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Figure, Finding, Table, View, count, rank_ranges
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count, rank_ranges
 from . import analysis_of, hint, needs_reason, sources
 
 ID = "data"
@@ -48,7 +51,13 @@ TITLE = "Data pipeline"
 #: an input-wait measure (reportgen/facts.py input_wait: DataLoader spans, else preparing time, else the step
 #: interval, with the step times) or a dataset pipeline profile
 NEEDS = (("dataloader", "step_time", "step_trace", "minddata_ops", "minddata_queue", "minddata_summary",
-          "minddata_stages"),)
+          "minddata_stages", "minddata_queue_steps"),)
+#: the step-gap chart draws this many ranks (those with a verdict first) and steps per rank and queue at the most
+QUEUE_CHART_RANKS = 8
+QUEUE_CHART_STEPS = 300
+#: the verdicts of :func:`queue_verdicts`
+VERDICT_PROCESSING, VERDICT_TRANSFER, VERDICT_NONE, VERDICT_UNKNOWN = (
+    "data processing", "transfer", "none", "data queue empties (no host queue to tell why)")
 #: suggestion per kind of bottleneck operation (op_type contains the key, case-insensitive): the hint key whose text
 #: (the framework's API words, from the family registry through ``Options.hints``) names the parameter to change,
 #: and the plain words without one
@@ -98,6 +107,38 @@ def bottlenecks(ops: pd.DataFrame) -> pd.DataFrame:
     leaf = out["children"].astype(str).str.strip() == ""  # a source reads its data itself: its input is at hand
     out["bottleneck"] = ((out["input_usage"] >= th.QUEUE_FULL) | leaf) & (out["queue_usage"] <= th.QUEUE_EMPTY)
     return out
+
+
+def queue_verdicts(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per rank of ``minddata_queue_steps``: the data and host queues' steps, empty steps and mean sizes, and the
+    step gap's verdict, the seed's rule (its MinddataAnalyser.analyse_queue_summary, S2 "step gap"):
+
+    * with both queues: when the data queue was empty on more than one step (the training waited for data; one step
+      is left to the start), the host queue empty on more than HOST_QUEUE_EMPTY of its steps means the data
+      processing is too slow (``data processing``), else the host has the data and the transfer to the device is the
+      bottleneck (``transfer``);
+    * with the host queue only: empty on more than HOST_QUEUE_EMPTY of its steps (and on more than one step: ours,
+      as for the data queue, so a profile of the first batch only, which includes the pipeline's start, is no
+      verdict) means ``data processing``;
+    * with the data queue only and it empty on more than one step: the cause is unknown (VERDICT_UNKNOWN);
+    * else ``none`` (data preparation does not hold the step back)."""
+    rows = []
+    for rank, g in steps.groupby("rank", sort=True):
+        d, h = g[g["queue"] == "data"]["size"], g[g["queue"] == "host"]["size"]
+        d_empty, h_empty = int((d == 0).sum()), int((h == 0).sum())
+        h_ratio = h_empty / len(h) if len(h) else None
+        if len(d) and d_empty > 1:
+            verdict = VERDICT_UNKNOWN if h_ratio is None else \
+                VERDICT_PROCESSING if h_ratio > th.HOST_QUEUE_EMPTY else VERDICT_TRANSFER
+        elif not len(d) and h_ratio is not None and h_ratio > th.HOST_QUEUE_EMPTY and h_empty > 1:
+            verdict = VERDICT_PROCESSING
+        else:
+            verdict = VERDICT_NONE
+        rows.append({"rank": int(rank), "data_steps": int(len(d)), "data_empty_steps": d_empty,
+                     "data_size_mean": float(d.mean()) if len(d) else None, "host_steps": int(len(h)),
+                     "host_empty_ratio": h_ratio, "host_size_mean": float(h.mean()) if len(h) else None,
+                     "verdict": verdict})
+    return pd.DataFrame(rows)
 
 
 #: the dataset pipeline's operations that run in one thread by design (BottleneckAnalyzer.non_multithreaded_ops):
@@ -165,6 +206,18 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["device_queue"] = q.reset_index(drop=True)
         metrics["queue_empty_ratio_mean"] = float(q["empty_ratio"].mean()) if q["empty_ratio"].notna().any() else None
         data["queue_empty"] = q[q["empty_ratio"] > th.DEVICE_QUEUE_EMPTY]
+    qsteps = run.table("minddata_queue_steps")
+    if qsteps is not None and not qsteps.empty:
+        v = queue_verdicts(qsteps)
+        tables["queue_verdict"] = v
+        metrics["threshold_host_queue_empty_ratio"] = th.HOST_QUEUE_EMPTY
+        metrics["queue_processing_ranks"] = int((v["verdict"] == VERDICT_PROCESSING).sum())
+        metrics["queue_transfer_ranks"] = int((v["verdict"] == VERDICT_TRANSFER).sum())
+        shown = v.assign(hit=v["verdict"] != VERDICT_NONE).sort_values(["hit", "rank"], ascending=[False, True])
+        keep = shown["rank"].head(QUEUE_CHART_RANKS).tolist()
+        q = qsteps[qsteps["rank"].isin(keep)].sort_values(["rank", "queue", "step"])
+        data["queue_steps"] = q.groupby(["rank", "queue"], sort=False).head(QUEUE_CHART_STEPS).reset_index(drop=True)
+        data["queue_ranks"] = keep
     if summary is not None:
         tables["profiler_summary"] = summary
         metrics["profiler_bottleneck_ranks"] = int((summary["ms_bottleneck"].astype(str) != "").sum())
@@ -241,6 +294,30 @@ def present(a: Analysis) -> View:
                     f"device waited for the host; more than {th.DEVICE_QUEUE_EMPTY:.0%} of the batches is a finding "
                     "(the dataset profiler's rule). The emptiest first."))
         figures.append(_queue_bars(q.sort_values("rank").head(128)))
+    controls = []
+    if "queue_verdict" in t:
+        v = t["queue_verdict"]
+        said = [f"{vd} on {count(int(n), 'rank')}" for vd, n in v["verdict"].value_counts().items()]
+        parts.append("step gap (data and host queues): " + ", ".join(said))
+        tables.append(Table.from_frame(
+            "data-queue-verdict", "Step gap: data and host queue per rank", v,
+            [Column("rank", "Rank", "rank"), Column("data_steps", "Data queue steps", "int"),
+             Column("data_empty_steps", "Data queue empty (steps)", "int"),
+             Column("data_size_mean", "Data queue mean size", "count"),
+             Column("host_steps", "Host queue steps", "int"),
+             Column("host_empty_ratio", "Host queue empty (share of steps)", "ratio"),
+             Column("host_size_mean", "Host queue mean size", "count"), Column("verdict", "Bottleneck", "text")],
+            caption="Data queue: the device's queue the training takes each step's batch from (minddata_aicpu_<rank>"
+                    ".txt); host queue: the host-to-device queue (device_queue_profiling_<rank>.txt), every batch. "
+                    "The seed's rule: the data queue empty on more than one step means the step waited for data; "
+                    f"then a host queue empty on more than {th.HOST_QUEUE_EMPTY:.0%} of its steps means the data "
+                    "processing is too slow, else the transfer to the device is. Host queue alone: empty on more "
+                    f"than {th.HOST_QUEUE_EMPTY:.0%} of its steps (and on more than one) = data processing."))
+        ranks = a.data.get("queue_ranks") or []
+        if ranks:
+            figures.append(_queue_steps(a.data["queue_steps"], ranks, len(v)))
+            if len(ranks) > 1:
+                controls.append(Control("queue_rank", "Rank (step gap)", [(r, f"Rank {r}") for r in ranks], ranks[0]))
     if "profiler_summary" in t:
         tables.append(Table.from_frame(
             "data-profiler", "The dataset profiler's own pipeline analysis per rank", t["profiler_summary"],
@@ -269,7 +346,30 @@ def present(a: Analysis) -> View:
     if _hint(a, "data.unseen_workers", ""):  # the framework's input workers are not in its profile
         notes.append(_hint(a, "data.unseen_workers", ""))
     return View(summary=summary[0].upper() + summary[1:] if summary else "", figures=figures, tables=tables,
-                notes=notes)
+                notes=notes, controls=controls)
+
+
+def _queue_steps(q: pd.DataFrame, ranks: list[int], total: int) -> Figure:
+    """Lines of the data and host queues' size per step for the rank the ``queue_rank`` control picks."""
+    df = q[["rank", "queue", "step", "size"]].assign(queue=q["queue"].map({"data": "Data queue (device)",
+                                                                           "host": "Host queue"}))
+    chart = vl.Chart(df).transform_filter("toString(datum.rank) == toString(queue_rank)").mark_line(
+        point=True).encode(
+        x=vl.X("step:Q", title="Step", axis=vl.Axis(tickMinStep=1, format="d")),
+        y=vl.Y("size:Q", title="Queue size when the batch was taken"),
+        color=vl.role_color("queue", [("Data queue (device)", "data_wait"), ("Host queue", "compute")],
+                            title="Queue"),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("queue:N", title="Queue"),
+                 vl.Tooltip("step:Q", title="Step", format=",d"), vl.Tooltip("size:Q", title="Size", format=",d")])
+    chart = chart.add_params(vl.param(name="queue_rank", value=ranks[0]))
+    more = f" {len(ranks)} of {total} ranks (those with a bottleneck first); the table has every rank." \
+        if total > len(ranks) else ""
+    return Figure("data-queue-steps", "Step gap: data and host queue size per step", to_spec(vl.fit(chart, 220)),
+                  caption="A data queue at 0 means the step waited for data; a host queue at 0 means the data "
+                          "processing is too slow; a large host queue with a small data queue means the transfer to "
+                          f"the device is the bottleneck (the seed's reading). The first {QUEUE_CHART_STEPS} steps "
+                          "of the rank chosen above." + more,
+                  alt="Lines of the data queue and host queue size per step")
 
 
 def _bars(pr: pd.DataFrame) -> Figure:
