@@ -266,7 +266,7 @@ def test_ascend_flops_estimated_from_matmul_shapes():
     f, note = mm("2,8,16,16;8,2,16,16", "8,8,16,16", "FRACTAL_NZ;FRACTAL_NZ", "FRACTAL_NZ")
     assert f != f and note.startswith("ambiguous") and "FRACTAL_NZ" in note  # padded, blocked: counts nothing
     f, note = mm("8,128,4096;8,128,4096;8,128,4096", "8,128,4096", t="FlashAttentionScore")
-    assert f != f and "layout" in note
+    assert f != f and "softmax statistics" in note  # no [B, N, S, 8] shape: the heads are unknown
     run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
     (o,) = run_sections(run, only=["flops"])
     assert o.status == "ok"
@@ -274,13 +274,41 @@ def test_ascend_flops_estimated_from_matmul_shapes():
     assert set(pr.index) == {0, 2}  # ranks 1 and 3 shipped no kernel_details.csv
     assert pr.loc[0, "flops"] > 1e12 and o.analysis.metrics["flops_estimate"] is True
     assert "matmul" in o.analysis.metrics["flops_source"]
-    # the format leaves two MatMulV2 ambiguous (FRACTAL_NZ) and attention's layout is not in its shapes: nothing
-    # counted for them, and the metrics say so
+    # the format leaves two MatMulV2 ambiguous (FRACTAL_NZ): nothing counted for them, and the metrics say so
     nc = o.analysis.metrics["ops_not_counted"]
     assert nc["ambiguous: matmul in format FRACTAL_NZ"] == {"MatMulV2": 2}
-    assert set(next(v for k, v in nc.items() if k.startswith("attention"))) == {"FlashAttentionScore",
-                                                                                "FlashAttentionScoreGrad"}
-    assert o.analysis.metrics["ops_counted"] == ["MatMulV2", "MatMulV3"]
+    # FlashAttention is counted from its shapes (SBH: q [S=4096, B=1, H=2048], softmax_max [B, N=16, S, 8]: D = 128)
+    assert o.analysis.metrics["ops_counted"] == ["FlashAttentionScore", "FlashAttentionScoreGrad", "MatMulV2",
+                                                 "MatMulV3"]
+    assert set(o.analysis.metrics["ops_counted_with_caveat"][fc.ATTENTION_DENSE]) == {"FlashAttentionScore",
+                                                                                       "FlashAttentionScoreGrad"}
+    ops = o.analysis.tables["ops"].set_index(["rank", "op"])
+    assert ops.loc[(0, "FlashAttentionScore"), "flops"] == ops.loc[(0, "FlashAttentionScore"), "calls"] * FA_FWD
+
+
+#: one FlashAttentionScore kernel of the st/level2 fixture (rank 0's kernel_details.csv): layout SBH, GQA (8 kv heads)
+FA_IN = "4096,1,2048;4096,1,1024;4096,1,1024;;;;2048,2048;;;;;;;;"
+FA_OUT = "1,16,4096,8;1,16,4096,8;;4096,1,2048"
+FA_FWD = 4 * 1 * 16 * 4096 * 4096 * 128  # 4·B·N·S_q·S_kv·D
+
+
+def test_flash_attention_counted_from_its_shapes_in_every_layout():
+    f, note = fc.ascend_flops("FlashAttentionScore", f'"{FA_IN}"', "NCL;NCL;NCL", f'"{FA_OUT}"', "ND")
+    assert (f, note) == (FA_FWD, fc.ATTENTION_DENSE)
+    grad_in = "4096,1,2048;4096,1,1024;4096,1,1024;4096,1,2048;2048,2048;1,16,4096,8;1,16,4096,8;;4096,1,2048"
+    assert fc.ascend_flops("FlashAttentionScoreGrad", grad_in, "", "4096,1,2048;4096,1,1024;4096,1,1024", "")[0] \
+        == 2.5 * FA_FWD == fc.FLASH_BACKWARD_FACTOR * FA_FWD
+    # BSH [B, S, H] with a different key length; BNSD / BSND [.., D]
+    bsh = fc.ascend_flops("FlashAttentionScore", "2,512,1024;2,256,1024;2,256,1024", "", "2,8,512,8;2,8,512,8;;"
+                          "2,512,1024", "")[0]
+    assert bsh == 4 * 2 * 8 * 512 * 256 * 128
+    assert fc.ascend_flops("FlashAttentionScore", "2,8,512,64;2,8,256,64;2,8,256,64", "", "2,8,512,8", "")[0] == \
+        4 * 2 * 8 * 512 * 256 * 64
+    assert fc.ascend_flops("FlashAttentionScore", "2,512,8,64;2,256,8,64;2,256,8,64", "", "2,8,512,8", "")[0] == \
+        4 * 2 * 8 * 512 * 256 * 64
+    # TND: the packed sequences' lengths are attributes: nothing counted, and why
+    f, note = fc.ascend_flops("FlashAttentionScore", "1024,8,64;1024,8,64;1024,8,64", "", "1024,8,8;1024,8,8", "")
+    assert f != f and "TND" in note
 
 
 # --------------------------------------------------------------------------- issue 25: one canonical table
