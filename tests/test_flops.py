@@ -95,6 +95,55 @@ def test_pp2x4_cube_vec_variant(pp2x4, tmp_path):
     assert sec["metrics"]["generations"] == ["ms2.0"]
     row0 = sec["tables"]["per_rank"][0]
     assert row0["cube_flops"] == pytest.approx(107146.763e6) and row0["vec_flops"] == 0
+    # seed row 46: the cube / vector split and the profiler's cube / vector rates per rank, on the page too
+    ref, _ = _norm_reference()
+    for r in ref["cluster_flops.get_flops()"]["result"]:
+        row = sec["tables"]["per_rank"][r["rank_id"]]
+        assert row["cube_flops_per_s"] == pytest.approx(r["cube_FLOPS"] * 1e9)
+        assert row["vec_flops_per_s"] == r["vec_FLOPS"] == 0
+        assert row["vec_utilization_ratio"] == pytest.approx(r["vec_FLOPS_Utilization"] / 100)
+    (o,) = run_sections(read_run(work), only=["flops"])
+    figs = {f.id: f for f in o.view.figures}
+    data = [v for v in figs["flops-cube-vec"].spec["datasets"].values()][0]
+    cube = {d["rank"]: d["flops"] for d in data if d["unit"] == "Cube"}
+    assert cube[2] == pytest.approx(329608.369e6) and {d["flops"] for d in data if d["unit"] == "Vector"} == {0}
+    labels = {c.label for t in o.view.tables if t.id == "flops-per-rank" for c in t.columns}
+    assert {"Cube FLOPs", "Vector FLOPs", "Cube rate", "Vector rate", "Vector utilisation"} <= labels
+    assert any("no vector FLOPs" in n for n in o.view.notes)
+    assert any("MFU not computed" in n for n in o.view.notes)  # the profiler's rate is not per second
+
+
+def test_rank_top_ops_keeps_n_per_rank_and_sums_the_rest():
+    ops = pd.DataFrame({"rank": [0, 0, 0, 0, 1, 1], "op": ["a", "b", "c", "d", "a", "b"],
+                        "flops": [5.0, 40.0, 3.0, 2.0, 1.0, float("nan")], "calls": [1, 2, 3, 4, 5, 6]})
+    top = fl.rank_top_ops(ops, n=2)
+    r0 = top[top["rank"] == 0]
+    assert r0["op"].tolist() == ["b", "a", fl.OTHER_OPS]
+    assert r0["flops"].tolist() == [40.0, 5.0, 5.0] and r0["others"].tolist() == [0, 0, 2]
+    assert r0["calls"].tolist() == [2, 1, 7]
+    assert top[top["rank"] == 1]["op"].tolist() == ["a"]  # a NaN (not counted) op is not drawn
+    assert fl.rank_top_ops(ops, ranks=[1], n=2)["rank"].unique().tolist() == [1]
+    assert top["flops"].sum() == ops["flops"].sum()  # nothing lost: the rest is in "other operators"
+
+
+def test_every_ranks_operators_are_reachable_from_the_grid():
+    """Seed row 45 (S0: click a device of the FLOPs grid -> its operators' FLOPs): the grid's click sets the rank
+    control, and the per-operator chart holds every rank's top operators (Ascend st/level2: ranks 0 and 2)."""
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    (o,) = run_sections(run, only=["flops"])
+    figs = {f.id: f for f in o.view.figures}
+    assert figs["flops-grid"].spec["usermeta"]["rg_click"] == {"field": "rank", "signal": "flops_rank"}
+    (ctl,) = [c for c in o.view.controls if c.signal == "flops_rank"]
+    assert [v for v, _ in ctl.options] == [0, 2]
+    spec = figs["flops-rank-ops"].spec
+    assert {"name": "flops_rank", "value": ctl.default} in spec["params"]
+    data = [v for v in spec["datasets"].values()][0]
+    ops = o.analysis.tables["ops"]
+    for rank in (0, 2):
+        mine = {d["op"]: d["flops"] for d in data if d["rank"] == rank}
+        assert mine["FlashAttentionScoreGrad"] == pytest.approx(
+            ops[(ops["rank"] == rank) & (ops["op"] == "FlashAttentionScoreGrad")]["flops"].iloc[0])
+        assert sum(mine.values()) == pytest.approx(o.analysis.tables["per_rank"].set_index("rank").loc[rank, "flops"])
 
 
 def test_flops_rule_fires_on_a_slow_rank():
