@@ -504,7 +504,7 @@ def _rank_ops_chart(ro: pd.DataFrame, default: int, est: bool) -> Figure:
 
 
 def _cube_vec_chart(pr: pd.DataFrame) -> Figure:
-    """Stacked bars per rank: the profiler's cube and vector FLOPs (MindSpore flops_summary cube_FLOPs / vec_FLOPs)."""
+    """Stacked bars per rank: the profiler's cube and vector FLOPs (``rank_flops.cube_flops`` / ``vec_flops``)."""
     rows = []
     for part, col in (("Cube", "cube_flops"), ("Vector", "vec_flops")):
         x = pr[["rank", col, f"{col}_per_s"] if f"{col}_per_s" in pr else ["rank", col]].rename(
