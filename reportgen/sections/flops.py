@@ -315,7 +315,7 @@ def analyze(run: Run, options=None) -> Analysis:
         metrics["mfu_note"] = ("not computed: the profiler's FLOPs/FLOPS are not per wall-clock second; see "
                                "utilization_ratio (the profiler's own share of the AI Core peak)")
     elif not peak:
-        metrics["mfu_note"] = "not computed: peak unknown (pass --peak-tflops, or a trace naming a known device)"
+        metrics["mfu_note"] = "not computed: peak unknown (pass peak_tflops, or a trace naming a known device)"
     if d.get("ops") is not None and not d["ops"].empty:
         shown = th.ranks_shown(per_rank.set_index("rank")["flops"])
         a_rank_ops = rank_top_ops(d["ops"], shown)
@@ -551,6 +551,11 @@ def present(a: Analysis) -> View:
                                        "rg_click": {"field": "rank", "signal": "flops_rank"}}
         figures[0].caption += " Click a cell to see its rank's operators below."
         figures.append(_rank_ops_chart(ro, default, est))
+        if len(ranks) < len(pr):
+            figures[-1].caption += (f" It holds {len(ranks)} of the {len(pr):,} ranks (above {th.PAGE_RANKS_ALL} "
+                                    f"ranks: the {th.PAGE_RANKS_EXTREMES} with the most and the least FLOPs and the "
+                                    "median rank; a click on another rank's cell changes nothing); the per-operator "
+                                    "table holds the others (filter it by rank).")
     split = [c for c in ("cube_flops", "vec_flops") if c in pr and pr[c].notna().any()]
     if split:
         figures.append(_cube_vec_chart(pr))
@@ -627,8 +632,9 @@ def present(a: Analysis) -> View:
                      "FLOPs, read their channels from a C0-padded device format (NC1HWC0 / FRACTAL_Z): counted as the "
                      "cube computes them, an upper bound of the model's FLOPs when a channel count is not a "
                      "multiple of 8 (float32) or 16 (float16).")
-    if m.get("mfu_note"):
-        notes.append("MFU " + m["mfu_note"] + ".")
+    if m.get("mfu_note"):  # the option's name on the command line
+        notes.append("MFU " + m["mfu_note"].replace("pass peak_tflops", "pass --peak-tflops, the TFLOP/s of one "
+                                                    "device,") + ".")
     elif m.get("peak_source"):
         notes.append(f"MFU uses the peak {m['peak_source']}; a float32 model measured against a 16-bit peak shows "
                      "a low MFU by construction.")
