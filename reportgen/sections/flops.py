@@ -558,7 +558,10 @@ def present(a: Analysis) -> View:
                                     "table holds the others (filter it by rank).")
     split = [c for c in ("cube_flops", "vec_flops") if c in pr and pr[c].notna().any()]
     if split:
-        figures.append(_cube_vec_chart(pr))
+        shown = th.ranks_shown(pr.set_index("rank")["flops"])
+        figures.append(_cube_vec_chart(pr if shown is None else pr[pr["rank"].isin(shown)]))
+        if shown is not None:
+            figures[-1].caption += " " + th.ranks_shown_note(shown, len(pr), "FLOPs")
     if pr["flops_per_s"].notna().any():
         figures.append(_bars(pr, m["flops_per_s_mean"]))
     if "per_stage" in a.tables and len(a.tables["per_stage"]) > 1:
