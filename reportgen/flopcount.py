@@ -27,8 +27,10 @@ Two ways shapes reach these formulas:
   channel counts are multiples of C0 (C0 = 8 or 16), an upper bound otherwise (AlexNet's first conv: 3 input
   channels computed as 8). Such kernels are counted and listed (``note`` = :data:`PADDED`). A shape the format
   leaves ambiguous (``FRACTAL_NZ`` matmuls, formats not listed here, shapes that do not agree with each other,
-  attention kernels whose layout BSH/SBH/BNSD/BSND/TND and mask are op attributes, not shapes) counts nothing:
-  FLOPs NaN and the reason in ``note``.
+  attention in the packed layout TND or other attention kernels) counts nothing: FLOPs NaN and the reason in
+  ``note``. FlashAttentionScore(Grad) is counted from its shapes (:func:`_ascend_attention`: the layout BSH / SBH /
+  BNSD / BSND is read from the query and the softmax statistics), dense (note :data:`ATTENTION_DENSE`), backward
+  :data:`FLASH_BACKWARD_FACTOR` forwards.
 """
 
 from __future__ import annotations
@@ -84,6 +86,25 @@ def attention_flops(b: int, h: int, s_q: int, s_kv: int, d_qk: int, d_v: int, ba
     ``sdpa_backward_flop_count``; a causal mask is not taken off, as there)."""
     fwd = 2.0 * b * h * s_q * s_kv * (d_qk + d_v)
     return 2 * fwd if backward else fwd
+
+
+#: FlashAttention's backward kernel = this many forward passes: the four matmuls of the gradients (grad-V, grad-P,
+#: grad-Q, grad-K = 2 forwards) plus the recomputed QKᵀ (0.5 forward), as the FlashAttention authors count it
+#: (Dao-AILab/flash-attention ``benchmarks/benchmark_flash_attention.py``: "1 for fwd, 2.5 for bwd (2.0 for bwd + 0.5
+#: for recompute)"; FlashAttention-2 paper, Dao 2023, §4.1). torch's ``sdpa_backward_flop_count`` (2 forwards, no
+#: recompute) stays the count of the PyTorch aten ops.
+FLASH_BACKWARD_FACTOR = 2.5
+#: ``op_flops.note`` of a counted FlashAttention kernel: the mask is an op attribute, so the count is dense
+ATTENTION_DENSE = ("attention counted dense (4·B·N·S_q·S_kv·D): a causal / sparse mask (sparse_mode, an op "
+                   "attribute) is not taken off, so a causal model computes about half of it")
+
+
+def flash_attention_flops(b: int, n: int, s_q: int, s_kv: int, d: int, backward: bool = False) -> float:
+    """FlashAttention (Ascend ``FlashAttentionScore`` / ``FlashAttentionScoreGrad``): forward 4·B·N·S_q·S_kv·D = the
+    two matmuls QKᵀ and PV (:func:`attention_flops` with D_qk = D_v = D; N = the query heads, GQA's fewer key/value
+    heads change no FLOP); backward :data:`FLASH_BACKWARD_FACTOR` × the forward (its recompute included)."""
+    fwd = attention_flops(b, n, s_q, s_kv, d, d)
+    return FLASH_BACKWARD_FACTOR * fwd if backward else fwd
 
 
 def device_rate(flops: float, device_ms: float) -> float:
@@ -362,6 +383,43 @@ def _ascend_conv(op_type: str, ins, in_f, outs, out_f) -> tuple[float, bool]:
     return _conv(x, xf, w, wf, y, yf)
 
 
+def _ascend_attention(op_type: str, ins, outs) -> float:
+    """FlashAttentionScore(Grad) from its shapes (:func:`flash_attention_flops`). The softmax statistics
+    (softmax_max: an output of the forward, an input of the backward) are [B, N, S_q, 8] (layouts BSH, SBH, BNSD,
+    BSND) or [T, N, 8] (TND). They give B, N and S_q; the query (the first input) then tells the layout: 3-D
+    [B, S, H] = BSH or [S, B, H] = SBH with D = H / N; 4-D [B, N, S, D] = BNSD or [B, S, N, D] = BSND; the key's
+    sequence axis is S_kv. TND (packed variable-length sequences: their lengths are op attributes) counts nothing.
+    Shapes that fit no layout, or fit two with different counts, count nothing."""
+    backward = "grad" in op_type.lower()
+    stats = [s for s in ((ins[4:] if backward else outs) or []) if len(s) in (3, 4) and s[-1] == 8]
+    if len(ins) < 2 or not stats:
+        raise Ambiguous("attention without the softmax statistics shape [B, N, S, 8]")
+    q, k, st = ins[0], ins[1], stats[0]
+    if len(st) == 3:
+        raise Ambiguous("attention in layout TND: the sequence lengths are op attributes")
+    b, n, s_q = st[0], st[1], st[2]
+    if n <= 0 or len(k) != len(q):
+        raise Ambiguous("attention shapes do not agree")
+    counts = set()
+    if len(q) == 3:
+        if q[2] % n:
+            raise Ambiguous("query hidden size is not a multiple of the heads")
+        d = q[2] // n
+        if q[0] == b and q[1] == s_q:  # BSH
+            counts.add(flash_attention_flops(b, n, s_q, k[1], d, backward))
+        if q[0] == s_q and q[1] == b:  # SBH
+            counts.add(flash_attention_flops(b, n, s_q, k[0], d, backward))
+    elif len(q) == 4:
+        if q[0] == b and q[1] == n and q[2] == s_q:  # BNSD
+            counts.add(flash_attention_flops(b, n, s_q, k[2], q[3], backward))
+        if q[0] == b and q[1] == s_q and q[2] == n:  # BSND
+            counts.add(flash_attention_flops(b, n, s_q, k[1], q[3], backward))
+    if len(counts) != 1:
+        raise Ambiguous("attention shapes fit no layout (BSH/SBH/BNSD/BSND)" if not counts
+                        else "attention shapes fit two layouts with different counts")
+    return counts.pop()
+
+
 def ascend_flops(op_type, input_shapes, input_formats, output_shapes, output_formats) -> tuple[float, str]:
     """(FLOPs, note) of one Ascend kernel from its device shapes and formats (module doc). FLOPs NaN when not
     counted, and ``note`` says why; a counted kernel's note is "" or :data:`PADDED`."""
@@ -369,14 +427,16 @@ def ascend_flops(op_type, input_shapes, input_formats, output_shapes, output_for
     method = ascend_method(t)
     if method is None:
         return math.nan, "not a counted op type"
-    if method == ATTENTION:
-        return math.nan, "attention: the layout (BSH/SBH/BNSD/BSND/TND) and mask are op attributes, not shapes"
     ins, outs = parse_shapes(input_shapes), parse_shapes(output_shapes)
     if ins is None or outs is None:
         return math.nan, "shapes not readable"
     in_f = parse_formats(input_formats) if input_formats is not None else []
     out_f = parse_formats(output_formats) if output_formats is not None else []
     try:
+        if method == ATTENTION:
+            if not re.match(r"^FlashAttentionScore(Grad)?(V\d)?$", t):
+                raise Ambiguous(f"attention kernel {t}: its layout and sequence lengths are op attributes")
+            return _ascend_attention(t, ins, outs), ATTENTION_DENSE
         if method == MATMUL:
             f, padded = _ascend_matmul(t, ins, in_f, outs, out_f), False
         else:

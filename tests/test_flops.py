@@ -95,6 +95,55 @@ def test_pp2x4_cube_vec_variant(pp2x4, tmp_path):
     assert sec["metrics"]["generations"] == ["ms2.0"]
     row0 = sec["tables"]["per_rank"][0]
     assert row0["cube_flops"] == pytest.approx(107146.763e6) and row0["vec_flops"] == 0
+    # seed row 46: the cube / vector split and the profiler's cube / vector rates per rank, on the page too
+    ref, _ = _norm_reference()
+    for r in ref["cluster_flops.get_flops()"]["result"]:
+        row = sec["tables"]["per_rank"][r["rank_id"]]
+        assert row["cube_flops_per_s"] == pytest.approx(r["cube_FLOPS"] * 1e9)
+        assert row["vec_flops_per_s"] == r["vec_FLOPS"] == 0
+        assert row["vec_utilization_ratio"] == pytest.approx(r["vec_FLOPS_Utilization"] / 100)
+    (o,) = run_sections(read_run(work), only=["flops"])
+    figs = {f.id: f for f in o.view.figures}
+    data = [v for v in figs["flops-cube-vec"].spec["datasets"].values()][0]
+    cube = {d["rank"]: d["flops"] for d in data if d["unit"] == "Cube"}
+    assert cube[2] == pytest.approx(329608.369e6) and {d["flops"] for d in data if d["unit"] == "Vector"} == {0}
+    labels = {c.label for t in o.view.tables if t.id == "flops-per-rank" for c in t.columns}
+    assert {"Cube FLOPs", "Vector FLOPs", "Cube rate", "Vector rate", "Vector utilisation"} <= labels
+    assert any("no vector FLOPs" in n for n in o.view.notes)
+    assert any("MFU not computed" in n for n in o.view.notes)  # the profiler's rate is not per second
+
+
+def test_rank_top_ops_keeps_n_per_rank_and_sums_the_rest():
+    ops = pd.DataFrame({"rank": [0, 0, 0, 0, 1, 1], "op": ["a", "b", "c", "d", "a", "b"],
+                        "flops": [5.0, 40.0, 3.0, 2.0, 1.0, float("nan")], "calls": [1, 2, 3, 4, 5, 6]})
+    top = fl.rank_top_ops(ops, n=2)
+    r0 = top[top["rank"] == 0]
+    assert r0["op"].tolist() == ["b", "a", fl.OTHER_OPS]
+    assert r0["flops"].tolist() == [40.0, 5.0, 5.0] and r0["others"].tolist() == [0, 0, 2]
+    assert r0["calls"].tolist() == [2, 1, 7]
+    assert top[top["rank"] == 1]["op"].tolist() == ["a"]  # a NaN (not counted) op is not drawn
+    assert fl.rank_top_ops(ops, ranks=[1], n=2)["rank"].unique().tolist() == [1]
+    assert top["flops"].sum() == ops["flops"].sum()  # nothing lost: the rest is in "other operators"
+
+
+def test_every_ranks_operators_are_reachable_from_the_grid():
+    """Seed row 45 (S0: click a device of the FLOPs grid -> its operators' FLOPs): the grid's click sets the rank
+    control, and the per-operator chart holds every rank's top operators (Ascend st/level2: ranks 0 and 2)."""
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
+    (o,) = run_sections(run, only=["flops"])
+    figs = {f.id: f for f in o.view.figures}
+    assert figs["flops-grid"].spec["usermeta"]["rg_click"] == {"field": "rank", "signal": "flops_rank"}
+    (ctl,) = [c for c in o.view.controls if c.signal == "flops_rank"]
+    assert [v for v, _ in ctl.options] == [0, 2]
+    spec = figs["flops-rank-ops"].spec
+    assert {"name": "flops_rank", "value": ctl.default} in spec["params"]
+    data = [v for v in spec["datasets"].values()][0]
+    ops = o.analysis.tables["ops"]
+    for rank in (0, 2):
+        mine = {d["op"]: d["flops"] for d in data if d["rank"] == rank}
+        assert mine["FlashAttentionScoreGrad"] == pytest.approx(
+            ops[(ops["rank"] == rank) & (ops["op"] == "FlashAttentionScoreGrad")]["flops"].iloc[0])
+        assert sum(mine.values()) == pytest.approx(o.analysis.tables["per_rank"].set_index("rank").loc[rank, "flops"])
 
 
 def test_flops_rule_fires_on_a_slow_rank():
@@ -266,7 +315,7 @@ def test_ascend_flops_estimated_from_matmul_shapes():
     f, note = mm("2,8,16,16;8,2,16,16", "8,8,16,16", "FRACTAL_NZ;FRACTAL_NZ", "FRACTAL_NZ")
     assert f != f and note.startswith("ambiguous") and "FRACTAL_NZ" in note  # padded, blocked: counts nothing
     f, note = mm("8,128,4096;8,128,4096;8,128,4096", "8,128,4096", t="FlashAttentionScore")
-    assert f != f and "layout" in note
+    assert f != f and "softmax statistics" in note  # no [B, N, S, 8] shape: the heads are unknown
     run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
     (o,) = run_sections(run, only=["flops"])
     assert o.status == "ok"
@@ -274,13 +323,41 @@ def test_ascend_flops_estimated_from_matmul_shapes():
     assert set(pr.index) == {0, 2}  # ranks 1 and 3 shipped no kernel_details.csv
     assert pr.loc[0, "flops"] > 1e12 and o.analysis.metrics["flops_estimate"] is True
     assert "matmul" in o.analysis.metrics["flops_source"]
-    # the format leaves two MatMulV2 ambiguous (FRACTAL_NZ) and attention's layout is not in its shapes: nothing
-    # counted for them, and the metrics say so
+    # the format leaves two MatMulV2 ambiguous (FRACTAL_NZ): nothing counted for them, and the metrics say so
     nc = o.analysis.metrics["ops_not_counted"]
     assert nc["ambiguous: matmul in format FRACTAL_NZ"] == {"MatMulV2": 2}
-    assert set(next(v for k, v in nc.items() if k.startswith("attention"))) == {"FlashAttentionScore",
-                                                                                "FlashAttentionScoreGrad"}
-    assert o.analysis.metrics["ops_counted"] == ["MatMulV2", "MatMulV3"]
+    # FlashAttention is counted from its shapes (SBH: q [S=4096, B=1, H=2048], softmax_max [B, N=16, S, 8]: D = 128)
+    assert o.analysis.metrics["ops_counted"] == ["FlashAttentionScore", "FlashAttentionScoreGrad", "MatMulV2",
+                                                 "MatMulV3"]
+    assert set(o.analysis.metrics["ops_counted_with_caveat"][fc.ATTENTION_DENSE]) == {"FlashAttentionScore",
+                                                                                       "FlashAttentionScoreGrad"}
+    ops = o.analysis.tables["ops"].set_index(["rank", "op"])
+    assert ops.loc[(0, "FlashAttentionScore"), "flops"] == ops.loc[(0, "FlashAttentionScore"), "calls"] * FA_FWD
+
+
+#: one FlashAttentionScore kernel of the st/level2 fixture (rank 0's kernel_details.csv): layout SBH, GQA (8 kv heads)
+FA_IN = "4096,1,2048;4096,1,1024;4096,1,1024;;;;2048,2048;;;;;;;;"
+FA_OUT = "1,16,4096,8;1,16,4096,8;;4096,1,2048"
+FA_FWD = 4 * 1 * 16 * 4096 * 4096 * 128  # 4·B·N·S_q·S_kv·D
+
+
+def test_flash_attention_counted_from_its_shapes_in_every_layout():
+    f, note = fc.ascend_flops("FlashAttentionScore", f'"{FA_IN}"', "NCL;NCL;NCL", f'"{FA_OUT}"', "ND")
+    assert (f, note) == (FA_FWD, fc.ATTENTION_DENSE)
+    grad_in = "4096,1,2048;4096,1,1024;4096,1,1024;4096,1,2048;2048,2048;1,16,4096,8;1,16,4096,8;;4096,1,2048"
+    assert fc.ascend_flops("FlashAttentionScoreGrad", grad_in, "", "4096,1,2048;4096,1,1024;4096,1,1024", "")[0] \
+        == 2.5 * FA_FWD == fc.FLASH_BACKWARD_FACTOR * FA_FWD
+    # BSH [B, S, H] with a different key length; BNSD / BSND [.., D]
+    bsh = fc.ascend_flops("FlashAttentionScore", "2,512,1024;2,256,1024;2,256,1024", "", "2,8,512,8;2,8,512,8;;"
+                          "2,512,1024", "")[0]
+    assert bsh == 4 * 2 * 8 * 512 * 256 * 128
+    assert fc.ascend_flops("FlashAttentionScore", "2,8,512,64;2,8,256,64;2,8,256,64", "", "2,8,512,8", "")[0] == \
+        4 * 2 * 8 * 512 * 256 * 64
+    assert fc.ascend_flops("FlashAttentionScore", "2,512,8,64;2,256,8,64;2,256,8,64", "", "2,8,512,8", "")[0] == \
+        4 * 2 * 8 * 512 * 256 * 64
+    # TND: the packed sequences' lengths are attributes: nothing counted, and why
+    f, note = fc.ascend_flops("FlashAttentionScore", "1024,8,64;1024,8,64;1024,8,64", "", "1024,8,8;1024,8,8", "")
+    assert f != f and "TND" in note
 
 
 # --------------------------------------------------------------------------- issue 25: one canonical table

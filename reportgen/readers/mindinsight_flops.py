@@ -132,6 +132,7 @@ def flops_summary_rows(path, rank: int, problems: list) -> dict[str, list[dict]]
         return {}
     row = {"rank": int(rank), "flops": mf * 1e6, "flops_per_s": gf * 1e9, "utilization_ratio": util / 100,
            "cube_flops": cube_mf * 1e6, "vec_flops": vec_mf * 1e6, "vec_utilization_ratio": vec_util / 100,
+           "cube_flops_per_s": cube_gf * 1e9, "vec_flops_per_s": vec_gf * 1e9,
            "generation": generation}
     return {"mi_flops": [row]}
 

@@ -37,7 +37,7 @@ from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_
                       tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
-from ..report import rank_ranges, Analysis, Column, Figure, Finding, Table, View
+from ..report import rank_ranges, Analysis, Column, Control, Figure, Finding, Table, View
 from . import needs_reason, with_sources
 
 ID = "flops"
@@ -69,6 +69,35 @@ NEEDS = (("op_flops", "rank_flops"),)
 
 #: op_flops.method values that are counted from shapes by reportgen (an estimate), not by the profiler
 ESTIMATED = (fc.MATMUL, fc.CONVOLUTION, fc.ATTENTION)
+
+
+#: Operators per rank the per-rank operator chart keeps (largest FLOPs first); the rest of the rank's counted operators
+#: are one "other operators" bar (the page budget: top-N per rank, the rest aggregated)
+RANK_TOP_OPS = 12
+#: label of that bar
+OTHER_OPS = "other operators"
+
+
+def rank_top_ops(ops: pd.DataFrame, ranks=None, n: int = RANK_TOP_OPS) -> pd.DataFrame:
+    """rank, op, flops, calls (when known) of the ``n`` operators with the most FLOPs of each rank (of ``ranks``;
+    None: every rank), and one row ``OTHER_OPS`` per rank summing the rest (its ``others`` = how many operators it
+    holds; 0 on the kept rows)."""
+    o = ops[ops["flops"].notna()]
+    if ranks is not None:
+        o = o[o["rank"].isin(list(ranks))]
+    o = o.sort_values(["rank", "flops", "op"], ascending=[True, False, True], kind="stable")
+    keep = o.groupby("rank").cumcount() < n
+    cols = ["rank", "op", "flops"] + (["calls"] if "calls" in o else [])
+    top = o.loc[keep, cols].assign(others=0)
+    rest = o[~keep]
+    if not rest.empty:
+        agg = {"flops": ("flops", "sum"), "others": ("flops", "size")}
+        if "calls" in rest:
+            agg["calls"] = ("calls", "sum")
+        r = rest.groupby("rank").agg(**agg).reset_index().assign(op=OTHER_OPS)
+        top = pd.concat([top, r[top.columns]], ignore_index=True)
+    top["rank"] = top["rank"].astype(int)
+    return top.sort_values(["rank", "flops"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
 def severity(gap: float) -> str:
@@ -171,7 +200,8 @@ def _from_ops(run: Run, ops: pd.DataFrame, options=None) -> dict:
 
 def _from_ranks(run: Run, rf: pd.DataFrame) -> dict:
     per_rank = rf[[c for c in ("rank", "flops", "flops_per_s", "utilization_ratio", "vec_utilization_ratio",
-                               "cube_flops", "vec_flops", "generation") if c in rf]].copy()
+                               "cube_flops", "vec_flops", "cube_flops_per_s", "vec_flops_per_s", "generation")
+                        if c in rf]].copy()
     meta = {"flops_source": "the profiler's own per-rank counts (" + ", ".join(
                 sorted(rf["method"].astype(str).unique())) + ")" if "method" in rf else "the profiler's own counts",
             "flops_estimate": False,
@@ -286,8 +316,14 @@ def analyze(run: Run, options=None) -> Analysis:
                                "utilization_ratio (the profiler's own share of the AI Core peak)")
     elif not peak:
         metrics["mfu_note"] = "not computed: peak unknown (pass peak_tflops, or a trace naming a known device)"
+    if d.get("ops") is not None and not d["ops"].empty:
+        shown = th.ranks_shown(per_rank.set_index("rank")["flops"])
+        a_rank_ops = rank_top_ops(d["ops"], shown)
+    else:
+        a_rank_ops = None
     a = Analysis(metrics=metrics, tables=tables,
-                 data={"hosts_known": bool(run.hosts) and all(run.hosts.get(int(r)) for r in per_rank["rank"])
+                 data={"rank_ops": a_rank_ops,
+                       "hosts_known": bool(run.hosts) and all(run.hosts.get(int(r)) for r in per_rank["rank"])
                        and all(run.devices.get(int(r)) is not None for r in per_rank["rank"]),
                        "missing_ranks": list(run.missing_ranks)})
     a.findings = findings(a)
@@ -440,6 +476,60 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
                   alt="Bar chart of FLOPs per rank by pipeline stage")
 
 
+#: the per-rank operator chart's filter on the rank control (``flops_rank``: a rank id, data, never code)
+RANK_FILTER = "datum.rank == flops_rank"
+
+
+def _rank_ops_chart(ro: pd.DataFrame, default: int, est: bool) -> Figure:
+    """Bars of the operators' FLOPs of the rank chosen in the control (the seed's click on a device of the grid)."""
+    df = ro.copy()
+    unit, factor = fmt.unit_for("flop", df["flops"])
+    tips = [vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("op:N", title="Operator"),
+            tip("flops_u", "FLOPs" + (", estimate" if est else ""), unit)]
+    if "calls" in df:
+        tips.append(vl.Tooltip("calls:Q", title="Calls", format=fmt.D3_INT))
+    tips.append(vl.Tooltip("others:Q", title="Operators in the bar (other operators)", format=fmt.D3_INT))
+    chart = in_unit(vl.Chart(df), factor, "flops").transform_filter(RANK_FILTER).mark_bar(
+        color=palette.ROLE["compute"]).encode(
+        y=vl.Y("op:N", title=None, sort="-x", axis=vl.Axis(labelLimit=320)),
+        x=vl.X("flops_u:Q", axis=vl.Axis(**axis("FLOPs", unit))), tooltip=tips).add_params(
+        vl.param(name="flops_rank", value=default))
+    caption = (f"The operators of the rank chosen in 'Rank (operator FLOPs)' or clicked in the grid above, most FLOPs "
+               f"first: the {RANK_TOP_OPS} largest of each rank, the rest summed in '{OTHER_OPS}'.")
+    return Figure("flops-rank-ops", "FLOPs per operator of one rank", to_spec(fit(chart, {"step": 16})),
+                  caption=caption,
+                  static_caption=caption.replace("chosen in 'Rank (operator FLOPs)' or clicked in the grid above",
+                                                 f"with the most FLOPs (rank {default})"),
+                  alt="Bars of FLOPs per operator of one rank")
+
+
+def _cube_vec_chart(pr: pd.DataFrame) -> Figure:
+    """Stacked bars per rank: the profiler's cube and vector FLOPs (``rank_flops.cube_flops`` / ``vec_flops``)."""
+    rows = []
+    for part, col in (("Cube", "cube_flops"), ("Vector", "vec_flops")):
+        x = pr[["rank", col, f"{col}_per_s"] if f"{col}_per_s" in pr else ["rank", col]].rename(
+            columns={col: "flops", f"{col}_per_s": "flops_per_s"})
+        rows.append(x.assign(unit=part))
+    df = pd.concat(rows, ignore_index=True)
+    if "flops_per_s" not in df:
+        df["flops_per_s"] = math.nan
+    df = df[df["flops"].notna()]
+    unit, factor = fmt.unit_for("flop", df["flops"])
+    r_unit, r_factor = fmt.unit_for("flops", df["flops_per_s"])
+    chart = in_unit(vl.Chart(df), factor, "flops").transform_calculate(
+        flops_per_s_u=f"datum.flops_per_s / {float(r_factor)!r}").mark_bar().encode(
+        x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
+        y=vl.Y("flops_u:Q", stack="zero", axis=vl.Axis(**axis("FLOPs", unit))),
+        color=vl.Color("unit:N", title="Unit", legend=vl.Legend(orient="bottom"), scale=vl.Scale(
+            domain=["Cube", "Vector"], range=[palette.ROLE["compute"], palette.ROLE["compute_range"]])),
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("unit:N", title="Unit"),
+                 tip("flops_u", "FLOPs", unit), tip("flops_per_s_u", "Profiler rate", r_unit)])
+    return Figure("flops-cube-vec", "Cube and vector FLOPs per rank", to_spec(fit(chart, 220)),
+                  caption="The profiler's own split (flops_summary cube_FLOPs / vec_FLOPs): the cube unit does "
+                          "matrix multiplications, the vector unit element-wise work.",
+                  alt="Stacked bars of cube and vector FLOPs per rank")
+
+
 _ranges = rank_ranges
 
 
@@ -448,6 +538,30 @@ def present(a: Analysis) -> View:
     pr = a.tables["per_rank"]
     est = m.get("flops_estimate")
     figures = [_grid(pr, a.data["hosts_known"])]
+    controls = []
+    ro = a.data.get("rank_ops")
+    if ro is not None and not ro.empty:
+        flops_of = pr.set_index("rank")["flops"]
+        ranks = sorted(int(r) for r in ro["rank"].unique())
+        default = max(ranks, key=lambda r: (flops_of.get(r, 0.0), -r))
+        controls.append(Control("flops_rank", "Rank (operator FLOPs)",
+                                [(r, f"rank {r} ({fmt.quantity(float(flops_of.get(r, math.nan)), 'flop')})")
+                                 for r in ranks], default))
+        figures[0].spec["usermeta"] = {**figures[0].spec.get("usermeta", {}),
+                                       "rg_click": {"field": "rank", "signal": "flops_rank"}}
+        figures[0].caption += " Click a cell to see its rank's operators below."
+        figures.append(_rank_ops_chart(ro, default, est))
+        if len(ranks) < len(pr):
+            figures[-1].caption += (f" It holds {len(ranks)} of the {len(pr):,} ranks (above {th.PAGE_RANKS_ALL} "
+                                    f"ranks: the {th.PAGE_RANKS_EXTREMES} with the most and the least FLOPs and the "
+                                    "median rank; a click on another rank's cell changes nothing); the per-operator "
+                                    "table holds the others (filter it by rank).")
+    split = [c for c in ("cube_flops", "vec_flops") if c in pr and pr[c].notna().any()]
+    if split:
+        shown = th.ranks_shown(pr.set_index("rank")["flops"])
+        figures.append(_cube_vec_chart(pr if shown is None else pr[pr["rank"].isin(shown)]))
+        if shown is not None:
+            figures[-1].caption += " " + th.ranks_shown_note(shown, len(pr), "FLOPs")
     if pr["flops_per_s"].notna().any():
         figures.append(_bars(pr, m["flops_per_s_mean"]))
     if "per_stage" in a.tables and len(a.tables["per_stage"]) > 1:
@@ -463,6 +577,14 @@ def present(a: Analysis) -> View:
                                 "a fraction"))
     if pr["mfu_ratio"].notna().any():
         cols.append(Column("mfu_ratio", "MFU", "ratio", help=f"FLOP/s / peak ({m['peak_source']})"))
+    for c, lbl, k, hlp in (("cube_flops", "Cube FLOPs", "flop", "the profiler's cube_FLOPs"),
+                           ("vec_flops", "Vector FLOPs", "flop", "the profiler's vec_FLOPs"),
+                           ("cube_flops_per_s", "Cube rate", "flops", "the profiler's cube_FLOPS"),
+                           ("vec_flops_per_s", "Vector rate", "flops", "the profiler's vec_FLOPS"),
+                           ("vec_utilization_ratio", "Vector utilisation", "ratio",
+                            "the profiler's vec_FLOPS_Utilization as a fraction")):
+        if c in pr and pr[c].notna().any():
+            cols.append(Column(c, lbl, k, help=hlp))
     if "generation" in pr:
         cols.append(Column("generation", "File generation", "text"))
     tables = [Table.from_frame("flops-per-rank", "Per rank", pr, cols,
@@ -493,7 +615,8 @@ def present(a: Analysis) -> View:
     notes = []
     formulas = {fc.MATMUL: "2·M·N·K per matmul",
                 fc.CONVOLUTION: "2·N·C_out·output size·C_in/groups·kernel size per convolution and per backprop",
-                fc.ATTENTION: "the two matmuls of attention (QKᵀ, PV; backward twice)"}
+                fc.ATTENTION: "the two matmuls of attention (QKᵀ, PV; backward twice the forward for PyTorch's ops, "
+                              f"{fc.FLASH_BACKWARD_FACTOR:g}× for FlashAttention kernels, which recompute QKᵀ)"}
     if est:
         notes.append(f"FLOPs are an ESTIMATE from the op shapes, counting {', '.join(m['ops_counted'])}: "
                      + "; ".join(formulas[x] for x in m["methods"] if x in formulas)
@@ -512,8 +635,9 @@ def present(a: Analysis) -> View:
                      "FLOPs, read their channels from a C0-padded device format (NC1HWC0 / FRACTAL_Z): counted as the "
                      "cube computes them, an upper bound of the model's FLOPs when a channel count is not a "
                      "multiple of 8 (float32) or 16 (float16).")
-    if m.get("mfu_note"):
-        notes.append("MFU " + m["mfu_note"] + ".")
+    if m.get("mfu_note"):  # the option's name on the command line
+        notes.append("MFU " + m["mfu_note"].replace("pass peak_tflops", "pass --peak-tflops, the TFLOP/s of one "
+                                                    "device,") + ".")
     elif m.get("peak_source"):
         notes.append(f"MFU uses the peak {m['peak_source']}; a float32 model measured against a 16-bit peak shows "
                      "a low MFU by construction.")
@@ -527,4 +651,6 @@ def present(a: Analysis) -> View:
     if m.get("flops_per_s_refused"):
         notes.append("FLOP rate not shown for rank(s) " + ", ".join(m["flops_per_s_refused"]) + ": above a plausible "
                      "device peak (listed as a data problem).")
-    return View(summary=summary, figures=figures, tables=tables, notes=notes)
+    if split and "vec_flops" in pr and pr["vec_flops"].notna().any() and (pr["vec_flops"].fillna(0) == 0).all():
+        notes.append("The profiler counts no vector FLOPs on any rank (vec_FLOPs 0): all counted work is on the cube.")
+    return View(summary=summary, figures=figures, tables=tables, notes=notes, controls=controls)
