@@ -306,6 +306,8 @@ def present(a: Analysis) -> View:
             Column("min_ms", "Min", "ms"), Column("max_ms", "Max", "ms"),
             Column("std_ms", "Std", "ms", help="sample standard deviation (ddof 1), as HTA and msprof-analyze; empty "
                                                "for one call or a profiler's pre-aggregated row")]
+    # the two widest tables leave out Min (it fits an A4 page in print; the metrics JSON keeps every column)
+    narrow = [c for c in stat if c.key != "min_ms"]
     tables = [
         Table.from_frame("operators-types-table", "Op types over every rank", types,
                          [Column("type", "Op type", "text"), Column("engine", "Engine", "text"),
@@ -319,21 +321,22 @@ def present(a: Analysis) -> View:
                                  "per-rank totals of the type (a rank without it counts 0)."),
         Table.from_frame("operators-rank-types", "Per rank and op type", rank_type,
                          [Column("rank", "Rank", "rank"), Column("type", "Op type", "text"),
-                          Column("engine", "Engine", "text")] + stat
+                          Column("engine", "Engine", "text")] + narrow
                          + [Column("share_ratio", "Share of rank", "ratio"),
                             Column("per_step_ms", "Per step", "ms", help="total in the steps in scope / the rank's steps in scope "
                                                                      "with operators (warm-up left out)")],
-                         caption="Every (rank, op type, engine): the op_statistic / compute_op_sum view of every rank. "
-                                 "Filter the Rank column to see one rank."),
+                         caption="Every (rank, op type, engine): the op_statistic / compute_op_sum view of every rank "
+                                 "(min: in the metrics JSON). Filter the Rank column to see one rank."),
         Table.from_frame("operators-rank-names", "Top operators per rank", t["rank_name_ops"],
                          [Column("rank", "Rank", "rank"), Column("name", "Operator", "text")] + stat[:5]
                          + [Column("share_ratio", "Share of rank", "ratio")],
                          caption=f"Per rank its {TOP_NAMES} operators with the most time plus one 'others' row."),
         Table.from_frame("operators-type-names", "Operators per op type", t["type_name_ops"],
-                         [Column("type", "Op type", "text"), Column("name", "Operator", "text")] + stat
+                         [Column("type", "Op type", "text"), Column("name", "Operator", "text")]
+                         + [c for c in narrow if c.key != "std_ms"]
                          + [Column("share_of_type_ratio", "Share of type", "ratio"), Column("ranks", "Ranks", "int")],
                          caption="Every operator of every op type over all ranks (filter the Op type column: the "
-                                 "static form of clicking a type)."),
+                                 "static form of clicking a type). Min and std: in the metrics JSON."),
         Table.from_frame("operators-rank-engines", "Engine time per rank", t["rank_engine_ops"],
                          [Column("rank", "Rank", "rank"), Column("engine", "Engine", "text"),
                           Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"),
