@@ -12,7 +12,11 @@ which :mod:`reportgen.opstats` computes (the one place for op rows and their sta
 * ``rank_type_ops`` (per rank, op type and engine: count, total_ms, per_step_ms) -> per (rank, type) count and
   total, and each rank's steps = total_ms / per_step_ms (the steps its op rows fall in, opstats.steps_per_rank);
 * ``type_name_ops`` (per op type and operator name over the cluster: count, total_ms);
-* ``comm_type_ops`` (per rank and communication op type: count, total_ms; msprof-analyze ``hccl_sum``).
+* ``comm_type_ops`` (per rank and communication op type: count, total_ms, per_step_ms; msprof-analyze
+  ``hccl_sum``) -> each rank's communication steps = total_ms / per_step_ms (its steps with communication ops).
+
+Both sections count only the steps in scope of their run (reportgen/facts.py: warm-up steps left out unless
+``--include-warmup``), so every per-step value here is over the steps in scope, as the rest of the page.
 
 Definitions (:func:`diff`), for a group g (an op type, an operator name, a communication op type) over a set of
 ranks R (the cluster, one rank or one pipeline stage):
@@ -97,14 +101,20 @@ def op_stats(doc: dict) -> dict[str, Any] | None:
         acc[0] += _num(r.get("count")) or 0
         acc[1] += total
     comm: dict[tuple, list] = {}
+    comm_steps: dict[int, float] = {}
     for r in t.get("comm_type_ops", []):
-        rank, total = _num(r.get("rank")), _num(r.get("total_ms"))
+        rank, total, per = _num(r.get("rank")), _num(r.get("total_ms")), _num(r.get("per_step_ms"))
         if rank is None or total is None:
             continue
+        if per and per > 0 and total > 0 and int(rank) not in comm_steps:
+            comm_steps[int(rank)] = round(total / per)
         acc = comm.setdefault((int(rank), str(r.get("op_type"))), [0.0, 0.0])
         acc[0] += _num(r.get("count")) or 0
         acc[1] += total
-    return {"steps": steps, "rank_type": rank_type, "names": names, "comm": comm, "stages": _stages(doc)}
+    for rank, _type in comm:
+        comm_steps.setdefault(rank, steps.get(rank, run_steps))
+    return {"steps": steps, "rank_type": rank_type, "names": names, "comm": comm, "comm_steps": comm_steps,
+            "stages": _stages(doc)}
 
 
 def _rows(now: dict[tuple, list], base: dict[tuple, list], steps_now: float, steps_base: float,
@@ -179,20 +189,20 @@ def diff(now_doc: dict, base_doc: dict, top: int = TOP_ROWS) -> dict[str, Any] |
     names = _rows(now["names"], base["names"], rsn, rsb, ("type", "name"))
     out["names"] = names[:top]
     if now["comm"] or base["comm"]:
-        csn = float(sum(now["steps"].get(r, 0) for r in {k[0] for k in now["comm"]})) or rsn
-        csb = float(sum(base["steps"].get(r, 0) for r in {k[0] for k in base["comm"]})) or rsb
+        csn = float(sum(now["comm_steps"].values())) or rsn
+        csb = float(sum(base["comm_steps"].values())) or rsb
         out["comm_types"] = _rows(_by(now["comm"], lambda k: k[1]), _by(base["comm"], lambda k: k[1]), csn, csb,
                                   ("op_type",))[:top]
         out["rank_comm_types"] = _rows(
             {k: v for k, v in now["comm"].items() if k[0] in common},
             {k: v for k, v in base["comm"].items() if k[0] in common}, 0, 0, ("rank", "op_type"),
-            lambda k, w: (now if w == "now" else base)["steps"].get(k[0], 0))[:top]
+            lambda k, w: (now if w == "now" else base)["comm_steps"].get(k[0], 0))[:top]
     out["added"] = {"types": sorted(r["type"] for r in types if r["status"] == "only_now")[:top],
                     "names": sorted(r["name"] for r in names if r["status"] == "only_now")[:top]}
     out["removed"] = {"types": sorted(r["type"] for r in types if r["status"] == "only_baseline")[:top],
                       "names": sorted(r["name"] for r in names if r["status"] == "only_baseline")[:top]}
     out["ranks_not_compared"] = sorted(set(now["steps"]) ^ set(base["steps"]))[:top]
-    out["definition"] = ("per step per rank: the group's time over the ranks / their steps (opstats rows, the "
+    out["definition"] = ("per step per rank, over the steps in scope of each run: the group's time over the ranks / their steps (opstats rows, the "
                          "operators section's tables); delta = this run - baseline, > 0 = slower; sorted by "
                          "|delta| (reportgen/opdiff.py)")
     return out

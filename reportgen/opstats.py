@@ -156,6 +156,24 @@ def work_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[keep]
 
 
+def compute_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` without :data:`LEFT_OUT` classes on EVERY rank (no fallback: a rank whose rows are all communication
+    keeps none); ``cpu_ops`` rows all stay (:func:`work_rows`). Empty when the run has only communication ops (the
+    MindInsight step trace): then there is no operator data to rank ranks or types by."""
+    out = rows["op_class"].isin(LEFT_OUT).to_numpy() & (rows["source"] != "cpu_ops").to_numpy()
+    return rows[~out]
+
+
+def scope_rows(rows: pd.DataFrame, steps) -> pd.DataFrame:
+    """``rows`` in the steps in scope (``steps``: reportgen.facts.RunFacts.steps; None = every row): rows of another
+    step (warm-up, outside the step trace) are left out; rows with no step (-1: pre-aggregated op_statistic rows, ops
+    outside every step window) stay, as the profiler wrote them."""
+    if steps is None:
+        return rows
+    keep = (rows["step"] < 0).to_numpy() | rows["step"].isin(list(steps)).to_numpy()
+    return rows[keep]
+
+
 def left_out_note(rows: pd.DataFrame, rank: int) -> str:
     """What :func:`work_rows` leaves out of ``rank`` (the drill-down's source label); '' when nothing."""
     r = rows[rows["rank"] == rank]
@@ -237,27 +255,42 @@ def cluster_summary(run: Run, by: str = "type", work_only: bool = True) -> pd.Da
     return cluster_stats(per_rank, by, rows["rank"].unique())
 
 
-COMM_COLUMNS = ["rank", "op_type", "count", "total_ms", "mean_ms", "min_ms", "max_ms", "share_ratio"]
+COMM_COLUMNS = ["rank", "op_type", "count", "total_ms", "mean_ms", "min_ms", "max_ms", "share_ratio", "per_step_ms"]
 
 
-def comm_summary(run: Run) -> pd.DataFrame | None:
-    """Per (rank, op_type) of ``comm_ops``: count, total / mean / min / max of ``elapse_ms`` and the share of the
-    rank's communication op time (msprof-analyze ``hccl_sum``); None without ``comm_ops``."""
+def comm_summary(run: Run, steps=None) -> pd.DataFrame | None:
+    """Per (rank, op_type) of ``comm_ops`` in the steps in scope (``steps``, as :func:`scope_rows`; None = every
+    row): count, total / mean / min / max of ``elapse_ms``, the share of the rank's communication op time
+    (msprof-analyze ``hccl_sum``) and ``per_step_ms`` = total / the rank's steps in scope with communication ops,
+    so a rank's ``per_step_ms`` summed over its op types is the communication section's **communication op time**
+    of that rank (reportgen.facts.comm_op_ms averaged over the same steps); None without ``comm_ops``."""
     c = run.table("comm_ops")
     if c is None or c.empty:
         return None
     c = c.dropna(subset=["elapse_ms"])
+    if steps is not None and "step" in c:
+        c = c[c["step"].isin(list(steps))]
+        if c.empty:
+            return None
     g = c.groupby(["rank", "op_type"], sort=True).agg(count=("elapse_ms", "size"), total_ms=("elapse_ms", "sum"),
                                                       min_ms=("elapse_ms", "min"), max_ms=("elapse_ms", "max"))
     g = g.reset_index()
     g["mean_ms"] = g["total_ms"] / g["count"]
     tot = g.groupby("rank")["total_ms"].transform("sum")
     g["share_ratio"] = g["total_ms"] / tot.where(tot > 0)
+    if "step" in c:
+        ns = c[c["step"] >= 0].groupby("rank")["step"].nunique()
+        g["per_step_ms"] = g["total_ms"] / g["rank"].map(ns).where(lambda s: s > 0).to_numpy()
+    else:
+        g["per_step_ms"] = np.nan
     return g.sort_values(["rank", "total_ms"], ascending=[True, False], kind="stable").reset_index(drop=True)[
         COMM_COLUMNS]
 
 
-def steps_per_rank(rows: pd.DataFrame) -> pd.Series:
-    """rank -> number of distinct steps (>= 0) its rows fall in (at least 1), for per-step averages."""
+def steps_per_rank(rows: pd.DataFrame, no_step: int = 1) -> pd.Series:
+    """rank -> number of distinct steps (>= 0) its rows fall in, for per-step averages (pass rows already cut to the
+    steps in scope, :func:`scope_rows`: then the rank's steps in scope with rows, as
+    ``reportgen.facts.RunFacts.per_rank_mean`` averages per-step rows). A rank whose rows have no step at all
+    (op_statistic) gets ``no_step`` (the run's profiled steps, 1 without step facts)."""
     s = rows[rows["step"] >= 0].groupby("rank")["step"].nunique()
-    return s.reindex(rows["rank"].unique(), fill_value=0).clip(lower=1)
+    return s.reindex(rows["rank"].unique(), fill_value=0).replace(0, max(1, int(no_step)))

@@ -297,6 +297,9 @@ def environment() -> jinja2.Environment:
     env.filters["tojson"] = script_json
     env.filters["fmt"] = format_value
     env.filters["quantity"] = fmt.quantity
+    # one unit per column of a table the template writes (rows: dicts): (unit, factor) of fmt.unit_for, and its cells
+    env.filters["col_unit"] = lambda rows, kind, *cols: fmt.unit_for(kind, [r.get(c) for r in rows for c in cols])
+    env.filters["cell"] = fmt.cell
     env.filters["text"] = fmt.text
     env.filters["evidence"] = fmt.evidence
     env.filters["sortkey"] = sort_key

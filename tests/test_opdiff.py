@@ -71,4 +71,25 @@ def test_slowrank4_vs_clean4_names_the_slow_ranks_compute(tmp_path):
     assert first["type"] in ("aten::matmul", "aten::mm", "aten::mul")  # the injected compute
     assert all(r["rank"] == truth["ranks"][0] for r in ops["rank_types"][:3])
     html = (tmp_path / "json.html").read_text()
-    assert "Operators: what got slower or more frequent" in html and 'data-opdiff="rank_types"' in html
+    assert "Operators: what changed since the baseline" in html and 'data-opdiff="rank_types"' in html
+    # one unit per column: in the header, never in a cell (no row in µs beside a row in ms)
+    import re
+    for table in re.findall(r'<table class="rg-data rg-opdiff".*?</table>', html, flags=re.S):
+        head = re.search(r"<thead>(.*?)</thead>", table, flags=re.S).group(1)
+        assert re.search(r"Δ time per step \((ns|µs|ms|s|min|h)\)", head), head
+        body = re.search(r"<tbody>(.*?)</tbody>", table, flags=re.S).group(1)
+        assert not re.search(r"\d (ns|µs|ms|s)<", body), body[:300]
+
+
+def test_comm_per_step_uses_the_communication_steps():
+    """comm_type_ops' own per_step_ms (steps in scope with communication ops) gives the comm diff's steps, not the
+    compute rows' steps."""
+    def doc(comm_ms, comm_steps):
+        d = _doc([(0, "MatMul", 4, 40.0, 4)])
+        d["sections"]["operators"]["tables"]["comm_type_ops"] = [
+            {"rank": 0, "op_type": "allreduce", "count": 2, "total_ms": comm_ms, "per_step_ms": comm_ms / comm_steps}]
+        return d
+
+    d = opdiff.diff(doc(30.0, 2), doc(20.0, 2))
+    assert abs(d["comm_types"][0]["per_step_ms"] - 15.0) < 1e-9 and abs(d["comm_types"][0]["delta_per_step_ms"]
+                                                                           - 5.0) < 1e-9

@@ -295,3 +295,62 @@ def test_operators_section_on_ascend_fixture():
     assert len(rt) == len(opstats.op_summary(run, by=("rank", "type", "engine")))
     assert "comm_type_ops" in out.analysis.tables and "flops_types" in out.analysis.tables
     assert {f.id for f in out.view.figures} == {"operators-types", "operators-rank-heat", "operators-engines"}
+
+
+# --------------------------------------------------------------------------- honest section (review of issue 27)
+
+
+def test_operators_unavailable_with_only_communication_ops():
+    """The MindInsight step trace's ops are all communication: no operator view (never Receive as the 'top type' or
+    in the which-rank-is-slow heatmap); the reason names the tables that give operator data."""
+    from reportgen.errors import Unavailable
+    from reportgen.sections import operators
+
+    so = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 1, 1], "op": ["x/Receive-op1", "x/AllReduce-op2", "x/Send-op3"],
+                       "stream": [1, 1, 1], "start_ms": [0.0, 1.0, 0.0], "end_ms": [1.0, 3.0, 2.0],
+                       "dur_ms": [1.0, 2.0, 2.0], "op_type": ["Receive", "AllReduce", "Send"]})
+    with pytest.raises(Unavailable) as e:
+        operators.analyze(_run([0, 1], step_ops=so))
+    assert "only communication ops" in str(e.value) and "kernels" in str(e.value)
+    assert opstats.compute_rows(opstats.op_rows(_run([0, 1], step_ops=so))).empty
+
+
+def test_heatmap_never_draws_communication_types():
+    """CPU-only trace: c10d:: ops stay in the tables (the drill-down's rule) but not in the heatmap."""
+    from reportgen.sections import operators
+
+    cpu = pd.DataFrame({"rank": [0, 0, 1, 1], "name": ["aten::mm", "c10d::allreduce_", "aten::mm", "c10d::allreduce_"],
+                        "start_ms": [0.0, 5.0, 0.0, 5.0], "dur_ms": [2.0, 50.0, 3.0, 1.0]})
+    a = operators.analyze(_run([0, 1], cpu_ops=cpu))
+    assert "c10d::allreduce_" in set(a.tables["types"]["type"]) and a.data["comm_types"] == ["c10d::allreduce_"]
+    heat = next(f for f in operators.present(a).figures if f.id == "operators-rank-heat")
+    assert {r["type"] for r in next(iter(heat.spec["datasets"].values()))} == {"aten::mm"}
+
+
+def _scoped_run():
+    # steps 1..3; step 1 is a warm-up step (10x the others); each step: 2 ms MatMul and 1 ms / 4 ms allreduce
+    st = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "step": [1, 2, 3] * 2, "step_ms": [100.0, 10.0, 10.0] * 2})
+    k = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "step": [1.0, 2.0, 3.0] * 2, "name": "mm1", "type": "MatMul",
+                      "core": "AI_CORE", "stream": 1.0, "start_ms": [0.0, 100.0, 110.0] * 2,
+                      "dur_ms": [50.0, 2.0, 2.0, 50.0, 2.0, 4.0], "op_class": "compute"})
+    c = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "step": [1, 2, 3] * 2, "kind": "collective",
+                      "op": ["ar1", "ar2", "ar3"] * 2, "op_type": "allreduce", "group": "g",
+                      "start_ms": [60.0, 103.0, 113.0] * 2, "elapse_ms": [30.0, 1.0, 1.0, 30.0, 4.0, 4.0]})
+    return _run([0, 1], step_time=st, kernels=k, comm_ops=c)
+
+
+def test_per_step_values_use_the_steps_in_scope_and_equal_communication():
+    """Per-step values leave the warm-up step out, as the rest of the page (reportgen/facts.py); a rank's
+    communication op time per step in the operators section equals the communication section's for that rank."""
+    from reportgen import facts
+    from reportgen.sections import communication, operators
+
+    run = _scoped_run()
+    assert facts.of(run).warmup_steps == (1,)
+    a = operators.analyze(run)
+    rt = a.tables["rank_type_ops"].set_index("rank")
+    assert rt.loc[0, "per_step_ms"] == pytest.approx(2.0) and rt.loc[1, "per_step_ms"] == pytest.approx(3.0)
+    assert a.metrics["steps_in_scope"] == [2, 3]
+    ops_comm = a.tables["comm_type_ops"].groupby("rank")["per_step_ms"].sum()
+    comm = communication.analyze(run).tables["per_rank"].set_index("rank")["comm_op_ms"]
+    assert ops_comm.to_dict() == pytest.approx(comm.to_dict()) and ops_comm.to_dict() == pytest.approx({0: 1.0, 1: 4.0})

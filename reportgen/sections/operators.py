@@ -31,12 +31,13 @@ import numpy as np
 import pandas as pd
 
 from .. import charts as vl
-from .. import fmt, opstats
+from .. import facts, fmt, opstats
 from .. import thresholds as th
 from ..charts import axis, fit, identity_color, tip, to_spec
 from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Figure, Table, View, count
+from . import with_sources
 
 ID = "operators"
 TITLE = "Operators across every rank"
@@ -51,11 +52,23 @@ HEAT_TYPES = 12
 TOP_NAMES = 10
 
 
-def _rows(run: Run) -> pd.DataFrame:
+#: the tables that give computation operator rows (named in the reason when a run has none)
+OP_SOURCES = ("kernels", "op_stats", "gpu_ops", "cpu_ops", "device_timeline")
+
+
+def _rows(run: Run, options=None) -> pd.DataFrame:
+    """The computation operator rows of every rank (:func:`reportgen.opstats.compute_rows`); Unavailable when the run
+    has none (no source, or only communication ops: the step trace's, which the communication section shows)."""
     rows = opstats.op_rows(run)
     if rows.empty:
-        raise Unavailable("no operator rows in this run")
-    w = opstats.work_rows(rows).copy()
+        raise Unavailable("no operator rows in this run: needs " + with_sources(options, OP_SOURCES))
+    w = opstats.compute_rows(rows).copy()
+    if w.empty:
+        kinds = ", ".join(sorted({str(x) for x in rows["type"].dropna().unique()})[:6])
+        raise Unavailable(
+            f"no computation operator data: this run's operator rows are only communication ops ({kinds}; the "
+            "communication section shows them, and a rank that waits longer in one is not slow). Per-operator "
+            "data needs " + with_sources(options, OP_SOURCES))
     w["type"] = w["type"].where(w["type"].notna(), w["name"]).fillna("")
     w["name"] = w["name"].where(w["name"].notna(), w["type"])
     return w
@@ -97,9 +110,17 @@ def _flops_types(run: Run) -> pd.DataFrame | None:
 
 
 def analyze(run: Run, options=None) -> Analysis:
-    w = _rows(run)
+    w = _rows(run, options)
     ranks = sorted(int(r) for r in w["rank"].unique())
-    steps = opstats.steps_per_rank(w)
+    F = facts.of(run, options)
+    scope = None
+    if F is not None:  # the page's steps in scope (reportgen/facts.py): warm-up steps left out as everywhere else
+        sw = opstats.scope_rows(w, F.steps)
+        if not sw.empty and ((sw["step"] >= 0).any() or not (w["step"] >= 0).any()):
+            scope = list(F.steps)
+            w = sw
+    steps = opstats.steps_per_rank(w, no_step=len(F.steps_all) if F is not None else 1)
+    comm_types = sorted({str(x) for x in w.loc[w["op_class"].isin(opstats.LEFT_OUT), "type"].unique()})
     rank_type = opstats.summarize(w, ("rank", "type", "engine"))
     rank_type["per_step_ms"] = rank_type["total_ms"] / rank_type["rank"].map(steps).to_numpy()
     per_rt = opstats.summarize(w, ("rank", "type"))
@@ -117,7 +138,7 @@ def analyze(run: Run, options=None) -> Analysis:
     engines = opstats.summarize(w, ("rank", "engine"))
     tables = {"types": types, "rank_type_ops": rank_type, "rank_name_ops": names, "type_name_ops": type_names,
               "rank_engine_ops": engines[["rank", "engine", "count", "total_ms", "share_ratio"]]}
-    comm = opstats.comm_summary(run)
+    comm = opstats.comm_summary(run, scope)
     if comm is not None:
         tables["comm_type_ops"] = comm
     ft = _flops_types(run)
@@ -133,10 +154,14 @@ def analyze(run: Run, options=None) -> Analysis:
         "top_type": None if top is None else str(top["type"]),
         "top_type_share_ratio": None if top is None else float(top["share_ratio"]),
         "engines": {str(k): float(v) for k, v in w.groupby("engine")["dur_ms"].sum().items()},
+        "steps_in_scope": scope,
+        "per_step_definition": "per rank: its op time in the steps in scope (reportgen/facts.py: warm-up left out "
+                               "unless --include-warmup) / the number of those steps with op rows; op_statistic rows "
+                               "(no step) / the steps profiled",
         "std_definition": "sample standard deviation (ddof 1), as HTA kernel_breakdown and msprof-analyze "
                           "compute_op_sum; empty for one call or pre-aggregated op_statistic rows",
     }
-    data = {"steps": {int(k): int(v) for k, v in steps.items()}}
+    data = {"steps": {int(k): int(v) for k, v in steps.items()}, "comm_types": comm_types}
     return Analysis(metrics=metrics, tables=tables, data=data)
 
 
@@ -199,10 +224,12 @@ def _share_figure(types: pd.DataFrame, type_names: pd.DataFrame, engines: list[s
                                  f" coloured by engine; below, the top operators of {first}.")
 
 
-def _heat_figure(rank_type: pd.DataFrame, types: pd.DataFrame, shown: list[int] | None) -> Figure | None:
+def _heat_figure(rank_type: pd.DataFrame, types: pd.DataFrame, shown: list[int] | None,
+                 comm_types=()) -> Figure | None:
     """Op type x rank: time per step of each (rank, type) over the median rank's of the type (1 = the median rank;
-    absent = 0)."""
-    top = types["type"].iloc[:HEAT_TYPES].tolist()
+    absent = 0). Communication op types (``comm_types``) are never drawn: a rank that waits longer in one is not
+    slow (the communication section ranks who waits for whom)."""
+    top = [x for x in types["type"] if x not in set(comm_types)][:HEAT_TYPES]
     if not top:
         return None
     d = rank_type[rank_type["type"].isin(top)].groupby(["rank", "type"], sort=False)["per_step_ms"].sum()
@@ -271,13 +298,16 @@ def present(a: Analysis) -> View:
     shown = th.ranks_shown(per_rank, named=named)
     engines = [k for k, _ in sorted(m["engines"].items(), key=lambda kv: -kv[1])]
     figures = [_share_figure(types, t["type_name_ops"], engines)]
-    for f in (_heat_figure(rank_type, types, shown), _engine_figure(t["rank_engine_ops"], shown, engines)):
+    heat = _heat_figure(rank_type, types, shown, a.data.get("comm_types", ()))
+    for f in (heat, _engine_figure(t["rank_engine_ops"], shown, engines)):
         if f is not None:
             figures.append(f)
     stat = [Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms"),
             Column("min_ms", "Min", "ms"), Column("max_ms", "Max", "ms"),
             Column("std_ms", "Std", "ms", help="sample standard deviation (ddof 1), as HTA and msprof-analyze; empty "
                                                "for one call or a profiler's pre-aggregated row")]
+    # the two widest tables leave out Min (it fits an A4 page in print; the metrics JSON keeps every column)
+    narrow = [c for c in stat if c.key != "min_ms"]
     tables = [
         Table.from_frame("operators-types-table", "Op types over every rank", types,
                          [Column("type", "Op type", "text"), Column("engine", "Engine", "text"),
@@ -291,20 +321,22 @@ def present(a: Analysis) -> View:
                                  "per-rank totals of the type (a rank without it counts 0)."),
         Table.from_frame("operators-rank-types", "Per rank and op type", rank_type,
                          [Column("rank", "Rank", "rank"), Column("type", "Op type", "text"),
-                          Column("engine", "Engine", "text")] + stat
+                          Column("engine", "Engine", "text")] + narrow
                          + [Column("share_ratio", "Share of rank", "ratio"),
-                            Column("per_step_ms", "Per step", "ms", help="total / the rank's steps with operators")],
-                         caption="Every (rank, op type, engine): the op_statistic / compute_op_sum view of every rank. "
-                                 "Filter the Rank column to see one rank."),
+                            Column("per_step_ms", "Per step", "ms", help="total in the steps in scope / the rank's steps in scope "
+                                                                     "with operators (warm-up left out)")],
+                         caption="Every (rank, op type, engine): the op_statistic / compute_op_sum view of every rank "
+                                 "(min: in the metrics JSON). Filter the Rank column to see one rank."),
         Table.from_frame("operators-rank-names", "Top operators per rank", t["rank_name_ops"],
                          [Column("rank", "Rank", "rank"), Column("name", "Operator", "text")] + stat[:5]
                          + [Column("share_ratio", "Share of rank", "ratio")],
                          caption=f"Per rank its {TOP_NAMES} operators with the most time plus one 'others' row."),
         Table.from_frame("operators-type-names", "Operators per op type", t["type_name_ops"],
-                         [Column("type", "Op type", "text"), Column("name", "Operator", "text")] + stat
+                         [Column("type", "Op type", "text"), Column("name", "Operator", "text")]
+                         + [c for c in narrow if c.key != "std_ms"]
                          + [Column("share_of_type_ratio", "Share of type", "ratio"), Column("ranks", "Ranks", "int")],
                          caption="Every operator of every op type over all ranks (filter the Op type column: the "
-                                 "static form of clicking a type)."),
+                                 "static form of clicking a type). Min and std: in the metrics JSON."),
         Table.from_frame("operators-rank-engines", "Engine time per rank", t["rank_engine_ops"],
                          [Column("rank", "Rank", "rank"), Column("engine", "Engine", "text"),
                           Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"),
@@ -314,9 +346,11 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "operators-comm-types", "Communication op types per rank", t["comm_type_ops"],
             [Column("rank", "Rank", "rank"), Column("op_type", "Op type", "text")] + stat[:5]
-            + [Column("share_ratio", "Share of rank", "ratio")],
-            caption="Per rank and communication op type (as msprof-analyze hccl_sum): op durations as the "
-                    "communication section reads them."))
+            + [Column("share_ratio", "Share of rank", "ratio"),
+               Column("per_step_ms", "Per step", "ms", help="communication op time per step: summed over a rank's "
+                                                           "op types, the communication section's value")],
+            caption="Per rank and communication op type (as msprof-analyze hccl_sum), over the steps in scope: op "
+                    "durations as the communication section reads them."))
     if "flops_types" in t:
         tables.append(Table.from_frame(
             "operators-flops-types", "FLOPs per op type", t["flops_types"],
