@@ -25,7 +25,7 @@ Definitions:
   :func:`~reportgen.facts.rank_waits`.
 * Slow link (seed rule ``cluster_link``, the seed's cluster helper): per transport type, a link whose bandwidth
   is more than 20% below the mean bandwidth of that type's links (self links excluded). Bandwidth = size / time
-  everywhere (the seed reads hccl_raw's written bandwidth, which for MindSpore <= 2.1 is a step's SUM of
+  everywhere (the seed reads hccl_raw's written bandwidth, which for the older generation is a step's SUM of
   per-operator bandwidths, several times size / time: shown apart as "Bandwidth as written", :func:`_local_links`).
 * Transit outliers (msprof-analyze): where operations have a transit time per rank and a group
   (:func:`transit_outliers`).
@@ -295,7 +295,7 @@ def _local_links(run: Run) -> pd.DataFrame | None:
     """Links whose ends are group-local indices (``comm_links_local``): the per-link rows of the file's average
     row when it has them, else every step's. ``bandwidth_gbps`` = size / time, the quantity the links table and the
     matrix show; ``profiler_bandwidth_gbps`` = the bandwidth the file writes (converted to GB/s), which for the older
-    hccl_raw generation (MindSpore <= 2.1) is the SUM of the step's per-operator bandwidths, not size / time
+    hccl_raw generation is the SUM of the step's per-operator bandwidths, not size / time
     (research notes on the seed's cluster pages §3.3: "step bandwidth = Σ of per-op bandwidths"), so it runs several
     times above it (one step of 8 operators on a link: about 8x). Both are named apart wherever shown."""
     lk = run.table("comm_links_local")
@@ -590,7 +590,7 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
     transport's mean. Bandwidth = size / time (``bandwidth_gbps``). Where the rows also carry the file's written
     bandwidth (``profiler_bandwidth_gbps``, :func:`_local_links`), ``seed`` is the seed's own reading of the same
     transport's links on that number (its cluster_link helper: worst link, its written bandwidth, the transport's
-    mean of it and the percent below), kept for comparison with MindInsight, never shown as "the" bandwidth."""
+    mean of it and the percent below), kept for comparison with the seed, never shown as "the" bandwidth."""
     if links is None or links.empty:
         return []
     src = "src_rank" if "src_rank" in links else "src_local"
@@ -619,7 +619,7 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
 
 
 def _seed_reading(grp: pd.DataFrame, src: str, dst: str) -> dict | None:
-    """The seed's cluster_link reading of one transport's links on the file's WRITTEN bandwidth (MindSpore <= 2.1:
+    """The seed's cluster_link reading of one transport's links on the file's WRITTEN bandwidth (older generation:
     a step's sum of per-operator bandwidths, not size / time): the worst link, its written bandwidth, the mean of
     the written bandwidths and how far below it the worst one is (%). None without written bandwidths."""
     if "profiler_bandwidth_gbps" not in grp:
@@ -1072,8 +1072,8 @@ def _matrix_cells(links: pd.DataFrame, src: str, dst: str, block: int, transport
 def self_links(links: pd.DataFrame, src: str, dst: str) -> pd.Series:
     """Per link row: source == destination. The profilers write such links themselves (they are not an artefact of
     the group-local -> global mapping): hccl_raw's ``"i-i"`` SDMA entries are a rank's copies within its own memory
-    (an HCCL Memcpy whose peer is the rank itself; research notes on the seed's cluster pages §2.3, fixture
-    mi_cluster_propose_pp2x4 "0-0"), Ascend's communication matrix has LOCAL on-chip links. They move no data
+    (an HCCL Memcpy whose peer is the rank itself; research notes on the seed's cluster pages §2.3:
+    the pp2x4 cluster fixture writes "0-0"), the NPU communication matrix has LOCAL on-chip links. They move no data
     between ranks, so the matrix draws them grey, off the colour scale of the rank-to-rank links."""
     return links[src] == links[dst]
 
