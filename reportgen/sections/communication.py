@@ -1048,9 +1048,13 @@ def _link_metrics(df: pd.DataFrame) -> dict:
 
 def matrix_transports(links: pd.DataFrame) -> list[str]:
     """The transports the matrix's Transport control offers (seed #89's transport view): those of the links, in
-    natural order, when there are two or more; else none (the control would have one choice)."""
+    natural order, when there are two or more; else none (the control would have one choice). Self links
+    (:func:`self_links`) are not counted: a transport view shows rank-to-rank links (a transport whose only links are
+    self links, like on-chip LOCAL copies, would show an empty matrix)."""
     if "transport" not in links:
         return []
+    if "src_rank" in links and "dst_rank" in links:
+        links = links[~self_links(links, "src_rank", "dst_rank")]
     ts = sorted({str(t) for t in links["transport"].dropna()}, key=natural_key)
     return ts if len(ts) > 1 else []
 
@@ -1060,7 +1064,8 @@ def _matrix_cells(links: pd.DataFrame, src: str, dst: str, block: int, transport
     with ``transports``, one set of cells per transport (``transport``) and one over all of them ("all")."""
     lk = links.assign(**{src: (links[src] // block) * block, dst: (links[dst] // block) * block})
     parts = [lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum().assign(transport="all")]
-    if transports:
+    if transports:  # a transport's view: its rank-to-rank links (self links only in "all")
+        lk = lk[~self_links(links, src, dst)]
         parts.append(lk.assign(transport=lk["transport"].astype(str)).groupby(
             [src, dst, "transport"], as_index=False)[["size_mb", "time_ms"]].sum())
     out = pd.concat(parts, ignore_index=True)
