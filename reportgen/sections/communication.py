@@ -1101,7 +1101,8 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
                     + ("SDMA copies) are left out of the blocks." if block > 1 else
                        "SDMA copies) are the grey diagonal cells, kept off the colour scale."))
     if transports:
-        caption += " The Transport control keeps one transport's links (All: every transport summed)."
+        caption += (" The Transport control keeps one transport's links (All: every transport summed"
+                    + ("; self links only in All)." if self_links(links, src, dst).any() else ")."))
     if side > MATRIX_MAX_SIDE:
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
     shown = min(side, MATRIX_MAX_SIDE)
