@@ -124,12 +124,21 @@ def test_mindinsight_comm_wait_and_slow_link_equal_the_seed(pp2x4):
             assert row["transit_ms"] == pytest.approx(comm, abs=1e-9) and row["wait_ms"] == pytest.approx(wait, abs=1e-9)
             assert row["comm_op_ms"] == pytest.approx(comm + wait, abs=1e-9)
     (slow,) = [f for f in findings if f["id"] == "slow_link"]
-    # seed helper: cluster_link 0 -> 1 SDMA 107910491.8874 KB/s, 74.26 % below the SDMA mean
-    assert round(slow["evidence"]["value"] * 1e6, 4) == 107910491.8874
+    # seed helper: cluster_link 0 -> 1 SDMA 107910491.8874 KB/s, 74.26 % below the SDMA mean. That number is the
+    # file's written bandwidth (MindSpore <= 2.1: a step's SUM of per-operator bandwidths), kept under its own name
+    seed = slow["evidence"]["seed_rule_on_written_bandwidth"]
+    assert (seed["src"], seed["dst"]) == (0, 1)
+    assert round(seed["profiler_bandwidth_gbps"] * 1e6, 4) == 107910491.8874
+    assert round(seed["percent"], 2) == 74.26
+    assert slow["evidence"]["profiler_bandwidth_gbps"] == seed["profiler_bandwidth_gbps"]
+    # the finding's own bandwidth is size / time, the number the links tables and the matrix show for that link
     ev = slow["evidence"]
-    assert round((1 - ev["value"] / ev["reference"]) * 100, 2) == 74.26
-    # people read 3 significant digits (reportgen/fmt.py); the JSON evidence above keeps the seed's precision
-    assert "74.3% below" in slow["message"] and "group-local" in slow["message"]
+    (row,) = [r for r in sec["tables"]["links_local"] if (r["rank"], r["src_local"], r["dst_local"]) == (1, 0, 1)]
+    assert ev["value"] == pytest.approx(row["size_mb"] / row["time_ms"]) == pytest.approx(row["bandwidth_gbps"])
+    assert row["profiler_bandwidth_gbps"] == pytest.approx(seed["profiler_bandwidth_gbps"])
+    # people read 3 significant digits (reportgen/fmt.py)
+    assert f"{(1 - ev['value'] / ev['reference']) * 100:.1f}% below" in slow["message"]
+    assert "(size / time)" in slow["message"] and "group-local" in slow["message"]
 
 
 def test_transit_outlier_rule():
@@ -356,3 +365,48 @@ def test_op_rank_spread_on_the_st_fixture():
     assert row["last_rank"] == 3  # facts.entries: rank 3 entered each call of it last
     assert "communication-op-spread" in {f.id for f in sec.view.figures}
     assert "communication-op-spread-table" in {t.id for t in sec.view.tables}
+def test_demo_slow_link_bandwidth_is_the_links_tables(report_cache):
+    """One quantity, one value (issue 27 review): the slow-link finding quotes size / time, the bandwidth the links
+    table, the group-local links table and the matrix show for that link; the file's written bandwidth (MindSpore
+    <= 2.1: a step's sum of per-operator bandwidths, ~8x here) has its own name."""
+    doc = json.loads(report_cache.get("demo").with_suffix(".json").read_text())
+    sec = doc["sections"]["communication"]["tables"]
+    (slow,) = [f for f in doc["findings"] if f["id"] == "slow_link"]
+    (src, dst), = slow["links"]
+    (row,) = [r for r in sec["links"] if (r["src_rank"], r["dst_rank"]) == (src, dst)]
+    assert slow["evidence"]["value"] == pytest.approx(row["bandwidth_gbps"])
+    assert row["bandwidth_gbps"] == pytest.approx(row["size_mb"] / row["time_ms"])
+    local = [r for r in sec["links_local"] if (r.get("global_src"), r.get("global_dst")) == (src, dst)]
+    assert local and all(r["bandwidth_gbps"] == pytest.approx(row["bandwidth_gbps"]) for r in local)
+    # the written figure differs (a sum over the step's operators) and is never called "bandwidth_gbps"
+    assert all(r["profiler_bandwidth_gbps"] > 2 * r["bandwidth_gbps"] for r in local)
+    assert slow["evidence"]["profiler_bandwidth_gbps"] == pytest.approx(local[0]["profiler_bandwidth_gbps"])
+    assert f"{row['bandwidth_gbps']:.4g} GB/s" in slow["message"]
+
+
+def test_self_links_are_in_the_files_and_kept_off_the_matrix_colour_scale(pp2x4):
+    """hccl_raw writes "i-i" SDMA entries itself (a rank's copies within its memory): they are data, not a mapping
+    artefact; the matrix draws them grey on the diagonal, outside the colour scale, and its caption says so."""
+    import pandas as pd
+
+    from reportgen.palette import ROLE
+    from reportgen.sections.communication import _matrix, self_links
+
+    run = read_run(pp2x4)
+    lk = run.table("comm_links_local")
+    assert (lk["src_local"] == lk["dst_local"]).any()  # in the file as written
+    links = pd.DataFrame({"group": "g", "src_rank": [0, 0, 1, 1], "dst_rank": [0, 1, 1, 0], "transport": "SDMA",
+                          "size_mb": [50.0, 10.0, 50.0, 10.0], "time_ms": [0.5, 1.0, 0.5, 1.0]})
+    links["bandwidth_gbps"] = links["size_mb"] / links["time_ms"]
+    assert self_links(links, "src_rank", "dst_rank").tolist() == [True, False, True, False]
+    fig = _matrix(links, "src_rank", "dst_rank", "Rank")
+    spec = json.dumps(fig.spec)
+    layers = fig.spec["layer"]
+    coloured = [x for x in layers if x.get("mark") == "rect" or (x.get("mark") or {}).get("type") == "rect"]
+    assert len(coloured) == 2
+    scale, grey = coloured
+    assert {"filter": "!datum.self_link"} in scale["transform"] and "color" in scale["encoding"]
+    assert {"filter": "datum.self_link"} in grey["transform"] and grey["mark"]["color"] == ROLE["other"]
+    # the colour scale's extent (and the ink on it) comes from the rank-to-rank cells only
+    assert "datum.self_link ? null : datum.value" in spec
+    assert "grey diagonal" in fig.caption

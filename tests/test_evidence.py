@@ -111,7 +111,7 @@ def test_evidence_views_of_the_reference_runs():
         "slow_step_interval": ("trajectory-heatmap", {"step_interval_ms"}),
         "small_packets": ("communication-sizes", set()),
         "stage_flops_imbalance": ("flops-stages", set()),
-        "slow_link": ("communication-link-boxes", {"bandwidth_gbps"}),
+        "slow_link": ("communication-matrix", {"bandwidth_gbps"}),  # pp2x4: placed on global ranks
         "group_exposed_comm": ("domains-members", set()),
         "group_slow_member": ("domains-members", set()),
         "group_slow_link": ("domains-members", set()),

@@ -24,7 +24,9 @@ Definitions:
 * Who waited for whom: :func:`reportgen.facts.entries` / :func:`~reportgen.facts.p2p_entries` /
   :func:`~reportgen.facts.rank_waits`.
 * Slow link (seed rule ``cluster_link``, the seed's cluster helper): per transport type, a link whose bandwidth
-  is more than 20% below the mean bandwidth of that type's links (self links excluded).
+  is more than 20% below the mean bandwidth of that type's links (self links excluded). Bandwidth = size / time
+  everywhere (the seed reads hccl_raw's written bandwidth, which for the older generation is a step's SUM of
+  per-operator bandwidths, several times size / time: shown apart as "Bandwidth as written", :func:`_local_links`).
 * Transit outliers (msprof-analyze): where operations have a transit time per rank and a group
   (:func:`transit_outliers`).
 """
@@ -352,14 +354,21 @@ def _link_rows(lk: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 def _local_links(run: Run) -> pd.DataFrame | None:
     """Links whose ends are group-local indices (``comm_links_local``): the per-link rows of the file's average
-    row when it has them, else every step's."""
+    row when it has them, else every step's. ``bandwidth_gbps`` = size / time, the quantity the links table and the
+    matrix show; ``profiler_bandwidth_gbps`` = the bandwidth the file writes (converted to GB/s), which for the older
+    hccl_raw generation is the SUM of the step's per-operator bandwidths, not size / time
+    (research notes on the seed's cluster pages §3.3: "step bandwidth = Σ of per-op bandwidths"), so it runs several
+    times above it (one step of 8 operators on a link: about 8x). Both are named apart wherever shown."""
     lk = run.table("comm_links_local")
     if lk is None:
         return None
     lk = lk[lk["op"].isna()]
     sel = lk[lk["step"] == -1] if (lk["step"] == -1).any() else lk
-    return sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb",
-                "bandwidth_gbps"]].reset_index(drop=True)
+    out = sel[["rank", "src_local", "dst_local", "transport", "time_ms", "size_mb"]].reset_index(drop=True)
+    written = sel["bandwidth_gbps"].to_numpy(dtype=float)
+    out["bandwidth_gbps"] = (out["size_mb"] / out["time_ms"]).where(out["time_ms"] > 0)
+    out["profiler_bandwidth_gbps"] = written
+    return out
 
 
 def _place_local(local: pd.DataFrame | None, mapped: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -639,7 +648,10 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
     """Seed rule: per transport, links more than 20% below the mean bandwidth of that transport (worst first).
     ``steps``: how many steps the links table sums (communication_matrix.json totals: all profiled steps;
     hccl_raw_<rank>.csv: the per-step average row, 1); the excess time per step is what the link cost beyond the
-    transport's mean."""
+    transport's mean. Bandwidth = size / time (``bandwidth_gbps``). Where the rows also carry the file's written
+    bandwidth (``profiler_bandwidth_gbps``, :func:`_local_links`), ``seed`` is the seed's own reading of the same
+    transport's links on that number (its cluster_link helper: worst link, its written bandwidth, the transport's
+    mean of it and the percent below), kept for comparison with the seed, never shown as "the" bandwidth."""
     if links is None or links.empty:
         return []
     src = "src_rank" if "src_rank" in links else "src_local"
@@ -656,13 +668,30 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
         if below > th.LINK_BELOW_TYPE_MEAN:
             out.append({"transport": transport, "src": int(worst[src]), "dst": int(worst[dst]),
                         "value": float(worst["bandwidth_gbps"]), "reference": mean, "percent": below * 100,
+                        "written_gbps": (float(worst["profiler_bandwidth_gbps"])
+                                         if pd.notna(worst.get("profiler_bandwidth_gbps", math.nan)) else None),
                         "local": src == "src_local", "group": worst.get("group"),
                         "global": ([int(worst["global_src"]), int(worst["global_dst"])]
                                    if pd.notna(worst.get("global_src", math.nan)) else None),
                         "reported_by": int(worst["rank"]) if "rank" in worst else None,
                         "excess_ms_per_step": max(0.0, float(worst["time_ms"]) - float(worst["size_mb"]) / mean)
-                        / steps if mean > 0 else 0.0})
+                        / steps if mean > 0 else 0.0, "seed": _seed_reading(grp, src, dst)})
     return out
+
+
+def _seed_reading(grp: pd.DataFrame, src: str, dst: str) -> dict | None:
+    """The seed's cluster_link reading of one transport's links on the file's WRITTEN bandwidth (older generation:
+    a step's sum of per-operator bandwidths, not size / time): the worst link, its written bandwidth, the mean of
+    the written bandwidths and how far below it the worst one is (%). None without written bandwidths."""
+    if "profiler_bandwidth_gbps" not in grp:
+        return None
+    w = grp["profiler_bandwidth_gbps"].astype(float)
+    if w.isna().any() or len(w) < 2:
+        return None
+    mean = float(w.mean())
+    worst = grp.loc[w.idxmin()]
+    return {"src": int(worst[src]), "dst": int(worst[dst]), "profiler_bandwidth_gbps": float(w.min()),
+            "profiler_mean_gbps": mean, "percent": (mean - float(w.min())) / mean * 100 if mean > 0 else 0.0}
 
 
 # --------------------------------------------------------------------------- group-local links -> global ranks
@@ -851,7 +880,10 @@ def present(a: Analysis) -> View:
              Column("transport", "Transport", "text"), Column("size_mb", "Size", "mb"), Column("time_ms", "Time", "ms"),
              Column("bandwidth_gbps", "Bandwidth", "gbps")],
             caption="One row per link of each communication group; the transport (HCCS, RDMA, PCIE, LOCAL...) as the "
-                    "profiler wrote it."))
+                    "profiler wrote it; bandwidth = size / time."
+                    + (" A row whose source is its destination is the rank's copies within itself, as the profiler "
+                       "records them (not traffic between ranks)." if self_links(links, "src_rank", "dst_rank").any()
+                       else "")))
     if "op_rank_spread" in t:
         sp = t["op_rank_spread"]
         figures.append(_op_spread(sp.head(OP_SPREAD_FIGURE_ROWS), len(sp)))
@@ -902,7 +934,8 @@ def present(a: Analysis) -> View:
                          "group; they cannot be turned into global ranks, so they are shown as written.")
         if mapped_info:
             local_caption = ("Each step's own link entries as the files write them (the seed's slow-link rule reads "
-                             "these; for the older hccl_raw generation a step's bandwidth is the sum of its operators' bandwidths). "
+                             "these, with bandwidth = size / time; 'Bandwidth as written' is the file's own figure, "
+                             "which for the older hccl_raw generation is the sum of the operators' bandwidths). "
                              "An entry sums the operators of every group, so it gets global ends only where that "
                              "rank's operator entries with the same local ends all map to one pair.")
         tables.append(Table.from_frame(
@@ -910,7 +943,10 @@ def present(a: Analysis) -> View:
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
-             Column("bandwidth_gbps", "Bandwidth", "gbps")]
+             Column("bandwidth_gbps", "Bandwidth", "gbps", help="size / time, as in the links table and the matrix"),
+             Column("profiler_bandwidth_gbps", "Bandwidth as written", "gbps",
+                    help="the file's own bandwidth in GB/s; the older hccl_raw generation writes a step's as the sum "
+                         "of its operators' bandwidths, so it can be several times size / time")]
             + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
                                                                                    ("dst", "Destination"))
                if f"global_{e}" in t["links_local"]],
@@ -1017,7 +1053,7 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "slow_link", "medium" if s["percent"] < 50 else "high", ID,
             f"The {s['transport']} link between {ends} runs at "
-            f"{fmt.quantity(s['value'], 'gbps')}, "
+            f"{fmt.quantity(s['value'], 'gbps')} (size / time), "
             f"{fmt.quantity(s['percent'], 'pct')} below the mean of {s['transport']} links "
             f"({fmt.quantity(s['reference'], 'gbps')})"
             + (f", reported by rank {s['reported_by']}." if s["local"] and s["reported_by"] is not None else "."),
@@ -1025,6 +1061,10 @@ def _findings(a: Analysis) -> list[Finding]:
             ranks=([s["reported_by"]] if s["reported_by"] is not None else []) if s["local"] else [s["src"], s["dst"]],
             links=[glob] if glob else [] if s["local"] else [[s["src"], s["dst"]]],
             evidence={"metric": "bandwidth_gbps", "value": s["value"], "reference": s["reference"],
+                      "definition": "size / time of the link (the links table's and the matrix's bandwidth)",
+                      **({"profiler_bandwidth_gbps": s["written_gbps"]} if s.get("written_gbps") is not None else {}),
+                      # the seed's reading on the file's written bandwidth (a different quantity, named apart)
+                      **({"seed_rule_on_written_bandwidth": s["seed"]} if s.get("seed") else {}),
                       "transport": s["transport"], "reported_by_rank": s["reported_by"],
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
@@ -1119,9 +1159,13 @@ def _link_metrics(df: pd.DataFrame) -> dict:
 
 def matrix_transports(links: pd.DataFrame) -> list[str]:
     """The transports the matrix's Transport control offers (seed #89's transport view): those of the links, in
-    natural order, when there are two or more; else none (the control would have one choice)."""
+    natural order, when there are two or more; else none (the control would have one choice). Self links
+    (:func:`self_links`) are not counted: a transport view shows rank-to-rank links (a transport whose only links are
+    self links, like on-chip LOCAL copies, would show an empty matrix)."""
     if "transport" not in links:
         return []
+    if "src_rank" in links and "dst_rank" in links:
+        links = links[~self_links(links, "src_rank", "dst_rank")]
     ts = sorted({str(t) for t in links["transport"].dropna()}, key=natural_key)
     return ts if len(ts) > 1 else []
 
@@ -1131,12 +1175,23 @@ def _matrix_cells(links: pd.DataFrame, src: str, dst: str, block: int, transport
     with ``transports``, one set of cells per transport (``transport``) and one over all of them ("all")."""
     lk = links.assign(**{src: (links[src] // block) * block, dst: (links[dst] // block) * block})
     parts = [lk.groupby([src, dst], as_index=False)[["size_mb", "time_ms"]].sum().assign(transport="all")]
-    if transports:
+    if transports:  # a transport's view: its rank-to-rank links (self links only in "all")
+        lk = lk[~self_links(links, src, dst)]
         parts.append(lk.assign(transport=lk["transport"].astype(str)).groupby(
             [src, dst, "transport"], as_index=False)[["size_mb", "time_ms"]].sum())
     out = pd.concat(parts, ignore_index=True)
     out["bandwidth_gbps"] = (out["size_mb"] / out["time_ms"]).where(out["time_ms"] > 0)
+    out["self_link"] = (out[src] == out[dst]) if block == 1 else False
     return out
+
+
+def self_links(links: pd.DataFrame, src: str, dst: str) -> pd.Series:
+    """Per link row: source == destination. The profilers write such links themselves (they are not an artefact of
+    the group-local -> global mapping): hccl_raw's ``"i-i"`` SDMA entries are a rank's copies within its own memory
+    (an HCCL Memcpy whose peer is the rank itself; research notes on the seed's cluster pages §2.3:
+    the pp2x4 cluster fixture writes "0-0"), the NPU communication matrix has LOCAL on-chip links. They move no data
+    between ranks, so the matrix draws them grey, off the colour scale of the rank-to-rank links."""
+    return links[src] == links[dst]
 
 
 #: the matrix's transport filter (``link_transport``: "all" or a transport name, data)
@@ -1147,10 +1202,18 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
     side = int(max(links[src].max(), links[dst].max())) + 1 if not links.empty else 1
     transports = matrix_transports(links)
     block = math.ceil(side / MATRIX_MAX_SIDE) if side > MATRIX_MAX_SIDE else 1
+    own = self_links(links, src, dst)
+    if block > 1:  # a diagonal block mixes self links with links between its ranks: left out
+        links = links[~own]
     lk = _matrix_cells(links, src, dst, block, transports)
     caption = "Source rank (rows) to destination rank (columns); switch the metric above."
+    if own.any():
+        caption += (" A rank's links to itself (its own copies the profiler records as links, e.g. on-chip / local "
+                    + ("SDMA copies) are left out of the blocks." if block > 1 else
+                       "SDMA copies) are the grey diagonal cells, kept off the colour scale."))
     if transports:
-        caption += " The Transport control keeps one transport's links (All: every transport summed)."
+        caption += (" The Transport control keeps one transport's links (All: every transport summed"
+                    + ("; self links only in All)." if self_links(links, src, dst).any() else ")."))
     if side > MATRIX_MAX_SIDE:
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
     shown = min(side, MATRIX_MAX_SIDE)
@@ -1161,15 +1224,22 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
     src_data = vl.Chart(lk).transform_filter(TRANSPORT_FILTER)
     if not blocked and src == "src_rank":
         src_data = src_data.transform_filter(GROUP_LINK_FILTER)
-    base = scale_position(src_data.transform_calculate(value=value), "value").encode(
+    # the colour scale (and the ink on it) spans the rank-to-rank links only; self links get a fixed grey (pos 1:
+    # dark ink)
+    base = scale_position(src_data.transform_calculate(value=value)
+                          .transform_calculate(scaled="datum.self_link ? null : datum.value"), "scaled") \
+        .transform_calculate(pos="datum.self_link ? 1 : datum.pos").encode(
         x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
         y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
     tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
             vl.Tooltip("transport:N", title="Transport"),
             tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
-    chart = base.mark_rect().encode(
+    chart = base.transform_filter("!datum.self_link").mark_rect().encode(
         color=vl.Color("value:Q", scale=sequential(), legend=vl.Legend(title=None, format=fmt.D3_FORMAT)),
         tooltip=tips)
+    if lk["self_link"].any():
+        chart = chart + base.transform_filter("datum.self_link").mark_rect(color=palette.ROLE["other"]).encode(
+            tooltip=tips + [vl.Tooltip("self_link:N", title="Link to itself")])
     if text:
         chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
     params = [vl.param(name="link_metric", value="bandwidth_gbps"), units,
@@ -1189,12 +1259,15 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
 def _boxes(link_ops: pd.DataFrame) -> Figure:
     value, units = metric_switch("link_metric", _link_metrics(link_ops))
     links = sorted(link_ops["link"].unique(), key=natural_key)
-    chart = (
+    box = (
         vl.Chart(link_ops).transform_calculate(value=value)
         .mark_boxplot(extent=1.5, color=palette.ROLE["comm"], size=12)
         .encode(y=vl.Y("link:N", title="Link", sort=links, axis=vl.Axis(labelLimit=240)),
-                x=vl.X("value:Q", title=None, axis=vl.Axis(format=fmt.D3_FORMAT)))
-        .add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units)
+                x=vl.X("value:Q", title=None, axis=vl.Axis(format=fmt.D3_FORMAT))))
+    # the params sit on a one-layer wrapper, not on the boxplot: Vega-Lite warns "Selection not supported for
+    # boxplot yet" for any params on a boxplot unit (also plain variables like these)
+    chart = (
+        vl.layer(box).add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units)
         .properties(title=vl.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start",
                                           fontSize=12)))
     return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth",
