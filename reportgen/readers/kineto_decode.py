@@ -1502,11 +1502,12 @@ class _Collector:
                 "side": [keys[i][0] for i in order], "name": [keys[i][1] for i in order], "count": vals[:, 0],
                 "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div})
             self.u_agg = {}
-            if self.u_key:
+            if self.u_key:  # in start order, as every decoded table
+                ts = np.frombuffer(self.u_ts, dtype=np.int64) // div
+                o = np.argsort(ts, kind="stable")
                 out["user_range_spans"] = pd.DataFrame({
-                    "side": [k[0] for k in self.u_key], "name": [k[1] for k in self.u_key],
-                    "ts_ns": np.frombuffer(self.u_ts, dtype=np.int64) // div,
-                    "dur_ns": np.frombuffer(self.u_dur, dtype=np.int64) // div})
+                    "side": [self.u_key[i][0] for i in o], "name": [self.u_key[i][1] for i in o], "ts_ns": ts[o],
+                    "dur_ns": (np.frombuffer(self.u_dur, dtype=np.int64) // div)[o]})
             self.u_key, self.u_ts, self.u_dur = [], array("q"), array("q")
         return {k: v for k, v in out.items() if not v.empty}
 
