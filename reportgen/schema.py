@@ -542,6 +542,11 @@ SCHEMA: tuple[Table, ...] = (
        C("name", "str", "none", "range name (untrusted text)"), C("count", "int64", "count", "occurrences"),
        C("total_ms", "float64", "ms", "summed duration"), C("max_ms", "float64", "ms", "longest occurrence"),
        C("first_ms", "float64", "ms", "start of the first occurrence")),
+    _t("user_range_spans", "Each occurrence of a user range (as in user_ranges; up to the reader's cap per rank, a rank "
+                           "past it has none): the span, for the ranges' own time without the collectives inside.",
+       RANK, C("side", "str", "none", "host | device (as in user_ranges)"),
+       C("name", "str", "none", "range name (untrusted text)"),
+       C("start_ms", "float64", "ms", "start"), C("dur_ms", "float64", "ms", "duration")),
     _t("op_type_steps", "Per rank, step and operator type: calls and summed time (MindSpore dynamic_shape_info_<rank>"
                         ".json: the per-iteration op time of a dynamic-shape network; types past the reader's cap "
                         "summed as '(other types)').",

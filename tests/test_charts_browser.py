@@ -137,3 +137,26 @@ def test_demo_console_has_no_vega_lite_warning(report_cache, browser):  # noqa: 
         assert not bad, bad
     finally:
         ctx.close()
+#: Vega / Vega-Lite warnings of an empty chart or a wrong spec (console "warning"s, which open_report does not keep)
+BAD_WARNINGS = ("Infinite extent", "Cannot use the relative band size")
+
+
+def test_level2_charts_warn_of_no_empty_chart_or_bad_band(level2_report, open_report):  # noqa: F811
+    """The picker's panels for a rank without their data say so (they were empty: "Infinite extent for field
+    t_start / t_end / x / y"), the link box plot's empty outlier layer no longer sets its domain ("value"), and the
+    Marey bars' band height is not taken on the lines' linear offset scale."""
+    page, log = open_report(level2_report)
+    warnings: list[str] = []
+    page.on("console", lambda m: warnings.append(m.text) if m.type == "warning" else None)
+    page.reload()
+    page.wait_for_function("document.documentElement.dataset.allDone === '1'")
+    sel = page.locator("select[data-signal='drill_rank']")
+    assert sel.count() == 1
+    for value in sel.first.locator("option").evaluate_all("os => os.map(o => o.value)"):
+        sel.first.select_option(value)  # ranks 1 and 3 have no operation types or lines in this fixture
+        page.wait_for_timeout(150)
+    texts = page.locator("#drill-rank-any svg text").all_text_contents()
+    assert "(no data for this rank)" in texts
+    bad = [w for w in warnings if any(b in w for b in BAD_WARNINGS)]
+    assert not bad, bad
+    assert not log.problems(), log.problems()

@@ -46,6 +46,57 @@ def test_user_range_spread_names_the_slow_rank():
     assert list(by["name"]) == ["layer1", "embed"]  # most total time first
 
 
+def test_comm_overlap_subtracts_the_union_of_collective_spans():
+    spans = pd.DataFrame({"rank": [0, 0, 1], "side": "host", "name": ["fwd", "fwd", "fwd"],
+                          "start_ms": [0.0, 100.0, 0.0], "dur_ms": [50.0, 10.0, 50.0]})
+    # rank 0: two overlapping collectives [10, 30] and [20, 40] (union 30 ms inside the first span), one past it
+    comm = pd.DataFrame({"rank": [0, 0, 0], "start_ms": [10.0, 20.0, 45.0], "dur_ms": [20.0, 20.0, 60.0]})
+    ov = host.comm_overlap(spans, comm).set_index(["name", "rank"])["comm_ms"]
+    assert ov[("fwd", 0)] == pytest.approx(30.0 + 5.0 + 5.0)  # [10, 40] + [45, 50] + [100, 105] of the second
+    assert ov[("fwd", 1)] == 0.0  # no collectives on rank 1
+
+
+def test_user_range_spread_ranks_own_time_not_the_waiting_rank():
+    # rank 0 waits 120 ms per occurrence inside a collective in "backward": its whole time is the longest, its own
+    # time is not; rank 3 is slow in its own compute
+    rows = [(r, "host", "backward", 4, 4 * {0: 220.0, 3: 150.0}.get(r, 100.0), 250.0) for r in range(4)]
+    df = pd.DataFrame(rows, columns=["rank", "side", "name", "count", "total_ms", "max_ms"])
+    _, whole = host.user_ranges(df)
+    assert whole.iloc[0]["slowest_rank"] == 0  # the old rule: names the waiting rank
+    ov = pd.DataFrame({"side": "host", "name": "backward", "rank": [0, 1, 2, 3], "comm_ms": [4 * 120.0, 0, 0, 0]})
+    per, by = host.user_ranges(df, ov)
+    row = by.iloc[0]
+    assert row["slowest_rank"] == 3 and row["max_mean_ms"] == pytest.approx(150.0)
+    assert row["median_mean_ms"] == pytest.approx(100.0) and row["excess_ms"] == pytest.approx(4 * 50.0)
+    assert per.set_index("rank").loc[0, "own_mean_ms"] == pytest.approx(100.0)
+    text = host.ranges_headline(row, True, [3], by)
+    assert "rank 3" in text and "per occurrence" in text and "observation" not in text
+    # a diagnosis on another rank: said as an observation, then the diagnosed rank's range (one only it runs)
+    by2 = pd.concat([by, pd.DataFrame([{"side": "host", "name": "extra", "ranks": 1, "count": 4, "total_ms": 80.0,
+                                        "comm_ms": 0.0, "median_mean_ms": 20.0, "max_mean_ms": 20.0,
+                                        "slowest_rank": 5, "spread_ratio": 1.0, "excess_ms": 0.0}])],
+                    ignore_index=True)
+    text = host.ranges_headline(row, True, [5], by2)
+    assert text.startswith("an observation") and "diagnosed cause is on rank 5, where extra" in text
+    assert "runs on no other rank" in text
+
+
+def test_slow_rank_run_user_ranges_do_not_contradict_the_diagnosis():
+    run = read_run(Path(__file__).parent / "data" / "diagnosis" / "slowrank4")  # truth: compute on rank 3
+    assert schema.check(run) == []
+    assert len(run.table("user_range_spans")) > 0
+    out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
+    assert out.status == "ok", out.reason
+    a = out.analysis
+    assert a.data["ranges_own"] and a.data["diagnosed_ranks"] == [3]
+    per = a.tables["ranges_per_rank"]
+    assert (per["own_ms"] <= per["total_ms"] + 1e-9).all() and per["comm_ms"].max() > 0
+    s = out.view.summary
+    assert "per occurrence" in s and "rank 3, where straggler_extra_compute" in s
+    worst = a.tables["ranges"].sort_values("excess_ms", ascending=False).iloc[0]
+    assert int(worst["slowest_rank"]) == 3 or "an observation" in s
+
+
 def test_kineto_user_annotations_become_user_ranges(tmp_path):
     def ev(name, cat, ts, dur, **kw):
         return {"ph": "X", "cat": cat, "name": name, "pid": kw.get("pid", 1), "tid": kw.get("tid", 1), "ts": ts,
@@ -57,7 +108,11 @@ def test_kineto_user_annotations_become_user_ranges(tmp_path):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}))
     problems: list = []
-    u = decode_trace(p, problems).tables["user_ranges"].set_index(["side", "name"])
+    tables = decode_trace(p, problems).tables
+    sp = tables["user_range_spans"]  # each occurrence's span (own time without collectives)
+    assert sorted(zip(sp["side"], sp["ts_ns"], sp["dur_ns"])) == [("device", 105_000, 12_000), ("host", 101_000, 10_000),
+                                                                  ("host", 150_000, 30_000)]
+    u = tables["user_ranges"].set_index(["side", "name"])
     assert set(u.index) == {("host", "## forward ##"), ("device", "## forward ##")}  # no step mark, no gloo span
     h = u.loc[("host", "## forward ##")]
     assert h["count"] == 2 and h["total_ns"] == 40_000 and h["max_ns"] == 30_000 and h["ts_ns"] == 101_000

@@ -516,7 +516,8 @@ def _check_clocks(by_rank: dict, problems: list) -> None:
     """Ranks whose first events are more than a day apart: their clocks disagree (named; times kept as written)."""
     starts = {}
     for rank, (path, decoded) in by_rank.items():
-        t = origin(*(df["ts_ns"] for name, df in decoded.tables.items() if name != "user_ranges"))
+        t = origin(*(df["ts_ns"] for name, df in decoded.tables.items()
+                   if name not in ("user_ranges", "user_range_spans")))
         if t is not None:
             starts[rank] = t
     if len(starts) < 2:
@@ -635,7 +636,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
 
     # one origin for the whole run: the earliest exact timestamp of any rank (model doc, "Time base")
     t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for name, df in decoded.tables.items()
-                if name != "user_ranges"))  # aggregates: a range that wraps the trace does not move the origin
+                if name not in ("user_ranges", "user_range_spans")))  # aggregates: a range that wraps the trace does not move the origin
     run.time_origin_ns = t0 if t0 is not None else 0
     files = []
     props = []
@@ -907,6 +908,11 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
         out["user_ranges"] = pd.DataFrame({
             "rank": u["rank"], "side": u["side"], "name": u["name"], "count": u["count"].astype(np.int64),
             "total_ms": u["total_ns"] / 1e6, "max_ms": u["max_ns"] / 1e6, "first_ms": rel_ms(u["ts_ns"], t0)})
+    u = _stacked(by_rank, "user_range_spans")
+    if u is not None:
+        out["user_range_spans"] = pd.DataFrame({
+            "rank": u["rank"], "side": u["side"], "name": u["name"], "start_ms": rel_ms(u["ts_ns"], t0),
+            "dur_ms": u["dur_ns"] / 1e6})
     source = {"trace_steps": "steps", "memory_events": "memory"}
     fixed = list(out)
     return {name: out[name] for name in sorted(out, key=lambda n: (met[source.get(n, n)], fixed.index(n)))}

@@ -190,6 +190,9 @@ MAX_OP_FLOPS = 1e18
 MAX_HOST_OPS = 1_000_000
 #: distinct user range names kept per rank and side (``user_ranges``); the rest are summed into one row
 MAX_USER_RANGE_NAMES = 500
+#: user range occurrences kept per rank as spans (``user_range_spans``: the ranges' own time without collectives);
+#: past it the rank's spans are dropped (its own time is then not measured)
+MAX_USER_RANGE_SPANS = 100_000
 #: user_annotation names that are not user ranges: the profiler's own step marks and collective spans
 _NOT_USER = ("ProfilerStep#", "gloo:", "nccl:")
 
@@ -908,6 +911,10 @@ class _Collector:
         self.d_tid: list = []
         # user_ranges: (side, name) -> [count, total ns, max ns, first start ns]
         self.u_agg: dict = {}
+        # user_range_spans: (side, name) key per occurrence, start and duration (dropped past MAX_USER_RANGE_SPANS)
+        self.u_key: list = []
+        self.u_ts = array("q")
+        self.u_dur = array("q")
         # memory
         self.m_ts = array("q")
         self.m_dt = array("q")
@@ -1153,6 +1160,13 @@ class _Collector:
                 a = self.u_agg.get(key)
             if a is None:
                 a = self.u_agg[(side, self._s(key[1]))] = [0, 0, 0, tt[0]]
+        if self.u_key is not None:
+            if len(self.u_key) >= MAX_USER_RANGE_SPANS:
+                self.u_key = None
+            else:
+                self.u_key.append((side, self._s(key[1])))
+                self.u_ts.append(tt[0])
+                self.u_dur.append(tt[1])
         a[0] += 1
         a[1] += tt[1]
         if tt[1] > a[2]:
@@ -1488,6 +1502,13 @@ class _Collector:
                 "side": [keys[i][0] for i in order], "name": [keys[i][1] for i in order], "count": vals[:, 0],
                 "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div})
             self.u_agg = {}
+            if self.u_key:  # in start order, as every decoded table
+                ts = np.frombuffer(self.u_ts, dtype=np.int64) // div
+                o = np.argsort(ts, kind="stable")
+                out["user_range_spans"] = pd.DataFrame({
+                    "side": [self.u_key[i][0] for i in o], "name": [self.u_key[i][1] for i in o], "ts_ns": ts[o],
+                    "dur_ns": (np.frombuffer(self.u_dur, dtype=np.int64) // div)[o]})
+            self.u_key, self.u_ts, self.u_dur = [], array("q"), array("q")
         return {k: v for k, v in out.items() if not v.empty}
 
     def _check_times(self, out: dict, from_ns: bool, only: str | None = None) -> None:

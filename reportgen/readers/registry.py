@@ -319,6 +319,7 @@ _KINETO_GIVES = {
     "memory_samples": "[memory] events (profile_memory=True)",
     "groups": "the trace's distributedInfo with pg_config",
     "user_ranges": "record_function / NVTX ranges in the trace (user_annotation, gpu_user_annotation)",
+    "user_range_spans": "record_function / NVTX ranges in the trace (user_annotation, gpu_user_annotation)",
     "gpu_ops.launch_ts_ns": "GPU kernels with their runtime launch calls (cuda_runtime events with correlation ids)",
 }
 

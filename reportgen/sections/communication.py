@@ -1257,17 +1257,28 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
 
 
 def _boxes(link_ops: pd.DataFrame) -> Figure:
-    value, units = metric_switch("link_metric", _link_metrics(link_ops))
+    metrics = _link_metrics(link_ops)
+    value, units = metric_switch("link_metric", metrics)
     links = sorted(link_ops["link"].unique(), key=natural_key)
+    # the x domain per metric, given (0 .. largest value in the metric's unit): a data-driven domain would take the
+    # extent of every layer of the box plot, and its outlier layer is empty for a metric without outliers (Vega
+    # warns "Infinite extent")
+    extent = {}
+    for col, (_, _, vals) in metrics.items():
+        v = pd.to_numeric(vals, errors="coerce").to_numpy(float) / units["value"][col][1]
+        v = v[np.isfinite(v)]
+        extent[col] = [min(0.0, float(v.min())) if len(v) else 0.0, float(v.max()) if len(v) and v.max() > 0 else 1.0]
     box = (
         vl.Chart(link_ops).transform_calculate(value=value)
         .mark_boxplot(extent=1.5, color=palette.ROLE["comm"], size=12)
         .encode(y=vl.Y("link:N", title="Link", sort=links, axis=vl.Axis(labelLimit=240)),
-                x=vl.X("value:Q", title=None, axis=vl.Axis(format=fmt.D3_FORMAT))))
+                x=vl.X("value:Q", title=None, axis=vl.Axis(format=fmt.D3_FORMAT),
+                       scale=vl.Scale(domain={"expr": "link_metric_extent[link_metric]"}, nice=True))))
     # the params sit on a one-layer wrapper, not on the boxplot: Vega-Lite warns "Selection not supported for
     # boxplot yet" for any params on a boxplot unit (also plain variables like these)
     chart = (
-        vl.layer(box).add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units)
+        vl.layer(box).add_params(vl.param(name="link_metric", value="bandwidth_gbps"), units,
+                                 vl.param(name="link_metric_extent", value=extent))
         .properties(title=vl.TitleParams(text={"expr": "link_metric_units[link_metric][0]"}, anchor="start",
                                           fontSize=12)))
     return Figure("communication-link-boxes", "Per-link spread of operator time, size and bandwidth",

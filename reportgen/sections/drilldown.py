@@ -554,6 +554,8 @@ PICK_MIN_POINTS = 12
 #: the signal of the rank picker (a section control); rank cells of the page's tables link to #rank-N, which sets it
 PICK_SIGNAL = "drill_rank"
 PICK_FIGURE = "drill-rank-any"
+#: what a panel of the picker shows for a rank without its data
+NO_RANK_DATA = "(no data for this rank)"
 PICK_OPS_COLUMNS = ["rank", "name", "total_ms", "count", "share_ratio"]
 
 
@@ -763,6 +765,10 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
         unit, factor = fmt.unit_for("ms", ops["total_ms"])
         d = pd.DataFrame({"r": ops["rank"].astype(int).to_numpy(), "n": ops["name"].astype(str).to_numpy(),
                           "t": [_sig4(v / factor) for v in ops["total_ms"].astype(float)]})
+        # a rank without operation rows shows one row that says so (an empty chart: nothing drawn, console warnings)
+        lack = sorted({int(r) for r, _ in options} - set(d["r"]))
+        if lack:
+            d = pd.concat([d, pd.DataFrame({"r": lack, "n": NO_RANK_DATA, "t": 0.0})], ignore_index=True)
         kinds = {n: _CLASS_LABEL.get(cls.get(n, "other"), _CLASS_LABEL["other"])[0] for n in d["n"].unique()}
         kinds["others"] = _CLASS_LABEL["other"][0]
         present_kinds = [(label, r) for label, r in _CLASS_LABEL.values() if label in set(kinds.values())]
@@ -796,12 +802,22 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
             d = pd.DataFrame({"r": x["rank"].astype(int).to_numpy(),
                               "x": [_sig4(v / t_factor) for v in x["t_ms"].astype(float)],
                               "y": [_sig4(v / factor) for v in x["value"].astype(float)]})
-            charts.append(vl.Chart(d).transform_filter(picked).mark_line(
+            # a rank without this line: one point at 0 (keeps the scales finite) and a text that says so
+            lack = sorted({int(r) for r, _ in options} - set(d["r"]))
+            if lack:
+                d = pd.concat([d.assign(e=0), pd.DataFrame({"r": lack, "x": 0.0, "y": 0.0, "e": 1})],
+                              ignore_index=True)
+            line = vl.Chart(d).transform_filter(picked).mark_line(
                 color=palette.ROLE[role_], interpolate="step-after" if metric == "memory_mb" else "linear").encode(
                 x=vl.X("x:Q", axis=vl.Axis(**axis("Time from the step start", t_unit))),
                 y=vl.Y("y:Q", axis=vl.Axis(**axis(title, unit))),
                 tooltip=[tip("x", "Time", t_unit), tip("y", title, unit)],
-            ).properties(width="container", height=90))
+            )
+            if lack:
+                line = line + vl.Chart(d).transform_filter(f"{picked} && datum.e == 1").mark_text(
+                    align="left", baseline="top").encode(x=vl.value(6), y=vl.value(6),
+                                                         text=vl.value(NO_RANK_DATA))
+            charts.append(line.properties(width="container", height=90))
             what.append({"memory_mb": "memory in use", "flops_cumulative": "cumulative FLOPs"}[metric] + " over one step")
     if not charts:
         return None

@@ -726,7 +726,9 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
     n_lanes = len(lanes)
     chart = (vl.layer(*layers).add_params(vl.param(name="step", value=str(steps[0])),
                                            vl.param(name="marey_view", value="ranks"))
-             .resolve_scale(color="independent"))
+             .resolve_scale(color="independent", yOffset="independent"))
+    # (the lines' yOffset scale is linear and their own: shared, the bars' band height is taken on it and Vega-Lite
+    # warns "Cannot use the relative band size with linear scale")
     # taller lanes when lines are drawn in them (a line needs the lane's height to read)
     chart = fit(chart, {"step": max(3, min(40 if lines is not None else 22, 640 // max(1, n_lanes)))})
     trims = []

@@ -4,8 +4,12 @@ device wait for. Each part reads its own canonical table and says "not in this r
 Sources and definitions:
 
 * User ranges (table ``user_ranges``: ``record_function`` / NVTX ranges, mstx ranges): per rank and name the count,
-  total, mean (= total / count) and longest occurrence. The rank spread of a name is the largest per-rank mean over
-  the median of the per-rank means (1 = every rank alike); the slowest rank is the one with that largest mean. HTA's
+  total, mean (= total / count) and longest occurrence. A range that holds a collective includes the wait for the
+  other ranks (the waiting rank's range is the long one), so where the run has each occurrence's span
+  (``user_range_spans``) and the collective spans (``comm_ops``: start_ms + elapse_ms per rank) a range's own time =
+  its duration - its overlap with the union of the rank's collective spans, and the spread is ranked on the own
+  time (ours). The rank spread of a name is the largest per-rank mean (own time per occurrence) over the median of
+  the per-rank means (1 = every rank alike); the slowest rank is the one with that largest mean. HTA's
   ``get_gpu_user_annotation_breakdown`` is the peer (sum / max / mean per name; the HTA research notes §1.4); the
   rank spread is ours.
 * Launch delay (table ``gpu_ops`` with ``launch_ts_ns``: the runtime call with the kernel's correlation id): the
@@ -39,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import charts as vl
-from .. import fmt, palette
+from .. import diagnosis, fmt, palette
 from ..charts import to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -80,16 +84,58 @@ ALLTOALL_IMBALANCE = 1.5
 NO_LAUNCH = np.iinfo(np.int64).max
 
 
-def user_ranges(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per rank, side and name: count, total_ms, mean_ms, max_ms; per side and name: ranks, total_ms, the per-rank
-    means' median and max, the slowest rank, spread = max / median), module doc."""
+def comm_overlap(spans: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, side and name of ``spans`` (rank, side, name, start_ms, dur_ms): comm_ms = the summed overlap of
+    its occurrences with the union of the rank's collective spans ``comm`` (rank, start_ms, dur_ms), module doc.
+    Ranks without collectives overlap 0."""
+    out = []
+    cg = {r: g for r, g in comm.groupby("rank", sort=False)}
+    for r, s in spans.groupby("rank", sort=False):
+        a = s["start_ms"].to_numpy(float)
+        b = a + s["dur_ms"].to_numpy(float)
+        ov = np.zeros(len(s))
+        c = cg.get(r)
+        if c is not None and len(c):
+            cs = c["start_ms"].to_numpy(float)
+            ce = cs + np.maximum(c["dur_ms"].to_numpy(float), 0.0)
+            o = np.argsort(cs, kind="stable")
+            cs, ce = cs[o], np.maximum.accumulate(ce[o])
+            new = np.r_[True, cs[1:] > ce[:-1]]  # a span starting after every earlier one ended opens a block
+            ms, me = cs[new], np.r_[ce[np.flatnonzero(new)[1:] - 1], ce[-1]]
+            cum = np.r_[0.0, np.cumsum(me - ms)]
+
+            def covered(t):  # union time in [-inf, t]
+                i = np.searchsorted(ms, t, side="right")  # blocks starting at or before t
+                part = np.where(i > 0, np.minimum(t, me[np.maximum(i - 1, 0)]) - ms[np.maximum(i - 1, 0)], 0.0)
+                return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0.0)
+            ov = np.maximum(covered(b) - covered(a), 0.0)
+        out.append(pd.DataFrame({"rank": r, "side": s["side"].to_numpy(), "name": s["name"].to_numpy(),
+                                 "comm_ms": ov}))
+    if not out:
+        return pd.DataFrame(columns=["side", "name", "rank", "comm_ms"])
+    return pd.concat(out, ignore_index=True).groupby(["side", "name", "rank"], sort=False, as_index=False)[
+        "comm_ms"].sum()
+
+
+def user_ranges(df: pd.DataFrame, overlap: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per rank, side and name: count, total_ms, mean_ms, max_ms, comm_ms, own_ms, own_mean_ms; per side and name:
+    ranks, total_ms, the per-rank own means' median and max, the slowest rank, spread = max / median), module doc.
+    ``overlap`` (:func:`comm_overlap`): the collective time inside; without it (or for a rank it lacks) the own time
+    is the whole time."""
     per = df.groupby(["side", "name", "rank"], sort=False, as_index=False).agg(
         count=("count", "sum"), total_ms=("total_ms", "sum"), max_ms=("max_ms", "max"))
     per["mean_ms"] = per["total_ms"] / per["count"].where(per["count"] > 0)
+    if overlap is not None and not overlap.empty:
+        per = per.merge(overlap[["side", "name", "rank", "comm_ms"]], on=["side", "name", "rank"], how="left")
+    else:
+        per["comm_ms"] = np.nan
+    per["own_ms"] = per["total_ms"] - per["comm_ms"].fillna(0.0).clip(upper=per["total_ms"])
+    per["own_mean_ms"] = per["own_ms"] / per["count"].where(per["count"] > 0)
     g = per.groupby(["side", "name"], sort=False)
     by = g.agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ms=("total_ms", "sum"),
-               median_mean_ms=("mean_ms", "median"), max_mean_ms=("mean_ms", "max")).reset_index()
-    slow = per.loc[g["mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
+               comm_ms=("comm_ms", "sum"), median_mean_ms=("own_mean_ms", "median"),
+               max_mean_ms=("own_mean_ms", "max")).reset_index()
+    slow = per.loc[g["own_mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
     by = by.merge(slow.rename(columns={"rank": "slowest_rank"}), on=["side", "name"], how="left")
     by["spread_ratio"] = by["max_mean_ms"] / by["median_mean_ms"].where(by["median_mean_ms"] > 0)
     # the time the slowest rank spends in the range beyond the median rank's mean (its occurrences x the difference)
@@ -220,7 +266,16 @@ def analyze(run: Run, options=None) -> Analysis:
     have = []
     u = run.table("user_ranges")
     if u is not None and not u.empty:
-        per, by = user_ranges(u)
+        spans, comm = run.table("user_range_spans"), run.table("comm_ops")
+        overlap = None
+        if spans is not None and not spans.empty and comm is not None and "elapse_ms" in comm:
+            c = comm[comm["elapse_ms"].notna()]
+            overlap = comm_overlap(spans, pd.DataFrame({"rank": c["rank"], "start_ms": c["start_ms"],
+                                                        "dur_ms": c["elapse_ms"]}))
+        per, by = user_ranges(u, overlap)
+        data["ranges_own"] = overlap is not None
+        d = diagnosis.diagnose(run, options)
+        data["diagnosed_ranks"] = sorted({int(r) for c in d.causes for r in c.ranks}) if d is not None else []
         top = by.head(TOP_RANGES)
         tables["ranges"] = top
         keep = per.merge(top[["side", "name"]], on=["side", "name"])
@@ -314,29 +369,33 @@ def present(a: Analysis) -> View:
     if "ranges" in t:
         r = t["ranges"]
         worst = r[(r["ranks"] > 1) & (r["excess_ms"] > 0)].sort_values("excess_ms", ascending=False).head(1)
-        parts.append(f"{count_text(m['user_range_names'], 'user range name')}"
-                     + (f"; the most time beyond the median rank is in {worst.iloc[0]['name']} on rank "
-                        f"{int(worst.iloc[0]['slowest_rank'])} ({fmt.ms(worst.iloc[0]['excess_ms'])}, "
-                        f"{worst.iloc[0]['spread_ratio']:.2f}x the median rank's mean)" if not worst.empty else ""))
+        parts.append(count_text(m['user_range_names'], 'user range name')
+                     + ("" if worst.empty else "; " + ranges_headline(worst.iloc[0], a.data.get("ranges_own", False),
+                                                                     a.data.get("diagnosed_ranks", []), r)))
         tables.append(Table.from_frame(
             "host-ranges-table", "User ranges: the rank spread of each name", r,
             [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("ranks", "Ranks", "int"),
              Column("count", "Occurrences", "int"), Column("total_ms", "Total (all ranks)", "ms"),
-             Column("median_mean_ms", "Mean per occurrence, median rank", "ms"),
-             Column("max_mean_ms", "Mean per occurrence, slowest rank", "ms"),
+             Column("comm_ms", "Collectives inside (all ranks)", "ms"),
+             Column("median_mean_ms", "Own time per occurrence, median rank", "ms"),
+             Column("max_mean_ms", "Own time per occurrence, slowest rank", "ms"),
              Column("slowest_rank", "Slowest rank", "rank"), Column("spread_ratio", "Spread (slowest / median)",
                                                                      "float"),
-             Column("excess_ms", "Extra time on the slowest rank", "ms")],
+             Column("excess_ms", "Extra own time on the slowest rank (all its occurrences)", "ms")],
             caption=f"record_function / NVTX / mstx ranges, the {TOP_RANGES} names with the most time (the profiler's "
-                    "step marks and collective spans left out). Spread = the slowest rank's mean over the median "
-                    "rank's mean (1 = alike); extra time = its occurrences on the slowest rank x (its mean there - the median "
-                    "rank's mean). Host: the CPU span; device: its span on the device's timeline."))
+                    "step marks and collective spans left out). Own time = the range's time minus its overlap with "
+                    "the rank's collective / p2p spans (a rank waiting inside a collective is not slow; without the "
+                    "spans own time = the whole time). Spread = the slowest rank's own mean per occurrence over the "
+                    "median rank's (1 = alike); extra own time = its occurrences on the slowest rank x (its mean there "
+                    "- the median rank's mean). Host: the CPU span; device: its span on the device's timeline."))
         tables.append(Table.from_frame(
             "host-ranges-ranks", "User ranges per rank", t["ranges_per_rank"],
             [Column("name", "Range", "text"), Column("side", "Side", "text"), Column("rank", "Rank", "rank"),
              Column("count", "Occurrences", "int"), Column("total_ms", "Total", "ms"),
-             Column("mean_ms", "Mean", "ms"), Column("max_ms", "Longest", "ms")],
-            caption="Per rank and name (HTA's user annotation breakdown per rank)."))
+             Column("mean_ms", "Mean per occurrence", "ms"), Column("own_mean_ms", "Own time per occurrence", "ms"),
+             Column("comm_ms", "Collectives inside (total)", "ms"), Column("max_ms", "Longest occurrence", "ms")],
+            caption="Per rank and name over the profile (HTA's user annotation breakdown per rank); own time = "
+                    "without the collective / p2p spans inside."))
         figures.append(_ranges_heatmap(t["ranges_per_rank"], r))
     if "launch" in t:
         lp = t["launch"]
@@ -436,6 +495,34 @@ def present(a: Analysis) -> View:
                 tables=tables, notes=notes)
 
 
+def ranges_headline(w, own: bool, diagnosed: list[int], by: pd.DataFrame | None = None) -> str:
+    """The user range with the most time beyond the median rank, in words: per occurrence and in total, own time
+    (collectives left out) when measured; an observation when the diagnosis names other ranks (never contradicts),
+    then the range with the most own time beyond the median rank on a diagnosed rank (a range only that rank runs
+    counts its whole own time)."""
+    rank, n = int(w["slowest_rank"]), int(round(w["excess_ms"] / max(w["max_mean_ms"] - w["median_mean_ms"], 1e-12)))
+    what = "own time (collectives inside left out)" if own else "time (collectives and waits inside included)"
+    text = (f"the user range with the most {what} beyond the median rank is {w['name']} on rank {rank}: "
+            f"{fmt.ms(w['max_mean_ms'])} per occurrence vs {fmt.ms(w['median_mean_ms'])} on the median rank "
+            f"({w['spread_ratio']:.2f}x; {fmt.ms(w['excess_ms'])} more over its {n} occurrences in the profile)")
+    if diagnosed and rank not in diagnosed:
+        text = "an observation: " + text + (
+            f"; the diagnosed cause is on rank{'s' if len(diagnosed) > 1 else ''} "
+            f"{', '.join(str(x) for x in diagnosed)}")
+        if by is not None and not by.empty:
+            c = by[by["slowest_rank"].isin(diagnosed)]
+            extra = np.where(c["ranks"] > 1, c["excess_ms"], c["total_ms"] - c["comm_ms"])
+            c = c.assign(extra=extra)
+            c = c[c["extra"] > 0].sort_values("extra", ascending=False).head(1)
+            if not c.empty:
+                x = c.iloc[0]
+                text += (f", where {x['name']} has {fmt.ms(x['max_mean_ms'])} own time per occurrence "
+                         + (f"vs {fmt.ms(x['median_mean_ms'])} on the median rank" if x["ranks"] > 1
+                            else "and runs on no other rank")
+                         + f" ({fmt.ms(x['extra'])} over the profile)")
+    return text
+
+
 def count_text(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
@@ -445,7 +532,8 @@ def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
     d = per.merge(names, on=["side", "name"])
     d = d[d["rank"].isin(sorted(d["rank"].unique())[:CHART_RANKS])]
     d = d.assign(label=np.where(d["side"] == "device", d["name"] + " (device)", d["name"]),
-                 rel=d["mean_ms"] / d.groupby(["side", "name"])["mean_ms"].transform("median"))
+                 rel=d["own_mean_ms"] / d.groupby(["side", "name"])["own_mean_ms"].transform("median"))
+    d = d.assign(mean_ms=d["own_mean_ms"])
     unit, factor = fmt.unit_for("ms", d["mean_ms"])
     chart = vl.in_unit(vl.Chart(d[["rank", "label", "mean_ms", "rel", "count"]]), factor, "mean_ms").mark_rect().encode(
         x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
@@ -453,11 +541,13 @@ def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
                                                                      names["name"] + " (device)", names["name"])))),
         color=vl.Color("rel:Q", title="Mean / median rank", scale=vl.diverging([0.5, 1, 2])),
         tooltip=[vl.Tooltip("label:N", title="Range"), vl.Tooltip("rank:O", title="Rank"),
-                 vl.tip("mean_ms_u", "Mean", unit), vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
+                 vl.tip("mean_ms_u", "Own time per occurrence", unit),
+                 vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
                  vl.Tooltip("count:Q", title="Occurrences")])
-    return Figure("host-ranges", "User ranges: mean time per occurrence, relative to the median rank",
+    return Figure("host-ranges", "User ranges: own time per occurrence, relative to the median rank",
                   to_spec(vl.fit(chart, max(120, 18 * len(names)))),
-                  caption="Each cell is a range's mean on a rank over the median rank's (1 = alike; a range slow on "
+                  caption="Each cell is a range's mean own time per occurrence (collectives inside left out) on a rank "
+                          "over the median rank's (1 = alike; a range slow on "
                           "one rank stands out in its row). The 20 names with the most time, the first 128 ranks.",
                   alt="Heatmap of user range time per rank relative to the median rank")
 
