@@ -823,7 +823,7 @@ def _operator_tables(a: Analysis) -> list[Table]:
     t, m = a.tables, a.metrics
     if "alive_at_peak" in t:
         out.append(Table.from_frame(
-            "memory-alive", "Allocations alive at each rank's peak", t["alive_at_peak"],
+            "memory-alive", "Allocations alive at each rank's allocated peak", t["alive_at_peak"],
             [Column("rank", "Rank", "rank"), Column("name", "Operator", "text"), Column("size_mb", "Size", "mb"),
              Column("share", "Share of alive", "ratio"), Column("alloc_ms", "Allocated at", "ms"),
              Column("release_ms", "Released at", "ms"), Column("duration_ms", "Lifetime", "ms")],
@@ -983,7 +983,7 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
     else:
         color = identity_color("rank", sorted(df["rank"].unique()), "Rank", legend=not many)
         how = "one line per rank"
-    x = vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT))
+    x = vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT), scale=vl.Scale(nice=False, zero=False))
     chart = in_unit(vl.Chart(df), factor, "mb").transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_line(
         strokeWidth=1, opacity=0.7 if many else 1).encode(
         x=x, y=vl.Y("mb_u:Q", axis=vl.Axis(**axis("Host memory" if host else "Memory", unit))),
