@@ -527,7 +527,8 @@ def test_level2_memory_detail_and_operator_tables():
     assert m["peak_label"] == "Reserved peak (process)"
     cols = {c.key: c.label for c in out.view.tables[0].columns}
     assert cols["peak_mb"] == "Reserved peak (process)" and cols["alloc_peak_mb"] == "Allocated peak"
-    assert pr.loc[2, "peak_mb"] == pytest.approx(13291.08992) and pr.loc[2, "alloc_peak_mb"] == pytest.approx(11343.561216)
+    assert pr.loc[2, "peak_mb"] == pytest.approx(13291.08992)
+    assert pr.loc[2, "alloc_peak_mb"] == pytest.approx(11343.561216)
     assert "held by operators at the allocated peak" in cols["alive_mb"].lower()
 
 

@@ -24,7 +24,8 @@
   in use (MB: :func:`memory_series`, the memory section's in-use line of the rank,
   :func:`reportgen.sections.memory.in_use_series`: the allocated of the device series whose allocated peaks highest,
   else the series of the reserved peak; the host series on a run with host memory only; so the line's highest point
-  over the whole run is the rank's allocated peak; which records are memory in use is each family's rule, written once in its reader;
+  over the whole run is the rank's allocated peak; which records are memory in use is each family's rule, written
+  once in its reader;
   a run with only a profiler's own peak, ``memory_peaks``, has no line) and cumulative FLOPs (the canonical
   ``op_flops`` rows with FLOPs and a start, :func:`reportgen.sections.flops.counted_ops`, counted by op start like
   the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank

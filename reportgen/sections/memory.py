@@ -7,7 +7,9 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 
 * ``memory_samples`` (rank, ts_ms, kind device|host, device_id, series, allocated / reserved / active MB,
   capacity_mb): peak = the maximum total reserved of the rank's device series (the device whose reserved peaks
-  highest when a rank has several); the timeline draws that series. A run with no device samples but host ones
+  highest when a rank has several), named 'Reserved peak (process)' where it is a process-level series
+  (:func:`peak_label`); the timeline and every other memory-over-time line draw the memory in use
+  (:func:`in_use_series`: allocated, whose top is the allocated peak) on the run clock. A run with no device samples but host ones
   (a CPU run, where host memory IS the memory) is analysed the same way on its host series, every title, axis and
   finding saying "host memory"; a host series whose total reserved never rises above 0 (an allocator that caches
   nothing) peaks at its total allocated. With both kinds, device memory is the subject. The APP-component rule of
@@ -283,7 +285,8 @@ def _line_name(series: pd.Series, counter: str) -> np.ndarray:
 
 def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFrame | None:
     """The memory IN USE over time, one line per rank: rank, ts_ms (run clock: ms from the run origin), mb, series
-    (what the line is, e.g. 'PTA+GE allocator (framework) · allocated'), counter (allocated | reserved). Definition (the one place): the
+    (what the line is, e.g. 'PTA+GE allocator (framework) · allocated'), counter (allocated | reserved).
+    Definition (the one place): the
     ``allocated_mb`` of the rank's ``memory_samples`` series of ``kind`` (default :func:`subject_kind`) whose
     allocated peaks highest, detail-only series included (Ascend: the framework allocator PTA+GE, which moves with
     the forward / backward passes, under the flat process-level APP reserved series); its maximum is the ALLOCATED
@@ -303,8 +306,8 @@ def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFr
             best = a.groupby(["rank", "series"])["allocated_mb"].max().reset_index()
             best = best.sort_values(["rank", "allocated_mb"], ascending=[True, False], kind="stable")
             sel = a.merge(best.drop_duplicates("rank")[["rank", "series"]], on=["rank", "series"])
-            parts.append(pd.DataFrame({"rank": sel["rank"].astype(int).to_numpy(), "ts_ms": sel["ts_ms"].to_numpy(float),
-                                       "mb": sel["allocated_mb"].to_numpy(float),
+            parts.append(pd.DataFrame({"rank": sel["rank"].astype(int).to_numpy(),
+                                       "ts_ms": sel["ts_ms"].to_numpy(float), "mb": sel["allocated_mb"].to_numpy(float),
                                        "series": _line_name(sel["series"], "allocated"), "counter": "allocated"}))
     done = set(parts[0]["rank"].tolist()) if parts else set()
     r = _peak_rows(rows)
@@ -643,7 +646,8 @@ def present(a: Analysis) -> View:
     if "static_mb" in pr:
         cols.insert(6, Column("static_mb", "Static", "mb"))
     if "alloc_peak_ms" in pr:
-        if pr["alloc_peak_mb"].notna().any():
+        same = (pr["alloc_peak_mb"] - pr["peak_mb"]).abs().fillna(1).lt(1e-9).all()  # host: one peak, said once
+        if pr["alloc_peak_mb"].notna().any() and not same:
             cols.append(Column("alloc_peak_mb", "Allocated peak", "mb",
                                help="the largest allocated memory of the rank (" +
                                     str(m.get("allocation_peak_definition", "")) + ")"))
