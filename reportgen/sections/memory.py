@@ -278,9 +278,12 @@ def subject_kind(ms: pd.DataFrame) -> str:
 
 
 def _line_name(series: pd.Series, counter: str) -> np.ndarray:
-    """'<series> · <counter>', or the series' own name when it already says the counter."""
+    """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
+    another counter ('MindSpore CPU memory pool total reserved') drops it first ('... memory pool · allocated')."""
     names = series.astype(str)
-    return np.where(names.str.lower().str.contains(counter), names, names + " · " + counter)
+    other = "reserved" if counter == "allocated" else "allocated"
+    base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
+    return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)
 
 
 def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFrame | None:
