@@ -630,7 +630,7 @@ def present(a: Analysis) -> View:
     tl = a.data.get("timeline")
     if tl is not None and not tl.empty:
         figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks"), host,
-                                 m.get("timeline_series")))
+                                 m.get("timeline_series"), m.get("peak_label", "Peak")))
     det = a.data.get("detail") or {}
     controls = []
     detail_figs = _detail_figures(a, det, host)
@@ -973,7 +973,8 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = F
 
 
 def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str],
-              marks: pd.DataFrame | None = None, host: bool = False, names: list[str] | None = None) -> Figure:
+              marks: pd.DataFrame | None = None, host: bool = False, names: list[str] | None = None,
+              label: str = "Peak") -> Figure:
     df = tl.merge(pr[["rank", "stage"]].assign(stage=pd.to_numeric(pr["stage"], errors="coerce")), on="rank", how="left")
     unit, factor = fmt.unit_for("mb", df["mb"])
     if x_kind == "node":
@@ -999,10 +1000,10 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
                  tip("x_u", "Time" if x_kind == "time" else "Node", x_unit),
                  tip("mb_u", "Host memory" if host else "Memory", unit)])
     if x_kind == "time":
-        caption = (f"{'Host memory' if host else 'Memory'} in use, {how}, on the run clock (ms from the run origin, "
-                   "as the Marey view): " + "; ".join((names or [])[:4]) + ("; ..." if len(names or []) > 4 else "")
-                   + ". Allocated where the data has it (it moves "
-                   "with the passes; the reserved peak in the table is what the process holds).")
+        caption = (f"{'Host memory' if host else 'Memory'} in use, {how}, on the run clock (time from the run "
+                   "origin, as the Marey view): " + "; ".join((names or [])[:4]) + ("; ..." if len(names or []) > 4 else "")
+                   + "." + (f" Allocated where the data has it (it moves with the passes); the {label.lower()} in the "
+                            "table is what the process holds." if label != "Peak" else ""))
     else:
         caption = f"The {'host memory ' if host else ''}series each peak is taken from, {how}."
     if marks is not None and not marks.empty:
