@@ -296,8 +296,8 @@ def downsample(t: pd.Series, v: pd.Series, how: str, span: float, n: int = MAX_L
 
 def memory_series(run: Run) -> pd.DataFrame | None:
     """rank, ts_ms, mb: the memory IN USE of each rank, :func:`reportgen.sections.memory.in_use_series` (the one
-    definition: the allocator's allocated where the data has it, e.g. Ascend's PTA+GE allocator rather than the flat
-    APP reserved line; else the series the memory section takes its reserved peak from; the host series on a run with
+    definition: the allocator's allocated where the data has it, e.g. a framework allocator rather than a flat
+    process-level reserved line; else the series the memory section takes its reserved peak from; the host series on a run with
     host memory only); None when the run has no usable samples."""
     from .memory import in_use_series  # late: keeps execution importable on its own
     s = in_use_series(run.table("memory_samples"))
@@ -390,8 +390,8 @@ def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame
 
 
 #: what the memory line is, for captions (definition: reportgen.sections.memory.in_use_series)
-MEMORY_LINE_NOTE = ("Memory in use = the allocator's allocated memory where the data has it (Ascend: the PTA+GE "
-                    "framework allocator, not the flat APP reserved line), else the reserved series of the memory "
+MEMORY_LINE_NOTE = ("Memory in use = the allocator's allocated memory where the data has it (the framework "
+                    "allocator, not a flat process-level reserved line), else the reserved series of the memory "
                     "section's peak; its top is the rank's allocated peak, not the reserved peak.")
 
 

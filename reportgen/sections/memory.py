@@ -163,8 +163,8 @@ def _from_samples(run: Run, options=None) -> dict:
 
 def peak_label(run: Run, d: dict) -> str:
     """The name of the section's peak per rank wherever it is shown: 'Reserved peak (process)' when it is the
-    maximum reserved of a process-level series above the reader's framework-allocator detail series (Ascend APP over
-    PTA+GE: what the process holds, the capacity-relevant number), 'Reserved peak' for another device series'
+    maximum reserved of a process-level series above the reader's framework-allocator detail series (what the
+    process holds, the capacity-relevant number), 'Reserved peak' for another device series'
     reserved, else 'Peak' (a host series, a profiler's own peak). The allocated peak is named 'Allocated peak'."""
     if d.get("x_kind") != "time" or d.get("kind", "device") != "device":
         return "Peak"
@@ -279,7 +279,7 @@ def subject_kind(ms: pd.DataFrame) -> str:
 
 def _line_name(series: pd.Series, counter: str) -> np.ndarray:
     """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
-    another counter ('MindSpore CPU memory pool total reserved') drops it first ('... memory pool · allocated')."""
+    another counter ('... memory pool total reserved') drops it first ('... memory pool · allocated')."""
     names = series.astype(str)
     other = "reserved" if counter == "allocated" else "allocated"
     base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
@@ -291,8 +291,8 @@ def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFr
     (what the line is, e.g. 'PTA+GE allocator (framework) · allocated'), counter (allocated | reserved).
     Definition (the one place): the
     ``allocated_mb`` of the rank's ``memory_samples`` series of ``kind`` (default :func:`subject_kind`) whose
-    allocated peaks highest, detail-only series included (Ascend: the framework allocator PTA+GE, which moves with
-    the forward / backward passes, under the flat process-level APP reserved series); its maximum is the ALLOCATED
+    allocated peaks highest, detail-only series included (a framework allocator, which moves with the forward /
+    backward passes, under a flat process-level reserved series); its maximum is the ALLOCATED
     PEAK (:func:`peak_times`). A rank whose series carry no allocated falls back to the series its reserved peak
     is taken from (:func:`_from_samples`, counter 'reserved'). Every memory-over-time line of the page (this
     section's timeline, the drill-down / Marey lines: ``drilldown.memory_series``) draws this line; the reserved
