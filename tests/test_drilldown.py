@@ -7,7 +7,7 @@ import pytest
 
 from reportgen.model import Run
 from reportgen.readers import read_run
-from reportgen.sections import Options, drilldown, run_sections
+from reportgen.sections import Options, drilldown, memory, run_sections
 
 from conftest import fixture_dir
 
@@ -164,13 +164,12 @@ def test_kineto_memory_line_inside_the_step_window():
     m = mem[mem["rank"] == r]
     assert (m["t_ms"] >= 0).all() and (m["t_ms"] <= span).all()
     assert m["t_ms"].iloc[-1] == pytest.approx(span)  # the level is held to the step end
-    # the memory section's series of the rank (memory_samples, the device series it takes the peak of: reserved)
-    (mo,) = run_sections(run, only=["memory"])
-    src = mo.analysis.tables["per_rank"].set_index("rank").loc[r, "source"]
-    ms = run.table("memory_samples")
-    g = ms[(ms["rank"] == r) & (ms["kind"] == "device") & (ms["series"] == src)]
+    # the memory section's in-use line of the rank (memory_samples, the device series' allocated)
+    g = memory.in_use_series(run.table("memory_samples"))
+    assert (g["counter"] == "allocated").all()
+    g = g[g["rank"] == r]
     inside = g[(g["ts_ms"] >= w["start_ms"]) & (g["ts_ms"] < w["end_ms"])]
-    assert m["value"].max() == pytest.approx(inside["reserved_mb"].max())  # the max survives downsampling
+    assert m["value"].max() == pytest.approx(inside["mb"].max())  # the max survives downsampling
     fig = next(f for f in out.view.figures if f.id == f"drill-rank-{r}-lines")
     assert fig.title.endswith(f"over step {step}")
 
@@ -249,9 +248,10 @@ def _samples(rank, series, kind, ts, allocated, reserved, device=0.0):
 
 
 def test_memory_line_is_the_memory_sections_series():
-    """The drill-down's memory line is the memory section's one series per rank (memory_samples, device, the
-    highest total reserved), so over a step holding every sample its highest point is the section's peak: not the
-    allocated bytes, not the host series, not a lower device series."""
+    """The drill-down's memory line is the memory section's in-use line per rank (memory.in_use_series: the allocated
+    of the device series whose allocated peaks highest), so over a step holding every sample its highest point is
+    the section's allocated peak: not the reserved (the section's reserved peak), not the host series, not a lower
+    device series."""
     samples = pd.concat([
         _samples(0, "device 0 total reserved", "device", [1.0, 2.0, 3.0], [100.0, 300.0, 200.0], [400.0, 900.0, 500.0]),
         _samples(0, "host", "host", [1.0, 2.0], [5000.0, 6000.0], [7000.0, 8000.0], device=float("nan")),
@@ -260,24 +260,28 @@ def test_memory_line_is_the_memory_sections_series():
     ], ignore_index=True)
     run = _memory_run(samples, [(0, 1, 0.0, 10.0), (1, 1, 0.0, 10.0)])
     (mo,) = run_sections(run, only=["memory"])
-    peaks = mo.analysis.tables["per_rank"].set_index("rank")["peak_mb"]
+    pr = mo.analysis.tables["per_rank"].set_index("rank")
+    assert pr["peak_mb"].to_dict() == {0: 900.0, 1: 700.0}  # the reserved peak stays the section's peak
     lines, used = drilldown.rank_step_lines(run, [0, 1])
     assert used == {"0": 1, "1": 1}
     mem = lines[lines["metric"] == "memory_mb"].groupby("rank")["value"].max()
-    assert mem.to_dict() == pytest.approx(peaks.to_dict()) == {0: 900.0, 1: 700.0}
+    assert mem.to_dict() == pytest.approx(pr["alloc_peak_mb"].to_dict()) == {0: 300.0, 1: 60.0}
 
 
 def test_memory_line_from_host_samples_only():
-    """A run with host memory only (a CPU run): host memory is its memory, the memory section's series and so the
-    drill-down's line (a host series that reserves nothing is its total allocated)."""
+    """A run with host memory only (a CPU run): host memory is its memory, its allocated the drill-down's line
+    (whether the allocator reserves or not)."""
     run = _memory_run(_samples(0, "host", "host", [1.0, 2.0], [1.0, 2.0], [3.0, 4.0], device=float("nan")),
                       [(0, 1, 0.0, 10.0)])
-    assert drilldown.memory_series(run)["mb"].tolist() == [3.0, 4.0]
+    assert drilldown.memory_series(run)["mb"].tolist() == [1.0, 2.0]
     lines = drilldown.rank_step_lines(run, [0])[0]
-    assert lines[lines["metric"] == "memory_mb"]["value"].max() == 4.0
+    assert lines[lines["metric"] == "memory_mb"]["value"].max() == 2.0
     run = _memory_run(_samples(0, "host", "host", [1.0, 2.0], [1.0, 2.0], [0.0, 0.0], device=float("nan")),
                       [(0, 1, 0.0, 10.0)])
     assert drilldown.memory_series(run)["mb"].tolist() == [1.0, 2.0]
+    # no allocated at all: the reserved series of the section's peak
+    run = _memory_run(_samples(0, "dev", "device", [1.0, 2.0], [float("nan")] * 2, [3.0, 4.0]), [(0, 1, 0.0, 10.0)])
+    assert drilldown.memory_series(run)["mb"].tolist() == [3.0, 4.0]
 
 
 def test_step_trace_op_types_come_from_the_reader():

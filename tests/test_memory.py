@@ -163,7 +163,10 @@ def test_kineto_capacity_from_device_properties():
     peak = me[me["device_type"] == 1]["reserved_mb"].max()
     assert row["peak_mb"] == pytest.approx(peak) and row["peak_ratio"] == pytest.approx(peak / cap)
     tl = out.analysis.data["timeline"]
-    assert len(tl) <= mem.MAX_POINTS_PER_RANK and tl["mb"].max() == pytest.approx(peak)  # the peak survives
+    # the timeline draws the memory in use (allocated), and its peak survives downsampling
+    alloc = mem.in_use_series(run.table("memory_samples"))["mb"].max()
+    assert alloc == pytest.approx(me[me["device_type"] == 1]["allocated_mb"].max()) and alloc < peak
+    assert len(tl) <= mem.MAX_POINTS_PER_RANK and tl["mb"].max() == pytest.approx(alloc)
     assert out.analysis.metrics["timeline_trimmed"]
 
 
@@ -506,6 +509,27 @@ def test_level2_memory_detail_and_operator_tables():
     assert {"memory-detail", "memory-holders"} <= set(figs)
     assert out.view.controls[0].signal == "mem_rank" and {o[0] for o in out.view.controls[0].options} == {0, 2}
     assert {tb.id for tb in out.view.tables} >= {"memory-alive", "memory-operators"}
+    # every memory-over-time line draws the memory in use (the allocator's allocated), not the flat APP reserved:
+    # the timeline on the run clock (the detail's clock) and the drill-down / Marey line of rank 2
+    m = out.analysis.metrics
+    assert m["timeline_series"] == ["PTA+GE allocator (framework) · allocated"] and "run clock" in m["timeline_x"]
+    tl = out.analysis.data["timeline"]
+    for r, g in tl.groupby("rank"):
+        assert g["mb"].max() - g["mb"].min() > 1000
+        assert g["mb"].max() == pytest.approx(pr.loc[r, "alloc_peak_mb"])
+        d = det[(det["rank"] == r) & (det["counter"] == "allocated")]
+        assert g["x"].min() == pytest.approx(d["x"].min(), abs=5)  # one clock for both charts
+    from reportgen.sections import drilldown
+    lines, used = drilldown.rank_step_lines(run, [2])
+    line = lines[(lines["rank"] == 2) & (lines["metric"] == "memory_mb")]["value"]
+    assert line.max() - line.min() > 1000
+    # the table names both peaks: the reserved peak of the process (capacity-relevant) and the allocated peak
+    assert m["peak_label"] == "Reserved peak (process)"
+    cols = {c.key: c.label for c in out.view.tables[0].columns}
+    assert cols["peak_mb"] == "Reserved peak (process)" and cols["alloc_peak_mb"] == "Allocated peak"
+    assert pr.loc[2, "peak_mb"] == pytest.approx(13291.08992)
+    assert pr.loc[2, "alloc_peak_mb"] == pytest.approx(11343.561216)
+    assert "held by operators at the allocated peak" in cols["alive_mb"].lower()
 
 
 def test_demo_memory_per_graph_node_with_marks_for_every_rank(tmp_path):

@@ -21,9 +21,11 @@
 
 * ``rank_step_lines``: per chosen rank, over ONE step (the first step of the Marey view when the rank has it,
   else the rank's first step; windows from :func:`reportgen.timeline.step_windows`), memory
-  in use (MB: the memory section's series of the rank, :func:`memory_series`: the device series of
-  ``memory_samples`` whose total reserved peaks highest, the host series on a run with host memory only, so the line's highest point over the whole run is the
-  memory section's peak; which records are memory in use is each family's rule, written once in its reader;
+  in use (MB: :func:`memory_series`, the memory section's in-use line of the rank,
+  :func:`reportgen.sections.memory.in_use_series`: the allocated of the device series whose allocated peaks highest,
+  else the series of the reserved peak; the host series on a run with host memory only; so the line's highest point
+  over the whole run is the rank's allocated peak; which records are memory in use is each family's rule, written
+  once in its reader;
   a run with only a profiler's own peak, ``memory_peaks``, has no line) and cumulative FLOPs (the canonical
   ``op_flops`` rows with FLOPs and a start, :func:`reportgen.sections.flops.counted_ops`, counted by op start like
   the FLOPs section), x = ms from the step start, at most ``MAX_LINE_POINTS`` per rank
@@ -293,20 +295,15 @@ def downsample(t: pd.Series, v: pd.Series, how: str, span: float, n: int = MAX_L
 
 
 def memory_series(run: Run) -> pd.DataFrame | None:
-    """rank, ts_ms, mb: the memory in use of each rank, the one series per rank the memory section takes its peak
-    from (:func:`reportgen.sections.memory._from_samples`: the device series of ``memory_samples`` with the highest
-    total reserved, or the host series on a run with host memory only); None when the run has no usable samples."""
-    if run.table("memory_samples") is None:
+    """rank, ts_ms, mb: the memory IN USE of each rank, :func:`reportgen.sections.memory.in_use_series` (the one
+    definition: the allocator's allocated where the data has it, e.g. a framework allocator rather than a flat
+    process-level reserved line; else the series the memory section takes its reserved peak from; the host series on a run with
+    host memory only); None when the run has no usable samples."""
+    from .memory import in_use_series  # late: keeps execution importable on its own
+    s = in_use_series(run.table("memory_samples"))
+    if s is None:
         return None
-    from .memory import _from_samples  # late: keeps execution importable on its own
-    try:
-        s = _from_samples(run)["series"]
-    except Unavailable:
-        return None
-    s = s.dropna(subset=["ts", "mb"])
-    if s.empty:
-        return None
-    return pd.DataFrame({"rank": s["rank"].astype(int).to_numpy(), "ts_ms": s["ts"].astype(float).to_numpy(),
+    return pd.DataFrame({"rank": s["rank"].astype(int).to_numpy(), "ts_ms": s["ts_ms"].astype(float).to_numpy(),
                          "mb": s["mb"].astype(float).to_numpy()})
 
 
@@ -392,6 +389,12 @@ def rank_step_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFrame
     return pd.concat(parts, ignore_index=True)[LINE_COLUMNS], used
 
 
+#: what the memory line is, for captions (definition: reportgen.sections.memory.in_use_series)
+MEMORY_LINE_NOTE = ("Memory in use = the allocator's allocated memory where the data has it (the framework "
+                    "allocator, not a flat process-level reserved line), else the reserved series of the memory "
+                    "section's peak; its top is the rank's allocated peak, not the reserved peak.")
+
+
 def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | None:
     labels = {"memory_mb": ("Memory in use", "mb", "memory"),
               "flops_cumulative": ("Cumulative FLOPs", "flop", "compute")}
@@ -417,7 +420,7 @@ def _lines_figure(rank: int, role: str, step, lines: pd.DataFrame) -> Figure | N
                   to_spec(chart),
                   caption=f"{what.capitalize()} over step {step} of rank {rank}, x = time from the step start "
                           f"(at most {MAX_LINE_POINTS} points per line: the max per time bin for memory, the "
-                          "last for cumulative FLOPs). An operation's FLOPs count at its start (PyTorch traces: its "
+                          f"last for cumulative FLOPs). {MEMORY_LINE_NOTE} An operation's FLOPs count at its start (PyTorch traces: its "
                           "launch on the host, which runs ahead of the device: the line rises early in the step).",
                   alt=f"Line charts of {what} over one step on rank {rank}")
 
@@ -830,8 +833,8 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
     caption = (f"Any rank, chosen with the 'Rank' control above (or a rank number in any table of the page): "
                + "; ".join(what) + "."
                + (f" The lines of every rank are kept at {n} points each (max per time bin for memory, last for "
-                  "FLOPs), over the first step of the Marey view (or the rank's first step)." if lines is not None
-                  else "")
+                  "FLOPs), over the first step of the Marey view (or the rank's first step). " + MEMORY_LINE_NOTE
+                  if lines is not None else "")
                + (f" At {m.get('ranks', 0):,} ranks the page holds no lines for every rank (page budget)."
                   if lines is None and a.tables.get("rank_step_lines") is not None else "")
                + " The slowest, fastest and median ranks have the full detail below.")

@@ -633,7 +633,7 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
 #: the lines drawn in the lanes of the Marey view (the drill-down's per-rank lines over one step): metric -> legend
 #: label, colour (memory in use: the memory colour; cumulative FLOPs: the page's text colour, dashed, since the
 #: computation blue of the bars under it would hide it)
-MAREY_LINES = {"memory_mb": ("Memory in use (lane: 0 to the rank's peak)", palette.ROLE["memory"]),
+MAREY_LINES = {"memory_mb": ("Memory in use (lane: 0 to its step max)", palette.ROLE["memory"]),
                "flops_cumulative": ("Cumulative FLOPs (lane: 0 to the step's total)", "currentColor")}
 
 

@@ -7,7 +7,9 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 
 * ``memory_samples`` (rank, ts_ms, kind device|host, device_id, series, allocated / reserved / active MB,
   capacity_mb): peak = the maximum total reserved of the rank's device series (the device whose reserved peaks
-  highest when a rank has several); the timeline draws that series. A run with no device samples but host ones
+  highest when a rank has several), named 'Reserved peak (process)' where it is a process-level series
+  (:func:`peak_label`); the timeline and every other memory-over-time line draw the memory in use
+  (:func:`in_use_series`: allocated, whose top is the allocated peak) on the run clock. A run with no device samples but host ones
   (a CPU run, where host memory IS the memory) is analysed the same way on its host series, every title, axis and
   finding saying "host memory"; a host series whose total reserved never rises above 0 (an allocator that caches
   nothing) peaks at its total allocated. With both kinds, device memory is the subject. The APP-component rule of
@@ -159,6 +161,18 @@ def _from_samples(run: Run, options=None) -> dict:
             "capacity_source": str(cap_src.iloc[0]) if len(cap_src) else None, "peak_definition": definition}
 
 
+def peak_label(run: Run, d: dict) -> str:
+    """The name of the section's peak per rank wherever it is shown: 'Reserved peak (process)' when it is the
+    maximum reserved of a process-level series above the reader's framework-allocator detail series (what the
+    process holds, the capacity-relevant number), 'Reserved peak' for another device series'
+    reserved, else 'Peak' (a host series, a profiler's own peak). The allocated peak is named 'Allocated peak'."""
+    if d.get("x_kind") != "time" or d.get("kind", "device") != "device":
+        return "Peak"
+    ms = run.table("memory_samples")
+    process = ms is not None and "detail_only" in ms and bool(ms["detail_only"].fillna(False).astype(bool).any())
+    return "Reserved peak (process)" if process else "Reserved peak"
+
+
 def _peak_rows(ms: pd.DataFrame) -> pd.DataFrame:
     """The peak candidates of ``memory_samples``: every row but the reader's detail-only series."""
     if "detail_only" not in ms:
@@ -258,6 +272,64 @@ def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
                          "series": [k[1] for k in keys], "counter": [k[2] for k in keys], "mb": d["mb"].to_numpy()})
 
 
+def subject_kind(ms: pd.DataFrame) -> str:
+    """The kind of memory the section analyses: device when the run has any device samples, else host."""
+    return "device" if (ms["kind"] == "device").any() else "host"
+
+
+def _line_name(series: pd.Series, counter: str) -> np.ndarray:
+    """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
+    another counter ('... memory pool total reserved') drops it first ('... memory pool · allocated')."""
+    names = series.astype(str)
+    other = "reserved" if counter == "allocated" else "allocated"
+    base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
+    return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)
+
+
+def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFrame | None:
+    """The memory IN USE over time, one line per rank: rank, ts_ms (run clock: ms from the run origin), mb, series
+    (what the line is, e.g. 'PTA+GE allocator (framework) · allocated'), counter (allocated | reserved).
+    Definition (the one place): the
+    ``allocated_mb`` of the rank's ``memory_samples`` series of ``kind`` (default :func:`subject_kind`) whose
+    allocated peaks highest, detail-only series included (a framework allocator, which moves with the forward /
+    backward passes, under a flat process-level reserved series); its maximum is the ALLOCATED
+    PEAK (:func:`peak_times`). A rank whose series carry no allocated falls back to the series its reserved peak
+    is taken from (:func:`_from_samples`, counter 'reserved'). Every memory-over-time line of the page (this
+    section's timeline, the drill-down / Marey lines: ``drilldown.memory_series``) draws this line; the reserved
+    peak (capacity-relevant) stays the section's peak per rank. None: no usable samples."""
+    if ms is None or ms.empty:
+        return None
+    kind = kind or subject_kind(ms)
+    rows = ms[ms["kind"] == kind]
+    parts = []
+    if "allocated_mb" in rows:
+        a = rows[rows["allocated_mb"].notna()]
+        a = a[a.groupby(["rank", "series"])["allocated_mb"].transform("max") > 0]
+        if not a.empty:
+            best = a.groupby(["rank", "series"])["allocated_mb"].max().reset_index()
+            best = best.sort_values(["rank", "allocated_mb"], ascending=[True, False], kind="stable")
+            sel = a.merge(best.drop_duplicates("rank")[["rank", "series"]], on=["rank", "series"])
+            parts.append(pd.DataFrame({"rank": sel["rank"].astype(int).to_numpy(),
+                                       "ts_ms": sel["ts_ms"].to_numpy(float), "mb": sel["allocated_mb"].to_numpy(float),
+                                       "series": _line_name(sel["series"], "allocated"), "counter": "allocated"}))
+    done = set(parts[0]["rank"].tolist()) if parts else set()
+    r = _peak_rows(rows)
+    r = r[~r["rank"].isin(done) & r["reserved_mb"].notna()] if "reserved_mb" in r else r.iloc[0:0]
+    if not r.empty:
+        key = r["device_id"].fillna(-1.0)
+        peaks = r.groupby([r["rank"], key, r["series"]])["reserved_mb"].max().reset_index()
+        peaks.columns = ["rank", "dev", "series", "peak"]
+        best = peaks.sort_values(["rank", "peak"], ascending=[True, False], kind="stable").drop_duplicates("rank")
+        sel = r.assign(dev=key).merge(best[["rank", "dev", "series"]], on=["rank", "dev", "series"])
+        parts.append(pd.DataFrame({"rank": sel["rank"].astype(int).to_numpy(), "ts_ms": sel["ts_ms"].to_numpy(float),
+                                   "mb": sel["reserved_mb"].to_numpy(float),
+                                   "series": _line_name(sel["series"], "reserved"), "counter": "reserved"}))
+    if not parts:
+        return None
+    out = pd.concat(parts, ignore_index=True).dropna(subset=["ts_ms", "mb"])
+    return out.sort_values(["rank", "ts_ms"], kind="stable").reset_index(drop=True) if not out.empty else None
+
+
 def peak_times(ms: pd.DataFrame | None, ops: pd.DataFrame | None, kind: str = "device") -> pd.DataFrame:
     """The time of each rank's memory peak the allocations are checked against: rank, peak_ms, peak_at_mb,
     peak_from. Definition: the sample where the rank's allocated memory (``allocated_mb`` of its series of ``kind``
@@ -267,18 +339,13 @@ def peak_times(ms: pd.DataFrame | None, ops: pd.DataFrame | None, kind: str = "d
     without a release is alive to the end), as MindStudio Insight's memory view reads operator_memory."""
     out = []
     done = set()
-    if ms is not None and "allocated_mb" in ms:
-        a = ms[(ms["kind"] == kind) & ms["allocated_mb"].notna()]
-        if not a.empty:
-            best = a.groupby(["rank", "series"])["allocated_mb"].max().reset_index()
-            best = best.sort_values(["rank", "allocated_mb"], ascending=[True, False], kind="stable")
-            best = best.drop_duplicates("rank")
-            sel = a.merge(best[["rank", "series"]], on=["rank", "series"])
-            idx = sel.groupby("rank")["allocated_mb"].idxmax()
-            top = sel.loc[idx]
+    line = in_use_series(ms, kind) if ms is not None and "allocated_mb" in ms else None
+    if line is not None:
+        line = line[line["counter"] == "allocated"]
+        if not line.empty:
+            top = line.loc[line.groupby("rank")["mb"].idxmax()]
             out.append(pd.DataFrame({"rank": top["rank"].astype(int).to_numpy(), "peak_ms": top["ts_ms"].to_numpy(),
-                                     "peak_at_mb": top["allocated_mb"].to_numpy(float),
-                                     "peak_from": (top["series"].astype(str) + " · allocated").to_numpy()}))
+                                     "peak_at_mb": top["mb"].to_numpy(float), "peak_from": top["series"].to_numpy()}))
             done = set(out[0]["rank"].tolist())
     if ops is not None and not ops.empty:
         o = ops[ops["alloc_ms"].notna() & ~ops["rank"].isin(done)]
@@ -484,12 +551,14 @@ def analyze(run: Run, options=None) -> Analysis:
 
     # timeline, within budget
     series = d.get("series")
+    line_names = []
+    if d["x_kind"] == "time":  # the memory in use (allocated where the data has it), on the run clock
+        line = in_use_series(run.table("memory_samples"), kind)
+        series = None if line is None else line.rename(columns={"ts_ms": "x"})
+        line_names = [] if line is None else sorted(line["series"].unique().tolist())
     timeline, trimmed, drawn = None, [], []
     if series is not None and not series.empty:
         s = series.copy()
-        if "ts" in s:
-            s["x"] = s["ts"] - s.groupby("rank")["ts"].transform("min")
-            s = s.drop(columns="ts")
         ranks = pr["rank"].tolist()
         drawn = ranks
         if len(ranks) > MAX_LINE_RANKS:
@@ -521,15 +590,16 @@ def analyze(run: Run, options=None) -> Analysis:
         "near_capacity_threshold_ratio": NEAR_CAPACITY_RATIO,
         "imbalance_threshold_ratio": IMBALANCE_RATIO,
         "imbalance_min_mb": IMBALANCE_MIN_MB,
-        "timeline_x": "node index (execution order)" if d["x_kind"] == "node" else "ms since the rank's first sample",
+        "timeline_x": "node index (execution order)" if d["x_kind"] == "node" else "ms from the run origin (run clock)",
+        "timeline_series": line_names,
         "timeline_trimmed": trimmed,
     }
     det = _detail(run, d, pr)
     tables = {"per_rank": pr}
     if not det["peak_times"].empty:
         t = det["peak_times"]
-        tables["per_rank"] = pr = pr.merge(t[["rank", "peak_ms"]].rename(columns={"peak_ms": "alloc_peak_ms"}),
-                                           on="rank", how="left")
+        tables["per_rank"] = pr = pr.merge(t[["rank", "peak_at_mb", "peak_ms"]].rename(
+            columns={"peak_at_mb": "alloc_peak_mb", "peak_ms": "alloc_peak_ms"}), on="rank", how="left")
         metrics["allocation_peak_definition"] = str(t["peak_from"].iloc[0])
     if "alive_all" in det:
         tables["per_rank"] = pr = pr.merge(det["alive_all"], on="rank", how="left")
@@ -539,6 +609,7 @@ def analyze(run: Run, options=None) -> Analysis:
         tables["operator_memory"] = det["ops"]
         metrics["operator_rows_per_rank"] = det["ops_per_rank"]
         metrics["operators_per_rank_max"] = int(det["ops_total"].max())
+    metrics["peak_label"] = peak_label(run, d)
     metrics["detail_ranks"] = len(det["detail_ranks"])
     metrics["host_series"] = det.get("host_detail") is not None
     a = Analysis(metrics=metrics, tables=tables,
@@ -555,10 +626,11 @@ def present(a: Analysis) -> View:
     m, pr = a.metrics, a.tables["per_rank"]
     host = m.get("memory_kind") == "host"
     ratio_known = pr["peak_ratio"].notna().any()
-    figures = [_grid(pr, ratio_known, a.data["hosts_known"], host)]
+    figures = [_grid(pr, ratio_known, a.data["hosts_known"], host, m.get("peak_label", "Peak"))]
     tl = a.data.get("timeline")
     if tl is not None and not tl.empty:
-        figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks"), host))
+        figures.append(_timeline(tl, pr, a.data["x_kind"], m["timeline_trimmed"], a.data.get("marks"), host,
+                                 m.get("timeline_series"), m.get("peak_label", "Peak")))
     det = a.data.get("detail") or {}
     controls = []
     detail_figs = _detail_figures(a, det, host)
@@ -570,16 +642,25 @@ def present(a: Analysis) -> View:
                                 [(int(r), f"rank {int(r)} ({fmt.quantity(float(peak[r]), 'mb')})") for r in ranks],
                                 int(ranks[0])))
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("device", "Device", "int"),
-            Column("stage", "Stage", "int"), Column("peak_mb", "Peak", "mb"),
+            Column("stage", "Stage", "int"), Column("peak_mb", m.get("peak_label", "Peak"), "mb",
+                                                    help="peak = " + m["peak_definition"]),
             Column("capacity_mb", "Capacity", "mb"), Column("peak_ratio", "Peak / capacity", "ratio"),
             Column("source", "Peak from", "text"), Column("capacity_source", "Capacity from", "text")]
     if "static_mb" in pr:
         cols.insert(6, Column("static_mb", "Static", "mb"))
     if "alloc_peak_ms" in pr:
+        same = (pr["alloc_peak_mb"] - pr["peak_mb"]).abs().fillna(1).lt(1e-9).all()  # host: one peak, said once
+        if pr["alloc_peak_mb"].notna().any() and not same:
+            cols.append(Column("alloc_peak_mb", "Allocated peak", "mb",
+                               help="the largest allocated memory of the rank (" +
+                                    str(m.get("allocation_peak_definition", "")) + ")"))
         cols.append(Column("alloc_peak_ms", "Allocated peak at", "ms",
                            help="run clock: the sample where the rank's allocated memory is largest"))
     if "alive_mb" in pr:
-        cols += [Column("alive_mb", "Held by operators at that peak", "mb"),
+        cols += [Column("alive_mb", "Held by operators at the allocated peak", "mb",
+                        help="the operator allocations alive at the allocated peak (operator_memory); the rest of the "
+                             "allocated peak is memory the operator table does not list (e.g. allocated before the "
+                             "profiled window: weights, optimizer state)"),
                  Column("alive_allocations", "Allocations alive", "int"),
                  Column("top_holder", "Largest holder (operator)", "text",
                         help="the operator whose allocations alive at the peak add up to the most"),
@@ -588,6 +669,11 @@ def present(a: Analysis) -> View:
                                pr, cols,
                                caption="MB = 10^6 bytes. Capacity is blank when neither the data nor the "
                                        "device_memory_gb option gives it." +
+                                       (f" {m.get('peak_label', 'Peak')} = what the process holds (compare with "
+                                        "capacity); allocated peak = the allocator's memory in use at its largest "
+                                        "(the top of the memory-in-use lines); the operators alive then hold part of "
+                                        "it." if "alloc_peak_mb" in pr and pr["alloc_peak_mb"].notna().any()
+                                        and m.get("peak_label", "Peak") != "Peak" else "") +
                                        (" Pick a rank in 'Rank (memory detail)' to see its memory over time and what "
                                         "holds it at its peak." if controls else ""))]
     tables += _operator_tables(a)
@@ -607,11 +693,17 @@ def present(a: Analysis) -> View:
         notes.append(f"No memory data for ranks {_ranks_text(m['ranks_without_data'])}.")
     if a.data["x_kind"] == "node" and tl is not None and not tl.empty:
         notes.append("The profiler's memory details are per graph node in execution order, not per time.")
-    summary = (f"Peak {'host' if host else 'device'} memory per rank: largest {fmt.quantity(m['peak_mb_max'], 'mb')}, "
+    label = m.get("peak_label", "Peak")
+    summary = (f"Peak device memory per rank, {label.lower()}: largest" if label != "Peak" else
+               f"Peak {'host' if host else 'device'} memory per rank: largest")
+    summary = (f"{summary} {fmt.quantity(m['peak_mb_max'], 'mb')}, "
                f"mean {fmt.quantity(m['peak_mb_mean'], 'mb')}")
     if m["peak_ratio_max"] is not None:
         summary += f"; highest peak / capacity {fmt.percent(m['peak_ratio_max'])}"
     summary += f" (peak = {m['peak_definition']})."
+    if label != "Peak" and "alloc_peak_mb" in pr and pr["alloc_peak_mb"].notna().any():
+        summary += (f" Allocated peak (the allocator's memory in use at its largest): largest "
+                    f"{fmt.quantity(float(pr['alloc_peak_mb'].max()), 'mb')}.")
     return View(summary=summary, figures=figures, tables=tables, notes=notes, controls=controls)
 
 
@@ -738,7 +830,7 @@ def _operator_tables(a: Analysis) -> list[Table]:
     t, m = a.tables, a.metrics
     if "alive_at_peak" in t:
         out.append(Table.from_frame(
-            "memory-alive", "Allocations alive at each rank's peak", t["alive_at_peak"],
+            "memory-alive", "Allocations alive at each rank's allocated peak", t["alive_at_peak"],
             [Column("rank", "Rank", "rank"), Column("name", "Operator", "text"), Column("size_mb", "Size", "mb"),
              Column("share", "Share of alive", "ratio"), Column("alloc_ms", "Allocated at", "ms"),
              Column("release_ms", "Released at", "ms"), Column("duration_ms", "Lifetime", "ms")],
@@ -829,9 +921,9 @@ def _findings(a: Analysis) -> list[Finding]:
 GRID_TEXT_MAX = 64
 
 
-def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = False) -> Figure:
+def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = False, label: str = "Peak") -> Figure:
     """Peak per rank on the cluster (host memory titled as such when that is the run's memory)."""
-    peak = "Peak host memory" if host else "Peak"
+    peak = "Peak host memory" if host else label
     df = pr[["rank", "host", "device", "stage", "peak_mb", "capacity_mb", "peak_ratio"]].copy()
     df["device"] = pd.to_numeric(df["device"], errors="coerce")
     df["stage"] = pd.to_numeric(df["stage"], errors="coerce")
@@ -881,14 +973,15 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = F
 
 
 def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str],
-              marks: pd.DataFrame | None = None, host: bool = False) -> Figure:
+              marks: pd.DataFrame | None = None, host: bool = False, names: list[str] | None = None,
+              label: str = "Peak") -> Figure:
     df = tl.merge(pr[["rank", "stage"]].assign(stage=pd.to_numeric(pr["stage"], errors="coerce")), on="rank", how="left")
     unit, factor = fmt.unit_for("mb", df["mb"])
     if x_kind == "node":
         x_unit, x_factor, x_title = "", 1.0, "Node (execution order)"
     else:
         x_unit, x_factor = fmt.unit_for("ms", df["x"])
-        x_title = fmt.header("Time since the rank's first sample", "ms", x_unit)
+        x_title = fmt.header("Time on the run clock", "ms", x_unit)
     many = df["rank"].nunique() > 10
     staged = df["stage"].notna().any() and df["stage"].nunique() > 1
     if staged:
@@ -898,7 +991,7 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
     else:
         color = identity_color("rank", sorted(df["rank"].unique()), "Rank", legend=not many)
         how = "one line per rank"
-    x = vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT))
+    x = vl.X("x_u:Q", title=x_title, axis=vl.Axis(format=fmt.D3_FORMAT), scale=vl.Scale(nice=False, zero=False))
     chart = in_unit(vl.Chart(df), factor, "mb").transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_line(
         strokeWidth=1, opacity=0.7 if many else 1).encode(
         x=x, y=vl.Y("mb_u:Q", axis=vl.Axis(**axis("Host memory" if host else "Memory", unit))),
@@ -906,7 +999,13 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("stage:O", title="Stage"),
                  tip("x_u", "Time" if x_kind == "time" else "Node", x_unit),
                  tip("mb_u", "Host memory" if host else "Memory", unit)])
-    caption = f"The {'host memory ' if host else ''}series each peak is taken from, {how}."
+    if x_kind == "time":
+        caption = (f"{'Host memory' if host else 'Memory'} in use, {how}, on the run clock (time from the run "
+                   "origin, as the Marey view): " + "; ".join((names or [])[:4]) + ("; ..." if len(names or []) > 4 else "")
+                   + "." + (f" Allocated where the data has it (it moves with the passes); the {label.lower()} in the "
+                            "table is what the process holds." if label != "Peak" else ""))
+    else:
+        caption = f"The {'host memory ' if host else ''}series each peak is taken from, {how}."
     if marks is not None and not marks.empty:
         m = marks[marks["rank"].isin(df["rank"].unique())].drop_duplicates(["x", "mark"])
         rules = vl.Chart(m).transform_calculate(x_u=f"datum.x / {float(x_factor)!r}").mark_rule(
@@ -918,6 +1017,6 @@ def _timeline(tl: pd.DataFrame, pr: pd.DataFrame, x_kind: str, trimmed: list[str
         caption += " Dashed lines mark forward start and backward end of each graph."
     if trimmed:
         caption += " Trimmed to stay small: " + "; ".join(trimmed) + "."
-    title = "Memory over time per rank" if x_kind == "time" else "Memory per graph node per rank"
+    title = "Memory in use over time per rank" if x_kind == "time" else "Memory per graph node per rank"
     return Figure("memory-timeline", "Host " + title.lower() if host else title, to_spec(fit(chart, 260)),
                   caption=caption, alt=f"Lines of {'host ' if host else ''}memory in use per rank")
