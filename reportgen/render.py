@@ -897,7 +897,7 @@ def _rows_to_keep(t: dict[str, Any], rows: list, k: int, ranks: set[int]) -> lis
     return [rows[j] for j in sorted(chosen)]
 
 
-def fit_table_data(context: dict[str, Any], page_chars) -> None:
+def fit_table_data(context: dict[str, Any], page_chars, budget: int | None = None) -> None:
     """Cut the rows the page embeds per table so the page stays within thresholds.PAGE_BYTES at any rank and step
     count. ``page_chars()``: the page's size when each table embeds only the rows it lists as HTML (always kept);
     what the rest of the budget allows beyond them goes first to the per-rank tables (one row per rank: any rank a
@@ -911,7 +911,8 @@ def fit_table_data(context: dict[str, Any], page_chars) -> None:
     shown = [len(t.get("cells") or ()) for t in tables]
     for t, n in zip(tables, shown):
         t["rows"] = t["rows"][:n]
-    room = th.PAGE_BYTES - page_chars() - 1_000 * len(tables)  # a note per table saying what it left out
+    budget = th.PAGE_BYTES if budget is None else budget
+    room = budget - page_chars() - 1_000 * len(tables)  # a note per table saying what it left out
     widths = [_ROW_MARGIN * _row_chars(rows[n:]) for rows, n in zip(full, shown)]
     sizes = [w * (len(rows) - n) for w, rows, n in zip(widths, full, shown)]
     per_rank = [False] * len(tables)  # (only asked when a table is cut)
@@ -974,13 +975,26 @@ def render_html(context: dict[str, Any], static: bool = False) -> str:
             html = page()
             if len(html.encode("utf-8")) <= th.PAGE_BYTES:
                 return html
-        fit_table_data(context, lambda: len(page().encode("utf-8")))  # bytes of the file
+        size = lambda: len(page().encode("utf-8"))  # noqa: E731 - bytes of the file
+        fit_table_data(context, size)
+        # the fit estimates each table's rows from a sample; a page still over the budget (rows of a table vary:
+        # long names sorted first) is fitted again, from the rows it kept, to the budget less what it was over
+        budget_now = th.PAGE_BYTES
+        for _ in range(FIT_RETRIES):
+            html = page()
+            over = len(html.encode("utf-8")) - th.PAGE_BYTES
+            if over <= 0:
+                return html
+            budget_now -= int(over * 1.1) + 10_000
+            fit_table_data(context, size, budget_now)
     return page()
 
 
 #: embedded table rows up to which the page is first rendered whole (one render; a report of a few ranks) and cut by
 #: :func:`fit_table_data` only if it is over thresholds.PAGE_BYTES; above it the fit comes first (two renders)
 FIT_AFTER_ROWS = 20_000
+#: times :func:`render_html` fits the tables again when the page is still over thresholds.PAGE_BYTES
+FIT_RETRIES = 3
 
 
 def temp_beside(path: str | os.PathLike) -> tuple[int, str]:

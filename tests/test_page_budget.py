@@ -266,3 +266,21 @@ def test_large_links_table_lists_the_slowest_for_their_transport_first():
     out = communication._slowest_first(pd.DataFrame(rows))
     assert out["src_rank"].tolist()[:2] == [40, 41] and out["src_rank"].iloc[-1] == 42
     assert list(out.columns) == list(pd.DataFrame(rows).columns) and len(out) == 300
+
+
+def test_page_fitted_again_when_the_row_estimate_is_short(budget_run, monkeypatch, tmp_path):
+    """The table fit estimates each table's rows from a sample; when the estimate is short (rows of a table vary,
+    long ones sorted first), render_html fits again from the rows it kept until the page is within the budget."""
+    plain = tmp_path / "plain.html"
+    assert cli.main([str(budget_run / "run"), "-o", str(plain), "--quiet"]) == 0
+    text = plain.read_text(encoding="utf-8")
+    size = len(text.encode("utf-8"))
+    rows = sum(len(m.group(1).encode("utf-8"))
+               for m in re.finditer(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', text, re.S))
+    monkeypatch.setattr(render, "_ROW_MARGIN", 0.2)  # a row estimate 5x short
+    monkeypatch.setattr(render, "FIT_AFTER_ROWS", 0)  # fit first, as a big run does
+    monkeypatch.setattr(th, "PAGE_BYTES", size - rows // 2)  # half of the tables' embedded rows must go
+    out = tmp_path / "r.html"
+    assert cli.main([str(budget_run / "run"), "-o", str(out), "--quiet"]) == 0
+    assert len(out.read_bytes()) <= th.PAGE_BYTES
+    assert "rows are left out of this page" in out.read_text(encoding="utf-8")
