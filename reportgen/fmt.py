@@ -169,6 +169,10 @@ def cell(v: Any, kind: str, factor: float = 1.0, sig: int = SIG) -> str:
         return "–" if not isinstance(v, str) else v
     if kind == "ratio":
         return number(f * 100, 3 if abs(f) < 10 else sig)
+    if kind == "float" and abs(f) >= 10 ** sig and abs(f) < EXPONENT_FROM:
+        # a unit-less column has no larger unit to move to: its integer part is rounded to ``sig`` digits too
+        # (a slowest / fastest of 16831 -> '16,830'), as a column with a unit shows 4 digits in its chosen unit
+        f = round(f, sig - 1 - math.floor(math.log10(abs(f))))
     return number(f / factor, sig)
 
 

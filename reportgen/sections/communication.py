@@ -1104,7 +1104,7 @@ def _op_spread(sp: pd.DataFrame, total: int) -> Figure:
                                                                                tooltip=tips)
     med = base.mark_tick(color=palette.ROLE["comm"], thickness=2, size=14).encode(y=y, x="median_ms_u:Q",
                                                                                   tooltip=tips)
-    slow = base.mark_point(color=palette.ROLE["wait"], filled=True, size=60).encode(y=y, x="max_ms_u:Q",
+    slow = base.mark_point(color=palette.ROLE["wait"], filled=True, opacity=1, size=60).encode(y=y, x="max_ms_u:Q",
                                                                                    tooltip=tips)
     chart = vl.fit(whisker + box + med + slow, max(80, 26 * len(df)))
     more = f" The {len(df)} most uneven of {total}; the table has them all." if total > len(df) else ""
@@ -1147,6 +1147,9 @@ def _rank_bars(per_rank: pd.DataFrame, prs: pd.DataFrame) -> Figure:
                   alt="Bars of communication and wait time per rank")
 
 
+#: Widest plot area (px) of the link matrix: with its axis and colour legend (~95 px) it fits the printed page's
+#: 692 px box (a 16-rank matrix at 640 px drew 734 px and was cut on paper).
+MATRIX_PLOT_MAX = 576
 #: The link matrix writes each cell's value in it up to this many ranks a side.
 MATRIX_TEXT_MAX_SIDE = 16
 
@@ -1217,7 +1220,7 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
     if side > MATRIX_MAX_SIDE:
         caption += f" Ranks are drawn in blocks of {block} (sums; bandwidth = size/time of the block)."
     shown = min(side, MATRIX_MAX_SIDE)
-    cell = band(shown, 48, 3, 640)
+    cell = band(shown, 48, 3, MATRIX_PLOT_MAX)
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
     blocked = side > MATRIX_MAX_SIDE

@@ -36,6 +36,7 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 from __future__ import annotations
 
 import math
+import re
 
 from .. import charts as vl
 import numpy as np
@@ -924,6 +925,9 @@ GRID_TEXT_MAX = 64
 def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = False, label: str = "Peak") -> Figure:
     """Peak per rank on the cluster (host memory titled as such when that is the run's memory)."""
     peak = "Peak host memory" if host else label
+    # legend and tooltip titles end in "(unit)": 'Reserved peak (process)' -> 'Reserved peak, process (GB)'
+    # (fmt.header would write 'Reserved peak (process, GB)')
+    peak = re.sub(r"^(.*) \((.*)\)$", r"\1, \2", peak)
     df = pr[["rank", "host", "device", "stage", "peak_mb", "capacity_mb", "peak_ratio"]].copy()
     df["device"] = pd.to_numeric(df["device"], errors="coerce")
     df["stage"] = pd.to_numeric(df["stage"], errors="coerce")
