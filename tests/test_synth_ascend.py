@@ -39,7 +39,9 @@ def test_clean_run_has_no_finding(clean):
     root, gt, m = clean
     assert m["findings"] == []
     assert m["data_problems"] == []
-    assert all(s["status"] == "ok" for s in m["sections"].values())
+    # every section with data is ok; the host section needs host-side data the generator does not write
+    assert all(s["status"] == "ok" for k, s in m["sections"].items() if k != "host")
+    assert m["sections"]["host"]["status"] in ("ok", "unavailable")
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     assert size < 3.5e6
 
