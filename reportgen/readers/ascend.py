@@ -1268,9 +1268,10 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
     for table, path, parser, rank in tables.pop("_lazy", []):
         lazy.setdefault(table, []).append((path, parser, rank))
     eager = [df for parts in tables.values() for df in parts if df is not None]
-    t0 = origin(*(c for df in eager for c in abs_columns(df)))
-    if t0 is None:  # absolute times only in the lazily parsed files: their first ones fix the origin
-        t0 = origin(*(_first_ns(parser, path, table) for table, items in lazy.items() for path, parser, _r in items))
+    # the origin is the earliest time of the run: the lazily parsed files (kernel_details, memory_record, ...) count
+    # with their first rows (or their whole table when already parsed), or their times would fall before it
+    t0 = origin(*(c for df in eager for c in abs_columns(df)),
+                *(_first_ns(parser, path, table) for table, items in lazy.items() for path, parser, _r in items))
     run.time_origin_ns = t0 if t0 is not None else 0
     for name, parts in tables.items():
         tables[name] = [to_rel_ms(df, run.time_origin_ns) if df is not None else None for df in parts]
@@ -1532,7 +1533,8 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list,
                 df = _guarded(p, problems, parser, rank, problems)
                 if df is None:
                     continue
-                parser = lambda _path, _rank, _problems, df=df: df  # noqa: E731 - the loader's parser
+                # the loader's parser; the earliest time of the whole table joins the run origin
+                parser = Parsed(df, [], origin(*abs_columns(df)))
             tables.setdefault("_lazy", []).append((table, p, parser, rank))
         else:
             add(table, _guarded(p, problems, parser, rank, problems))
@@ -1817,6 +1819,9 @@ def _parsed(table: str, path: Path, parser, rank: int) -> Parsed:
     problems: list = []
     df = _guarded(path, problems, parser, rank, problems)
     t = _first_ns(parser, path, table)
+    if df is not None:  # the whole table is at hand: its earliest time, not only its first rows'
+        t = origin(t, *abs_columns(df))
+        t = pd.Series([t], dtype="int64") if t is not None else None
     # one object per distinct text before it is sent to the parent (pickle keeps shared objects shared)
     return Parsed(share_text(df) if df is not None else None, problems, origin(t) if t is not None else None)
 
