@@ -552,13 +552,16 @@ SCHEMA: tuple[Table, ...] = (
                         "summed as '(other types)').",
        RANK, C("step", "int64", "none", "step number"), C("op_type", "str", "none", "operator type (untrusted text)"),
        C("count", "int64", "count", "calls in the step"), C("total_ms", "float64", "ms", "summed duration")),
-    _t("host_cpu", "The host's CPU utilisation per rank, mean over the profiler's samples (MindSpore "
-                   "minddata_cpu_utilization_<rank>.json device_info).",
-       RANK, C("samples", "int64", "count", "samples"),
+    _t("host_cpu", "The host's CPU utilisation per rank and scope, mean over the profiler's samples (MindSpore "
+                   "minddata_cpu_utilization_<rank>.json: device_info for the machine, process_info for the "
+                   "training process).",
+       RANK, C("scope", "str", "none", "machine (the whole host) | process (the training process's share of the "
+                                       "host; user and sys only)"),
+       C("samples", "int64", "count", "samples"),
        C("user_ratio", "float64", "ratio", "user time share (NaN: not written)", nullable=True),
        C("sys_ratio", "float64", "ratio", "system time share", nullable=True),
-       C("io_ratio", "float64", "ratio", "I/O wait share", nullable=True),
-       C("idle_ratio", "float64", "ratio", "idle share", nullable=True),
+       C("io_ratio", "float64", "ratio", "I/O wait share (NaN on process rows)", nullable=True),
+       C("idle_ratio", "float64", "ratio", "idle share (NaN on process rows)", nullable=True),
        C("processors", "float64", "count", "CPU processors of the host (NaN: not written)", nullable=True)),
     _t("dataloader", "enumerate(DataLoader) spans (Kineto, torch_npu trace_view.json).",
        RANK, C("step", "int64", "none", "ProfilerStep the span starts in (-1 outside every step)"),

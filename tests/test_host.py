@@ -336,6 +336,24 @@ def test_single_device_fixture_dynamic_shape_and_cpu():
     assert dyn.loc["Add", "steps"] == 9
     cpu = out.analysis.tables["cpu"].iloc[0]
     assert cpu["user_ratio"] == pytest.approx(0.2) and cpu["samples"] == 3
+    # the training process (process_info) beside the machine (device_info): one row each in host_cpu
+    raw = run.table("host_cpu").set_index("scope")
+    assert set(raw.index) == {"machine", "process"}
+    assert raw.loc["process", "user_ratio"] == pytest.approx(0.2) and raw.loc["process", "sys_ratio"] == \
+        pytest.approx(0.2) and raw.loc["process", "samples"] == 3 and pd.isna(raw.loc["process", "idle_ratio"])
+    assert cpu["proc_user_ratio"] == pytest.approx(0.2) and cpu["proc_sys_ratio"] == pytest.approx(0.2)
+    assert out.analysis.metrics["process_cpu_busy_ratio_mean"] == pytest.approx(0.4)
+    assert "training process takes" in out.view.summary
+
+
+def test_host_cpu_table_machine_only_and_process_only():
+    mach = pd.DataFrame([{"rank": 0, "scope": "machine", "samples": 2, "user_ratio": 0.5, "sys_ratio": 0.1,
+                          "io_ratio": 0.0, "idle_ratio": 0.4, "processors": 8.0},
+                         {"rank": 1, "scope": "process", "samples": 3, "user_ratio": 0.3, "sys_ratio": 0.1,
+                          "io_ratio": float("nan"), "idle_ratio": float("nan"), "processors": 8.0}])
+    t = host.host_cpu_table(mach).set_index("rank")
+    assert pd.isna(t.loc[0, "proc_user_ratio"]) and t.loc[0, "user_ratio"] == 0.5
+    assert pd.isna(t.loc[1, "user_ratio"]) and t.loc[1, "proc_user_ratio"] == 0.3 and t.loc[1, "samples"] == 3
 
 
 # --------------------------------------------------------------------------- raw PROF_* directories

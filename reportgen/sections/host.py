@@ -327,8 +327,13 @@ def analyze(run: Run, options=None) -> Analysis:
         have.append("dynamic")
     cpu = run.table("host_cpu")
     if cpu is not None and not cpu.empty:
-        tables["cpu"] = cpu.sort_values("rank").reset_index(drop=True)
-        metrics["host_cpu_busy_ratio_mean"] = float((cpu["user_ratio"] + cpu["sys_ratio"]).mean())
+        tables["cpu"] = host_cpu_table(cpu)
+        busy = tables["cpu"]["user_ratio"] + tables["cpu"]["sys_ratio"]
+        if busy.notna().any():
+            metrics["host_cpu_busy_ratio_mean"] = float(busy.mean())
+        proc = tables["cpu"]["proc_user_ratio"] + tables["cpu"]["proc_sys_ratio"]
+        if proc.notna().any():
+            metrics["process_cpu_busy_ratio_mean"] = float(proc.mean())
         have.append("cpu")
     if not have:
         raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
@@ -478,21 +483,46 @@ def present(a: Analysis) -> View:
                     "recompiled or runs on new shapes."))
         figures.append(_dynamic_lines(t["dynamic_steps"], d))
     if "cpu" in t:
-        parts.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        busy = []
+        if "host_cpu_busy_ratio_mean" in m:
+            busy.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        if "process_cpu_busy_ratio_mean" in m:
+            busy.append(f"the training process takes {fmt.percent(m['process_cpu_busy_ratio_mean'])} of them")
+        parts.append(", ".join(busy))
         tables.append(Table.from_frame(
             "host-cpu", "Host CPU utilisation per rank", t["cpu"],
             [Column("rank", "Rank", "rank"), Column("samples", "Samples", "int"),
              Column("user_ratio", "User", "ratio"), Column("sys_ratio", "System", "ratio"),
+             Column("proc_user_ratio", "Process user", "ratio"), Column("proc_sys_ratio", "Process system", "ratio"),
              Column("io_ratio", "I/O wait", "ratio"), Column("idle_ratio", "Idle", "ratio"),
              Column("processors", "Processors", "int")],
             caption="Mean over the dataset profiler's samples of the whole host's CPU (its device_info; as "
-                    "written). A busy host slows the input pipeline and the launches."))
+                    "written) and, beside it, the training process's share of the host (its process_info; "
+                    "blank when not written). A busy host slows the input pipeline and the launches; a busy host "
+                    "whose own process is idle is busy with something else."))
     notes = []
     if a.data.get("missing"):
         notes.append("Not in this run: " + "; ".join(a.data["missing"]) + ".")
     summary = "; ".join(parts)
     return View(summary=(summary[:1].upper() + summary[1:] + ".") if summary else "", figures=figures,
                 tables=tables, notes=notes)
+
+
+def host_cpu_table(cpu: pd.DataFrame) -> pd.DataFrame:
+    """host_cpu rows (scope machine / process) -> one row per rank: the machine's columns, the process's user / sys
+    beside them as proc_user_ratio / proc_sys_ratio (NaN where a scope is not written)."""
+    scope = cpu["scope"] if "scope" in cpu else pd.Series("machine", index=cpu.index)
+    mach = cpu[scope == "machine"].drop(columns=["scope"], errors="ignore")
+    proc = cpu[scope == "process"][["rank", "user_ratio", "sys_ratio", "samples", "processors"]].rename(
+        columns={"user_ratio": "proc_user_ratio", "sys_ratio": "proc_sys_ratio", "samples": "proc_samples",
+                 "processors": "proc_processors"})
+    out = mach.merge(proc, on="rank", how="outer").sort_values("rank").reset_index(drop=True)
+    out["processors"] = out["processors"].fillna(out.pop("proc_processors"))
+    out["samples"] = out["samples"].fillna(out.pop("proc_samples"))
+    for col in ("user_ratio", "sys_ratio", "io_ratio", "idle_ratio"):
+        if col not in out:
+            out[col] = float("nan")
+    return out
 
 
 def ranges_headline(w, own: bool, diagnosed: list[int], by: pd.DataFrame | None = None) -> str:
