@@ -336,6 +336,24 @@ def test_single_device_fixture_dynamic_shape_and_cpu():
     assert dyn.loc["Add", "steps"] == 9
     cpu = out.analysis.tables["cpu"].iloc[0]
     assert cpu["user_ratio"] == pytest.approx(0.2) and cpu["samples"] == 3
+    # the training process (process_info) beside the machine (device_info): one row each in host_cpu
+    raw = run.table("host_cpu").set_index("scope")
+    assert set(raw.index) == {"machine", "process"}
+    assert raw.loc["process", "user_ratio"] == pytest.approx(0.2) and raw.loc["process", "sys_ratio"] == \
+        pytest.approx(0.2) and raw.loc["process", "samples"] == 3 and pd.isna(raw.loc["process", "idle_ratio"])
+    assert cpu["proc_user_ratio"] == pytest.approx(0.2) and cpu["proc_sys_ratio"] == pytest.approx(0.2)
+    assert out.analysis.metrics["process_cpu_busy_ratio_mean"] == pytest.approx(0.4)
+    assert "training process takes" in out.view.summary
+
+
+def test_host_cpu_table_machine_only_and_process_only():
+    mach = pd.DataFrame([{"rank": 0, "scope": "machine", "samples": 2, "user_ratio": 0.5, "sys_ratio": 0.1,
+                          "io_ratio": 0.0, "idle_ratio": 0.4, "processors": 8.0},
+                         {"rank": 1, "scope": "process", "samples": 3, "user_ratio": 0.3, "sys_ratio": 0.1,
+                          "io_ratio": float("nan"), "idle_ratio": float("nan"), "processors": 8.0}])
+    t = host.host_cpu_table(mach).set_index("rank")
+    assert pd.isna(t.loc[0, "proc_user_ratio"]) and t.loc[0, "user_ratio"] == 0.5
+    assert pd.isna(t.loc[1, "user_ratio"]) and t.loc[1, "proc_user_ratio"] == 0.3 and t.loc[1, "samples"] == 3
 
 
 # --------------------------------------------------------------------------- raw PROF_* directories
@@ -349,3 +367,36 @@ def test_raw_prof_directory_names_the_export(tmp_path):
         read_run(tmp_path)
     msg = exc.value.problem
     assert "PROF_000001_20230818142704322_COJGGGCANRMICFBC" in msg and "msprof --export" in msg
+
+
+def test_db_fixture_hbm_bandwidth_and_llc_hit_rate():
+    """The Level2 DB export's HBM and LLC tables: per rank each sample's bandwidth summed over the 4 HBMs and read +
+    write, mean / most over the 13 samples, and the mean LLC hit rate (as averaged straight from the DB)."""
+    run = read_run(fixture_dir("ascend", "msinsight", "test", "data", "pytorch", "db", "level2"))
+    assert schema.check(run) == []
+    hbm, llc = run.table("hbm"), run.table("llc")
+    assert len(hbm) == 208 and set(hbm["direction"]) == {"read", "write"} and hbm["hbm_id"].nunique() == 4
+    assert len(llc) == 52 and set(llc["mode"]) == {"read"}
+    out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
+    assert out.status == "ok", out.reason
+    assert "memory_bw" in out.analysis.metrics["parts"]
+    bw = out.analysis.tables["memory_bw"].set_index("rank")
+    assert list(bw.index) == [0, 1] and (bw["hbm_samples"] == 13).all() and (bw["llc_samples"] == 26).all()
+    # rank 0: mean read 3.6037 GB/s and write 2.6355 GB/s per row, 4 HBMs each -> 24.957 GB/s per sample
+    assert bw.loc[0, "hbm_mean_gbps"] == pytest.approx(4 * (3.6037238188846154 + 2.63546327575), rel=1e-6)
+    assert bw.loc[0, "hbm_max_gbps"] == pytest.approx(144.25, abs=0.01)
+    assert bw.loc[0, "llc_hit_ratio"] == pytest.approx(0.4920384615, rel=1e-6)
+    assert "LLC hit rate averages" in out.view.summary
+    assert "host-memory-bw" in {tb.id for tb in out.view.tables}
+
+
+def test_memory_bandwidth_missing_parts():
+    assert host.memory_bandwidth(None, None) is None
+    llc = pd.DataFrame({"rank": [0, 0], "llc_id": [0, 1], "mode": ["read"] * 2, "hit_ratio": [0.5, 0.7],
+                        "throughput_gbps": [1.0, 2.0]})
+    t = host.memory_bandwidth(None, llc)
+    assert t.loc[0, "llc_hit_ratio"] == pytest.approx(0.6) and pd.isna(t.loc[0, "hbm_mean_gbps"])
+    # a run without them lists the part as not in this run
+    run = read_run(fixture_dir("mindinsight", "mi_profiler_single"))
+    out = {o.id: o for o in run_sections(run, only=["host"])}["host"]
+    assert "HBM bandwidth and LLC hit rate per rank" in " ".join(out.view.notes)

@@ -1576,11 +1576,12 @@ def _read_rank(d: RankDir, rank: int, tables: dict, files: list, problems: list,
                        "hccl_ops": "trace_view.json", "device_ops": "trace_view.json",
                        "metadata": "../profiler_metadata.json", "dataloader": "trace_view.json"}
         wanted = {t for t, f in counterpart.items() if not (out / f).exists()}
+        wanted |= {"hbm", "llc"}  # HBM / LLC samples: read from the DB only (the text export has them as counters)
         # the trace-level tables and the metadata live only in the profiler DB (ascend_*_profiler_N.db,
         # msprof_*.db): without one, asking for them would only list them as missing
         if not any("profiler" in q.name or q.name.startswith("msprof") for q in dbs):
             wanted -= {"trace_steps", "overlap_intervals", "hccl_ops", "device_ops", "metadata", "kernels",
-                       "memory_record", "module_mem", "operator_memory", "dataloader"}
+                       "memory_record", "module_mem", "operator_memory", "dataloader", "hbm", "llc"}
         if wanted:
             from .ascend_db import read_db_rank
 

@@ -93,6 +93,8 @@ COLUMNS = {
     "device_ops": ["rank", "name", "stream", "start_ns", "dur_ms", "op_class"],
     "metadata": ["rank", "name", "value", "path"],
     "dataloader": ["rank", "name", "start_ns", "dur_ms"],
+    "hbm": ["rank", "hbm_id", "direction", "sample", "bandwidth_gbps"],
+    "llc": ["rank", "llc_id", "mode", "hit_ratio", "throughput_gbps"],
 }
 #: torch's span around each batch the training loop takes from its DataLoader (as ascend_trace._LOADER_PREFIX)
 _LOADER_PREFIX = "enumerate(DataLoader)"
@@ -970,6 +972,54 @@ def _dataloader(ctx: _Rank) -> pd.DataFrame | None:
                          "start_ns": s, "dur_ms": (e - s) / NS_PER_MS}, columns=COLUMNS["dataloader"])
 
 
+def _hbm(ctx: _Rank) -> pd.DataFrame | None:
+    """The profiler DB's HBM table (bandwidth samples, B/s, per HBM and direction: type, a STRING_IDS id of read /
+    write) -> rank, hbm_id, direction, sample (the sample's ordinal: the rows of one timestamp share it),
+    bandwidth_gbps (GB/s, 1e9 B). None without the table or its columns."""
+    db = ctx.prof
+    t = db.table("HBM") if db else None
+    if not (t and db.col(t, "timestampNs") and db.col(t, "bandwidth")):
+        return None
+    hid, typ = db.col(t, "hbmId"), db.col(t, "type")
+    expr, join = db.string_expr("h", typ, "s1") if typ else ("''", "")
+    df = db.read(f"SELECT h.{_q(db.col(t, 'timestampNs'))} AS ts, h.{_q(db.col(t, 'bandwidth'))} AS bw, "
+                 f"{'h.' + _q(hid) if hid else '0'} AS hid, {expr} AS dir FROM {_q(t)} h{join} LIMIT 2000000")
+    bw = pd.to_numeric(df["bw"], errors="coerce")
+    df = df[bw.notna() & (bw >= 0) & (bw < 1e15)].assign(bw=bw)
+    if df.empty:
+        return None
+    ts = pd.to_numeric(df["ts"], errors="coerce")
+    return pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64),
+                         "hbm_id": pd.to_numeric(df["hid"], errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+                         "direction": [str(v).strip().lower()[:32] for v in df["dir"]],
+                         "sample": ts.rank(method="dense").fillna(0).astype(np.int64).to_numpy(),
+                         "bandwidth_gbps": (df["bw"] / 1e9).to_numpy(np.float64)}, columns=COLUMNS["hbm"])
+
+
+def _llc(ctx: _Rank) -> pd.DataFrame | None:
+    """The profiler DB's LLC table (hit rate samples, percent, per LLC; mode a STRING_IDS id of read / write) ->
+    rank, llc_id, mode, hit_ratio (0..1), throughput_gbps (GB/s, 1e9 B; NaN when absent). None without it."""
+    db = ctx.prof
+    t = db.table("LLC") if db else None
+    if not (t and db.col(t, "hitRate")):
+        return None
+    lid, mode, thr = db.col(t, "llcId"), db.col(t, "mode"), db.col(t, "throughput")
+    expr, join = db.string_expr("l", mode, "s1") if mode else ("''", "")
+    df = db.read(f"SELECT l.{_q(db.col(t, 'hitRate'))} AS hr, {'l.' + _q(thr) if thr else 'NULL'} AS thr, "
+                 f"{'l.' + _q(lid) if lid else '0'} AS lid, {expr} AS mode FROM {_q(t)} l{join} LIMIT 2000000")
+    hr = pd.to_numeric(df["hr"], errors="coerce")
+    df = df[hr.notna() & (hr >= 0) & (hr <= 100)].assign(hr=hr)
+    if df.empty:
+        return None
+    thr = pd.to_numeric(df["thr"], errors="coerce")
+    return pd.DataFrame({"rank": np.full(len(df), ctx.rank, dtype=np.int64),
+                         "llc_id": pd.to_numeric(df["lid"], errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+                         "mode": [str(v).strip().lower()[:32] for v in df["mode"]],
+                         "hit_ratio": (df["hr"] / 100.0).to_numpy(np.float64),
+                         "throughput_gbps": (thr.where((thr >= 0) & (thr < 1e15)) / 1e9).to_numpy(np.float64)},
+                        columns=COLUMNS["llc"])
+
+
 def _trace_steps(ctx: _Rank) -> pd.DataFrame | None:
     steps = ctx.steps()
     if not steps:
@@ -1100,9 +1150,11 @@ _READERS = {
     "device_ops": _device_ops,
     "metadata": _metadata,
     "dataloader": _dataloader,
+    "hbm": _hbm,
+    "llc": _llc,
 }
 _NEEDS_PROFILER = {"kernels", "memory_record", "module_mem", "operator_memory", "trace_steps", "overlap_intervals",
-                   "hccl_ops", "device_ops", "metadata", "dataloader"}
+                   "hccl_ops", "device_ops", "metadata", "dataloader", "hbm", "llc"}
 
 
 # --------------------------------------------------------------------------- entry point

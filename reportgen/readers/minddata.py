@@ -281,8 +281,7 @@ def attach(run: Run, paths: list[Path], ranks: dict[Path, int] | None = None) ->
     for rank, path in sorted(by_kind["cpu"].items()):
         if rank not in summarised:  # the summary has it, computed the same way
             cpu_rows.extend(parse_cpu(path, rank, run))
-    host_cpu = [row for rank, path in sorted(by_kind["cpu"].items()) for row in [parse_host_cpu(path, rank, run)]
-                if row is not None]
+    host_cpu = [row for rank, path in sorted(by_kind["cpu"].items()) for row in parse_host_cpu(path, rank, run)]
     if host_cpu:
         run.tables["host_cpu"] = pd.DataFrame(host_cpu)
     if cpu_rows and ops is not None and not ops.empty:
@@ -434,28 +433,37 @@ def _merge_summary(ops: pd.DataFrame | None, summary: pd.DataFrame) -> pd.DataFr
     return pd.concat([merged, only.assign(queue_capacity=float("nan"))[merged.columns]], ignore_index=True)
 
 
-def parse_host_cpu(path: Path, rank: int, run: Run) -> dict | None:
-    """``minddata_cpu_utilization_{rank}.json``'s ``device_info`` (the whole host's CPU, percent per sample) -> one
-    ``host_cpu`` row: the mean user / sys / io / idle share over the samples, the samples and the processors; None
-    without usable lists. (The file is read twice, here and in :func:`parse_cpu`: it is small.)"""
+def parse_host_cpu(path: Path, rank: int, run: Run) -> list[dict]:
+    """``minddata_cpu_utilization_{rank}.json``'s ``device_info`` (the whole host's CPU, percent per sample) and
+    ``process_info`` (the training process's share of it) -> up to two ``host_cpu`` rows (scope machine / process):
+    the mean user / sys (/ io / idle: machine only) share over the samples, the samples and the processors; a scope
+    without usable lists gives no row. (The file is read twice, here and in :func:`parse_cpu`: it is small.)"""
     try:  # a broken file is named once, by parse_cpu
         doc = read_json(path) if path.stat().st_size <= MAX_FILE_BYTES else None
     except (OSError, InputError):
-        return None
-    info = doc.get("device_info") if isinstance(doc, dict) else None
-    if not isinstance(info, dict):
-        return None
-    row = {"rank": rank}
-    for key in ("user", "sys", "io", "idle"):
-        vals = info.get(f"{key}_utilization")
-        vals = [_value(v) for v in vals] if isinstance(vals, list) else []
-        vals = [v for v in vals if v is not None and 0 <= v <= 100]
-        row[f"{key}_ratio"] = sum(vals) / len(vals) / 100.0 if vals else float("nan")
-        if key == "user":
-            row["samples"] = len(vals)
+        return []
+    if not isinstance(doc, dict):
+        return []
     procs = _value(doc.get("cpu_processor_num"))
-    row["processors"] = float(procs) if procs is not None and 0 < procs < 1e6 else float("nan")
-    return row if row["samples"] else None
+    procs = float(procs) if procs is not None and 0 < procs < 1e6 else float("nan")
+    rows = []
+    for scope, field, keys in (("machine", "device_info", ("user", "sys", "io", "idle")),
+                               ("process", "process_info", ("user", "sys"))):
+        info = doc.get(field)
+        if not isinstance(info, dict):
+            continue
+        row = {"rank": rank, "scope": scope}
+        for key in ("user", "sys", "io", "idle"):
+            vals = info.get(f"{key}_utilization") if key in keys else None
+            vals = [_value(v) for v in vals] if isinstance(vals, list) else []
+            vals = [v for v in vals if v is not None and 0 <= v <= 100]
+            row[f"{key}_ratio"] = sum(vals) / len(vals) / 100.0 if vals else float("nan")
+            if key == "user":
+                row["samples"] = len(vals)
+        row["processors"] = procs
+        if row["samples"]:
+            rows.append(row)
+    return rows
 
 
 def parse_cpu(path: Path, rank: int, run: Run) -> list[dict]:

@@ -278,6 +278,8 @@ _ASCEND_GIVES = {
     "comm_bandwidth": "communication.json or the profiler DB (profiler_level Level1 or higher)",
     "overlap_intervals": "trace_view.json or the profiler DB",
     "dataloader": "the dataloader spans of trace_view.json (torch_npu)",
+    "hbm": "the profiler DB (ascend_pytorch_profiler_<rank>.db; profile with sys_io / HBM sampling on)",
+    "llc": "the profiler DB (ascend_pytorch_profiler_<rank>.db; profile with LLC sampling on)",
     "op_flops": "kernel_details.csv or the profiler DB with Input Shapes (profile with record_shapes=True: MatMul, "
                 "BatchMatMul, GroupedMatmul, Conv2D and its backprops)",
     "memory_samples": "memory_record.csv / npu_module_mem.csv (profile_memory=True)",

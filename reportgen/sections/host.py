@@ -54,7 +54,7 @@ ID = "host"
 TITLE = "Host side and scheduling"
 #: any one part's table (each part's own requirement is in PARTS)
 NEEDS = (("user_ranges", "gpu_ops.launch_ts_ns", "device_ops.launch_delay_ms", "comm_ops.size_mb", "kernels.cube_util_ratio",
-          "kernels.aic_mac_ratio", "l2_cache", "host_api", "op_type_steps", "host_cpu"),)
+          "kernels.aic_mac_ratio", "l2_cache", "host_api", "op_type_steps", "host_cpu", "hbm", "llc"),)
 #: each part: (key, the table or column it reads, what it shows)
 PARTS = [
     ("ranges", "user_ranges", "user ranges (record_function / NVTX / mstx) per rank"),
@@ -65,6 +65,7 @@ PARTS = [
     ("api", "host_api", "host API (CANN) time"),
     ("dynamic", "op_type_steps", "per-iteration op time by operator type (dynamic shape)"),
     ("cpu", "host_cpu", "the host's CPU utilisation"),
+    ("memory_bw", "hbm or llc", "HBM bandwidth and LLC hit rate per rank"),
 ]
 #: operator types drawn in the per-iteration chart
 CHART_TYPES = 8
@@ -327,9 +328,23 @@ def analyze(run: Run, options=None) -> Analysis:
         have.append("dynamic")
     cpu = run.table("host_cpu")
     if cpu is not None and not cpu.empty:
-        tables["cpu"] = cpu.sort_values("rank").reset_index(drop=True)
-        metrics["host_cpu_busy_ratio_mean"] = float((cpu["user_ratio"] + cpu["sys_ratio"]).mean())
+        tables["cpu"] = host_cpu_table(cpu)
+        busy = tables["cpu"]["user_ratio"] + tables["cpu"]["sys_ratio"]
+        if busy.notna().any():
+            metrics["host_cpu_busy_ratio_mean"] = float(busy.mean())
+        proc = tables["cpu"]["proc_user_ratio"] + tables["cpu"]["proc_sys_ratio"]
+        if proc.notna().any():
+            metrics["process_cpu_busy_ratio_mean"] = float(proc.mean())
         have.append("cpu")
+    bw = memory_bandwidth(run.table("hbm"), run.table("llc"))
+    if bw is not None:
+        tables["memory_bw"] = bw
+        if bw["hbm_mean_gbps"].notna().any():
+            metrics["hbm_mean_gbps"] = float(bw["hbm_mean_gbps"].mean())
+            metrics["hbm_max_gbps"] = float(bw["hbm_max_gbps"].max())
+        if bw["llc_hit_ratio"].notna().any():
+            metrics["llc_hit_ratio_mean"] = float(bw["llc_hit_ratio"].mean())
+        have.append("memory_bw")
     if not have:
         raise Unavailable(needs_reason(None, [" or ".join(NEEDS[0])], options))
     metrics["parts"] = have
@@ -478,21 +493,85 @@ def present(a: Analysis) -> View:
                     "recompiled or runs on new shapes."))
         figures.append(_dynamic_lines(t["dynamic_steps"], d))
     if "cpu" in t:
-        parts.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        busy = []
+        if "host_cpu_busy_ratio_mean" in m:
+            busy.append(f"the host CPUs are {fmt.percent(m['host_cpu_busy_ratio_mean'])} busy (user + sys)")
+        if "process_cpu_busy_ratio_mean" in m:
+            busy.append(f"the training process takes {fmt.percent(m['process_cpu_busy_ratio_mean'])} of them")
+        parts.append(", ".join(busy))
         tables.append(Table.from_frame(
             "host-cpu", "Host CPU utilisation per rank", t["cpu"],
             [Column("rank", "Rank", "rank"), Column("samples", "Samples", "int"),
              Column("user_ratio", "User", "ratio"), Column("sys_ratio", "System", "ratio"),
+             Column("proc_user_ratio", "Process user", "ratio"), Column("proc_sys_ratio", "Process system", "ratio"),
              Column("io_ratio", "I/O wait", "ratio"), Column("idle_ratio", "Idle", "ratio"),
              Column("processors", "Processors", "int")],
             caption="Mean over the dataset profiler's samples of the whole host's CPU (its device_info; as "
-                    "written). A busy host slows the input pipeline and the launches."))
+                    "written) and, beside it, the training process's share of the host (its process_info; "
+                    "blank when not written). A busy host slows the input pipeline and the launches; a busy host "
+                    "whose own process is idle is busy with something else."))
+    if "memory_bw" in t:
+        bits = []
+        if "hbm_mean_gbps" in m:
+            bits.append(f"HBM read + write bandwidth averages {m['hbm_mean_gbps']:.2f} GB/s per rank (at most "
+                        f"{m['hbm_max_gbps']:.2f} GB/s)")
+        if "llc_hit_ratio_mean" in m:
+            bits.append(f"the LLC hit rate averages {fmt.percent(m['llc_hit_ratio_mean'])}")
+        parts.append(", ".join(bits))
+        tables.append(Table.from_frame(
+            "host-memory-bw", "HBM bandwidth and LLC hit rate per rank", t["memory_bw"],
+            [Column("rank", "Rank", "rank"), Column("hbm_samples", "HBM samples", "int"),
+             Column("hbm_mean_gbps", "HBM read + write, mean (GB/s)", "float"),
+             Column("hbm_max_gbps", "HBM read + write, most (GB/s)", "float"),
+             Column("llc_samples", "LLC samples", "int"), Column("llc_hit_ratio", "LLC hit rate, mean", "ratio")],
+            caption="From the device's sampled HBM bandwidth (each sample summed over the HBMs and over read and "
+                    "write) and its sampled LLC hit rate (mean over the samples and the LLCs; blank where the "
+                    "rank has none). Low bandwidth with busy compute points at compute-bound kernels; a low hit "
+                    "rate, at traffic the cache does not hold."))
     notes = []
     if a.data.get("missing"):
         notes.append("Not in this run: " + "; ".join(a.data["missing"]) + ".")
     summary = "; ".join(parts)
     return View(summary=(summary[:1].upper() + summary[1:] + ".") if summary else "", figures=figures,
                 tables=tables, notes=notes)
+
+
+def memory_bandwidth(hbm: pd.DataFrame | None, llc: pd.DataFrame | None) -> pd.DataFrame | None:
+    """hbm / llc samples -> per rank: hbm_samples, hbm_mean_gbps / hbm_max_gbps (each sample's bandwidth summed over
+    the HBMs and both directions, then mean / most over the samples), llc_samples, llc_hit_ratio (mean over samples
+    and LLCs); None without either."""
+    parts = []
+    if hbm is not None and not hbm.empty:
+        per = hbm.groupby(["rank", "sample"])["bandwidth_gbps"].sum().groupby(level="rank")
+        parts.append(pd.DataFrame({"hbm_samples": per.size(), "hbm_mean_gbps": per.mean(),
+                                   "hbm_max_gbps": per.max()}))
+    if llc is not None and not llc.empty:
+        g = llc.groupby("rank")["hit_ratio"]
+        parts.append(pd.DataFrame({"llc_samples": g.size(), "llc_hit_ratio": g.mean()}))
+    if not parts:
+        return None
+    out = pd.concat(parts, axis=1).reset_index().rename(columns={"index": "rank"})
+    for col in ("hbm_samples", "hbm_mean_gbps", "hbm_max_gbps", "llc_samples", "llc_hit_ratio"):
+        if col not in out:
+            out[col] = float("nan")
+    return out.sort_values("rank").reset_index(drop=True)
+
+
+def host_cpu_table(cpu: pd.DataFrame) -> pd.DataFrame:
+    """host_cpu rows (scope machine / process) -> one row per rank: the machine's columns, the process's user / sys
+    beside them as proc_user_ratio / proc_sys_ratio (NaN where a scope is not written)."""
+    scope = cpu["scope"] if "scope" in cpu else pd.Series("machine", index=cpu.index)
+    mach = cpu[scope == "machine"].drop(columns=["scope"], errors="ignore")
+    proc = cpu[scope == "process"][["rank", "user_ratio", "sys_ratio", "samples", "processors"]].rename(
+        columns={"user_ratio": "proc_user_ratio", "sys_ratio": "proc_sys_ratio", "samples": "proc_samples",
+                 "processors": "proc_processors"})
+    out = mach.merge(proc, on="rank", how="outer").sort_values("rank").reset_index(drop=True)
+    out["processors"] = out["processors"].fillna(out.pop("proc_processors"))
+    out["samples"] = out["samples"].fillna(out.pop("proc_samples"))
+    for col in ("user_ratio", "sys_ratio", "io_ratio", "idle_ratio"):
+        if col not in out:
+            out[col] = float("nan")
+    return out
 
 
 def ranges_headline(w, own: bool, diagnosed: list[int], by: pd.DataFrame | None = None) -> str:
