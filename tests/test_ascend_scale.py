@@ -89,11 +89,18 @@ def test_reduction_changes_no_number(run8, monkeypatch):
     run_all, whole = _comm(run8)
     monkeypatch.setattr(A, "MATRIX_OP_LINKS", 3)
     monkeypatch.setattr(communication, "BOX_LINKS", 2)
-    whole_box = communication._link_ops(run_all)
+    whole_box, whole_extremes = communication._link_ops(run_all)
     run_cut, cut = _comm(run8)
     assert len(run_cut.tables["comm_matrix"]) < len(run_all.tables["comm_matrix"])
     pd.testing.assert_frame_equal(cut.tables["links"], whole.tables["links"])
-    pd.testing.assert_frame_equal(communication._link_ops(run_cut), whole_box)
+    cut_box, cut_extremes = communication._link_ops(run_cut)
+    pd.testing.assert_frame_equal(cut_box, whole_box)
+    # the extremes table covers the links whose per-op rows the reader keeps: fewer links, the same numbers for each
+    assert 0 < len(cut_extremes) < len(whole_extremes)
+    keys = ["op_type", "link"]
+    same = whole_extremes.merge(cut_extremes[keys], on=keys)
+    pd.testing.assert_frame_equal(cut_extremes.sort_values(keys).reset_index(drop=True),
+                                  same.sort_values(keys).reset_index(drop=True))
     assert cut.metrics == whole.metrics
 
 

@@ -280,7 +280,7 @@ def test_strategy_disagreement_is_flagged(tmp_path):
 
 
 def test_parse_shard_rejects_what_is_not_a_matrix():
-    from reportgen.sections.strategy import parse_shard
+    from reportgen.sections.strategy_graph import parse_shard
     assert parse_shard("[[2, 1], [1, 4]]") == [[2, 1], [1, 4]]
     for bad in ("", "2", "[2, 1]", "[[2, 'x']]", "[[true]]", "{", None, "[[1.5]]"):
         assert parse_shard(bad) is None, bad

@@ -925,7 +925,9 @@ def present(a: Analysis) -> View:
              Column("fastest_gbps", "Fastest bandwidth", "gbps"),
              Column("slowest_op", "Slowest operator", "text"), Column("slowest_step", "Slowest step", "int"),
              Column("slowest_gbps", "Slowest bandwidth", "gbps")],
-            caption="Per operation type and link, every instance the files record (msprof-analyze keeps the slowest, "
+            caption="Per operation type and link, every instance the files record on the "
+                    f"{t['op_type_links']['link'].nunique():,} links with per-operator rows (on a large run, the "
+                    "busiest links only: the reader keeps per-operator rows for them) (msprof-analyze keeps the slowest, "
                     "the median and the fastest one: top1 / middle / bottom): a slowest far above the median on one "
                     "link only points at that link; on every link, at the ranks' arrival."))
     mapped_info = m.get("links_mapped") or {}

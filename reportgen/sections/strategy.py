@@ -23,7 +23,6 @@ Sources and definitions:
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 
@@ -38,6 +37,7 @@ from ..model import Run
 from ..report import (Analysis, Column, Control, Figure, Finding, Table, Tree, TreeNode, View, count,
                       natural_order, rank_ranges)
 from . import missing_needs, needs_reason, pipeline, strategy_graph
+from .strategy_graph import parse_shard
 
 ID = "strategy"
 TITLE = "Parallel strategy"
@@ -176,25 +176,6 @@ def merge_stage_ops(ops: pd.DataFrame, stage_devices: dict[int, list[int]]) -> p
 
 #: dimensions of a strategy matrix shown as columns (a tensor of more dimensions keeps the rest in ``dims``)
 MATRIX_DIMS = 8
-
-
-def parse_shard(text) -> list[list[int]] | None:
-    """``in_strategy`` as the seed's UI reads it (``JSON.parse(parallel_shard)``): one list per input, one
-    number of slices per dimension; None when it is not such a list."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
-        return None
-    out = []
-    for row in value:
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in row):
-            return None
-        out.append([int(x) for x in row])
-    return out
 
 
 def strategy_matrices(merged: pd.DataFrame) -> pd.DataFrame:

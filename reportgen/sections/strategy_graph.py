@@ -27,6 +27,7 @@ Definitions (every formula of the graph lives here):
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 
 import pandas as pd
@@ -61,6 +62,25 @@ ROLES = ["computation", "communication", "redistribution", "gradient aggregation
 _ROLE_COLORS = [palette.ROLE["compute"], palette.ROLE["comm"], palette.ROLE["receive"], palette.ROLE["tail"],
                 palette.ROLE["other"]]
 _ROLE_OF_OP = {"Redistribution": "redistribution", "GradientAggregation": "gradient aggregation"}
+
+
+def parse_shard(text) -> list[list[int]] | None:
+    """``in_strategy`` as the seed's UI reads it (``JSON.parse(parallel_shard)``): one list per input, one
+    number of slices per dimension; None when it is not such a list."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
+        return None
+    out = []
+    for row in value:
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in row):
+            return None
+        out.append([int(x) for x in row])
+    return out
 
 
 def role_of(instance_type: str, op_class: str) -> str:
@@ -209,7 +229,6 @@ def _inputs(merged: pd.DataFrame) -> list[list[str]]:
 def graph_data(merged: pd.DataFrame, limit: int = GRAPH_NODES) -> dict:
     """Nodes and edges of every (stage, phase) subgraph, laid out: ``nodes`` / ``edges`` DataFrames, per-subgraph
     ``stats`` and the notes of what was bounded."""
-    from .strategy import parse_shard  # the strategy section's reading of in_strategy (imported late: it imports us)
 
     m = merged.assign(phase=phases(merged).to_numpy(), ins_=_inputs(merged))
     m["node_id"] = m["node_id"].astype(str)
