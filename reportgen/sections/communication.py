@@ -1226,16 +1226,23 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
     value, units = metric_switch("link_metric", _link_metrics(lk))
     text = shown <= MATRIX_TEXT_MAX_SIDE
     blocked = side > MATRIX_MAX_SIDE
+    grouped_filter = not blocked and src == "src_rank"
     src_data = vl.Chart(lk).transform_filter(TRANSPORT_FILTER)
-    if not blocked and src == "src_rank":
+    if grouped_filter:
         src_data = src_data.transform_filter(GROUP_LINK_FILTER)
     # the colour scale (and the ink on it) spans the rank-to-rank links only; self links get a fixed grey (pos 1:
     # dark ink)
+    # the axes keep every rank (of the chosen process group) whichever transport is shown: the matrix keeps its
+    # shape, and a transport with no link in the group shows an empty grid with a note rather than nothing
+    ranks = sorted({int(v) for v in lk[src]} | {int(v) for v in lk[dst]})
+    domain = vl.Scale(domain={"expr": "isArray(comm_group) ? comm_group : matrix_ranks"} if grouped_filter
+                      else ranks)
     base = scale_position(src_data.transform_calculate(value=value)
                           .transform_calculate(scaled="datum.self_link ? null : datum.value"), "scaled") \
         .transform_calculate(pos="datum.self_link ? 1 : datum.pos").encode(
-        x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", axis=vl.Axis(labelOverlap=True, labelAngle=0)),
-        y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", axis=vl.Axis(labelOverlap=True)))
+        x=vl.X(f"{dst}:O", title=f"Destination {title.lower()}", scale=domain,
+               axis=vl.Axis(labelOverlap=True, labelAngle=0)),
+        y=vl.Y(f"{src}:O", title=f"Source {title.lower()}", scale=domain, axis=vl.Axis(labelOverlap=True)))
     tips = [vl.Tooltip(f"{src}:O", title="Source"), vl.Tooltip(f"{dst}:O", title="Destination"),
             vl.Tooltip("transport:N", title="Transport"),
             tip("time_ms", "Time", "ms"), tip("size_mb", "Size", "MB"), tip("bandwidth_gbps", "Bandwidth", "GB/s")]
@@ -1247,10 +1254,20 @@ def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool =
             tooltip=tips + [vl.Tooltip("self_link:N", title="Link to itself")])
     if text:
         chart = chart + cell_labels(base, vl.Text("value:Q", format=fmt.D3_SHORT), tips, 10 if cell >= 36 else 8)
+    if transports or (grouped_filter and grouped):
+        # a transport and a process group can leave no link (SDMA inside a cross-host group): say so in the plot
+        # (counted over every row: an aggregate of no rows gives no row to draw)
+        shown_test = TRANSPORT_FILTER + (f" && ({GROUP_LINK_FILTER})" if grouped_filter else "")
+        chart = chart + vl.Chart(lk).transform_calculate(shown=f"({shown_test}) ? 1 : 0") \
+            .transform({"aggregate": [{"op": "sum", "field": "shown", "as": "links"}]}) \
+            .transform_filter("datum.links == 0") \
+            .mark_text(align="left", baseline="top", fontSize=12) \
+            .encode(x=vl.value(0), y=vl.value({"expr": "height + 38"}),
+                    text=vl.value("No link of the chosen transport between these ranks"))
     params = [vl.param(name="link_metric", value="bandwidth_gbps"), units,
               vl.param(name="link_transport", value="all")]
-    if not blocked and src == "src_rank":
-        params.append(vl.param(name="comm_group", value="all"))
+    if grouped_filter:
+        params += [vl.param(name="comm_group", value="all"), vl.param(name="matrix_ranks", value=ranks)]
         caption += " The process group chosen above keeps its own links." if grouped else ""
     chart = chart.add_params(*params).properties(
         width={"step": cell}, height={"step": cell},
