@@ -104,15 +104,16 @@ def test_demo_has_a_comparison(name, tmp_path):
 
 def test_default_pair_stays_in_a_stage_when_only_one_rank_of_it_has_operations():
     """Issue 27 #87: Ascend level2 has kernels on ranks 0 (stage 1) and 2 (stage 2) only; the default pair was 2 vs 0
-    (two stages: other layers). It is now 2 vs 3 (stage 2), and the page says rank 3 has no operation times."""
+    (two stages: other layers). It is now 2 vs 3 (stage 2), and the page says rank 3 has no computation times (its
+    device timeline, from communication.json, holds communication only)."""
     run = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
     (o,) = run_sections(run, only=["compare"])
     m = o.analysis.metrics
     assert (m["rank_a"], m["rank_b"]) == (2, 3) and m["stage_a"] == m["stage_b"] == 2
     assert m["b_has_operations"] is False and m["explained_ratio"] is None
     assert o.analysis.tables["types"]["explained_ratio"].isna().all()
-    assert "pipeline stage (2)" in m["pair_source"] and "no operation times" in o.view.summary
-    assert any("Rank 3 has no operation times" in n for n in o.view.notes)
+    assert "pipeline stage (2)" in m["pair_source"] and "no computation operator times" in o.view.summary
+    assert any("Rank 3 has no computation operator times" in n for n in o.view.notes)
 
 
 def test_default_pair_starts_from_the_diagnosis_cause():

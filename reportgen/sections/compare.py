@@ -215,7 +215,11 @@ def analyze(run: Run, options=None) -> Analysis:
     except Unavailable:
         causes = None
     a, b, how = default_pair(run, F, options, compute, causes)
-    b_has_ops = bool((ops["rank"] == b).any())
+    # B's record must cover what A's does: a rank whose timeline has its communication only (Ascend text output
+    # without kernel_details on that rank: the device timeline comes from communication.json) has no computation
+    # to set against A's, so it explains no share of the difference
+    has_compute = set(int(r) for r in ops.loc[ops["op_class"] == "compute", "rank"])
+    b_has_ops = bool((ops["rank"] == b).any()) and (b in has_compute or a not in has_compute)
     without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
     pr = F.per_rank.set_index("rank")["step_ms"]
     step_a, step_b = float(pr[a]), float(pr[b])
@@ -286,8 +290,8 @@ def present(a: Analysis) -> View:
     summary = (f"Rank {A} ({fmt.ms(m['step_ms_a'])} per step) beside rank {B} ({fmt.ms(m['step_ms_b'])}), "
                f"{m['pair_source']}: ")
     if m.get("b_has_operations") is False:
-        summary += (f"{fmt.ms(abs(diff))} {'longer' if diff >= 0 else 'shorter'}; rank {B} has no operation times in "
-                    "the files, so the operations below are rank A's alone.")
+        summary += (f"{fmt.ms(abs(diff))} {'longer' if diff >= 0 else 'shorter'}; rank {B} has no computation "
+                    "operator times in the files, so the computation below is rank A's alone.")
     elif m["synchronous"]:
         kinds = m["delta_by_kind_ms"]
         parts = [f"{fmt.ms(abs(v))} {'more' if v > 0 else 'less'} {k}" for k, v in
@@ -328,8 +332,8 @@ def present(a: Analysis) -> View:
                     "the abnormal rank arrives late (it is slow elsewhere); more transit: its links are slow."))
     notes = []
     if m.get("b_has_operations") is False:
-        notes.append(f"Rank {B} has no operation times in the files: its operation columns are 0 and no share of the "
-                     "step difference is computed; its step time and communication compare.")
+        notes.append(f"Rank {B} has no computation operator times in the files: its computation columns are 0 and no "
+                     "share of the step difference is computed; its step time and communication compare.")
     if m.get("ranks_without_operations"):
         notes.append(f"{count(len(m['ranks_without_operations']), 'rank')} have no operation times in the files "
                      f"({rank_ranges(m['ranks_without_operations'])[:80]}): the default pair is chosen among the others.")
