@@ -491,7 +491,9 @@ def _walk(nodes):
 def _figure_ctx(f) -> dict[str, Any]:
     spec, left_out = _spec_or_note(charts.focusable(f.spec))
     return {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
-            "static_caption": f.static_caption if f.static_caption is not None else static_caption(f.caption),
+            # a section's own static caption names what the static page shows; its sentences about interactions
+            # are left out all the same
+            "static_caption": static_caption(f.static_caption if f.static_caption is not None else f.caption),
             "spec": spec, "left_out": left_out}
 
 

@@ -797,12 +797,12 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
             caption += f" At most {points} points per line (the largest value of each bin kept, so peaks stay)."
         if key == "host_detail":
             caption += " Host memory is never part of the device peak or its ratio."
+        static = caption.replace("chosen in 'Rank (memory detail)'", f"with the highest peak (rank {default})")
         caption += f" Drag or scroll to zoom {'along the nodes' if node else 'in time'}, double-click to reset."
         spec = vl.layer(*layers).add_params(vl.param(name="mem_rank", value=default)) if len(layers) > 1 else \
             chart.add_params(vl.param(name="mem_rank", value=default))
         out.append(Figure(fid, title, to_spec(fit(spec, 260)), caption=caption,
-                          static_caption=caption.replace("chosen in 'Rank (memory detail)'",
-                                                         f"with the highest peak (rank {default})"),
+                          static_caption=static,
                           alt=f"Lines of {what.lower()} of one rank"))
     held = det.get("holders")
     if held is not None and not held.empty:
