@@ -6,6 +6,7 @@ Refresh on purpose (and say why in the commit):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -52,11 +53,46 @@ FIXTURES = {
 }
 
 
+#: a section table longer than this is kept in the golden file as its shape and checksums (table_digest), so that
+#: the files stay reviewable: headline metrics, facts and findings in full, big tables by rows, sums and hashes
+TABLE_ROWS_KEPT = 30
+
+
+def table_digest(rows: list) -> dict:
+    """A big table as a reviewer can read it and a test can check it: its row count, its first three rows, and per
+    column the count of values, the sum / min / max of numbers (bools counted as 0/1) and, for text, the number of
+    distinct values and a hash of them in row order. Numbers are compared with the golden tolerance."""
+    cols: dict[str, list] = {}
+    for r in rows:
+        for k, v in (r.items() if isinstance(r, dict) else [("value", r)]):
+            cols.setdefault(k, []).append(v)
+    digest = {}
+    for k, vs in cols.items():
+        present = [v for v in vs if v is not None]
+        nums = [float(v) for v in present if isinstance(v, (int, float))]
+        entry: dict = {"values": len(present)}
+        if nums and len(nums) == len(present):
+            finite = [x for x in nums if math.isfinite(x)]
+            entry.update(sum=math.fsum(finite), min=min(finite, default=None), max=max(finite, default=None))
+        else:
+            text = [json.dumps(v, sort_keys=True, ensure_ascii=False) for v in present]
+            entry.update(distinct=len(set(text)),
+                         sha256=hashlib.sha256("\n".join(text).encode("utf-8", "surrogatepass")).hexdigest()[:16])
+        digest[k] = entry
+    return {"rows": len(rows), "first_rows": rows[:3], "columns": digest}
+
+
 def normalise(doc: dict, root: Path) -> dict:
-    """Machine-independent: paths relative to the shared folder."""
+    """Machine-independent: paths relative to the shared folder; big section tables as :func:`table_digest`."""
     text = json.dumps(doc)
     text = text.replace(json.dumps(str(root))[1:-1], "<shared>")
-    return json.loads(text)
+    out = json.loads(text)
+    for block in out.get("sections", {}).values():
+        tables = block.get("tables") or {}
+        for name, rows in tables.items():
+            if isinstance(rows, list) and len(rows) > TABLE_ROWS_KEPT:
+                tables[name] = {"digest": table_digest(rows)}
+    return out
 
 
 def compare(actual, expected, path="$"):

@@ -215,9 +215,9 @@ def analyze(run: Run, options=None) -> Analysis:
     except Unavailable:
         causes = None
     a, b, how = default_pair(run, F, options, compute, causes)
-    # B's record must cover what A's does: a rank whose timeline has its communication only (Ascend text output
-    # without kernel_details on that rank: the device timeline comes from communication.json) has no computation
-    # to set against A's, so it explains no share of the difference
+    # B's record must cover what A's does: a rank whose timeline holds its communication only (its files give no
+    # operator times, only the collectives' records) has no computation to set against A's, so it explains no
+    # share of the difference
     has_compute = set(int(r) for r in ops.loc[ops["op_class"] == "compute", "rank"])
     b_has_ops = bool((ops["rank"] == b).any()) and (b in has_compute or a not in has_compute)
     without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
