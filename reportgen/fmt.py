@@ -259,4 +259,17 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
 
 __all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
-           "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence"]
+           "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
+
+
+def rank_ranges(ranks) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5' (compact rank lists in texts and tooltips)."""
+    rs = sorted(set(int(r) for r in ranks))
+    out, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from . import thresholds as th
+from .fmt import rank_ranges  # noqa: F401 - the compact rank list, used by the sections from here
 
 #: how a column's values read (reportgen/fmt.py): text; int / rank (integers); float (4 significant digits, no unit);
 #: a quantity kind of fmt.UNITS (ms, us, mb, bytes, gbps, flop, flops: one unit per column, named in the header);
@@ -226,19 +227,6 @@ class SectionOutcome:
     reason: str = ""
     analysis: Analysis | None = None
     view: View | None = None
-
-
-def rank_ranges(ranks) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5' (compact rank lists in texts and tooltips)."""
-    rs = sorted(set(int(r) for r in ranks))
-    out, i = [], 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 _DIGIT_RUNS = re.compile(r"(\d+)")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..fmt import rank_ranges
 from ..limits import cap_text
 
 #: the ``--window`` value of the report being read (None: the default choice); a context variable so that
@@ -192,17 +193,6 @@ def choose(windows: list[Window], wanted: str | None, where: Path) -> tuple[Wind
     return best, f"chosen by the default rule: {RULE}"
 
 
-def _ranges(xs: list[int]) -> str:
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def _rel(p: Path, root: Path) -> str:
     try:
         return Path(p).relative_to(root).as_posix() or "."
@@ -246,10 +236,10 @@ def describe(windows: list[Window], chosen: Window, why: str, root: Path) -> lis
 
 def text(d: dict) -> str:
     """One window in words (summary, data problems)."""
-    steps = f"steps {_ranges(d['steps'])}" if d["steps"] else "steps not recorded"
+    steps = f"steps {rank_ranges(d['steps'])}" if d["steps"] else "steps not recorded"
     when = f", starts {d['start_ms'] / 1e3:.1f} s after the first window" if d.get("start_ms") else ""
     span = f", {d['duration_ms'] / 1e3:.2f} s long" if d.get("duration_ms") is not None else ""
-    ranks = f"rank{'s' if len(d['ranks']) != 1 else ''} {_ranges(d['ranks'])}"
+    ranks = f"rank{'s' if len(d['ranks']) != 1 else ''} {rank_ranges(d['ranks'])}"
     return f"window {d['number']} '{d['name']}': {ranks}, {steps}{when}{span}, in {d['where']} ({d['how_to_pick']})"
 
 
