@@ -713,7 +713,8 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
             up="1 - datum.v").mark_line(strokeWidth=1.5, interpolate="step-after").encode(
             x=vl.X("t:Q"), y=vl.Y("lane_shown:O", sort=lane_sort),
             yOffset=vl.field("up:Q", scale=vl.Scale(domain=[0, 1], nice=False, zero=True)),
-            detail="rank:N",
+            # drawn in time order (with a quantitative yOffset Vega-Lite would sort the path by the offset)
+            order=vl.Order("t:Q"), detail="rank:N",
             color=vl.Color("line:N", title="Line (drill-down ranks)", scale=vl.Scale(
                 domain=[k[0] for k in shown], range=[k[1] for k in shown]), legend=vl.Legend(orient="bottom",
                                                                                        labelLimit=360)),
