@@ -129,7 +129,13 @@ def test_rank_cells_link_to_the_drill_down(tmp_path, pp2x4):
     out = tmp_path / "r.html"
     assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
     html = out.read_text()
-    assert 'id="drill-rank-' in html and 'href="#drill-rank-' in html
+    # one behaviour for every rank cell of the interactive page: #rank-N sets the rank picker, the drilled ranks'
+    # cells too (they linked to their own figure, and the picker kept showing another rank)
+    assert 'id="drill-rank-' in html and 'href="#rank-' in html and 'href="#drill-rank-' not in html
+    # the static page has no picker: a drilled rank's cell links to its figure
+    static = tmp_path / "s.html"
+    assert cli.main([str(pp2x4), "-o", str(static), "--quiet", "--static"]) == 0
+    assert 'href="#drill-rank-' in static.read_text()
 
 
 # --------------------------------------------------------------------------- lines over one step
