@@ -382,3 +382,19 @@ def test_every_rank_cell_links_to_its_detail(tmp_path, pp2x4):
     html = out.read_text()
     assert 'id="drill-rank-any"' in html and 'href="#rank-3"' in html
     assert 'data-signal="drill_rank"' in html
+
+
+def test_picker_opens_on_a_rank_it_can_show():
+    """The any-rank figure opens on the slowest rank; when that rank has no operation rows (its files hold its
+    communication only, as st/level2's ranks 1 and 3) it opens on the slowest rank that has them."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    F = SimpleNamespace(slowest_rank=3, per_rank=pd.DataFrame({"rank": [0, 1, 2, 3],
+                                                              "step_ms": [809.0, 809.5, 809.2, 809.7]}))
+    ops = pd.DataFrame({"rank": [0, 0, 2], "name": ["MatMul", "Add", "MatMul"]})
+    assert drilldown.picker_default(F, [0, 1, 2, 3], ops) == 2
+    assert drilldown.picker_default(F, [0, 1, 2, 3], None) == 3
+    assert drilldown.picker_default(SimpleNamespace(slowest_rank=0, per_rank=F.per_rank), [0, 1, 2, 3], ops) == 0
+    assert drilldown.picker_default(None, [0, 1, 2, 3], ops) == 0

@@ -680,6 +680,22 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
     return pd.concat(parts, ignore_index=True)[LINE_COLUMNS], used, n
 
 
+def picker_default(F, ranks: list[int], ops: pd.DataFrame | None) -> int:
+    """The rank the picker opens on: the slowest rank (facts), or - when that rank has no operation rows and others
+    have (a rank whose files hold its communication only) - the slowest of the ranks with operation rows, so that
+    the figure opens on a rank it can show; the first rank without step times."""
+    with_ops = set(int(r) for r in ops["rank"]) if ops is not None else set()
+    if F is None or F.slowest_rank is None:
+        return min(with_ops) if with_ops else ranks[0]
+    slowest = int(F.slowest_rank)
+    if not with_ops or slowest in with_ops:
+        return slowest
+    pr = F.per_rank[F.per_rank["rank"].isin(with_ops)]
+    if pr.empty:
+        return min(with_ops)
+    return int(pr.sort_values(["step_ms", "rank"], ascending=[False, True], kind="stable")["rank"].iloc[0])
+
+
 def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) -> None:
     """The rank picker's data (in ``data``: the page's, not the metrics JSON's, which has every rank's operation
     types in the operators section): every rank's top operation types, step breakdown and lines (budget above)."""
@@ -703,10 +719,7 @@ def extend_picker(run: Run, options, metrics: dict, tables: dict, data: dict) ->
         return
     metrics["rank_detail"] = {"ranks": len(ranks), "top_types_per_rank": top_per_rank(len(ranks)),
                               "line_points_per_rank_and_metric": n if lines is not None else 0}
-    default = None
-    if F is not None and F.slowest_rank is not None:
-        default = int(F.slowest_rank)
-    data["rank_detail_default"] = default if default is not None else ranks[0]
+    data["rank_detail_default"] = picker_default(F, ranks, ops)
     roles = metrics.get("drilldown_ranks") or {}
     data["rank_detail_options"] = [(r, f"Rank {r}" + (f" ({roles[str(r)]})" if str(r) in roles else "")
                                     + (f", stage {_stage(run, r)}" if _stage(run, r) is not None else ""))
