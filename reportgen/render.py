@@ -609,8 +609,13 @@ def _table_ctx(t) -> dict[str, Any]:
     if len(embedded) < len(shown):  # the rows listed as HTML are always in the data (sorting, filters)
         embedded = shown
     cols = []
+    shared = {}  # Column.unit_with tag -> (unit, factor) over every value of its columns
+    for tag in {c.unit_with for c in t.columns if c.unit_with}:
+        idx = [i for i, c in enumerate(t.columns) if c.unit_with == tag]
+        shared[tag] = fmt.unit_for(t.columns[idx[0]].kind, [row[i] for row in shown for i in idx])
     for i, c in enumerate(t.columns):
-        unit, factor = fmt.unit_for(c.kind, [row[i] for row in shown])  # the unit of what people read
+        # the unit of what people read
+        unit, factor = shared.get(c.unit_with) or fmt.unit_for(c.kind, [row[i] for row in shown])
         cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
                      "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
     _column_layout(cols, t.columns)

@@ -66,6 +66,9 @@ class Column:
     kind_from: str = ""  # kind "quantity": the key of the row's metric name
     group: str = ""  # header band over adjacent columns with the same group (wide tables)
     priority: int | None = None  # KEY / SHOWN / OPTIONAL; None: the leading identifier columns are KEY
+    # columns with the same non-empty tag share one unit, chosen over all their values (statistics of one quantity:
+    # mean / min / max side by side read in one unit)
+    unit_with: str = ""
 
 
 @dataclass

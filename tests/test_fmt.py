@@ -178,3 +178,19 @@ def test_absurd_magnitudes_read_as_exponents():
     assert fmt.number(-1.23456e20) == "-1.235e+20"
     assert fmt.number(123456789012.5) == "123,456,789,012"
     assert len(fmt.cell(1e308, "ms")) < 12
+
+
+def test_columns_tagged_together_share_one_unit():
+    """Mean / min / max of one quantity read in one unit (the operators table showed Mean and Min in µs beside
+    Max in ms); an untagged column keeps its own."""
+    from reportgen.render import _table_ctx
+    from reportgen.report import Column, Table
+
+    rows = [{"mean_ms": 0.05, "min_ms": 0.04, "max_ms": 25.0, "total_ms": 0.01},
+            {"mean_ms": 0.06, "min_ms": 0.03, "max_ms": 30.0, "total_ms": 0.02}]
+    cols = [Column("mean_ms", "Mean", "ms", unit_with="call"), Column("min_ms", "Min", "ms", unit_with="call"),
+            Column("max_ms", "Max", "ms", unit_with="call"), Column("total_ms", "Total", "ms")]
+    ctx = _table_ctx(Table("t", "T", cols, rows))
+    units = {c["key"]: c["unit"] for c in ctx["columns"]}
+    assert units["mean_ms"] == units["min_ms"] == units["max_ms"]
+    assert units["total_ms"] == "µs" and units["max_ms"] != units["total_ms"]

@@ -527,8 +527,8 @@ def extend_view(a: Analysis, figures: list, tables: list, controls: list | None 
         tables.append(Table.from_frame(
             f"drill-rank-{r}-table", f"Rank {r} ({role}): top operators", o,
             [Column("level", "Level", "text"), Column("name", "Name", "text"), Column("count", "Count", "int"),
-             Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms"),
-             Column("max_ms", "Max", "ms"), Column("share_ratio", "Share of rank", "ratio")],
+             Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms", unit_with="call"),
+             Column("max_ms", "Max", "ms", unit_with="call"), Column("share_ratio", "Share of rank", "ratio")],
             caption=f"Top {TOP_N} per level by total time plus 'others'; source: {sources.get(str(r), '')}."))
 
 

@@ -473,8 +473,8 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "host-api", "Host API time (CANN) per rank", t["api"],
             [Column("rank", "Rank", "rank"), Column("level", "Level", "text"), Column("api", "API", "text"),
-             Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("avg_ms", "Mean", "ms"),
-             Column("max_ms", "Longest", "ms")],
+             Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("avg_ms", "Mean", "ms", unit_with="call"),
+             Column("max_ms", "Longest", "ms", unit_with="call")],
             caption=f"api_statistic.csv as written: the {TOP_APIS} APIs with the most host time per rank (a "
                     "synchronize call's time is the host waiting for the device)."))
     if "dynamic" in t:
@@ -486,8 +486,9 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "host-dynamic", "Operator time per iteration, by operator type", d,
             [Column("op_type", "Op type", "text"), Column("steps", "Steps", "int"),
-             Column("mean_ms", "Per step, mean", "ms"), Column("min_ms", "Per step, least", "ms"),
-             Column("max_ms", "Per step, most", "ms"), Column("spread_ratio", "Most / least", "float")],
+             Column("mean_ms", "Per step, mean", "ms", unit_with="step"),
+             Column("min_ms", "Per step, least", "ms", unit_with="step"),
+             Column("max_ms", "Per step, most", "ms", unit_with="step"), Column("spread_ratio", "Most / least", "float")],
             caption="From the dynamic-shape profile (dynamic_shape_info_<rank>.json): each type's summed time per "
                     "step (mean over ranks). With dynamic shapes an op type whose time changes between steps is "
                     "recompiled or runs on new shapes."))

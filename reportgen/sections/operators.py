@@ -302,9 +302,9 @@ def present(a: Analysis) -> View:
     for f in (heat, _engine_figure(t["rank_engine_ops"], shown, engines)):
         if f is not None:
             figures.append(f)
-    stat = [Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms"),
-            Column("min_ms", "Min", "ms"), Column("max_ms", "Max", "ms"),
-            Column("std_ms", "Std", "ms", help="sample standard deviation (ddof 1), as HTA and msprof-analyze; empty "
+    stat = [Column("count", "Calls", "int"), Column("total_ms", "Total", "ms"), Column("mean_ms", "Mean", "ms", unit_with="call"),
+            Column("min_ms", "Min", "ms", unit_with="call"), Column("max_ms", "Max", "ms", unit_with="call"),
+            Column("std_ms", "Std", "ms", unit_with="call", help="sample standard deviation (ddof 1), as HTA and msprof-analyze; empty "
                                                "for one call or a profiler's pre-aggregated row")]
     # the two widest tables leave out Min (it fits an A4 page in print; the metrics JSON keeps every column)
     narrow = [c for c in stat if c.key != "min_ms"]
@@ -313,8 +313,9 @@ def present(a: Analysis) -> View:
                          [Column("type", "Op type", "text"), Column("engine", "Engine", "text"),
                           Column("total_ms", "Total", "ms"), Column("share_ratio", "Share", "ratio"),
                           Column("count", "Calls", "int"), Column("ranks", "Ranks", "int"),
-                          Column("rank_min_ms", "Least rank", "ms"), Column("rank_median_ms", "Median rank", "ms"),
-                          Column("rank_max_ms", "Most rank", "ms"), Column("max_rank", "Rank with the most", "rank"),
+                          Column("rank_min_ms", "Least rank", "ms", unit_with="rank"),
+                          Column("rank_median_ms", "Median rank", "ms", unit_with="rank"),
+                          Column("rank_max_ms", "Most rank", "ms", unit_with="rank"), Column("max_rank", "Rank with the most", "rank"),
                           Column("spread_ratio", "Spread", "ratio",
                                  help="(most rank - median rank) / median rank, of the per-rank totals")],
                          caption="One row per op type, the most time first. Least / median / most rank: the "
