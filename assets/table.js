@@ -238,7 +238,9 @@
           for (var k = 0; k < s.length && j < sub.length; k++) if (s.charAt(k) === sub.charAt(j)) j++;
           return j === sub.length;
         };
-      } else if (needle) pred = function (v) { return !empty(v) && valueKey(v).toLowerCase().indexOf(needle) !== -1; };
+      } else if (needle && needle !== "~") {  // a lone ~ (the fuzzy filter being typed) filters nothing yet
+        pred = function (v) { return !empty(v) && valueKey(v).toLowerCase().indexOf(needle) !== -1; };
+      }
     }
     this.filters[i] = pred;
     this.apply();

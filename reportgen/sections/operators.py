@@ -168,7 +168,8 @@ def analyze(run: Run, options=None) -> Analysis:
 # --------------------------------------------------------------------------- figures
 
 
-def _share_figure(types: pd.DataFrame, type_names: pd.DataFrame, engines: list[str]) -> Figure:
+def _share_figure(types: pd.DataFrame, type_names: pd.DataFrame, engines: list[str],
+                  rank_type: pd.DataFrame | None = None) -> Figure:
     """Top TOP_TYPES op types by total (the rest as 'others'), coloured by engine; clicking a bar picks the type whose
     operators the chart below lists (the top TOP_NAMES of the type over the cluster)."""
     top = types.iloc[:TOP_TYPES][["type", "total_ms", "share_ratio", "count", "ranks", "engine", "max_rank",
@@ -177,7 +178,10 @@ def _share_figure(types: pd.DataFrame, type_names: pd.DataFrame, engines: list[s
     if not rest.empty:
         top = pd.concat([top, pd.DataFrame([{"type": "others", "total_ms": rest["total_ms"].sum(),
                                              "share_ratio": rest["share_ratio"].sum(), "count": rest["count"].sum(),
-                                             "ranks": None, "engine": "(several)", "max_rank": None,
+                                             "ranks": (int(rank_type.loc[rank_type["type"].isin(set(rest["type"])),
+                                                                         "rank"].nunique())
+                                                       if rank_type is not None else None),
+                                             "engine": "(several)", "max_rank": None,
                                              "spread_ratio": None}])], ignore_index=True)
     top["total_ms"] = top["total_ms"].astype(float).round(4)
     top["share_ratio"] = top["share_ratio"].astype(float).round(5)
@@ -195,7 +199,7 @@ def _share_figure(types: pd.DataFrame, type_names: pd.DataFrame, engines: list[s
                  tip("total_ms_u", "Total", unit), tip("share_ratio", "Share of all op time", kind="ratio"),
                  vl.Tooltip("count:Q", title="Calls", format=fmt.D3_INT), vl.Tooltip("ranks:Q", title="Ranks"),
                  vl.Tooltip("max_rank:O", title="Rank with the most"),
-                 tip("spread_ratio", "Max rank over median rank", kind="ratio")],
+                 tip("spread_ratio", "Spread: most rank above the median rank", kind="ratio")],
     ).add_params(pick).properties(width="container", height={"step": 16})
     tn = type_names[type_names["type"].isin(order)]
     tn = tn.groupby("type", sort=False).head(TOP_NAMES)[["type", "name", "count", "total_ms", "mean_ms",
@@ -297,7 +301,7 @@ def present(a: Analysis) -> View:
     named = [int(r) for r in types["max_rank"].iloc[:HEAT_TYPES]]
     shown = th.ranks_shown(per_rank, named=named)
     engines = [k for k, _ in sorted(m["engines"].items(), key=lambda kv: -kv[1])]
-    figures = [_share_figure(types, t["type_name_ops"], engines)]
+    figures = [_share_figure(types, t["type_name_ops"], engines, rank_type)]
     heat = _heat_figure(rank_type, types, shown, a.data.get("comm_types", ()))
     for f in (heat, _engine_figure(t["rank_engine_ops"], shown, engines)):
         if f is not None:
