@@ -35,6 +35,8 @@ Sources and definitions (MB = 10^6 B everywhere; ratios 0..1). The section reads
 
 from __future__ import annotations
 
+import json
+
 import math
 import re
 
@@ -466,13 +468,42 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
         alive["release_ms"] = alive["release_ms"].astype(float)
         out["alive"] = alive.groupby("rank").head(n).reset_index(drop=True)[
             ["rank", "name", "size_mb", "share", "alloc_ms", "release_ms", "duration_ms"]]
-        held = held[held["rank"].isin(ranks)].assign(mb=lambda h: h["mb"].round(3))
-        out["holders"] = held.groupby("rank").head(
-            per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3)).reset_index(drop=True)
+        held = held[held["rank"].isin(ranks)]
+        shown = held.groupby("rank").head(per_rank_budget(len(ranks), OPS_ROWS_TOTAL, MAX_HOLDERS_PER_RANK, 3))
+        out["holders"] = with_unlisted(shown, held, times).assign(mb=lambda h: h["mb"].round(3))
     return out
 
 
 # --------------------------------------------------------------------------- analysis helpers
+
+#: the holders chart's rows for what the listed operators do not hold at the peak
+OTHER_HOLDERS = "(other operators)"
+UNATTRIBUTED = "(no operator allocation recorded)"
+
+
+def with_unlisted(shown: pd.DataFrame, held: pd.DataFrame, times: pd.DataFrame) -> pd.DataFrame:
+    """The holders of the peak (rank, name, mb, n) completed so that each rank's bars add up to its memory at the
+    peak (``times.peak_at_mb``, the line the peak is read on): the operators not listed, summed, and the memory no
+    operator allocation alive then accounts for (the framework's own, workspaces, the allocator's cache; never
+    negative)."""
+    parts = [shown]
+    listed = shown.groupby("rank")["mb"].sum()
+    alive = held.groupby("rank")["mb"].sum()
+    rest = (alive - listed.reindex(alive.index).fillna(0.0))
+    rest = rest[rest > 1e-6]
+    if not rest.empty:
+        parts.append(pd.DataFrame({"rank": rest.index, "name": OTHER_HOLDERS, "mb": rest.to_numpy(),
+                                   "n": (held.groupby("rank").size() - shown.groupby("rank").size()
+                                         .reindex(held["rank"].unique()).fillna(0)).reindex(rest.index)
+                                   .astype(int).to_numpy()}))
+    at = times.dropna(subset=["peak_at_mb"]).set_index("rank")["peak_at_mb"] if "peak_at_mb" in times else None
+    if at is not None:
+        gap = (at.reindex(alive.index) - alive).dropna()
+        gap = gap[gap > 1e-6]
+        if not gap.empty:
+            parts.append(pd.DataFrame({"rank": gap.index, "name": UNATTRIBUTED, "mb": gap.to_numpy(), "n": 0}))
+    return pd.concat(parts, ignore_index=True)
+
 
 
 def downsample(series: pd.DataFrame, max_points: int) -> pd.DataFrame:
@@ -807,8 +838,9 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
     held = det.get("holders")
     if held is not None and not held.empty:
         unit, factor = fmt.unit_for("mb", held["mb"])
-        chart = in_unit(vl.Chart(held), factor, "mb").transform_filter(RANK_FILTER).mark_bar(
-            color=palette.ROLE["memory"]).encode(
+        unlisted = f"indexof({json.dumps([OTHER_HOLDERS, UNATTRIBUTED])}, datum.name) >= 0"
+        chart = in_unit(vl.Chart(held), factor, "mb").transform_filter(RANK_FILTER).mark_bar().encode(
+            color=vl.condition(unlisted, vl.value(palette.ROLE["other"]), vl.value(palette.ROLE["memory"])),
             y=vl.Y("name:N", title=None, sort="-x", axis=vl.Axis(labelLimit=320)),
             x=vl.X("mb_u:Q", axis=vl.Axis(**axis("Alive at the peak", unit))),
             tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("name:N", title="Operator"),
@@ -816,7 +848,10 @@ def _detail_figures(a: Analysis, det: dict, host: bool) -> list[Figure]:
                      vl.Tooltip("n:Q", title="Allocations", format=fmt.D3_FORMAT)]).add_params(
             vl.param(name="mem_rank", value=default))
         caption = ("What holds memory at the allocated peak of the rank chosen in 'Rank (memory detail)': the "
-                   "operator allocations alive then, summed per operator name, largest first.")
+                   "operator allocations alive then, summed per operator name, largest first; in grey, the "
+                   "operators not listed and the memory no recorded operator allocation accounts for (the framework's "
+                   "own, workspaces, the allocator's blocks), so that the bars add up to the memory in use at the "
+                   "peak.")
         out.append(Figure("memory-holders", "What holds memory at the peak", to_spec(fit(chart, {"step": 16})),
                           caption=caption,
                           static_caption=caption.replace("chosen in 'Rank (memory detail)'",
