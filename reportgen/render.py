@@ -298,6 +298,7 @@ def environment() -> jinja2.Environment:
     env.filters["fmt"] = format_value
     env.filters["quantity"] = fmt.quantity
     # one unit per column of a table the template writes (rows: dicts): (unit, factor) of fmt.unit_for, and its cells
+    env.filters["static_caption"] = static_caption  # a table caption on the --static page
     env.filters["col_unit"] = lambda rows, kind, *cols: fmt.unit_for(kind, [r.get(c) for r in rows for c in cols])
     env.filters["cell"] = fmt.cell
     env.filters["text"] = fmt.text
@@ -515,13 +516,17 @@ def view_text(view: dict | None, sections: list[dict]) -> str:
 
 #: sentences of a caption that speak of the page's interactions; the static page has none (static_caption)
 _INTERACTIVE = re.compile(r"\b(control|controls|select|selector|switch|sort with|drag|scroll|zoom|click|"
-                          r"double-click|hover|pick|the metric above)\b", re.I)
+                          r"double-click|hover|pick|picks|picked|the metric above|tooltips?|filters?|filter by)\b", re.I)
+#: a parenthesis (no nested one) in a caption
+_PAREN = re.compile(r"\s*\([^()]*\)")
 
 
 def static_caption(caption: str) -> str:
-    """``caption`` for the --static page: its sentences about controls, zooming or clicking left out."""
+    """``caption`` for the --static page: its parentheses, clauses and sentences about controls, zooming, clicking,
+    tooltips or filters left out (a parenthesis alone when it is the part that speaks of them)."""
+    caption = _PAREN.sub(lambda m: "" if _INTERACTIVE.search(m.group(0)) else m.group(0), caption or "")
     out = []
-    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", caption or ""):
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", caption):
         clauses = [c for c in re.split(r";\s+", sentence.rstrip(".")) if c and not _INTERACTIVE.search(c)]
         if clauses:
             text = "; ".join(clauses)

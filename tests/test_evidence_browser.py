@@ -184,7 +184,7 @@ TEXT_OUTSIDE_JS = """() => { const bad = [];
   return bad; }"""
 #: words of captions about the page's interactions ("the selected step" is the default view the static page names)
 INTERACTIVE = re.compile(r"\b(controls?|select|selector|switch\w*|sort with|drag|scroll|zoom\w*|\w*click\w*|hover|"
-                         r"pick)\b", re.I)
+                         r"pick|picks|picked|tooltips?|filters?)\b", re.I)
 
 
 @pytest.mark.parametrize("name", ["pp2x4", "level2"])
@@ -203,7 +203,7 @@ def test_static_svg_text_inside_and_captions_for_paper(report_cache, browser, na
             chosen = {k: v for k, v in f["view"]["signals"].items() if not k.startswith("focus_")}
             if chosen and f["view"]["figure"] in ("trajectory-heatmap", "overlap-heatmap"):
                 assert page.locator(f"#finding-{i + 1} .rg-finding-chart svg").count() == 1, f["id"]
-        captions = page.locator("figcaption .rg-fig-caption").all_inner_texts()
+        captions = page.locator("figcaption .rg-fig-caption, .rg-table-caption").all_inner_texts()
         talk = [c for c in captions if INTERACTIVE.search(c)]
         assert not talk, talk
         # no placeholder box under a static chart: the chart box is as tall as its SVG
