@@ -380,5 +380,7 @@ def _chart(a: Analysis):
                + (f" The page holds {n} of the {total:,} ranks for this chart (the ranks the findings name, the "
                   "fastest, median and slowest, and an even sample); the tables are for the default pair."
                   if n < total else " The tables are for the default pair."))
+    static = (f"Time per step (x) of the {len(d['types_order'])} operation types (y) that differ most between rank "
+              f"{A} (A, orange) and rank {B} (B, blue), the default pair; the tables are for the same pair.")
     return Figure("compare-chart", "Two ranks side by side, by operation type", to_spec(chart), caption=caption,
-                  alt="Grouped bars of operation-type time for two ranks"), controls
+                  static_caption=static, alt="Grouped bars of operation-type time for two ranks"), controls

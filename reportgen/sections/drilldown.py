@@ -853,7 +853,13 @@ def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:
                + " The slowest, fastest and median ranks have the full detail below.")
     title = ", ".join(t for t, have in (("step breakdown", parts is not None), ("top operation types", ops is not None),
                                         ("memory and FLOPs over a step", lines is not None)) if have)
+    # the static page draws the default rank: its caption says which, and what each panel shows
+    static = (f"Rank {default} (the slowest rank with operation data): " + "; ".join(what) + "."
+              + (f" The lines are kept at {n} points each, over the first step of the Marey view (or the rank's "
+                 "first step). " + MEMORY_LINE_NOTE if lines is not None else "")
+              + " The slowest, fastest and median ranks have the full detail below.")
     fig = Figure(PICK_FIGURE, f"Any rank: {title}", to_spec(chart),
-                 caption=caption, alt="Step breakdown, top operation types and lines of the chosen rank")
+                 caption=caption, static_caption=static,
+                 alt="Step breakdown, top operation types and lines of the chosen rank")
     control = Control(sig, "Rank", [(r, label) for r, label in options], default)
     return fig, control
