@@ -26,6 +26,8 @@ def test_contract_keys_stay(name):
     for (sid, table), cols in REQUIRED.items():
         sec = doc["sections"].get(sid, {})
         rows = sec.get("tables", {}).get(table) if sec.get("status") == "ok" else None
+        if isinstance(rows, dict) and "digest" in rows:  # a big table kept as its digest (test_golden.table_digest)
+            rows = [dict.fromkeys(rows["digest"]["columns"])]
         if rows:
             missing = [c for c in cols if c not in rows[0]]
             assert not missing, f"{name}: sections.{sid}.tables.{table} lacks {missing}"
