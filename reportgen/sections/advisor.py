@@ -858,15 +858,10 @@ def _cause_of(f: Finding) -> dict | None:
     return f.cause or (f.evidence or {}).get("cause")
 
 
-#: run-wide levels that are no waiting for another rank (collectives inside a stage, idle time): a cause elsewhere
-#: does not explain them, so they go under a cause only when it names one of their ranks
-OWN_LEVEL_IDS = frozenset({"pipeline_within_stage", "long_free_time"})
-
-
 def _host_cause(f: Finding, causes: list[Finding]) -> Finding | None:
-    """The cause a symptom belongs to: the first (most severe) cause about time that names one of its ranks or links,
-    else - for waiting, which the ranks do for someone else - the first cause about time. A memory cause explains no
-    time, and a level of :data:`OWN_LEVEL_IDS` is explained only by a cause among its own ranks."""
+    """The cause a symptom belongs to: the cause about time whose ranks match its own best, else the first (most
+    severe) cause about time (the ranks that wait do so for someone else: a stage's collectives and receives wait
+    for the heavy stage). A memory cause explains no time."""
     ranks = set(int(r) for r in f.ranks)
     timed = [c for c in causes if (_cause_of(c) or {}).get("kind") != "memory"]
     # among the causes that share ranks with it, the one whose ranks match its own best (Jaccard; the most severe
@@ -879,8 +874,6 @@ def _host_cause(f: Finding, causes: list[Finding]) -> Finding | None:
             best, best_j = c, j
     if best is not None:
         return best
-    if f.id in OWN_LEVEL_IDS:
-        return None
     return timed[0] if timed else None
 
 
@@ -943,11 +936,6 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
     # without a cause, the largest run-wide level (exposed communication, idle, pipeline receive) stays listed, low:
     # it is a level of the whole run, not a difference between ranks that jitter could make
     level = [x for x in observed if x[1].id in LEVEL_IDS and x[1].share_of_step is not None]
-    # a level no cause explains (collectives inside a stage the causes are not in) stays listed as it is
-    for x in [x for x in level if causes and x[1].id in OWN_LEVEL_IDS]:
-        x[2].findings.append(x[1])
-        observed.remove(x)
-        level.remove(x)
     if level and not causes:
         entry, f, v = max(level, key=lambda x: x[1].share_of_step)
         if w.analysis.metrics.get("timeline"):  # the diagnosis saw each rank's compute and found nothing behind it
