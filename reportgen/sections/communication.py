@@ -705,7 +705,7 @@ def _op_class(ops: pd.Series) -> pd.Series:
     """Per link row: "p2p" (Send / Receive operators), "collective" (any other operator) or "any" (the step's own
     link entry, which sums the operators of every group)."""
     uniq = {o: ("p2p" if canonical_op_type(o) in P2P_TYPES else "collective") for o in pd.unique(ops.dropna())}
-    return ops.map(uniq).fillna("any")
+    return ops.map(uniq).astype(object).fillna("any")  # all-NaN rows map to float: no str fill on float
 
 
 def map_local_links(local: pd.DataFrame | None, groups: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
