@@ -23,8 +23,12 @@
   var EXTRA_MAX = 100; /* rows of the JSON added to the listed ones while a filter is on (listExtra) */
 
   /* fmt.number / fmt.cell (reportgen/fmt.py) for rows only the JSON holds: 4 significant digits, "–" for none */
+  /* as reportgen/fmt.py: an exponent below 1e-4 (fmt.EXPONENT_BELOW), a time below the clock's resolution is 0
+   * (fmt.CLOCK, in the kind's base unit) */
+  var CLOCK = { ms: 1e-6, us: 1e-3 };
   function numberText(f, sig) {
     if (f === 0) return "0";
+    if (Math.abs(f) < 1e-4) return f.toExponential(sig - 1).replace(/\.?0+e/, "e");
     var mag = Math.floor(Math.log10(Math.abs(f))), dec = Math.max(0, Math.min(20, sig - 1 - mag));
     var text = f.toLocaleString("en-US", { minimumFractionDigits: 0, maximumFractionDigits: dec });
     return text === "-0" ? "0" : text;
@@ -34,6 +38,7 @@
     if (typeof v !== "number" || !isFinite(v)) return String(v);
     if (kind === "int") return Math.floor(v) === v ? v.toLocaleString("en-US") : numberText(v, 4);
     if (kind === "rank") return Math.floor(v) === v ? String(v) : numberText(v, 4);
+    if (CLOCK[kind] && Math.abs(v) < CLOCK[kind]) return "0";
     var f = v / scale;
     return numberText(f, kind === "ratio" && Math.abs(v) < 10 ? 3 : 4);
   }

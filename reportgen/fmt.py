@@ -82,6 +82,11 @@ def clean(v: float) -> float:
 #: magnitude from which :func:`number` writes an exponent: no measurement has 16 integer digits, so such a value
 #: is shown compactly (1.000e+308) instead of as a 100-digit number
 EXPONENT_FROM = 1e15
+#: magnitude below which :func:`number` writes an exponent (a p-value of 8.272e-25, not 0.000...0008272)
+EXPONENT_BELOW = 1e-4
+#: the finest time the profilers record, per time kind: a difference below it is float noise and reads 0 (times are
+#: exact integer ns in the schema; -8.5e-18 ms is a subtraction's rounding, not a time)
+CLOCK = {"ms": 1e-6, "us": 1e-3}
 
 
 def number(v: Any, sig: int = SIG) -> str:
@@ -93,7 +98,7 @@ def number(v: Any, sig: int = SIG) -> str:
         return "–"
     if f == 0:
         return "0"
-    if abs(f) >= EXPONENT_FROM:
+    if abs(f) >= EXPONENT_FROM or abs(f) < EXPONENT_BELOW:
         return _exponent(f, sig)
     mag = math.floor(math.log10(abs(f)))
     decimals = max(0, sig - 1 - mag)
@@ -147,6 +152,8 @@ def quantity(v: Any, kind: str, sig: int = SIG) -> str:
         return number(f, 3 if abs(f) < 1000 else sig) + "%"
     if kind == "int":
         return f"{int(round(f)):,}"
+    if abs(f) < CLOCK.get(kind, 0.0):
+        f = 0.0
     unit, factor = unit_for(kind, [f])
     text = number(f / factor, sig)
     return f"{text} {unit}" if unit else text
@@ -169,6 +176,8 @@ def cell(v: Any, kind: str, factor: float = 1.0, sig: int = SIG) -> str:
         return "–" if not isinstance(v, str) else v
     if kind == "ratio":
         return number(f * 100, 3 if abs(f) < 10 else sig)
+    if abs(f) < CLOCK.get(kind, 0.0):
+        return "0"
     if kind == "float" and abs(f) >= 10 ** sig and abs(f) < EXPONENT_FROM:
         # a unit-less column has no larger unit to move to: its integer part is rounded to ``sig`` digits too
         # (a slowest / fastest of 16831 -> '16,830'), as a column with a unit shows 4 digits in its chosen unit

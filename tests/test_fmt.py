@@ -194,3 +194,14 @@ def test_columns_tagged_together_share_one_unit():
     units = {c["key"]: c["unit"] for c in ctx["columns"]}
     assert units["mean_ms"] == units["min_ms"] == units["max_ms"]
     assert units["total_ms"] == "µs" and units["max_ms"] != units["total_ms"]
+
+
+def test_tiny_numbers_read_as_people_write_them():
+    """Issue 28 #3: a p-value of 8.272e-25 is written with an exponent (it read 0.000...0008272), and a time below
+    the clock's resolution (1 ns; the schema's times are integer ns) is float noise that reads 0 (a delta of
+    -8.504e-18 ms was listed as such). table.js writes the rows it adds the same way."""
+    assert fmt.number(8.272e-25) == "8.272e-25" and fmt.number(5e-5) == "5e-5" and fmt.number(0.000123456) == "0.0001235"
+    assert dict(fmt.evidence({"metric": "x", "chance_p_value": 8.272e-25}))["chance_p_value"] == "8.272e-25"
+    assert fmt.cell(-8.504e-18, "ms") == "0" and fmt.quantity(-8.504e-18, "ms") == "0 ms"
+    assert fmt.cell(2e-6, "ms", 1e-6) == "2"  # 2 ns in a column shown in ns stays 2
+    assert fmt.cell(-8.504e-18, "float") == "-8.504e-18"  # not a time: the number as it is
