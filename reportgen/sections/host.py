@@ -514,16 +514,16 @@ def present(a: Analysis) -> View:
     if "memory_bw" in t:
         bits = []
         if "hbm_mean_gbps" in m:
-            bits.append(f"HBM read + write bandwidth averages {m['hbm_mean_gbps']:.2f} GB/s per rank (at most "
-                        f"{m['hbm_max_gbps']:.2f} GB/s)")
+            bits.append(f"HBM read + write bandwidth averages {fmt.quantity(m['hbm_mean_gbps'], 'gbps')} per rank "
+                        f"(at most {fmt.quantity(m['hbm_max_gbps'], 'gbps')})")
         if "llc_hit_ratio_mean" in m:
             bits.append(f"the LLC hit rate averages {fmt.percent(m['llc_hit_ratio_mean'])}")
         parts.append(", ".join(bits))
         tables.append(Table.from_frame(
             "host-memory-bw", "HBM bandwidth and LLC hit rate per rank", t["memory_bw"],
             [Column("rank", "Rank", "rank"), Column("hbm_samples", "HBM samples", "int"),
-             Column("hbm_mean_gbps", "HBM read + write, mean (GB/s)", "float"),
-             Column("hbm_max_gbps", "HBM read + write, most (GB/s)", "float"),
+             Column("hbm_mean_gbps", "HBM read + write, mean", "gbps", unit_with="hbm"),
+             Column("hbm_max_gbps", "HBM read + write, most", "gbps", unit_with="hbm"),
              Column("llc_samples", "LLC samples", "int"), Column("llc_hit_ratio", "LLC hit rate, mean", "ratio")],
             caption="From the device's sampled HBM bandwidth (each sample summed over the HBMs and over read and "
                     "write) and its sampled LLC hit rate (mean over the samples and the LLCs; blank where the "

@@ -492,10 +492,9 @@ def with_unlisted(shown: pd.DataFrame, held: pd.DataFrame, times: pd.DataFrame) 
     rest = (alive - listed.reindex(alive.index).fillna(0.0))
     rest = rest[rest > 1e-6]
     if not rest.empty:
+        left = held.groupby("rank").size().sub(shown.groupby("rank").size(), fill_value=0)
         parts.append(pd.DataFrame({"rank": rest.index, "name": OTHER_HOLDERS, "mb": rest.to_numpy(),
-                                   "n": (held.groupby("rank").size() - shown.groupby("rank").size()
-                                         .reindex(held["rank"].unique()).fillna(0)).reindex(rest.index)
-                                   .astype(int).to_numpy()}))
+                                   "n": left.reindex(rest.index).astype(int).to_numpy()}))
     at = times.dropna(subset=["peak_at_mb"]).set_index("rank")["peak_at_mb"] if "peak_at_mb" in times else None
     if at is not None:
         gap = (at.reindex(alive.index) - alive).dropna()
