@@ -495,6 +495,21 @@
         Object.keys(e.names).forEach(function (n) { out[n] = e.view.signal(n); });
       });
       return out;
+    },
+    /* the data of every drawn mark of a figure's chart (up to limit items): what the chart shows */
+    marks: function (figureId, limit) {
+      var out = [], max = limit || 20000;
+      function walk(node) {
+        if (!node || out.length >= max) return;
+        if (node.items) node.items.forEach(function (it) {
+          if (out.length >= max) return;
+          if (it.datum && it.mark && it.mark.marktype !== "group" && it.mark.role !== "axis-label" &&
+              (it.mark.role || "").indexOf("axis") < 0 && (it.mark.role || "").indexOf("legend") < 0) out.push(it.datum);
+          walk(it);
+        });
+      }
+      views.forEach(function (e) { if (e.figure === figureId) walk(e.view.scenegraph().root); });
+      return out;
     }
   };
 
