@@ -13,8 +13,8 @@ from .report import SectionOutcome
 
 def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
     """The run in a few numbers: layout, step time median and spread, and the shares of the step spent
-    computing, in exposed (not overlapped) communication and free — means over ranks of the overlap
-    section's per-rank table, each divided by that rank's step time."""
+    computing, in exposed (not overlapped) communication and free — the overlap section's run-wide shares
+    (:func:`reportgen.sections.overlap.comm_shares`), copied, never re-derived."""
     by_id = {o.id: o for o in outcomes}
     out: dict[str, Any] = {"ranks": len(run.ranks), "hosts": len(set(run.hosts.values())) or None,
                            "mode": run.parallel.get("mode"), "stages": run.parallel.get("stages")}
@@ -28,17 +28,17 @@ def summary(run: Run, outcomes: list[SectionOutcome]) -> dict[str, Any]:
                    slowest_rank=F.slowest_rank, median_rank=F.median_rank, fastest_rank=F.fastest_rank)
     ov = by_id.get("overlap")
     if ov is not None and ov.status == "ok":
-        pr = ov.analysis.tables["per_rank"]
-        step = pr["step_ms"] if "step_ms" in pr else None
-        if step is not None and (step > 0).all():
-            comp = pr["computing_ms"] if pr["computing_ms"].notna().any() else pr.get("computation_incl_free_ms")
-            parts = {"computing_share_ratio": comp, "exposed_comm_share_ratio": pr["comm_not_overlapped_ms"],
-                     "free_share_ratio": pr["free_ms"] if pr["free_ms"].notna().any() else None}
-            for key, col in parts.items():
-                if col is not None and col.notna().any():  # one share guard (facts.share): never -100 % or 200 %
-                    share = facts.share_mean(col, step, key.replace("_ratio", "").replace("_", " "), run)
-                    if share == share:
-                        out[key] = share
-            if not pr["computing_ms"].notna().any():
-                out["computing_includes_free"] = True
+        # THE run-wide shares of the step, as the overlap section computes them (overlap.comm_shares): one number
+        # per quantity on the page
+        m = ov.analysis.metrics
+        parts = {"computing_share_ratio": m.get("computing_share_ratio"),
+                 "exposed_comm_share_ratio": m.get("comm_share_ratio"), "free_share_ratio": m.get("free_share_ratio")}
+        pr = ov.analysis.tables.get("per_rank")
+        if pr is not None and not ("computing_ms" in pr and pr["computing_ms"].notna().any()):
+            # a breakdown without computing time on its own (MindInsight's): computation including idle time
+            parts["computing_share_ratio"] = m.get("computation_incl_free_share_ratio")
+            out["computing_includes_free"] = True
+        for key, v in parts.items():
+            if v is not None and v == v:
+                out[key] = float(v)
     return clean(out)

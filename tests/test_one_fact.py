@@ -56,10 +56,14 @@ def test_summary_shares_never_outside_0_100():
     (-100 %) are not shown; the data problems name the quantities."""
     from reportgen.summary import summary
 
+    from reportgen.sections.overlap import comm_shares
+
     pr = pd.DataFrame({"rank": [0], "step_ms": [0.00002], "computing_ms": [0.00004], "comm_not_overlapped_ms": [0.0],
-                       "free_ms": [-0.00002]})
+                       "free_ms": [-0.00002], "computation_incl_free_ms": [0.00002]})
     run = _run(pd.DataFrame({"rank": [0], "step": [1], "step_ms": [0.00002]}))
-    ov = SectionOutcome("overlap", "O", "ok", analysis=Analysis(tables={"per_rank": pr}), view=View())
+    # the summary copies the overlap section's run-wide shares (one formula, issue 28)
+    ov = SectionOutcome("overlap", "O", "ok", analysis=Analysis(metrics=comm_shares(pr, run), tables={"per_rank": pr}),
+                        view=View())
     s = summary(run, [ov])
     assert "computing_share_ratio" not in s and "free_share_ratio" not in s
     assert s["exposed_comm_share_ratio"] == 0.0

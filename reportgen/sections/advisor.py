@@ -119,7 +119,7 @@ class _Ctx:
     done: dict[str, SectionOutcome]
     step_ms: float | None  # median step time over ranks and steps
     steps: int
-    computing_share: float | None  # mean over ranks of computing / step
+    computing_share: float | None  # the run-wide computing share (summary, from overlap.comm_shares)
     baseline: dict | None = None  # the --baseline's headline metrics (reportgen/compare.py headline), if given
 
     def analysis(self, sid: str) -> Analysis | None:
@@ -404,17 +404,6 @@ def _wait(ctx: _Ctx) -> facts.InputWait | None:
     return facts.input_wait(ctx.run)
 
 
-def _run_wide_share(p: pd.DataFrame, col: str, limit: float, run: Run | None = None) -> tuple[float, pd.DataFrame] | None:
-    """Mean over ranks of col / step (:func:`reportgen.facts.share`) and the ranks by col (most first), when that
-    mean is above ``limit``."""
-    p = p.dropna(subset=[col])
-    p = p[p["step_ms"] > 0]
-    if p.empty:
-        return None
-    share = facts.share_mean(p[col], p["step_ms"], f"{col} / step time", run)
-    return (share, p.sort_values(col, ascending=False)) if share > limit else None
-
-
 def rule_data_wait(ctx: _Ctx) -> list[Finding]:
     """Data loading / preparing (msprof-analyze's dataloader family; the seed's step interval): the mean over
     ranks of the run's input-wait share (reportgen/facts.py input_wait: DataLoader wait, else preparing time, else
@@ -467,13 +456,15 @@ def rule_slow_dataloader(ctx: _Ctx) -> list[Finding]:
 
 def rule_long_free(ctx: _Ctx) -> list[Finding]:
     """Long free time (msprof-analyze's free_analysis / schedule family): the device is idle — neither computing
-    nor communicating — for more than 10 % of the step, mean over ranks. Time at stake: the free share."""
-    pr = _per_rank(ctx)
-    hit = _run_wide_share(pr, "free_ms", th.LONG_FREE_SHARE, ctx.run) if pr is not None and "free_ms" in pr \
-        else None
-    if hit is None:
+    nor communicating — for more than 10 % of the step, the run-wide free share (the overlap section's
+    ``free_share_ratio``, :func:`reportgen.sections.overlap.comm_shares`: the number the summary shows). Time at
+    stake: the free share."""
+    pr, a = _per_rank(ctx), ctx.analysis("overlap")
+    share = a.metrics.get("free_share_ratio") if a is not None else None
+    if pr is None or "free_ms" not in pr or share is None or not share > th.LONG_FREE_SHARE:
         return []
-    share, top = hit
+    share = float(share)
+    top = pr.dropna(subset=["free_ms"]).sort_values(["free_ms", "rank"], ascending=[False, True])
     return [Finding(
         "long_free_time", "low", "overlap",
         f"The devices are idle {fmt.percent(share)} of the step on average (neither computing nor communicating); "

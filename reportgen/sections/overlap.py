@@ -129,12 +129,26 @@ def _receive_cols(per_rank: pd.DataFrame) -> tuple[str, str]:
     return "receive_only_ms", "comm_not_overlapped_exclude_receive_ms"
 
 
-def comm_shares(per_rank: pd.DataFrame) -> dict:
-    """The seed's helper rates on per-rank averages (see the module docstring)."""
+def comm_shares(per_rank: pd.DataFrame, run: Run | None = None) -> dict:
+    """The seed's helper rates on per-rank averages (see the module docstring): THE run-wide shares of the step.
+
+    Each is Σ over ranks of the part / Σ over ranks of (computation incl. free + exposed communication), the step
+    as the breakdown splits it (MindInsight's helper rates; a ratio of sums, so a rank's share weighs by its step).
+    ``comm_share_ratio`` is the exposed communication share the summary, the advisor and every finding quote;
+    ``computing_share_ratio`` and ``free_share_ratio`` the same formula on computing and free time (when the
+    breakdown has them). One formula for the page: the summary copies these, never re-derives them (issue 28).
+    A share outside 0-100 % (a clock-resolution artefact) is NaN and said as a data problem (facts.share)."""
     comp = per_rank["computation_incl_free_ms"].sum()
     comm = per_rank["comm_not_overlapped_ms"].sum()
     denom = comp + comm
-    out = {"comm_share_ratio": float(comm / denom) if denom > 0 else math.nan}
+    out = {"comm_share_ratio": float(facts.share(comm, denom, "exposed communication share", run)),
+           "computation_incl_free_share_ratio": float(facts.share(comp, denom, "computation share", run))}
+    for key, col, quantity in (("computing_share_ratio", "computing_ms", "computing share"),
+                               ("free_share_ratio", "free_ms", "free share")):
+        if col in per_rank and per_rank[col].notna().any():
+            v = float(facts.share(per_rank[col].sum(), denom, quantity, run))
+            if v == v:
+                out[key] = v
     recv, _ = _receive_cols(per_rank)
     if recv in per_rank and per_rank[recv].notna().any():
         out["between_stage_share_ratio"] = float(per_rank[recv].sum() / denom) if denom > 0 else math.nan
@@ -204,7 +218,7 @@ def analyze(run: Run, options=None) -> Analysis:
     per_rank["pure_comm_ratio"] = per_rank["comm_not_overlapped_ms"] / (
         per_rank["computation_incl_free_ms"] + per_rank["comm_not_overlapped_ms"])
     stages = stage_rows(rows, value_cols)
-    shares = comm_shares(per_rank)
+    shares = comm_shares(per_rank, run)
     within = within_stage_shares(per_rank)
     metrics = {**meta, **shares, "ranks": int(per_rank["rank"].nunique()),
                "steps": len(F.steps) if F is not None else int(rows["step"].nunique()), "within_stage": within,
