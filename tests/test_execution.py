@@ -256,7 +256,7 @@ def test_unknown_wait_is_never_zero():
     fig = next(f for f in execution.present(a).figures if f.id == "execution-time-overview")
     assert "Waiting is unknown in this data" in fig.caption
     spec = json.dumps(fig.spec)
-    assert '"wait_text": "unknown"' in spec and "Waiting, mean over ranks" not in spec
+    assert '"wait_text": "unknown"' in spec and "Waiting (sum over operations), mean over ranks" not in spec
 
 
 def test_every_demo_step_is_drawn_and_selectable(tmp_path):

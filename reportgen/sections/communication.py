@@ -214,6 +214,7 @@ def analyze(run: Run, options=None) -> Analysis:
         "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
         "wait_ms_mean": float(per_rank["wait_ms"].mean()) if "wait_ms" in per_rank else math.nan,
         "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
+        "step_ms_median": F.step_ms_median if F is not None else None,
         "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION,
                         "comm_ms": "the metrics contract's key for comm_op_ms in tables.per_rank (metrics-json.md; "
                                    "same values)"},
@@ -974,6 +975,14 @@ def present(a: Analysis) -> View:
                + (f" (busy {fmt.ms(m['comm_busy_ms_mean'])})" if m.get("comm_busy_ms_mean") is not None else "")
                + (f", of which waiting {fmt.ms(wait)} (wait ratio = {m['wait_ratio_formula']})."
                   if wait is not None and not math.isnan(wait) else "; this data has no wait times."))
+    step = m.get("step_ms_median")
+    top = per_rank.sort_values(["comm_op_ms", "rank"], ascending=[False, True]).iloc[0] if len(per_rank) else None
+    if step and top is not None and float(top["comm_op_ms"]) > step:
+        # sums over operations that overlap: more than the step, never read as the time communication holds it
+        summary += (f" These are sums over operations, which overlap (several streams or receives waiting at once), "
+                    f"so they can exceed the step (rank {int(top['rank'])}: {fmt.ms(float(top['comm_op_ms']))} in a "
+                    f"{fmt.ms(step)} step). The share of the step communication holds is the overlap section's "
+                    "exposed communication.")
     if m.get("steps_left_out"):
         left = ["outside every step" if x == -1 else str(x) for x in m["steps_left_out"]]
         notes.append(f"Communication of steps the run's step data lacks ({', '.join(left)}) is in the operator table "

@@ -478,8 +478,8 @@ def analyze(run: Run, options=None) -> Analysis:
 OVERVIEW_SERIES = {"Step time, median over ranks": palette.ROLE["compute"],
                    "Step time, min–max over ranks": palette.ROLE["compute_range"],
                    "Step time, highlighted rank": "currentColor",
-                   "Communication transfer, mean over ranks": palette.ROLE["comm"],
-                   "Waiting, mean over ranks": palette.ROLE["wait"]}
+                   "Communication transfer (sum over operations), mean over ranks": palette.ROLE["comm"],
+                   "Waiting (sum over operations), mean over ranks": palette.ROLE["wait"]}
 #: what a wait the data does not record reads as (never "0 ms")
 WAIT_UNKNOWN = "unknown"
 #: warm-up steps longer than this factor x the largest step in scope are drawn off the scale (the scale covers the
@@ -554,7 +554,8 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
                           for v, ok in zip(stats["wait_ms"], wait_known)]
     tooltip = [vl.Tooltip("step:O", title="Step"), tip("median", "Median over ranks", unit),
                tip("lo", "Fastest rank", unit), tip("hi", "Slowest rank", unit),
-               tip("comm_ms", "Communication transfer, mean", unit2), vl.Tooltip("wait_text:N", title="Waiting, mean"),
+               tip("comm_ms", "Communication transfer (sum over operations), mean", unit2),
+               vl.Tooltip("wait_text:N", title="Waiting (sum over operations), mean"),
                vl.Tooltip("warmup:N", title="Warm-up")]
     shown = {k: v for i, (k, v) in enumerate(OVERVIEW_SERIES.items()) if i != 4 or wait_known.any()}
     color = vl.Color("series:N", title=None, scale=vl.Scale(domain=list(shown), range=list(shown.values())),
@@ -608,9 +609,17 @@ def _overview_chart(ov: pd.DataFrame, pick_ranks: list[int], rank0: int | None, 
     chart = fit_concat(vl.vconcat(*parts, spacing=8).resolve_scale(color="shared", x="shared").add_params(
         vl.param(name="step", value=step0), vl.param(name="ov_rank", value=rank0)).properties(
         usermeta=CLICK_SETS_STEP))
+    # a sum over operations that overlap can exceed the step: said where it does, so the two lines never read as
+    # one quantity (the time communication holds the step is the overlap section's exposed communication)
+    over = stats[in_scope & wait_known & (stats["wait_ms"] * factor2 > stats["median"] * factor)]
     caption = ("Top: step time, the median over ranks with the range from the fastest to the slowest rank "
-               "(band) and the highlighted rank. Bottom: communication and waiting time per step, mean over "
-               "ranks." + ("" if wait_known.all() else
+               "(band) and the highlighted rank. Bottom: communication transfer and waiting per step, each summed "
+               "over the rank's communication operations, mean over ranks." + (
+                   f" Operations overlap (several streams or receives waiting at once), so the summed waiting exceeds "
+                   f"the step in {count(len(over), 'step')} (up to {fmt.ms(float((over['wait_ms'] * factor2).max()))} "
+                   f"in a {fmt.ms(float(over['median'].median() * factor))} step): it counts operations, not wall "
+                   "time; the share of the step communication holds is the overlap section's exposed communication."
+                   if len(over) else "") + ("" if wait_known.all() else
                            " Waiting is unknown in this data (it records no wait time): not drawn."
                            if not wait_known.any() else
                            f" Waiting is unknown for {count(int((~wait_known).sum()), 'step')} (no wait time "
