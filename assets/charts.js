@@ -331,12 +331,26 @@
   /* A finding's view: {figure, signals}. Signals with a control in the figure's section set the
    * control (and so every chart of the section); the others are pinned on the figure. Highlights
    * of earlier findings are cleared everywhere. */
-  function showView(view) {
+  function showView(view, reset) {
     var fig = view && typeof view.figure === "string" ? doc.getElementById(view.figure) : null;
     if (!fig) return null;
     var section = sectionOf(fig);
     var signals = view.signals || {};
     var jobs = [];
+    /* a finding's view is the state the finding was judged in: the section's other controls go back to their
+     * defaults (a stage chosen by an earlier finding's view must not hide the ranks this one names) */
+    var sec = reset ? doc.getElementById(section) : null;
+    if (sec) Array.prototype.forEach.call(sec.querySelectorAll("select[data-signal]"), function (s) {
+      var name = s.getAttribute("data-signal");
+      if (Object.prototype.hasOwnProperty.call(signals, name)) return;
+      var def = null;
+      Array.prototype.forEach.call(s.options, function (o) { if (!def && o.defaultSelected) def = o; });
+      def = def || s.options[0];
+      if (!def || s.value === def.value) return;
+      s.value = def.value;
+      var c = readControl(s);
+      jobs.push(broadcast(c.section, c.name, c.value));
+    });
     Object.keys(pinned).forEach(function (id) {
       FOCUS.forEach(function (n) { if (pinned[id][n] !== undefined) pinned[id][n] = []; });
     });
@@ -351,6 +365,7 @@
       if (job) jobs.push(job);
       else mine[name] = signals[name];
     });
+    if (view.row_match && window.reportgenTables) window.reportgenTables.showRows(fig.id, view.row_match);
     var chart = fig.querySelector(".rg-chart[data-spec]");
     if (chart) {
       jobs.push(render(chart).then(function () {
@@ -359,17 +374,26 @@
         return entry ? applyChosen(entry) : null;
       }));
     }
-    Array.prototype.forEach.call(doc.querySelectorAll("figure.rg-target"), function (f) {
+    Array.prototype.forEach.call(doc.querySelectorAll(".rg-target"), function (f) {
       f.classList.remove("rg-target");
     });
     fig.classList.add("rg-target");
     fig.scrollIntoView({ block: "start" });
     return Promise.all(jobs).then(function () {
       fig.scrollIntoView({ block: "start" }); /* charts drawn meanwhile may have moved it */
+      clearSticky(fig);
       root.dataset.viewShown = fig.id;
     });
   }
 
+  /* the section's sticky control bar never covers the top of the view just scrolled to */
+  function clearSticky(el) {
+    var sec = el.closest("section");
+    var bar = sec ? sec.querySelector(".rg-controls") : null;
+    if (!bar || bar.contains(el)) return;
+    var under = bar.getBoundingClientRect().bottom + 8 - el.getBoundingClientRect().top;
+    if (under > 0) window.scrollBy(0, -under);
+  }
   function viewOf(link) {
     try {
       return JSON.parse(link.getAttribute("data-view"));
@@ -394,7 +418,7 @@
     if (item && window.history && history.pushState) {
       history.pushState(null, "", "#evidence-" + item.id.slice("finding-".length));
     }
-    showView(view);
+    showView(view, true);
   });
   /* #rank-N (a rank cell's link): set the rank picker (the control of signal drill_rank, figure drill-rank-any)
    * to rank N and show its figure */
@@ -428,7 +452,7 @@
   function fromHash() {
     if (showRank(window.location.hash)) return;
     var link = evidenceLink(window.location.hash);
-    if (link) showView(viewOf(link));
+    if (link) showView(viewOf(link), true);
   }
   window.addEventListener("popstate", fromHash);
 

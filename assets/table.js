@@ -218,6 +218,31 @@
     this.table.tHead.appendChild(tr);
   };
 
+  /* a finding's table view: [[column index, value], ...] -> the column filters set to those values (the reader sees
+   * them and can clear them) and the matching rows outlined; false when the table has no such filters */
+  Table.prototype.showRows = function (pairs) {
+    var self = this, set = 0;
+    Array.prototype.forEach.call(this.tbody.querySelectorAll("tr.rg-row-focus"), function (tr) {
+      tr.classList.remove("rg-row-focus");
+    });
+    pairs.forEach(function (p) {
+      var i = p[0], v = p[1], c = self.columns[i];
+      var cell = self.filterRow ? self.filterRow.cells[i] : null;
+      var control = cell ? cell.querySelector(".rg-col-filter") : null;
+      if (!c || !control) return;
+      if (c.kind === "select") control.value = "=" + valueKey(v);
+      else if (c.kind === "number") control.value = "=" + v;
+      else control.value = String(v);
+      self.setFilter(i, control);
+      set += 1;
+    });
+    this.orderedRows().forEach(function (tr) {
+      var row = self.data.rows[Number(tr.getAttribute("data-i"))];
+      if (pairs.every(function (p) { return valueKey(row[p[0]]) === valueKey(p[1]); })) tr.classList.add("rg-row-focus");
+    });
+    return set > 0;
+  };
+
   Table.prototype.setFilter = function (i, control) {
     var c = this.columns[i], text = control.value, pred = null;
     if (c.kind === "select") {
@@ -693,5 +718,6 @@
   window.reportgenTables = {
     csvText: csvText, csvCell: csvCell, numberFilter: numberFilter, compare: compare,
     csv: function (id, which) { var t = get(id); return t ? csvText(t.csvData(which || "shown")) : null; },
+    showRows: function (id, pairs) { var t = get(id); return t ? t.showRows(pairs) : false; },
   };
 })();

@@ -405,9 +405,14 @@ def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome]
         }
         sections.append(sec)
     findings = [by_finding[id(f)] for f in doc.findings]  # the document's one order
+    columns = {t["id"]: [c["key"] for c in t["columns"]] for sec in sections for t in sec["tables"]}
     for n, f in enumerate(findings, 1):  # the one list of findings; sections link to their entries (finding-<n>)
         f["n"] = n
         f["view_text"] = view_text(f.get("view"), sections)
+        v = f.get("view")
+        if v and v.get("rows"):  # a table's view: the rows as (column index, value) pairs the page filters on
+            keys = columns.get(v["figure"], [])
+            v["row_match"] = [[keys.index(k), val] for k, val in v["rows"].items() if k in keys]
     # ranks with a drill-down figure (id drill-rank-<r>): rank cells anywhere link to it
     drill_ranks = sorted({int(f["id"].split("-")[2]) for sec in sections for f in sec["figures"]
                           if f["id"].startswith("drill-rank-") and f["id"].split("-")[2].isdigit()})

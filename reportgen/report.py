@@ -148,11 +148,18 @@ class EvidenceView:
 
     figure: str
     signals: dict[str, Any] = field(default_factory=dict)
+    #: a table's view (``figure`` is the table's id): column key -> value of the row(s) the finding quotes; the page
+    #: filters the table to them (its column filters, so the reader sees and can clear them)
+    rows: dict[str, Any] | None = None
 
     def as_dict(self, ranks=(), links=()) -> dict[str, Any]:
         signals = {"focus_ranks": [int(r) for r in ranks], "focus_links": [f"{int(s)}>{int(d)}" for s, d in links]}
         signals.update(self.signals)
-        return {"figure": self.figure, "signals": signals}
+        out = {"figure": self.figure, "signals": signals}
+        if self.rows:
+            out["rows"] = {k: (int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
+                           for k, v in self.rows.items() if v is not None}
+        return out
 
 
 @dataclass

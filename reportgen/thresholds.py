@@ -24,6 +24,24 @@ COMM_SHARE = 0.10
 #: A link whose bandwidth is more than this fraction below the mean of its transport type's links is slow
 #: (seed rule ``cluster_link``).
 LINK_BELOW_TYPE_MEAN = 0.20
+#: The fastest link of each class of transport, GB/s (a physical ceiling, never a target): a bandwidth above it is
+#: impossible, so it is not a bandwidth (a clock-resolution time, or a file's figure that sums its operators'
+#: bandwidths). Intra-node: NVLink 4 (H100 SXM, 900 GB/s per GPU over all its links), above Ascend HCCS (910B, 392
+#: GB/s); inter-node: one 800 Gb/s NIC (InfiniBand XDR, 800G Ethernet) = 100 GB/s; PCIe 6.0 x16: 128 GB/s per
+#: direction. Vendors' published figures; see research/ on the seed's link types (SDMA = on-server, RDMA = NIC).
+LINK_CEILING_GBPS = {"intra-node": 900.0, "inter-node": 100.0, "PCIe": 128.0}
+TRANSPORT_CLASS = {"SDMA": "intra-node", "HCCS": "intra-node", "NVLINK": "intra-node", "NVLS": "intra-node",
+                   "P2P": "intra-node", "SHM": "intra-node", "RDMA": "inter-node", "IB": "inter-node",
+                   "NET": "inter-node", "ROCE": "inter-node", "TCP": "inter-node", "PCIE": "PCIe"}
+
+
+def link_ceiling_gbps(transport) -> float | None:
+    """The fastest link of ``transport``'s class (:data:`LINK_CEILING_GBPS`); None for an unknown or on-chip
+    (LOCAL) transport."""
+    cls = TRANSPORT_CLASS.get(str(transport).upper())
+    return LINK_CEILING_GBPS.get(cls) if cls else None
+
+
 #: Links that moved less than this (MB) are left out of the slow-link rule: control messages and barriers
 #: are latency-bound, so their "bandwidth" says nothing about the link (departure from the seed, which has
 #: only large-op links in its data).

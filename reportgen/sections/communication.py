@@ -49,7 +49,7 @@ from ..errors import Unavailable
 from ..commtypes import P2P_TYPES, canonical_op_type
 from ..commtypes import busbw_factor as _busbw_factor
 from ..model import Run
-from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, natural_order
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count, natural_order
 from . import needs_reason
 
 ID = "communication"
@@ -207,7 +207,8 @@ def analyze(run: Run, options=None) -> Analysis:
         # a per-link table (name ending in "links"): the metrics JSON may cut it to its slowest rows at many ranks
         tables["op_type_links"] = extremes
     # local links come from the files' per-step average row: one step. The seed's rule reads those rows as written
-    # (the seed's cluster_link helper), also where the operators' links could be placed on global ranks
+    # (the seed's cluster_link helper), also where the operators' links could be placed on global ranks; its finding
+    # then opens those rows (the table of the files' links), where its number is (one link, one number)
     slow = _slow_links(local, 1) if local is not None else _slow_links(links, links_steps)
     metrics.update({
         **extra_meta, "avg_source": "computed", "wait_ratio_formula": WAIT_RATIO_FORMULA,
@@ -369,6 +370,8 @@ def _local_links(run: Run) -> pd.DataFrame | None:
     written = sel["bandwidth_gbps"].to_numpy(dtype=float)
     out["bandwidth_gbps"] = (out["size_mb"] / out["time_ms"]).where(out["time_ms"] > 0)
     out["profiler_bandwidth_gbps"] = written
+    ceiling = out["transport"].map(th.link_ceiling_gbps).astype(float)
+    out["written_impossible"] = (out["profiler_bandwidth_gbps"] > ceiling).fillna(False).astype(bool)
     return out
 
 
@@ -657,8 +660,7 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
         return []
     src = "src_rank" if "src_rank" in links else "src_local"
     dst = "dst_rank" if "dst_rank" in links else "dst_local"
-    lk = links[(links[src] != links[dst]) & links["bandwidth_gbps"].notna() & (links["transport"] != "LOCAL")
-               & (links["size_mb"] >= th.LINK_MIN_MB)]
+    lk = _judged_links(links, src, dst)
     out = []
     for transport, grp in lk.groupby("transport"):
         if len(grp) < 2:
@@ -678,6 +680,31 @@ def _slow_links(links: pd.DataFrame | None, steps: int = 1) -> list[dict]:
                         "excess_ms_per_step": max(0.0, float(worst["time_ms"]) - float(worst["size_mb"]) / mean)
                         / steps if mean > 0 else 0.0, "seed": _seed_reading(grp, src, dst)})
     return out
+
+
+def _impossible_note(local: pd.DataFrame) -> str:
+    """The caption's sentence on written bandwidths faster than any link of their transport (issue 28): which figure
+    the report uses, and why the other cannot be a bandwidth."""
+    bad = local[local["written_impossible"]] if "written_impossible" in local else local.iloc[0:0]
+    if bad.empty:
+        return " Bandwidth is size / time everywhere on the page; 'Bandwidth as written' is shown, never used."
+    worst = bad.loc[bad["profiler_bandwidth_gbps"].idxmax()]
+    cls = th.TRANSPORT_CLASS.get(str(worst["transport"]).upper())
+    return (f" Bandwidth is size / time everywhere on the page; 'Bandwidth as written' is shown, never used: "
+            f"{count(len(bad), 'entry', 'entries')} write a figure faster than any {cls} link "
+            f"({fmt.quantity(float(th.link_ceiling_gbps(worst['transport'])), 'gbps')}; up to "
+            f"{fmt.quantity(float(worst['profiler_bandwidth_gbps']), 'gbps')} over {worst['transport']}), which no "
+            "link can carry: the file sums its operators' bandwidths.")
+
+
+def _judged_links(links: pd.DataFrame, src: str, dst: str) -> pd.DataFrame:
+    """The links the slow-link rule compares: between two ranks, with a bandwidth no faster than the fastest link of
+    its transport (:func:`reportgen.thresholds.link_ceiling_gbps`: above it, size / time is not a bandwidth), not
+    LOCAL, at least ``th.LINK_MIN_MB``."""
+    ceiling = links["transport"].map(th.link_ceiling_gbps).astype(float)
+    possible = ~(links["bandwidth_gbps"] > ceiling)
+    return links[(links[src] != links[dst]) & links["bandwidth_gbps"].notna() & (links["transport"] != "LOCAL")
+                 & (links["size_mb"] >= th.LINK_MIN_MB) & possible]
 
 
 def _seed_reading(grp: pd.DataFrame, src: str, dst: str) -> dict | None:
@@ -942,18 +969,23 @@ def present(a: Analysis) -> View:
                              "An entry sums the operators of every group, so it gets global ends only where that "
                              "rank's operator entries with the same local ends all map to one pair.")
         tables.append(Table.from_frame(
-            "communication-links-local", "Links as the profiler wrote them (group-local ranks)", t["links_local"],
+            "communication-links-local", "Links as the profiler wrote them (group-local ranks)",
+            t["links_local"].assign(written_impossible=t["links_local"]["written_impossible"].map(
+                {True: "yes: faster than any link", False: ""})) if "written_impossible" in t["links_local"]
+            else t["links_local"],
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
              Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
              Column("bandwidth_gbps", "Bandwidth", "gbps", help="size / time, as in the links table and the matrix"),
-             Column("profiler_bandwidth_gbps", "Bandwidth as written", "gbps",
+             Column("profiler_bandwidth_gbps", "Bandwidth as written (not used)", "gbps",
                     help="the file's own bandwidth in GB/s; the older hccl_raw generation writes a step's as the sum "
-                         "of its operators' bandwidths, so it can be several times size / time")]
+                         "of its operators' bandwidths, so it can be several times size / time"),
+             Column("written_impossible", "Written bandwidth impossible", "text",
+                    help="the written figure is faster than the fastest link of its transport exists")]
             + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
                                                                                    ("dst", "Destination"))
                if f"global_{e}" in t["links_local"]],
-            caption=local_caption))
+            caption=local_caption + _impossible_note(t["links_local"])))
     notes = []
     if a.data.get("note"):
         notes.append(a.data["note"])
@@ -1080,10 +1112,14 @@ def _findings(a: Analysis) -> list[Finding]:
                       # time beyond what the link's bytes take at its transport's mean bandwidth (MB / GB/s = ms)
                       "excess_ms_per_step": s["excess_ms_per_step"]},
             suggestion="Check that link's cabling / NIC / switch port and its HCCL or NCCL transport settings.",
-            view=EvidenceView("communication-matrix" if not s["local"] or (glob and "links" in a.tables)
-                              else "communication-link-boxes"
-                              if "link_ops" in a.tables else "communication-links-local",
-                              {"link_metric": "bandwidth_gbps"})))
+            view=EvidenceView("communication-matrix", {"link_metric": "bandwidth_gbps", **(
+                {"link_transport": s["transport"]} if "links" in a.tables
+                and s["transport"] in matrix_transports(a.tables["links"]) else {})})
+            if not s["local"]
+            # the rule read the files' own link rows: their table, filtered to the row the sentence quotes
+            else EvidenceView("communication-links-local", {}, rows={
+                "rank": s["reported_by"], "src_local": s["src"], "dst_local": s["dst"],
+                "transport": s["transport"]})))
     return out
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import charts as vl
 from .. import diagnosis as dg
-from .. import fmt, palette
+from .. import facts, fmt, palette
 from ..charts import band, fit, sequential, tip, to_spec
 from ..errors import Unavailable
 from ..model import Run
@@ -53,7 +53,22 @@ KINDS = {
 }
 
 
-def finding(c: dg.Cause) -> Finding:
+def evidence_view(c: dg.Cause, figure: str, drawn: dict[str, set[int]], wait_column: str | None) -> EvidenceView:
+    """The view that proves a cause, drawing every rank it names (issue 28 #1): an input-bound rank opens the
+    per-rank heatmap of the run's input wait (the quantity its sentence quotes); a cause whose chart is the critical
+    path opens it when the path runs through every rank named, else who-waits-for-whom when that draws them, else
+    the per-rank step heatmap (every rank). ``drawn``: figure -> the ranks it draws."""
+    named = {int(r) for r in c.ranks}
+    if c.kind == "dataloader" and wait_column:
+        from .trajectory import metric_view
+        return metric_view(wait_column)
+    for fig in (figure, MATRIX_FIGURE):
+        if named <= drawn.get(fig, set()):
+            return EvidenceView(fig)
+    return EvidenceView("trajectory-heatmap")
+
+
+def finding(c: dg.Cause, view: EvidenceView | None = None) -> Finding:
     fid, suggestion, figure = KINDS.get(c.kind, (f"cause_{c.kind}", "", MATRIX_FIGURE))
     ev = {"metric": "stake_ms", "value": c.time_ms, "confidence_ratio": c.confidence,
           "steps_tested": c.steps, "share_of_step_ratio": c.share, "cause": c.as_dict()}
@@ -65,7 +80,7 @@ def finding(c: dg.Cause) -> Finding:
     held = round(c.confidence * c.steps)
     f = Finding(fid, c.severity, ID, dg.describe(c).rstrip(".") + f", in {held} of the {c.steps} steps.",
                 ranks=list(c.ranks), links=[list(c.link)] if c.link else [], evidence=ev, suggestion=suggestion,
-                view=EvidenceView(figure))
+                view=view or EvidenceView(figure))
     f.share_of_step = c.share
     f.cause = c.as_dict()
     f.confidence = c.confidence
@@ -94,13 +109,39 @@ def analyze(run: Run, options=None) -> Analysis:
                               "min_step_share": dg.MIN_STEP_SHARE, "launch_ratio": dg.LAUNCH_RATIO,
                               "stage_ratio": dg.STAGE_RATIO, "high_score": dg.HIGH_SCORE,
                               "medium_score": dg.MEDIUM_SCORE}}
-    return Analysis(metrics=metrics, tables=tables, findings=[finding(c) for c in d.causes],
+    named = {int(r) for c in d.causes for r in c.ranks}
+    drawn = {MATRIX_FIGURE: _matrix_drawn(d.matrix, named),
+             PATH_FIGURE: {int(r) for r in d.segments["rank"]} if d.segments is not None else set()}
+    W = facts.input_wait(run)
+    wait_col = W.column if W is not None else None
+    causes = [finding(c, evidence_view(c, KINDS.get(c.kind, ("", "", MATRIX_FIGURE))[2], drawn, wait_col))
+              for c in d.causes]
+    return Analysis(metrics=metrics, tables=tables, findings=causes,
                     data={"notes": list(d.notes)})
 
 
-def _matrix_figure(m: pd.DataFrame, step_ms: float) -> Figure:
-    top_c = m.groupby("cause")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
-    top_w = m.groupby("waiter")["wait_ms"].sum().nlargest(MATRIX_MAX_SIDE).index
+def _matrix_ranks(m: pd.DataFrame, named: set[int]) -> tuple[list[int], list[int]]:
+    """The columns (ranks waited for) and rows (waiting ranks) the matrix draws: the MATRIX_MAX_SIDE waited for most
+    and waiting most, plus every rank a finding names that has a cell (a cause is never cut from its proof)."""
+    side = []
+    for key in ("cause", "waiter"):
+        tot = m.groupby(key)["wait_ms"].sum()
+        keep = set(tot.nlargest(MATRIX_MAX_SIDE).index) | (named & set(tot.index))
+        side.append(sorted(int(r) for r in keep))
+    return side[0], side[1]
+
+
+def _matrix_drawn(m: pd.DataFrame, named: set[int]) -> set[int]:
+    """Ranks with a drawn cell of the matrix (either side)."""
+    if m is None or m.empty:
+        return set()
+    cols, rows = _matrix_ranks(m, named)
+    x = m[m["cause"].isin(cols) & m["waiter"].isin(rows)]
+    return {int(r) for r in x["cause"]} | {int(r) for r in x["waiter"]}
+
+
+def _matrix_figure(m: pd.DataFrame, step_ms: float, named: set[int] = frozenset()) -> Figure:
+    top_c, top_w = _matrix_ranks(m, set(named))
     # the rank waited for is the link's source, the waiting rank its destination: a finding's focus_links ("3>7")
     # and focus_ranks outline its cells (charts.focusable)
     x = m[m["cause"].isin(top_c) & m["waiter"].isin(top_w)].rename(columns={"cause": "src_rank", "waiter": "dst_rank"})
@@ -116,7 +157,9 @@ def _matrix_figure(m: pd.DataFrame, step_ms: float) -> Figure:
         tooltip=[vl.Tooltip("dst_rank:O", title="Waiting rank"), vl.Tooltip("src_rank:O", title="Waited for"),
                  tip("wait_ms", "Wait per step", "ms"), tip("share", "Of the step", kind="ratio")],
     ).properties(width={"step": cell}, height={"step": cell})
-    cut = "" if side < MATRIX_MAX_SIDE else f" The {MATRIX_MAX_SIDE} ranks waited for most and waiting most are drawn."
+    cut = "" if side <= MATRIX_MAX_SIDE and len(m["cause"].unique()) <= MATRIX_MAX_SIDE and \
+        len(m["waiter"].unique()) <= MATRIX_MAX_SIDE else \
+        f" The {MATRIX_MAX_SIDE} ranks waited for most and waiting most are drawn, and every rank a finding names."
     return Figure(MATRIX_FIGURE, "Who waits for whom", to_spec(chart),
                   caption="Each cell: the time the row's rank waited per step (mean over the steps in scope, as a share "
                           "of the median step on one fixed scale) for the "
@@ -152,7 +195,8 @@ def present(a: Analysis) -> View:
     t = a.tables
     figures = []
     if not t["matrix"].empty:
-        figures.append(_matrix_figure(t["matrix"], a.metrics.get("step_ms")))
+        figures.append(_matrix_figure(t["matrix"], a.metrics.get("step_ms"),
+                                      {int(r) for f in a.findings for r in f.ranks}))
     if "path" in t and not t["path"].empty:
         figures.append(_path_figure(t["path"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
