@@ -25,6 +25,7 @@ FIXTURES = {
     "pp2x4": ("mindinsight", "mi_cluster_propose_pp2x4"),
     "level2": ("ascend", "msinsight", "test", "st", "level2"),
     "gloo_ddp4": ("generated", "torch_gloo_ddp4_baseline"),
+    "demo": None,
 }
 
 #: a finding's evidence metric -> the metric its chart must then show (a control's value): a share shows the
@@ -44,21 +45,85 @@ FIXED_CHART = {"small_op_ratio": "communication-sizes", "flops_per_rank": "flops
                "free_spread_ratio": "domains-members", "slowest_link_gbps": "domains-members",
                "median_bandwidth_gbps": "domains-members",
                # issue 26: a diagnosed cause opens who-waits-for-whom or the critical path (one metric each)
-               "stake_ms": ("waits-matrix", "waits-path")}
+               # the grid of every rank's peak against its capacity
+               "peak_ratio": "memory-grid", "peak_mb": "memory-grid",
+               # (an input-bound rank: the heatmap of the run's input wait, every rank: issue 28)
+               "stake_ms": ("waits-matrix", "waits-path", "trajectory-heatmap")}
 
 STATE_JS = """(view) => {
   const fig = document.getElementById(view.figure);
   const sec = fig.closest('section');
-  const selects = {};
-  sec.querySelectorAll('select[data-signal]').forEach(s => { selects[s.dataset.signal] = JSON.parse(s.value); });
+  const selects = {}, defaults = {};
+  sec.querySelectorAll('select[data-signal]').forEach(s => {
+    selects[s.dataset.signal] = JSON.parse(s.value);
+    const d = Array.from(s.options).find(o => o.defaultSelected) || s.options[0];
+    defaults[s.dataset.signal] = d ? JSON.parse(d.value) : null;
+  });
   const r = fig.getBoundingClientRect();
-  return {selects, signals: window.reportgenCharts.signals(view.figure), target: fig.classList.contains('rg-target'),
-          visible: r.top >= 0 && r.top < window.innerHeight, hash: location.hash};
+  const bar = sec.querySelector('.rg-controls');
+  const barBottom = bar && !bar.contains(fig) ? bar.getBoundingClientRect().bottom : 0;
+  const rows = fig.classList.contains('rg-table')
+    ? Array.from(fig.querySelectorAll('tbody tr[data-i]')).filter(tr => !tr.hidden).map(tr => Number(tr.dataset.i))
+    : null;
+  return {selects, defaults, signals: window.reportgenCharts.signals(view.figure),
+          target: fig.classList.contains('rg-target'), visible: r.top >= 0 && r.top < window.innerHeight,
+          covered: r.top < barBottom - 1, hash: location.hash, rows};
 }"""
+#: the fields of a chart's marks that name a rank, and the pairs that name a link (source, destination)
+RANK_FIELDS = ("rank", "src_rank", "dst_rank", "src", "dst")
+LINK_FIELDS = (("src_rank", "dst_rank"), ("src", "dst"))
+
+
+def _drawn(marks: list) -> tuple[set, set, bool]:
+    """(ranks, links, has rank fields) of a chart's drawn marks (window.reportgenCharts.marks)."""
+    ranks, links, has = set(), set(), False
+    for m in marks:
+        if not isinstance(m, dict):
+            continue
+        for k in RANK_FIELDS:
+            if isinstance(m.get(k), (int, float)):
+                ranks.add(int(m[k]))
+                has = True
+        for a, b in LINK_FIELDS:
+            if isinstance(m.get(a), (int, float)) and isinstance(m.get(b), (int, float)):
+                links.add((int(m[a]), int(m[b])))
+    return ranks, links, has
+
+
+def _assert_proves(page, doc, f, view, state, what):
+    """Issue 28 #1: the view shows what the finding names, with its number, under nothing, in the state the finding
+    was judged in (controls the view does not set are at their defaults)."""
+    assert not state["covered"], f"{what}: under the sticky control bar"
+    for key, default in state["defaults"].items():
+        if key not in view["signals"]:
+            assert state["selects"][key] == default, f"{what}: control {key} kept from an earlier view"
+    if state["rows"] is not None:  # a table's view: filtered to the rows it quotes, each holding the finding's value
+        want = view.get("rows") or {}
+        assert want and state["rows"], f"{what}: a table view names and shows its rows"
+        table = next(t for s in doc["sections"].values() for k, t in (s.get("tables") or {}).items()
+                     if isinstance(t, list) and t and all(c in t[0] for c in want)
+                     and any(all(r.get(c) == v for c, v in want.items()) for r in t))
+        row = next(r for r in table if all(r.get(c) == v for c, v in want.items()))
+        metric = f["evidence"]["metric"]
+        if metric in row:
+            assert row[metric] == pytest.approx(f["evidence"]["value"], rel=1e-9), what
+        return
+    marks = page.evaluate("(f) => window.reportgenCharts.marks(f, 200000)", view["figure"])
+    ranks, links, has = _drawn(marks)
+    if has:
+        assert set(f["ranks"]) <= ranks, f"{what}: ranks {sorted(set(f['ranks']) - ranks)} not drawn"
+    for link in f.get("links") or []:
+        if links:
+            assert tuple(link) in links, f"{what}: link {link} not drawn"
+            metric = f["evidence"]["metric"]
+            values = [m[metric] for m in marks if isinstance(m, dict) and metric in m
+                      and (m.get("src_rank", m.get("src")), m.get("dst_rank", m.get("dst"))) == tuple(link)]
+            if values:
+                assert values[0] == pytest.approx(f["evidence"]["value"], rel=1e-9), f"{what}: the link's value"
 
 
 def _report(cache, name, *extra):
-    out = cache.get(fixture_dir(*FIXTURES[name]), *extra)
+    out = cache.get("demo" if FIXTURES[name] is None else fixture_dir(*FIXTURES[name]), *extra)
     return out, json.loads(out.with_suffix(".json").read_text())
 
 
@@ -84,7 +149,7 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
     for i, f in enumerate(findings):
         link = links.nth(i)
         view = json.loads(link.get_attribute("data-view"))
-        assert view == f["view"]
+        assert {k: v for k, v in view.items() if k != "row_match"} == f["view"]
         page.evaluate("delete document.documentElement.dataset.viewShown")
         link.click()
         page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg=view["figure"])
@@ -92,6 +157,9 @@ def test_each_finding_opens_its_evidence(report_cache, open_report, name):
         what = f"{name} finding {f['id']} -> {view['figure']}"
         assert state["target"] and state["visible"], what
         assert state["hash"] == f"#evidence-{i + 1}", what
+        _assert_proves(page, doc, f, view, state, what)
+        if state["rows"] is not None:
+            continue
         signals = state["signals"]
         assert signals is not None, f"{what}: the chart was not drawn"
         # every value the view sets is what the section's control and the chart now hold
