@@ -140,6 +140,19 @@ def unit_for(kind: str, values: Iterable[Any] = ()) -> tuple[str, float]:
     return chosen
 
 
+#: the time kinds and their base unit in ms: a table shows all its times in one unit (:func:`time_unit`)
+TIME_KINDS = {"ms": 1.0, "us": 1e-3}
+
+
+def time_unit(columns: Iterable[tuple[str, Iterable[Any]]]) -> tuple[str, dict[str, float]]:
+    """One unit for every time column of a table: ``columns`` are (kind, values) of its time columns; returns the
+    unit label and, per time kind, the factor its values are divided by (a table never reads 'Elapse (µs)' beside
+    'Wait (ms)'). The unit is :func:`unit_for`'s choice over all the times, in ms."""
+    in_ms = [f * TIME_KINDS[k] for k, vals in columns for f in (_finite(v) for v in vals) if f is not None]
+    unit, factor = unit_for("ms", in_ms)
+    return unit, {k: factor / base for k, base in TIME_KINDS.items()}
+
+
 def quantity(v: Any, kind: str, sig: int = SIG) -> str:
     """One value with its own unit, for sentences: quantity(329.6e9, 'flop') -> '329.6 GFLOP',
     quantity(0.0125, 'ms') -> '12.5 µs', quantity(0.25, 'ratio') -> '25%'."""
@@ -266,7 +279,7 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
     return out
 
 
-__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+__all__ = ["SIG", "TIME_KINDS", "time_unit", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
            "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
 

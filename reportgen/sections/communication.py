@@ -33,6 +33,8 @@ Definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 from typing import Any
 
@@ -1021,7 +1023,7 @@ def _waits_table(w: pd.DataFrame, meta: dict) -> Table:
                     f"{fmt.ms(meta.get('end_spread_ms_median'))} in the median call): read these waits with care.")
     return Table.from_frame("communication-waits", "Who waited for whom (per rank)",
                             w.sort_values(["late_ms", "rank"], ascending=[False, True], kind="stable"),
-                            [Column("rank", "Rank", "rank"), Column("waited_ms", "Waited for others", "ms"),
+                            [Column("rank", "Rank", "rank"), Column("waited_ms", L.label("waited_ms"), "ms"),
                              Column("late_ms", "Others waited for it", "ms"), Column("calls", "Collective calls", "int"),
                              Column("last_calls", "Entered last", "int")], caption=caption)
 

@@ -35,6 +35,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import pandas as pd
 
 from .. import charts as vl
@@ -239,7 +241,7 @@ def present(a: Analysis) -> View:
         cols = [Column("rank", "Rank", "rank"), Column("wait_ms", f"Waiting for input per step ({m['wait_measure']})",
                                                          "ms")]
         if "wait_share_ratio" in pr:
-            cols += [Column("step_ms", "Step", "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
+            cols += [Column("step_ms", L.label("step_ms"), "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
         tables.append(Table.from_frame("data-ranks", "Waiting for input per rank", pr, cols,
                                        caption=f"Mean over the steps in scope of the {m['wait_measure']}; the longest "
                                                "first."))

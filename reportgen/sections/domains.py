@@ -32,6 +32,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 
 import numpy as np
@@ -55,11 +57,11 @@ NEEDS = (("step_time", "cluster_overlap"),)
 
 #: member parts, in stacking order: (column, label, palette role)
 PARTS = [("compute_only_ms", "Computation only", "compute"),
-         ("overlapped_ms", "Communication overlapped", "comm_overlapped"),
-         ("comm_not_overlapped_ms", "Communication not overlapped", "comm"),
-         ("free_ms", "Free", "free")]
+         ("overlapped_ms", L.label("overlapped_ms"), "comm_overlapped"),
+         ("comm_not_overlapped_ms", L.label("comm_not_overlapped_ms"), "comm"),
+         ("free_ms", L.label("free_ms"), "free")]
 #: the parts when free and overlapped time are not measured (a computation that includes idle time)
-_MI_PARTS = [("compute_only_ms", "Computation (incl. free)", "compute"), PARTS[2]]
+_MI_PARTS = [("compute_only_ms", L.COMPUTATION_INCL_FREE, "compute"), PARTS[2]]
 VERDICT_ORDER = {"computation": 0, "scheduling": 1, "communication": 2, "balanced": 3}
 #: groups the member chart offers (the worst verdicts first); the tables and the JSON have every group
 CHART_GROUPS = 64
@@ -450,7 +452,7 @@ def present(a: Analysis) -> View:
     mem = members(a)
     parts = _parts(a)
     mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
-             Column("step_ms", "Step", "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
+             Column("step_ms", L.label("step_ms"), "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
             [Column(c.replace("_ms", "_share"), f"{label} share", "ratio") for c, label, _ in parts]
     if "group_op_ms" in mem:
         mcols += [Column("group_ops", "Group ops per step", "float"),

@@ -294,6 +294,9 @@ def analyze(run: Run, options=None) -> Analysis:
     mean_fps = float(fps.mean()) if len(fps) else math.nan
     per_rank["below_mean_flops_per_s_ratio"] = (mean_fps - per_rank["flops_per_s"]) / mean_fps \
         if mean_fps and mean_fps > 0 else math.nan
+    # the same gap signed as people read it: negative below the mean, positive above (the page's column; a
+    # "below mean" of -146% read as a wrong sign)
+    per_rank["flops_per_s_vs_mean_ratio"] = -per_rank["below_mean_flops_per_s_ratio"]
     stages = stage_table(per_rank)
     tables = {"per_rank": per_rank}
     if not stages.empty:
@@ -570,7 +573,8 @@ def present(a: Analysis) -> View:
             Column("device_id", "Device", "int"),
             Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
             Column("flops_per_s", "Rate", "flops"), Column("ratio_to_max", "FLOPs / max", "ratio"),
-            Column("below_mean_flops_per_s_ratio", "Rate below mean", "ratio")]
+            Column("flops_per_s_vs_mean_ratio", "Rate vs mean", "ratio",
+                   help="(rate - mean rate) / mean rate: negative below the mean, positive above")]
     if "utilization_ratio" in pr and pr["utilization_ratio"].notna().any():
         cols.append(Column("utilization_ratio", "Utilisation (profiler)", "ratio",
                            help="The profiler's own FLOPS utilisation (of the cube where it splits cube and vector) as "

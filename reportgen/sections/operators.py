@@ -27,6 +27,8 @@ first; reportgen/document.py, render.fit_table_data); ``types`` does not grow wi
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import numpy as np
 import pandas as pd
 
@@ -360,7 +362,7 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "operators-flops-types", "FLOPs per op type", t["flops_types"],
             [Column("type", "Op type", "text"), Column("ops", "Counted ops", "int"), Column("flops", "FLOPs", "flop"),
-             Column("dur_ms", "Time of the timed ops", "ms"), Column("flops_per_s", "FLOP/s", "flops")],
+             Column("dur_ms", "Time of the timed ops", "ms"), Column("flops_per_s", L.label("flops_per_s"), "flops")],
             caption="FLOPs of the ops counted with one (the FLOPs section's counts), all ranks; FLOP/s = FLOPs of "
                     "the ops with a device duration / that duration."))
     src = ", ".join(f"{k} ({count(v, 'rank')})" for k, v in sorted(m["sources"].items()))

@@ -13,6 +13,8 @@ research notes on the seed's cluster pages §3.6), from the run's point-to-point
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import pandas as pd
 
 from .. import charts as vl
@@ -118,8 +120,8 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
             if m["micro_batches"] else " The micro-batch count cannot be read from these operations.")),
         Table.from_frame(
         "strategy-pipeline-links", "Send → receive pairs per rank pair", d["links"],
-        [Column("src_rank", "From rank", "rank"), Column("src_stage", "From stage", "int"),
-         Column("dst_rank", "To rank", "rank"), Column("dst_stage", "To stage", "int"),
+        [Column("src_rank", L.label("src_rank"), "rank"), Column("src_stage", "From stage", "int"),
+         Column("dst_rank", L.label("dst_rank"), "rank"), Column("dst_stage", "To stage", "int"),
          Column("kind", "Kind", "text"), Column("pairs", "Pairs per step", "float"),
          Column("matched", "Matched per step", "float"), Column("unmatched", "Unmatched (all steps)", "int")],
         caption="A send is joined to the receive of the same peer pair in the same position (issue order), as the "

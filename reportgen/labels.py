@@ -1,0 +1,35 @@
+"""The one label of each quantity the report names in several sections (issue 28: "Computation (incl. idle)" in one
+place and "(incl. free)" in another for the same quantity). A section's column, legend or sentence naming one of
+these quantities takes its label from here; tests/test_labels_units.py checks that every table of a report labels
+one metric key one way.
+
+Labels name the quantity without its unit (the renderer adds the unit: fmt.header)."""
+
+from __future__ import annotations
+
+#: computation measured as the step minus the communication not overlapped (MindInsight step trace: the device's
+#: idle time cannot be told apart from its computation)
+COMPUTATION_INCL_FREE = "Computation (incl. free)"
+
+#: metric key -> its label, wherever a table, a legend or a tooltip names it
+LABELS: dict[str, str] = {
+    "step_ms": "Step time",
+    "step_interval_ms": "Step interval (data wait)",
+    "computing_ms": "Computing",
+    "comm_not_overlapped_ms": "Communication not overlapped",
+    "overlapped_ms": "Communication overlapped",
+    "free_ms": "Free (idle device)",
+    "preparing_ms": "Preparing time (step start to first device op)",
+    "computation_incl_free_ms": COMPUTATION_INCL_FREE,
+    "comm_busy_ms": "Communication busy (union)",
+    "flops_per_s": "Rate",
+    "delta_ms": "Delta",
+    "waited_ms": "Waited for others (sum over calls)",
+    "src_rank": "Source",
+    "dst_rank": "Destination",
+}
+
+
+def label(key: str) -> str:
+    """The label of metric ``key`` (KeyError for a key without one: add it to :data:`LABELS`)."""
+    return LABELS[key]
