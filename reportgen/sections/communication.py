@@ -439,6 +439,11 @@ BOX_LINKS = 30
 #: the classes of operations the small-packet rule judges, each with its size limit (MB), in the order shown
 SIZE_CLASSES = (("intra-node (HCCS/PCIE/SIO/SDMA)", th.SMALL_PACKET_SDMA_MB), ("RDMA", th.SMALL_PACKET_RDMA_MB),
                 ("collective messages", th.SMALL_PACKET_RDMA_MB))
+#: each class of SIZE_CLASSES as a sentence names its operations (a class label is not a noun phrase: "the collective
+#: messages communication operations" read as a wording bug)
+SIZE_CLASS_OPS = {"intra-node (HCCS/PCIE/SIO/SDMA)": "intra-node (HCCS/PCIE/SIO/SDMA) communication operations",
+                  "RDMA": "RDMA communication operations",
+                  "collective messages": "collective operations (no transport recorded)"}
 
 
 SIZES_FIGURE = "communication-sizes"
