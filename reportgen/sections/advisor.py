@@ -482,8 +482,21 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
         evidence={"metric": "free_share_ratio", "value": share, "reference": th.LONG_FREE_SHARE,
                   "free_ms_mean": float(top["free_ms"].mean()), "share_of_step_ratio": share},
         suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
-                   "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
+                   "prints, logging), Python overhead, small kernels, data loading; "
+                   + platform_text(ctx.run, GRAPH_ADVICE),
         view=EvidenceView("overlap-heatmap", {"overlap_metric": "free_ms"}))]
+
+
+#: advice naming a platform's feature, per device kind (Run.device): chosen by platform_text, never by reader family
+GRAPH_ADVICE = {"gpu": "CUDA graphs / graph mode help.",
+                "npu": "graph mode (MindSpore GRAPH_MODE, torch_npu torchair / aclgraph) helps.",
+                "": "graph mode (capturing the step as one graph) helps."}
+
+
+def platform_text(run: Run, texts: dict[str, str]) -> str:
+    """The text of ``texts`` for the run's device kind (``Run.device``: npu / gpu / cpu / ""), else its "" entry: a
+    feature of one platform (CUDA graphs) is advised only on that platform."""
+    return texts.get(getattr(run, "device", "") or "", texts[""])
 
 
 def contention_ops(run: Run) -> pd.DataFrame | None:
