@@ -37,6 +37,13 @@ D3_PCT = ".3~p"  #: d3-format for ratios (0..1) shown as percent, 3 significant 
 #: d3-format for a value written inside a small chart cell (3 significant digits; 9.6e-8 when tiny, to stay short)
 D3_SHORT = ",.3~g"
 D3_INT = ",d"  #: d3-format for counts
+#: d3-format of a signed change of a ratio, as fmt.percent(signed=True) writes it (+3.29%)
+D3_PCT_SIGNED = "+" + D3_PCT
+#: d3-format of a field with a value below EXPONENT_BELOW or from EXPONENT_FROM: 4 significant digits with an
+#: exponent, as :func:`number` writes them (8.272e-25, not 0.000...0008272)
+D3_EXP = ".3~e"
+#: every d3-format a quantitative tooltip may use (tests/test_labels_units.py walks the specs)
+D3_FORMATS = (D3_FORMAT, D3_EXP, D3_PCT, D3_PCT_SIGNED, D3_SHORT, D3_INT)
 
 _SI = [("n", 1e-9), ("µ", 1e-6), ("m", 1e-3), ("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12),
        ("P", 1e15), ("E", 1e18)]
@@ -151,6 +158,14 @@ def time_unit(columns: Iterable[tuple[str, Iterable[Any]]]) -> tuple[str, dict[s
     in_ms = [f * TIME_KINDS[k] for k, vals in columns for f in (_finite(v) for v in vals) if f is not None]
     unit, factor = unit_for("ms", in_ms)
     return unit, {k: factor / base for k, base in TIME_KINDS.items()}
+
+
+def d3_format(values: Iterable[Any]) -> str:
+    """The d3-format of a chart field whose values (already in their unit) are ``values``, by :func:`number`'s rules:
+    :data:`D3_EXP` when one of them is below :data:`EXPONENT_BELOW` or from :data:`EXPONENT_FROM` (not 0), else
+    :data:`D3_FORMAT`."""
+    mags = [abs(f) for f in (_finite(v) for v in values) if f]
+    return D3_EXP if any(m < EXPONENT_BELOW or m >= EXPONENT_FROM for m in mags) else D3_FORMAT
 
 
 def quantity(v: Any, kind: str, sig: int = SIG) -> str:
@@ -279,7 +294,7 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
     return out
 
 
-__all__ = ["SIG", "TIME_KINDS", "time_unit", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+__all__ = ["SIG", "TIME_KINDS", "time_unit", "d3_format", "D3_EXP", "D3_FORMATS", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
            "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
 

@@ -33,3 +33,16 @@ LABELS: dict[str, str] = {
 def label(key: str) -> str:
     """The label of metric ``key`` (KeyError for a key without one: add it to :data:`LABELS`)."""
     return LABELS[key]
+
+
+def group_label(values) -> str:
+    """The label of a column of process groups, which in Kineto traces without collective records holds the CUDA
+    stream a communication kernel ran on ("stream 84"): "Group or stream" then, "Group" otherwise."""
+    return "Group or stream" if any(isinstance(v, str) and v.startswith("stream ") for v in values) else "Group"
+
+
+def group_column(df, key: str = "group", **kw):
+    """A table column of ``df[key]`` (process groups, or streams: :func:`group_label`)."""
+    from .report import Column
+
+    return Column(key, group_label(df[key].tolist() if df is not None and key in df else []), "text", **kw)

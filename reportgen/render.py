@@ -495,6 +495,8 @@ def _walk(nodes):
 
 def _figure_ctx(f) -> dict[str, Any]:
     spec, left_out = _spec_or_note(charts.focusable(f.spec))
+    if spec is not None:
+        spec = charts.tooltip_formats(spec)  # a tooltip writes tiny values as the tables do (fmt.d3_format)
     return {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
             # a section's own static caption names what the static page shows; its sentences about interactions
             # are left out all the same

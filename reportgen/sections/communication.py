@@ -861,7 +861,7 @@ def present(a: Analysis) -> View:
     ops = t.get("ops")
     if ops is not None:
         top = ops.sort_values("elapse_ms", ascending=False)
-        cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), Column("group", "Group", "text"),
+        cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), L.group_column(top),
                 Column("step", "Step", "int"), Column("elapse_ms", "Duration", "ms"),
                 Column("transit_ms", "Transit", "ms"), Column("wait_ms", "Wait", "ms"),
                 Column("size_mb", "Size", "mb"), Column("bandwidth_gbps", "Bandwidth", "gbps")]
@@ -896,7 +896,7 @@ def present(a: Analysis) -> View:
         figures.append(_op_spread(sp.head(OP_SPREAD_FIGURE_ROWS), len(sp)))
         tables.append(Table.from_frame(
             "communication-op-spread-table", "Call durations per op type and group, across ranks", sp,
-            [Column("op_type", "Op type", "text"), Column("group", "Group", "text"), Column("ranks", "Ranks", "int"),
+            [Column("op_type", "Op type", "text"), L.group_column(sp), Column("ranks", "Ranks", "int"),
              Column("calls", "Calls", "int"), Column("median_ms", "Median over ranks", "ms"),
              Column("max_ms", "Slowest rank's median", "ms"), Column("slowest_rank", "Slowest rank", "rank"),
              Column("slow_ratio", "Slowest / median", "float"), Column("max_call_ms", "Longest call", "ms"),
@@ -1005,7 +1005,7 @@ def _link_ops_table(lo: pd.DataFrame) -> Table:
     """Seed #32's per-operator link rows: one row per operator instance on a link, longest first."""
     top = lo.sort_values(["time_ms", "link"], ascending=[False, True], kind="stable").head(LINK_OP_ROWS)
     cols = [Column("link", "Link", "text"), Column("op", "Operator", "text"), Column("op_type", "Type", "text"),
-            Column("group", "Group", "text"), Column("rank", "Reported by rank", "rank"), Column("step", "Step", "int"),
+            L.group_column(top), Column("rank", "Reported by rank", "rank"), Column("step", "Step", "int"),
             Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
             Column("bandwidth_gbps", "Bandwidth", "gbps")]
     if "stat" in lo:

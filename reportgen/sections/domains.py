@@ -422,7 +422,7 @@ def present(a: Analysis) -> View:
                + ".")
     d = d.assign(label=[_label(r) for _, r in d.iterrows()],
                  worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
-    cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
+    cols = [L.group_column(d), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
             Column("size", "Size", "int"),
             Column("same_members", "Same members as", "text",
                    help="other process groups of exactly these ranks (each is its own group, with its own name)"),
@@ -451,7 +451,7 @@ def present(a: Analysis) -> View:
                 "the step. Measure = the number behind the verdict.")]
     mem = members(a)
     parts = _parts(a)
-    mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
+    mcols = [L.group_column(mem), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
              Column("step_ms", L.label("step_ms"), "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
             [Column(c.replace("_ms", "_share"), f"{label} share", "ratio") for c, label, _ in parts]
     if "group_op_ms" in mem:
@@ -467,7 +467,7 @@ def present(a: Analysis) -> View:
         ot = t["op_types"]
         tables.append(Table.from_frame(
             "domains-ops", "Each group's operations by type", ot,
-            [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("op_type", "Operation", "text"),
+            [L.group_column(ot), Column("kind", "Kind", "text"), Column("op_type", "Operation", "text"),
              Column("ops", "Count", "int"), Column("total_ms", "Total", "ms"), Column("median_ms", "Median", "ms"),
              Column("p90_ms", "p90", "ms"), Column("max_ms", "Max", "ms"),
              Column("median_bandwidth_gbps", "Median transit bandwidth", "gbps")],

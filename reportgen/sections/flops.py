@@ -471,7 +471,7 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
         color=stage_color("stage_key", sorted(df["stage_key"], key=natural_key), legend=False),
         tooltip=[vl.Tooltip("stage_key:N", title="Stage"), vl.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
                  tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
-                 vl.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
+                 vl.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format=fmt.D3_PCT_SIGNED)])
     rule = vl.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
     chart = (bars + rule).properties(width={"step": band(len(df), 60, 8)}, height=220)
     return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec(chart),

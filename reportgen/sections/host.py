@@ -622,7 +622,7 @@ def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
         color=vl.Color("rel:Q", title="Mean / median rank", scale=vl.diverging([0.5, 1, 2])),
         tooltip=[vl.Tooltip("label:N", title="Range"), vl.Tooltip("rank:O", title="Rank"),
                  vl.tip("mean_ms_u", "Own time per occurrence", unit),
-                 vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
+                 vl.Tooltip("rel:Q", title="Mean / median rank", format=fmt.D3_FORMAT),
                  vl.Tooltip("count:Q", title="Occurrences")])
     return Figure("host-ranges", "User ranges: own time per occurrence, relative to the median rank",
                   to_spec(vl.fit(chart, max(120, 18 * len(names)))),
@@ -656,7 +656,7 @@ def _alltoall_bars(per: pd.DataFrame) -> Figure:
         x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
         y=vl.Y("mb_per_step_u:Q", axis=vl.Axis(**vl.axis("All-to-all bytes per step", unit))),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("mb_per_step_u", "Per step", unit),
-                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=".2f")])
+                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=fmt.D3_FORMAT)])
     return Figure("host-alltoall", "All-to-all bytes per rank", to_spec(vl.fit(chart, 200)),
                   caption="Mean per step; a balanced expert-parallel run has bars of one height.",
                   alt="Bars of all-to-all bytes per rank")

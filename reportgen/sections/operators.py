@@ -258,7 +258,7 @@ def _heat_figure(rank_type: pd.DataFrame, types: pd.DataFrame, shown: list[int] 
                        legend=vl.Legend(title="Over median rank", format=".2f")),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("type:N", title="Op type"),
                  tip("per_step_ms_u", "Time per step", unit),
-                 vl.Tooltip("ratio:Q", title="Over the median rank", format=".3f")],
+                 vl.Tooltip("ratio:Q", title="Over the median rank", format=fmt.D3_FORMAT)],
     ).properties(width=max(200, min(vl.PLOT_MAX_WIDTH, 18 * n)), height={"step": 18})
     return Figure("operators-rank-heat", "Which rank is slow in which op type", to_spec(chart),
                   caption=f"The {len(top)} op types with the most time (rows) on each rank (columns): time per step "
