@@ -34,6 +34,11 @@ def label(key: str) -> str:
     """The label of metric ``key`` (KeyError for a key without one: add it to :data:`LABELS`)."""
     return LABELS[key]
 
+#: the option that sets the gradient bucket / fusion size, per framework (Run.framework): advice names the run's own
+#: framework's option, both where the framework is unknown or mixed
+FUSION_OPTION = {"pytorch": "DDP bucket_cap_mb", "mindspore": "all_reduce_fusion_config",
+                 "": "all_reduce_fusion_config in MindSpore, DDP bucket_cap_mb in PyTorch"}
+
 
 def group_label(values) -> str:
     """The label of a column of process groups, which in Kineto traces without collective records holds the CUDA

@@ -233,3 +233,13 @@ def test_tooltip_format_follows_fmt_rules():
 def test_time_unit_is_shared():
     unit, factors = fmt.time_unit([("ms", [500.0, 20.0]), ("us", [5.0])])
     assert unit == "ms" and factors == {"ms": 1.0, "us": 1000.0}
+
+
+def test_framework_options_follow_the_run_framework(page):
+    """Advice names the run's own framework's option (DDP bucket_cap_mb on PyTorch, all_reduce_fusion_config on
+    MindSpore), not the other's."""
+    name, doc, ctx = page
+    other = {"pytorch": "all_reduce_fusion_config", "mindspore": "bucket_cap_mb"}.get(doc.run.framework)
+    for f in ctx["findings"]:
+        for text in [f.get("suggestion") or ""] + [x.get("suggestion") or "" for x in f.get("symptoms") or []]:
+            assert other is None or other not in text, f"{name} ({doc.run.framework}): {text}"

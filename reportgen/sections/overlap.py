@@ -236,7 +236,7 @@ def analyze(run: Run, options=None) -> Analysis:
     data = {"pipeline": bool(run.stage_map) and (run.parallel.get("stages") or 1) > 1,
             "most_receive": most_receive_stage(per_rank)}
     a = Analysis(metrics=metrics, tables=tables, data=data)
-    a.findings = _findings(metrics, data, per_rank_out)
+    a.findings = _findings(metrics, {**data, "framework": run.framework}, per_rank_out)
     return a
 
 
@@ -404,8 +404,9 @@ def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:
             f"Pure (not overlapped) communication takes {fmt.percent(share)} of the step over all ranks, above the "
             f"{fmt.percent(t)} guideline.",
             evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
-            suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
-                       "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
+            suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes: "
+                       + L.FUSION_OPTION.get(data.get("framework") or "", L.FUSION_OPTION[""])
+                       + "), or reduce the data-parallel traffic.",
             view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"})))
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:
