@@ -391,7 +391,7 @@ def _queue_bars(q: pd.DataFrame) -> Figure:
         x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
         y=vl.Y("empty_ratio:Q", title="Batches that found the device queue empty", axis=vl.Axis(format="%"),
                scale=vl.Scale(domain=[0, 1])),
-        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("empty_ratio:Q", title="Empty", format=".1%")])
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("empty_ratio:Q", title="Empty", format=fmt.D3_PCT)])
     rule = vl.Chart(pd.DataFrame({"y": [th.DEVICE_QUEUE_EMPTY]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
     return Figure("data-queue-empty", "Batches that found the device queue empty, per rank",
                   to_spec(vl.fit(chart + rule, 200)),

@@ -641,7 +641,7 @@ def _launch_bars(lp: pd.DataFrame) -> Figure:
         x=x, y=vl.Y("delay_p90_ms_u:Q", axis=vl.Axis(**vl.axis("Launch delay", unit))),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("delay_median_ms_u", "Median", unit),
                  vl.tip("delay_p90_ms_u", "p90", unit),
-                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=".1%")])
+                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=fmt.D3_PCT)])
     ticks = base.mark_tick(color=palette.ROLE["wait"], thickness=2).encode(x=x, y="delay_median_ms_u:Q")
     return Figure("host-launch", "Kernel launch delay per rank", to_spec(vl.fit(bars + ticks, 200)),
                   caption="Bars: p90 of the launch delay; red ticks: median (kernel start - launch call start). The first "
