@@ -250,3 +250,22 @@ def test_framework_options_follow_the_run_framework(page):
     for f in ctx["findings"]:
         for text in [f.get("suggestion") or ""] + [x.get("suggestion") or "" for x in f.get("symptoms") or []]:
             assert other is None or other not in text, f"{name} ({doc.run.framework}): {text}"
+
+
+def test_mindinsight_device_from_its_file_names(tmp_path):
+    """A MindInsight run says its device in its file names (ascend_* / gpu_*): Ascend runs are npu, a run with
+    gpu_* files is never taken for Ascend (its advice would name Ascend's features)."""
+    from reportgen.readers import read_run
+    from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+    asc, gpu = tmp_path / "ascend", tmp_path / "gpu"
+    spec = MindInsightSpec(hosts=1, devices_per_host=2, stages=1, steps=2)
+    write_mindinsight_run(asc, spec)
+    write_mindinsight_run(gpu, spec)
+    for f in list(gpu.rglob("*")):  # MindSpore on GPU: gpu_* files, no HCCL
+        if f.name.startswith("ascend_"):
+            f.rename(f.with_name("gpu_" + f.name[len("ascend_"):]))
+        elif f.name.startswith("hccl_raw_"):
+            f.unlink()
+    assert read_run(asc).device == "npu"
+    assert read_run(gpu).device == "gpu"
