@@ -115,6 +115,14 @@ def number(v: Any, sig: int = SIG) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def round_sig(v: float, sig: int = SIG) -> float:
+    """``v`` rounded to ``sig`` significant digits, as a number (chart data people read through :func:`number`)."""
+    f = _finite(v)
+    if not f:
+        return f if f is not None else math.nan
+    return round(f, sig - 1 - math.floor(math.log10(abs(f))))
+
+
 def _exponent(f: float, sig: int) -> str:
     """1e308 -> '1e+308', 1.23456e20 -> '1.235e+20'."""
     mantissa, exp = f"{f:.{sig - 1}e}".split("e")

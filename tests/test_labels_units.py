@@ -269,3 +269,30 @@ def test_mindinsight_device_from_its_file_names(tmp_path):
             f.unlink()
     assert read_run(asc).device == "npu"
     assert read_run(gpu).device == "gpu"
+
+
+def test_sentences_format_measured_numbers_with_fmt():
+    """Every number a section or the diagnosis writes into a sentence goes through reportgen/fmt.py: an f-string's own
+    format spec ({x:.3g}, {x:.2f}, {x:.0%}) is allowed only on counts ({n:,}) and constants (thresholds: th.X, UPPER_CASE names), whose
+    digits are written by hand; a measured value printed that way reads 1e-05 GB/s or 0.00x where fmt says 1e-5."""
+    import ast
+    from pathlib import Path
+
+    import reportgen
+
+    root = Path(reportgen.__file__).parent
+    bad = []
+    for path in sorted(root.glob("sections/*.py")) + [root / "diagnosis.py", root / "summary.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FormattedValue) or node.format_spec is None:
+                continue
+            spec = "".join(v.value for v in node.format_spec.values if isinstance(v, ast.Constant))
+            if spec in (",", ",d", "d", "+d"):  # a count with thousands separators, as fmt.text writes integers
+                continue
+            names = [n for n in ast.walk(node.value) if isinstance(n, ast.Name)]
+            attrs = [n for n in ast.walk(node.value) if isinstance(n, ast.Attribute)]
+            constant = all(n.id.isupper() or n.id in ("th", "fc") for n in names) and \
+                all(a.attr.isupper() for a in attrs)
+            if not constant:
+                bad.append(f"{path.name}:{node.lineno}: {ast.unparse(node.value)}")
+    assert not bad, "format these with reportgen.fmt: " + "; ".join(bad)

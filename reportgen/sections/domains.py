@@ -590,8 +590,8 @@ def _findings(a: Analysis) -> list[Finding]:
         share = gs * below if gs is not None else None
         out.append(Finding(
             "group_slow_link", "medium", ID,
-            f"Link {src} → {dst} of group {_gname(r)} ({r['kind']}) carries {r['slowest_link_gbps']:.3g} GB/s, "
-            f"{fmt.percent(below)} below the median of the group's links ({r['median_link_gbps']:.3g} GB/s); "
+            f"Link {src} → {dst} of group {_gname(r)} ({r['kind']}) carries {fmt.quantity(r['slowest_link_gbps'], 'gbps')}, "
+            f"{fmt.percent(below)} below the median of the group's links ({fmt.quantity(r['median_link_gbps'], 'gbps')}); "
             "the group's operations wait for it.",
             ranks=[src, dst], links=[[src, dst]],
             evidence={"metric": "slowest_link_gbps", "value": float(r["slowest_link_gbps"]),
@@ -631,8 +631,8 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "group_slow_fabric", "medium", ID,
             f"{f['op_type']} in group {_gname(r)} ({r['kind']}, {r['size']} ranks) reaches "
-            f"{f['bandwidth_gbps']:.3g} GB/s, {fmt.percent(below)} below the median of the {f['groups_compared']} "
-            f"{r['kind']} groups of that size ({f['reference_gbps']:.3g} GB/s), on the same operation's transit time.",
+            f"{fmt.quantity(f['bandwidth_gbps'], 'gbps')}, {fmt.percent(below)} below the median of the {f['groups_compared']} "
+            f"{r['kind']} groups of that size ({fmt.quantity(f['reference_gbps'], 'gbps')}), on the same operation's transit time.",
             evidence={"metric": "median_bandwidth_gbps", "value": f["bandwidth_gbps"],
                       "reference": f["reference_gbps"], "group": str(r["group"]), "share_of_step_ratio": share},
             ranks=[int(x) for x in a.tables["members"].loc[a.tables["members"]["gi"] == f["gi"], "rank"].head(64)],

@@ -226,7 +226,7 @@ def _peak(run: Run, options) -> tuple[float | None, str]:
     opt = options.get("peak_tflops") if options is not None else None
     if opt:
         try:
-            return float(opt) * 1e12, f"option peak_tflops = {float(opt):g}"
+            return float(opt) * 1e12, f"option peak_tflops = {fmt.number(float(opt))}"
         except (TypeError, ValueError):
             pass
     props = run.table("device_properties")
@@ -234,7 +234,7 @@ def _peak(run: Run, options) -> tuple[float | None, str]:
         names = props["name"].dropna().astype(str).unique().tolist()
         for pat, tf in PEAK_TFLOPS:
             if names and all(re.search(pat, n) for n in names):
-                return tf * 1e12, f"{names[0]}: {tf:g} TFLOP/s dense BF16/FP16 (datasheet)"
+                return tf * 1e12, f"{names[0]}: {fmt.number(tf)} TFLOP/s dense BF16/FP16 (datasheet)"
     return None, ""
 
 

@@ -369,7 +369,7 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "alltoall_imbalance", "medium", ID,
             f"All-to-all traffic is unbalanced: in the worst step the busiest rank moves "
-            f"{a.metrics['alltoall_imbalance_ratio']:.2f}x the mean rank's bytes (rank {top} the most over the run); "
+            f"{fmt.number(a.metrics['alltoall_imbalance_ratio'])}x the mean rank's bytes (rank {top} the most over the run); "
             "with expert parallelism, its experts get more tokens than the others.",
             ranks=[top], evidence={"metric": "alltoall_imbalance_ratio", "value": a.metrics["alltoall_imbalance_ratio"],
                                    "reference": ALLTOALL_IMBALANCE},
@@ -430,7 +430,7 @@ def present(a: Analysis) -> View:
                     "when the launch call came after the stream drained (HTA's host_wait rule)."))
         figures.append(_launch_bars(lp.sort_values("rank").head(CHART_RANKS)))
     if "alltoall_steps" in t:
-        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {m['alltoall_imbalance_ratio']:.2f}")
+        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {fmt.number(m['alltoall_imbalance_ratio'])}")
         tables.append(Table.from_frame(
             "host-alltoall-table", "All-to-all bytes per rank", t["alltoall_ranks"],
             [Column("rank", "Rank", "rank"), Column("mb_per_step", "All-to-all bytes per step", "mb"),
@@ -481,7 +481,7 @@ def present(a: Analysis) -> View:
         d = t["dynamic"]
         if d["spread_ratio"].notna().any():
             w = d.loc[d["spread_ratio"].idxmax()]
-            parts.append(f"an operator type's time per iteration varies up to {w['spread_ratio']:.2f}x "
+            parts.append(f"an operator type's time per iteration varies up to {fmt.number(w['spread_ratio'])}x "
                          f"({w['op_type']})")
         tables.append(Table.from_frame(
             "host-dynamic", "Operator time per iteration, by operator type", d,
@@ -584,7 +584,7 @@ def ranges_headline(w, own: bool, diagnosed: list[int], by: pd.DataFrame | None 
     what = "own time (collectives inside left out)" if own else "time (collectives and waits inside included)"
     text = (f"the user range with the most {what} beyond the median rank is {w['name']} on rank {rank}: "
             f"{fmt.ms(w['max_mean_ms'])} per occurrence vs {fmt.ms(w['median_mean_ms'])} on the median rank "
-            f"({w['spread_ratio']:.2f}x; {fmt.ms(w['excess_ms'])} more over its {n} occurrences in the profile)")
+            f"({fmt.number(w['spread_ratio'])}x; {fmt.ms(w['excess_ms'])} more over its {n} occurrences in the profile)")
     if diagnosed and rank not in diagnosed:
         text = "an observation: " + text + (
             f"; the diagnosed cause is on rank{'s' if len(diagnosed) > 1 else ''} "

@@ -377,6 +377,6 @@ def present(a: Analysis) -> View:
         notes.append(th.ranks_shown_note(shown, m["ranks"], "operator time per step"))
     top = m.get("top_type")
     summary = (f"{count(m['op_types'], 'op type')} and {count(m['operators'], 'operator')} over "
-               f"{count(m['ranks'], 'rank')}" + (f"; {top} takes the most time ({m['top_type_share_ratio']:.0%})."
+               f"{count(m['ranks'], 'rank')}" + (f"; {top} takes the most time ({fmt.percent(m['top_type_share_ratio'])})."
                                                  if top else "."))
     return View(summary=summary, figures=figures, tables=tables, notes=notes, ranks_drawn=shown or [])
