@@ -415,6 +415,58 @@ def in_unit(chart: Spec, factor: float, *fields: str, suffix: str = "_u") -> Spe
     return chart.transform_calculate(**{f + suffix: f"datum['{f}'] / {float(factor)!r}" for f in fields})
 
 
+def _inline_values(spec: Any, out: dict[str, list]) -> dict[str, list]:
+    """Every inline data row's values by field name (``datasets`` and ``data.values`` anywhere in ``spec``)."""
+    if isinstance(spec, dict):
+        rows = []
+        if isinstance(spec.get("datasets"), dict):
+            rows += [r for v in spec["datasets"].values() if isinstance(v, list) for r in v]
+        data = spec.get("data")
+        if isinstance(data, dict) and isinstance(data.get("values"), list):
+            rows += data["values"]
+        for r in rows:
+            if isinstance(r, dict):
+                for k, v in r.items():
+                    out.setdefault(k, []).append(v)
+        for k, v in spec.items():
+            if k not in ("datasets", "data"):
+                _inline_values(v, out)
+    elif isinstance(spec, list):
+        for v in spec:
+            _inline_values(v, out)
+    return out
+
+
+def tooltip_formats(spec: dict) -> dict:
+    """``spec`` with each quantitative tooltip field of the general number format (:data:`fmt.D3_FORMAT`) in the
+    format its inline values need (:func:`fmt.d3_format`: an exponent below 1e-4, as the tables write them), in
+    place. A field computed in the spec (no inline values) keeps its format."""
+    values = _inline_values(spec, {})
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tips = node.get("tooltip")
+            for t in (tips if isinstance(tips, list) else [tips] if isinstance(tips, dict) else []):
+                if not isinstance(t, dict) or t.get("type") != "quantitative" or t.get("formatType"):
+                    continue
+                vals = values.get(t.get("field"))
+                if "format" not in t:  # a count (every value an integer) reads 1,234; any other number as fmt writes it
+                    ints = vals and all(isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+                                        for v in vals if v is not None)
+                    t["format"] = fmt.D3_INT if ints else fmt.d3_format(vals or ())
+                elif t["format"] == fmt.D3_FORMAT and vals:
+                    t["format"] = fmt.d3_format(vals)
+            for k, v in node.items():
+                if k not in ("datasets", "data"):
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return spec
+
+
 def tip(field: str, title: str, unit: str = "", kind: str = "", **kw) -> dict:
     """A tooltip row: quantitative ``field`` with its unit in the title and the report's number format
     (``kind='ratio'`` shows a 0..1 field as percent)."""

@@ -37,6 +37,13 @@ D3_PCT = ".3~p"  #: d3-format for ratios (0..1) shown as percent, 3 significant 
 #: d3-format for a value written inside a small chart cell (3 significant digits; 9.6e-8 when tiny, to stay short)
 D3_SHORT = ",.3~g"
 D3_INT = ",d"  #: d3-format for counts
+#: d3-format of a signed change of a ratio, as fmt.percent(signed=True) writes it (+3.29%)
+D3_PCT_SIGNED = "+" + D3_PCT
+#: d3-format of a field with a value below EXPONENT_BELOW or from EXPONENT_FROM: 4 significant digits with an
+#: exponent, as :func:`number` writes them (8.272e-25, not 0.000...0008272)
+D3_EXP = ".3~e"
+#: every d3-format a quantitative tooltip may use (tests/test_labels_units.py walks the specs)
+D3_FORMATS = (D3_FORMAT, D3_EXP, D3_PCT, D3_PCT_SIGNED, D3_SHORT, D3_INT)
 
 _SI = [("n", 1e-9), ("µ", 1e-6), ("m", 1e-3), ("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12),
        ("P", 1e15), ("E", 1e18)]
@@ -108,6 +115,14 @@ def number(v: Any, sig: int = SIG) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def round_sig(v: float, sig: int = SIG) -> float:
+    """``v`` rounded to ``sig`` significant digits, as a number (chart data people read through :func:`number`)."""
+    f = _finite(v)
+    if not f:
+        return f if f is not None else math.nan
+    return round(f, sig - 1 - math.floor(math.log10(abs(f))))
+
+
 def _exponent(f: float, sig: int) -> str:
     """1e308 -> '1e+308', 1.23456e20 -> '1.235e+20'."""
     mantissa, exp = f"{f:.{sig - 1}e}".split("e")
@@ -138,6 +153,27 @@ def unit_for(kind: str, values: Iterable[Any] = ()) -> tuple[str, float]:
         if mags[-1] < u[1] * 9999.5:
             break
     return chosen
+
+
+#: the time kinds and their base unit in ms: a table shows all its times in one unit (:func:`time_unit`)
+TIME_KINDS = {"ms": 1.0, "us": 1e-3}
+
+
+def time_unit(columns: Iterable[tuple[str, Iterable[Any]]]) -> tuple[str, dict[str, float]]:
+    """One unit for every time column of a table: ``columns`` are (kind, values) of its time columns; returns the
+    unit label and, per time kind, the factor its values are divided by (a table never reads 'Elapse (µs)' beside
+    'Wait (ms)'). The unit is :func:`unit_for`'s choice over all the times, in ms."""
+    in_ms = [f * TIME_KINDS[k] for k, vals in columns for f in (_finite(v) for v in vals) if f is not None]
+    unit, factor = unit_for("ms", in_ms)
+    return unit, {k: factor / base for k, base in TIME_KINDS.items()}
+
+
+def d3_format(values: Iterable[Any]) -> str:
+    """The d3-format of a chart field whose values (already in their unit) are ``values``, by :func:`number`'s rules:
+    :data:`D3_EXP` when one of them is below :data:`EXPONENT_BELOW` or from :data:`EXPONENT_FROM` (not 0), else
+    :data:`D3_FORMAT`."""
+    mags = [abs(f) for f in (_finite(v) for v in values) if f]
+    return D3_EXP if any(m < EXPONENT_BELOW or m >= EXPONENT_FROM for m in mags) else D3_FORMAT
 
 
 def quantity(v: Any, kind: str, sig: int = SIG) -> str:
@@ -266,7 +302,7 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
     return out
 
 
-__all__ = ["SIG", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+__all__ = ["SIG", "TIME_KINDS", "time_unit", "d3_format", "D3_EXP", "D3_FORMATS", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
            "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
 

@@ -113,6 +113,10 @@ class Run:
     #: (ranks of both) | "" (unknown). Sections read this, never the family, to say which framework's files or
     #: options would give what is missing.
     framework: str = ""
+    #: the kind of device the ranks ran on, as the reader knows it from the data: npu (Ascend) | gpu (CUDA / ROCm) |
+    #: cpu | "" (unknown). Advice naming one platform's feature (CUDA graphs, HCCL options) reads this, never the
+    #: reader family (reportgen/sections/advisor.py: platform_text).
+    device: str = ""
     #: how the reader measured the step time and its parts (``step_time`` / ``step_trace``), one sentence the
     #: trajectory shows: the family's definition written down once, in its reader ("" when it needs none)
     step_definition: str = ""

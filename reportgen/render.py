@@ -51,6 +51,7 @@ from markupsafe import Markup, escape
 
 from . import __version__, charts, document, facts, fmt, limits
 from . import thresholds as th
+from . import labels as L
 from .model import Run
 from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
 
@@ -473,8 +474,11 @@ def _tree_ctx(t) -> dict[str, Any]:
     kept = {id(n) for n, _ in flat[:TREE_MAX_NODES]}
     left = sum(1 for _ in _walk(t.roots)) - len(kept)
     cols = []
+    times = [i for i, c in enumerate(t.columns) if c.kind in fmt.TIME_KINDS]  # one time unit per tree, as tables
+    time_unit, time_factor = fmt.time_unit((t.columns[i].kind, [n.values[i] for n, _ in flat]) for i in times)
     for i, c in enumerate(t.columns):
-        unit, factor = fmt.unit_for(c.kind, [n.values[i] for n, _ in flat])
+        unit, factor = ((time_unit, time_factor[c.kind]) if c.kind in fmt.TIME_KINDS
+                        else fmt.unit_for(c.kind, [n.values[i] for n, _ in flat]))
         cols.append({"label": fmt.header(c.label, c.kind, unit), "kind": c.kind, "factor": factor})
 
     def node(n, depth):
@@ -496,6 +500,8 @@ def _walk(nodes):
 
 def _figure_ctx(f) -> dict[str, Any]:
     spec, left_out = _spec_or_note(charts.focusable(f.spec))
+    if spec is not None:
+        spec = charts.tooltip_formats(spec)  # a tooltip writes tiny values as the tables do (fmt.d3_format)
     return {"id": f.id, "title": f.title, "caption": f.caption, "alt": f.alt or f.title,
             # a section's own static caption names what the static page shows; its sentences about interactions
             # are left out all the same
@@ -557,8 +563,9 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
                         if (facts.get('step_ms_spread_ratio') or 0) >= th.MIN_EXCESS_SHARE else
                         f"no rank stands out (below the {fmt.percent(th.MIN_EXCESS_SHARE)} noise floor; rank "
                         f"{facts.get('slowest_rank')} is the slowest only by a hair)."))
-    shares = [(k, label) for k, label in (("computing_share_ratio", "computation" + (" (incl. idle)" if
-                                           facts.get("computing_includes_free") else "")),
+    shares = [(k, label) for k, label in (("computing_share_ratio", (
+                                           L.COMPUTATION_INCL_FREE.lower() if facts.get("computing_includes_free")
+                                           else "computation")),
                                           ("exposed_comm_share_ratio", "exposed communication"),
                                           ("free_share_ratio", "free")) if facts.get(k) is not None]
     if shares:
@@ -623,9 +630,15 @@ def _table_ctx(t) -> dict[str, Any]:
     for tag in {c.unit_with for c in t.columns if c.unit_with}:
         idx = [i for i, c in enumerate(t.columns) if c.unit_with == tag]
         shared[tag] = fmt.unit_for(t.columns[idx[0]].kind, [row[i] for row in shown for i in idx])
+    # every time column of a table reads in one unit (issue 28: 'Elapse (µs)' beside 'Wait (ms)')
+    times = [i for i, c in enumerate(t.columns) if c.kind in fmt.TIME_KINDS]
+    time_unit, time_factor = fmt.time_unit((t.columns[i].kind, [row[i] for row in shown]) for i in times)
     for i, c in enumerate(t.columns):
         # the unit of what people read
-        unit, factor = shared.get(c.unit_with) or fmt.unit_for(c.kind, [row[i] for row in shown])
+        if c.kind in fmt.TIME_KINDS:
+            unit, factor = time_unit, time_factor[c.kind]
+        else:
+            unit, factor = shared.get(c.unit_with) or fmt.unit_for(c.kind, [row[i] for row in shown])
         cols.append({"key": c.key, "label": c.label, "kind": c.kind, "help": c.help, "unit": unit, "factor": factor,
                      "header": fmt.header(c.label, c.kind, unit), "csv_header": fmt.csv_header(c.label, c.kind)})
     _column_layout(cols, t.columns)

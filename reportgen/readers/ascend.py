@@ -1231,7 +1231,7 @@ def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], pro
     # torch_npu writes *_ascend_pt (PyTorch), MindSpore *_ascend_ms: the framework of the training script
     fw = {"pytorch" if f == "torch_npu" else "mindspore" for f in frameworks}
     run = Run(name=root.resolve().name or str(root), source_format="ascend", source_path=str(root),
-              framework=fw.pop() if len(fw) == 1 else ("mixed" if fw else ""),
+              framework=fw.pop() if len(fw) == 1 else ("mixed" if fw else ""), device="npu",
               layout=f"{'/'.join(sorted(frameworks))} Ascend profiler output: {len(chosen)} rank director"
                      f"{'y' if len(chosen) == 1 else 'ies'} (*_ascend_pt / *_ascend_ms)")
     if getattr(chosen, "windows", None):  # several profiling windows: which one this is (readers/windows.py)

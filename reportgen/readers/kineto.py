@@ -661,6 +661,8 @@ def assemble(root: Path, paths: list, results: list) -> Run:
             run.notes.append("No ProfilerStep markers in the trace: each rank is one whole-trace window (step 0), "
                              "from its first to its last GPU op (HTA's default; CPU-only ranks: first to last event "
                              "read).")
+    gpu_ops = run.tables.get("gpu_ops")  # kernels, memcpy / memset on a device: a GPU run; none: gloo on CPU
+    run.device = "gpu" if gpu_ops is not None and len(gpu_ops) else "cpu"
     if "dataloader" in run.tables:
         from ..timeline import dataloader_rows
 

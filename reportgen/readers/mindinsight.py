@@ -981,6 +981,12 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
     run = Run(name=root.resolve().name or str(root), source_format="mindinsight", source_path=str(root),
               framework="mindspore",
               layout=first["layout"])
+    # the device from the files' own names (ascend_* / gpu_* cluster analyses and timelines), else from the hccl
+    # files MindSpore writes on Ascend only
+    names = [Path(fm["path"]).name for _s, meta, _t, _f in parts if meta.get("mi") == "rank" for fm in meta["files"]]
+    kinds = {("gpu" if n.startswith("gpu_") else "npu") for n in names
+             if n.startswith(("gpu_", "ascend_")) or n.startswith("hccl_raw_")}
+    run.device = kinds.pop() if len(kinds) == 1 else ""
     hosts: dict[int, str] = {}
     devices: dict[int, int] = {}
     # every file of every rank, in the reader's order; a rank given twice is read from its first part

@@ -214,7 +214,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     problems: list[tuple[str, str]] = []
     chosen = ascend.choose_rank_dirs(root, problems)
     run = Run(name=root.resolve().name or str(root), source_format="mindspore_cpu", source_path=str(root),
-              framework="mindspore",
+              framework="mindspore", device="cpu",
               layout=f"MindSpore CPU profiler output: {len(chosen)} rank director{'y' if len(chosen) == 1 else 'ies'} "
                      "(*_ascend_ms with FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt, no device data)")
     if getattr(chosen, "windows", None):  # several profiling windows (readers/windows.py)

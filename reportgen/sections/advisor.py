@@ -30,9 +30,9 @@ from .. import facts, fmt
 from .. import thresholds as th
 from ..errors import Unavailable
 from ..model import ByRank, Run
-from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, rank_ranges
+from ..report import Analysis, Column, EvidenceView, Finding, SectionOutcome, Table, View, count, rank_ranges
 from . import missing_needs, sources, with_sources
-from .communication import SIZE_CLASSES, SIZES_FIGURE
+from .communication import SIZE_CLASS_OPS, SIZE_CLASSES, SIZES_FIGURE
 from .trajectory import metric_view
 
 log = logging.getLogger(__name__)
@@ -389,7 +389,7 @@ def rule_small_packets(ctx: _Ctx) -> list[Finding]:
             continue
         out.append(Finding(
             "small_packets", "low", "communication",
-            f"{fmt.percent(ratio)} of the {kind} communication operations move less than {fmt.quantity(limit, 'mb')} "
+            f"{fmt.percent(ratio)} of the {SIZE_CLASS_OPS[kind]} move less than {fmt.quantity(limit, 'mb')} "
             f"({int(small.sum())} of {len(small)}), {fmt.ms(t)} per step and rank.",
             evidence={"metric": "small_op_ratio", "value": ratio, "reference": th.SMALL_PACKET_SHARE,
                       "limit_mb": limit, "share_of_step_ratio": share},
@@ -473,8 +473,21 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
         evidence={"metric": "free_share_ratio", "value": share, "reference": th.LONG_FREE_SHARE,
                   "free_ms_mean": float(top["free_ms"].mean()), "share_of_step_ratio": share},
         suggestion="The host does not feed the device fast enough: look for synchronisations (.item(), "
-                   "prints, logging), Python overhead, small kernels, data loading; CUDA graphs / graph mode help.",
+                   "prints, logging), Python overhead, small kernels, data loading; "
+                   + platform_text(ctx.run, GRAPH_ADVICE),
         view=EvidenceView("overlap-heatmap", {"overlap_metric": "free_ms"}))]
+
+
+#: advice naming a platform's feature, per device kind (Run.device): chosen by platform_text, never by reader family
+GRAPH_ADVICE = {"gpu": "CUDA graphs / graph mode help.",
+                "npu": "graph mode (MindSpore GRAPH_MODE, torch_npu torchair / aclgraph) helps.",
+                "": "graph mode (capturing the step as one graph) helps."}
+
+
+def platform_text(run: Run, texts: dict[str, str]) -> str:
+    """The text of ``texts`` for the run's device kind (``Run.device``: npu / gpu / cpu / ""), else its "" entry: a
+    feature of one platform (CUDA graphs) is advised only on that platform."""
+    return texts.get(getattr(run, "device", "") or "", texts[""])
 
 
 def contention_ops(run: Run) -> pd.DataFrame | None:
@@ -702,6 +715,7 @@ def analyze(run: Run, options=None) -> Analysis:
     new: list[Finding] = []
     status_rows = []
     existing = [f for o in done.values() if o.view is not None for f in o.view.findings]
+    raised_all: dict[int, Finding] = {}  # every finding a rule raised, once (merge says where each went)
     for rule in rules():
         sec = done.get(rule.section)
         result, reason, raised = "passed", "", []
@@ -727,6 +741,7 @@ def analyze(run: Run, options=None) -> Analysis:
             raised = [f for f in existing if f.id in rule.finding_ids]
         if raised:
             result = "raised"
+            raised_all.update((id(f), f) for f in raised)
         status_rows.append({"rule": rule.id, "title": rule.title, "source": rule.source, "section": rule.section,
                             "threshold": rule.threshold, "result": result, "findings": len(raised),
                             "reason": reason})
@@ -748,7 +763,7 @@ def analyze(run: Run, options=None) -> Analysis:
                "rules_raised": int((table["result"] == "raised").sum()),
                "rule_findings": int(table["findings"].sum()),
                "step_ms_reference": ctx.step_ms}
-    return Analysis(metrics=metrics, tables=tables, data={"new": new})
+    return Analysis(metrics=metrics, tables=tables, data={"new": new, "raised": list(raised_all.values())})
 
 
 def present(a: Analysis) -> View:
@@ -785,11 +800,20 @@ def summary_text(m: dict) -> str:
     listed = m.get("findings_listed")
     text = (f"{m['rules']} rules: {m['rules_checked']} checked, {m['rules_not_applicable']} not applicable (the run "
             f"lacks what they need; the table says what). {m['rules_raised']} of the rules checked raised "
-            f"{m['rule_findings']} finding{'s' if m['rule_findings'] != 1 else ''}")
+            f"{count(m['rule_findings'], 'finding')}")
     if listed is not None:
-        own = listed - m["rule_findings"]
-        text += (f"; the report lists {listed} finding{'s' if listed != 1 else ''} in all"
-                 + (f" ({own} from the sections' own checks, which have no rule in this table)" if own > 0 else ""))
+        on_own = m.get("rule_findings_listed", m["rule_findings"])
+        went = [count(n, w, p) for n, w, p in (
+            (on_own, "listed on its own", "listed on their own"),
+            (m.get("rule_findings_symptoms", 0), "listed under a cause as its symptom",
+             "listed under a cause as its symptoms"),
+            (m.get("rule_findings_observed", 0), "an observation (table below)", "observations (table below)")) if n]
+        if went and went[0] != count(m["rule_findings"], "listed on its own", "listed on their own"):
+            text += ": " + ", ".join(went)
+        own = listed - on_own
+        text += (f"; the report lists {count(listed, 'finding')} in all"
+                 + (f" ({own} from the diagnosis and the sections' own checks, which have no rule in this table)"
+                    if own > 0 else ""))
     return text + (f". Severity: high at >= {fmt.percent(th.SEVERITY_HIGH_SHARE)} of the step time at stake, medium "
                    f"at >= {fmt.percent(th.SEVERITY_MEDIUM_SHARE)}, otherwise low (findings not about time keep their "
                    f"rule's severity).")
@@ -933,8 +957,10 @@ def consolidate(outcomes: list[SectionOutcome]) -> None:
             f.severity = "low"
         v.findings.append(f)
         observed.remove((entry, f, v))
-    observed = [x[0] for x in observed]
     adv = by_id.get(ID)
+    if adv is not None and adv.status == "ok":
+        adv.analysis.data["observed_ids"] = {id(x[1]) for x in observed}
+    observed = [x[0] for x in observed]
     if adv is not None and adv.status == "ok":
         adv.analysis.data["observations"] = observed
         adv.analysis.metrics["observations"] = len(observed)
@@ -967,5 +993,12 @@ def merge(outcomes: list[SectionOutcome]) -> None:
             o.view.findings.sort(key=lambda f: order_key({"severity": f.severity, "share_of_step_ratio":
                                                           f.share_of_step}))
     if adv is not None and adv.status == "ok":  # the summary counts what the page lists
-        adv.analysis.metrics["findings_listed"] = sum(len(o.view.findings) for o in outcomes if o.view is not None)
+        listed = {id(f) for o in outcomes if o.view is not None for f in o.view.findings}
+        adv.analysis.metrics["findings_listed"] = len(listed)
+        # where the rules' findings went: listed on their own, an observation, or a cause's symptom (consolidate)
+        raised = {id(f) for f in adv.analysis.data.get("raised", [])}
+        observed = adv.analysis.data.get("observed_ids", set()) & raised
+        adv.analysis.metrics["rule_findings_listed"] = len(raised & listed)
+        adv.analysis.metrics["rule_findings_observed"] = len(observed - listed)
+        adv.analysis.metrics["rule_findings_symptoms"] = len(raised - listed - observed)
         adv.view.summary = summary_text(adv.analysis.metrics)

@@ -33,6 +33,8 @@ Definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 from typing import Any
 
@@ -441,6 +443,11 @@ BOX_LINKS = 30
 #: the classes of operations the small-packet rule judges, each with its size limit (MB), in the order shown
 SIZE_CLASSES = (("intra-node (HCCS/PCIE/SIO/SDMA)", th.SMALL_PACKET_SDMA_MB), ("RDMA", th.SMALL_PACKET_RDMA_MB),
                 ("collective messages", th.SMALL_PACKET_RDMA_MB))
+#: each class of SIZE_CLASSES as a sentence names its operations (a class label is not a noun phrase: "the collective
+#: messages communication operations" read as a wording bug)
+SIZE_CLASS_OPS = {"intra-node (HCCS/PCIE/SIO/SDMA)": "intra-node (HCCS/PCIE/SIO/SDMA) communication operations",
+                  "RDMA": "RDMA communication operations",
+                  "collective messages": "collective operations (no transport recorded)"}
 
 
 SIZES_FIGURE = "communication-sizes"
@@ -882,7 +889,7 @@ def present(a: Analysis) -> View:
     ops = t.get("ops")
     if ops is not None:
         top = ops.sort_values("elapse_ms", ascending=False)
-        cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), Column("group", "Group", "text"),
+        cols = [Column("rank", "Rank", "rank"), Column("op", "Operator", "text"), L.group_column(top),
                 Column("step", "Step", "int"), Column("elapse_ms", "Duration", "ms"),
                 Column("transit_ms", "Transit", "ms"), Column("wait_ms", "Wait", "ms"),
                 Column("size_mb", "Size", "mb"), Column("bandwidth_gbps", "Bandwidth", "gbps")]
@@ -917,7 +924,7 @@ def present(a: Analysis) -> View:
         figures.append(_op_spread(sp.head(OP_SPREAD_FIGURE_ROWS), len(sp)))
         tables.append(Table.from_frame(
             "communication-op-spread-table", "Call durations per op type and group, across ranks", sp,
-            [Column("op_type", "Op type", "text"), Column("group", "Group", "text"), Column("ranks", "Ranks", "int"),
+            [Column("op_type", "Op type", "text"), L.group_column(sp), Column("ranks", "Ranks", "int"),
              Column("calls", "Calls", "int"), Column("median_ms", "Median over ranks", "ms"),
              Column("max_ms", "Slowest rank's median", "ms"), Column("slowest_rank", "Slowest rank", "rank"),
              Column("slow_ratio", "Slowest / median", "float"), Column("max_call_ms", "Longest call", "ms"),
@@ -1039,7 +1046,7 @@ def _link_ops_table(lo: pd.DataFrame) -> Table:
     """Seed #32's per-operator link rows: one row per operator instance on a link, longest first."""
     top = lo.sort_values(["time_ms", "link"], ascending=[False, True], kind="stable").head(LINK_OP_ROWS)
     cols = [Column("link", "Link", "text"), Column("op", "Operator", "text"), Column("op_type", "Type", "text"),
-            Column("group", "Group", "text"), Column("rank", "Reported by rank", "rank"), Column("step", "Step", "int"),
+            L.group_column(top), Column("rank", "Reported by rank", "rank"), Column("step", "Step", "int"),
             Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
             Column("bandwidth_gbps", "Bandwidth", "gbps")]
     if "stat" in lo:
@@ -1062,7 +1069,7 @@ def _waits_table(w: pd.DataFrame, meta: dict) -> Table:
                     f"{fmt.ms(meta.get('end_spread_ms_median'))} in the median call): read these waits with care.")
     return Table.from_frame("communication-waits", "Who waited for whom (per rank)",
                             w.sort_values(["late_ms", "rank"], ascending=[False, True], kind="stable"),
-                            [Column("rank", "Rank", "rank"), Column("waited_ms", "Waited for others", "ms"),
+                            [Column("rank", "Rank", "rank"), Column("waited_ms", L.label("waited_ms"), "ms"),
                              Column("late_ms", "Others waited for it", "ms"), Column("calls", "Collective calls", "int"),
                              Column("last_calls", "Entered last", "int")], caption=caption)
 

@@ -30,6 +30,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import numpy as np
 import pandas as pd
 
@@ -325,7 +327,7 @@ def present(a: Analysis) -> View:
         for p in ("a", "b"):
             cols += [Column(f"{p}_{x}", f"{p.upper()} {label}", "ms") for x, label in
                      (("elapse_ms", "time"), ("transit_ms", "transit"), ("wait_ms", "wait")) if f"{p}_{x}" in c]
-        cols.append(Column("delta_ms", "Delta (time)", "ms"))
+        cols.append(Column("delta_ms", L.label("delta_ms"), "ms"))
         tables.append(Table.from_frame(
             "compare-comm", "Communication: A vs B", c, cols,
             caption=f"A = rank {A}, B = rank {B}; per step. More wait on the normal rank and less on the abnormal one: "

@@ -35,6 +35,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import pandas as pd
 
 from .. import charts as vl
@@ -239,7 +241,7 @@ def present(a: Analysis) -> View:
         cols = [Column("rank", "Rank", "rank"), Column("wait_ms", f"Waiting for input per step ({m['wait_measure']})",
                                                          "ms")]
         if "wait_share_ratio" in pr:
-            cols += [Column("step_ms", "Step", "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
+            cols += [Column("step_ms", L.label("step_ms"), "ms"), Column("wait_share_ratio", "Share of the step", "ratio")]
         tables.append(Table.from_frame("data-ranks", "Waiting for input per rank", pr, cols,
                                        caption=f"Mean over the steps in scope of the {m['wait_measure']}; the longest "
                                                "first."))
@@ -389,7 +391,7 @@ def _queue_bars(q: pd.DataFrame) -> Figure:
         x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
         y=vl.Y("empty_ratio:Q", title="Batches that found the device queue empty", axis=vl.Axis(format="%"),
                scale=vl.Scale(domain=[0, 1])),
-        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("empty_ratio:Q", title="Empty", format=".1%")])
+        tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("empty_ratio:Q", title="Empty", format=fmt.D3_PCT)])
     rule = vl.Chart(pd.DataFrame({"y": [th.DEVICE_QUEUE_EMPTY]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
     return Figure("data-queue-empty", "Batches that found the device queue empty, per rank",
                   to_spec(vl.fit(chart + rule, 200)),

@@ -32,6 +32,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 
 import numpy as np
@@ -55,11 +57,11 @@ NEEDS = (("step_time", "cluster_overlap"),)
 
 #: member parts, in stacking order: (column, label, palette role)
 PARTS = [("compute_only_ms", "Computation only", "compute"),
-         ("overlapped_ms", "Communication overlapped", "comm_overlapped"),
-         ("comm_not_overlapped_ms", "Communication not overlapped", "comm"),
-         ("free_ms", "Free", "free")]
+         ("overlapped_ms", L.label("overlapped_ms"), "comm_overlapped"),
+         ("comm_not_overlapped_ms", L.label("comm_not_overlapped_ms"), "comm"),
+         ("free_ms", L.label("free_ms"), "free")]
 #: the parts when free and overlapped time are not measured (a computation that includes idle time)
-_MI_PARTS = [("compute_only_ms", "Computation (incl. free)", "compute"), PARTS[2]]
+_MI_PARTS = [("compute_only_ms", L.COMPUTATION_INCL_FREE, "compute"), PARTS[2]]
 VERDICT_ORDER = {"computation": 0, "scheduling": 1, "communication": 2, "balanced": 3}
 #: groups the member chart offers (the worst verdicts first); the tables and the JSON have every group
 CHART_GROUPS = 64
@@ -420,7 +422,7 @@ def present(a: Analysis) -> View:
                + ".")
     d = d.assign(label=[_label(r) for _, r in d.iterrows()],
                  worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
-    cols = [Column("group", "Group", "text"), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
+    cols = [L.group_column(d), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
             Column("size", "Size", "int"),
             Column("same_members", "Same members as", "text",
                    help="other process groups of exactly these ranks (each is its own group, with its own name)"),
@@ -449,8 +451,8 @@ def present(a: Analysis) -> View:
                 "the step. Measure = the number behind the verdict.")]
     mem = members(a)
     parts = _parts(a)
-    mcols = [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
-             Column("step_ms", "Step", "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
+    mcols = [L.group_column(mem), Column("kind", "Kind", "text"), Column("rank", "Rank", "rank"),
+             Column("step_ms", L.label("step_ms"), "ms")] + [Column(c, label, "ms") for c, label, _ in parts] + \
             [Column(c.replace("_ms", "_share"), f"{label} share", "ratio") for c, label, _ in parts]
     if "group_op_ms" in mem:
         mcols += [Column("group_ops", "Group ops per step", "float"),
@@ -465,7 +467,7 @@ def present(a: Analysis) -> View:
         ot = t["op_types"]
         tables.append(Table.from_frame(
             "domains-ops", "Each group's operations by type", ot,
-            [Column("group", "Group", "text"), Column("kind", "Kind", "text"), Column("op_type", "Operation", "text"),
+            [L.group_column(ot), Column("kind", "Kind", "text"), Column("op_type", "Operation", "text"),
              Column("ops", "Count", "int"), Column("total_ms", "Total", "ms"), Column("median_ms", "Median", "ms"),
              Column("p90_ms", "p90", "ms"), Column("max_ms", "Max", "ms"),
              Column("median_bandwidth_gbps", "Median transit bandwidth", "gbps")],
@@ -588,8 +590,8 @@ def _findings(a: Analysis) -> list[Finding]:
         share = gs * below if gs is not None else None
         out.append(Finding(
             "group_slow_link", "medium", ID,
-            f"Link {src} → {dst} of group {_gname(r)} ({r['kind']}) carries {r['slowest_link_gbps']:.3g} GB/s, "
-            f"{fmt.percent(below)} below the median of the group's links ({r['median_link_gbps']:.3g} GB/s); "
+            f"Link {src} → {dst} of group {_gname(r)} ({r['kind']}) carries {fmt.quantity(r['slowest_link_gbps'], 'gbps')}, "
+            f"{fmt.percent(below)} below the median of the group's links ({fmt.quantity(r['median_link_gbps'], 'gbps')}); "
             "the group's operations wait for it.",
             ranks=[src, dst], links=[[src, dst]],
             evidence={"metric": "slowest_link_gbps", "value": float(r["slowest_link_gbps"]),
@@ -629,8 +631,8 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "group_slow_fabric", "medium", ID,
             f"{f['op_type']} in group {_gname(r)} ({r['kind']}, {r['size']} ranks) reaches "
-            f"{f['bandwidth_gbps']:.3g} GB/s, {fmt.percent(below)} below the median of the {f['groups_compared']} "
-            f"{r['kind']} groups of that size ({f['reference_gbps']:.3g} GB/s), on the same operation's transit time.",
+            f"{fmt.quantity(f['bandwidth_gbps'], 'gbps')}, {fmt.percent(below)} below the median of the {f['groups_compared']} "
+            f"{r['kind']} groups of that size ({fmt.quantity(f['reference_gbps'], 'gbps')}), on the same operation's transit time.",
             evidence={"metric": "median_bandwidth_gbps", "value": f["bandwidth_gbps"],
                       "reference": f["reference_gbps"], "group": str(r["group"]), "share_of_step_ratio": share},
             ranks=[int(x) for x in a.tables["members"].loc[a.tables["members"]["gi"] == f["gi"], "rank"].head(64)],

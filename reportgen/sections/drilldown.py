@@ -739,7 +739,7 @@ def _js_list(items) -> str:
 
 def _sig4(v) -> float | None:
     """``v`` to 4 significant digits (the page shows 4), None for NaN: the picker's rows stay short."""
-    return None if v is None or pd.isna(v) else float(f"{float(v):.4g}")
+    return None if v is None or pd.isna(v) else fmt.round_sig(float(v))
 
 
 def picker_figure(a: Analysis) -> tuple[Figure, Control] | None:

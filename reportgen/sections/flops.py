@@ -226,7 +226,7 @@ def _peak(run: Run, options) -> tuple[float | None, str]:
     opt = options.get("peak_tflops") if options is not None else None
     if opt:
         try:
-            return float(opt) * 1e12, f"option peak_tflops = {float(opt):g}"
+            return float(opt) * 1e12, f"option peak_tflops = {fmt.number(float(opt))}"
         except (TypeError, ValueError):
             pass
     props = run.table("device_properties")
@@ -234,7 +234,7 @@ def _peak(run: Run, options) -> tuple[float | None, str]:
         names = props["name"].dropna().astype(str).unique().tolist()
         for pat, tf in PEAK_TFLOPS:
             if names and all(re.search(pat, n) for n in names):
-                return tf * 1e12, f"{names[0]}: {tf:g} TFLOP/s dense BF16/FP16 (datasheet)"
+                return tf * 1e12, f"{names[0]}: {fmt.number(tf)} TFLOP/s dense BF16/FP16 (datasheet)"
     return None, ""
 
 
@@ -294,6 +294,9 @@ def analyze(run: Run, options=None) -> Analysis:
     mean_fps = float(fps.mean()) if len(fps) else math.nan
     per_rank["below_mean_flops_per_s_ratio"] = (mean_fps - per_rank["flops_per_s"]) / mean_fps \
         if mean_fps and mean_fps > 0 else math.nan
+    # the same gap signed as people read it: negative below the mean, positive above (the page's column; a
+    # "below mean" of -146% read as a wrong sign)
+    per_rank["flops_per_s_vs_mean_ratio"] = -per_rank["below_mean_flops_per_s_ratio"]
     stages = stage_table(per_rank)
     tables = {"per_rank": per_rank}
     if not stages.empty:
@@ -468,7 +471,7 @@ def _stage_chart(st: pd.DataFrame) -> Figure:
         color=stage_color("stage_key", sorted(df["stage_key"], key=natural_key), legend=False),
         tooltip=[vl.Tooltip("stage_key:N", title="Stage"), vl.Tooltip("ranks:Q", title="Ranks", format=fmt.D3_INT),
                  tip("flops_sum_u", "Σ FLOPs", s_unit), tip("flops_per_rank_u", "FLOPs per rank", unit),
-                 vl.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format="+" + fmt.D3_PCT)])
+                 vl.Tooltip("above_stage_mean_ratio:Q", title="vs mean of stages", format=fmt.D3_PCT_SIGNED)])
     rule = vl.Chart(df).mark_rule(strokeDash=[4, 3]).encode(y="mean(mean_u):Q")
     chart = (bars + rule).properties(width={"step": band(len(df), 60, 8)}, height=220)
     return Figure("flops-stages", "FLOPs per rank of each pipeline stage", to_spec(chart),
@@ -570,7 +573,8 @@ def present(a: Analysis) -> View:
             Column("device_id", "Device", "int"),
             Column("flops", "FLOPs" + (", estimate" if est else ""), "flop"),
             Column("flops_per_s", "Rate", "flops"), Column("ratio_to_max", "FLOPs / max", "ratio"),
-            Column("below_mean_flops_per_s_ratio", "Rate below mean", "ratio")]
+            Column("flops_per_s_vs_mean_ratio", "Rate vs mean", "ratio",
+                   help="(rate - mean rate) / mean rate: negative below the mean, positive above")]
     if "utilization_ratio" in pr and pr["utilization_ratio"].notna().any():
         cols.append(Column("utilization_ratio", "Utilisation (profiler)", "ratio",
                            help="The profiler's own FLOPS utilisation (of the cube where it splits cube and vector) as "

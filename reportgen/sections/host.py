@@ -369,7 +369,7 @@ def _findings(a: Analysis) -> list[Finding]:
         out.append(Finding(
             "alltoall_imbalance", "medium", ID,
             f"All-to-all traffic is unbalanced: in the worst step the busiest rank moves "
-            f"{a.metrics['alltoall_imbalance_ratio']:.2f}x the mean rank's bytes (rank {top} the most over the run); "
+            f"{fmt.number(a.metrics['alltoall_imbalance_ratio'])}x the mean rank's bytes (rank {top} the most over the run); "
             "with expert parallelism, its experts get more tokens than the others.",
             ranks=[top], evidence={"metric": "alltoall_imbalance_ratio", "value": a.metrics["alltoall_imbalance_ratio"],
                                    "reference": ALLTOALL_IMBALANCE},
@@ -430,7 +430,7 @@ def present(a: Analysis) -> View:
                     "when the launch call came after the stream drained (HTA's host_wait rule)."))
         figures.append(_launch_bars(lp.sort_values("rank").head(CHART_RANKS)))
     if "alltoall_steps" in t:
-        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {m['alltoall_imbalance_ratio']:.2f}")
+        parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {fmt.number(m['alltoall_imbalance_ratio'])}")
         tables.append(Table.from_frame(
             "host-alltoall-table", "All-to-all bytes per rank", t["alltoall_ranks"],
             [Column("rank", "Rank", "rank"), Column("mb_per_step", "All-to-all bytes per step", "mb"),
@@ -481,7 +481,7 @@ def present(a: Analysis) -> View:
         d = t["dynamic"]
         if d["spread_ratio"].notna().any():
             w = d.loc[d["spread_ratio"].idxmax()]
-            parts.append(f"an operator type's time per iteration varies up to {w['spread_ratio']:.2f}x "
+            parts.append(f"an operator type's time per iteration varies up to {fmt.number(w['spread_ratio'])}x "
                          f"({w['op_type']})")
         tables.append(Table.from_frame(
             "host-dynamic", "Operator time per iteration, by operator type", d,
@@ -584,7 +584,7 @@ def ranges_headline(w, own: bool, diagnosed: list[int], by: pd.DataFrame | None 
     what = "own time (collectives inside left out)" if own else "time (collectives and waits inside included)"
     text = (f"the user range with the most {what} beyond the median rank is {w['name']} on rank {rank}: "
             f"{fmt.ms(w['max_mean_ms'])} per occurrence vs {fmt.ms(w['median_mean_ms'])} on the median rank "
-            f"({w['spread_ratio']:.2f}x; {fmt.ms(w['excess_ms'])} more over its {n} occurrences in the profile)")
+            f"({fmt.number(w['spread_ratio'])}x; {fmt.ms(w['excess_ms'])} more over its {n} occurrences in the profile)")
     if diagnosed and rank not in diagnosed:
         text = "an observation: " + text + (
             f"; the diagnosed cause is on rank{'s' if len(diagnosed) > 1 else ''} "
@@ -622,7 +622,7 @@ def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
         color=vl.Color("rel:Q", title="Mean / median rank", scale=vl.diverging([0.5, 1, 2])),
         tooltip=[vl.Tooltip("label:N", title="Range"), vl.Tooltip("rank:O", title="Rank"),
                  vl.tip("mean_ms_u", "Own time per occurrence", unit),
-                 vl.Tooltip("rel:Q", title="Mean / median rank", format=".2f"),
+                 vl.Tooltip("rel:Q", title="Mean / median rank", format=fmt.D3_FORMAT),
                  vl.Tooltip("count:Q", title="Occurrences")])
     return Figure("host-ranges", "User ranges: own time per occurrence, relative to the median rank",
                   to_spec(vl.fit(chart, max(120, 18 * len(names)))),
@@ -641,7 +641,7 @@ def _launch_bars(lp: pd.DataFrame) -> Figure:
         x=x, y=vl.Y("delay_p90_ms_u:Q", axis=vl.Axis(**vl.axis("Launch delay", unit))),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("delay_median_ms_u", "Median", unit),
                  vl.tip("delay_p90_ms_u", "p90", unit),
-                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=".1%")])
+                 vl.Tooltip("host_idle_ratio:Q", title="Host-bound share of idle", format=fmt.D3_PCT)])
     ticks = base.mark_tick(color=palette.ROLE["wait"], thickness=2).encode(x=x, y="delay_median_ms_u:Q")
     return Figure("host-launch", "Kernel launch delay per rank", to_spec(vl.fit(bars + ticks, 200)),
                   caption="Bars: p90 of the launch delay; red ticks: median (kernel start - launch call start). The first "
@@ -656,7 +656,7 @@ def _alltoall_bars(per: pd.DataFrame) -> Figure:
         x=vl.X("rank:O", title="Rank", axis=vl.Axis(labelAngle=0, labelOverlap=True)),
         y=vl.Y("mb_per_step_u:Q", axis=vl.Axis(**vl.axis("All-to-all bytes per step", unit))),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.tip("mb_per_step_u", "Per step", unit),
-                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=".2f")])
+                 vl.Tooltip("ratio_to_mean:Q", title="Ratio to the mean rank", format=fmt.D3_FORMAT)])
     return Figure("host-alltoall", "All-to-all bytes per rank", to_spec(vl.fit(chart, 200)),
                   caption="Mean per step; a balanced expert-parallel run has bars of one height.",
                   alt="Bars of all-to-all bytes per rank")

@@ -27,6 +27,8 @@ first; reportgen/document.py, render.fit_table_data); ``types`` does not grow wi
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import numpy as np
 import pandas as pd
 
@@ -256,7 +258,7 @@ def _heat_figure(rank_type: pd.DataFrame, types: pd.DataFrame, shown: list[int] 
                        legend=vl.Legend(title="Over median rank", format=".2f")),
         tooltip=[vl.Tooltip("rank:O", title="Rank"), vl.Tooltip("type:N", title="Op type"),
                  tip("per_step_ms_u", "Time per step", unit),
-                 vl.Tooltip("ratio:Q", title="Over the median rank", format=".3f")],
+                 vl.Tooltip("ratio:Q", title="Over the median rank", format=fmt.D3_FORMAT)],
     ).properties(width=max(200, min(vl.PLOT_MAX_WIDTH, 18 * n)), height={"step": 18})
     return Figure("operators-rank-heat", "Which rank is slow in which op type", to_spec(chart),
                   caption=f"The {len(top)} op types with the most time (rows) on each rank (columns): time per step "
@@ -360,7 +362,7 @@ def present(a: Analysis) -> View:
         tables.append(Table.from_frame(
             "operators-flops-types", "FLOPs per op type", t["flops_types"],
             [Column("type", "Op type", "text"), Column("ops", "Counted ops", "int"), Column("flops", "FLOPs", "flop"),
-             Column("dur_ms", "Time of the timed ops", "ms"), Column("flops_per_s", "FLOP/s", "flops")],
+             Column("dur_ms", "Time of the timed ops", "ms"), Column("flops_per_s", L.label("flops_per_s"), "flops")],
             caption="FLOPs of the ops counted with one (the FLOPs section's counts), all ranks; FLOP/s = FLOPs of "
                     "the ops with a device duration / that duration."))
     src = ", ".join(f"{k} ({count(v, 'rank')})" for k, v in sorted(m["sources"].items()))
@@ -375,6 +377,6 @@ def present(a: Analysis) -> View:
         notes.append(th.ranks_shown_note(shown, m["ranks"], "operator time per step"))
     top = m.get("top_type")
     summary = (f"{count(m['op_types'], 'op type')} and {count(m['operators'], 'operator')} over "
-               f"{count(m['ranks'], 'rank')}" + (f"; {top} takes the most time ({m['top_type_share_ratio']:.0%})."
+               f"{count(m['ranks'], 'rank')}" + (f"; {top} takes the most time ({fmt.percent(m['top_type_share_ratio'])})."
                                                  if top else "."))
     return View(summary=summary, figures=figures, tables=tables, notes=notes, ranks_drawn=shown or [])

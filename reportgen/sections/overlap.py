@@ -29,6 +29,8 @@ Sources and definitions:
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 
 from .. import charts as vl
@@ -248,7 +250,7 @@ def analyze(run: Run, options=None) -> Analysis:
     data = {"pipeline": bool(run.stage_map) and (run.parallel.get("stages") or 1) > 1,
             "most_receive": most_receive_stage(per_rank)}
     a = Analysis(metrics=metrics, tables=tables, data=data)
-    a.findings = _findings(metrics, data, per_rank_out)
+    a.findings = _findings(metrics, {**data, "framework": run.framework}, per_rank_out)
     return a
 
 
@@ -285,13 +287,12 @@ def present(a: Analysis) -> View:
     per_rank, rows = a.tables["per_rank"], a.tables["per_rank_step"]
     device = m["breakdown"] == "device"
     if device:
-        phases = [("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
-                  ("free_ms", "Free")]
+        phases = [(k, L.label(k)) for k in ("computing_ms", "comm_not_overlapped_ms", "free_ms")]
     elif a.data["pipeline"]:
-        phases = [("computation_incl_free_ms", "Computation (incl. idle)"), ("receive_only_ms", "Pure receive"),
+        phases = [("computation_incl_free_ms", L.COMPUTATION_INCL_FREE), ("receive_only_ms", "Pure receive"),
                   ("comm_not_overlapped_exclude_receive_ms", "Pure collective communication")]
     else:
-        phases = [("computation_incl_free_ms", "Computation (incl. idle)"),
+        phases = [("computation_incl_free_ms", L.COMPUTATION_INCL_FREE),
                   ("comm_not_overlapped_ms", "Pure communication")]
     steps = sorted(rows["step"].unique().tolist())
     warm = set(m.get("warmup_steps") or [])
@@ -302,13 +303,13 @@ def present(a: Analysis) -> View:
     if stage_values:
         controls.append(Control("stage_sel", "Stage", [("all", "All stages")] +
                                 [(str(s), f"Stage {s}") for s in stage_values], "all"))
-    labels = {"computing_ms": "Computing", "comm_busy_ms": "Communication busy (union)", "comm_not_overlapped_ms": "Comm. not overlapped",
-              "overlapped_ms": "Overlapped", "free_ms": "Free", "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
+    labels = {**{k: L.label(k) for k in ("computing_ms", "comm_busy_ms", "comm_not_overlapped_ms", "overlapped_ms",
+                                          "free_ms", "preparing_ms", "computation_incl_free_ms", "step_interval_ms",
+                                          "step_ms")},
+              "stage_ms": "Stage", "bubble_ms": "Bubble (profiler)",
               "receive_only_ms": "Pure receive", "comm_not_overlapped_exclude_receive_ms": "Comm. not overlapped excl. receive",
-              "preparing_ms": "Preparing", "computation_incl_free_ms": "Computation incl. idle",
               "receive_incl_batch_ms": "Receive incl. batchSendRecv (ours)", "stage_incl_batch_ms": "Stage (ours)",
-              "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)",
-              "step_interval_ms": "Step interval", "step_ms": "Step"}
+              "comm_not_overlapped_exclude_receive_incl_batch_ms": "Comm. not overlapped excl. receive (ours)"}
     # column groups (a band over the header): the pipeline's receive / bubble columns, which its findings cite,
     # come right after rank and stage when the run is a pipeline
     pipe_keys = ["bubble_ms", "receive_only_ms", "receive_incl_batch_ms", "stage_ms", "stage_incl_batch_ms",
@@ -417,8 +418,9 @@ def _findings(m: dict, data: dict, per_rank: pd.DataFrame) -> list[Finding]:
             f"Pure (not overlapped) communication takes {fmt.percent(share)} of the step over all ranks, above the "
             f"{fmt.percent(t)} guideline.",
             evidence={"metric": "comm_share_ratio", "value": share, "reference": t},
-            suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes such as "
-                       "all_reduce_fusion_config or DDP bucket_cap_mb), or reduce the data-parallel traffic.",
+            suggestion="Overlap gradient communication with backward computation (bucket / fusion sizes: "
+                       + L.FUSION_OPTION.get(data.get("framework") or "", L.FUSION_OPTION[""])
+                       + "), or reduce the data-parallel traffic.",
             view=EvidenceView("overlap-heatmap", {"overlap_metric": "comm_not_overlapped_ms"})))
     between = m.get("between_stage_share_ratio")
     if data["pipeline"] and between is not None and not math.isnan(between) and between > t:

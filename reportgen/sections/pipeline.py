@@ -13,6 +13,8 @@ research notes on the seed's cluster pages §3.6), from the run's point-to-point
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import pandas as pd
 
 from .. import charts as vl
@@ -114,12 +116,12 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
                 help="the whole duration of receive and send+receive operations (waiting included, overlapped or "
                      "not); the overlap section's receive time counts only when nothing else runs")],
         caption="Means per rank and step over the steps in scope." + (
-            f" Micro-batches: {m['micro_batches']:g} (forward sends of the first stage per rank and step)."
+            f" Micro-batches: {fmt.number(m['micro_batches'])} (forward sends of the first stage per rank and step)."
             if m["micro_batches"] else " The micro-batch count cannot be read from these operations.")),
         Table.from_frame(
         "strategy-pipeline-links", "Send → receive pairs per rank pair", d["links"],
-        [Column("src_rank", "From rank", "rank"), Column("src_stage", "From stage", "int"),
-         Column("dst_rank", "To rank", "rank"), Column("dst_stage", "To stage", "int"),
+        [Column("src_rank", L.label("src_rank"), "rank"), Column("src_stage", "From stage", "int"),
+         Column("dst_rank", L.label("dst_rank"), "rank"), Column("dst_stage", "To stage", "int"),
          Column("kind", "Kind", "text"), Column("pairs", "Pairs per step", "float"),
          Column("matched", "Matched per step", "float"), Column("unmatched", "Unmatched (all steps)", "int")],
         caption="A send is joined to the receive of the same peer pair in the same position (issue order), as the "
@@ -132,7 +134,7 @@ def present(d: dict) -> tuple[list[Figure], list[Table], list[Control], str]:
         controls.append(fig[1])
     summary = (f"{m['p2p_matched']:,} of {m['p2p_pairs']:,} point-to-point pairs matched over "
                f"{count(m['steps'], 'step')}"
-               + (f", {m['micro_batches']:g} micro-batches" if m["micro_batches"] else "") + ".")
+               + (f", {fmt.number(m['micro_batches'])} micro-batches" if m["micro_batches"] else "") + ".")
     return figures, tables, controls, summary
 
 

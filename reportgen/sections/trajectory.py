@@ -21,6 +21,8 @@ the mean over steps.
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import math
 from dataclasses import dataclass
 
@@ -55,14 +57,13 @@ class Source:
 #: step_trace with step interval / forward+backward / tail (module doc)
 STEP_PHASES = Source(
     "step_trace", "step_trace_avg",
-    (("step_interval_ms", "Step interval (data wait)"), ("fp_bp_ms", "Forward + backward"),
+    (("step_interval_ms", L.label("step_interval_ms")), ("fp_bp_ms", "Forward + backward"),
      ("tail_ms", "Tail (gradient sync + update)")),
     "fp_bp_ms", "forward+backward")
 #: step_time partitioned into computing / communication not overlapped / free (the device timeline's partition)
 DEVICE_PARTS = Source(
     "step_time", None,
-    (("computing_ms", "Computing"), ("comm_not_overlapped_ms", "Communication not overlapped"),
-     ("free_ms", "Free (idle device)")),
+    tuple((k, L.label(k)) for k in ("computing_ms", "comm_not_overlapped_ms", "free_ms")),
     "computing_ms", "computing")
 #: step_time with only collectives / everything else (no device timeline)
 COLLECTIVE_PARTS = Source(
@@ -102,7 +103,7 @@ def metrics_of(src: Source, wait: str | None = None) -> list[str]:
 
 
 def labels_of(src: Source, wait: str | None = None, wait_measure: str = "") -> dict[str, str]:
-    labels = {"step_ms": "Step time", **dict(src.phases)}
+    labels = {"step_ms": L.label("step_ms"), **dict(src.phases)}
     if wait and wait not in labels:
         labels[wait] = WAIT_LABEL.get(wait_measure, wait_measure).capitalize()
     return labels

@@ -15,6 +15,8 @@ the step facts and the canonical timeline); this section only turns it into find
 
 from __future__ import annotations
 
+from .. import labels as L
+
 import pandas as pd
 
 from .. import charts as vl
@@ -202,7 +204,7 @@ def present(a: Analysis) -> View:
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
             Column("busy_ms", "Compute busy", "ms"), Column("ops", "Operations launched", "float"),
             Column("input_ms", "Input wait", "ms"), Column("held_ms", "Held its calls (sum over calls)", "ms"),
-            Column("waited_ms", "Waited (sum over calls)", "ms")]
+            Column("waited_ms", L.label("waited_ms"), "ms")]
     if "path_own_ms" in t["ranks"]:
         cols.append(Column("path_own_ms", "Own work on the critical path", "ms"))
     tables = [Table.from_frame("waits-ranks", "Per rank, mean per step", t["ranks"], cols,
