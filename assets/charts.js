@@ -21,6 +21,25 @@
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
 
+  /* Warnings and errors logged while the charts draw (Vega-Lite's compiler and Vega's views write them with
+   * console.warn / console.error): kept, with the chart that last started drawing, for reportgenCharts.logged()
+   * (the tests read them: a page logs none), and still written to the console. */
+  var logged = [];
+  var drawing = "";
+  if (window.console) {
+    ["warn", "error"].forEach(function (level) {
+      var write = console[level];
+      if (typeof write !== "function") return;
+      console[level] = function () {
+        try {
+          logged.push({ level: level, chart: drawing,
+                        text: Array.prototype.map.call(arguments, function (a) { return String(a); }).join(" ") });
+        } catch (e) { /* a message that cannot be read as text is still written below */ }
+        return write.apply(console, arguments);
+      };
+    });
+  }
+
   function ready() {
     if (root.dataset.chartsReady === "1") return;
     root.dataset.chartsReady = "1";
@@ -214,6 +233,7 @@
       spec = restore(JSON.parse(holder.textContent));
       if (typeof window.vegaEmbed !== "function") throw new Error("the chart library did not load");
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
+      drawing = el.getAttribute("data-spec") || "";
       resolve(window.vegaEmbed(el, spec, embedOptions(el)));
     }).then(function (result) {
       var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec) };
@@ -487,6 +507,8 @@
 
   /* read-only, for tests and the console: the signal values a drawn figure declares */
   window.reportgenCharts = {
+    /* the warnings and errors logged since the page opened: [{level, chart, text}] (chart: the spec last started) */
+    logged: function () { return logged.map(function (m) { return { level: m.level, chart: m.chart, text: m.text }; }); },
     signals: function (figureId) {
       var out = null;
       views.forEach(function (e) {
