@@ -210,7 +210,7 @@
       }
       /* a view's title (13 px bold) in lines: a long title is centred on the view and overhangs the SVG */
       var view = ["mark", "layer", "vconcat", "hconcat", "concat", "facet", "spec"].some(function (k) { return k in node; });
-      var titleChars = Math.max(16, Math.floor(width / 8));
+      var titleChars = Math.max(16, Math.floor(width / 9.5));
       if (view && typeof node.title === "string" && node.title.length > titleChars) {
         node.title = wrapText(node.title, titleChars);
       } else if (view && node.title && typeof node.title === "object" && typeof node.title.text === "string" &&
