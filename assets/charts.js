@@ -193,7 +193,8 @@
         LEGEND_CHANNELS.forEach(function (ch) {
           var def = enc[ch];
           if (!def || typeof def !== "object" || Array.isArray(def) || def.legend === null) return;
-          if (!def.field && !def.condition && !def.aggregate && !def.datum) return;
+          /* a channel with a legend: a field (or aggregate / datum), not a value or a value-only condition */
+          if (!def.field && !def.aggregate && def.datum === undefined && !(def.condition && def.condition.field)) return;
           enc[ch] = Object.assign({}, def, { legend: legend(def.legend || {}, def.title) });
         });
         var x = enc.x; /* a long x axis title in lines (centred on a narrow plot, one line overhangs the SVG) */
