@@ -21,6 +21,25 @@
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
 
+  /* Warnings and errors logged while the charts draw (Vega-Lite's compiler and Vega's views write them with
+   * console.warn / console.error): kept, with the chart that last started drawing, for reportgenCharts.logged()
+   * (the tests read them: a page logs none), and still written to the console. */
+  var logged = [];
+  var drawing = "";
+  if (window.console) {
+    ["warn", "error"].forEach(function (level) {
+      var write = console[level];
+      if (typeof write !== "function") return;
+      console[level] = function () {
+        try {
+          logged.push({ level: level, chart: drawing,
+                        text: Array.prototype.map.call(arguments, function (a) { return String(a); }).join(" ") });
+        } catch (e) { /* a message that cannot be read as text is still written below */ }
+        return write.apply(console, arguments);
+      };
+    });
+  }
+
   function ready() {
     if (root.dataset.chartsReady === "1") return;
     root.dataset.chartsReady = "1";
@@ -126,6 +145,134 @@
     };
   }
 
+  /* Narrow screens (a phone: a chart box below NARROW px). A legend beside or above the plot takes the width the
+   * plot needs, and a row of legend entries wider than the box is drawn outside the SVG (cut); so there every
+   * legend goes below the plot, one entry per line, its labels and title as long as the box allows. */
+  var NARROW = 600;
+  /* words of `text` in lines of at most `chars` characters (a longer word is cut into pieces of `chars`) */
+  function wrapText(text, chars) {
+    var lines = [];
+    String(text).split(/\s+/).forEach(function (word) {
+      while (word.length > chars) { lines.push(word.slice(0, chars)); word = word.slice(chars); }
+      var last = lines.length ? lines[lines.length - 1] : null;
+      if (last !== null && last.length + 1 + word.length <= chars) lines[lines.length - 1] = last + " " + word;
+      else if (word) lines.push(word);
+    });
+    return lines.length > 1 ? lines : String(text);
+  }
+  var LEGEND_CHANNELS = ["color", "fill", "stroke", "shape", "size", "opacity", "fillOpacity", "strokeOpacity",
+                         "strokeWidth", "strokeDash", "angle"];
+  function narrowLegends(spec, width) {
+    var room = Math.max(100, Math.floor(width * 0.6) - 60); /* beside the y axis (its labels: 35% at most) */
+    var chars = Math.max(12, Math.floor(room / 6.5));
+    var axisLimit = Math.max(60, Math.floor(width * 0.35));
+    /* the label split into lines (a Vega expression; Vega draws an array of strings as lines) */
+    function lines(expr) {
+      return "split(trim(replace((" + expr + ") + '', regexp('(.{1," + chars + "})(?:\\\\s+|$)|(\\\\S{" + chars +
+        "})', 'g'), '$1$2\\n')), '\\n')";
+    }
+    function legend(lg, title) {
+      if (!lg || typeof lg !== "object" || Array.isArray(lg)) return lg;
+      var out = Object.assign({}, lg);
+      if (out.orient !== "none" && out.legendX === undefined && out.legendY === undefined) out.orient = "bottom";
+      out.columns = 1;
+      delete out.direction;
+      out.labelLimit = Math.max(out.labelLimit || 0, width);
+      out.titleLimit = Math.max(out.titleLimit || 0, width);
+      out.labelExpr = lines(typeof out.labelExpr === "string" ? out.labelExpr : "datum.label");
+      var t = out.title !== undefined ? out.title : title;
+      if (typeof t === "string") out.title = wrapText(t, chars);
+      if (typeof out.gradientLength === "number") out.gradientLength = Math.min(out.gradientLength, room);
+      return out;
+    }
+    function walk(node) {
+      if (!node || typeof node !== "object") return;
+      if (Array.isArray(node)) { node.forEach(walk); return; }
+      var enc = node.encoding;
+      if (enc && typeof enc === "object") {
+        LEGEND_CHANNELS.forEach(function (ch) {
+          var def = enc[ch];
+          if (!def || typeof def !== "object" || Array.isArray(def) || def.legend === null) return;
+          /* a channel with a legend: a field (or aggregate / datum), not a value or a value-only condition */
+          if (!def.field && !def.aggregate && def.datum === undefined && !(def.condition && def.condition.field)) return;
+          enc[ch] = Object.assign({}, def, { legend: legend(def.legend || {}, def.title) });
+        });
+        var x = enc.x; /* a long x axis title in lines (centred on a narrow plot, one line overhangs the SVG) */
+        if (x && typeof x === "object" && x.axis !== null) {
+          var xt = x.axis && x.axis.title !== undefined ? x.axis.title : x.title;
+          if (typeof xt === "string" && xt.length > chars) {
+            enc.x = Object.assign({}, x, { axis: Object.assign({}, x.axis || {}, { title: wrapText(xt, chars) }) });
+          }
+        }
+        var y = enc.y;
+        if (y && typeof y === "object" && y.axis && typeof y.axis === "object") {
+          y.axis = Object.assign({}, y.axis, { labelLimit: Math.min(y.axis.labelLimit || axisLimit, axisLimit) });
+        }
+      }
+      /* a view's title (13 px bold) in lines: a long title is centred on the view and overhangs the SVG */
+      var view = ["mark", "layer", "vconcat", "hconcat", "concat", "facet", "spec"].some(function (k) { return k in node; });
+      var titleChars = Math.max(16, Math.floor(width / 9.5));
+      if (view && typeof node.title === "string" && node.title.length > titleChars) {
+        node.title = wrapText(node.title, titleChars);
+      } else if (view && node.title && typeof node.title === "object" && typeof node.title.text === "string" &&
+                 node.title.text.length > titleChars) {
+        node.title = Object.assign({}, node.title, { text: wrapText(node.title.text, titleChars) });
+      }
+      Object.keys(node).forEach(function (k) {
+        if (k !== "datasets" && k !== "data" && k !== "encoding") walk(node[k]);
+      });
+      if (enc && typeof enc === "object") walk(enc.row || null);
+    }
+    walk(spec);
+    var config = spec.config = Object.assign({}, spec.config || {});
+    config.legend = Object.assign({}, config.legend || {}, { orient: "bottom", columns: 1, labelLimit: width,
+                                                             titleLimit: width });
+    config.axisY = Object.assign({}, config.axisY || {}, { labelLimit: axisLimit });
+    return spec;
+  }
+  /* several legends below the plot: one under the other, not side by side (a Vega option, set in the compiled spec) */
+  function stackLegends(vg) {
+    vg.config = Object.assign({}, vg.config || {});
+    vg.config.legend = Object.assign({}, vg.config.legend || {}, {
+      layout: { bottom: { direction: "vertical", anchor: "start", margin: 6 } }
+    });
+    return vg;
+  }
+
+  /* The box a chart may take (its element's content box, less vega-embed's room for the actions button). */
+  function roomOf(el) {
+    var wrap = el.querySelector(".vega-embed") || el;
+    var cs = window.getComputedStyle(wrap);
+    return wrap.clientWidth - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.paddingRight) || 0);
+  }
+  function drawnWidth(el) {
+    var node = el.querySelector("svg.marks, canvas.marks");
+    return node ? node.getBoundingClientRect().width : 0;
+  }
+  /* A chart whose width is computed (a step per column, or a fixed width) and is wider than a narrow box: its
+   * columns (signal x_step) or its plot (signal width) are made narrower so that the whole chart fits, its text
+   * keeping its size; what still does not fit is scaled down by report.css (never cut, never scrolling the page). */
+  function fitNarrow(entry) {
+    var el = entry.el, view = entry.view;
+    var excess = drawnWidth(el) - roomOf(el);
+    if (!(excess > 1) || roomOf(el) >= NARROW) return Promise.resolve();
+    var has = function (name) { try { view.signal(name); return true; } catch (e) { return false; } };
+    try {
+      var plot = has("width") ? Number(view.signal("width")) : 0;
+      if (has("x_step") && plot > 0) {
+        var step = Number(view.signal("x_step"));
+        view.signal("x_step", Math.max(2, Math.floor(step * Math.max(0.1, (plot - excess) / plot))));
+      } else if (plot > 0 && !entry.fits) {
+        view.width(Math.max(60, Math.floor(plot - excess)));
+      } else {
+        return Promise.resolve();
+      }
+      return view.runAsync();
+    } catch (e) {
+      return Promise.resolve();
+    }
+  }
+
   /* Names of the top-level variable params (Vega-Lite) or signals (Vega) a spec declares. */
   function declared(spec) {
     var names = Object.create(null);
@@ -214,13 +361,21 @@
       spec = restore(JSON.parse(holder.textContent));
       if (typeof window.vegaEmbed !== "function") throw new Error("the chart library did not load");
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
-      resolve(window.vegaEmbed(el, spec, embedOptions(el)));
+      drawing = el.getAttribute("data-spec") || "";
+      var options = embedOptions(el);
+      if (el.clientWidth && el.clientWidth < NARROW) {
+        narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
+        options.patch = stackLegends;
+      }
+      resolve(window.vegaEmbed(el, spec, options));
     }).then(function (result) {
-      var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec) };
+      var auto = spec && spec.autosize, kind = auto && typeof auto === "object" ? auto.type : auto;
+      var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec),
+                    fits: typeof kind === "string" && kind.indexOf("fit") === 0 };
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
-      return applyChosen(entry);
+      return applyChosen(entry).then(function () { return fitNarrow(entry); });
     }).then(function () {
       el.setAttribute("data-rendered", "1");
     }, function (err) {
@@ -511,6 +666,8 @@
 
   /* read-only, for tests and the console: the signal values a drawn figure declares */
   window.reportgenCharts = {
+    /* the warnings and errors logged since the page opened: [{level, chart, text}] (chart: the spec last started) */
+    logged: function () { return logged.map(function (m) { return { level: m.level, chart: m.chart, text: m.text }; }); },
     signals: function (figureId) {
       var out = null;
       views.forEach(function (e) {

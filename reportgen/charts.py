@@ -319,6 +319,7 @@ def to_spec(chart: dict) -> dict[str, Any]:
         names = {p["name"] for p in top}
         spec["params"] = top + [p for n, p in params.items() if n not in names]
     spec.setdefault("autosize", dict(PAD))
+    spec = _fit_with_discrete_size(spec)
     config = spec.setdefault("config", {})
     for key, value_ in CONFIG.items():
         config[key] = {**value_, **config.get(key, {})}
@@ -327,6 +328,106 @@ def to_spec(chart: dict) -> dict[str, Any]:
     spec = {"$schema": SCHEMA_URL, **spec}
     if os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1":
         validate(spec)
+    return spec
+
+
+#: autosize types that ask Vega-Lite to fit the chart to a width and / or height
+_FIT_TYPES = ("fit", "fit-x", "fit-y")
+#: keys of a top-level spec that stay at the top when a single view is wrapped (``_fit_with_discrete_size``)
+_TOP_KEYS = ("$schema", "datasets", "data", "params", "autosize", "config", "padding", "title", "usermeta",
+             "background", "description", "name")
+
+
+def _discrete(enc: Any, channel: str) -> bool:
+    """Whether ``channel`` (x / y) of an encoding has a discrete (band / point) scale."""
+    d = (enc or {}).get(channel) if isinstance(enc, dict) else None
+    if not isinstance(d, dict):
+        return False
+    kind = (d.get("scale") or {}).get("type") if isinstance(d.get("scale"), dict) else None
+    if kind:
+        return kind in ("band", "point")
+    return d.get("type") in ("nominal", "ordinal")
+
+
+def _step_size(view: dict, size: str) -> bool:
+    """Whether a unit or layer view's ``size`` ("width" / "height") is discrete (Vega-Lite's layout size "step"):
+    set as ``{"step": n}``, or not set with a discrete x / y in the view or one of its layers."""
+    value = view.get(size)
+    if isinstance(value, dict):
+        return "step" in value
+    if value is not None:
+        return False
+    channel = "x" if size == "width" else "y"
+    return _discrete(view.get("encoding"), channel) or any(
+        isinstance(sub, dict) and ("layer" in sub or "mark" in sub) and _step_size(sub, size)
+        for sub in view.get("layer") or ())
+
+
+def fit_drops(spec: dict) -> list[str]:
+    """What Vega-Lite would drop of ``spec``'s autosize, with its warning ('Dropping "fit-y" because spec has
+    discrete height'): a single (unit or layer) view asking to fit (``fit`` / ``fit-x`` / ``fit-y``) while its width
+    or height is a step per category. Vega-Lite warns even for ``fit-x`` with a step height (it checks the fit type,
+    not the axis), so such a chart must not be a single view with a fit autosize. Empty when nothing is dropped."""
+    if not isinstance(spec, dict) or not ("mark" in spec or "layer" in spec):
+        return []
+    auto = spec.get("autosize")
+    kind = auto.get("type") if isinstance(auto, dict) else auto
+    if kind not in _FIT_TYPES:
+        return []
+    return [f"fit-{'y' if size == 'height' else 'x'} (discrete {size})" for size in ("width", "height")
+            if _step_size(spec, size)]
+
+
+#: composite marks: Vega-Lite warns "Selection not supported for <mark> yet" and ignores a selection on them
+_COMPOSITE_MARKS = ("boxplot", "errorbar", "errorband")
+
+
+def vega_lite_warnings(spec: dict) -> list[str]:
+    """What Vega-Lite would warn about while compiling ``spec`` (and then ignore), found without a browser: a fit
+    autosize it drops (:func:`fit_drops`) and a selection on a composite mark (boxplot, errorbar, errorband)."""
+    out = [f'Dropping "{d}"' for d in fit_drops(spec)]
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            mark = node.get("mark")
+            kind = mark.get("type") if isinstance(mark, dict) else mark
+            if kind in _COMPOSITE_MARKS and any(isinstance(p, dict) and "select" in p for p in node.get("params") or ()):
+                out.append(f"Selection not supported for {kind} ({path or 'top'})")
+            for key in ("layer", "vconcat", "hconcat", "concat"):
+                for i, sub in enumerate(node.get(key) or ()):
+                    walk(sub, f"{path}/{key}/{i}")
+            if isinstance(node.get("spec"), dict):
+                walk(node["spec"], f"{path}/spec")
+    walk(spec, "")
+    return out
+
+
+def _fit_with_discrete_size(spec: dict) -> dict:
+    """``spec`` as wide as its container with a height of one step per category, without Vega-Lite's warning: a
+    single view whose autosize fits while one of its sizes is a step (:func:`fit_drops`) goes into a one-view
+    ``vconcat`` (whose height is the sum of its views, so nothing is dropped); data, variable parameters,
+    autosize, config and title stay at the top, the view and its selections move into the concatenation."""
+    if not fit_drops(spec):
+        return spec
+    top = {k: v for k, v in spec.items() if k in _TOP_KEYS}
+    view = {k: v for k, v in spec.items() if k not in _TOP_KEYS}
+    params = list(spec.get("params") or [])
+    selections = [p for p in params if isinstance(p, dict) and "select" in p]
+    if selections:
+        view["params"] = selections
+    if params:
+        top["params"] = [p for p in params if not (isinstance(p, dict) and "select" in p)]
+        if not top["params"]:
+            del top["params"]
+    top["vconcat"] = [view]
+    return top
+
+
+def single_view(spec: dict) -> dict:
+    """The one view of a chart (``spec`` itself, or the view ``_fit_with_discrete_size`` wrapped)."""
+    v = spec.get("vconcat") if isinstance(spec, dict) else None
+    if isinstance(v, list) and len(v) == 1 and "mark" not in spec and "layer" not in spec:
+        return v[0]
     return spec
 
 

@@ -739,25 +739,71 @@ def clean_svg(svg: str) -> str | None:
     return ET.tostring(root, encoding="unicode")
 
 
-def static_svg(spec: dict[str, Any] | None) -> Markup:
-    """A chart pre-rendered to inline SVG by vl-convert (no JavaScript in the page).
+#: the page's colours in dark mode (report.css, ``@media (prefers-color-scheme: dark)``) a dark --static chart takes
+_DARK_NAMES = ("--bg", "--fg", "--muted", "--border")
 
-    vl-convert escapes text and writes presentation attributes only; the SVG is still rebuilt by
-    :func:`clean_svg` so nothing in it can run or load (script, event handlers, links, images).
-    """
+
+def dark_colours() -> dict[str, str]:
+    """The custom properties of report.css's dark block (``--bg``, ``--fg``...): one place for the page's colours."""
+    css = read_asset("report.css")
+    m = re.search(r"@media \(prefers-color-scheme: dark\)\s*\{\s*:root\s*\{(.*?)\}", css, re.S)
+    found = dict(re.findall(r"(--[\w-]+)\s*:\s*([^;]+);", m.group(1))) if m else {}
+    missing = [n for n in _DARK_NAMES if n not in found]
+    if missing:
+        raise ValueError(f"report.css has no dark value for {', '.join(missing)}")
+    return {k: v.strip() for k, v in found.items()}
+
+
+def dark_chart_config() -> dict[str, Any]:
+    """The Vega-Lite config of a chart drawn for the dark page (the --static twin of charts.js darkConfig): the page's
+    background, text and axes in its text colours; data colours (reportgen/palette.py) do not change."""
+    c = dark_colours()
+    fg, muted, faint = c["--fg"], c["--muted"], c["--border"]
+    line = {"color": fg}
+    return {
+        "background": c["--bg"],
+        "title": {"color": fg, "subtitleColor": muted},
+        "style": {"guide-label": {"fill": fg}, "guide-title": {"fill": fg}},
+        "axis": {"domainColor": muted, "tickColor": muted, "gridColor": faint, "labelColor": fg, "titleColor": fg},
+        "legend": {"labelColor": fg, "titleColor": fg},
+        "view": {"stroke": muted},
+        "text": {"color": fg},
+        "rule": line, "tick": line,
+        "boxplot": {"rule": line, "ticks": line}, "errorbar": {"rule": line, "ticks": line},
+    }
+
+
+def _one_svg(spec: dict[str, Any], dark: bool) -> str:
+    """One chart as cleaned SVG text (:func:`clean_svg`), or a sentence saying why there is none."""
     import vl_convert as vlc
 
-    if spec is None:
-        return Markup("")
     try:
-        svg = vlc.vegalite_to_svg(charts.static_spec(spec))  # no container to measure: a fixed width
+        svg = vlc.vegalite_to_svg(charts.static_spec(spec), **({"theme": "dark", "config": dark_chart_config()}
+                                                               if dark else {}))
     except Exception as exc:  # noqa: BLE001 - one chart must not break the static report
-        return Markup(f'<p class="rg-muted">{escape(f"This chart could not be drawn statically ({type(exc).__name__}).")}</p>')
+        return str(Markup('<p class="rg-muted">{}</p>').format(
+            f"This chart could not be drawn statically ({type(exc).__name__})."))
     cleaned = clean_svg(svg)
     if cleaned is None:
-        return Markup('<p class="rg-muted">This chart was left out of the static report (its SVG could not be '
-                      'read).</p>')
-    return Markup(cleaned)
+        return ('<p class="rg-muted">This chart was left out of the static report (its SVG could not be '
+                'read).</p>')
+    return cleaned
+
+
+def static_svg(spec: dict[str, Any] | None) -> Markup:
+    """A chart pre-rendered to inline SVG by vl-convert (no JavaScript in the page), twice: for the light page and
+    for the dark one (report.css shows the one of the reader's colour scheme, and the light one on paper), so a
+    chart is never a white panel on the dark page.
+
+    vl-convert escapes text and writes presentation attributes only; the SVG is still rebuilt by
+    :func:`clean_svg` so nothing in it can run or load (script, event handlers, links, images). Its ids (clip
+    paths, gradients) are numbered across the whole conversion, so the two copies never share one.
+    """
+    if spec is None:
+        return Markup("")
+    light, dark = _one_svg(spec, False), _one_svg(spec, True)
+    return Markup(f'<div class="rg-scheme-light">{light}</div>'
+                  f'<div class="rg-scheme-dark" aria-hidden="true">{dark}</div>')
 
 
 def with_params(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

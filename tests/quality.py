@@ -228,7 +228,8 @@ COLLECT_JS = r"""
   const charts = [];
   for (const chart of doc.querySelectorAll('.rg-chart')) {
     if (!shown(chart)) continue;
-    const svgs = Array.from(chart.querySelectorAll('svg')).filter(s => !s.parentElement.closest('svg, details'));
+    const svgs = Array.from(chart.querySelectorAll('svg')).filter(s => !s.parentElement.closest('svg, details')
+      && s.getClientRects().length > 0);  // (a --static chart's variant for the other colour scheme is not shown)
     svgs.forEach((svg, si) => {
       const r = svg.getBoundingClientRect();
       const name = nameOf(chart) + (svgs.length > 1 ? ' svg' + si : '');

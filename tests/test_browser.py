@@ -90,6 +90,7 @@ class PageLog:
         self.requests: list[str] = []
         self.blocked: list[str] = []
         self.console_errors: list[str] = []
+        self.console_warnings: list[str] = []  # not problems(): tests that want none assert it themselves
         self.page_errors: list[str] = []
         self.dialogs: list[str] = []
 
@@ -121,7 +122,8 @@ def open_report(browser):
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         page.on("request", lambda req: log.requests.append(req.url))
-        page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+        page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error"
+                else log.console_warnings.append(m.text) if m.type == "warning" else None)
         page.on("pageerror", lambda e: log.page_errors.append(str(e)))
         page.on("dialog", lambda d: (log.dialogs.append(d.message), d.dismiss()))
         page.goto(path.resolve().as_uri())

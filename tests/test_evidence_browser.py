@@ -264,13 +264,15 @@ def test_static_svg_text_inside_and_captions_for_paper(report_cache, browser, na
     try:
         page = ctx.new_page()
         page.goto(out.resolve().as_uri())
-        assert page.locator("figure svg").count() == page.locator("figure").count() > 0
+        # each chart twice (render.static_svg): the light page shows the light one
+        assert page.locator("figure .rg-scheme-light svg").count() == page.locator("figure").count() > 0
+        assert page.locator("figure .rg-scheme-dark svg").count() == page.locator("figure").count()
         assert page.evaluate(TEXT_OUTSIDE_JS) == []
         # each finding whose view sets a control carries its chart so set (no script can set it up here)
         for i, f in enumerate(doc["findings"]):
             chosen = {k: v for k, v in f["view"]["signals"].items() if not k.startswith("focus_")}
             if chosen and f["view"]["figure"] in ("trajectory-heatmap", "overlap-heatmap"):
-                assert page.locator(f"#finding-{i + 1} .rg-finding-chart svg").count() == 1, f["id"]
+                assert page.locator(f"#finding-{i + 1} .rg-finding-chart .rg-scheme-light svg").count() == 1, f["id"]
         captions = page.locator("figcaption .rg-fig-caption, .rg-table-caption").all_inner_texts()
         talk = [c for c in captions if INTERACTIVE.search(c)]
         assert not talk, talk

@@ -36,8 +36,9 @@ VISIBLE = 'onerror="window.__pwned=2">'
 STATIC_MARKS_JS = """
 () => Array.from(document.querySelectorAll('figure.rg-figure')).map(fig => ({
   id: fig.id,
-  svg: fig.querySelectorAll('.rg-static svg').length,
-  marks: fig.querySelectorAll('.rg-static svg .role-mark > *').length,
+  svg: fig.querySelectorAll('.rg-static .rg-scheme-light svg').length,
+  dark: fig.querySelectorAll('.rg-static .rg-scheme-dark svg').length,
+  marks: fig.querySelectorAll('.rg-static .rg-scheme-light svg .role-mark > *').length,
   left_out: fig.querySelector('.rg-muted') ? fig.querySelector('.rg-muted').textContent : null,
 }))
 """
@@ -144,7 +145,7 @@ def test_hostile_names_static_keeps_every_chart(reports, browser, family):  # no
         figures = page.evaluate(STATIC_MARKS_JS)
         assert len(figures) >= 10
         for f in figures:
-            assert f["svg"] == 1 and f["marks"] > 0, f
+            assert f["svg"] == 1 and f["dark"] == 1 and f["marks"] > 0, f
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert not dialogs and not errors, (dialogs, errors)
         assert requests == [html.resolve().as_uri()], requests

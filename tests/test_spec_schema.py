@@ -84,3 +84,45 @@ def test_a_report_does_not_import_altair(tmp_path):
     assert out.returncode in (0, 3), out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
     assert (tmp_path / "d.html").stat().st_size > 100_000
+
+
+@pytest.mark.parametrize("source", ["demo", "mi", "ascend", "kineto", "pp2x4", "level2", "gloo"])
+def test_no_spec_asks_for_what_vega_lite_drops(source, generated):
+    """Issue 28 #3: Vega-Lite warns 'Dropping "fit-y" because spec has discrete height' for a single view with a fit
+    autosize and a step height (it checks the fit type, not its axis: fit-x too), and ignores a selection on a
+    boxplot; every spec of every section asks for neither (charts.vega_lite_warnings), so a page logs no warning."""
+    from conftest import fixture_dir
+
+    fixtures = {"pp2x4": ("mindinsight", "mi_cluster_propose_pp2x4"),
+                "level2": ("ascend", "msinsight", "test", "st", "level2"),
+                "gloo": ("generated", "torch_gloo_ddp4_baseline")}
+    where = ("demo" if source == "demo" else fixture_dir(*fixtures[source]) if source in fixtures
+             else generated / source)
+    specs = _specs(where)
+    assert len(specs) >= 5
+    for fid, spec in specs:
+        assert charts.vega_lite_warnings(spec) == [], fid
+        assert charts.vega_lite_warnings(charts.focusable(spec)) == [], fid
+
+
+def test_fit_with_a_step_height_is_one_view_in_a_vconcat():
+    """The pattern itself: a container-wide chart with one step per row is found, and charts.fit + to_spec make it a
+    one-view vconcat that keeps its width, step height, selections and variable parameters."""
+    rows = [{"k": "a", "v": 1}, {"k": "b", "v": 2}]
+    raw = {"mark": "bar", "encoding": {"y": {"field": "k", "type": "nominal"}, "x": {"field": "v", "type": "quantitative"}},
+           "width": "container", "autosize": dict(charts.FIT)}
+    assert charts.fit_drops(raw) == ["fit-y (discrete height)"]  # no height: a nominal y is a step height
+    assert charts.fit_drops({**raw, "height": 200}) == []
+    assert charts.fit_drops({**raw, "height": {"step": 20}}) == ["fit-y (discrete height)"]
+    assert charts.fit_drops({**raw, "autosize": dict(charts.PAD)}) == []
+    box = {"mark": "boxplot", "params": [{"name": "s", "select": "point"}]}
+    assert charts.vega_lite_warnings({"layer": [box]}) == ["Selection not supported for boxplot (/layer/0)"]
+    chart = (charts.Chart(rows).mark_bar().encode(y="k:N", x="v:Q")
+             .add_params(charts.param("p", 1), charts.selection_interval("zoom", ["x"], bind="scales")))
+    spec = charts.to_spec(charts.fit(chart, {"step": 20}))
+    charts.validate(spec)
+    assert charts.vega_lite_warnings(spec) == []
+    view = charts.single_view(spec)
+    assert view["width"] == "container" and view["height"] == {"step": 20}
+    assert [p["name"] for p in view["params"]] == ["zoom"] and [p["name"] for p in spec["params"]] == ["p"]
+    assert spec["autosize"] == charts.FIT

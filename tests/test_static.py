@@ -15,7 +15,9 @@ def test_static_report_has_no_script_and_one_svg_per_chart(tmp_path, pp2x4):
     assert "<script" not in html.lower()
     figures = html.count('class="rg-figure"')
     in_findings = html.count('<details class="rg-finding-chart">')  # each finding's chart as it reads it
-    assert figures >= 5 and html.count("<svg") == figures + in_findings
+    # each chart twice: for the light and the dark page (render.static_svg)
+    assert figures >= 5 and html.count("<svg") == 2 * (figures + in_findings)
+    assert html.count('class="rg-scheme-dark"') == figures + in_findings
     assert not re.search(r"\son[a-z]+\s*=", html, re.I)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;{{7*7}}" in html
     assert "<table" in html and "Static report: charts show their default view" in html
