@@ -46,6 +46,9 @@ class Analysis:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     findings: list["Finding"] = field(default_factory=list)
+    #: what the page's findings name (reportgen/focus.py), set by the runner before ``present``: every sample a
+    #: view draws keeps it
+    focus: Any = None
 
 
 #: Column.priority values: a key column identifies the row (shown first, kept in view while the table

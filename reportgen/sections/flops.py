@@ -558,7 +558,7 @@ def present(a: Analysis) -> View:
                                     "table holds the others (filter it by rank).")
     split = [c for c in ("cube_flops", "vec_flops") if c in pr and pr[c].notna().any()]
     if split:
-        shown = th.ranks_shown(pr.set_index("rank")["flops"])
+        shown = th.ranks_shown(pr.set_index("rank")["flops"], vl.named_ranks(a))
         figures.append(_cube_vec_chart(pr if shown is None else pr[pr["rank"].isin(shown)]))
         if shown is not None:
             figures[-1].caption += " " + th.ranks_shown_note(shown, len(pr), "FLOPs")
