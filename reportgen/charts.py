@@ -561,16 +561,19 @@ def stacked_parts(base: Spec, parts: list[tuple[str, str]], x: dict, unit: str, 
 HEATMAP_MAX_RANK_ROWS = 96
 
 
-def bin_ranks(df, cols: list[str], max_rows: int = HEATMAP_MAX_RANK_ROWS, keep=(),
+def bin_ranks(df, cols: list[str], max_rows: int | None = None, keep=(),
               first: tuple = ("warmup",)) -> tuple[Any, int]:
     """``df`` (one row per rank and step: ``rank``, ``step``, ``cols`` and the ``first`` columns) with its ranks in
     groups of consecutive ranks so that at most ``max_rows`` rows remain, each cell the group's maximum; the ranks of
     ``keep`` (those findings name) keep a row of their own. Returns (frame, ranks per group; 1: not grouped). A
-    grouped row's ``rank`` is its first rank and ``ranks`` says which ranks it holds ("512–519")."""
+    grouped row's ``rank`` is its first rank, ``rank_last`` its last and ``ranks`` says which ranks it holds
+    ("512–519"). At most half the rows go to ``keep`` ranks (the first of them, in their order)."""
+    max_rows = HEATMAP_MAX_RANK_ROWS if max_rows is None else max_rows
     ranks = sorted(int(r) for r in df["rank"].unique())
     if len(ranks) <= max_rows:
         return df, 1
-    keep = {int(r) for r in keep} & set(ranks)
+    have = set(ranks)
+    keep = set(list(dict.fromkeys(int(r) for r in keep if int(r) in have))[:max_rows // 2])  # half the rows at most
     per_bin = math.ceil(len(ranks) / max(1, max_rows - len(keep)))
     pos = {r: i for i, r in enumerate(ranks)}
     out = df.copy()
@@ -584,7 +587,7 @@ def bin_ranks(df, cols: list[str], max_rows: int = HEATMAP_MAX_RANK_ROWS, keep=(
     g = out.groupby(["_bin", "step"], as_index=False).agg(**named)
     lo, hi = g["rank_min"].astype(int), g["rank_max"].astype(int)
     g["ranks"] = [str(a) if a == b else f"{a}–{b}" for a, b in zip(lo, hi)]
-    g["rank"] = lo
+    g["rank"], g["rank_last"] = lo, hi
     return g.drop(columns=["_bin", "rank_min", "rank_max"]), per_bin
 
 

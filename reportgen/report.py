@@ -248,6 +248,12 @@ def natural_key(value) -> tuple:
     return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in _DIGIT_RUNS.split(str(value)) if p)
 
 
+def natural_sorted(values) -> list:
+    """``values`` (host names, group names...) without repeats, in natural order (gpu-node-2 before gpu-node-10):
+    the one order of host names on every axis, legend, list and table of the page."""
+    return sorted(dict.fromkeys(v for v in values if v is not None and v == v), key=natural_key)
+
+
 def natural_order(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``df``'s rows in natural order of ``columns`` (for a table's initial order)."""
     keys = [tuple(natural_key(v) for v in row) for row in df[columns].itertuples(index=False, name=None)]

@@ -37,7 +37,7 @@ from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_
                       tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
-from ..report import rank_ranges, Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import natural_sorted, rank_ranges, Analysis, Column, Control, Figure, Finding, Table, View
 from . import needs_reason, with_sources
 
 ID = "flops"
@@ -408,7 +408,8 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
         title, n = f"ranks in rows of {GRID_ROW_RANKS}", GRID_ROW_RANKS
     elif hosts_known:
         x = vl.X("device_id:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0))
-        y, title = vl.Y("host:N", title="Host", scale=gap), "hosts × devices"
+        y, title = vl.Y("host:N", title="Host", scale=gap, sort=natural_sorted(df["host"].dropna())), \
+            "hosts × devices"
         n = max(1, df["device_id"].nunique())
     else:
         x = vl.X("rank:O", title="Rank", scale=gap, axis=vl.Axis(labelOverlap=True, labelAngle=0))

@@ -334,6 +334,10 @@ def present(a: Analysis) -> View:
                                cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
     if "per_stage_step" in a.tables:
         st = a.tables["per_stage_step"]
+        # a cell lists its ranks as ranges ('0-255', fmt.rank_ranges), as every table of the page does: 256 ids in
+        # one cell made a 2,037 px row (the metrics JSON keeps msprof-analyze's list)
+        st = st.assign(ranks=st["ranks"].map(lambda t: fmt.rank_ranges(int(x) for x in str(t).split(",")
+                                                                         if x.strip().lstrip("-").isdigit())))
         tables.append(Table.from_frame(
             "overlap-per-stage", "Per stage and step (maximum over the stage's ranks)", st,
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +

@@ -35,7 +35,7 @@ from .. import facts, focus
 from ..focus import keep_sample
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count, natural_key
 from . import needs_reason
 
 ID = "trajectory"
@@ -210,7 +210,7 @@ def _slow_hosts(per_rank: pd.DataFrame, wait: str | None, mean_wait: float) -> l
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     out = []
-    for host, grp in known.groupby("host", sort=True):
+    for host, grp in sorted(known.groupby("host", sort=False), key=lambda hg: natural_key(hg[0])):
         floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
         if len(grp) > 1 and (grp[wait] > max(limit, floor)).all():
             out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]),
