@@ -198,3 +198,111 @@ def _walk_colors(spec):
             yield from _walk_colors(v)
 
 
+
+
+# --------------------------------------------------------------------------- a generated run, document level
+
+
+@pytest.fixture(scope="module")
+def small_pipeline(tmp_path_factory):
+    from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+    path = tmp_path_factory.mktemp("focus") / "k32"
+    write_kineto_run(str(path), KinetoSpec(hosts=16, devices_per_host=2, stages=4, steps=8, micro_batches=2,
+                                           host_names=[f"gpu-node-{i}" for i in range(16)], slow_ranks={21: 1.4}))
+    return path
+
+
+def _rows(spec) -> list[dict]:
+    out = [r for rows in (spec.get("datasets") or {}).values() for r in rows if isinstance(r, dict)]
+    for k in ("layer", "hconcat", "vconcat", "concat"):
+        for sub in spec.get(k) or []:
+            if isinstance(sub, dict):
+                out += _rows(sub)
+    if isinstance((spec.get("data") or {}).get("values"), list):
+        out += [r for r in spec["data"]["values"] if isinstance(r, dict)]
+    return out
+
+
+def _drawn(rows, rank) -> bool:
+    """Is ``rank`` drawn: a row of its own, or a grouped heatmap row holding it."""
+    for r in rows:
+        lo = r.get("rank")
+        if lo is None:
+            continue
+        if lo == rank or (r.get("rank_last") is not None and lo <= rank <= r["rank_last"]):
+            return True
+    return False
+
+
+def test_findings_ranks_steps_and_groups_are_in_the_views_they_link_to(small_pipeline, monkeypatch):
+    """At scale (limits lowered so 32 ranks sample like 1024): every rank and step any finding names, and the
+    page's default step, are in every sampled rank / step view's data and step controls; each finding's own link
+    finds its ranks in the linked chart's data and its values among the controls' options; the per-stage table
+    writes rank ranges and the mesh never repeats host colours."""
+    from reportgen import facts
+    from reportgen.readers import read_run
+    from reportgen.sections import Options, execution, overlap, run_sections, trajectory, waits
+    monkeypatch.setattr(th, "PAGE_RANKS_ALL", 8)
+    monkeypatch.setattr(th, "PAGE_RANKS_EXTREMES", 2)
+    monkeypatch.setattr(vl, "HEATMAP_MAX_RANK_ROWS", 8)
+    monkeypatch.setattr(execution, "MAX_LANES", 6)
+    monkeypatch.setattr(execution, "MAX_MARKS", 600)
+    monkeypatch.setattr(trajectory, "MAX_CHART_ROWS", 1)  # the step selector offers as few steps as it can
+    real = waits.analyze
+
+    def analyze(run, options=None):  # a finding about a rank no sample would pick and a step the selector skips
+        a = real(run, options)
+        cited = facts.of(run).steps_all[1]
+        a.findings.append(Finding("test_named", "low", "overlap", f"rank 13 in step {cited}", ranks=[13],
+                                  view=EvidenceView("overlap-heatmap", {"step": str(cited)})))
+        return a
+    monkeypatch.setattr(waits, "analyze", analyze)
+    run = read_run(small_pipeline)
+    outcomes = run_sections(run, Options())
+    by_fig = {f.id: (o, f) for o in outcomes if o.view is not None for f in o.view.figures}
+    findings = [f for o in outcomes if o.view is not None for f in o.view.findings]
+    assert any(f.id == "test_named" for f in findings)
+    fo = next(o.analysis.focus for o in outcomes if o.status == "ok" and o.id != "advisor")
+    default = facts.of(run).median_step()
+    assert 13 in fo.ranks and facts.of(run).steps_all[1] in fo.steps and fo.default_step == default
+    # every sampled per-rank view draws every focus rank
+    for fid in ("trajectory-bars", "trajectory-heatmap", "overlap-bars", "overlap-heatmap", "execution-marey"):
+        assert fid in by_fig, fid
+        rows = _rows(by_fig[fid][1].spec)
+        missing = [r for r in fo.ranks if r in run.ranks and not _drawn(rows, r)]
+        assert not missing, (fid, missing)
+    # every step selector offers the default step and the cited steps
+    for o in outcomes:
+        for c in (o.view.controls if o.view is not None else []):
+            if c.signal == "step":
+                values = {str(v) for v, _ in c.options}
+                assert {str(s) for s in fo.steps_to_keep()} <= values, (o.id, values)
+    (traj_step,) = [c for c in by_fig["trajectory-bars"][0].view.controls if c.signal == "step"]
+    assert len(traj_step.options) < 1 + len(facts.of(run).steps_all)  # it did sample
+    # the Marey view opens on the page's default step and draws computation
+    marey = by_fig["execution-marey"][1].spec
+    assert str(default) in str(marey.get("params")) or default == int(
+        next(c.default for c in by_fig["execution-marey"][0].view.controls if c.signal == "step"))
+    kinds = {r.get("kind") for r in _rows(marey)}
+    assert {"computation", "communication"} <= kinds
+    # each finding's own link: its ranks in the chart's data, its values among the section's options
+    for f in findings:
+        if f.view is None or f.view.figure not in by_fig:
+            continue
+        o, fig = by_fig[f.view.figure]
+        rows = _rows(fig.spec)
+        if any("rank" in r for r in rows):
+            for r in list(f.ranks)[:focus.MAX_RANKS_PER_FINDING]:
+                assert _drawn(rows, int(r)) or any(r2.get(k) == int(r) for r2 in rows
+                                                   for k in ("src_rank", "dst_rank")), (f.id, fig.id, r)
+        controls = {c.signal: {str(v) for v, _ in c.options} for c in o.view.controls}
+        for name, value in f.view.signals.items():
+            if name in controls:
+                assert str(value) in controls[name], (f.id, name, value)
+    # the per-stage table writes ranges; the mesh does not colour 16 hosts with 9 colours
+    ov = next(o for o in outcomes if o.id == "overlap")
+    (st,) = [t for t in ov.view.tables if t.id == "overlap-per-stage"]
+    assert st.rows and all("," not in str(r["ranks"]) and "-" in str(r["ranks"]) for r in st.rows)
+    mesh = by_fig["strategy-mesh"][1].spec
+    assert all(len(c["scale"]["domain"]) <= len(palette.IDENTITY) for c in _walk_colors(mesh)
+               if isinstance(c["scale"].get("domain"), list))
