@@ -272,11 +272,28 @@ def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     return pd.concat([s[~short], first]), int(n[n > 1].sum())
 
 
+#: share of ``MAX_MARKS`` the default step (the one the Marey view opens on, drawn first) may use when several steps
+#: share the budget: at 1024 ranks and 20 steps an even share (500 marks) drew 12 lanes of it
+DEFAULT_STEP_SHARE = 0.4
+
+
 def step_budget(n_steps: int) -> int:
-    """Marks each drawn step may use: ``MAX_MARKS`` shared evenly by the steps drawn, at most ``MAX_STEP_MARKS``.
-    Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own budget
-    (:func:`_fit_step`), so clicking any of them shows it."""
-    return int(min(MAX_STEP_MARKS, MAX_MARKS // max(1, n_steps)))
+    """Marks each drawn step after the first may use: what ``step_budgets`` leaves them, evenly."""
+    return step_budgets(n_steps)[-1]
+
+
+def step_budgets(n_steps: int) -> list[int]:
+    """Marks each drawn step may use, in drawing order: the first (the default step) at least
+    :data:`DEFAULT_STEP_SHARE` of ``MAX_MARKS`` (never below an even share), the others the rest evenly; none above
+    ``MAX_STEP_MARKS``. Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own
+    budget (:func:`_fit_step`), so clicking any of them shows it."""
+    n = max(1, n_steps)
+    even = MAX_MARKS // n
+    if n == 1:
+        return [int(min(MAX_STEP_MARKS, MAX_MARKS))]
+    first = int(min(MAX_STEP_MARKS, max(even, MAX_MARKS * DEFAULT_STEP_SHARE)))
+    rest = int(min(MAX_STEP_MARKS, (MAX_MARKS - first) // (n - 1)))
+    return [first] + [rest] * (n - 1)
 
 
 def _cost(s: pd.DataFrame) -> int:
@@ -347,6 +364,9 @@ def _fit_step(s: pd.DataFrame, budget: int, trimmed: dict, keep_ranks=()) -> tup
     kept = (other.assign(_d=other["end"] - other["start"])
             .sort_values(["rank", "_d"], ascending=[True, False], kind="stable")
             .groupby("rank", sort=False).head(quota).drop(columns="_d"))
+    over = _cost(s[comm]) + len(kept) - budget  # one block per lane can still be over: the shortest go
+    if over > 0:
+        kept = kept.assign(_d=kept["end"] - kept["start"]).nlargest(max(0, len(kept) - over), "_d").drop(columns="_d")
     trimmed["computation_thinned"] += len(other) - len(kept)
     s = pd.concat([s[comm], kept]).sort_values(["rank", "start"], kind="stable")
     return s, _cost(s)
@@ -389,13 +409,14 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         all_steps = all_steps[:MAX_STEPS]
     else:
         trimmed_steps = 0
-    budget = step_budget(len(all_steps))
+    budgets = step_budgets(len(all_steps))
+    budget = budgets[-1]
     align_rows, drawn = [], []
     marks = 0
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled,
                "steps_left_out": trimmed_steps, "derived_merged": 0, "short_merged": 0, "computation_thinned": 0,
-               "step_budget": budget}
-    for step in all_steps:
+               "step_budget": budget, "default_step_budget": budgets[0]}
+    for step, budget in zip(all_steps, budgets):
         s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
         s["key"] = occurrence_keys(s["match"], [s["rank"]])
         present = set(s["rank"])
@@ -822,9 +843,15 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         trims.append(f"{t['computation_dropped']:,} computation, wait and other ops left out (communication only)")
     if t.get("computation_thinned"):
         trims.append(f"{t['computation_thinned']:,} of the shortest computation, wait and other ops left out "
-                     f"(mark budget {t['step_budget']:,} per step)")
+                     f"(mark budget {t.get('default_step_budget', t['step_budget']):,} for the first step, "
+                     f"{t['step_budget']:,} for each other)")
+    if t.get("adjacent_merged"):
+        trims.append(f"{t['adjacent_merged']:,} ops merged with their lane's neighbours of the same class (no "
+                     "communication between them) to fit the mark budget")
     if t["lanes_sampled"]:
-        trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
+        trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled, keeping the "
+                     "ranks the findings name and the slowest, median and fastest rank; a third of each step's "
+                     "mark budget goes to computation, so no class is left out)")
     if t["steps_left_out"]:
         trims.append(f"{t['steps_left_out']} later steps not drawn (at most {MAX_STEPS} steps)")
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
