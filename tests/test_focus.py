@@ -248,6 +248,8 @@ def test_findings_ranks_steps_and_groups_are_in_the_views_they_link_to(small_pip
     monkeypatch.setattr(execution, "MAX_LANES", 6)
     monkeypatch.setattr(execution, "MAX_MARKS", 600)
     monkeypatch.setattr(trajectory, "MAX_CHART_ROWS", 1)  # the step selector offers as few steps as it can
+    from reportgen.sections import compare
+    monkeypatch.setattr(compare, "PAIR_RANKS", 6)
     real = waits.analyze
 
     def analyze(run, options=None):  # a finding about a rank no sample would pick and a step the selector skips
@@ -299,6 +301,14 @@ def test_findings_ranks_steps_and_groups_are_in_the_views_they_link_to(small_pip
         for name, value in f.view.signals.items():
             if name in controls:
                 assert str(value) in controls[name], (f.id, name, value)
+    # a straggler finding's comparison link: both ranks among the pair controls' options
+    cmp_controls = {c.signal: {str(v) for v, _ in c.options}
+                    for o in outcomes if o.id == "compare" and o.view is not None for c in o.view.controls}
+    assert any(f.compare for f in findings)  # rank 21's straggler finding
+    for f in findings:
+        if f.compare:
+            assert str(f.compare[0]) in cmp_controls["rank_a"] and str(f.compare[1]) in cmp_controls["rank_b"], \
+                (f.id, f.compare)
     # the per-stage table writes ranges; the mesh does not colour 16 hosts with 9 colours
     ov = next(o for o in outcomes if o.id == "overlap")
     (st,) = [t for t in ov.view.tables if t.id == "overlap-per-stage"]

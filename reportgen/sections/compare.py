@@ -301,10 +301,8 @@ def refocus(run: Run, a: Analysis, options=None) -> None:
     want = [r for r in focus.of(a).ranks_in(all_ranks) if r not in set(d["embed"])]
     if not want:
         return
-    F = facts.of(run, options)
-    keep = list(dict.fromkeys([*d["keep"], *(int(r) for r in (F.fastest_rank, F.median_rank, F.slowest_rank)
-                                               if r is not None), *want]))
-    d["embed"] = keep_sample(all_ranks, max(PAIR_RANKS, len(keep)), keep)
+    # the ranks it holds stay (a finding's comparison pair was chosen among them): the named ranks are added
+    d["embed"] = sorted(set(d["embed"]) | set(want))
     d["chart"] = _chart_rows(d["by_type"], d["embed"], d["multi"], d["types_order"])
     d["stages"] = {int(r): run.stage_of(int(r)) for r in d["embed"]}
 
