@@ -289,10 +289,15 @@ def test_step_budget_merges_then_samples_lanes_keeping_computation():
                                         "op": "x", "end_ms": [1.0]})])
     got, cost = execution._fit_step(three, 4, trimmed)  # communication alone is over: two lanes of three
     assert trimmed["lanes_sampled"] and sorted(got["rank"].unique()) == [0, 2] and cost <= 4
-    budgets = execution.step_budgets(8)
-    assert budgets[0] == int(execution.MAX_MARKS * execution.DEFAULT_STEP_SHARE) and sum(budgets) <= execution.MAX_MARKS
-    assert execution.step_budget(8) == budgets[-1]
-    assert execution.step_budgets(1) == [execution.MAX_STEP_MARKS]
+    assert execution.step_budget(8) == execution.MAX_MARKS // 8
+    assert execution.step_budget(1) == execution.MAX_STEP_MARKS
+    # the default step takes more than its even share only when it needs it; the others share what it leaves
+    even = execution.step_budget(20)
+    assert execution.first_step_budget(20, even - 10) == even
+    big = execution.first_step_budget(20, 10**6)
+    assert big == int(execution.MAX_MARKS * execution.DEFAULT_STEP_SHARE)
+    assert big + 19 * execution.rest_budget(20, big) <= execution.MAX_MARKS
+    assert execution.rest_budget(8, execution.MAX_MARKS // 8 - 100) >= execution.MAX_MARKS // 8
 
 
 def test_steps_beyond_the_marey_limit_are_greyed_in_the_overview(tmp_path):

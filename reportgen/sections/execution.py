@@ -272,28 +272,32 @@ def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     return pd.concat([s[~short], first]), int(n[n > 1].sum())
 
 
-#: share of ``MAX_MARKS`` the default step (the one the Marey view opens on, drawn first) may use when several steps
-#: share the budget: at 1024 ranks and 20 steps an even share (500 marks) drew 12 lanes of it
+#: share of ``MAX_MARKS`` the default step (the one the Marey view opens on, drawn first) may use when it needs more
+#: than an even share: at 1024 ranks and 20 steps an even share (500 marks) drew 12 lanes of it
 DEFAULT_STEP_SHARE = 0.4
 
 
 def step_budget(n_steps: int) -> int:
-    """Marks each drawn step after the first may use: what ``step_budgets`` leaves them, evenly."""
-    return step_budgets(n_steps)[-1]
+    """Marks each drawn step may use when they share ``MAX_MARKS`` evenly (at most ``MAX_STEP_MARKS``)."""
+    return int(min(MAX_STEP_MARKS, MAX_MARKS // max(1, n_steps)))
 
 
-def step_budgets(n_steps: int) -> list[int]:
-    """Marks each drawn step may use, in drawing order: the first (the default step) at least
-    :data:`DEFAULT_STEP_SHARE` of ``MAX_MARKS`` (never below an even share), the others the rest evenly; none above
-    ``MAX_STEP_MARKS``. Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own
-    budget (:func:`_fit_step`), so clicking any of them shows it."""
-    n = max(1, n_steps)
-    even = MAX_MARKS // n
-    if n == 1:
-        return [int(min(MAX_STEP_MARKS, MAX_MARKS))]
-    first = int(min(MAX_STEP_MARKS, max(even, MAX_MARKS * DEFAULT_STEP_SHARE)))
-    rest = int(min(MAX_STEP_MARKS, (MAX_MARKS - first) // (n - 1)))
-    return [first] + [rest] * (n - 1)
+def first_step_budget(n_steps: int, cost: int) -> int:
+    """Marks the default step (drawn first, the one the Marey view opens on) may use when its ``cost`` is above the
+    even share: up to :data:`DEFAULT_STEP_SHARE` of ``MAX_MARKS`` (never above ``MAX_STEP_MARKS``); the steps after it
+    share what it leaves (:func:`rest_budget`). A step that fits its even share changes nothing."""
+    even = step_budget(n_steps)
+    if n_steps <= 1:
+        return even
+    return int(min(MAX_STEP_MARKS, max(even, min(cost, MAX_MARKS * DEFAULT_STEP_SHARE))))
+
+
+def rest_budget(n_steps: int, first_used: int) -> int:
+    """Marks each step after the first may use: what the first used left of ``MAX_MARKS``, evenly (at least the
+    even share when the first used no more than its own)."""
+    if n_steps <= 1:
+        return step_budget(n_steps)
+    return int(min(MAX_STEP_MARKS, max(0, MAX_MARKS - first_used) // (n_steps - 1)))
 
 
 def _cost(s: pd.DataFrame) -> int:
@@ -409,14 +413,13 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         all_steps = all_steps[:MAX_STEPS]
     else:
         trimmed_steps = 0
-    budgets = step_budgets(len(all_steps))
-    budget = budgets[-1]
+    budget = step_budget(len(all_steps))
     align_rows, drawn = [], []
     marks = 0
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled,
                "steps_left_out": trimmed_steps, "derived_merged": 0, "short_merged": 0, "computation_thinned": 0,
-               "step_budget": budget, "default_step_budget": budgets[0]}
-    for step, budget in zip(all_steps, budgets):
+               "step_budget": budget, "default_step_budget": budget}
+    for i, step in enumerate(all_steps):
         s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
         s["key"] = occurrence_keys(s["match"], [s["rank"]])
         present = set(s["rank"])
@@ -447,7 +450,13 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
         trimmed["below_threshold"] += int((~keep).sum())
         s = s[keep]
+        if i == 0:  # the default step: more than the even share when it needs it, the others share the rest
+            budget = first_step_budget(len(all_steps), _cost(s))
+            trimmed["default_step_budget"] = budget
         s, cost = _fit_step(s, budget, trimmed, keep_ranks)
+        if i == 0:
+            budget = rest_budget(len(all_steps), cost)
+            trimmed["step_budget"] = budget
         marks += cost
         drawn.append(s)
     rows = pd.concat(drawn, ignore_index=True) if drawn else ops.iloc[0:0]
