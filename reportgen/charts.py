@@ -709,6 +709,41 @@ def stacked_parts(base: Spec, parts: list[tuple[str, str]], x: dict, unit: str, 
     return fit(chart, height)
 
 
+#: rows of a rank × step heatmap at most: beyond, ranks are grouped (:func:`bin_ranks`), so the chart stays within
+#: ~600 px at any rank count with cells tall enough to read their colour (1024 ranks drew 512 rows of 2 px: 1,300 px)
+HEATMAP_MAX_RANK_ROWS = 96
+
+
+def bin_ranks(df, cols: list[str], max_rows: int | None = None, keep=(),
+              first: tuple = ("warmup",)) -> tuple[Any, int]:
+    """``df`` (one row per rank and step: ``rank``, ``step``, ``cols`` and the ``first`` columns) with its ranks in
+    groups of consecutive ranks so that at most ``max_rows`` rows remain, each cell the group's maximum; the ranks of
+    ``keep`` (those findings name) keep a row of their own. Returns (frame, ranks per group; 1: not grouped). A
+    grouped row's ``rank`` is its first rank, ``rank_last`` its last and ``ranks`` says which ranks it holds
+    ("512–519"). At most half the rows go to ``keep`` ranks (the first of them, in their order)."""
+    max_rows = HEATMAP_MAX_RANK_ROWS if max_rows is None else max_rows
+    ranks = sorted(int(r) for r in df["rank"].unique())
+    if len(ranks) <= max_rows:
+        return df, 1
+    have = set(ranks)
+    keep = set(list(dict.fromkeys(int(r) for r in keep if int(r) in have))[:max_rows // 2])  # half the rows at most
+    per_bin = math.ceil(len(ranks) / max(1, max_rows - len(keep)))
+    pos = {r: i for i, r in enumerate(ranks)}
+    out = df.copy()
+    own = out["rank"].isin(keep).to_numpy()
+    idx = out["rank"].map(pos).to_numpy()
+    out["_bin"] = np.where(own, -1 - out["rank"].to_numpy(), idx // per_bin)
+    named = {c: (c, "max") for c in cols if c in out}
+    named.update({c: (c, "max") for c in first if c in out and c not in named})
+    named.update({c: (c, "first") for c in out.columns if c not in named and c not in ("_bin", "step", "rank")})
+    named.update({"rank_min": ("rank", "min"), "rank_max": ("rank", "max")})
+    g = out.groupby(["_bin", "step"], as_index=False).agg(**named)
+    lo, hi = g["rank_min"].astype(int), g["rank_max"].astype(int)
+    g["ranks"] = [str(a) if a == b else f"{a}–{b}" for a, b in zip(lo, hi)]
+    g["rank"], g["rank_last"] = lo, hi
+    return g.drop(columns=["_bin", "rank_min", "rank_max"]), per_bin
+
+
 def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "Rank", reference: str | None = None,
                    tooltip: list | None = None, legend_title: str = "Time") -> Spec:
     """Rank × step heatmap of times, coloured by the difference from the median (``diverging``).
@@ -729,7 +764,8 @@ def median_heatmap(df, metrics: dict[str, str], *, param: str, y_title: str = "R
     legend = Legend(**axis(legend_title, unit), values={"expr": domain}, gradientLength=120)
     base = in_unit(shade_in_scope(Chart(df), f"datum[{param}] / {float(factor)!r}", domain), factor, *cols)
     x, y = X("step:O", title="Step", axis=Axis(labelAngle=0)), Y("rank:O", title=y_title)
-    tips = ([Tooltip("rank:O", title="Rank"), Tooltip("step:O", title="Step")] + (tooltip or [])
+    tips = ([Tooltip("ranks:N", title="Ranks") if "ranks" in df else Tooltip("rank:O", title="Rank"),
+             Tooltip("step:O", title="Step")] + (tooltip or [])
             + [tip(f"{k}_u", label, unit) for k, label in metrics.items()])
     cells = base.mark_rect().encode(
         x=x, y=y, color=Color("shade:Q", scale=diverging({"expr": domain}), legend=legend), tooltip=tips)
@@ -829,6 +865,15 @@ def finding_ranks(findings) -> list[int]:
                 return list(out)
             if i < len(ranks):
                 out.setdefault(ranks[i])
+    return list(out)
+
+
+def named_ranks(a) -> list[int]:
+    """The ranks every rank sample of a section's views keeps: its own findings' ranks (:func:`finding_ranks`) and
+    those any finding of the page names (the analysis's focus, reportgen/focus.py), in that order."""
+    from . import focus
+    out = dict.fromkeys(finding_ranks(a.findings))
+    out.update(dict.fromkeys(focus.of(a).ranks))
     return list(out)
 
 

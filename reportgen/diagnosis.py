@@ -567,11 +567,11 @@ def describe(c: Cause) -> str:
     ev = c.evidence
     per = fmt.ms(c.time_ms)
     if ev.get("host") is not None and c.kind == "dataloader":
-        return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) waits for input: {fmt.ms(ev['value'])} per "
+        return (f"Host {ev['host']} (ranks {fmt.rank_ranges(c.ranks)}) waits for input: {fmt.ms(ev['value'])} per "
                 f"step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; the others wait for it: about "
                 f"{per} per step at stake.")
     if ev.get("host") is not None:
-        return (f"Host {ev['host']} (ranks {', '.join(map(str, c.ranks))}) computes longer: {fmt.ms(ev['value'])} "
+        return (f"Host {ev['host']} (ranks {fmt.rank_ranges(c.ranks)}) computes longer: {fmt.ms(ev['value'])} "
                 f"busy per step per rank vs {fmt.ms(ev['peer_median'])} on the other hosts; about {per} per step.")
     if c.kind == "late":
         return (f"Rank {c.ranks[0]} arrives last at its collectives: the others wait about {per} per step for it "
@@ -591,7 +591,7 @@ def describe(c: Cause) -> str:
         return (f"Transfers {c.link[0]} → {c.link[1]} arrive late: rank {c.link[1]} waits {fmt.ms(ev['wait_ms'])} "
                 f"per step for rank {c.link[0]}'s sends, {per} more than on the other links of these stages.")
     if c.kind == "stage":
-        return (f"Pipeline stage {c.stage} (ranks {', '.join(map(str, c.ranks))}) has the most work: "
+        return (f"Pipeline stage {c.stage} (ranks {fmt.rank_ranges(c.ranks)}) has the most work: "
                 f"{fmt.ms(ev['stage_busy_ms'])} busy per step vs {fmt.ms(ev['other_stages_busy_ms'])} on the other "
                 f"stages; the other stages wait for it: about {per} per step at stake.")
     if c.kind == "overlap":

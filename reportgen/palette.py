@@ -86,6 +86,12 @@ def role_scale(parts: Iterable[tuple[str, str]]) -> dict:
     return {"domain": [label for label, _ in parts], "range": [ROLE[role] for _, role in parts]}
 
 
+def distinguishable(n: int) -> bool:
+    """Can ``n`` identities (hosts, dp indices) each take a colour of their own? Beyond :data:`IDENTITY`'s colours
+    they repeat, and a colour no longer names one host: encode the identity by position or label instead."""
+    return n <= len(IDENTITY)
+
+
 def identity(i: int) -> str:
     """The identity colour of stage (host, group) number ``i``: the same stage has the same colour in every
     chart."""

@@ -53,7 +53,7 @@ from . import __version__, charts, document, facts, fmt, limits
 from . import thresholds as th
 from . import labels as L
 from .model import Run
-from .report import KEY, SHOWN, Column, SectionOutcome, Table, count
+from .report import KEY, SHOWN, Column, SectionOutcome, Table, count, natural_sorted
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -362,7 +362,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "world_size": run.world_size,
         "ranks": list(run.ranks),
         "missing_ranks": list(run.missing_ranks),
-        "hosts": [{"host": h, "ranks": rs} for h, rs in list(hosts.items())[:HOSTS_SHOWN]],
+        "hosts": [{"host": h, "ranks": hosts[h]} for h in natural_sorted(hosts)[:HOSTS_SHOWN]],
         "hosts_total": len(hosts),
         "hosts_known": bool(hosts),
         "steps": list(F.steps_all) if F is not None else list(run.steps),
@@ -383,6 +383,7 @@ def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome]
     sections = []
     by_finding: dict[int, dict[str, Any]] = {}
     named = _named_ranks(run, doc.outcomes)
+    keep = _control_values_to_keep(doc.findings, named)
     for o in doc.outcomes:
         view = o.view
         found = []
@@ -396,7 +397,7 @@ def build_context(doc: "document.Document | Run", outcomes: list[SectionOutcome]
             "reason": o.reason,
             "summary": view.summary if view else "",
             "notes": (list(view.notes) if view else []) + doc.cut_notes.get(o.id, []),
-            "controls": [_control_ctx(c) for c in (view.controls if view else [])],
+            "controls": [_control_ctx(c, keep) for c in (view.controls if view else [])],
             "figures": [_figure_ctx(f) for f in (view.figures if view else [])],
             "tables": [_table_ctx(t) for t in (view.tables if view else [])],
             "trees": [_tree_ctx(t) for t in (getattr(view, "trees", None) or [])] if view else [],
@@ -447,14 +448,34 @@ def _quiet(outcomes, findings: list[dict]) -> str:
             "own step-to-step jitter (see 'Diagnosis: who waits for whom').")
 
 
-def _control_ctx(c) -> dict[str, Any]:
-    """A control for the template: at most :data:`MAX_OPTIONS` options (the default kept), the cut in its label."""
+def _control_values_to_keep(findings, named: set[int]) -> dict[str, set[str]]:
+    """Per control signal, the option values (as text) a cut control keeps: every value a finding's link sets it to,
+    and for any control (rank pickers) the ranks the page names (``named``, :func:`_named_ranks`). Key ``""``: the
+    values any control keeps."""
+    out: dict[str, set[str]] = {"": {str(r) for r in named}}
+    for f in findings:
+        sig = f.view.signals if f.view is not None else {}
+        for k, v in (sig or {}).items():
+            if not isinstance(v, (list, dict)):
+                out.setdefault(k, set()).add(str(v))
+        for pair in ([f.compare] if f.compare else []):
+            out[""].update(str(int(r)) for r in pair)
+    return out
+
+
+def _control_ctx(c, keep: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    """A control for the template: at most :data:`MAX_OPTIONS` options, the cut in its label; a cut keeps the default
+    and every option ``keep`` names (the values findings' links set, the ranks findings name: a finding's link
+    always finds its option)."""
     options = list(c.options)
     label = c.label
     if len(options) > MAX_OPTIONS:
-        label = f"{c.label} (first {MAX_OPTIONS:,} of {len(options):,})"
-        default = [o for o in options[MAX_OPTIONS:] if o[0] == c.default][:1]
-        options = options[:MAX_OPTIONS] + default
+        want = (keep or {}).get(c.signal, set()) | (keep or {}).get("", set()) | {str(c.default)}
+        extra = [o for o in options[MAX_OPTIONS:] if str(o[0]) in want]
+        named = [o for o in extra if o[0] != c.default]
+        label = f"{c.label} (first {MAX_OPTIONS:,} of {len(options):,}" + (
+            f", and {len(named)} named by findings)" if named else ")")
+        options = options[:MAX_OPTIONS] + extra
     return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
             "default": c.default, "rank_sets": bool(getattr(c, "rank_sets", False))}
 

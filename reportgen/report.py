@@ -46,6 +46,9 @@ class Analysis:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     findings: list["Finding"] = field(default_factory=list)
+    #: what the page's findings name (reportgen/focus.py), set by the runner before ``present``: every sample a
+    #: view draws keeps it
+    focus: Any = None
 
 
 #: Column.priority values: a key column identifies the row (shown first, kept in view while the table
@@ -250,6 +253,12 @@ def natural_key(value) -> tuple:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return ((0, value),)
     return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in _DIGIT_RUNS.split(str(value)) if p)
+
+
+def natural_sorted(values) -> list:
+    """``values`` (host names, group names...) without repeats, in natural order (gpu-node-2 before gpu-node-10):
+    the one order of host names on every axis, legend, list and table of the page."""
+    return sorted(dict.fromkeys(v for v in values if v is not None and v == v), key=natural_key)
 
 
 def natural_order(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

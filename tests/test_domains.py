@@ -212,15 +212,15 @@ def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path, monkeypat
     rows = [r for rows in fig.spec["datasets"].values() for r in rows]
     per_group = {}
     for r in rows:
-        per_group.setdefault(r["gi"], set()).add(r["rank"])
+        per_group.setdefault(r["group"], set()).add(r["rank"])
     assert len(per_group) == 2 and all(len(v) <= 3 for v in per_group.values())
     d = o.analysis.tables["domains"]
-    first = int(d.iloc[0]["gi"])
+    first = str(d.iloc[0]["group"])
     assert first in per_group and int(d.iloc[0]["worst_rank"]) in per_group[first]  # the straggler is drawn
     assert "groups with the worst verdicts" in fig.caption and "members with the most time" in fig.caption
     assert len(d) > 2 and len(domains.members(o.analysis)) == sum(d["members_with_data"])
     (ctl,) = [c for c in o.view.controls if c.signal == "domain"]
-    assert [v for v, _ in ctl.options] == [int(x) for x in d["gi"].head(2)]
+    assert [v for v, _ in ctl.options] == [str(x) for x in d["group"].head(2)]
 
 
 def test_same_members_names_the_other_groups_never_merges():

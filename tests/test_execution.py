@@ -277,20 +277,29 @@ def test_every_demo_step_is_drawn_and_selectable(tmp_path):
     assert {int(v) for v, _ in control.options} == overview_steps  # the overview offers what the Marey view holds
 
 
-def test_step_budget_thins_the_shortest_computation_then_lanes():
+def test_step_budget_merges_then_samples_lanes_keeping_computation():
     s = pd.DataFrame({"rank": [0, 0, 0, 1, 1], "kind": ["communication", "computation", "computation",
                                                          "communication", "computation"],
                       "start": [0.0, 1.0, 3.0, 0.0, 1.0], "end": [1.0, 2.0, 6.0, 1.0, 1.5]})
+    s = s.assign(op="x", end_ms=s["end"])
     trimmed = {"computation_thinned": 0, "lanes_sampled": False}
-    got, cost = execution._fit_step(s, 6, trimmed)  # 2 comm ops = 4 marks, room for the 2 longest computation
-    assert cost == 6 and trimmed["computation_thinned"] == 1
-    assert sorted(got.loc[got["kind"] == "computation", "end"] - got.loc[got["kind"] == "computation", "start"]) \
-        == [1.0, 3.0]
-    three = pd.concat([s, pd.DataFrame({"rank": [2], "kind": ["communication"], "start": [0.0], "end": [1.0]})])
+    got, cost = execution._fit_step(s, 6, trimmed)  # rank 0's two adjacent kernels become one block: it fits
+    assert cost == 6 and trimmed["computation_thinned"] == 0 and trimmed["adjacent_merged"] == 2
+    comp = got[got["kind"] == "computation"]
+    assert sorted(comp["rank"]) == [0, 1] and float(comp.loc[comp["rank"] == 0, "end"].iloc[0]) == 6.0
+    three = pd.concat([s, pd.DataFrame({"rank": [2], "kind": ["communication"], "start": [0.0], "end": [1.0],
+                                        "op": "x", "end_ms": [1.0]})])
     got, cost = execution._fit_step(three, 4, trimmed)  # communication alone is over: two lanes of three
-    assert trimmed["lanes_sampled"] and sorted(got["rank"].unique()) == [0, 2] and cost == 4
+    assert trimmed["lanes_sampled"] and sorted(got["rank"].unique()) == [0, 2] and cost <= 4
     assert execution.step_budget(8) == execution.MAX_MARKS // 8
     assert execution.step_budget(1) == execution.MAX_STEP_MARKS
+    # the default step takes more than its even share only when it needs it; the others share what it leaves
+    even = execution.step_budget(20)
+    assert execution.first_step_budget(20, even - 10) == even
+    big = execution.first_step_budget(20, 10**6)
+    assert big == int(execution.MAX_MARKS * execution.DEFAULT_STEP_SHARE)
+    assert big + 19 * execution.rest_budget(20, big) <= execution.MAX_MARKS
+    assert execution.rest_budget(8, execution.MAX_MARKS // 8 - 100) >= execution.MAX_MARKS // 8
 
 
 def test_steps_beyond_the_marey_limit_are_greyed_in_the_overview(tmp_path):

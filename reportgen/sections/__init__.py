@@ -138,11 +138,16 @@ def needs_reason(module, missing: list[str], options=None) -> str:
 def run_sections(run: Run, options: Options | None = None,
                  progress: Callable[[str], None] | None = None,
                  only: list[str] | None = None) -> list[SectionOutcome]:
-    """Analyse and present every section; a failing section becomes ``error`` and the rest go on."""
+    """Analyse and present every section; a failing section becomes ``error`` and the rest go on.
+
+    Every section is analysed first (its findings on a view of findings only, which the advisor reads), then the
+    advisor merges the findings, and only then does each section present, knowing what the page's findings name
+    (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups."""
     options = options or Options()
     outcomes = []
+    modules = {}
     for sid in only or SECTION_IDS:
-        module = load(sid)
+        module = modules[sid] = load(sid)
         if progress:
             progress(sid)
         try:
@@ -150,19 +155,68 @@ def run_sections(run: Run, options: Options | None = None,
             if missing:
                 raise Unavailable(needs_reason(module, missing, options))
             analysis = options.early.pop(sid, None) or module.analyze(run, options)
-            view = module.present(analysis)
-            if analysis.findings:
-                view.findings = [*analysis.findings, *view.findings]
+            if sid == "advisor":  # its view holds its own tables; merge() adds to it
+                view = module.present(analysis)
+                if analysis.findings:
+                    view.findings = [*analysis.findings, *view.findings]
+            else:  # presented below, once every finding is known
+                from ..report import View
+                view = View(findings=list(analysis.findings))
             outcomes.append(SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view))
         except Unavailable as exc:
             outcomes.append(SectionOutcome(sid, module.TITLE, "unavailable", reason=exc.reason))
         except Exception as exc:  # isolate: one broken section must not take the report down
-            log.debug("section %s failed:\n%s", sid, traceback.format_exc())
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            reason = f"{type(exc).__name__}: {str(exc)[:200]} (at {where.name}, line {where.lineno}); " \
-                     f"the other sections are unaffected"
-            outcomes.append(SectionOutcome(sid, module.TITLE, "error", reason=reason))
+            outcomes.append(_failed(sid, module, exc))
         options.done[sid] = outcomes[-1]
     if any(o.id == "advisor" for o in outcomes):
         load("advisor").merge(outcomes)
+    from .. import focus as _focus
+    page_focus = _focus.from_findings([f for o in outcomes if o.view is not None for f in o.view.findings],
+                                      _default_step(run, options))
+    for i, o in enumerate(outcomes):
+        if o.status != "ok" or o.id == "advisor":
+            continue
+        o.analysis.focus = page_focus
+        try:
+            refocus = getattr(modules[o.id], "refocus", None)
+            if refocus is not None and (page_focus.ranks or page_focus.steps_to_keep()):
+                refocus(run, o.analysis, options)  # a section whose analysis samples: keep what findings name
+            view = modules[o.id].present(o.analysis)
+        except Unavailable as exc:
+            outcomes[i] = SectionOutcome(o.id, o.title, "unavailable", reason=exc.reason)
+            _rehome(outcomes, o.view.findings)
+            continue
+        except Exception as exc:  # isolate: one broken section must not take the report down
+            outcomes[i] = _failed(o.id, modules[o.id], exc)
+            _rehome(outcomes, o.view.findings)
+            continue
+        view.findings = [*o.view.findings, *view.findings]
+        o.view = view
+        options.done[o.id] = o
     return outcomes
+
+
+def _default_step(run: Run, options) -> int | None:
+    """The page's one default step: the median step in scope (the Marey view opens on it)."""
+    from .. import facts
+    try:
+        F = facts.of(run, options)
+    except Exception:  # no facts (a run without steps): no default step
+        log.debug("no facts for the default step", exc_info=True)
+        return None
+    return F.median_step() if F is not None else None
+
+
+def _failed(sid: str, module, exc: Exception) -> SectionOutcome:
+    log.debug("section %s failed:\n%s", sid, traceback.format_exc())
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    reason = f"{type(exc).__name__}: {str(exc)[:200]} (at {where.name}, line {where.lineno}); " \
+             f"the other sections are unaffected"
+    return SectionOutcome(sid, module.TITLE, "error", reason=reason)
+
+
+def _rehome(outcomes: list[SectionOutcome], findings: list) -> None:
+    """Findings of a section that failed to present go to the advisor's list (never lost)."""
+    adv = next((o for o in outcomes if o.id == "advisor" and o.view is not None), None)
+    if adv is not None:
+        adv.view.findings.extend(findings)

@@ -845,7 +845,7 @@ def present(a: Analysis) -> View:
     per_rank, prs = t["per_rank"], t["per_rank_step"]
     findings = a.findings
     comm_ms = per_rank.set_index("rank")["comm_op_ms"]
-    shown = th.ranks_shown(comm_ms, vl.finding_ranks(findings))
+    shown = th.ranks_shown(comm_ms, vl.named_ranks(a))
     warm = set(m.get("warmup_steps") or [])
     if shown is None:
         figures = [_rank_bars(per_rank, prs)]

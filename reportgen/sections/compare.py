@@ -39,6 +39,7 @@ from .. import charts as vl
 from .. import facts, fmt, palette
 from ..charts import to_spec
 from ..errors import Unavailable
+from ..focus import keep_sample
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count, rank_ranges
 from ..timeline import DERIVED_NAME, op_type
@@ -270,19 +271,42 @@ def analyze(run: Run, options=None) -> Analysis:
         embed = all_ranks
     else:
         keep = [a, b, int(F.fastest_rank), int(F.median_rank), int(F.slowest_rank)]
-        rest = [r for r in np.linspace(0, len(all_ranks) - 1, PAIR_RANKS).round().astype(int)]
-        embed = sorted(dict.fromkeys(keep + [all_ranks[i] for i in rest]))[:PAIR_RANKS]
+        embed = keep_sample(all_ranks, PAIR_RANKS, keep)  # the pair and the fastest / median / slowest always
     multi = set(by_type.groupby("type")["kind"].nunique().loc[lambda s: s > 1].index)
-    label = lambda t, k: f"{t} ({k})" if t in multi else t  # noqa: E731 - one type, several kinds: one bar each
-    top = list(dict.fromkeys(label(t, k) for t, k in zip(types["type"].head(CHART_TYPES),
-                                                            types["kind"].head(CHART_TYPES))))
-    chart_rows = by_type[by_type["rank"].isin(embed)]
-    chart_rows = chart_rows.assign(type=[label(t, k) for t, k in zip(chart_rows["type"], chart_rows["kind"])])
-    chart_rows = chart_rows[chart_rows["type"].isin(top)]
+    top = list(dict.fromkeys(_label(multi, t, k) for t, k in zip(types["type"].head(CHART_TYPES),
+                                                                 types["kind"].head(CHART_TYPES))))
     return Analysis(metrics=metrics, tables=tables,
-                    data={"chart": chart_rows, "embed": embed, "types_order": top, "pr": pr,
-                          "measure": compute if compute.reindex(all_ranks).notna().all() else pr,
-                          "stages": {int(r): run.stage_of(int(r)) for r in embed}})
+                    data={"chart": _chart_rows(by_type, embed, multi, top), "embed": embed, "types_order": top,
+                          "pr": pr, "measure": compute if compute.reindex(all_ranks).notna().all() else pr,
+                          "stages": {int(r): run.stage_of(int(r)) for r in embed},
+                          "by_type": by_type, "multi": multi, "keep": [a, b]})
+
+
+def _label(multi, t, k) -> str:
+    return f"{t} ({k})" if t in multi else t  # one type, several kinds: one bar each
+
+
+def _chart_rows(by_type: pd.DataFrame, embed: list[int], multi, top: list[str]) -> pd.DataFrame:
+    rows = by_type[by_type["rank"].isin(embed)]
+    rows = rows.assign(type=[_label(multi, t, k) for t, k in zip(rows["type"], rows["kind"])])
+    return rows[rows["type"].isin(top)]
+
+
+def refocus(run: Run, a: Analysis, options=None) -> None:
+    """The any-pair chart and its two rank controls offer the ranks the page's findings name too (a straggler
+    finding's comparison link sets them; reportgen/focus.py)."""
+    from .. import focus
+    d = a.data
+    if "by_type" not in d:
+        return
+    all_ranks = sorted(int(r) for r in d["pr"].index)
+    want = [r for r in focus.of(a).ranks_in(all_ranks) if r not in set(d["embed"])]
+    if not want:
+        return
+    # the ranks it holds stay (a finding's comparison pair was chosen among them): the named ranks are added
+    d["embed"] = sorted(set(d["embed"]) | set(want))
+    d["chart"] = _chart_rows(d["by_type"], d["embed"], d["multi"], d["types_order"])
+    d["stages"] = {int(r): run.stage_of(int(r)) for r in d["embed"]}
 
 
 def present(a: Analysis) -> View:

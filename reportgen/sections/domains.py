@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .. import charts as vl
-from .. import facts, fmt
+from .. import facts, fmt, focus
 from .. import thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
@@ -474,7 +474,10 @@ def present(a: Analysis) -> View:
             caption=f"Operations of the steps in scope, every member; bandwidth of operations of at least "
                     f"{th.LINK_MIN_MB:g} MB."))
     figures, controls = [], []
-    fig = _members_figure(d, mem, parts)
+    fo = focus.of(a)
+    own = [f.view.signals.get("domain") for f in a.findings if f.view is not None and "domain" in f.view.signals]
+    fig = _members_figure(d, mem, parts, keep_groups=[*own, *fo.values("domain")],
+                          keep_ranks=[*vl.named_ranks(a)])
     if fig is not None:
         figures.append(fig[0])
         controls.append(fig[1])
@@ -493,44 +496,56 @@ def _parts(a: Analysis) -> list[tuple[str, str, str]]:
     return PARTS if a.data["full"] else _MI_PARTS
 
 
-def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list):
-    shown = d.head(CHART_GROUPS)  # the worst verdicts first: every group a finding names is among them
+def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list, keep_groups=(), keep_ranks=()):
+    """The member chart and its control. The control's values are the groups' own ids (``group``, the id the
+    findings cite), so a finding's link sets it by value. It offers the :data:`CHART_GROUPS` groups with the worst
+    verdicts and every group of ``keep_groups`` (those findings link to); each group draws at most
+    :data:`CHART_MEMBERS` members, those with the most time in the verdict's part and the ``keep_ranks`` (ranks
+    findings name)."""
+    keep_groups = {str(g) for g in keep_groups}
+    shown = d[(np.arange(len(d)) < CHART_GROUPS) | d["group"].astype(str).isin(keep_groups).to_numpy()]
+    keep_ranks = {int(r) for r in keep_ranks}
     rows = []
     for _, g in shown.iterrows():
         mm = mem[mem["gi"] == g["gi"]]
         if len(mm) > CHART_MEMBERS:
             col = g["verdict_metric"] or "comm_not_overlapped_ms"
-            mm = mm.sort_values([col, "rank"], ascending=[False, True]).head(CHART_MEMBERS)
+            named = mm["rank"].isin(keep_ranks | ({int(g["worst_rank"])} if pd.notna(g["worst_rank"]) else set()))
+            top = mm[~named].sort_values([col, "rank"], ascending=[False, True]).head(
+                max(0, CHART_MEMBERS - int(named.sum())))
+            mm = pd.concat([mm[named], top]).sort_values("rank")
         for order, (c, label, _) in enumerate(parts):
-            rows.append(mm[["gi", "rank", "step_ms"]].assign(ms=mm[c], phase=label, order=order))
+            rows.append(mm[["gi", "rank", "step_ms"]].assign(ms=mm[c], phase=label, order=order,
+                                                            group=str(g["group"])))
     if not rows:
         return None
     long = pd.concat(rows, ignore_index=True)
     worst = {int(g): (int(w) if pd.notna(w) else -1) for g, w in zip(d["gi"], d["worst_rank"])}
     long["worst"] = long["rank"].to_numpy() == long["gi"].map(worst).to_numpy()
     unit, factor = fmt.unit_for("ms", long["step_ms"])
-    first = int(shown.iloc[0]["gi"])
-    base = vl.Chart(long).transform_filter("datum.gi == domain")
+    first = str(shown.iloc[0]["group"])
+    base = vl.Chart(long).transform_filter("datum.group == domain")
     chart = vl.stacked_parts(base, [(label, role) for _, label, role in parts],
                              vl.X("rank:O", title="Member (rank)", axis=vl.Axis(labelAngle=0)), unit, factor,
                              [vl.Tooltip("rank:O", title="Rank")], height=240).add_params(
         vl.param(name="domain", value=first))
-    control = Control("domain", "Group", [(int(r["gi"]), _label(r) + f" — {r['verdict']}") for _, r in shown.iterrows()],
-                      first)
+    control = Control("domain", "Group", [(str(r["group"]), _label(r) + f" — {r['verdict']}")
+                                          for _, r in shown.iterrows()], first)
     more = len(d) - len(shown)
     caption = ("The members of the chosen group, their step split into "
                + ", ".join(label.lower() for _, label, _ in parts) + " (means over the steps in scope)."
-               + (f" The chart offers the {len(shown)} groups with the worst verdicts; the tables below have all "
+               + (f" The chart offers the {len(shown)} groups with the worst verdicts and those the findings name; "
+                  f"the tables below have all "
                   f"{len(d):,} (filter them by group), as far as the page has room." if more > 0 else "")
                + (f" Groups of more than {CHART_MEMBERS} ranks draw the {CHART_MEMBERS} members with the most time "
-                  f"in the verdict's part." if (mem.groupby('gi').size() > CHART_MEMBERS).any() else ""))
+                  f"in the verdict's part, the worst member and the ranks the findings name first." if (mem.groupby('gi').size() > CHART_MEMBERS).any() else ""))
     return (Figure("domains-members", "Where each member's step goes, per process group", to_spec(chart),
                    caption=caption, alt="Stacked bars per member of a process group"), control)
 
 
-def _view(gi) -> EvidenceView:
-    """The member chart set to the finding's group."""
-    return EvidenceView("domains-members", {"domain": int(gi)})
+def _view(group) -> EvidenceView:
+    """The member chart set to the finding's group (its id, the control's value)."""
+    return EvidenceView("domains-members", {"domain": str(group)})
 
 
 def _group_share(r) -> float | None:
@@ -570,7 +585,7 @@ def _findings(a: Analysis) -> list[Finding]:
                         "the others wait for it in the group's collectives." if kind == "computation" else
                         "Find what keeps this rank's device idle: data loading, host-side work between kernels, "
                         "synchronisation or launch gaps (the trajectory and execution sections)."),
-            view=_view(r["gi"]), share_of_step=spread))
+            view=_view(r["group"]), share_of_step=spread))
     if len(by_rank) > MAX_FINDINGS:
         rest = pd.concat([g for _, g in by_rank[MAX_FINDINGS:]])
         spread = float(rest[["computation_spread_ratio", "free_spread_ratio"]].max(axis=1).max())
@@ -582,7 +597,7 @@ def _findings(a: Analysis) -> list[Finding]:
             ranks=[int(x) for x in rest["worst_rank"].unique()[:1000]],
             evidence={"metric": "groups", "value": int(len(rest)), "reference": 0, "share_of_step_ratio": spread},
             suggestion="Filter the table 'Process groups' on the verdict to see each group and its worst member.",
-            view=_view(rest.iloc[0]["gi"]), share_of_step=spread))
+            view=_view(rest.iloc[0]["group"]), share_of_step=spread))
     for _, r in named[named["verdict_detail"] == "slow link"].head(MAX_FINDINGS).iterrows():
         src, dst = (int(x) for x in str(r["slowest_link"]).split("-"))
         below = 1 - r["slowest_link_gbps"] / r["median_link_gbps"]
@@ -599,7 +614,7 @@ def _findings(a: Analysis) -> list[Finding]:
                       "share_of_step_ratio": share},
             suggestion="Check this link's path (NIC, cable, switch port, HCCS lane) and the link table of the "
                        "communication section; the group's other links show what it should reach.",
-            view=_view(r["gi"]), share_of_step=share))
+            view=_view(r["group"]), share_of_step=share))
     comm = named[named["verdict_detail"] == "exposed communication"]
     if not comm.empty:
         worst = comm.sort_values("exposed_comm_share_ratio", ascending=False).iloc[0]
@@ -617,7 +632,7 @@ def _findings(a: Analysis) -> list[Finding]:
                       "reference": th.COMM_SHARE, "group": str(worst["group"]), "share_of_step_ratio": share},
             suggestion="Overlap this group's communication with computation (bucketing, prefetching, a different "
                        "schedule) or shrink it (fewer or larger messages, a smaller group).",
-            view=_view(worst["gi"]), share_of_step=share))
+            view=_view(worst["group"]), share_of_step=share))
     gi_row = {int(r["gi"]): r for _, r in d.iterrows()}
     ops = a.tables.get("op_types")
     for f in data["slow_fabric"][:MAX_FINDINGS]:
@@ -638,7 +653,7 @@ def _findings(a: Analysis) -> list[Finding]:
             ranks=[int(x) for x in a.tables["members"].loc[a.tables["members"]["gi"] == f["gi"], "rank"].head(64)],
             suggestion="The same operation is slower on this group's links: check its links (communication section) "
                        "and the network path between its members (a degraded NIC, cable or switch port).",
-            view=_view(r["gi"]), share_of_step=share))
+            view=_view(r["group"]), share_of_step=share))
     spanning = [gi_row[g] for g in data["tp_spanning_hosts"] if g in gi_row]
     if spanning:
         r = spanning[0]
@@ -651,5 +666,5 @@ def _findings(a: Analysis) -> list[Finding]:
             evidence={"metric": "tp_groups_spanning_hosts", "value": len(spanning), "reference": 0},
             suggestion="Order the ranks so that each tensor-parallel group sits on one host (tp innermost in the "
                        "rank order) or reduce tp to the devices of a host.",
-            view=_view(r["gi"])))
+            view=_view(r["group"])))
     return out

@@ -53,6 +53,7 @@ from ..errors import Unavailable
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table, View, count
 from . import needs_reason
+from ..focus import keep_sample
 from ..timeline import DERIVED_NAME, DERIVED_WINDOWS, per_value, step_windows
 
 ID = "execution"
@@ -271,11 +272,32 @@ def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     return pd.concat([s[~short], first]), int(n[n > 1].sum())
 
 
+#: share of ``MAX_MARKS`` the default step (the one the Marey view opens on, drawn first) may use when it needs more
+#: than an even share: at 1024 ranks and 20 steps an even share (500 marks) drew 12 lanes of it
+DEFAULT_STEP_SHARE = 0.4
+
+
 def step_budget(n_steps: int) -> int:
-    """Marks each drawn step may use: ``MAX_MARKS`` shared evenly by the steps drawn, at most ``MAX_STEP_MARKS``.
-    Every step the time overview offers is drawn (up to ``MAX_STEPS``), each thinned to its own budget
-    (:func:`_fit_step`), so clicking any of them shows it."""
+    """Marks each drawn step may use when they share ``MAX_MARKS`` evenly (at most ``MAX_STEP_MARKS``)."""
     return int(min(MAX_STEP_MARKS, MAX_MARKS // max(1, n_steps)))
+
+
+def first_step_budget(n_steps: int, cost: int) -> int:
+    """Marks the default step (drawn first, the one the Marey view opens on) may use when its ``cost`` is above the
+    even share: up to :data:`DEFAULT_STEP_SHARE` of ``MAX_MARKS`` (never above ``MAX_STEP_MARKS``); the steps after it
+    share what it leaves (:func:`rest_budget`). A step that fits its even share changes nothing."""
+    even = step_budget(n_steps)
+    if n_steps <= 1:
+        return even
+    return int(min(MAX_STEP_MARKS, max(even, min(cost, MAX_MARKS * DEFAULT_STEP_SHARE))))
+
+
+def rest_budget(n_steps: int, first_used: int) -> int:
+    """Marks each step after the first may use: what the first used left of ``MAX_MARKS``, evenly (at least the
+    even share when the first used no more than its own)."""
+    if n_steps <= 1:
+        return step_budget(n_steps)
+    return int(min(MAX_STEP_MARKS, max(0, MAX_MARKS - first_used) // (n_steps - 1)))
 
 
 def _cost(s: pd.DataFrame) -> int:
@@ -283,37 +305,85 @@ def _cost(s: pd.DataFrame) -> int:
     return len(s) + int((s["kind"] == "communication").sum())
 
 
-def _fit_step(s: pd.DataFrame, budget: int, trimmed: dict) -> tuple[pd.DataFrame, int]:
-    """One step's rows within ``budget`` marks: the shortest computation / wait / other ops are left out first
-    (the longest kept), then, with communication alone over the budget, lanes are sampled evenly (communication
-    is joined across ranks, so it is kept or dropped per lane). Counts go to ``trimmed``; returns rows, cost."""
+#: share of a step's mark budget kept for the non-communication classes (computation, wait, other) when
+#: communication alone would fill it: lanes are sampled rather than a whole class dropped
+OTHER_CLASSES_SHARE = 1 / 3
+
+
+def _merge_adjacent(s: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """One step's rows with each lane's consecutive ops of one non-communication class (in start order, no
+    communication op of the lane between them) merged into one block from the first start to the last end, named
+    ``<n> computation ops (merged)``; and how many ops went into blocks of two or more."""
+    s = s.sort_values(["rank", "start"], kind="stable")
+    kind = s["kind"].to_numpy(dtype=object)
+    rank = s["rank"].to_numpy()
+    comm = kind == "communication"
+    new = np.ones(len(s), dtype=bool)
+    if len(s) > 1:
+        new[1:] = (rank[1:] != rank[:-1]) | (kind[1:] != kind[:-1]) | comm[1:] | comm[:-1]
+    block = np.cumsum(new)
+    if new.all():
+        return s, 0
+    grp = s.groupby(block, sort=False)
+    n = grp.size().to_numpy()
+    first = s[new].copy()
+    first["end"] = grp["end"].max().to_numpy()
+    first["end_ms"] = grp["end_ms"].max().to_numpy()
+    fk = first["kind"].to_numpy(dtype=object)
+    first["op"] = np.where(n > 1, [f"{k:,} {c} ops (merged)" for k, c in zip(n, fk)],
+                           first["op"].to_numpy(dtype=object))
+    return first, int(n[n > 1].sum())
+
+
+def _fit_step(s: pd.DataFrame, budget: int, trimmed: dict, keep_ranks=()) -> tuple[pd.DataFrame, int]:
+    """One step's rows within ``budget`` marks, never dropping a whole class: (1) each lane's consecutive
+    computation (wait, other) ops are merged into blocks (:func:`_merge_adjacent`); (2) when communication would leave
+    less than :data:`OTHER_CLASSES_SHARE` of the budget to the other classes, lanes are sampled evenly, keeping
+    ``keep_ranks`` (the ranks findings name: reportgen/focus.py; communication is joined across ranks, so it is kept
+    or dropped per lane); (3) each lane keeps its longest blocks of the other classes within its share. Counts go to
+    ``trimmed``; returns rows, cost."""
+    cost = _cost(s)
+    if cost <= budget:
+        return s, cost
+    s, merged = _merge_adjacent(s)
+    trimmed["adjacent_merged"] = trimmed.get("adjacent_merged", 0) + merged
     cost = _cost(s)
     if cost <= budget:
         return s, cost
     comm = (s["kind"] == "communication").to_numpy()
-    room = budget - 2 * int(comm.sum())
-    other = s[~comm]
-    if room > 0:
-        keep = other.assign(_d=other["end"] - other["start"]).nlargest(room, "_d").drop(columns="_d")
-    else:
-        keep = other.iloc[0:0]
-    trimmed["computation_thinned"] += len(other) - len(keep)
-    s = pd.concat([s[comm], keep]).sort_values(["rank", "start"], kind="stable")
-    cost = _cost(s)
-    if cost > budget:
-        lanes = list(dict.fromkeys(s["rank"].tolist()))
-        per_lane = cost / max(1, len(lanes))
-        n_keep = max(2, int(budget // max(per_lane, 1)))
-        pick = np.unique(np.linspace(0, len(lanes) - 1, n_keep).round().astype(int))
-        s = s[s["rank"].isin([lanes[i] for i in pick])]
+    lanes = list(dict.fromkeys(s["rank"].tolist()))
+    other_room = max(int(budget * OTHER_CLASSES_SHARE), budget - 2 * int(comm.sum()))
+    comm_room = budget - other_room
+    if 2 * int(comm.sum()) > comm_room:
+        per_lane = 2 * int(comm.sum()) / max(1, len(lanes))
+        n_keep = max(2, int(comm_room // max(per_lane, 1)))
+        keep = set(keep_sample(lanes, n_keep, keep_ranks))
+        s = s[s["rank"].isin(keep)]
+        comm = (s["kind"] == "communication").to_numpy()
+        lanes = [r for r in lanes if r in keep]
         trimmed["lanes_sampled"] = True
-        cost = _cost(s)
-    return s, cost
+        other_room = max(other_room, budget - 2 * int(comm.sum()))
+    other = s[~comm]
+    quota = max(1, other_room // max(1, len(lanes)))
+    kept = (other.assign(_d=other["end"] - other["start"])
+            .sort_values(["rank", "_d"], ascending=[True, False], kind="stable")
+            .groupby("rank", sort=False).head(quota).drop(columns="_d"))
+    over = _cost(s[comm]) + len(kept) - budget  # one block per lane can still be over: the shortest go
+    if over > 0:
+        kept = kept.assign(_d=kept["end"] - kept["start"]).nlargest(max(0, len(kept) - over), "_d").drop(columns="_d")
+    trimmed["computation_thinned"] += len(other) - len(kept)
+    s = pd.concat([s[comm], kept]).sort_values(["rank", "start"], kind="stable")
+    return s, _cost(s)
 
 
 def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[int],
-           stage_of: dict, F=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """Rows to draw (aligned, trimmed), per-step alignment table, and metrics."""
+           stage_of: dict, F=None, keep_ranks=(), keep_steps=()) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Rows to draw (aligned, trimmed), per-step alignment table, and metrics. ``keep_ranks`` / ``keep_steps``:
+    lanes and steps every sample keeps (the ranks and steps findings name, reportgen/focus.py; the fastest,
+    median and slowest ranks are always kept)."""
+    if F is not None:
+        keep_ranks = list(dict.fromkeys([*keep_ranks, *(r for r in (F.slowest_rank, F.median_rank, F.fastest_rank)
+                                                        if r is not None)]))
     windows = windows.drop_duplicates(["rank", "step"]).set_index(["rank", "step"])
     ops = ops.merge(windows.rename(columns={"start_ms": "step_start", "end_ms": "step_end"}),
                     left_on=["rank", "step"], right_index=True, how="inner")
@@ -322,8 +392,7 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     lanes = list(lane_order)
     lanes_sampled = len(lanes) > MAX_LANES
     if lanes_sampled:  # before the keys: they are per rank, and only the drawn lanes need them
-        pick = np.unique(np.linspace(0, len(lanes) - 1, MAX_LANES).round().astype(int))
-        lanes = [lanes[i] for i in pick]
+        lanes = keep_sample(lanes, MAX_LANES, keep_ranks)
         ops = ops[ops["rank"].isin(lanes)]
     ops["start"] = ops["start_ms"] - ops["step_start"]
     ops["end"] = ops["end_ms"] - ops["step_start"]
@@ -334,9 +403,10 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     if F is not None:  # the run's steps: the median step first (the default view), then the others in scope, then
         # warm-up steps; so the default is drawn whatever the mark budget leaves out, and is never a warm-up step
         have = set(all_steps)
-        first = [x for x in [F.median_step()] if x in have]
+        first = [x for x in [F.median_step(), *keep_steps] if x in have]
+        first = list(dict.fromkeys(first))
         all_steps = first + [x for x in F.steps if x in have and x not in first] + [
-            x for x in F.steps_all if x in have and x not in F.steps]
+            x for x in F.steps_all if x in have and x not in F.steps and x not in first]
     n_steps_total = len(all_steps)
     if len(all_steps) > MAX_STEPS:  # the first MAX_STEPS in drawing order; the time overview says which
         trimmed_steps = len(all_steps) - MAX_STEPS
@@ -348,8 +418,8 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     marks = 0
     trimmed = {"below_threshold": 0, "computation_dropped": 0, "lanes_sampled": lanes_sampled,
                "steps_left_out": trimmed_steps, "derived_merged": 0, "short_merged": 0, "computation_thinned": 0,
-               "step_budget": budget}
-    for step in all_steps:
+               "step_budget": budget, "default_step_budget": budget}
+    for i, step in enumerate(all_steps):
         s = ops.iloc[np.searchsorted(step_values, step, "left"):np.searchsorted(step_values, step, "right")].copy()
         s["key"] = occurrence_keys(s["match"], [s["rank"]])
         present = set(s["rank"])
@@ -380,7 +450,13 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
         keep = (s["end"] - s["start"]) >= MIN_DUR_SHARE * step_len
         trimmed["below_threshold"] += int((~keep).sum())
         s = s[keep]
-        s, cost = _fit_step(s, budget, trimmed)
+        if i == 0:  # the default step: more than the even share when it needs it, the others share the rest
+            budget = first_step_budget(len(all_steps), _cost(s))
+            trimmed["default_step_budget"] = budget
+        s, cost = _fit_step(s, budget, trimmed, keep_ranks)
+        if i == 0:
+            budget = rest_budget(len(all_steps), cost)
+            trimmed["step_budget"] = budget
         marks += cost
         drawn.append(s)
     rows = pd.concat(drawn, ignore_index=True) if drawn else ops.iloc[0:0]
@@ -410,6 +486,54 @@ def _marey(run: Run, ops: pd.DataFrame, windows: pd.DataFrame, lane_order: list[
     return rows, align, metrics
 
 
+def _marey_into(run: Run, ops, windows, tl_source: str, stage_of: dict, F, metrics: dict, tables: dict, data: dict,
+                keep_ranks=(), keep_steps=()) -> None:
+    """The Marey view's rows, alignment table and metrics into the analysis's ``metrics`` / ``tables`` / ``data``."""
+    for k in [k for k in metrics if k.startswith("marey_")] + ["alignment_op", "alignment", "median_step"]:
+        metrics.pop(k, None)
+    ranks = sorted(int(r) for r in ops["rank"].unique())
+    lane_order = sorted(ranks, key=lambda r: (stage_of.get(r) is None, stage_of.get(r) or 0, r))
+    rows, align, mm = _marey(run, ops, windows, lane_order, stage_of, F, keep_ranks, keep_steps)
+    metrics.update(mm)
+    if rows.empty:
+        return
+    tables["marey_alignment"] = align
+    metrics["marey_source"] = tl_source
+    # lanes without any computation in the data (e.g. a rank whose files time its communication only)
+    has_comp = set(ops.loc[ops["kind"] != "communication", "rank"])
+    only = [r for r in ranks if r not in has_comp]
+    if has_comp and only:
+        metrics["marey_comm_only_ranks"] = only
+    if step_windows(run, derived=False) is None:
+        metrics["marey_windows"] = DERIVED_WINDOWS
+    data["marey"] = rows
+    drawn_ranks = set(rows["rank"])
+    data["lanes"] = [r for r in lane_order if r in drawn_ranks]
+
+
+def refocus(run: Run, a: Analysis, options=None) -> None:
+    """Once the page's findings are known (``a.focus``, reportgen/focus.py): when a rank or step they name is not
+    drawn in the Marey view, draw it again keeping them (lanes and steps), so a finding's link finds its rank and
+    step there."""
+    from .. import focus
+    fo = focus.of(a)
+    if "marey" not in a.data:
+        return
+    rows = a.data["marey"]
+    F = facts.of(run, options)
+    steps = set(F.steps_all) if F is not None else set(int(x) for x in rows["step"])
+    want_ranks = [r for r in fo.ranks if r in set(run.ranks)]
+    want_steps = [x for x in fo.steps_to_keep() if x in steps]
+    drawn_ranks, drawn_steps = set(int(r) for r in rows["rank"]), set(int(x) for x in rows["step"])
+    if set(want_ranks) <= drawn_ranks and set(want_steps) <= drawn_steps:
+        return
+    ops, windows, tl_source = _timeline(run)
+    if ops is None or ops.empty:
+        return
+    stage_of = {r: run.stage_of(r) for r in run.ranks}
+    _marey_into(run, ops, windows, tl_source, stage_of, F, a.metrics, a.tables, a.data, want_ranks, want_steps)
+
+
 def analyze(run: Run, options=None) -> Analysis:
     overview, overview_source = _time_overview(run)
     ops, windows, tl_source = _timeline(run)
@@ -437,25 +561,7 @@ def analyze(run: Run, options=None) -> Analysis:
                         "ranks": int(overview["rank"].nunique()),
                         "step_ms_mean": F.step_ms_mean if F is not None else float(overview["step_ms"].mean())})
     if ops is not None and not ops.empty:
-        ranks = sorted(int(r) for r in ops["rank"].unique())
-        lane_order = sorted(ranks, key=lambda r: (stage_of.get(r) is None, stage_of.get(r) or 0, r))
-        rows, align, mm = _marey(run, ops, windows, lane_order, stage_of, F)
-        if rows.empty:
-            metrics.update(mm)
-        else:
-            tables["marey_alignment"] = align
-            metrics.update(mm)
-            metrics["marey_source"] = tl_source
-            # lanes without any computation in the data (e.g. a rank whose files time its communication only)
-            has_comp = set(ops.loc[ops["kind"] != "communication", "rank"])
-            only = [r for r in ranks if r not in has_comp]
-            if has_comp and only:
-                metrics["marey_comm_only_ranks"] = only
-            if step_windows(run, derived=False) is None:
-                metrics["marey_windows"] = DERIVED_WINDOWS
-            data["marey"] = rows
-            drawn_ranks = set(rows["rank"])
-            data["lanes"] = [r for r in lane_order if r in drawn_ranks]
+        _marey_into(run, ops, windows, tl_source, stage_of, F, metrics, tables, data)
     if "marey" not in data and "marey_unavailable" not in metrics:
         metrics["marey_unavailable"] = ("no operator timeline: needs device_timeline intervals inside step windows "
                                         "(trace_view.json device and communication ops, a trace's GPU kernels with "
@@ -755,9 +861,15 @@ def _marey_chart(rows: pd.DataFrame, lanes: list[int], steps: list[int], m: dict
         trims.append(f"{t['computation_dropped']:,} computation, wait and other ops left out (communication only)")
     if t.get("computation_thinned"):
         trims.append(f"{t['computation_thinned']:,} of the shortest computation, wait and other ops left out "
-                     f"(mark budget {t['step_budget']:,} per step)")
+                     f"(mark budget {t.get('default_step_budget', t['step_budget']):,} for the first step, "
+                     f"{t['step_budget']:,} for each other)")
+    if t.get("adjacent_merged"):
+        trims.append(f"{t['adjacent_merged']:,} ops merged with their lane's neighbours of the same class (no "
+                     "communication between them) to fit the mark budget")
     if t["lanes_sampled"]:
-        trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled)")
+        trims.append(f"{m['marey_lanes']} of {m['marey_lanes_total']} ranks drawn (evenly sampled, keeping the "
+                     "ranks the findings name and the slowest, median and fastest rank; a third of each step's "
+                     "mark budget goes to computation, so no class is left out)")
     if t["steps_left_out"]:
         trims.append(f"{t['steps_left_out']} later steps not drawn (at most {MAX_STEPS} steps)")
     align = (f"aligned so that the first '{m['alignment_op']}' ends at the same time on every rank "
@@ -801,7 +913,12 @@ def present(a: Analysis) -> View:
     ov = a.tables.get("time_overview")
     step0 = str(m["marey_steps_shown"][0]) if "marey" in a.data else None
     if ov is not None:
-        picks = a.data.get("overview_ranks") or []
+        picks = list(a.data.get("overview_ranks") or [])
+        if picks and len(picks) < ov["rank"].nunique():  # a few ranks offered: those findings name as well
+            from .. import focus
+            have = {r for r, _ in picks}
+            extra = [r for r in focus.of(a).ranks_in(ov["rank"].unique()) if r not in have]
+            picks = sorted(picks + [(r, "named by a finding") for r in extra], key=lambda x: x[0])
         rank0 = m.get("overview_rank")
         if picks:
             controls.append(Control("ov_rank", "Highlighted rank", [

@@ -37,7 +37,7 @@ from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_
                       tip, to_spec)
 from ..errors import Unavailable
 from ..model import Run
-from ..report import rank_ranges, Analysis, Column, Control, Figure, Finding, Table, View
+from ..report import natural_sorted, rank_ranges, Analysis, Column, Control, Figure, Finding, Table, View
 from . import needs_reason, with_sources
 
 ID = "flops"
@@ -265,6 +265,19 @@ def _refuse_implausible(run: Run, df: pd.DataFrame, bound: float, what: str) -> 
     return refused
 
 
+def refocus(run: Run, a: Analysis, options=None) -> None:
+    """The per-operator chart of one rank (control ``flops_rank``) holds the ranks the page's findings name too
+    (reportgen/focus.py), beside the extremes and the median rank it holds at scale."""
+    from .. import focus
+    ro, ops = a.data.get("rank_ops"), a.data.get("ops")
+    if ro is None or ops is None or ops.empty:
+        return
+    have = set(int(r) for r in ro["rank"].unique())
+    want = [r for r in focus.of(a).ranks_in(ops["rank"].unique()) if r not in have]
+    if want:
+        a.data["rank_ops"] = pd.concat([ro, rank_top_ops(ops, want)], ignore_index=True)
+
+
 def analyze(run: Run, options=None) -> Analysis:
     rf, ops = run.table("rank_flops"), run.table("op_flops")
     if rf is not None:
@@ -325,7 +338,7 @@ def analyze(run: Run, options=None) -> Analysis:
     else:
         a_rank_ops = None
     a = Analysis(metrics=metrics, tables=tables,
-                 data={"rank_ops": a_rank_ops,
+                 data={"rank_ops": a_rank_ops, "ops": d.get("ops"),
                        "hosts_known": bool(run.hosts) and all(run.hosts.get(int(r)) for r in per_rank["rank"])
                        and all(run.devices.get(int(r)) is not None for r in per_rank["rank"]),
                        "missing_ranks": list(run.missing_ranks)})
@@ -411,7 +424,8 @@ def _grid(pr: pd.DataFrame, hosts_known: bool) -> Figure:
         title, n = f"ranks in rows of {GRID_ROW_RANKS}", GRID_ROW_RANKS
     elif hosts_known:
         x = vl.X("device_id:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0))
-        y, title = vl.Y("host:N", title="Host", scale=gap), "hosts × devices"
+        y, title = vl.Y("host:N", title="Host", scale=gap, sort=natural_sorted(df["host"].dropna())), \
+            "hosts × devices"
         n = max(1, df["device_id"].nunique())
     else:
         x = vl.X("rank:O", title="Rank", scale=gap, axis=vl.Axis(labelOverlap=True, labelAngle=0))
@@ -556,12 +570,12 @@ def present(a: Analysis) -> View:
         figures.append(_rank_ops_chart(ro, default, est))
         if len(ranks) < len(pr):
             figures[-1].caption += (f" It holds {len(ranks)} of the {len(pr):,} ranks (above {th.PAGE_RANKS_ALL} "
-                                    f"ranks: the {th.PAGE_RANKS_EXTREMES} with the most and the least FLOPs and the "
-                                    "median rank; a click on another rank's cell changes nothing); the per-operator "
+                                    f"ranks: the {th.PAGE_RANKS_EXTREMES} with the most and the least FLOPs, the "
+                                    "median rank and the ranks findings name; a click on another rank's cell changes nothing); the per-operator "
                                     "table holds the others (filter it by rank).")
     split = [c for c in ("cube_flops", "vec_flops") if c in pr and pr[c].notna().any()]
     if split:
-        shown = th.ranks_shown(pr.set_index("rank")["flops"])
+        shown = th.ranks_shown(pr.set_index("rank")["flops"], vl.named_ranks(a))
         figures.append(_cube_vec_chart(pr if shown is None else pr[pr["rank"].isin(shown)]))
         if shown is not None:
             figures[-1].caption += " " + th.ranks_shown_note(shown, len(pr), "FLOPs")

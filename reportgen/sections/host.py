@@ -46,6 +46,7 @@ from .. import charts as vl
 from .. import diagnosis, fmt, palette
 from ..charts import to_spec
 from ..errors import Unavailable
+from ..focus import keep_sample
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View
 from . import needs_reason, sources
@@ -381,6 +382,7 @@ def _findings(a: Analysis) -> list[Finding]:
 def present(a: Analysis) -> View:
     t, m = a.tables, a.metrics
     figures, tables, parts = [], [], []
+    named = vl.named_ranks(a)  # every rank sample keeps them (reportgen/focus.py)
     if "ranges" in t:
         r = t["ranges"]
         worst = r[(r["ranks"] > 1) & (r["excess_ms"] > 0)].sort_values("excess_ms", ascending=False).head(1)
@@ -411,7 +413,7 @@ def present(a: Analysis) -> View:
              Column("comm_ms", "Collectives inside (total)", "ms"), Column("max_ms", "Longest occurrence", "ms")],
             caption="Per rank and name over the profile (HTA's user annotation breakdown per rank); own time = "
                     "without the collective / p2p spans inside."))
-        figures.append(_ranges_heatmap(t["ranges_per_rank"], r))
+        figures.append(_ranges_heatmap(t["ranges_per_rank"], r, named))
     if "launch" in t:
         lp = t["launch"]
         parts.append(f"kernels start {fmt.ms(m['launch_delay_median_ms'])} after their launch call (median over "
@@ -428,7 +430,7 @@ def present(a: Analysis) -> View:
             caption="Launch delay = kernel start - start of its runtime launch call (the flow lines of a trace "
                     "viewer; HTA subtracts the call's end instead). Host-bound: the gap before a kernel on its stream "
                     "when the launch call came after the stream drained (HTA's host_wait rule)."))
-        figures.append(_launch_bars(lp.sort_values("rank").head(CHART_RANKS)))
+        figures.append(_launch_bars(_sample_rows(lp.sort_values("rank"), named)))
     if "alltoall_steps" in t:
         parts.append(f"all-to-all imbalance (busiest rank / mean rank, worst step) {fmt.number(m['alltoall_imbalance_ratio'])}")
         tables.append(Table.from_frame(
@@ -437,7 +439,7 @@ def present(a: Analysis) -> View:
              Column("ratio_to_mean", "Ratio to the mean rank", "float")],
             caption="Bytes sent by the all-to-all ops per rank, mean over steps (the expert-parallel load: "
                     "msprof-analyze's ep_load_balance is the peer)."))
-        figures.append(_alltoall_bars(t["alltoall_ranks"].sort_values("rank").head(CHART_RANKS)))
+        figures.append(_alltoall_bars(_sample_rows(t["alltoall_ranks"].sort_values("rank"), named)))
     if "pmu" in t:
         p = t["pmu"]
         cols = [Column("type", "Op type", "text"), Column("kernels", "Kernels", "int"),
@@ -607,10 +609,16 @@ def count_text(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
+def _sample_rows(df: pd.DataFrame, named=()) -> pd.DataFrame:
+    """The rows of at most :data:`CHART_RANKS` ranks (evenly over the ranks, those findings name always:
+    reportgen/focus.py keep_sample)."""
+    ranks = sorted(int(r) for r in df["rank"].unique())
+    return df[df["rank"].isin(keep_sample(ranks, CHART_RANKS, named))]
+
+
+def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame, named=()) -> Figure:
     names = by.head(20)[["side", "name"]]
-    d = per.merge(names, on=["side", "name"])
-    d = d[d["rank"].isin(sorted(d["rank"].unique())[:CHART_RANKS])]
+    d = _sample_rows(per.merge(names, on=["side", "name"]), named)
     d = d.assign(label=np.where(d["side"] == "device", d["name"] + " (device)", d["name"]),
                  rel=d["own_mean_ms"] / d.groupby(["side", "name"])["own_mean_ms"].transform("median"))
     d = d.assign(mean_ms=d["own_mean_ms"])
@@ -628,7 +636,8 @@ def _ranges_heatmap(per: pd.DataFrame, by: pd.DataFrame) -> Figure:
                   to_spec(vl.fit(chart, max(120, 18 * len(names)))),
                   caption="Each cell is a range's mean own time per occurrence (collectives inside left out) on a rank "
                           "over the median rank's (1 = alike; a range slow on "
-                          "one rank stands out in its row). The 20 names with the most time, the first 128 ranks.",
+                          "one rank stands out in its row). The 20 names with the most time, up to 128 ranks (evenly "
+                          "spaced over the rank ids, the ranks findings name always among them).",
                   alt="Heatmap of user range time per rank relative to the median rank")
 
 

@@ -53,7 +53,7 @@ from ..model import ByRank, Run
 from .. import facts
 from .. import palette
 from ..timeline import step_windows
-from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count
+from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count, natural_sorted
 from . import needs_reason
 
 ID = "memory"
@@ -983,7 +983,8 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = F
     if hosts_known:
         n_dev = df["device"].nunique()
         base = base.encode(x=vl.X("device:O", title="Device", scale=gap, axis=vl.Axis(labelAngle=0)),
-                           y=vl.Y("host:N", title="Host", scale=gap, axis=vl.Axis(labelOverlap=True)))
+                           y=vl.Y("host:N", title="Host", scale=gap, axis=vl.Axis(labelOverlap=True),
+                                  sort=natural_sorted(df["host"].dropna())))
         size = {"width": {"step": band(n_dev, 48, 8, 640)}, "height": {"step": band(n_hosts, 28, 3, 600)}}
         caption = "One cell per device, hosts as rows."
     else:

@@ -300,7 +300,7 @@ def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
     types, rank_type = t["types"], t["rank_type_ops"]
     per_rank = rank_type.groupby("rank")["per_step_ms"].sum()
-    named = [int(r) for r in types["max_rank"].iloc[:HEAT_TYPES]]
+    named = list(dict.fromkeys([int(r) for r in types["max_rank"].iloc[:HEAT_TYPES]] + vl.named_ranks(a)))
     shown = th.ranks_shown(per_rank, named=named)
     engines = [k for k, _ in sorted(m["engines"].items(), key=lambda kv: -kv[1])]
     figures = [_share_figure(types, t["type_name_ops"], engines, rank_type)]

@@ -329,7 +329,8 @@ def present(a: Analysis) -> View:
     findings = a.findings
     by = "step_ms" if "step_ms" in per_rank and per_rank["step_ms"].notna().any() else "comm_not_overlapped_ms"
     by_values = per_rank.set_index("rank")[by]
-    shown = th.ranks_shown(by_values, vl.finding_ranks(findings))
+    named = vl.named_ranks(a)
+    shown = th.ranks_shown(by_values, named)
     if shown is None:
         figures = [_bars(per_rank, rows, phases, bool(stage_values))]
     else:  # many ranks: the bars draw the extremes, the median and the findings' ranks; a histogram every rank
@@ -338,7 +339,7 @@ def present(a: Analysis) -> View:
                    vl.rank_distribution("overlap-distribution", by_values, shown,
                                         "Step time" if by == "step_ms" else "Communication not overlapped",
                                         avg_label.lower())]
-    figures.append(_heat(rows, heat_cols, labels))
+    figures.append(_heat(rows, heat_cols, labels, keep=named))
     per_rank_title = f"Per rank ({avg_label.lower()})"
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int")] + \
         [Column(c, labels[c], "ms", group=groups.get(c, "Step breakdown")) for c in present_cols] + \
@@ -348,6 +349,10 @@ def present(a: Analysis) -> View:
                                cols[:2] + [Column("step", "Step", "int")] + cols[2:-1])]
     if "per_stage_step" in a.tables:
         st = a.tables["per_stage_step"]
+        # a cell lists its ranks as ranges ('0-255', fmt.rank_ranges), as every table of the page does: 256 ids in
+        # one cell made a 2,037 px row (the metrics JSON keeps msprof-analyze's list)
+        st = st.assign(ranks=st["ranks"].map(lambda t: fmt.rank_ranges(int(x) for x in str(t).split(",")
+                                                                         if x.strip().lstrip("-").isdigit())))
         tables.append(Table.from_frame(
             "overlap-per-stage", "Per stage and step (maximum over the stage's ranks)", st,
             [Column("stage", "Stage", "int"), Column("ranks", "Ranks", "text"), Column("step", "Step", "int")] +
@@ -489,16 +494,13 @@ def heat_metrics(per_rank: pd.DataFrame) -> list[str]:
             if c in per_rank]
 
 
-def _heat(rows: pd.DataFrame, cols: list[str], labels: dict[str, str]) -> Figure:
-    keep = cols + (["step_ms"] if "step_ms" in rows and "step_ms" not in cols else [])
-    df = rows[["rank", "step"] + keep].assign(warmup=rows["warmup"] if "warmup" in rows else False)
-    n_ranks, n_steps = df["rank"].nunique(), df["step"].nunique()
+def _heat(rows: pd.DataFrame, cols: list[str], labels: dict[str, str], keep=()) -> Figure:
+    keep_cols = cols + (["step_ms"] if "step_ms" in rows and "step_ms" not in cols else [])
+    df = rows[["rank", "step"] + keep_cols].assign(warmup=rows["warmup"] if "warmup" in rows else False)
     title = "Rank"
-    if n_ranks * n_steps > MAX_CHART_ROWS:
-        per_bin = math.ceil(n_ranks * n_steps / MAX_CHART_ROWS)
-        df["rank"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank", "step"], as_index=False)[keep + ["warmup"]].max()
-        title = f"Rank (groups of {per_bin}, max shown)"
+    df, per_bin = vl.bin_ranks(df, keep_cols, keep=keep)
+    if per_bin > 1:
+        title = f"Rank (groups of up to {per_bin}, max shown; named ranks alone)"
     caption = ("Communication not overlapped by computation by default; 'Heatmap shows' picks its receive and "
                "collective parts, computation or free time." + MEDIAN_CAPTION)
     if df["warmup"].any() and not df["warmup"].all():

@@ -35,7 +35,7 @@ from .. import facts
 from ..errors import Unavailable
 from ..model import Run
 from ..report import (Analysis, Column, Control, Figure, Finding, Table, Tree, TreeNode, View, count,
-                      natural_order, rank_ranges)
+                      natural_order, natural_sorted, rank_ranges)
 from . import missing_needs, needs_reason, pipeline, strategy_graph
 from .strategy_graph import parse_shard
 
@@ -397,7 +397,7 @@ class _StageRun:
 
 def present(a: Analysis) -> View:
     m, t = a.metrics, a.tables
-    figures = [_mesh_figure(t["mesh"], m)]
+    figures = [_mesh_figure(t["mesh"], m, vl.named_ranks(a))]
     trees: list[Tree] = []
     dims = " × ".join(f"{k} {m[f'{k}_size']}" for k in DIMS if f"{k}_size" in m)
     summary = (f"Mode {m['mode']}, {count(m['stages'] or 1, 'pipeline stage')}, {count(m['world_size'], 'rank')}"
@@ -506,17 +506,29 @@ def present(a: Analysis) -> View:
 _ranks_text = rank_ranges
 
 
-def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
-    """Ranks as cells (row = stage). Colour = an identity, never the rank id: the host when there are several,
-    else the dp index when tp > 1 (ranks of one tp group share it), else the stage; one colour otherwise."""
+#: the colour of the hosts a finding does not name, when there are too many hosts to colour each
+OTHER_HOSTS = "other hosts"
+
+
+def _mesh_figure(df: pd.DataFrame, m: dict, named_ranks=()) -> Figure:
+    """Ranks as cells (row = stage). Colour = an identity, never the rank id: the host when there are several (and
+    few enough for a colour each, ``palette.distinguishable``; beyond, only the hosts of ``named_ranks``, the ranks
+    findings name, take a colour and the others one grey: the tooltip names every host), else the dp index when
+    tp > 1 (ranks of one tp group share it, again only when distinguishable), else the stage; one colour
+    otherwise."""
     d = df.copy()
     d["stage_label"] = ["stage " + str(int(s)) if pd.notna(s) else "no stage" for s in d["stage"]]
     ncols = int(d["column"].max()) + 1 if len(d) else 1
     hosts = d["host"].dropna().nunique()
-    if hosts > 1:
-        values = sorted(d["host"].dropna().unique(), key=natural_key)
+    named_hosts = natural_sorted(d.loc[d["rank"].isin([int(r) for r in named_ranks]), "host"].dropna())
+    dp_many = d["dp_index"].notna().any() and not palette.distinguishable(int(d["dp_index"].nunique()))
+    if hosts > 1 and palette.distinguishable(hosts):
+        values = natural_sorted(d["host"].dropna().unique())
         d["colour_key"], title = d["host"], "Host"
-    elif d["dp_index"].notna().any() and m.get("tp_size", 1) > 1:
+    elif hosts > 1 and named_hosts and palette.distinguishable(len(named_hosts) + 1):
+        d["colour_key"] = d["host"].where(d["host"].isin(named_hosts), OTHER_HOSTS)
+        values, title = named_hosts + [OTHER_HOSTS], "Host (named by a finding)"
+    elif d["dp_index"].notna().any() and m.get("tp_size", 1) > 1 and not dp_many:
         d["colour_key"] = d["dp_index"].map(lambda v: "" if pd.isna(v) else str(int(v)))
         values, title = sorted(d["colour_key"].unique(), key=natural_key), "dp index"
     elif d["stage"].nunique() > 1:
@@ -525,6 +537,8 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     else:
         d["colour_key"], values, title = "", [""], None
     colours = {v: palette.identity(i) for i, v in enumerate(values)}
+    if OTHER_HOSTS in colours:
+        colours[OTHER_HOSTS] = palette.ROLE["other"]
     if title == "Stage":  # a stage keeps its colour of every other chart
         colours = {v: palette.identity(int(v)) if v.isdigit() else palette.ROLE["other"] for v in values}
     d["ink"] = d["colour_key"].map(lambda v: palette.ink(colours.get(v, palette.IDENTITY[0])))
@@ -563,7 +577,9 @@ def _mesh_figure(df: pd.DataFrame, m: dict) -> Figure:
     rows = d["stage_label"].nunique()
     chart = chart.properties(width={"step": step},
                              height={"step": max(6, min(16, 900 // rows)) if wrapped else band(rows, 36, 12, 400)})
-    how = {"Host": "colour = host", "dp index": "colour = dp index (the ranks of one tp group share it)",
+    how = {"Host": "colour = host", "Host (named by a finding)":
+           f"colour = the host of a rank a finding names, the other {hosts - len(named_hosts):,} hosts grey (too many "
+           "hosts for a colour each; hover for the host)", "dp index": "colour = dp index (the ranks of one tp group share it)",
            "Stage": "colour = pipeline stage"}.get(title, "")
     return Figure("strategy-mesh", "Rank mesh: where each rank sits", to_spec(chart),
                   caption=f"One cell per rank{' (its rank id written in it)' if written else ''}: row = pipeline "

@@ -33,10 +33,11 @@ from .. import charts as vl
 from .. import thresholds as th
 from .. import fmt, palette
 from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_parts, to_spec
-from .. import facts
+from .. import facts, focus
+from ..focus import keep_sample
 from ..errors import Unavailable
 from ..model import Run
-from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count
+from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View, count, natural_key
 from . import needs_reason
 
 ID = "trajectory"
@@ -210,7 +211,7 @@ def _slow_hosts(per_rank: pd.DataFrame, wait: str | None, mean_wait: float) -> l
         return []
     limit = (1 + th.STEP_INTERVAL_ABOVE_MEAN) * mean_wait
     out = []
-    for host, grp in known.groupby("host", sort=True):
+    for host, grp in sorted(known.groupby("host", sort=False), key=lambda hg: natural_key(hg[0])):
         floor = mean_wait + th.MIN_EXCESS_SHARE * per_rank["step_ms"].median()
         if len(grp) > 1 and (grp[wait] > max(limit, floor)).all():
             out.append({"host": host, "ranks": sorted(int(r) for r in grp["rank"]),
@@ -312,11 +313,15 @@ def present(a: Analysis) -> View:
     steps = sorted(per_rank_step["step"].unique().tolist())
     n_ranks = len(per_rank)
 
-    # step choices: the average plus as many steps as the chart budget allows (evenly spaced)
-    max_steps = max(1, MAX_CHART_ROWS // max(1, n_ranks * len(src.phases)) - 1)
-    shown_steps = steps if len(steps) <= max_steps else \
-        [steps[round(i * (len(steps) - 1) / (max_steps - 1))] for i in range(max_steps)] if max_steps > 1 else [steps[0]]
-    shown_steps = sorted(set(shown_steps))
+    step_ms = per_rank.set_index("rank")["step_ms"]
+    named = vl.named_ranks(a)
+    shown = th.ranks_shown(step_ms, named)
+    # step choices: the average plus as many steps as the chart budget allows for the ranks the bars draw (evenly
+    # spaced)
+    max_steps = max(1, MAX_CHART_ROWS // max(1, (len(shown) if shown is not None else n_ranks)
+                                              * len(src.phases)) - 1)
+    # (the page's default step and the steps findings cite always among them: reportgen/focus.py)
+    shown_steps = keep_sample(steps, max_steps, focus.of(a).steps_to_keep())
     warm = set(m.get("warmup_steps") or [])
     avg_label = "Average (steps in scope)" if warm and m["steps"] < len(steps) else "Average (mean of steps)"
     controls = [
@@ -327,7 +332,8 @@ def present(a: Analysis) -> View:
     ]
     notes = []
     if len(shown_steps) < len(steps):
-        notes.append(f"The step selector offers {len(shown_steps)} of {len(steps)} steps (evenly spaced) to keep the "
+        notes.append(f"The step selector offers {len(shown_steps)} of {len(steps)} steps (evenly spaced, with the page's "
+                     f"default step and every step a finding cites) to keep the "
                      f"file small; every step is in the per-rank-step table and its CSV as far as the page has room "
                      f"(the table says how many rows it left out).")
     if warm and m["steps"] < len(steps):
@@ -348,8 +354,6 @@ def present(a: Analysis) -> View:
     if m.get("ranks_without_step_data"):
         notes.append("Ranks without per-step timing: " + ", ".join(map(str, m["ranks_without_step_data"])))
 
-    step_ms = per_rank.set_index("rank")["step_ms"]
-    shown = th.ranks_shown(step_ms, vl.finding_ranks(a.findings))
     per_rank_title = "Per rank (" + avg_label.lower() + ")"
     if shown is None:
         figures = [_bars(per_rank, per_rank_step, shown_steps, src, cols_m)]
@@ -359,7 +363,7 @@ def present(a: Analysis) -> View:
                          shown_steps, src, cols_m),
                    vl.rank_distribution("trajectory-distribution", step_ms, shown, labels["step_ms"],
                                         avg_label.lower())]
-    figures.append(_heatmap(per_rank_step, labels, cols_m))
+    figures.append(_heatmap(per_rank_step, labels, cols_m, keep=named))
 
     cols = [Column("rank", "Rank", "rank"), Column("host", "Host", "text"), Column("stage", "Stage", "int")] + \
         [Column(k, labels[k], "ms") for k in cols_m]
@@ -488,21 +492,19 @@ def _bars(per_rank: pd.DataFrame, per_rank_step: pd.DataFrame, shown_steps: list
                   alt="Stacked bar chart of the parts of the step time for each rank")
 
 
-def _heatmap(per_rank_step: pd.DataFrame, labels: dict[str, str], cols_m: list[str]) -> Figure:
+def _heatmap(per_rank_step: pd.DataFrame, labels: dict[str, str], cols_m: list[str], keep=()) -> Figure:
+    """Rank × step heatmap; beyond ``vl.HEATMAP_MAX_RANK_ROWS`` ranks, consecutive ranks are grouped (the group's
+    maximum), the ``keep`` ranks (those findings name) each in a row of their own (``vl.bin_ranks``)."""
     df = per_rank_step[["rank", "step", "host", "warmup"] + cols_m].copy()
     df["host"] = df["host"].fillna("")
-    ranks = sorted(df["rank"].unique())
-    steps = df["step"].nunique()
     caption = "Each cell is one rank in one step; colour = the chosen time."
     y_title = "Rank"
-    if len(ranks) * steps > MAX_CHART_ROWS:
-        per_bin = math.ceil(len(ranks) * steps / MAX_CHART_ROWS)
-        df["rank_bin"] = (df["rank"] // per_bin) * per_bin
-        df = df.groupby(["rank_bin", "step"], as_index=False).agg({**{c: "max" for c in cols_m}, "warmup": "max"})
-        df["rank"] = df["rank_bin"]
-        df["host"] = ""
-        y_title = f"Rank (groups of {per_bin}, max shown)"
-        caption += f" Ranks are grouped by {per_bin} to keep the file small; each cell shows the group's maximum."
+    df, per_bin = vl.bin_ranks(df, cols_m, keep=keep)
+    if per_bin > 1:
+        df.loc[df["ranks"].str.contains("–"), "host"] = ""
+        y_title = f"Rank (groups of up to {per_bin}, max shown)"
+        caption += (f" Ranks are grouped by up to {per_bin} consecutive ranks so the chart stays readable; each cell "
+                    "shows the group's maximum, and the ranks the findings name keep a row of their own.")
     caption += MEDIAN_CAPTION
     if df["warmup"].any() and not df["warmup"].all():
         caption += WARMUP_CAPTION
