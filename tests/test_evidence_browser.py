@@ -84,6 +84,8 @@ def _drawn(marks: list) -> tuple[set, set, bool]:
             if isinstance(m.get(k), (int, float)):
                 ranks.add(int(m[k]))
                 has = True
+        if isinstance(m.get("rank"), (int, float)) and isinstance(m.get("rank_last"), (int, float)):
+            ranks.update(range(int(m["rank"]), int(m["rank_last"]) + 1))  # a row of grouped ranks (charts.bin_ranks)
         for a, b in LINK_FIELDS:
             if isinstance(m.get(a), (int, float)) and isinstance(m.get(b), (int, float)):
                 links.add((int(m[a]), int(m[b])))
@@ -122,8 +124,30 @@ def _assert_proves(page, doc, f, view, state, what):
                 assert values[0] == pytest.approx(f["evidence"]["value"], rel=1e-9), f"{what}: the link's value"
 
 
+_GENERATED: dict[str, object] = {}
+
+
+def _mi1024():
+    """A generated MindInsight run of 1024 ranks (128 hosts x 8, 4 stages, one slow rank): the page samples ranks,
+    steps and groups, and must keep every one a finding names (issue 28 #4)."""
+    import tempfile
+    from pathlib import Path
+
+    from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
+    if "mi1024" not in _GENERATED:
+        root = Path(tempfile.mkdtemp(prefix="rg-mi1024-")) / "run"
+        write_mindinsight_run(root, MindInsightSpec(hosts=128, devices_per_host=8, stages=4, steps=5,
+                                                    slow_ranks={300: 1.3}))
+        _GENERATED["mi1024"] = root
+    return _GENERATED["mi1024"]
+
+
+FIXTURES["mi1024"] = _mi1024
+
+
 def _report(cache, name, *extra):
-    out = cache.get("demo" if FIXTURES[name] is None else fixture_dir(*FIXTURES[name]), *extra)
+    src = FIXTURES[name]
+    out = cache.get("demo" if src is None else src() if callable(src) else fixture_dir(*src), *extra)
     return out, json.loads(out.with_suffix(".json").read_text())
 
 
