@@ -302,7 +302,20 @@ def evidence(ev: dict[str, Any], skip: tuple[str, ...] = ("share_of_step_ratio",
     return out
 
 
-__all__ = ["SIG", "TIME_KINDS", "time_unit", "d3_format", "D3_EXP", "D3_FORMATS", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
+#: key words that only name a unit: the evidence line writes the unit with the value, so the label drops them
+_UNIT_WORDS = {"ms", "us", "ns", "mb", "gb", "bytes", "gbps", "ratio", "pct"}
+#: evidence keys kept in the metrics JSON for comparison with peers, never on the page (an internal reading)
+EVIDENCE_HIDDEN = ("seed_rule_on_written_bandwidth",)
+
+
+def evidence_label(key: str) -> str:
+    """An evidence key as people read it, its unit left to the value: 'peak_mb' -> 'peak', 'excess_ms_per_step' ->
+    'excess per step', 'chance_p_value' -> 'chance p value'."""
+    words = [w for w in str(key).split("_") if w and w not in _UNIT_WORDS]
+    return " ".join(words) or str(key)
+
+
+__all__ = ["SIG", "evidence_label", "EVIDENCE_HIDDEN", "TIME_KINDS", "time_unit", "d3_format", "D3_EXP", "D3_FORMATS", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
            "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
 

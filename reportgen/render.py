@@ -303,7 +303,8 @@ def environment() -> jinja2.Environment:
     env.filters["col_unit"] = lambda rows, kind, *cols: fmt.unit_for(kind, [r.get(c) for r in rows for c in cols])
     env.filters["cell"] = fmt.cell
     env.filters["text"] = fmt.text
-    env.filters["evidence"] = fmt.evidence
+    env.filters["evidence"] = lambda ev: [(fmt.evidence_label(k), v) for k, v in fmt.evidence(ev)
+                                          if k not in fmt.EVIDENCE_HIDDEN]
     env.filters["sortkey"] = sort_key
     env.filters["jsonsafe"] = _json_safe
     env.filters["breakable"] = breakable

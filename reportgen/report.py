@@ -161,7 +161,7 @@ class EvidenceView:
         out = {"figure": self.figure, "signals": signals}
         if self.rows:
             out["rows"] = {k: (int(v) if isinstance(v, (int, float)) and float(v).is_integer() else v)
-                           for k, v in self.rows.items() if v is not None}
+                           for k, v in self.rows.items() if v is not None and v == v}
         return out
 
 

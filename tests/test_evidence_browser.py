@@ -67,7 +67,9 @@ STATE_JS = """(view) => {
     : null;
   return {selects, defaults, signals: window.reportgenCharts.signals(view.figure),
           target: fig.classList.contains('rg-target'), visible: r.top >= 0 && r.top < window.innerHeight,
-          covered: r.top < barBottom - 1, hash: location.hash, rows};
+          covered: r.top < barBottom - 1, hash: location.hash, rows,
+          cut: Array.from(fig.querySelectorAll('.rg-chart')).some(c => c.scrollWidth > c.clientWidth + 1
+                 || c.getBoundingClientRect().right > r.right + 1)};
 }"""
 #: the fields of a chart's marks that name a rank, and the pairs that name a link (source, destination)
 RANK_FIELDS = ("rank", "src_rank", "dst_rank", "src", "dst")
@@ -96,6 +98,7 @@ def _assert_proves(page, doc, f, view, state, what):
     """Issue 28 #1: the view shows what the finding names, with its number, under nothing, in the state the finding
     was judged in (controls the view does not set are at their defaults)."""
     assert not state["covered"], f"{what}: under the sticky control bar"
+    assert not state["cut"], f"{what}: the chart is wider than its box (what it names may be cut off)"
     for key, default in state["defaults"].items():
         if key not in view["signals"]:
             assert state["selects"][key] == default, f"{what}: control {key} kept from an earlier view"

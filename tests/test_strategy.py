@@ -14,6 +14,7 @@ from reportgen.readers.mindinsight_strategy import parse_parallel_strategy
 from reportgen.cli import section_options
 from reportgen.sections import run_sections
 from reportgen.sections.strategy import merge_stage_ops
+from reportgen import charts
 
 
 def _strategy(run):
@@ -289,7 +290,7 @@ def test_parse_shard_rejects_what_is_not_a_matrix():
 def test_strategy_view_aligns_stages_on_send_receive(tmp_path):
     truth, o = _generated_strategy(tmp_path, stages=2, dp=1, mp=2, layers=2, micro=3)
     (fig,) = [f for f in o.view.figures if f.id == "strategy-view"]
-    layers = fig.spec["layer"]
+    layers = charts.single_view(fig.spec)["layer"]
     lines = next(rows for rows in fig.spec["datasets"].values() if rows and "pair" in rows[0])
     by_pair = {}
     for r in lines:
@@ -557,7 +558,7 @@ def test_strategy_view_namespace_control_highlights_its_operators(tmp_path):
     assert values[0] == "" and "Default/network/model" in values and "Gradients" in values
     (view,) = [f for f in o.view.figures if f.id == "strategy-view"]
     assert {"name": "sv_namespace", "value": ""} in view.spec["params"]
-    layer = next(x for x in view.spec["layer"] if x["mark"]["type"] == "tick")
+    layer = next(x for x in charts.single_view(view.spec)["layer"] if x["mark"]["type"] == "tick")
     assert "sv_namespace + '/'" in layer["encoding"]["opacity"]["condition"]["test"]
     # many namespaces: the options stop at the deepest level that fits
     ns = pd.DataFrame({"namespace": [f"a/b{i}/c{j}" for i in range(10) for j in range(10)], "depth": 3})

@@ -480,7 +480,7 @@ def rule_long_free(ctx: _Ctx) -> list[Finding]:
 
 #: advice naming a platform's feature, per device kind (Run.device): chosen by platform_text, never by reader family
 GRAPH_ADVICE = {"gpu": "CUDA graphs / graph mode help.",
-                "npu": "graph mode (MindSpore GRAPH_MODE, torch_npu torchair / aclgraph) helps.",
+                "npu": "graph mode (GRAPH_MODE, torchair / aclgraph) helps.",
                 "": "graph mode (capturing the step as one graph) helps."}
 
 

@@ -981,17 +981,19 @@ def present(a: Analysis) -> View:
                 {True: "yes: faster than any link", False: ""})) if "written_impossible" in t["links_local"]
             else t["links_local"],
             [Column("rank", "Reported by rank", "rank"), Column("src_local", "Source (local)", "int"),
-             Column("dst_local", "Destination (local)", "int"), Column("transport", "Transport", "text"),
+             Column("dst_local", "Destination (local)", "int")]
+            # the global ends next to the local ones: the ranks a finding names are in view with its row
+            + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
+                                                                                   ("dst", "Destination"))
+               if f"global_{e}" in t["links_local"]]
+            + [Column("transport", "Transport", "text"),
              Column("time_ms", "Time", "ms"), Column("size_mb", "Size", "mb"),
              Column("bandwidth_gbps", "Bandwidth", "gbps", help="size / time, as in the links table and the matrix"),
              Column("profiler_bandwidth_gbps", "Bandwidth as written (not used)", "gbps",
                     help="the file's own bandwidth in GB/s; the older hccl_raw generation writes a step's as the sum "
                          "of its operators' bandwidths, so it can be several times size / time"),
              Column("written_impossible", "Written bandwidth impossible", "text",
-                    help="the written figure is faster than the fastest link of its transport exists")]
-            + [Column(f"global_{e}", f"{label} (global)", "rank") for e, label in (("src", "Source"),
-                                                                                   ("dst", "Destination"))
-               if f"global_{e}" in t["links_local"]],
+                    help="the written figure is faster than the fastest link of its transport exists")],
             caption=local_caption + _impossible_note(t["links_local"])))
     notes = []
     if a.data.get("note"):
@@ -1122,6 +1124,10 @@ def _findings(a: Analysis) -> list[Finding]:
             view=EvidenceView("communication-matrix", {"link_metric": "bandwidth_gbps", **(
                 {"link_transport": s["transport"]} if "links" in a.tables
                 and s["transport"] in matrix_transports(a.tables["links"]) else {})})
+            if not s["local"] and not _matrix_blocked(a.tables.get("links"))
+            # a matrix in blocks of ranks draws no single link: the links table, filtered to the link's row
+            else EvidenceView("communication-links", {}, rows={
+                "group": s.get("group"), "src_rank": s["src"], "dst_rank": s["dst"], "transport": s["transport"]})
             if not s["local"]
             # the rule read the files' own link rows: their table, filtered to the row the sentence quotes
             else EvidenceView("communication-links-local", {}, rows={
@@ -1253,6 +1259,13 @@ def self_links(links: pd.DataFrame, src: str, dst: str) -> pd.Series:
 
 #: the matrix's transport filter (``link_transport``: "all" or a transport name, data)
 TRANSPORT_FILTER = "datum.transport == link_transport"
+
+
+def _matrix_blocked(links: pd.DataFrame | None) -> bool:
+    """Whether the link matrix draws ranks in blocks (more than MATRIX_MAX_SIDE ranks a side): no single link."""
+    if links is None or links.empty or "src_rank" not in links:
+        return False
+    return int(max(links["src_rank"].max(), links["dst_rank"].max())) + 1 > MATRIX_MAX_SIDE
 
 
 def _matrix(links: pd.DataFrame, src: str, dst: str, title: str, grouped: bool = False) -> Figure:

@@ -995,10 +995,13 @@ def _grid(pr: pd.DataFrame, ratio_known: bool, hosts_known: bool, host: bool = F
                                    axis=vl.Axis(labelAngle=0)),
                            y=vl.Y("row:O", title="Rank row start" if rows > 1 else None, scale=gap,
                                    axis=vl.Axis(labelOverlap=True) if rows > 1 else None))
-        size = {"width": {"step": 44}, "height": {"step": band(rows, 28, 3, 600)}}
-        caption = "The data does not say which host each rank ran on: one cell per rank, in rows of " \
-                  f"{STRIP_WIDTH} ranks." if rows > 1 else \
-                  "The data does not say which host each rank ran on: one cell per rank."
+        # the strip fits the page's plot width (a 32-rank row of 44 px cells was 1,658 px and cut its last columns)
+        size = {"width": {"step": band(int(df["col"].nunique()), 44, 8)},
+                "height": {"step": band(rows, 28, 3, 600)}}
+        why = ("The data does not say which device of its host each rank is" if df["host"].notna().all()
+               else "The data does not say which host each rank ran on")
+        caption = f"{why}: one cell per rank, in rows of {STRIP_WIDTH} ranks." if rows > 1 else \
+                  f"{why}: one cell per rank."
     chart = base.mark_rect().encode(color=color, tooltip=tooltip)
     if len(df) <= GRID_TEXT_MAX:
         chart = chart + cell_labels(base, text, tooltip)

@@ -135,7 +135,7 @@ def comm_shares(per_rank: pd.DataFrame, run: Run | None = None) -> dict:
     """The seed's helper rates on per-rank averages (see the module docstring): THE run-wide shares of the step.
 
     Each is Σ over ranks of the part / Σ over ranks of (computation incl. free + exposed communication), the step
-    as the breakdown splits it (MindInsight's helper rates; a ratio of sums, so a rank's share weighs by its step).
+    as the breakdown splits it (the seed's helper rates; a ratio of sums, so a rank's share weighs by its step).
     ``comm_share_ratio`` is the exposed communication share the summary, the advisor and every finding quote;
     ``computing_share_ratio`` and ``free_share_ratio`` the same formula on computing and free time (when the
     breakdown has them). One formula for the page: the summary copies these, never re-derives them (issue 28).

@@ -155,7 +155,7 @@ def _matrix_figure(m: pd.DataFrame, step_ms: float, named: set[int] = frozenset(
         y=vl.Y("dst_rank:O", title="Waiting rank", axis=vl.Axis(labelOverlap=True)),
         # one fixed scale, the share of the step (0 to 100 %): a quiet run looks quiet, whatever its largest cell
         color=vl.Color("share:Q", scale=vl.Scale(scheme=palette.SEQUENTIAL, domain=[0, 1], clamp=True),
-                       legend=vl.Legend(title="of the step", format=fmt.D3_PCT)),
+                       legend=vl.Legend(title="waited (sum) / step", format=fmt.D3_PCT)),
         tooltip=[vl.Tooltip("dst_rank:O", title="Waiting rank"), vl.Tooltip("src_rank:O", title="Waited for"),
                  tip("wait_ms", "Wait per step", "ms"), tip("share", "Of the step", kind="ratio")],
     ).properties(width={"step": cell}, height={"step": cell})
@@ -167,7 +167,11 @@ def _matrix_figure(m: pd.DataFrame, step_ms: float, named: set[int] = frozenset(
                           "of the median step on one fixed scale) for the "
                           "column's rank, at the collectives the column's rank entered last and the point-to-point "
                           "transfers it entered after its peer. A column that lights up is a rank the others wait "
-                          "for." + cut, alt="Heatmap of waiting rank against the rank waited for")
+                          "for. A cell sums the waits of every call, and calls on several streams or micro-batches "
+                          "wait at the same time, so a cell can pass 100 % of the step (drawn at the top colour; "
+                          "the tooltip has its time): it says who waits for whom, not how much of the step is lost; "
+                          "a finding's time at stake is that." + cut,
+                  alt="Heatmap of waiting rank against the rank waited for")
 
 
 def _path_figure(seg: pd.DataFrame) -> Figure:
@@ -214,7 +218,7 @@ def present(a: Analysis) -> View:
                                        "entry and its own. Waited: its waits at collectives and transfers. Both are "
                                        "sums over calls, and calls on several threads overlap (asynchronous "
                                        "gradient all-reduce runs beside backward), so they can exceed the step: "
-                                       "the critical path says what the step lost. Waited: its waits at collectives and transfers.")]
+                                       "the critical path says what the step lost.")]
     m = a.metrics
     if m["causes"]:
         summary = (f"{len(m['causes'])} cause{'s' if len(m['causes']) != 1 else ''} beyond the run's own jitter; "
