@@ -502,9 +502,10 @@
       Array.prototype.forEach.call(s.options, function (o) { if (!def && o.defaultSelected) def = o; });
       def = def || s.options[0];
       if (!def || s.value === def.value) return;
-      s.value = def.value;
-      var c = readControl(s);
-      jobs.push(broadcast(c.section, c.name, c.value));
+      var value;
+      try { value = JSON.parse(def.value); } catch (e) { value = def.value; }
+      var job = setControl(section, name, value);
+      if (job) jobs.push(job);
     });
     Object.keys(pinned).forEach(function (id) {
       FOCUS.forEach(function (n) { if (pinned[id][n] !== undefined) pinned[id][n] = []; });

@@ -217,7 +217,6 @@ def analyze(run: Run, options=None) -> Analysis:
         "comm_op_ms_mean": float(per_rank["comm_op_ms"].mean()),
         "wait_ms_mean": float(per_rank["wait_ms"].mean()) if "wait_ms" in per_rank else math.nan,
         "slow_link_threshold_ratio": th.LINK_BELOW_TYPE_MEAN,
-        "step_ms_median": F.step_ms_median if F is not None else None,
         "definitions": {"comm_op_ms": facts.COMM_OP_DEFINITION, "comm_busy_ms": facts.COMM_BUSY_DEFINITION,
                         "comm_ms": "the metrics contract's key for comm_op_ms in tables.per_rank (metrics-json.md; "
                                    "same values)"},
@@ -253,7 +252,10 @@ def analyze(run: Run, options=None) -> Analysis:
         "slow_links": slow, "local_links": "links_local" in tables, "op_sizes": a_sizes,
         "ranks": run.ranks, "transit_outliers": outliers, "transit_applicable": transit,
         "note": raw.attrs.get("note") if raw is not None else None,
-        "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options)})
+        "ops_steps": int(ops["step"].nunique()) if ops is not None else 1, "groups": _group_options(run, options),
+        # the run's median step (facts), for the sentence saying sums over operations can exceed it; not a metric
+        # of this section (the summary has it)
+        "step_ms_median": F.step_ms_median if F is not None else None})
     a.findings = _findings(a)
     return a
 
@@ -1016,7 +1018,7 @@ def present(a: Analysis) -> View:
                + (f" (busy {fmt.ms(m['comm_busy_ms_mean'])})" if m.get("comm_busy_ms_mean") is not None else "")
                + (f", of which waiting {fmt.ms(wait)} (wait ratio = {m['wait_ratio_formula']})."
                   if wait is not None and not math.isnan(wait) else "; this data has no wait times."))
-    step = m.get("step_ms_median")
+    step = a.data.get("step_ms_median")
     top = per_rank.sort_values(["comm_op_ms", "rank"], ascending=[False, True]).iloc[0] if len(per_rank) else None
     if step and top is not None and float(top["comm_op_ms"]) > step:
         # sums over operations that overlap: more than the step, never read as the time communication holds it

@@ -201,8 +201,10 @@ def present(a: Analysis) -> View:
     t = a.tables
     figures = []
     if not t["matrix"].empty:
-        figures.append(_matrix_figure(t["matrix"], a.metrics.get("step_ms"),
-                                      {int(r) for f in a.findings for r in f.ranks}))
+        # every rank its own causes name (as evidence_view judged in analyze) and those any finding of the page
+        # names (charts.named_ranks)
+        named = {int(r) for f in a.findings for r in f.ranks} | set(vl.named_ranks(a))
+        figures.append(_matrix_figure(t["matrix"], a.metrics.get("step_ms"), named))
     if "path" in t and not t["path"].empty:
         figures.append(_path_figure(t["path"]))
     cols = [Column("rank", "Rank", "rank"), Column("stage", "Stage", "int"),
