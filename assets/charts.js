@@ -20,6 +20,63 @@
   var FOCUS = ["focus_ranks", "focus_links"]; /* highlight parameters (reportgen/charts.py focusable) */
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
+  var VECTOR = /(?:^|&)renderer=svg(?:&|$)/.test(String(window.location.search || "").slice(1));
+  /* One chart draws at a time (charts drawn together each wait for all of them), then a frame is painted, then the
+   * next: the charts asked for (in the first screen or scrolled to), the one showing most of itself in the viewport
+   * first, then the newest asked for; when none is asked for and the first screen is ready, the rest in idle slices. */
+  var busy = false, wanted = [], idleOn = false, idleWaiting = false, scrolled = 0;
+  window.addEventListener("scroll", function () { scrolled = Date.now(); }, { passive: true });
+  function painted() { /* a page in the background paints no frame: then 100 ms */
+    return new Promise(function (resolve) {
+      var t = window.setTimeout(resolve, 100);
+      if (window.requestAnimationFrame) window.requestAnimationFrame(function () {
+        window.clearTimeout(t);
+        window.setTimeout(resolve, 0);
+      });
+    });
+  }
+  function ask(els) {
+    els.forEach(function (el) { if (!el.rgStarted && wanted.indexOf(el) < 0) wanted.push(el); });
+    pump();
+  }
+  function pickWanted() {
+    wanted = wanted.filter(function (el) { return !el.rgStarted; });
+    if (!wanted.length) return null;
+    var h = window.innerHeight || 800, best = null, most = 0;
+    wanted.forEach(function (el) { /* the one that shows most of itself in the viewport */
+      var r = el.getBoundingClientRect(), seen = Math.min(r.bottom, h) - Math.max(r.top, 0);
+      if (seen > most) { best = el; most = seen; }
+    });
+    best = best || wanted[wanted.length - 1];
+    wanted.splice(wanted.indexOf(best), 1);
+    return best;
+  }
+  function nextQueued() {
+    while (queue.length && queue[0].rgStarted) queue.shift();
+    return queue.length ? queue.shift() : null;
+  }
+  function run(el, asked) {
+    busy = true;
+    (asked ? render(el).then(painted) : render(el)).then(function () { busy = false; pump(); });
+  }
+  function pump() {
+    if (busy) return;
+    var el = pickWanted();
+    if (el) { run(el, true); return; }
+    if (!idleOn || idleWaiting || !queue.some(function (e) { return !e.rgStarted; })) return;
+    idleWaiting = true;
+    idle(function () {
+      idleWaiting = false;
+      if (busy) return;
+      if (Date.now() - scrolled < 200) { /* the reader is scrolling: the chart scrolled to must not wait for this one */
+        window.setTimeout(pump, 200);
+        return;
+      }
+      var e = pickWanted();
+      if (e) run(e, true);
+      else if ((e = nextQueued())) run(e, false);
+    });
+  }
 
   /* Warnings and errors logged while the charts draw (Vega-Lite's compiler and Vega's views write them with
    * console.warn / console.error): kept, with the chart that last started drawing, for reportgenCharts.logged()
@@ -43,7 +100,8 @@
   function ready() {
     if (root.dataset.chartsReady === "1") return;
     root.dataset.chartsReady = "1";
-    next(); /* the rest of the charts, in idle slices */
+    idleOn = true; /* the rest of the charts, in idle slices */
+    pump();
   }
   function done() {
     root.dataset.chartsDone = "1";
@@ -103,7 +161,8 @@
   function embedOptions(el) {
     var fig = el.closest("figure");
     var opts = {
-      renderer: el.getAttribute("data-renderer") === "canvas" ? "canvas" : "svg", /* canvas: many marks */
+      /* canvas for many marks (render.share_chart_data); ?renderer=svg draws every chart as SVG (vector print) */
+      renderer: !VECTOR && el.getAttribute("data-renderer") === "canvas" ? "canvas" : "svg",
       actions: { export: true, source: false, compiled: false, editor: false },
       downloadFileName: fig && fig.id ? fig.id : "chart"
     };
@@ -384,7 +443,43 @@
     return el.rgStarted;
   }
 
-  /* controls: <select data-signal="name"> with JSON option values */
+  /* controls: <select data-signal="name"> with JSON option values. A control of many options (render.LAZY_OPTIONS:
+   * 1,024 ranks) holds only its default and the options findings name until it is used; the rest wait in its
+   * data-options ([[value, label], ...]) and are added here, keeping the value chosen and the default. */
+  function fill(sel) {
+    var text = sel && sel.getAttribute ? sel.getAttribute("data-options") : null;
+    if (!text) return sel;
+    sel.removeAttribute("data-options");
+    var list;
+    try { list = JSON.parse(text); } catch (e) { return sel; }
+    if (!Array.isArray(list)) return sel;
+    var key = function (s) {
+      try { return JSON.stringify(JSON.parse(s)); } catch (e) { return JSON.stringify(s); }
+    };
+    var current = key(sel.value), def = null, keep = null;
+    Array.prototype.forEach.call(sel.options, function (o) { if (o.defaultSelected) def = key(o.value); });
+    var frag = doc.createDocumentFragment();
+    list.forEach(function (pair) {
+      if (!Array.isArray(pair)) return;
+      var o = doc.createElement("option"), k = JSON.stringify(pair[0]);
+      o.value = k;
+      o.textContent = String(pair[1]);
+      if (k === def) o.defaultSelected = true;
+      if (k === current) keep = o;
+      frag.appendChild(o);
+    });
+    if (!keep) return sel; /* the value chosen is not in the list (cannot happen): keep the options as they are */
+    sel.textContent = "";
+    sel.appendChild(frag);
+    sel.value = keep.value;
+    return sel;
+  }
+  ["mousedown", "touchstart", "focusin", "keydown"].forEach(function (type) {
+    doc.addEventListener(type, function (ev) {
+      var t = ev.target;
+      if (t && t.matches && t.matches("select[data-options]")) fill(t);
+    }, { capture: true, passive: true });
+  });
   function readControl(sel) {
     var value;
     try {
@@ -431,6 +526,7 @@
       if (s.getAttribute("data-signal") === name) sel = s;
     });
     if (!sel) return null;
+    fill(sel);
     var want = JSON.stringify(value);
     var opt = null;
     Array.prototype.forEach.call(sel.options, function (o) {
@@ -586,7 +682,7 @@
     var view = { figure: PICKER, signals: {} }, rank = Number(m[1]);
     view.signals[PICK_SIGNAL] = rank;
     /* a control cut to its first options (render.MAX_OPTIONS) gains the rank asked for */
-    var sel = doc.querySelector("select[data-signal='" + PICK_SIGNAL + "']");
+    var sel = fill(doc.querySelector("select[data-signal='" + PICK_SIGNAL + "']"));
     if (sel && !Array.prototype.some.call(sel.options, function (o) { return o.value === String(rank); })) {
       var opt = doc.createElement("option");
       opt.value = String(rank);
@@ -612,35 +708,23 @@
   }
   window.addEventListener("popstate", fromHash);
 
-  /* then the rest, one per idle slice */
+  /* the rest, one per idle slice (pump) */
   var idle = window.requestIdleCallback
     ? function (fn) { window.requestIdleCallback(fn, { timeout: 1000 }); }
     : function (fn) { window.setTimeout(fn, 30); };
   var queue = charts.slice();
-  function next() {
-    while (queue.length && queue[0].rgStarted) queue.shift();
-    if (!queue.length) return;
-    idle(function () {
-      var el = queue.shift();
-      if (el) render(el).then(next);
-      else next();
-    });
-  }
   /* the first screen first: the charts IntersectionObserver first reports in view (or near it) */
   function firstScreen(inView) {
     if (first !== null) return;
     first = inView.filter(function (el) { return !el.rgSettled; }); /* a finding's view may have drawn one */
     if (!first.length) ready();
-    else first.forEach(render);
+    else ask(first);
   }
   if ("IntersectionObserver" in window && charts.length) {
     observer = new IntersectionObserver(function (entries) {
-      var inView = [];
-      entries.forEach(function (e) {
-        if (e.isIntersecting) inView.push(e.target);
-      });
-      if (first === null) firstScreen(inView);
-      else inView.forEach(render);
+      var near = entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; });
+      if (first === null) firstScreen(near);
+      else ask(near); /* scrolled to (or near): pump draws the ones in the viewport first */
     }, { rootMargin: "200px 0px" });
     charts.forEach(function (el) { observer.observe(el); });
     /* a page that renders no frame (a background tab) gets no report: draw in idle time all the same */
@@ -680,20 +764,27 @@
     },
     /* the data of every drawn mark of a figure's chart (up to limit items): what the chart shows */
     marks: function (figureId, limit) {
-      var out = [], max = limit || 20000;
-      function walk(node) {
-        if (!node || out.length >= max) return;
-        if (node.items) node.items.forEach(function (it) {
-          if (out.length >= max) return;
-          if (it.datum && it.mark && it.mark.marktype !== "group" && it.mark.role !== "axis-label" &&
-              (it.mark.role || "").indexOf("axis") < 0 && (it.mark.role || "").indexOf("legend") < 0) out.push(it.datum);
-          walk(it);
-        });
-      }
-      views.forEach(function (e) { if (e.figure === figureId) walk(e.view.scenegraph().root); });
-      return out;
+      return dataMarks(function (e) { return e.figure === figureId; }, limit);
+    },
+    /* the same for one .rg-chart element (a finding's own chart too), SVG or canvas */
+    marksOf: function (el, limit) {
+      return dataMarks(function (e) { return e.el === el; }, limit);
     }
   };
+  function dataMarks(which, limit) {
+    var out = [], max = limit || 20000;
+    function walk(node) {
+      if (!node || out.length >= max) return;
+      if (node.items) node.items.forEach(function (it) {
+        if (out.length >= max) return;
+        if (it.datum && it.mark && it.mark.marktype !== "group" && it.mark.role !== "axis-label" &&
+            (it.mark.role || "").indexOf("axis") < 0 && (it.mark.role || "").indexOf("legend") < 0) out.push(it.datum);
+        walk(it);
+      });
+    }
+    views.forEach(function (e) { if (which(e)) walk(e.view.scenegraph().root); });
+    return out;
+  }
 
   fromHash();
 })();

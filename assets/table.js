@@ -20,7 +20,6 @@
   var NUMBER_HELP = "Numbers in the header's unit: >5, <=2, 3-7 (inclusive) or 810.2 (as shown); " +
     "several conditions separated by spaces must all hold";
   var tables = {};
-  var EXTRA_MAX = 100; /* rows of the JSON added to the listed ones while a filter is on (listExtra) */
 
   /* fmt.number / fmt.cell (reportgen/fmt.py) for rows only the JSON holds: 4 significant digits, "–" for none */
   /* as reportgen/fmt.py: an exponent below 1e-4 (fmt.EXPONENT_BELOW), a time below the clock's resolution is 0
@@ -112,7 +111,15 @@
     this.ths = Array.prototype.slice.call(labelRow.cells);
     this.cols = Array.prototype.slice.call(this.table.querySelectorAll("colgroup col"));
     this.tbody = this.table.tBodies[0];
-    this.trs = Array.prototype.filter.call(this.tbody.rows, function (tr) { return tr.hasAttribute("data-i"); });
+    /* the rows the page wrote (render._table_ctx: the first rows, formatted there), by JSON row; rows listed later
+     * are made from the JSON (rowFor) and kept for when they are listed again */
+    this.made = Object.create(null);
+    var trs = Array.prototype.filter.call(this.tbody.rows, function (tr) { return tr.hasAttribute("data-i"); });
+    trs.forEach(function (tr) { this.made[tr.getAttribute("data-i")] = tr; }, this);
+    /* rows listed at once (thresholds.PAGE_TABLE_ROWS); "List more" lists this many more */
+    this.step = Number(box.getAttribute("data-page")) || trs.length || 25;
+    this.limit = Math.max(this.step, trs.length);
+    this.listed = trs.length;
     this.order = data.rows.map(function (_, i) { return i; });
     this.match = data.rows.map(function () { return true; });
     this.filters = this.ths.map(function () { return null; });
@@ -166,8 +173,22 @@
       this.buildFilters();
     }
     this.buildTools();
+    if (this.data.rows.length > this.limit) this.buildMore();
     this.showColumns(true);
     this.apply();
+  };
+
+  /* "List 25 more" under the table while more rows pass the filters than the page lists */
+  Table.prototype.buildMore = function () {
+    var self = this, more = doc.createElement("button");
+    more.type = "button";
+    more.className = "rg-button rg-list-more";
+    more.addEventListener("click", function () {
+      self.limit += self.step;
+      self.list();
+    });
+    this.scroll.parentNode.insertBefore(more, this.scroll.nextSibling);
+    this.more = more;
   };
 
   Table.prototype.buildFilters = function () {
@@ -309,7 +330,7 @@
     this.apply();
   };
 
-  /* Filter every JSON row; show the page's rows that pass; stripe the visible ones; count. */
+  /* Filter every JSON row, list the first rows that pass in the current order, count. */
   Table.prototype.apply = function () {
     var filters = this.filters, rows = this.data.rows, matched = 0, inSet = this.rankSet;
     this.match = rows.map(function (row) {
@@ -317,61 +338,70 @@
       if (ok) matched += 1;
       return ok;
     });
-    this.listExtra();
-    var listed = 0;
-    this.orderedRows().forEach(function (tr) {
-      var ok = this.match[Number(tr.getAttribute("data-i"))];
-      tr.hidden = !ok;
-      if (ok) {
-        tr.classList.toggle("rg-alt", listed % 2 === 1);
-        listed += 1;
-      }
-    }, this);
-    var total = rows.length, active = this.active(), text;
-    text = active ? matched + " of " + total + " rows" : total + (total === 1 ? " row" : " rows");
-    if (this.trs.length < total) text += " · " + listed + " listed here";
-    if (this.count) this.count.textContent = text;
-    if (this.clear) this.clear.hidden = !this.filters.some(function (f) { return f; });  /* the group control stays */
-    this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
+    this.matched = matched;
+    this.list();
   };
 
-  /* A table whose JSON holds more rows than the page lists: while a filter is on, the matching rows that are not
-   * listed are added (up to EXTRA_MAX, in the current order) from the JSON, formatted here like the page's cells
-   * (render._table_ctx: 4 significant digits in the header's unit), so any rank is a filter away. */
-  Table.prototype.listExtra = function () {
-    var self = this;
-    Array.prototype.slice.call(this.tbody.querySelectorAll("tr.rg-extra")).forEach(function (tr) {
-      self.tbody.removeChild(tr);
-    });
-    if (this.trs.length >= this.data.rows.length || !this.active()) return;
-    var listed = {}, added = 0, frag = doc.createDocumentFragment();
-    this.trs.forEach(function (tr) { listed[tr.getAttribute("data-i")] = true; });
-    for (var p = 0; p < this.order.length && added < EXTRA_MAX; p += 1) {
-      var r = this.order[p];
-      if (!this.match[r] || listed[r]) continue;
-      var tr = doc.createElement("tr");
-      tr.className = "rg-extra";
-      tr.setAttribute("data-i", String(r));
-      this.data.rows[r].forEach(function (v, i) {
-        var td = doc.createElement("td"), th = self.ths[i], kind = th ? th.getAttribute("data-kind") : "text";
-        td.className = kind === "text" ? "rg-col-text" : "rg-col-num";
-        if (kind !== "text") td.setAttribute("data-kind", kind);
-        var text = cellText(v, kind, Number(th && th.getAttribute("data-scale")) || 1);
-        if (kind === "rank" && typeof v === "number" && Math.floor(v) === v && doc.getElementById("drill-rank-any")) {
-          var a = doc.createElement("a"); /* the rank picker's link (charts.js: #rank-N sets the picker) */
-          a.href = "#rank-" + v;
-          a.className = "rg-rank-link";
-          a.textContent = text;
-          td.appendChild(a);
-        } else {
-          td.textContent = text;
-        }
-        tr.appendChild(td);
-      });
-      frag.appendChild(tr);
-      added += 1;
+  /* The page lists the first `limit` rows that pass the filters, in the current order (sorting and the filters
+   * cover every row the JSON holds, not only the rows the page wrote); "List more" raises the limit. */
+  Table.prototype.list = function () {
+    var self = this, want = [];
+    for (var p = 0; p < this.order.length && want.length < this.limit; p += 1) {
+      if (this.match[this.order[p]]) want.push(this.order[p]);
     }
+    this.orderedRows().forEach(function (tr) { self.tbody.removeChild(tr); });
+    var frag = doc.createDocumentFragment();
+    want.forEach(function (r, j) {
+      var tr = self.rowFor(r);
+      tr.hidden = false;
+      tr.classList.toggle("rg-alt", j % 2 === 1);
+      frag.appendChild(tr);
+    });
     this.tbody.appendChild(frag);
+    this.listed = want.length;
+    var total = this.data.rows.length, active = this.active(), text;
+    text = active ? this.matched + " of " + total + " rows" : total + (total === 1 ? " row" : " rows");
+    if (this.listed < this.matched) text += " \u00b7 " + this.listed + " listed here";
+    if (this.count) this.count.textContent = text;
+    if (this.more) {
+      var left = this.matched - this.listed;
+      this.more.hidden = left <= 0;
+      this.more.textContent = "List " + Math.min(this.step, left).toLocaleString("en-US") + " more";
+      this.more.title = left > 0 ? left.toLocaleString("en-US") + " more rows pass the filters" : "";
+    }
+    if (this.clear) this.clear.hidden = !this.filters.some(function (f) { return f; });  /* the group control stays */
+    this.box.classList.toggle("rg-filtered", active); /* print says that rows were filtered out */
+    if (this.laid) this.layout(); /* rows listed now get the key columns pinned too */
+  };
+
+  /* JSON row r as a table row: the page's own row when it wrote one, else made here like the page's cells
+   * (render._table_ctx: 4 significant digits in the header's unit; rank cells link to the rank's detail). */
+  Table.prototype.rowFor = function (r) {
+    var key = String(r), made = this.made[key];
+    if (made) return made;
+    var self = this, tr = doc.createElement("tr");
+    tr.setAttribute("data-i", key);
+    this.data.rows[r].forEach(function (v, i) {
+      var td = doc.createElement("td"), th = self.ths[i], kind = th ? th.getAttribute("data-kind") : "text";
+      td.className = kind === "text" ? "rg-col-text" : "rg-col-num";
+      if (kind !== "text") td.setAttribute("data-kind", kind);
+      var text = cellText(v, kind, Number(th && th.getAttribute("data-scale")) || 1);
+      var whole = kind === "rank" && typeof v === "number" && Math.floor(v) === v;
+      var target = !whole ? "" : doc.getElementById("drill-rank-any") ? "#rank-" + v
+        : doc.getElementById("drill-rank-" + v) ? "#drill-rank-" + v : "";
+      if (target) {
+        var a = doc.createElement("a"); /* the rank picker's link (charts.js: #rank-N sets the picker) */
+        a.href = target;
+        if (target.indexOf("#rank-") === 0) a.className = "rg-rank-link";
+        a.textContent = text;
+        td.appendChild(a);
+      } else {
+        td.textContent = text;
+      }
+      tr.appendChild(td);
+    });
+    this.made[key] = tr;
+    return tr;
   };
 
   Table.prototype.orderedRows = function () {
@@ -390,14 +420,7 @@
       if (ae || be) return ae && be ? x - y : (ae ? 1 : -1); /* empty cells stay last */
       return compare(a, b) * sign || x - y;
     });
-    var pos = [];
-    this.order.forEach(function (r, p) { pos[r] = p; });
-    var frag = doc.createDocumentFragment();
-    this.trs.slice().sort(function (a, b) {
-      return pos[Number(a.getAttribute("data-i"))] - pos[Number(b.getAttribute("data-i"))];
-    }).forEach(function (tr) { frag.appendChild(tr); });
-    this.tbody.appendChild(frag);
-    this.apply();
+    this.list();
   };
 
   /* ---------------------------------------------------------------- columns: picker, hiding, key columns */
@@ -420,6 +443,21 @@
     details.className = "rg-colpick";
     summary.className = "rg-button";
     details.appendChild(summary);
+    /* the panel (a checkbox per column) is made when the picker is first opened */
+    var made = false;
+    function make() {
+      if (made) return;
+      made = true;
+      self.buildPicker(details);
+    }
+    summary.addEventListener("click", make); /* before it opens (a click, Enter or Space on the summary) */
+    details.addEventListener("toggle", function () { if (details.open) make(); });
+    tools.insertBefore(details, tools.querySelector(".rg-csv"));
+    this.picker = summary;
+  };
+
+  Table.prototype.buildPicker = function (details) {
+    var self = this;
     var panel = doc.createElement("div");
     panel.className = "rg-colpick-panel";
     panel.setAttribute("role", "group");
@@ -464,8 +502,7 @@
       groupBox.appendChild(label);
       self.boxes[i] = box;
     });
-    tools.insertBefore(details, tools.querySelector(".rg-csv"));
-    this.picker = summary;
+    this.showColumns(true);
   };
 
   Table.prototype.showColumns = function (noLayout) {
@@ -512,6 +549,7 @@
   };
   Table.prototype.pin = function (m) {
     var self = this, scroll = this.scroll;
+    this.laid = true;
     scroll.classList.toggle("rg-wide", m.wide);
     scroll.classList.toggle("rg-more-right", m.more);
     if (!m.wide) return;

@@ -69,8 +69,12 @@ MAX_EMBEDDED_ROWS = th.PAGE_EMBEDDED_ROWS
 MAX_EMBEDDED_BYTES = 50_000_000
 #: JSON size of one chart spec; a larger chart is left out of the page with a note
 MAX_SPEC_BYTES = 16_000_000
-#: options of one page control (a step selector of a run with more steps lists the first ones)
-MAX_OPTIONS = 1000
+#: options of one page control (a step selector of a run with more steps lists the first ones); a control of more
+#: than :data:`LAZY_OPTIONS` keeps them as data until it is used, so this bounds bytes, not elements
+MAX_OPTIONS = 10_000
+#: a control with more options than this lists them in the page only when it is used (charts.js ``fill``): the 1,024
+#: options of a rank control are 1,024 elements of the page before anyone opens it
+LAZY_OPTIONS = 100
 #: spec keys whose string value is a Vega expression (never cut: it is code, not data)
 _EXPRESSION_KEYS = frozenset({"calculate", "filter", "test", "expr", "labelExpr", "signal", "update"})
 _SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -477,8 +481,13 @@ def _control_ctx(c, keep: dict[str, set[str]] | None = None) -> dict[str, Any]:
         label = f"{c.label} (first {MAX_OPTIONS:,} of {len(options):,}" + (
             f", and {len(named)} named by findings)" if named else ")")
         options = options[:MAX_OPTIONS] + extra
-    return {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
-            "default": c.default, "rank_sets": bool(getattr(c, "rank_sets", False))}
+    out = {"signal": c.signal, "label": label, "options": [{"value": v, "label": l} for v, l in options],
+           "default": c.default, "rank_sets": bool(getattr(c, "rank_sets", False))}
+    if len(options) > LAZY_OPTIONS:  # the page writes the default and the named ones; charts.js adds the rest on use
+        want = (keep or {}).get(c.signal, set()) | (keep or {}).get("", set())
+        out["later"] = [[v, l] for v, l in options]
+        out["options"] = [{"value": v, "label": l} for v, l in options if v == c.default or str(v) in want]
+    return out
 
 
 #: nodes of a tree the page lists (beyond: the deeper levels are left out, and said; the table has every node)
@@ -673,7 +682,8 @@ def _table_ctx(t) -> dict[str, Any]:
         "caption": t.caption,
         "columns": cols,
         "rows": embedded,  # every row (up to the page's budget), raw, for the CSV download (JSON script tag)
-        "cells": cells,  # the first max_html_rows rows as people read them (the HTML table)
+        "cells": cells,  # the first max_html_rows rows as people read them (the --static page's HTML table)
+        "listed": min(len(cells), th.PAGE_TABLE_ROWS),  # of them, the rows the page lists at first (table.js: more)
         "truncated": max(0, len(embedded) - t.max_html_rows),
         "rows_total": len(t.rows),
         "rows_left_out": len(t.rows) - len(embedded),  # beyond MAX_EMBEDDED_ROWS / MAX_EMBEDDED_BYTES

@@ -85,7 +85,8 @@ class Table:
     columns: list[Column]
     rows: list[dict[str, Any]]
     caption: str = ""
-    max_html_rows: int = th.PAGE_TABLE_ROWS  # rows listed as HTML; the CSV download has every embedded row
+    max_html_rows: int = th.STATIC_TABLE_ROWS  # rows written as HTML (the --static page lists them all, the page
+    #   th.PAGE_TABLE_ROWS of them at first); the CSV download has every embedded row
 
     @classmethod
     def from_frame(cls, id: str, title: str, df: pd.DataFrame, columns: list[Column], **kw) -> "Table":

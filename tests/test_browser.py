@@ -40,6 +40,7 @@ CHART_STATE_JS = """
   error: el.getAttribute('data-error'),
   marks: el.querySelectorAll('svg .role-mark > *').length,
   canvas: Array.from(el.querySelectorAll('canvas')).filter(c => c.width > 0 && c.height > 0).length,
+  scene: window.reportgenCharts.marksOf(el, 1).length,  // data marks in the drawing, SVG or canvas
 }))
 """
 
@@ -105,7 +106,9 @@ class PageLog:
 def open_report(browser):
     contexts = []
 
-    def _open(path: Path, *, width: int = 1400, color_scheme: str = "light"):
+    def _open(path: Path, *, width: int = 1400, color_scheme: str = "light", vector: bool = False):
+        """``vector``: every chart drawn as SVG (?renderer=svg), for checks that read the chart's SVG text and
+        marks (the page draws charts of many marks on a canvas; the layout is the same)."""
         ctx = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme=color_scheme,
                                   accept_downloads=True)
         contexts.append(ctx)
@@ -126,7 +129,7 @@ def open_report(browser):
                 else log.console_warnings.append(m.text) if m.type == "warning" else None)
         page.on("pageerror", lambda e: log.page_errors.append(str(e)))
         page.on("dialog", lambda d: (log.dialogs.append(d.message), d.dismiss()))
-        page.goto(path.resolve().as_uri())
+        page.goto(path.resolve().as_uri() + ("?renderer=svg" if vector else ""))
         page.wait_for_function(READY, timeout=TIMEOUT_MS)
         return page, log
 
@@ -141,7 +144,7 @@ def _assert_charts_drawn(page) -> list[dict]:
     for c in charts:
         assert c["error"] is None, f"chart {c['id']} failed: {c['error']}"
         assert c["rendered"] == "1", f"chart {c['id']} was not drawn"
-        assert c["marks"] > 0 or c["canvas"] > 0, f"chart {c['id']} has no marks"
+        assert c["scene"] > 0 and (c["marks"] > 0 or c["canvas"] > 0), f"chart {c['id']} has no marks"
     return charts
 
 
@@ -157,8 +160,10 @@ def test_demo_report_offline(tmp_path, report_cache, open_report):
         assert selects.count() > 0, "the demo report has no chart controls"
         first = selects.first
         section = first.evaluate("el => el.closest('section').id")
-        page.evaluate("s => { window.__rgBefore = Array.from(document.querySelectorAll('#' + s + ' .rg-chart'))"
-                      ".map(el => el.innerHTML); }", section)
+        drawing = ("el => { const c = el.querySelector('canvas'); "  # the drawing, SVG or canvas
+                   "return c ? c.toDataURL() : el.innerHTML; }")
+        page.evaluate("([s, d]) => { const f = eval(d); window.__rgDrawing = f; window.__rgBefore = "
+                      "Array.from(document.querySelectorAll('#' + s + ' .rg-chart')).map(f); }", [section, drawing])
         values = first.locator("option").evaluate_all("os => os.map(o => o.value)")
         assert len(values) > 1
         for v in values:  # option values are JSON, so numbers stay numbers and strings stay strings
@@ -167,7 +172,7 @@ def test_demo_report_offline(tmp_path, report_cache, open_report):
         first.select_option(next(v for v in reversed(values) if v != current))
         page.wait_for_function(
             "s => Array.from(document.querySelectorAll('#' + s + ' .rg-chart'))"
-            ".some((el, i) => el.innerHTML !== window.__rgBefore[i])", arg=section, timeout=5000)
+            ".some((el, i) => window.__rgDrawing(el) !== window.__rgBefore[i])", arg=section, timeout=5000)
         _assert_charts_drawn(page)
 
         # every other control, once each, must not break a chart

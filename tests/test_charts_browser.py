@@ -86,7 +86,7 @@ def level2_report(report_cache):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_charts_fit_do_not_overlap_and_read_in_dark(level2_report, open_report, scheme):  # noqa: F811
-    page, log = open_report(level2_report, color_scheme=scheme)
+    page, log = open_report(level2_report, color_scheme=scheme, vector=True)  # reads the charts' SVG
     figs = page.evaluate(MEASURE_JS, list(OWN_PREFIXES))
     assert {"communication-graph", "communication-matrix", "communication-link-boxes", "trajectory-heatmap",
             "memory-grid", "flops-bars", "strategy-mesh"} <= {f["id"] for f in figs}
@@ -123,7 +123,7 @@ def test_demo_console_has_no_vega_lite_warning(report_cache, browser):  # noqa: 
         page = ctx.new_page()
         messages: list[str] = []
         page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
-        page.goto(report_cache.get("demo").resolve().as_uri())
+        page.goto(report_cache.get("demo").resolve().as_uri() + "?renderer=svg")  # its title read from the SVG
         page.wait_for_function(READY, timeout=TIMEOUT_MS)
         assert page.locator("#communication-link-boxes .rg-chart svg.marks").count() == 1
         sel = page.locator("select[data-signal='link_metric']").first
@@ -145,7 +145,7 @@ def test_level2_charts_warn_of_no_empty_chart_or_bad_band(level2_report, open_re
     """The picker's panels for a rank without their data say so (they were empty: "Infinite extent for field
     t_start / t_end / x / y"), the link box plot's empty outlier layer no longer sets its domain ("value"), and the
     Marey bars' band height is not taken on the lines' linear offset scale."""
-    page, log = open_report(level2_report)
+    page, log = open_report(level2_report, vector=True)  # the picker's texts read from the SVG
     warnings: list[str] = []
     page.on("console", lambda m: warnings.append(m.text) if m.type == "warning" else None)
     page.reload()

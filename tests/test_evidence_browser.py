@@ -236,7 +236,7 @@ def test_the_cause_finding_opens_its_critical_path(tmp_path, open_report):
 
 def test_time_overview_click_selects_the_step_of_the_marey_view(report_cache, open_report):
     out, doc = _report(report_cache, "pp2x4")
-    page, log = open_report(out)
+    page, log = open_report(out, vector=True)  # reads the SVG's step columns
     fig = page.locator("#execution-time-overview")
     fig.scroll_into_view_if_needed()
     select = page.locator("#sec-execution select[data-signal='step']")
@@ -336,4 +336,33 @@ def test_straggler_finding_opens_the_rank_comparison(report_cache, open_report, 
     assert selects == {"rank_a": a, "rank_b": b}
     signals = page.evaluate("window.reportgenCharts.signals('compare-chart')")
     assert (signals["rank_a"], signals["rank_b"]) == (a, b)
+    assert not log.problems(), log.problems()
+
+
+def test_a_1024_rank_page_stays_small_and_keeps_every_rank_a_click_away(report_cache, open_report):
+    """Issue 28 #8: a 1,024-rank page was 53-69k elements once drawn (tables listing 100 rows each, one SVG element
+    per mark, 1,000-option rank controls). Bounds, never times: at most 20,000 elements with every chart drawn and
+    every table built; charts of many marks on a canvas; tables list a page of rows; a rank control writes its
+    default and the ranks findings name, and any other rank is still one link away."""
+    from reportgen import render, thresholds as th
+    out, doc = _report(report_cache, "mi1024")
+    page, log = open_report(out)
+    assert page.evaluate("document.getElementsByTagName('*').length") <= 20_000
+    _assert_charts_drawn(page)
+    canvas = page.evaluate("[...document.querySelectorAll('.rg-chart[data-renderer=canvas]')]"
+                           ".map(el => !!el.querySelector('canvas') && !el.querySelector('svg.marks'))")
+    assert canvas and all(canvas)
+    listed = page.evaluate("[...document.querySelectorAll('.rg-table tbody')].map(b => b.querySelectorAll('tr[data-i]').length)")
+    assert max(listed) == th.PAGE_TABLE_ROWS
+    sel = page.locator("select[data-signal='drill_rank']")
+    assert sel.count() == 1 and sel.get_attribute("data-options")
+    assert sel.locator("option").count() < render.LAZY_OPTIONS
+    written = set(sel.locator("option").evaluate_all("os => os.map(o => JSON.parse(o.value))"))
+    rank = next(r for r in range(1023, 0, -1) if r not in written)
+    page.evaluate("delete document.documentElement.dataset.viewShown")
+    page.evaluate("r => { location.hash = '#rank-' + r; }", rank)
+    page.wait_for_function("() => document.documentElement.dataset.viewShown === 'drill-rank-any'")
+    assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == rank
+    assert sel.locator("option").count() >= 1024 and sel.get_attribute("data-options") is None  # filled on use
+    assert json.loads(sel.input_value()) == rank
     assert not log.problems(), log.problems()

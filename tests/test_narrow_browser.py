@@ -59,7 +59,7 @@ PHONE_JS = r"""
 def test_phone_page_does_not_scroll_sideways_and_cuts_no_legend(name, report_cache, open_report):  # noqa: F811
     """At 390 px: no sideways scroll, every chart within its figure's box, every legend label and title whole and
     inside its SVG (legends go below the plot, one entry per line, wrapped; charts.js narrowLegends / fitNarrow)."""
-    page, log = open_report(_report(report_cache, name), width=PHONE)
+    page, log = open_report(_report(report_cache, name), width=PHONE, vector=True)  # reads the legends' SVG text
     m = page.evaluate(PHONE_JS)
     assert m["scroll"] <= m["client"] + 1, f"{name}: the page is {m['scroll']} px wide at {m['client']} px"
     assert m["charts"] >= 5 and m["legends"] >= 5, m

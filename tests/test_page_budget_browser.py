@@ -70,3 +70,42 @@ def test_a_table_used_before_it_is_built_is_built_first(first_screen):
     csv = page.evaluate("id => window.reportgenTables.csv(id, 'all')", tid)
     assert csv and csv.count("\r\n") > 1
     assert page.evaluate("id => document.getElementById(id).querySelector('table').classList.contains('rg-live')", tid)
+
+
+def test_a_chart_scrolled_to_is_drawn_before_the_ones_between(browser, demo_page):  # noqa: F811
+    """With no idle time at all, scrolling to the last chart draws it (and its neighbours) without drawing the charts
+    between the first screen and it: one chart at a time, the one scrolled to first (issue 28 #8)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = ctx.new_page()
+        page.add_init_script("window.requestIdleCallback = function () { return 0; };")
+        page.goto(demo_page.resolve().as_uri())
+        page.wait_for_function(FIRST, timeout=30_000)
+        undrawn = page.evaluate(UNDRAWN)
+        assert undrawn > 5
+        last = page.locator(".rg-chart[data-spec]").last
+        last.scroll_into_view_if_needed()
+        page.wait_for_function("el => el.getAttribute('data-rendered') === '1'", arg=last.element_handle(),
+                               timeout=30_000)
+        page.wait_for_timeout(500)
+        assert page.evaluate(UNDRAWN) > undrawn // 2, "the charts between were drawn too"
+    finally:
+        ctx.close()
+
+
+def test_renderer_svg_draws_every_chart_as_svg(browser, demo_page):  # noqa: F811
+    """The page draws charts of many marks on a canvas (render.share_chart_data); ?renderer=svg draws every chart as
+    SVG (vector printing, and the tests that read the charts' SVG)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = ctx.new_page()
+        page.goto(demo_page.resolve().as_uri())
+        page.wait_for_function(ALL, timeout=60_000)
+        assert page.evaluate("document.querySelectorAll('.rg-chart canvas').length") > 0
+        page.goto(demo_page.resolve().as_uri() + "?renderer=svg")
+        page.wait_for_function(ALL, timeout=60_000)
+        assert page.evaluate("document.querySelectorAll('.rg-chart canvas').length") == 0
+        assert page.evaluate("document.querySelectorAll('.rg-chart svg.marks').length") == \
+            page.evaluate("document.querySelectorAll('.rg-chart[data-spec]').length")
+    finally:
+        ctx.close()

@@ -47,6 +47,16 @@ def _listed(page, table_id: str) -> list[int]:
                                      "trs => trs.map(tr => Number(tr.dataset.i))")
 
 
+def _page(page, table_id: str) -> int:
+    """Rows the page lists at once (thresholds.PAGE_TABLE_ROWS, or fewer for a short table)."""
+    return int(page.locator(f"#{table_id}").get_attribute("data-page"))
+
+
+def _first(page, table_id: str, want: list[int]) -> list[int]:
+    """What the table lists when ``want`` pass the filters, in order: the first page of them."""
+    return want[: _page(page, table_id)]
+
+
 def _filter(page, table_id: str, label: str):
     cols = _data(page, table_id)["columns"]
     return page.locator(f"#{table_id} .rg-filter-row td").nth(cols.index(label)).locator(".rg-col-filter")
@@ -86,27 +96,28 @@ def test_column_filters_narrow_rows(reports, open_report):
     for label in ("Group", "Source", "Destination", "Transport"):  # the seed's link-page choices
         assert kinds[cols.index(label)] == "select", (label, kinds)
     assert kinds[cols.index("Time (ms)")] == "input"
-    assert _count(page, tid) == f"{len(rows)} rows"
+    assert _count(page, tid) == (f"{len(rows)} rows" if len(rows) <= _page(page, tid)
+                                 else f"{len(rows)} rows · {_page(page, tid)} listed here")
 
     ti, si = cols.index("Transport"), cols.index("Source")
     _filter(page, tid, "Transport").select_option("=HCCS")
     want = [i for i, r in enumerate(rows) if r[ti] == "HCCS"]
     assert 0 < len(want) < len(rows)
-    assert _listed(page, tid) == want
-    assert _count(page, tid) == f"{len(want)} of {len(rows)} rows"
+    assert _listed(page, tid) == _first(page, tid, want)
+    assert _count(page, tid).startswith(f"{len(want)} of {len(rows)} rows")
     _filter(page, tid, "Source").select_option("=1")  # filters combine
     want = [i for i in want if rows[i][si] == 1]
-    assert _listed(page, tid) == want and want
+    assert _listed(page, tid) == _first(page, tid, want) and want
 
     # numbers in the header's unit: a threshold between two shown values
     page.locator(f"#{tid} .rg-filter-clear").click()
-    assert _listed(page, tid) == list(range(len(rows)))
+    assert _listed(page, tid) == _first(page, tid, list(range(len(rows))))
     col = cols.index("Time (ms)")
     scale = float(_header(page, tid, "Time (ms)").get_attribute("data-scale"))
     shown = sorted({r[col] / scale for r in rows})
     cut = (shown[len(shown) // 2] + shown[len(shown) // 2 + 1]) / 2
     _filter(page, tid, "Time (ms)").fill(f">{cut!r}")
-    assert _listed(page, tid) == [i for i, r in enumerate(rows) if r[col] / scale > cut]
+    assert _listed(page, tid) == _first(page, tid, [i for i, r in enumerate(rows) if r[col] / scale > cut])
 
     # "1" in a rank column is rank 1, not every row with a 1 somewhere (the old one-box filter matched 16 of 16)
     page2, _ = open_report(reports("demo"))
@@ -131,7 +142,7 @@ def test_column_filters_narrow_rows(reports, open_report):
     assert _filter(page, tid, "Operator").evaluate("el => el.tagName") == "INPUT"
     _filter(page, tid, "Operator").fill("allreduce")
     want = [i for i, r in enumerate(d3["rows"]) if "allreduce" in r[oi].lower()]
-    assert _listed(page, tid) == want and 0 < len(want) < len(d3["rows"])
+    assert _listed(page, tid) == _first(page, tid, want) and 0 < len(want) < len(d3["rows"])
     assert not log.problems(), log.problems()
 
 
@@ -150,9 +161,9 @@ def test_natural_sort(reports, open_report):
     header.locator("button").click()
     assert header.get_attribute("aria-sort") == "ascending"
     on_screen = [rows[i][0] for i in _listed(page, tid)]
-    assert on_screen == sorted(groups, key=natural)  # group_name_3 before group_name_13
+    assert on_screen == sorted(groups, key=natural)[: _page(page, tid)]  # group_name_3 before group_name_13
     header.locator("button").click()
-    assert [rows[i][0] for i in _listed(page, tid)] == sorted(groups, key=natural, reverse=True)
+    assert [rows[i][0] for i in _listed(page, tid)] == sorted(groups, key=natural, reverse=True)[: _page(page, tid)]
 
     # numbers by raw value, empty cells last in both directions
     tid = "communication-ops"
@@ -191,7 +202,7 @@ def test_csv_shown_and_all(reports, open_report):
     want = [i for i in range(len(rows)) if "batchsendrecv" in rows[i][oi].lower()]
     want.sort(key=lambda i: (rows[i][wi] is None, -(rows[i][wi] or 0), i))
     assert len(shown) - 1 == len(want) > 0
-    assert _listed(page, tid) == want  # the CSV holds exactly the rows on screen, in their order
+    assert _listed(page, tid) == _first(page, tid, want)  # the CSV: the rows on screen (and more), in their order
     for line, i in zip(shown[1:], want):
         assert len(line) == len(keep)
         assert all(_same(cell, rows[i][k]) for cell, k in zip(line, keep)), (line, rows[i])
@@ -218,6 +229,42 @@ def test_csv_all_rows_of_a_long_table(reports, open_report):
     n = sum(1 for r in rows if r[col] == 3)
     assert _count(page, tid).startswith(f"{n} of {len(rows)} rows")
     assert len(_csv(page, tid, "shown")) - 1 == n
+    assert not log.problems(), log.problems()
+
+
+def test_the_page_lists_a_page_of_rows_and_more_on_demand(reports, open_report):
+    """A long table lists thresholds.PAGE_TABLE_ROWS rows; "List N more" lists the next ones from the JSON; sorting
+    orders every row, not only the listed ones; a filter lists the first matching rows (issue 28 #8: a 1,024-rank
+    page listed 100 rows of ~30 tables, 35k of its 69k elements)."""
+    from reportgen import thresholds as th
+    page, log = open_report(reports("pp2x4"))
+    tid = "communication-ops"
+    d = _data(page, tid)
+    rows, cols = d["rows"], d["columns"]
+    step = _page(page, tid)
+    assert step == th.PAGE_TABLE_ROWS < len(rows)
+    assert _listed(page, tid) == list(range(step))
+    more = page.locator(f"#{tid} .rg-list-more")
+    assert more.inner_text() == f"List {step} more"
+    more.click()
+    assert _listed(page, tid) == list(range(2 * step))
+    assert _count(page, tid) == f"{len(rows)} rows · {2 * step} listed here"
+    # rows made from the JSON read as the page's own: same cells as the HTML rows of the --static page's kind
+    made = page.eval_on_selector(f"#{tid} tbody tr[data-i='{step}']", "tr => [...tr.cells].map(td => td.textContent)")
+    assert len(made) == len(cols) and all(isinstance(c, str) for c in made)
+    # sorting covers every row: the smallest size of all rows comes first, wherever its row was
+    col = cols.index("Duration (ms)")
+    head = _header(page, tid, "Duration (ms)")
+    head.locator("button").click()  # ascending: the rows come longest first, so the shortest were never listed
+    order = sorted((i for i, r in enumerate(rows) if r[col] is not None), key=lambda i: (rows[i][col], i))
+    assert _listed(page, tid) == order[: 2 * step]
+    assert min(order[: 2 * step]) >= 2 * step, "the shortest operators were not among the rows listed before"
+    # a filter: the first matching rows, and "List more" while more match
+    ri = cols.index("Rank")
+    _filter(page, tid, "Rank").select_option("=3")
+    want = [i for i in order if rows[i][ri] == 3]
+    assert _listed(page, tid) == want[: 2 * step]
+    assert more.is_hidden() == (len(want) <= 2 * step)
     assert not log.problems(), log.problems()
 
 
@@ -313,6 +360,8 @@ def test_pdf_repeats_real_header_rows(reports, open_report, tmp_path):
     if not shutil.which("pdftotext"):
         pytest.skip("pdftotext (poppler-utils) is not installed")
     page, log = open_report(reports("pp2x4"))
+    for _ in range(3):  # the page prints the rows it lists: 100 of them run over pages
+        page.locator("#communication-ops .rg-list-more").click()
     pdf = tmp_path / "pp2x4.pdf"
     page.pdf(path=str(pdf), format="A4", margin={"top": "12mm", "bottom": "12mm", "left": "10mm", "right": "10mm"})
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
@@ -420,9 +469,9 @@ def test_fuzzy_text_filter(reports, open_report):
 
     box.fill("~mmv3")
     want = [i for i, r in enumerate(d["rows"]) if fuzzy(r[oi], "mmv3")]
-    assert _listed(page, tid) == want and 0 < len(want) < len(d["rows"])
+    assert _listed(page, tid) == _first(page, tid, want) and 0 < len(want) < len(d["rows"])
     box.fill("mmv3")  # substring: no operator name holds "mmv3"
-    assert _listed(page, tid) == [i for i, r in enumerate(d["rows"]) if "mmv3" in r[oi].lower()]
+    assert _listed(page, tid) == _first(page, tid, [i for i, r in enumerate(d["rows"]) if "mmv3" in r[oi].lower()])
     box.fill("~")  # the fuzzy filter being typed: no filter yet (it listed 0 rows)
     assert len(_listed(page, tid)) == min(len(d["rows"]), len(page.locator(f"#{tid} tbody tr[data-i]").all()))
     assert _listed(page, tid)
