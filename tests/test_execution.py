@@ -319,10 +319,11 @@ def test_demo_click_on_the_last_step_shows_it_in_the_marey_view(tmp_path, open_r
     import sys
     out = tmp_path / "d.html"
     subprocess.run([sys.executable, "-m", "reportgen", "demo", "-o", str(out), "-q"], check=True)
-    page, log = open_report(out)
-    canvas = "() => document.querySelector('#execution-marey canvas').toDataURL()"
+    page, log = open_report(out, vector=True)  # reads the SVG's step columns
+    drawing = "() => document.querySelector('#execution-marey .rg-chart svg.marks').innerHTML"
     page.locator("#execution-marey").scroll_into_view_if_needed()
-    before = page.evaluate(canvas)
+    page.wait_for_selector("#execution-marey .rg-chart[data-rendered]", state="attached")
+    before = page.evaluate(drawing)
     page.locator("#execution-time-overview").scroll_into_view_if_needed()
     columns = page.evaluate("""() => Array.from(document.querySelectorAll(
         '#execution-time-overview svg .mark-rect')[0].querySelectorAll('path')).map(p => {
@@ -333,8 +334,9 @@ def test_demo_click_on_the_last_step_shows_it_in_the_marey_view(tmp_path, open_r
     page.wait_for_function("() => window.reportgenCharts.signals('execution-marey').step === '8'")
     assert json.loads(page.locator("#sec-execution select[data-signal='step']").input_value()) == "8"
     assert page.evaluate("window.reportgenCharts.signals('execution-time-overview').step") == "8"
-    # the Marey view (a canvas: many marks) draws another picture: step 8's bars (tested in Python above)
-    page.wait_for_function("b => document.querySelector('#execution-marey canvas').toDataURL() !== b", arg=before)
+    # the Marey view draws another picture: step 8's bars (tested in Python above)
+    page.wait_for_function("b => document.querySelector('#execution-marey .rg-chart svg.marks').innerHTML !== b",
+                           arg=before)
     assert not log.problems(), log.problems()
 
 

@@ -129,11 +129,26 @@ def test_domains_control_offers_every_group_findings_name_by_its_id():
 
 
 def test_cut_controls_keep_the_values_findings_set():
-    c = Control("drill_rank", "Rank", [(r, f"Rank {r}") for r in range(1024)], 0)
-    f = Finding("x", "high", "s", "m", ranks=[1017], view=EvidenceView("fig", {"domain": "g9"}))
-    keep = render._control_values_to_keep([f], {1017})
+    n = render.MAX_OPTIONS + 24
+    named = render.MAX_OPTIONS + 17
+    c = Control("drill_rank", "Rank", [(r, f"Rank {r}") for r in range(n)], 0)
+    f = Finding("x", "high", "s", "m", ranks=[named], view=EvidenceView("fig", {"domain": "g9"}))
+    keep = render._control_values_to_keep([f], {named})
     ctx = render._control_ctx(c, keep)
-    assert 1017 in [o["value"] for o in ctx["options"]] and "named by findings" in ctx["label"]
+    assert named in [v for v, _ in ctx["later"]] and "named by findings" in ctx["label"]
+    assert len(ctx["later"]) == render.MAX_OPTIONS + 1
+    # the page writes the default and the named value; the others wait in the control's data until it is used
+    assert [o["value"] for o in ctx["options"]] == [0, named]
+
+
+def test_a_control_of_many_options_writes_the_default_and_the_named_ones():
+    c = Control("drill_rank", "Rank", [(r, f"Rank {r}") for r in range(1024)], 5)
+    f = Finding("x", "high", "s", "m", ranks=[1017], view=EvidenceView("fig", {}))
+    ctx = render._control_ctx(c, render._control_values_to_keep([f], {1017}))
+    assert [o["value"] for o in ctx["options"]] == [5, 1017] and len(ctx["later"]) == 1024
+    assert ctx["label"] == "Rank"  # nothing cut
+    small = render._control_ctx(Control("step", "Step", [(s, str(s)) for s in range(render.LAZY_OPTIONS)], 0), {})
+    assert "later" not in small and len(small["options"]) == render.LAZY_OPTIONS
 
 
 # --------------------------------------------------------------------------- hosts, rank lists
