@@ -1982,6 +1982,44 @@ def _(tmp, fx):
 # =========================================================================== controls: valid input, nothing named
 
 
+# --------------------------------------------------------------------------- issue 29: hostile input, round two
+
+SPECIAL = r"FIFO|named pipe|not a regular file"
+
+
+@case("kin_fifo_named_like_a_trace", "detection", 9, "kineto",
+      "a FIFO named rank8.pt.trace.json beside a valid run: opening it would wait for a writer forever")
+def _(tmp, fx):
+    root, _traces = kin_run(tmp)
+    os.mkfifo(root / "rank8.pt.trace.json")
+    return Case(root, named=named("rank8.pt.trace.json", SPECIAL), check=ranks_are([0, 1]))
+
+
+@case("kin_fifo_alone", "detection", 9, "kineto", "a directory holding only a FIFO named like a trace")
+def _(tmp, fx):
+    root = tmp / "only_fifo"
+    root.mkdir()
+    os.mkfifo(root / "rank0.pt.trace.json")
+    return Case(root, exit=2, named=named("rank0.pt.trace.json", SPECIAL))
+
+
+@case("mi_fifo_named_like_a_rank_file", "detection", 9, "mindinsight",
+      "a FIFO named step_trace_raw_7_detail_time.csv beside a valid MindInsight run")
+def _(tmp, fx):
+    run = mi_run(tmp)
+    os.mkfifo(mi_file(run, "step_trace_raw_7_detail_time.csv"))
+    return Case(run, named=named("step_trace_raw_7_detail_time.csv", SPECIAL), check=ranks_are([0, 1]))
+
+
+@case("asc_fifo_in_a_rank_dir", "ascend", 9, "ascend", "kernel_details.csv of rank 1 replaced by a FIFO")
+def _(tmp, fx):
+    root, dirs = asc_run(tmp)
+    k = asc_out(dirs[1], "kernel_details.csv")
+    k.unlink()
+    os.mkfifo(k)
+    return Case(root, named=named("kernel_details.csv", SPECIAL))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

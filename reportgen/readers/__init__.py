@@ -26,11 +26,13 @@ import errno
 import gzip
 import os
 import re
+import stat as _stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ._files import kind_of, open_input
 from ..errors import InputError
 from ..limits import cap_text
 from ..model import Run
@@ -72,6 +74,7 @@ class Survey:
     cpu_only: bool = False                                  # every one of them is MindSpore CPU output
     traces: list[Path] = field(default_factory=list)        # PyTorch Kineto traces
     suspects: list[tuple[Path, str]] = field(default_factory=list)  # named like a trace, not one: (file, why)
+    special: list[tuple[Path, str]] = field(default_factory=list)  # named like data, not a regular file: (path, what)
     unlisted: list[tuple[Path, str]] = field(default_factory=list)  # sub-directories that could not be listed
     strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
     dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
@@ -118,13 +121,28 @@ def _common_sub(root: Path, paths: list[Path]) -> str | None:
     return None if common == root else _rel(root, common)
 
 
+def _named_like_input(p: Path, name: str) -> bool:
+    """True when a reader would open a file of this name (a trace, a MindInsight or MindData file, Ascend output)."""
+    return bool(kineto.TRACE_NAME.search(name) or minddata.kind_of(name) or mindinsight.classify(p) is not None
+                or _ASCEND_NAMES.match(name))
+
+
+def _not_regular(p: Path) -> str | None:
+    """What ``p`` is when it is not a regular file (a FIFO, a socket, a device; a link followed), else None."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return None  # a dangling link or a file gone: its reader says so
+    return None if _stat.S_ISREG(mode) else kind_of(mode)
+
+
 def _head(path: Path) -> tuple[bytes | None, str | None]:
     """The first bytes of a file (decompressed for ``.gz``), or None and why it cannot be read."""
     try:
         if path.name.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
+            with open_input(path, "rb") as raw, gzip.open(raw, "rb") as fh:
                 return fh.read(_HEAD), None
-        with open(path, "rb") as fh:
+        with open_input(path, "rb") as fh:
             return fh.read(_HEAD), None
     except (gzip.BadGzipFile, EOFError, zlib.error):
         return None, "not a readable gzip file"
@@ -206,6 +224,12 @@ def survey(root: str | Path) -> Survey:
         strong = False
         for name in sorted(filenames):
             p = d / name
+            if _named_like_input(p, name):  # a FIFO named like a trace would block its reader forever (issue 29)
+                what = _not_regular(p)
+                if what:
+                    if len(s.special) < MAX_LISTED:
+                        s.special.append((p, what))
+                    continue
             if minddata.kind_of(name):
                 s.minddata.append(p)
                 continue
@@ -309,12 +333,16 @@ def _nothing_hint(s: Survey) -> str:
         parts = ["no profiler output recognised: Ascend output outside a rank directory (<host>_<pid>_<time>_ascend_pt/"
                  f"ASCEND_PROFILER_OUTPUT/) is not read: {', '.join(_rel(s.root, p) for p in s.strays[:3])}"
                  + (", …" if len(s.strays) > 3 else "")]
+    if s.special:
+        parts.append("not regular files, not read: " + "; ".join(f"{_rel(s.root, p)} ({what})"
+                                                                 for p, what in s.special[:3])
+                     + (f"; and {len(s.special) - 3} more" if len(s.special) > 3 else ""))
     if s.unlisted:
         parts.append(f"{len(s.unlisted)} sub-director{'y' if len(s.unlisted) == 1 else 'ies'} could not be "
                      f"listed ({_rel(s.root, s.unlisted[0][0])}: {s.unlisted[0][1]})")
     if s.stopped:
         parts.append(f"searched the first {MAX_ENTRIES:,} entries ({MAX_OPENED:,} JSON files) only")
-    if len(parts) == 1 and not s.suspects and not s.strays:
+    if len(parts) == 1 and not s.suspects and not s.strays and not s.special:
         parts[0] += (" (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the directory or its "
                      "profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
                      "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
@@ -340,6 +368,8 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
             run.problem(p, f"not read: named like a PyTorch trace but {why}")
     if listed > MAX_LISTED:
         run.problem(root, f"{listed - MAX_LISTED} more files named like PyTorch traces but not traces; not read")
+    for p, what in s.special:
+        run.problem(p, f"{what}, not a regular file, named like profiler data; not read")
     for p in s.dir_named_files:
         if str(p) not in named:
             run.problem(p, "is a directory named like a profiler data file, not a file; not read")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +19,51 @@ CONTENT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, O
                   csv.Error)
 
 
+class NotRegularFile(OSError):
+    """A path named like a profiler file that is a FIFO, a socket or a device: reading it would wait for a writer
+    forever or never end (issue 29). An OSError, so every reader's ``except OSError`` names the file and skips it."""
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, for people."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_input(path, mode: str = "rb", **kwargs):
+    """Open a file of the run for reading, a regular file only: every reader opens its files here. The file is opened
+    without blocking (a FIFO with no writer would wait forever) and refused, with :class:`NotRegularFile`, unless
+    ``fstat`` says it is a regular file; a symbolic link to a regular file is followed."""
+    if any(c in mode for c in "wax+"):
+        raise ValueError("open_input opens files for reading only")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = kind_of(st.st_mode)
+            raise NotRegularFile(errno.EINVAL, f"{what}, not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return open(fd, mode, closefd=True, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path) -> bytes:
+    """A whole regular file's bytes (:func:`open_input`)."""
+    with open_input(path, "rb") as fh:
+        return fh.read()
+
+
 def read_text(path: Path) -> str:
     """A whole file as text (UTF-8, BOM allowed); unreadable or binary files raise :class:`InputError`."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:

@@ -61,7 +61,7 @@ from ..errors import InputError
 from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
-from ._files import read_text as _read_text
+from ._files import open_input, read_text as _read_text
 from . import windows
 from .windows import WANTED
 from ..model import Run, share_text
@@ -122,7 +122,7 @@ class Csv:
     def __init__(self, path: Path, rejects: Rejects, want=None, max_rows: int | None = None):
         self.path, self.rejects = Path(path), rejects
         try:
-            with open(self.path, "rb") as fh:
+            with open_input(self.path, "rb") as fh:
                 head = fh.read(4096)
                 fh.seek(0, os.SEEK_END)
                 if fh.tell():
@@ -139,7 +139,7 @@ class Csv:
         self.lines: list[int] = []
         self._at = 0  # the last line read
         try:
-            with open(self.path, encoding="utf-8-sig", newline="") as fh:
+            with open_input(self.path, "r", encoding="utf-8-sig", newline="") as fh:
                 self._read(csv.reader(fh), want, max_rows, ends_nl)
         except UnicodeDecodeError:
             raise InputError(path, f"not UTF-8 text after line {self._at} (binary or corrupted file?)") from None
@@ -1025,7 +1025,7 @@ def _window_steps(d: RankDir) -> tuple[int, ...]:
     p = d.output / "step_trace_time.csv"
     steps = set()
     try:
-        with open(p, newline="", encoding="utf-8-sig", errors="replace") as fh:
+        with open_input(p, "r", newline="", encoding="utf-8-sig", errors="replace") as fh:
             rows = csv.reader(fh)
             head = next(rows, [])
             col = next((i for i, h in enumerate(head) if h.strip().lower() == "step"), None)

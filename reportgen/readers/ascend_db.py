@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._files import open_input
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text
 from .ascend_values import (MAX_ID, NO_STEP_ID, OUTPUT_DIR, P2P_PREFIXES, STEP_TIME_ORDER, check_numbers,
                             check_times, double_hash, op_class)
@@ -214,7 +215,7 @@ class _Db:
 
 def _open(path: Path, problems: list, stack: ExitStack) -> _Db | None:
     try:
-        with open(path, "rb") as fh:
+        with open_input(path, "rb") as fh:
             head = fh.read(100)
     except OSError as exc:
         problems.append((str(path), f"cannot read: {exc.strerror or exc}; skipped"))

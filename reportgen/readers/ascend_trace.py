@@ -72,6 +72,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._files import open_input
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, Rejects, cap_text
 from ..timebase import to_ns
 from .ascend_values import op_class
@@ -356,7 +357,7 @@ def read_trace_view(path: Path, rank: int, problems: list[tuple[str, str]]) -> d
     where = str(path)
     state = {"count": 0}
     try:
-        fh = open(path, "rb")
+        fh = open_input(path, "rb")
     except OSError as exc:
         problems.append((where, f"cannot open: {exc.strerror or exc}"))
         return {}

@@ -78,6 +78,7 @@ import numpy as np
 import pandas as pd
 
 from .. import limits, workers
+from ._files import open_input
 from ..errors import InputError
 from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
@@ -234,7 +235,7 @@ def _size(p: Path) -> int:
     try:
         size = p.stat().st_size
         if p.name.lower().endswith(".gz") and size >= 18:
-            with open(p, "rb") as fh:
+            with open_input(p, "rb") as fh:
                 fh.seek(-4, os.SEEK_END)
                 return max(size, int.from_bytes(fh.read(4), "little"))
         return size

@@ -168,6 +168,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ._files import open_input
 from ..limits import MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms
 from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
@@ -567,7 +568,7 @@ def _one_lenient(buf: bytes, pos: int, eof: bool, decoder: json.JSONDecoder = _d
 
 
 def _open(path: Path):
-    fh = open(path, "rb")
+    fh = open_input(path, "rb")
     try:
         magic = fh.read(2)
         fh.seek(0)

@@ -55,7 +55,7 @@ import pandas as pd
 from .. import limits
 from ..errors import InputError
 from ..model import Run
-from ._files import CONTENT_ERRORS, read_csv, read_json
+from ._files import CONTENT_ERRORS, open_input, read_csv, read_json
 
 NAME = re.compile(r"^minddata_pipeline_raw_(\d{1,7})\.csv$")
 #: every dataset profile: kind -> file name (group 1: the rank, absent for dataset.csv)
@@ -528,7 +528,7 @@ def parse_queue(path: Path, rank: int, kind: str, run: Run, steps: list | None =
             run.problem(path, f"{size:,} bytes, more than a queue profile of this reader's bound ({MAX_QUEUE_BYTES:,}); "
                               "file skipped")
             return None
-        fh = open(path, encoding="utf-8", errors="replace")
+        fh = open_input(path, "r", encoding="utf-8", errors="replace")
     except OSError as exc:
         run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
         return None
@@ -584,7 +584,7 @@ def parse_getnext(path: Path, rank: int, run: Run) -> list[dict]:
             run.problem(path, f"{size:,} bytes, more than a queue profile of this reader's bound ({MAX_QUEUE_BYTES:,}); "
                               "file skipped")
             return []
-        fh = open(path, encoding="utf-8", errors="replace")
+        fh = open_input(path, "r", encoding="utf-8", errors="replace")
     except OSError as exc:
         run.problem(path, f"cannot read: {exc.strerror or exc}; file skipped")
         return []
