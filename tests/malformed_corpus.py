@@ -2020,6 +2020,27 @@ def _(tmp, fx):
     return Case(root, named=named("kernel_details.csv", SPECIAL))
 
 
+def _gzip_with_spaces(src: Path, dst: Path, spaces: int) -> None:
+    """``src`` gzipped to ``dst`` with ``spaces`` bytes of spaces after ``"traceEvents": [`` (valid JSON)."""
+    text = src.read_bytes()
+    at = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    block = b" " * (1 << 20)
+    with gzip.open(dst, "wb", compresslevel=6) as fh:
+        fh.write(text[:at])
+        for _ in range(spaces // len(block)):
+            fh.write(block)
+        fh.write(text[at:])
+
+
+@case("kin_whitespace_bomb_gz", "kineto", 1, "kineto",
+      "rank 1's trace gzipped with 256 MiB of spaces inside traceEvents (a ~260 KB file; valid JSON)")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    _gzip_with_spaces(traces[1], traces[1].with_name(traces[1].name + ".gz"), 256 << 20)
+    traces[1].unlink()
+    return Case(root, check=ranks_are([0, 1]))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")
