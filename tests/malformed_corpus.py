@@ -2041,6 +2041,16 @@ def _(tmp, fx):
     return Case(root, check=ranks_are([0, 1]))
 
 
+@case("kin_trace_events_key_twice", "kineto", 3, "kineto",
+      "rank 1's trace with a second top-level \"traceEvents\" (its first 50 events) after the first")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    text = traces[1].read_text()
+    events = json.loads(text)["traceEvents"][:50]
+    traces[1].write_text(text.rstrip()[:-1] + ', "traceEvents": ' + json.dumps(events) + "}")
+    return Case(root, named=named(traces[1].name, r"traceEvents.{0,20}twice|twice"), check=ranks_are([0]))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

@@ -684,6 +684,7 @@ def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> Non
     r.pos += 1
     seen_events = False
     first = True
+    seen_keys: set = set()
     while True:
         c = r.peek()
         if c is None:
@@ -698,6 +699,15 @@ def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> Non
         if r.peek() != 0x3A:  # ':'
             raise _Stop(f"malformed JSON at the top level after key {key!r}")
         r.pos += 1
+        if key in seen_keys:
+            if key == "traceEvents":  # a JSON parser keeps the last list, a streaming reader would add both
+                raise _Stop('the key "traceEvents" appears twice at the top level: which list is the trace is '
+                            'unknown (a JSON parser keeps the second, HTA too); the file was not read', keep=False)
+            dups = state.setdefault("duplicate_keys", [])
+            if key not in dups and len(dups) < 5:
+                dups.append(str(key)[:60])
+        elif len(seen_keys) < 10_000:
+            seen_keys.add(key)
         c = r.peek()
         if key == "traceEvents" and c == 0x5B:
             r.pos += 1
@@ -1733,6 +1743,10 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         return DecodedTrace(_finish_meta(meta, where, problems), {})
     if state.get("bad_events_key"):
         problems.append((where, '"traceEvents" is not an array'))
+    if state.get("duplicate_keys"):
+        problems.append((where, "top-level key" + ("s " if len(state["duplicate_keys"]) > 1 else " ")
+                         + ", ".join(repr(k) for k in state["duplicate_keys"])
+                         + " given twice: the last value kept (as a JSON parser does)"))
     if col.not_objects:
         problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
     if col.h_dropped and not col.g_name:
