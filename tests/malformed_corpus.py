@@ -2051,6 +2051,24 @@ def _(tmp, fx):
     return Case(root, named=named(traces[1].name, r"traceEvents.{0,20}twice|twice"), check=ranks_are([0]))
 
 
+@case("asc_output_folder_empty", "ascend", 3, "ascend", "rank 1's ASCEND_PROFILER_OUTPUT/ emptied")
+def _(tmp, fx):
+    root, dirs = asc_run(tmp)
+    out = dirs[1] / "ASCEND_PROFILER_OUTPUT"
+    shutil.rmtree(out)
+    out.mkdir()
+    return Case(root, named=named("ASCEND_PROFILER_OUTPUT", EMPTY))
+
+
+@case("asc_every_output_folder_empty", "ascend", 9, "ascend", "every ASCEND_PROFILER_OUTPUT/ emptied")
+def _(tmp, fx):
+    root, dirs = asc_run(tmp)
+    for d in dirs:
+        shutil.rmtree(d / "ASCEND_PROFILER_OUTPUT")
+        (d / "ASCEND_PROFILER_OUTPUT").mkdir()
+    return Case(root, exit=2, named=named(None, r"ASCEND_PROFILER_OUTPUT.{0,20}empty"))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

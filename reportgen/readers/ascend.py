@@ -1221,12 +1221,28 @@ def read_rank_dir(d: RankDir, rank: int, reduce: bool = True) -> dict:
                 part["meta_post"].append((str(meta_path), f"distributed_args.rank {said} disagrees with "
                                                           f"{d.rank_source} (rank {rank}); rank {rank} was used"))
     _read_rank(d, rank, part["tables"], part["files"], part["problems"], reduce)
+    try:
+        empty = d.output.is_dir() and next(os.scandir(d.output), None) is None
+    except OSError:
+        empty = False
+    if empty:  # issue 29: a run of empty output folders was a report of unavailable sections and no word why
+        part["problems"].append((str(d.output), f"empty: the export wrote no file here (not run, or failed); "
+                                                f"rank {rank} has no data"))
     return part
 
 
 def assemble(root: Path, chosen: dict[int, RankDir], parts: dict[int, dict], problems: list) -> Run:
     """The run from the chosen rank directories and their :func:`read_rank_dir` parts (the cross-rank half of
     :func:`read`; also used by :mod:`reportgen.engine` for parts reduced elsewhere)."""
+    empty = [d.output for rank, d in sorted(chosen.items())
+             if any(p == str(d.output) and t.startswith("empty: the export wrote no file") for p, t in
+                    (tuple(x) for x in parts.get(rank, {}).get("problems", ())))]
+    if chosen and len(empty) == len(chosen):
+        where = empty[0] if len(empty) == 1 else root
+        raise InputError(where, f"every {OUTPUT_DIR}/ folder is empty ({len(empty)} rank director"
+                                f"{'y' if len(empty) == 1 else 'ies'}): the profiler's export wrote no data; "
+                                "export it first (torch_npu.profiler.profiler.analyse / MindSpore "
+                                "Profiler.offline_analyse), then give reportgen the result")
     frameworks = {d.framework for d in chosen.values()}
     # torch_npu writes *_ascend_pt (PyTorch), MindSpore *_ascend_ms: the framework of the training script
     fw = {"pytorch" if f == "torch_npu" else "mindspore" for f in frameworks}
