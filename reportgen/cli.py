@@ -120,6 +120,23 @@ def _compare_pair(text: str) -> list[int]:
     return ranks
 
 
+def _name_ranks_not_in_run(run, options) -> None:
+    """``--ranks`` naming ranks the run does not have: said on stderr and in the data problems (they were dropped
+    without a word: issue 29)."""
+    asked = list((options or {}).get("ranks") or [])
+    have = set(int(r) for r in run.ranks)
+    missing = [r for r in asked if r not in have]
+    if not missing or not have:
+        return
+    from .fmt import rank_ranges
+
+    text = (f"--ranks: rank{'s' if len(missing) > 1 else ''} {rank_ranges(missing[:1000])} not in this run (it has "
+            f"ranks {rank_ranges(sorted(have))}); not drawn")
+    run.problem("--ranks", text)
+    with contextlib.suppress(OSError, ValueError):
+        print(f"reportgen: {text}", file=sys.stderr, flush=True)
+
+
 def _parse_ranks(text: str, flag: str = "--ranks") -> list[int]:
     """'0,3,8-11' -> [0, 3, 8, 9, 10, 11] (``flag``: the option named in errors)."""
     out = []
@@ -347,6 +364,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     from .sections import run_sections
 
     run = load_run(run_arg, progress, jobs, comm_patterns, fmt, dask, window)
+    _name_ranks_not_in_run(run, options)
     from .sections import SECTION_IDS
 
     def section_progress(sid: str) -> None:

@@ -117,3 +117,15 @@ def test_progress_is_quiet_off_a_terminal(tmp_path, pp2x4):
     assert "\r" not in p.stderr and p.stderr.strip().startswith("reportgen: wrote")
     p = run_cli(pp2x4, "-o", tmp_path / "r.html", "--quiet")
     assert p.stderr == ""
+
+
+def test_ranks_not_in_the_run_are_named(tmp_path, pp2x4, capsys):
+    """Issue 29 #10: --ranks naming ranks the run does not have (a 4-rank run asked for rank 7, an absurd id) says so
+    on stderr and in the data problems, and the report is still written."""
+    out, js = tmp_path / "r.html", tmp_path / "r.json"
+    assert cli.main([str(pp2x4), "-o", str(out), "--json", str(js), "--quiet", "--ranks", "1,97,123456789012"]) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(js.read_text())
+    said = [p["problem"] for p in doc["data_problems"] if p["path"] == "--ranks"]
+    assert said and "97" in said[0] and "123456789012" in said[0] and "not in this run" in said[0]
+    assert "not in this run" in err and " 1," not in said[0]
