@@ -2069,6 +2069,16 @@ def _(tmp, fx):
     return Case(root, exit=2, named=named(None, r"ASCEND_PROFILER_OUTPUT.{0,20}empty"))
 
 
+@case("kin_trace_too_deep", "detection", 9, "kineto", "the only trace 30 directories below the run")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    deep = root.joinpath(*[f"d{i}" for i in range(30)])
+    deep.mkdir(parents=True)
+    for t in traces:
+        t.rename(deep / t.name)
+    return Case(root, exit=2, named=named(None, r"deeper than \d+ (directory )?levels"))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

@@ -79,6 +79,7 @@ class Survey:
     strays: list[Path] = field(default_factory=list)        # Ascend output outside rank directories (first 10)
     dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
     stopped: bool = False                                   # MAX_ENTRIES reached
+    too_deep: list[Path] = field(default_factory=list)      # directories below MAX_DEPTH, not searched
     minddata: list[Path] = field(default_factory=list)      # MindSpore dataset pipeline profiles (readers/minddata.py)
     raw_prof: list[Path] = field(default_factory=list)      # raw CANN PROF_* directories (first 10; not readable)
 
@@ -220,6 +221,8 @@ def survey(root: str | Path) -> Survey:
             s.mi_runs.append(d)
             dirnames.remove("cluster_profiler")
         if depth >= MAX_DEPTH:
+            if dirnames and len(s.too_deep) < MAX_LISTED:
+                s.too_deep.append(d / dirnames[0])
             dirnames[:] = []
         strong = False
         for name in sorted(filenames):
@@ -342,7 +345,10 @@ def _nothing_hint(s: Survey) -> str:
                      f"listed ({_rel(s.root, s.unlisted[0][0])}: {s.unlisted[0][1]})")
     if s.stopped:
         parts.append(f"searched the first {MAX_ENTRIES:,} entries ({MAX_OPENED:,} JSON files) only")
-    if len(parts) == 1 and not s.suspects and not s.strays and not s.special:
+    if s.too_deep:
+        parts.append(f"directories deeper than {MAX_DEPTH} levels are not searched ({_rel(s.root, s.too_deep[0])}"
+                     + (f" and {len(s.too_deep) - 1} more" if len(s.too_deep) > 1 else "") + ")")
+    if len(parts) == 1 and not s.suspects and not s.strays and not s.special and not s.too_deep:
         parts[0] += (" (MindSpore Insight: step_trace_raw_<rank>_detail_time.csv in the directory or its "
                      "profiler*/ sub-directory, or hccl.json + cluster_profiler/<host>/profiler/; "
                      "Ascend: *_ascend_pt / *_ascend_ms directories with ASCEND_PROFILER_OUTPUT/; "
@@ -370,6 +376,8 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
         run.problem(root, f"{listed - MAX_LISTED} more files named like PyTorch traces but not traces; not read")
     for p, what in s.special:
         run.problem(p, f"{what}, not a regular file, named like profiler data; not read")
+    for p in s.too_deep:
+        run.problem(p, f"deeper than {MAX_DEPTH} directory levels below the run: not searched for profiler output")
     for p in s.dir_named_files:
         if str(p) not in named:
             run.problem(p, "is a directory named like a profiler data file, not a file; not read")
