@@ -27,7 +27,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import __version__
+from . import __version__, limits
 from .errors import InputError
 
 EXIT_OK, EXIT_FAILURE, EXIT_INPUT, EXIT_FAIL_ON = 0, 1, 2, 3
@@ -293,6 +293,10 @@ def preflight(args) -> None:
             re.compile(pattern)
         except re.error as exc:
             raise InputError(None, f"--comm-pattern {pattern!r}: not a regular expression ({exc})") from None
+        risk = limits.regex_problem(pattern)
+        if risk:
+            raise InputError(None, f"--comm-pattern {one_line(pattern)[:80]!r}: {risk}; write it without nested "
+                                   "repeats (a plain name, or names joined with |)")
     for name, ceiling in (("device_memory_gb", MAX_DEVICE_MEMORY_GB), ("peak_tflops", MAX_PEAK_TFLOPS)):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and 0 < value <= ceiling):

@@ -228,3 +228,60 @@ def finite_value(value, *, negative: bool = False, limit: float = MAX_MAGNITUDE)
     ``"absurdly large (over 1e+15)"``) or None if fine; :func:`finite_ms` is the same for durations."""
     reason = finite_ms(value, negative=negative, limit=limit)
     return f"absurdly large (over {limit:g})" if reason == "over one day" else reason
+
+
+#: longest user regular expression (``--comm-pattern``) accepted
+MAX_PATTERN_CHARS = 200
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a user's regular expression could run without end on a kernel name, or None. Python's ``re`` backtracks
+    and has no time limit, so a pattern whose unbounded repeat holds another unbounded repeat or an alternation
+    (``(a+)+$``, ``(a|aa)*$``), or one with a back-reference, can take exponential time on one name (issue 29); such
+    patterns are refused, as are patterns over :data:`MAX_PATTERN_CHARS` characters. A pattern that does not compile
+    is left to ``re.compile`` to describe."""
+    try:
+        from re import _parser as sre  # Python >= 3.11
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse as sre  # type: ignore[no-redef]
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"longer than {MAX_PATTERN_CHARS} characters"
+    try:
+        tree = sre.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return None
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT}
+    unbounded = sre.MAXREPEAT
+
+    def risky(items, inside: bool) -> str | None:
+        for op, av in items:
+            if op in repeats:
+                lo, hi, body = av
+                if inside and hi == unbounded:
+                    return "a repeat inside a repeat (such as (a+)+) can take exponential time"
+                found = risky(body, inside or hi == unbounded)
+                if found:
+                    return found
+            elif op == sre.BRANCH:
+                if inside:
+                    return "an alternation inside a repeat (such as (a|ab)*) can take exponential time"
+                for branch in av[1]:
+                    found = risky(branch, inside)
+                    if found:
+                        return found
+            elif op == sre.SUBPATTERN:
+                found = risky(av[-1], inside)
+                if found:
+                    return found
+            elif op in (sre.GROUPREF, getattr(sre, "GROUPREF_EXISTS", None)):
+                return "a back-reference can take exponential time"
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                found = risky(av[1], inside)
+                if found:
+                    return found
+            elif op == sre.IN and inside:
+                continue
+        return None
+
+    return risky(tree, False)
+

@@ -2079,6 +2079,13 @@ def _(tmp, fx):
     return Case(root, exit=2, named=named(None, r"deeper than \d+ (directory )?levels"))
 
 
+@case("cli_comm_pattern_backtracking", "cli", 1, "kineto",
+      "--comm-pattern '(a+)+$' (exponential backtracking on a name of a's) on a run with such a kernel name")
+def _(tmp, fx):
+    root, _traces = kin_run(tmp)
+    return Case(root, args=["--comm-pattern", "(a+)+$"], exit=2, named=named(None, r"comm-pattern.*exponential"))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

@@ -169,7 +169,8 @@ import numpy as np
 import pandas as pd
 
 from ._files import open_input
-from ..limits import MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms
+from ..limits import (MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms,
+                      regex_problem)
 from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
 
@@ -1597,6 +1598,10 @@ def _comm_regex(patterns, where: str, problems: list):
             re.compile(p)
         except (re.error, TypeError) as exc:
             problems.append((where, f"communication kernel pattern {p!r} is not a valid regex ({exc}); ignored"))
+            continue
+        risk = regex_problem(p)
+        if risk:
+            problems.append((where, f"communication kernel pattern {p[:80]!r}: {risk}; ignored"))
             continue
         parts.append(f"(?:{p})")
     return re.compile("|".join(parts))
