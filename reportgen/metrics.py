@@ -82,8 +82,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(doc: dict[str, Any]) -> str:
-    """The file's text: UTF-8 JSON; a lone surrogate (possible in JSON input) is written as its ``\\uXXXX``
-    escape, so the text can be encoded and the value reads back unchanged."""
+    """The file's text: UTF-8 JSON that a strict reader accepts. A lone surrogate (a file or directory name that is
+    not UTF-8, read with Python's surrogateescape, or a ``\\udcff`` escape in JSON input) is written as U+FFFD, the
+    replacement character the page shows too: as a ``\\uXXXX`` escape it was valid JSON text whose value no strict
+    UTF-8 consumer can hold (issue 29)."""
     rows = sum(len(t) for b in (doc.get("sections") or {}).values() if isinstance(b, dict)
                for t in (b.get("tables") or {}).values())
     compact = rows > th.JSON_INDENT_ROWS  # indentation adds a third to a large file
@@ -96,5 +98,5 @@ def dumps(doc: dict[str, Any]) -> str:
     if not compact and len(text) > th.JSON_BYTES:  # plan_cuts sized the tables compact
         text = text_of(True)
     if _SURROGATE.search(text):
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = _SURROGATE.sub("\ufffd", text)
     return text

@@ -42,7 +42,7 @@ def tree_digest(root: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         st = p.lstat()
-        h.update(str(p.relative_to(root)).encode())
+        h.update(os.fsencode(p.relative_to(root)))  # a name that is not UTF-8 too
         h.update(f"{st.st_mode}:{st.st_size}:{st.st_mtime_ns}".encode())
         if p.is_file():
             h.update(p.read_bytes())

@@ -2086,6 +2086,20 @@ def _(tmp, fx):
     return Case(root, args=["--comm-pattern", "(a+)+$"], exit=2, named=named(None, r"comm-pattern.*exponential"))
 
 
+@case("mi_run_and_file_names_not_utf8", "detection", 3, "mindinsight",
+      "a MindInsight run in a directory named b'mi_\\xff\\xfe_run' holding a stray b'step_trace_raw_\\xff_...' file")
+def _(tmp, fx):
+    run = mi_run(tmp)
+    odd = Path(os.fsdecode(bytes(tmp) + b"/mi_\xff\xfe_run"))
+    run.rename(odd)
+    Path(os.fsdecode(bytes(odd / "profiler") + b"/step_trace_raw_\xff_detail_time.csv")).write_bytes(b"x\n")
+
+    def strict_utf8(doc, html):
+        raw = json.dumps(doc, ensure_ascii=False)
+        return "a lone surrogate in the metrics" if any(0xD800 <= ord(c) <= 0xDFFF for c in raw) else None
+    return Case(odd, named=named(None, r"not UTF-8"), check=strict_utf8)
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

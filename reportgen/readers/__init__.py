@@ -80,6 +80,8 @@ class Survey:
     dir_named_files: list[Path] = field(default_factory=list)  # directories named like a profiler file
     stopped: bool = False                                   # MAX_ENTRIES reached
     too_deep: list[Path] = field(default_factory=list)      # directories below MAX_DEPTH, not searched
+    not_utf8: list[Path] = field(default_factory=list)      # names not UTF-8, matching no reader (first few)
+    not_utf8_count: int = 0
     minddata: list[Path] = field(default_factory=list)      # MindSpore dataset pipeline profiles (readers/minddata.py)
     raw_prof: list[Path] = field(default_factory=list)      # raw CANN PROF_* directories (first 10; not readable)
 
@@ -120,6 +122,10 @@ def _common_sub(root: Path, paths: list[Path]) -> str | None:
     folders = [p if p.is_dir() else p.parent for p in paths]
     common = Path(os.path.commonpath([str(f) for f in folders])) if folders else root
     return None if common == root else _rel(root, common)
+
+
+#: a character Python's surrogateescape made of a byte of a file name that is not UTF-8
+_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 def _named_like_input(p: Path, name: str) -> bool:
@@ -227,7 +233,12 @@ def survey(root: str | Path) -> Survey:
         strong = False
         for name in sorted(filenames):
             p = d / name
-            if _named_like_input(p, name):  # a FIFO named like a trace would block its reader forever (issue 29)
+            like = _named_like_input(p, name)
+            if not like and _UNDECODED.search(name):  # bytes that are not UTF-8 (os.walk's surrogateescape)
+                s.not_utf8_count += 1
+                if len(s.not_utf8) < 3:
+                    s.not_utf8.append(p)
+            if like:  # a FIFO named like a trace would block its reader forever (issue 29)
                 what = _not_regular(p)
                 if what:
                     if len(s.special) < MAX_LISTED:
@@ -378,6 +389,12 @@ def _report_unread(run: Run, s: Survey, family: str) -> None:
         run.problem(p, f"{what}, not a regular file, named like profiler data; not read")
     for p in s.too_deep:
         run.problem(p, f"deeper than {MAX_DEPTH} directory levels below the run: not searched for profiler output")
+    if s.not_utf8_count:
+        shown = ", ".join(repr(_rel(root, p).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+                          for p in s.not_utf8)
+        run.problem(root, f"{s.not_utf8_count} file name{'s are' if s.not_utf8_count > 1 else ' is'} not UTF-8 "
+                          f"({shown}{', ...' if s.not_utf8_count > len(s.not_utf8) else ''}) and matches no profiler "
+                          "file name: not read (a rank file whose name was damaged is read once renamed)")
     for p in s.dir_named_files:
         if str(p) not in named:
             run.problem(p, "is a directory named like a profiler data file, not a file; not read")
