@@ -285,3 +285,14 @@ def regex_problem(pattern: str) -> str | None:
 
     return risky(tree, False)
 
+
+#: digits of the longest integer literal a JSON reader turns into an int; CPython refuses to convert more than 4,300
+#: (a guard against quadratic time) and raised for the whole file, losing a rank for one bad value (issue 29)
+MAX_INT_DIGITS = 1000
+
+
+def json_int(text: str):
+    """``parse_int`` of the JSON readers: the int, or the literal's text when it has over :data:`MAX_INT_DIGITS`
+    digits (the value checks then refuse that one value as not a number; the rest of the file is read)."""
+    return int(text) if len(text) <= MAX_INT_DIGITS + 1 else text
+

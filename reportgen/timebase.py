@@ -45,13 +45,17 @@ _DECIMALS_NS = (0, 100, 10, 1)  # ns per unit of the last of 1, 2, 3 µs decimal
 _USEC3 = re.compile(r"(?:[ \t]*[0-9]{1,16}\.[0-9]{3}[ \t]*\n)*")
 
 
+#: characters of the longest time text read as a number ("1704458676522690.655" is 20; a float's repr at most 24)
+MAX_TIME_CHARS = 64
+
+
 def _decimal_ns(text: str, unit_ns: int) -> int | None:
     """General path: any decimal/exponent form, rounded half up to whole ns."""
     try:
         d = Decimal(text)
     except (InvalidOperation, ValueError):
         return None
-    if not d.is_finite():
+    if not d.is_finite() or d.adjusted() > 30:  # "1e100000000" would be an int of 10^8 digits: far past int64
         return None
     n = int((d * unit_ns + Decimal("0.5")).to_integral_value(rounding=ROUND_FLOOR))
     return n if _INT64[0] <= n <= _INT64[1] else None
@@ -92,6 +96,8 @@ def to_ns(v, unit_ns: int = NS_PER_US) -> int | None:
     elif not isinstance(v, str):
         return None
     s = v.strip()
+    if len(s) > MAX_TIME_CHARS:  # no time is written this long; int() of 4,300+ digits raises (issue 29)
+        return None
     neg = s[:1] == "-"
     body = s[1:] if neg or s[:1] == "+" else s
     whole, _dot, frac = body.partition(".")

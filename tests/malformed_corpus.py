@@ -2100,6 +2100,15 @@ def _(tmp, fx):
     return Case(odd, named=named(None, r"not UTF-8"), check=strict_utf8)
 
 
+@case("kin_ts_of_5000_digits", "kineto", 1, "kineto", "one kernel's ts written as an integer of 5,000 digits")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    text = traces[1].read_text()
+    m = re.compile(r'"ts":\s*([0-9.]+)').search(text, text.index('"cat": "kernel"'))
+    traces[1].write_text(text[:m.start(1)] + "9" * 5000 + text[m.end(1):])
+    return Case(root, named=named(traces[1].name, r"1 event skipped.*'ts'"), check=ranks_are([0, 1]))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

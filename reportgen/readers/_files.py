@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..limits import json_int
 
 #: exceptions a parser may raise on content it did not expect (wrong JSON types, odd cells); a reader's
 #: per-file guard turns them into a data problem naming the file instead of an internal error
@@ -94,7 +95,7 @@ def read_json(path: Path):
     checks (:mod:`reportgen.limits`) refuse them."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=json_int)
     except (ValueError, RecursionError) as exc:
         raise InputError(path, json_problem(exc, text)) from None
 

@@ -73,7 +73,7 @@ import numpy as np
 import pandas as pd
 
 from ._files import open_input
-from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, Rejects, cap_text
+from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, Rejects, cap_text, json_int
 from ..timebase import to_ns
 from .ascend_values import op_class
 
@@ -175,7 +175,7 @@ def _loads(data: bytes):
             err = ValueError(str(exc))
             err.pos = int(m.group(1)) if m else None
             raise err from None
-    return json.loads(data, parse_float=str)
+    return json.loads(data, parse_float=str, parse_int=json_int)
 
 
 #: runs of JSON whitespace (and of whitespace and commas between array items), matched in C: a gzip of 255 KB can
@@ -211,7 +211,7 @@ def _last_cut(buf: bytes, lo: int, hi: int) -> int:
     return -1
 
 
-_decoder = json.JSONDecoder(parse_float=str)  # float literals as their text: times stay exact (timebase.py)
+_decoder = json.JSONDecoder(parse_float=str, parse_int=json_int)  # float literals as their text: times stay exact (timebase.py)
 #: Longest number/literal/escape that a cut can leave unfinished at the end of the buffer.
 _LAST_TOKEN = 64
 

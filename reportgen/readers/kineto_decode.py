@@ -170,7 +170,7 @@ import pandas as pd
 
 from ._files import open_input
 from ..limits import (MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms,
-                      regex_problem)
+                      json_int, regex_problem)
 from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
 
@@ -445,7 +445,7 @@ def _run_msgspec(piece: bytes) -> list:
 
 def _run_json(piece: bytes) -> list:
     try:
-        return _wrap(json.loads(piece, parse_float=str))
+        return _wrap(json.loads(piece, parse_float=str, parse_int=json_int))
     except json.JSONDecodeError as exc:
         raise _RunError(exc.pos) from None
 
@@ -533,8 +533,8 @@ class _Reader:
             want = min(want * 2, MAX_EVENT)
 
 
-_decoder = json.JSONDecoder()  # metadata values
-_ev_decoder = json.JSONDecoder(parse_float=str)  # events: float literals as text (exact times)
+_decoder = json.JSONDecoder(parse_int=json_int)  # metadata values
+_ev_decoder = json.JSONDecoder(parse_float=str, parse_int=json_int)  # events: float literals as text (exact times)
 
 
 def _one_lenient(buf: bytes, pos: int, eof: bool, decoder: json.JSONDecoder = _decoder):
@@ -565,7 +565,7 @@ def _one_lenient(buf: bytes, pos: int, eof: bool, decoder: json.JSONDecoder = _d
             return None  # incomplete
         raise _Stop(f"malformed JSON ({err.msg})") from None
     fixed = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return json.loads(fixed, parse_float=decoder.parse_float), pos + len(text[:end].encode("utf-8", "surrogateescape"))
+    return json.loads(fixed, parse_float=decoder.parse_float, parse_int=json_int), pos + len(text[:end].encode("utf-8", "surrogateescape"))
 
 
 def _open(path: Path):
@@ -639,7 +639,7 @@ def _parse_run(buf: bytes, pos: int, run_decode):
             raise _Stop(f"JSON nested too deeply after byte {pos}") from None
         except UnicodeDecodeError:
             try:
-                return _wrap(json.loads(piece.decode("utf-8", "replace"), parse_float=str)), cut
+                return _wrap(json.loads(piece.decode("utf-8", "replace"), parse_float=str, parse_int=json_int)), cut
             except (ValueError, RecursionError):
                 err = None
         except _RunError as exc:
