@@ -2109,6 +2109,14 @@ def _(tmp, fx):
     return Case(root, named=named(traces[1].name, r"1 event skipped.*'ts'"), check=ranks_are([0, 1]))
 
 
+@case("mi_host_mapping_two_ips_one_name", "mindinsight", 4, "mindinsight",
+      "host_ips_mapping.txt maps both hosts' IPs to the name host-1 (two hosts, legacy layout)")
+def _(tmp, fx):
+    run = mi_run(tmp, layout="legacy", hosts=2)
+    (run / "host_ips_mapping.txt").write_text("10.0.0.1 host-1\n10.0.0.2 host-1\n")
+    return Case(run, exit=2, named=named("host_ips_mapping.txt", r"two IPs"))  # no host folder can be placed
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")

@@ -663,18 +663,33 @@ def _loads(path: Path, text: str):
     from ._files import json_problem
 
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=limits.json_int)
     except (ValueError, RecursionError) as exc:
         raise InputError(path, json_problem(exc, text)) from None
 
 
 def parse_host_mapping(path: Path) -> dict[str, str]:
-    """``host_ips_mapping.txt``: one ``<host ip> <mapped name>`` pair per line -> {mapped: ip}."""
+    """``host_ips_mapping.txt``: one ``<host ip> <mapped name>`` pair per line -> {mapped: ip}. A name mapped to
+    two IPs, or an IP to two names, makes which host folder holds which devices unknown: :class:`InputError` naming
+    both lines (before, the last line won and one host's devices became another's ranks: issue 29)."""
     mapping: dict[str, str] = {}
-    for line in _read_text(path).splitlines():
+    line_of: dict[tuple[str, str], int] = {}
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
         parts = line.split()
-        if len(parts) >= 2:
-            mapping[limits.cap_text(parts[1], 256)] = limits.cap_text(parts[0], 256)
+        if len(parts) < 2:
+            continue
+        ip, name = limits.cap_text(parts[0], 256), limits.cap_text(parts[1], 256)
+        for key, other in ((("name", name), mapping.get(name)), (("ip", ip), next(
+                (m for m, i in mapping.items() if i == ip), None))):
+            if other is not None and (key[0] == "name" and other != ip or key[0] == "ip" and other != name):
+                first = line_of[key]
+                what = (f"maps two IPs ({other}, {ip}) to the host name {name!r}" if key[0] == "name"
+                        else f"maps the IP {ip} to two host names ({other!r}, {name!r})")
+                raise InputError(path, f"{what} (lines {first} and {n}): which host folder holds which devices is "
+                                       "unknown")
+        mapping[name] = ip
+        line_of.setdefault(("name", name), n)
+        line_of.setdefault(("ip", ip), n)
     return mapping
 
 
@@ -742,12 +757,16 @@ def _read_file(f: FoundFile, problems: Problems, out: dict) -> None:
 def _legacy_files(root: Path, table: RankTable, problems: Problems, hosts: dict, devices: dict) -> list[FoundFile]:
     mapping_path = root / "host_ips_mapping.txt"
     mapped_to_ip: dict[str, str] = {}
+    bad_mapping = False
     if mapping_path.is_file():
         try:
             mapped_to_ip = parse_host_mapping(mapping_path)
         except InputError as exc:
-            problems.add(exc.path or mapping_path, exc.problem + "; ignored")
-    if not mapped_to_ip:
+            problems.add(exc.path or mapping_path, exc.problem + "; the file was ignored, host folders were "
+                                                                 "matched to rank-table server ids by name")
+            mapped_to_ip = {}
+            bad_mapping = True
+    if not mapped_to_ip and not bad_mapping:
         problems.add(mapping_path, "host_ips_mapping.txt missing or empty; host folders were matched to rank-table "
                                    "server ids by name")
     files: list[FoundFile] = []
