@@ -80,7 +80,8 @@ def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.
       longest first when it has a time column (``elapse_ms``, ``time_ms``, ``total_ms``), else its first rows;
     * a per-(rank, step) table keeps whole steps, every rank of each, up to
       :data:`~reportgen.thresholds.JSON_STEP_ROWS` rows: the first steps in its order (at least one step);
-    * ``rows``, when given, is a smaller budget for either kind: its share of the file's (:func:`plan_cuts`);
+    * any other table but a per-rank one keeps its first :data:`~reportgen.thresholds.JSON_OP_ROWS` rows;
+    * ``rows``, when given, is a smaller budget for any of these: its share of the file's (:func:`plan_cuts`);
     * any table keeps :data:`MAX_TABLE_ROWS` rows.
 
     Per-rank tables (one row per rank) are never cut below :data:`MAX_TABLE_ROWS`."""
@@ -110,20 +111,32 @@ def _budgeted(name: str, df: pd.DataFrame, rows: int | None = None) -> tuple[pd.
                           "kept": f"every rank in {len(kept_steps)} of {len(steps)} steps ({kept_steps[0]}"
                                   f"{'' if len(kept_steps) == 1 else '-' + str(kept_steps[-1])}; "
                                   f"{_budget_words(limit, shared, '(rank, step)')})"}
+    elif not _per_rank(df):  # any other table (one row per group, per (group, rank) ...): whatever the input claims
+        limit = min(th.JSON_OP_ROWS, rows) if shared else th.JSON_OP_ROWS
+        if n > limit:  # a pg_config of 10^6 groups made a 43 MB domains table (issue 29)
+            return df.iloc[:limit], {"rows": n, "left_out": n - limit,
+                                     "kept": f"the first {limit:,} rows ({_budget_words(limit, shared, 'such')})"}
     if n > MAX_TABLE_ROWS:
         return df.iloc[:MAX_TABLE_ROWS], {"rows": n, "left_out": n - MAX_TABLE_ROWS}
     return df, None
 
 
+def _per_rank(df: pd.DataFrame) -> bool:
+    """One row per rank (a ``rank`` column without repeats, no ``step``): never cut below MAX_TABLE_ROWS."""
+    return "rank" in df.columns and "step" not in df.columns and bool(df["rank"].is_unique)
+
+
 def _budget_words(limit: int, shared: bool, kind: str) -> str:
     if shared:
         return (f"budget for this table: {limit:,} rows, its share of the file's {th.JSON_BYTES / 1e6:.0f} MB that "
-                f"the per-operator and per-(rank, step) tables split")
-    return f"budget per {kind} table: {limit:,} rows"
+                f"the tables other than the per-rank ones split")
+    return f"budget per {'table of this kind' if kind == 'such' else kind + ' table'}: {limit:,} rows"
 
 
 def _cuttable(name: str, df: pd.DataFrame) -> bool:
-    return name.endswith(("ops", "links")) or {"rank", "step"} <= set(df.columns)
+    """Every table but a per-rank one shares what the file leaves (before: only per-operator, per-link and
+    per-(rank, step) tables, so a table of 10^6 process groups was written whole)."""
+    return name.endswith(("ops", "links")) or {"rank", "step"} <= set(df.columns) or not _per_rank(df)
 
 
 def _row_chars(df: pd.DataFrame) -> float:
