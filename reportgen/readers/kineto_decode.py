@@ -909,6 +909,7 @@ class _Collector:
         self.o_flops = array("d")  # the trace's own ``flops`` arg (profile(with_flops=True)); NaN when absent
         self.o_has_flops = False
         self.o_dropped = 0
+        self.u_spans_dropped = False  # user annotation spans past MAX_USER_RANGE_SPANS: none kept (the totals are)
         # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
         self.h_name: list = []
         self.h_ts = array("q")
@@ -1175,6 +1176,7 @@ class _Collector:
         if self.u_key is not None:
             if len(self.u_key) >= MAX_USER_RANGE_SPANS:
                 self.u_key = None
+                self.u_spans_dropped = True
             else:
                 self.u_key.append((side, self._s(key[1])))
                 self.u_ts.append(tt[0])
@@ -1757,6 +1759,9 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
     if col.h_dropped and not col.g_name:
         problems.append((where, f"host_ops: only the first {MAX_HOST_OPS} CPU ops were looked at; {col.h_dropped} "
                                 "more were not (the main thread's compute timeline ends early)"))
+    if col.u_spans_dropped:
+        problems.append((where, f"user annotations: over {MAX_USER_RANGE_SPANS:,} spans, so none is kept as a span "
+                                "(their per-name totals are): the ranges' own time without collectives is not measured for this rank"))
     if col.o_dropped:
         problems.append((where, f"cpu_ops capped at {MAX_CPU_OPS} rows; {col.o_dropped} more matching ops "
                                 "were not kept"))
