@@ -101,6 +101,10 @@ class DataProblem:
         return {"path": self.path, "problem": self.problem}
 
 
+#: tables of device work on streams: a stream runs one item at a time (Run.table settles overlaps once)
+ONE_STREAM_TABLES = ("gpu_ops", "kernels")
+
+
 @dataclass
 class Run:
     """One distributed training run, every rank, in fixed units."""
@@ -142,16 +146,40 @@ class Run:
     is_demo: bool = False
     #: tables parsed only when a section first asks for them (large files no section may need)
     loaders: dict[str, Callable[[], pd.DataFrame | None]] = field(default_factory=dict)
+    #: tables of stream work already made to run one item at a time per stream (:meth:`table`)
+    settled: set = field(default_factory=set, repr=False)
 
     def table(self, name: str) -> pd.DataFrame | None:
         if name not in self.tables and name in self.loaders:
             df = self.loaders.pop(name)()
             if df is not None:
                 self.tables[name] = df
+        if name in ONE_STREAM_TABLES and name not in self.settled and self.tables.get(name) is not None:
+            self._settle(name)
         df = self.tables.get(name)
         if df is None or df.empty:
             return None
         return df
+
+    def _settle(self, name: str) -> None:
+        """Items of one stream that overlap (a broken or merged trace) resolved once, the same way for every family
+        (:func:`reportgen.intervals.one_stream_at_a_time`), and named in the data problems."""
+        from .intervals import one_stream_at_a_time
+
+        self.settled.add(name)
+        df, stats = one_stream_at_a_time(self.tables[name])
+        if not stats:
+            return
+        self.tables[name] = df
+        for rank, (dropped, clipped) in sorted(stats.items())[:20]:
+            what = ", ".join(x for x in (f"{dropped} exact repeat{'s' if dropped != 1 else ''} or wholly covered "
+                                         f"item{'s' if dropped != 1 else ''} dropped" if dropped else "",
+                                         f"{clipped} clipped to start when the earlier work ended" if clipped else "")
+                             if x)
+            self.problem(f"rank {rank}", f"{name}: device work overlapping on one stream (a stream runs one item at a "
+                                         f"time: a broken or merged trace?): {what}")
+        if len(stats) > 20:
+            self.problem("(run)", f"{name}: {len(stats) - 20} more ranks with work overlapping on one stream")
 
     def problem(self, path: Any, problem: str) -> None:
         """Record a data problem. Memory stays bounded whatever the input: past 10x what the report lists

@@ -2117,6 +2117,17 @@ def _(tmp, fx):
     return Case(run, exit=2, named=named("host_ips_mapping.txt", r"two IPs"))  # no host folder can be placed
 
 
+@case("kin_kernels_written_twice", "kineto", 3, "kineto",
+      "rank 1's GPU kernels each written twice (a merged trace): overlap on one stream")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    doc = json.loads(traces[1].read_text())
+    doc["traceEvents"] += [dict(e) for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    traces[1].write_text(json.dumps(doc))
+    return Case(root, named=named(None, r"rank 1.*overlapping on one stream|overlapping on one stream.*repeat"),
+                check=ranks_are([0, 1]))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")
