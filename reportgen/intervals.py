@@ -245,58 +245,25 @@ def _hta_sweep_overlap(comm: tuple, comp: tuple) -> float:
     return float(seg[running[:-1] == 3].sum())
 
 
-#: an overlap on one stream shorter than this is timestamp noise, left as written (Ascend kernel_details.csv writes
-#: a MemSet task starting 0.26 us before the end of the OnesLike before it on its stream: msinsight server test_data)
-STREAM_OVERLAP_NOISE_MS = 0.001
-
-
 def one_stream_at_a_time(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.DataFrame, dict[int, tuple[int, int]]]:
-    """The work of one stream of one rank as it can run: one item at a time. A stream runs its kernels, copies and
-    sets in order, so two that overlap on one stream come from a broken or merged trace (a trace whose events were
-    written twice counted 219.9 ms of GEMM in a 117.7 ms step: issue 29). An exact repeat of an earlier item (same
-    name, start and duration) is dropped; any other item that starts more than :data:`STREAM_OVERLAP_NOISE_MS`
-    before the stream's earlier work ends is clipped to start there, and dropped when nothing is left of it. Rows
-    without a stream are left as they are.
+    """Device work written twice on one stream of one rank (a broken or merged trace: the same kernel, copy or set
+    with the same name, start and duration twice) counted twice: 219.9 ms of GEMM in a 117.7 ms step (issue 29).
+    Every repeat after the first is dropped. Items that only overlap are kept as written: on Hopper and Blackwell a
+    kernel may start before the one before it on its stream ends (programmatic dependent launch; a real B200 trace,
+    tracelens b200 eager, has 10 such on stream 7, and HTA counts them as written), and Ascend files round starts and
+    durations (a MemSet 0.26 us before the end of the OnesLike before it). Rows without a stream are left.
 
-    ``df`` has ``rank``, ``stream``, ``name``, ``start_ms``, ``dur_ms`` (and may have ``end_ms``, ``ts_ns``,
-    ``dur_ns``, kept consistent). Returns the table (``df`` itself when nothing overlaps) and {rank: (dropped,
-    clipped)}."""
-    if df is None or df.empty or stream not in df.columns or not {"rank", "start_ms", "dur_ms"} <= set(df.columns):
+    ``df`` has ``rank``, ``stream``, ``name``, ``start_ms``, ``dur_ms``. Returns the table (``df`` itself when
+    nothing repeats) and {rank: (dropped, 0)}."""
+    need = {"rank", stream, "name", "start_ms", "dur_ms"}
+    if df is None or df.empty or not need <= set(df.columns):
         return df, {}
     has = df[stream].notna()
     if not has.any():
         return df, {}
-    d = df.loc[has, ["rank", stream, "start_ms", "dur_ms"] + (["name"] if "name" in df.columns else [])]
-    d = d.sort_values(["rank", stream, "start_ms"], kind="stable")
-    end = d["start_ms"] + d["dur_ms"]
-    key = [d["rank"], d[stream]]
-    prev_end = end.groupby(key, sort=False).cummax().groupby(key, sort=False).shift(1)
-    late = d["start_ms"] < prev_end - STREAM_OVERLAP_NOISE_MS
-    if not late.any():
+    d = df.loc[has, ["rank", stream, "name", "start_ms", "dur_ms"]]
+    repeat = d.duplicated(keep="first")
+    if not repeat.any():
         return df, {}
-    same = pd.Series(False, index=d.index)
-    if "name" in d.columns:
-        prev = d.groupby(["rank", stream], sort=False)[["name", "start_ms", "dur_ms"]].shift(1)
-        same = (d["name"] == prev["name"]) & (d["start_ms"] == prev["start_ms"]) & (d["dur_ms"] == prev["dur_ms"])
-    new_start = np.maximum(d["start_ms"], prev_end.fillna(-np.inf))
-    left = end - new_start
-    drop = late & (same | (left <= 0))
-    clip = late & ~drop
-    out = df.drop(index=d.index[drop]).copy()
-    idx = d.index[clip]
-    if len(idx):
-        shift = (new_start[clip] - d["start_ms"][clip])
-        out.loc[idx, "start_ms"] = new_start[clip]
-        out.loc[idx, "dur_ms"] = left[clip]
-        if "end_ms" in out.columns:
-            out.loc[idx, "end_ms"] = end[clip]
-        if "ts_ns" in out.columns and "dur_ns" in out.columns:
-            ns = (shift * 1e6).round().astype(np.int64)
-            out.loc[idx, "ts_ns"] = out.loc[idx, "ts_ns"] + ns
-            out.loc[idx, "dur_ns"] = (out.loc[idx, "dur_ns"] - ns).clip(lower=0)
-    stats: dict[int, tuple[int, int]] = {}
-    for r, n in d.loc[drop, "rank"].value_counts().items():
-        stats[int(r)] = (int(n), 0)
-    for r, n in d.loc[clip, "rank"].value_counts().items():
-        stats[int(r)] = (stats.get(int(r), (0, 0))[0], int(n))
-    return out, stats
+    out = df.drop(index=d.index[repeat])
+    return out, {int(r): (int(n), 0) for r, n in d.loc[repeat, "rank"].value_counts().items()}

@@ -162,7 +162,7 @@ class Run:
         return df
 
     def _settle(self, name: str) -> None:
-        """Items of one stream that overlap (a broken or merged trace) resolved once, the same way for every family
+        """Work written twice on one stream (a broken or merged trace) dropped once, the same way for every family
         (:func:`reportgen.intervals.one_stream_at_a_time`), and named in the data problems."""
         from .intervals import one_stream_at_a_time
 
@@ -171,15 +171,12 @@ class Run:
         if not stats:
             return
         self.tables[name] = df
-        for rank, (dropped, clipped) in sorted(stats.items())[:20]:
-            what = ", ".join(x for x in (f"{dropped} exact repeat{'s' if dropped != 1 else ''} or wholly covered "
-                                         f"item{'s' if dropped != 1 else ''} dropped" if dropped else "",
-                                         f"{clipped} clipped to start when the earlier work ended" if clipped else "")
-                             if x)
-            self.problem(f"rank {rank}", f"{name}: device work overlapping on one stream (a stream runs one item at a "
-                                         f"time: a broken or merged trace?): {what}")
+        for rank, (dropped, _clipped) in sorted(stats.items())[:20]:
+            self.problem(f"rank {rank}", f"{name}: {dropped} item{'s' if dropped != 1 else ''} written twice on one "
+                                         "stream (same name, start and duration: a broken or merged trace?); the "
+                                         "repeats were dropped")
         if len(stats) > 20:
-            self.problem("(run)", f"{name}: {len(stats) - 20} more ranks with work overlapping on one stream")
+            self.problem("(run)", f"{name}: {len(stats) - 20} more ranks with work written twice on one stream")
 
     def problem(self, path: Any, problem: str) -> None:
         """Record a data problem. Memory stays bounded whatever the input: past 10x what the report lists
