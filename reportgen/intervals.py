@@ -245,7 +245,7 @@ def _hta_sweep_overlap(comm: tuple, comp: tuple) -> float:
     return float(seg[running[:-1] == 3].sum())
 
 
-def one_stream_at_a_time(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.DataFrame, dict[int, tuple[int, int]]]:
+def repeats_on_one_stream(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.DataFrame, dict[int, int]]:
     """Device work written twice on one stream of one rank (a broken or merged trace: the same kernel, copy or set
     with the same name, start and duration twice) counted twice: 219.9 ms of GEMM in a 117.7 ms step (issue 29).
     Every repeat after the first is dropped. Items that only overlap are kept as written: on Hopper and Blackwell a
@@ -254,7 +254,7 @@ def one_stream_at_a_time(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.D
     durations (a MemSet 0.26 us before the end of the OnesLike before it). Rows without a stream are left.
 
     ``df`` has ``rank``, ``stream``, ``name``, ``start_ms``, ``dur_ms``. Returns the table (``df`` itself when
-    nothing repeats) and {rank: (dropped, 0)}."""
+    nothing repeats) and {rank: repeats dropped}."""
     need = {"rank", stream, "name", "start_ms", "dur_ms"}
     if df is None or df.empty or not need <= set(df.columns):
         return df, {}
@@ -266,4 +266,4 @@ def one_stream_at_a_time(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.D
     if not repeat.any():
         return df, {}
     out = df.drop(index=d.index[repeat])
-    return out, {int(r): (int(n), 0) for r, n in d.loc[repeat, "rank"].value_counts().items()}
+    return out, {int(r): int(n) for r, n in d.loc[repeat, "rank"].value_counts().items()}

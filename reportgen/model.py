@@ -101,7 +101,7 @@ class DataProblem:
         return {"path": self.path, "problem": self.problem}
 
 
-#: tables of device work on streams: a stream runs one item at a time (Run.table settles overlaps once)
+#: tables of device work on streams: work written twice on one stream is dropped once (Run.table)
 ONE_STREAM_TABLES = ("gpu_ops", "kernels")
 
 
@@ -146,7 +146,7 @@ class Run:
     is_demo: bool = False
     #: tables parsed only when a section first asks for them (large files no section may need)
     loaders: dict[str, Callable[[], pd.DataFrame | None]] = field(default_factory=dict)
-    #: tables of stream work already made to run one item at a time per stream (:meth:`table`)
+    #: tables of stream work whose repeats were already dropped (:meth:`table`)
     settled: set = field(default_factory=set, repr=False)
 
     def table(self, name: str) -> pd.DataFrame | None:
@@ -163,15 +163,15 @@ class Run:
 
     def _settle(self, name: str) -> None:
         """Work written twice on one stream (a broken or merged trace) dropped once, the same way for every family
-        (:func:`reportgen.intervals.one_stream_at_a_time`), and named in the data problems."""
-        from .intervals import one_stream_at_a_time
+        (:func:`reportgen.intervals.repeats_on_one_stream`), and named in the data problems."""
+        from .intervals import repeats_on_one_stream
 
         self.settled.add(name)
-        df, stats = one_stream_at_a_time(self.tables[name])
+        df, stats = repeats_on_one_stream(self.tables[name])
         if not stats:
             return
         self.tables[name] = df
-        for rank, (dropped, _clipped) in sorted(stats.items())[:20]:
+        for rank, dropped in sorted(stats.items())[:20]:
             self.problem(f"rank {rank}", f"{name}: {dropped} item{'s' if dropped != 1 else ''} written twice on one "
                                          "stream (same name, start and duration: a broken or merged trace?); the "
                                          "repeats were dropped")

@@ -6,14 +6,14 @@ def test_work_written_twice_on_one_stream_is_dropped_once():
     Hopper/Blackwell: a real B200 trace has them, and HTA counts them), as are rows without a stream."""
     import pandas as pd
 
-    from reportgen.intervals import one_stream_at_a_time
+    from reportgen.intervals import repeats_on_one_stream
     from reportgen.model import Run
 
     df = pd.DataFrame({"rank": [0, 0, 0, 0, 1, 0], "stream": [7, 7, 7, 7, 7, None],
                        "name": ["a", "a", "b", "c", "a", "a"],
                        "start_ms": [0.0, 0.0, 5.0, 6.0, 0.0, 0.0], "dur_ms": [10.0, 10.0, 10.0, 2.0, 10.0, 10.0]})
-    out, stats = one_stream_at_a_time(df)
-    assert stats == {0: (1, 0)} and list(out.index) == [0, 2, 3, 4, 5]  # b and c overlap a: kept as written
+    out, stats = repeats_on_one_stream(df)
+    assert stats == {0: 1} and list(out.index) == [0, 2, 3, 4, 5]  # b and c overlap a: kept as written
     run = Run(name="r", source_format="kineto", source_path="/x")
     run.ranks = [0, 1]
     run.tables["gpu_ops"] = df

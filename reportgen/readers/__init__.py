@@ -128,12 +128,6 @@ def _common_sub(root: Path, paths: list[Path]) -> str | None:
 _UNDECODED = re.compile("[\udc80-\udcff]")
 
 
-def _named_like_input(p: Path, name: str) -> bool:
-    """True when a reader would open a file of this name (a trace, a MindInsight or MindData file, Ascend output)."""
-    return bool(kineto.TRACE_NAME.search(name) or minddata.kind_of(name) or mindinsight.classify(p) is not None
-                or _ASCEND_NAMES.match(name))
-
-
 def _not_regular(p: Path) -> str | None:
     """What ``p`` is when it is not a regular file (a FIFO, a socket, a device; a link followed), else None."""
     try:
@@ -233,7 +227,9 @@ def survey(root: str | Path) -> Survey:
         strong = False
         for name in sorted(filenames):
             p = d / name
-            like = _named_like_input(p, name)
+            data_kind = minddata.kind_of(name)
+            found = None if data_kind else mindinsight.classify(p)
+            like = bool(data_kind or found is not None or kineto.TRACE_NAME.search(name) or _ASCEND_NAMES.match(name))
             if not like and _UNDECODED.search(name):  # bytes that are not UTF-8 (os.walk's surrogateescape)
                 s.not_utf8_count += 1
                 if len(s.not_utf8) < 3:
@@ -244,10 +240,9 @@ def survey(root: str | Path) -> Survey:
                     if len(s.special) < MAX_LISTED:
                         s.special.append((p, what))
                     continue
-            if minddata.kind_of(name):
+            if data_kind:
                 s.minddata.append(p)
                 continue
-            found = mindinsight.classify(p)
             if found is not None:
                 strong = strong or found.kind in _MI_RUN_KINDS
                 continue
