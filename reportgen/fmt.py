@@ -317,7 +317,20 @@ def evidence_label(key: str) -> str:
 
 __all__ = ["SIG", "evidence_label", "EVIDENCE_HIDDEN", "TIME_KINDS", "time_unit", "d3_format", "D3_EXP", "D3_FORMATS", "D3_FORMAT", "D3_PCT", "D3_SHORT", "D3_INT", "UNITS", "BASE_UNIT", "clean", "number", "unit_for",
            "quantity", "cell",
-           "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges"]
+           "header", "csv_header", "percent", "ms", "metric_kind", "text", "evidence", "rank_ranges", "listed"]
+
+
+#: names a cell or sentence lists before "and N more" (a list the input names can be of any length)
+LISTED = 5
+
+
+def listed(names: list[str], total: int | None = None, limit: int = LISTED) -> str:
+    """The first ``limit`` of ``names``, comma-separated, then "and N more" for the rest (``total``: how many
+    there are when ``names`` holds only the first ones). A text cell built from what the input names stays
+    bounded however many the input names (issue 29: 10^5 groups of the same members made 10^10 characters)."""
+    total = len(names) if total is None else total
+    shown = ", ".join(names[:limit])
+    return shown if total <= limit else f"{shown} and {total - limit:,} more"
 
 
 def rank_ranges(ranks) -> str:

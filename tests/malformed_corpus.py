@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import os
 import re
@@ -550,6 +551,53 @@ def _(tmp, fx):
         {"pg_name": "9", "pg_desc": "huge", "backend_config": "cuda:nccl", "pg_size": 1_000_000,
          "ranks": list(range(1_000_000))}))
     return Case(root, named=named(traces[0].name, r"pg_config|group|ranks"), check=world_at_most(2))
+
+
+def splice(path: Path, after: bytes, pieces) -> None:
+    """Write ``pieces`` (an iterable of bytes, streamed: never held whole) into ``path`` right after the first
+    ``after``."""
+    data = path.read_bytes()
+    at = data.index(after) + len(after)
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "wb") as fh:
+        fh.write(data[:at])
+        for piece in pieces:
+            fh.write(piece)
+        fh.write(data[at:])
+    os.replace(tmp, path)
+
+
+def _many(template: str, n: int, per: int = 10_000):
+    """``template.format(i)`` for i < n, comma-terminated, in chunks of ``per``."""
+    for lo in range(0, n, per):
+        yield "".join(template.format(i) + "," for i in range(lo, min(n, lo + per))).encode()
+
+
+@case("kin_pg_config_1e6_groups", "kineto", 1, "kineto",
+      "one trace's pg_config lists 10^6 groups (a 40 MB distributedInfo; issue 29 #5: 1.1 GB, 57 MB of JSON)")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    splice(traces[0], b'"pg_config": [', _many('{{"pg_name": "x{}", "ranks": [0, 1]}}', 1_000_000))
+    return Case(root, named=named(traces[0].name, r"pg_config", r"MB", r"ignored"),
+                check=all_of(world_at_most(2), same_as_clean("kineto")))
+
+
+@case("kin_pg_config_2e5_groups", "kineto", 1, "kineto",
+      "one trace's pg_config lists 2*10^5 groups in 8 MB (under the metadata limit: the group cap holds)")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    splice(traces[0], b'"pg_config": [', _many('{{"pg_name": "{}", "ranks": [0, 1]}}', 200_000))
+    return Case(root, named=named(traces[0].name, r"more process groups were not kept"),
+                check=all_of(world_at_most(2), same_as_clean("kineto")))
+
+
+@case("kin_unknown_key_64mb", "kineto", 1, "kineto",
+      "a top-level key no reader uses holds 64 MB of empty objects (decoded whole, ~1.4 GB, before issue 29)")
+def _(tmp, fx):
+    root, traces = kin_run(tmp)
+    splice(traces[0], b'"schemaVersion": 1,',
+           itertools.chain([b' "noise": ['], _many("{{}}", 21_000_000, 1_000_000), [b'{}],']))
+    return Case(root, check=all_of(ranks_are([0, 1]), same_as_clean("kineto")))
 
 
 @case("kin_pg_size_1e9", "kineto", 1, "kineto", "pg_config pg_size 10^9 with ranks [0, 1]")

@@ -230,3 +230,17 @@ def test_same_members_names_the_other_groups_never_merges():
     g = pd.DataFrame({"group": ["g13", "g19", "g20", "g5"], "name": ["mp", "pp", "embd", "dp"],
                       "kind": ["other", "pp", "other", "dp"], "ranks": [[0, 2], [0, 2], [2, 0], [0, 1]]})
     assert same_members(g).tolist() == ["g19 'pp', g20 'embd'", "g13 'mp', g20 'embd'", "g13 'mp', g19 'pp'", ""]
+
+
+def test_same_members_names_at_most_five_then_counts():
+    """Issue 29: 10^5 groups of the same two ranks made each cell name every other one (10^10 characters)."""
+    import pandas as pd
+    from reportgen.sections.domains import same_members
+
+    n = 20_000
+    g = pd.DataFrame({"group": [f"x{i}" for i in range(n)], "name": ["dp"] * n, "kind": ["dp"] * n,
+                      "ranks": [[0, 1]] * n})
+    out = same_members(g)
+    assert out.iloc[0] == "x1 'dp', x2 'dp', x3 'dp', x4 'dp', x5 'dp' and 19,994 more"
+    assert out.iloc[3] == "x0 'dp', x1 'dp', x2 'dp', x4 'dp', x5 'dp' and 19,994 more"
+    assert out.str.len().max() < 100

@@ -602,3 +602,36 @@ def test_hta_metrics_from_launch_ts_equal_those_from_launch_rows():
             b = hta_gpu_time_metrics(reduced_gpu, reduced_events, drop)
             assert a.keys() == b.keys()
             assert all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+
+
+def test_top_level_values_are_delimited_before_any_is_decoded(tmp_path, chunking, monkeypatch):
+    """Issue 29 #5: a key no reader uses is skipped unread (also with bytes that are not UTF-8 in it); a metadata
+    value over META_VALUE_BYTES is not decoded whole: distributedInfo keeps its small fields, drops the big ones
+    and names them; another big metadata value is dropped and named."""
+    monkeypatch.setattr(kd, "META_VALUE_BYTES", 400)
+    groups = [{"pg_name": str(i), "ranks": [0, 1]} for i in range(40)]  # ~1.2 KB
+    info = {"rank": 1, "world_size": 2, "backend": "nccl", "pg_config": groups, "extra": list(range(500))}
+    raw = json.dumps({"schemaVersion": 1, "noise": [{}] * 2000, "distributedInfo": info,
+                      "deviceProperties": [{"id": 0, "name": "x" * 500}], "traceEvents": sample_events()[:3],
+                      "baseTimeNanoseconds": 5}).encode()
+    p = tmp_path / "t.json"
+    p.write_bytes(raw.replace(b'"noise": [{}', b'"noise": ["\xff\xfe", {}'))
+    d, problems = decode(p)
+    assert d.meta["distributedInfo"] == {"rank": 1, "world_size": 2, "backend": "nccl"}
+    assert d.meta["deviceProperties"] == [] and d.meta["baseTimeNanoseconds"] == 5 and "noise" not in d.meta
+    texts = [t for _, t in problems]
+    assert any(t.startswith("distributedInfo.pg_config is 0.0 MB, more than") and "process groups are not read"
+               in t for t in texts), texts
+    assert any(t.startswith("deviceProperties is ") and t.endswith("; ignored") for t in texts), texts
+    assert len(texts) == 2 and len(d.tables["steps"]) == 1
+    monkeypatch.setattr(kd, "META_VALUE_BYTES", 8 << 20)  # under the limit: decoded as before
+    d, problems = decode(p)
+    assert d.meta["distributedInfo"] == info and len(d.meta["deviceProperties"]) == 1 and problems == []
+
+
+def test_a_malformed_value_of_an_unused_key_still_stops_the_file(tmp_path, chunking):
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"schemaVersion": 1, "noise": [1, 2,, 3], "traceEvents": ['
+                  + b'{"ph": "i", "name": "x", "ts": 1},' * 20 + b'{}]}')
+    d, problems = decode(p)
+    assert [t for _, t in problems] == ["malformed JSON at byte 36 (Expecting value) after 0 events"]

@@ -217,8 +217,10 @@ def group_kind(desc: str, name: str = "") -> str:
 MAX_LISTED_TOTAL = 1 << 18
 #: distinct process groups kept at most, and their members (summed over the groups) at most. A real job has a
 #: few groups per rank (Megatron at 4096 GPUs: tp, pp, dp, cp, ep, embedding... ~5-10k groups; the generated
-#: 4096-rank run 2,051): a cap at 1,024 groups once left half the ranks of such a run without a pipeline stage
-MAX_GROUPS = 1 << 16
+#: 4096-rank run 2,051): a cap at 1,024 groups once left half the ranks of such a run without a pipeline stage.
+#: 2^15, 3x that estimate: every kept group is a row of the strategy and domains tables (2^16 groups of a hostile
+#: pg_config took 15 CPU-s and 400 MB in those tables, issue 29)
+MAX_GROUPS = 1 << 15
 MAX_GROUP_MEMBERS = 1 << 22
 #: names of the groups not kept that are told apart (beyond, further ones are counted per file and shown as "N+")
 _DROPPED_NAMES = 1 << 16

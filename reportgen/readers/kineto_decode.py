@@ -119,7 +119,12 @@ file's own clock, sorted by ts):
 ``meta``: ``distributedInfo`` (dict or None) and ``deviceProperties`` (list) always; plus whichever of
 :data:`META_KEYS` the file has (schemaVersion, baseTimeNanoseconds, displayTimeUnit, traceName,
 with_flops, profile_memory, ...). Free-form blocks (``metadata``, ``INFO`` logs, user names, job ids)
-are skipped: they can hold secrets (a TraceLens H100 trace had an HF token there).
+are skipped: they can hold secrets (a TraceLens H100 trace had an HF token there). Top-level values
+are delimited before anything is decoded (:meth:`_Reader.extent`, msgspec's C validator, no Python object per
+item): a value of no :data:`META_KEYS` is skipped unread, and a metadata value over :data:`META_VALUE_BYTES` is
+not decoded whole: ``distributedInfo`` keeps its small fields (rank, world size, backend) and drops any field over
+that size (a ``pg_config`` of 10^6 groups, 111 MB, took 1 GB and 19 CPU-s to decode; issue 29), other keys are
+dropped; each drop is a data problem.
 
 Time unit: Chrome-trace ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says (it only sets the
 viewer's display), and Kineto writes µs even with ``"displayTimeUnit": "ns"`` (HTA's ns_resolution
@@ -165,6 +170,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -533,6 +539,78 @@ class _Reader:
             want = min(want * 2, MAX_EVENT)
 
 
+    def extent(self) -> int | None:
+        """The end (index in ``buf``) of the JSON value at pos, reading as needed, without decoding it: msgspec
+        validates the bytes as one ``Raw`` value (no Python object per item) and names where trailing data
+        starts. None when the value is malformed (:meth:`value` then says how); raises _Stop past MAX_EVENT."""
+        want = self.chunk
+        while True:
+            view = memoryview(self.buf)[self.pos:]
+            try:
+                msgspec.json.decode(view, type=msgspec.Raw)
+                if self.eof:  # the value is the rest of the text
+                    return len(self.buf)
+            except msgspec.DecodeError as exc:
+                m = _TRAILING.search(str(exc))
+                if m:
+                    return self.pos + _value_end(view, int(m.group(1)))
+                if "truncated" not in str(exc) or self.eof:
+                    return None
+            if len(self.buf) - self.pos > MAX_EVENT:
+                raise _Stop(f"a value larger than {MAX_EVENT >> 20} MiB", keep=False)
+            if not self.more(want):
+                continue  # eof: the loop decides with what the buffer holds
+            want = min(want * 2, MAX_EVENT)
+
+
+#: msgspec's message for data after one complete value ("... trailing characters (byte N)", N 1-based)
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+#: a metadata value larger than this (bytes) is not decoded whole (module doc); the largest real one seen is a
+#: 4096-rank world group (~25 KB), 2^20 ranks would take ~7.6 MB
+META_VALUE_BYTES = 8 << 20
+
+
+def _value_end(view: memoryview, at: int) -> int:
+    """The end of the one value at the start of ``view`` given msgspec's 1-based position ``at`` of the first
+    byte after it (whitespace between them skipped)."""
+    end = at - 1
+    while end > 0 and view[end - 1] in b" \t\r\n":
+        end -= 1
+    return end
+
+
+class _InfoFields(msgspec.Struct):
+    """The ``distributedInfo`` fields the readers use, each kept as its raw text (an oversized block only)."""
+    rank: msgspec.Raw = msgspec.Raw(b"null")
+    world_size: msgspec.Raw = msgspec.Raw(b"null")
+    backend: msgspec.Raw = msgspec.Raw(b"null")
+    pg_count: msgspec.Raw = msgspec.Raw(b"null")
+    nccl_version: msgspec.Raw = msgspec.Raw(b"null")
+    pg_config: msgspec.Raw = msgspec.Raw(b"null")
+
+
+def _oversized_info(view: memoryview, state: dict) -> dict | None:
+    """An oversized ``distributedInfo`` (module doc): its fields of :class:`_InfoFields` up to
+    :data:`META_VALUE_BYTES` each, decoded; larger ones left out and named in ``state["oversized"]``."""
+    try:
+        fields = msgspec.json.decode(view, type=_InfoFields)
+    except (msgspec.DecodeError, RecursionError):
+        return None  # not an object: _finish_meta names it
+    out = {}
+    for name in _InfoFields.__struct_fields__:
+        raw = bytes(getattr(fields, name))
+        if raw == b"null":
+            continue
+        if len(raw) > META_VALUE_BYTES:
+            state.setdefault("oversized", []).append((f"distributedInfo.{name}", len(raw)))
+            continue
+        try:
+            out[name] = json.loads(raw.decode("utf-8", "replace"), parse_int=json_int)
+        except (ValueError, RecursionError):
+            state.setdefault("oversized", []).append((f"distributedInfo.{name}", -1))
+    return out
+
+
 _decoder = json.JSONDecoder(parse_int=json_int)  # metadata values
 _ev_decoder = json.JSONDecoder(parse_float=str, parse_int=json_int)  # events: float literals as text (exact times)
 
@@ -719,16 +797,28 @@ def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> Non
         elif c is None:
             raise _Stop(f"truncated after {state['count']} events")
         else:
-            value = _value(r, state)
-            if key == "traceEvents":
-                seen_events = True
-                if isinstance(value, list):
-                    state["count"] += len(value)
-                    feed(_wrap(value))
+            end = r.extent() if key != "traceEvents" else None
+            if end is not None and key not in META_KEYS:
+                r.pos = end  # skipped unread (module doc)
+            elif end is not None and end - r.pos > META_VALUE_BYTES:
+                view = memoryview(r.buf)[r.pos:end]
+                if key == "distributedInfo":
+                    meta[key] = _oversized_info(view, state)
                 else:
-                    state["bad_events_key"] = True
-            elif key in META_KEYS:
-                meta[key] = value
+                    state.setdefault("oversized", []).append((str(key), end - r.pos))
+                del view
+                r.pos = end
+            else:
+                value = _value(r, state)
+                if key == "traceEvents":
+                    seen_events = True
+                    if isinstance(value, list):
+                        state["count"] += len(value)
+                        feed(_wrap(value))
+                    else:
+                        state["bad_events_key"] = True
+                elif key in META_KEYS:
+                    meta[key] = value
         first = False
         c = r.peek()
         if c == 0x2C:  # ','
@@ -1754,6 +1844,11 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
         problems.append((where, "top-level key" + ("s " if len(state["duplicate_keys"]) > 1 else " ")
                          + ", ".join(repr(k) for k in state["duplicate_keys"])
                          + " given twice: the last value kept (as a JSON parser does)"))
+    for key, size in state.get("oversized", [])[:MAX_EXAMPLES]:
+        problems.append((where, f"{key} is not valid JSON; ignored" if size < 0 else
+                         f"{key} is {size / 1e6:,.1f} MB, more than the {META_VALUE_BYTES >> 20} MiB a metadata "
+                         "value may take; ignored" + (" (its process groups are not read from this file)"
+                                                      if key.endswith("pg_config") else "")))
     if col.not_objects:
         problems.append((where, f"{col.not_objects} trace events that are not JSON objects were skipped"))
     if col.h_dropped and not col.g_name:

@@ -88,13 +88,19 @@ def _group_key_map(groups: pd.DataFrame) -> dict[str, int]:
 def same_members(groups: pd.DataFrame) -> pd.Series:
     """Per group (row position): the other groups with exactly the same members, named (``group_name_19 'pp'``),
     "" when none. Groups are never merged: a pp group and an embedding group of the same ranks are two process groups
-    with two names (seed #89; MindStudio Insight lists both)."""
+    with two names (seed #89; MindStudio Insight lists both). At most :data:`~reportgen.fmt.LISTED` are named, then
+    "and N more"."""
     key = groups["ranks"].map(lambda rs: tuple(sorted(int(r) for r in rs)))
-    names = [_gname(r) for _, r in groups.iterrows()]
+    names = _gnames(groups)
     by: dict[tuple, list[int]] = {}
     for i, k in enumerate(key):
         by.setdefault(k, []).append(i)
-    return pd.Series([", ".join(names[j] for j in by[k] if j != i) for i, k in enumerate(key)], dtype=object)
+    out = []
+    for i, k in enumerate(key):
+        same = by[k]
+        first = [names[j] for j in same[:fmt.LISTED + 1] if j != i][:fmt.LISTED]
+        out.append(fmt.listed(first, len(same) - 1))
+    return pd.Series(out, dtype=object)
 
 
 def _derived_groups(run: Run) -> pd.DataFrame | None:
@@ -156,7 +162,7 @@ def verdicts(mem: pd.DataFrame, links: pd.DataFrame | None, own: pd.Series | Non
     there, are not this group's communication problem)."""
     step = mem.groupby("gi")["step_ms"].mean()
     m = mem.assign(stage_key=mem["stage"].fillna(-1))
-    staged = mem.groupby("gi")["stage"].agg(lambda s: s.notna().all() and s.nunique() > 1)
+    staged = mem["stage"].notna().groupby(mem["gi"]).all() & (mem.groupby("gi")["stage"].nunique() > 1)
     # within a stage when the group spans stages, else over the group (stage_key is one value then)
     by_stage = m.groupby(["gi", "stage_key"])
     cols = ["computing_ms", "free_ms", "comm_not_overlapped_ms", "step_ms"]
@@ -262,16 +268,16 @@ def _slow_fabric(domains: pd.DataFrame, dist: pd.DataFrame) -> list[dict]:
     if dist.empty or dist["median_bandwidth_gbps"].isna().all():
         return []
     d = dist.dropna(subset=["median_bandwidth_gbps"]).merge(domains[["gi", "kind", "size"]], on="gi")
-    out = []
-    for (kind, size, op_type), g in d.groupby(["kind", "size", "op_type"]):
-        if len(g) < 3:  # a median of two says nothing about which one is slow
-            continue
-        ref = float(g["median_bandwidth_gbps"].median())
-        for _, r in g.iterrows():
-            if ref > 0 and r["median_bandwidth_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * ref:
-                out.append({"gi": int(r["gi"]), "op_type": str(op_type), "bandwidth_gbps": float(r["median_bandwidth_gbps"]),
-                            "reference_gbps": ref, "groups_compared": int(len(g))})
-    return out
+    by = d.groupby(["kind", "size", "op_type"], sort=True)["median_bandwidth_gbps"]
+    d = d.assign(_ref=by.transform("median"), _n=by.transform("size"))
+    # a median of two says nothing about which one is slow
+    slow = d[(d["_n"] >= 3) & (d["_ref"] > 0)
+             & (d["median_bandwidth_gbps"] < (1 - th.LINK_BELOW_TYPE_MEAN) * d["_ref"])]
+    slow = slow.sort_values(["kind", "size", "op_type"], kind="stable")
+    return [{"gi": int(gi), "op_type": str(op), "bandwidth_gbps": float(bw), "reference_gbps": float(ref),
+             "groups_compared": int(n)}
+            for gi, op, bw, ref, n in zip(slow["gi"], slow["op_type"], slow["median_bandwidth_gbps"], slow["_ref"],
+                                          slow["_n"])]
 
 
 def analyze(run: Run, options=None) -> Analysis:
@@ -404,9 +410,20 @@ def _gname(r) -> str:
     return f"{r['group']}" + (f" '{name}'" if name else "")
 
 
+def _gnames(d: pd.DataFrame) -> list[str]:
+    """:func:`_gname` of every row of ``d`` (without a Series per row: a run can name 10^4 groups)."""
+    return [f"{g}" + (f" '{n}'" if n and n != g else "") for g, n in zip(d["group"], d["name"])]
+
+
 def _label(r) -> str:
     name = r["name"] if r["name"] and r["name"] != r["group"] else ""
     return f"{r['group']}" + (f" ({name})" if name else "") + f" · {r['kind']} · {r['size']} ranks"
+
+
+def _labels(d: pd.DataFrame) -> list[str]:
+    """:func:`_label` of every row of ``d``."""
+    return [f"{g}" + (f" ({n})" if n and n != g else "") + f" · {k} · {z} ranks"
+            for g, n, k, z in zip(d["group"], d["name"], d["kind"], d["size"])]
 
 
 def present(a: Analysis) -> View:
@@ -420,7 +437,7 @@ def present(a: Analysis) -> View:
                + ", ".join(f"{int(details[k])} {w}" for k, w in words if details.get(k, 0))
                + (f"; {count(m['groups_single_rank'], 'group')} of one rank not shown" if m["groups_single_rank"] else "")
                + ".")
-    d = d.assign(label=[_label(r) for _, r in d.iterrows()],
+    d = d.assign(label=_labels(d),
                  worst=d["worst_rank"].map(lambda x: "" if pd.isna(x) else int(x)))
     cols = [L.group_column(d), Column("name", "Name", "text"), Column("kind", "Kind", "text"),
             Column("size", "Size", "int"),
@@ -529,8 +546,8 @@ def _members_figure(d: pd.DataFrame, mem: pd.DataFrame, parts: list, keep_groups
                              vl.X("rank:O", title="Member (rank)", axis=vl.Axis(labelAngle=0)), unit, factor,
                              [vl.Tooltip("rank:O", title="Rank")], height=240).add_params(
         vl.param(name="domain", value=first))
-    control = Control("domain", "Group", [(str(r["group"]), _label(r) + f" — {r['verdict']}")
-                                          for _, r in shown.iterrows()], first)
+    control = Control("domain", "Group", [(str(g), f"{lab} — {v}") for g, lab, v in
+                                          zip(shown["group"], _labels(shown), shown["verdict"])], first)
     more = len(d) - len(shown)
     caption = ("The members of the chosen group, their step split into "
                + ", ".join(label.lower() for _, label, _ in parts) + " (means over the steps in scope)."
@@ -633,10 +650,10 @@ def _findings(a: Analysis) -> list[Finding]:
             suggestion="Overlap this group's communication with computation (bucketing, prefetching, a different "
                        "schedule) or shrink it (fewer or larger messages, a smaller group).",
             view=_view(worst["group"]), share_of_step=share))
-    gi_row = {int(r["gi"]): r for _, r in d.iterrows()}
+    by_gi = d.set_index(d["gi"].astype(int), drop=False)
     ops = a.tables.get("op_types")
     for f in data["slow_fabric"][:MAX_FINDINGS]:
-        r = gi_row[f["gi"]]
+        r = by_gi.loc[f["gi"]]
         below = 1 - f["bandwidth_gbps"] / f["reference_gbps"]
         share = None
         if ops is not None and r["step_ms_mean"] > 0:
@@ -654,7 +671,7 @@ def _findings(a: Analysis) -> list[Finding]:
             suggestion="The same operation is slower on this group's links: check its links (communication section) "
                        "and the network path between its members (a degraded NIC, cable or switch port).",
             view=_view(r["group"]), share_of_step=share))
-    spanning = [gi_row[g] for g in data["tp_spanning_hosts"] if g in gi_row]
+    spanning = [by_gi.loc[g] for g in data["tp_spanning_hosts"] if g in by_gi.index]
     if spanning:
         r = spanning[0]
         members = a.tables["members"].loc[a.tables["members"]["gi"] == r["gi"], "rank"]
