@@ -1618,6 +1618,33 @@ def _(tmp, fx):
     return Case(run, named=named("flops_summary_0.json", SHAPE))
 
 
+@case("mi_flops_summary_key_twice", "mindinsight", 2, "mindinsight",
+      "flops_summary_0.json gives a key twice (issue 29 #2 as a class: a JSON parser silently keeps the last)")
+def _(tmp, fx):
+    run = mi_run(tmp)
+    f = mi_file(run, "flops_summary_0.json")
+    text = f.read_text()
+    key = next(iter(json.loads(text)))
+    f.write_text(text.replace("{", '{"%s": 1e9, ' % key, 1))
+    return Case(run, named=named("flops_summary_0.json", "appears twice", re.escape(key)))
+
+
+@case("asc_comm_op_twice", "ascend", 2, "ascend",
+      "communication.json gives one op twice in a step (msgspec, the fast path, kept the last: one op lost)")
+def _(tmp, fx):
+    root, dirs = asc_run(tmp)
+    f = asc_out(dirs[0], "communication.json")
+    doc = json.loads(f.read_text())
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    op = next(iter(doc[step][kind]))
+    text = json.dumps(doc)
+    entry = json.dumps({op: doc[step][kind][op]})[1:-1]
+    at = text.index(entry)
+    f.write_text(text[:at] + entry + ", " + text[at:])
+    return Case(root, named=named("communication.json", "appears twice", re.escape(op[:20])))
+
+
 @case("mi_memory_summary_text_peak", "mindinsight", 6, "mindinsight", "memory_usage_summary peak_mem 'abc'")
 def _(tmp, fx):
     run = mi_run(tmp)

@@ -146,7 +146,7 @@ def test_broken_files_are_data_problems(tmp_path):
     run = read_run(tmp_path)
     assert run.table("op_stats") is None  # parsed on first use; its problem is recorded then
     probs = {Path(p.path).name: p.problem for p in run.problems}
-    assert "invalid JSON" in probs["communication.json"]
+    assert "not valid JSON" in probs["communication.json"]
     assert "not UTF-8" in probs["communication_matrix.json"]
     assert "op_statistic" in probs["op_statistic.csv"]
     assert "step_time" in run.tables  # the rest still works

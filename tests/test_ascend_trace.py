@@ -442,3 +442,21 @@ def test_dataloader_spans_of_torch_npu_traces(level):
     dl = run.table("dataloader")
     assert set(dl["rank"]) == {0, 1} and (dl["step"] >= 0).all()  # each in a ProfilerStep window
     assert list(dl.columns) == ["rank", "step", "name", "start_ms", "dur_ms"]
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_trace_events_key_twice_stops_the_file(tmp_path, monkeypatch, chunk):
+    """Issue 29 #2 for trace_view.json: this reader reads the first list, a JSON parser keeps the second."""
+    if chunk:
+        monkeypatch.setattr(at, "CHUNK", chunk)
+    ev = [{"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "Overlap Analysis"}},
+          {"ph": "X", "name": "Free", "pid": 9, "tid": 0, "ts": "1.000", "dur": 2.5}]
+    one = json.dumps({"traceEvents": ev, "note": "x" * 40})
+    tables, problems = read(write(tmp_path, one))
+    assert problems == [] and len(tables["overlap_intervals"]) == 1
+    twice = one[:-1] + ', "traceEvents": ' + json.dumps(ev) + "}"
+    tables, problems = read(write(tmp_path, twice))
+    assert not any(len(t) for t in tables.values())
+    assert [p for _, p in problems] == ['the key "traceEvents" appears twice at the top level: which list is the '
+                                       'trace is unknown (a JSON parser keeps the second); the file was not read '
+                                       '(2 events of the first dropped)']

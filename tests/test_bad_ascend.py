@@ -344,9 +344,9 @@ def test_matrix_links(run, mutate, expected):
 
 @pytest.mark.parametrize("fname", ["communication.json", "communication_matrix.json"])
 @pytest.mark.parametrize("damage,expected", [
-    (lambda b: b[: len(b) // 2], "invalid JSON"), (lambda b: b"", "empty file"),
+    (lambda b: b[: len(b) // 2], "not valid JSON"), (lambda b: b"", "empty file"),
     (lambda b: bytes(range(256)) * 8, "not UTF-8"), (lambda b: b.decode().encode("utf-16"), "not UTF-8"),
-    (lambda b: b"[" * 100_000, "invalid JSON"), (lambda b: b'{"step' + b"9" * 40 + b'": {}}', "is not step<N>"),
+    (lambda b: b"[" * 100_000, "nested too deeply"), (lambda b: b'{"step' + b"9" * 40 + b'": {}}', "is not step<N>"),
 ])
 def test_communication_files_damaged(run, fname, damage, expected):
     path = rank_dir(run) / OUT / fname
@@ -841,3 +841,22 @@ def test_end_to_end_a_data_problem_and_no_bad_number(run, tmp_path, name):
     assert all(math.isfinite(x) and abs(x) < 1e15 for x in numbers(doc["sections"])
                if isinstance(x, float)), "a refused number reached the report"
     assert doc["run"]["world_size"] == 2 and len(doc["run"]["missing_ranks"]) <= 2
+
+
+@pytest.mark.parametrize("fname", ["communication.json", "communication_matrix.json"])
+def test_a_key_twice_is_refused_by_the_fast_path_too(run, fname):
+    """Issue 29 #2 as a class: msgspec (the fast path) keeps the last value of a key given twice, silently; the
+    key counts send such a file to the checked path, which names it. An op given twice in one step lost one op."""
+    path = rank_dir(run) / OUT / fname
+    doc = json.loads(path.read_text())
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    op = next(iter(doc[step][kind]))
+    text = json.dumps(doc)
+    entry = json.dumps({op: doc[step][kind][op]})[1:-1]
+    at = text.index(entry)
+    path.write_text(text[:at] + entry + ", " + text[at:])
+    parser = parse_communication if fname == "communication.json" else parse_matrix
+    with pytest.raises(InputError) as exc:
+        parse(parser, path)
+    assert "appears twice in one object" in exc.value.problem and op[:20] in exc.value.problem

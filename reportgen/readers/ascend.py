@@ -61,6 +61,7 @@ from ..errors import InputError
 from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
+from . import _files
 from ._files import open_input, read_text as _read_text
 from . import windows
 from .windows import WANTED
@@ -81,17 +82,9 @@ from .ascend_values import (  # noqa: F401 - shared with ascend_db; ascend.X nam
 
 
 def _read_json(path: Path, exact: bool = False):
-    """A JSON file; ``exact``: float literals come back as their text (times parsed with timebase.to_ns)."""
-    text = _read_text(path)
-    if not text.strip():
-        raise InputError(path, "empty file")
-    try:
-        return json.loads(text, parse_float=str) if exact else json.loads(text)
-    except RecursionError:
-        raise InputError(path, "invalid JSON (nested too deeply)") from None
-    except ValueError as exc:
-        where = f" at line {exc.lineno}" if hasattr(exc, "lineno") else ""
-        raise InputError(path, f"invalid JSON ({getattr(exc, 'msg', exc)}{where}; truncated?)") from None
+    """A JSON file (:func:`~reportgen.readers._files.loads`); ``exact``: float literals come back as their text
+    (times parsed with timebase.to_ns)."""
+    return _files.loads(_read_text(path), path, exact)
 
 
 def _expect_dict(value, path: Path, where: str, rejects: Rejects) -> dict | None:
@@ -381,6 +374,18 @@ def _numbers_fine(values: list, kind: str) -> bool:
         return bool((np.isnan(v) | ((v >= 0) & (v <= KINDS[kind][2]))).all())
 
 
+def _keys_once(text: str, decoded: dict[str, int]) -> bool:
+    """Whether each key name occurs in ``text`` exactly as often as a fast path decoded a value under it. msgspec
+    keeps the last value of a key given twice in one object, silently; such a file shows one occurrence more and
+    goes to the checked path, which refuses it (:func:`~reportgen.readers._files.loads`). A key name inside a
+    string also sends the file there, where it reads the same. A count per key: a few ``str.count`` passes."""
+    return all(text.count(f'"{k}"') == n for k, n in decoded.items())
+
+
+_TIME_ATTRS = [("Start Timestamp(us)", "start"), *((k, c) for k, (c, _) in _TIME_FIELDS.items())]
+_BW_ATTRS = [(k, c) for k, (c, _) in _BW_FIELDS.items()]
+
+
 def _communication_fast(text: str, rank: int):
     """(ops rows, bandwidth rows) of a clean ``communication.json`` (msgspec, typed), or None when the file needs
     the checked path: same rows, order and values as :func:`_communication_checked` for the files it accepts."""
@@ -391,6 +396,7 @@ def _communication_fast(text: str, rank: int):
     except _msgspec.DecodeError:  # ValidationError included
         return None
     ops, bws, times, sizes = [], [], [], {}
+    seen = dict.fromkeys(["Communication Time Info", *(k for k, _ in _TIME_ATTRS), *(k for k, _ in _BW_ATTRS)], 0)
     for step_key, kinds in doc.items():
         m = _STEP_KEY.fullmatch(step_key)
         step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
@@ -402,9 +408,16 @@ def _communication_fast(text: str, rank: int):
             for key, info in entries.items():
                 if len(key) > MAX_NAME_CHARS:
                     return None
+                t = info.time
+                if t is not None:
+                    seen["Communication Time Info"] += 1
+                    for name, attr in _TIME_ATTRS:
+                        seen[name] += getattr(t, attr) is not None
+                for b in info.bw.values():
+                    for name, attr in _BW_ATTRS:
+                        seen[name] += getattr(b, attr) is not None
                 if key.startswith("Total Op Info"):
                     continue
-                t = info.time
                 if t is None or t.elapse_ms is None:
                     return None
                 start, why = json_time_ns(t.start)
@@ -425,7 +438,7 @@ def _communication_fast(text: str, rank: int):
                     if not (got[0] or got[1]):
                         continue
                     bws.append((rank, step, kind, op, ghash, transport, *got))
-    if times and not _numbers_fine(times, "ms"):
+    if not _keys_once(text, seen) or (times and not _numbers_fine(times, "ms")):
         return None
     for col, (_name, kind) in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), _BW_FIELDS.values()):
         if sizes.get(col) and not _numbers_fine(sizes[col], kind):
@@ -556,6 +569,11 @@ def _matrix_fast(text: str, rank: int) -> dict | None:
                 vals.extend(links.values())
     ends = list(map(_LinkEnds().__getitem__, keys))
     if None in ends:
+        return None
+    seen = {"Transport Type": sum(x.transport != "" for x in vals), "Op Name": sum(x.op != "" for x in vals),
+            **{k: sum(getattr(x, a) is not None for x in vals) for k, a in
+               (("Transit Size(MB)", "size"), ("Transit Time(ms)", "time"), ("Bandwidth(GB/s)", "bw"))}}
+    if not _keys_once(text, seen):
         return None
     cols = {}
     for name, kind, attr in (("size_mb", "mb", "size"), ("time_ms", "ms", "time"), ("bandwidth_gbps", "gbps", "bw")):

@@ -290,6 +290,7 @@ def _iter_batches(fh, state: dict):
     if b"\x00" in buf[:4096]:
         raise _Stop("binary data (NUL bytes), not UTF-8 JSON text", keep=False)
     first = buf[pos]
+    state["object"] = first == 0x7B
     if first == 0x7B:  # '{': accept {"traceEvents": [...]} (keys before it are expected to be small)
         while True:
             m = _TRACE_EVENTS_KEY.search(buf, pos)
@@ -311,7 +312,9 @@ def _iter_batches(fh, state: dict):
         pos = _skip(buf, pos, b" \t\r\n,")
         if pos < len(buf):
             c = buf[pos]
-            if c == 0x5D:  # ']': end of the array; whatever follows is ignored
+            if c == 0x5D:  # ']': end of the array; what follows is only looked at for a second "traceEvents"
+                if state["object"]:
+                    _no_second_events(fh, buf, pos + 1, state)
                 return
             # Runs of objects are decoded in one call; anything else (a stray string or number, or
             # an event that is the last one in the buffer) is parsed on its own.
@@ -342,6 +345,22 @@ def _iter_batches(fh, state: dict):
         buf = buf[pos:] + more
         pos = 0
         want = min(want * 2, MAX_EVENT)
+
+
+def _no_second_events(fh, buf: bytes, pos: int, state: dict) -> None:
+    """Raise _Stop (file not read) when the rest of the object gives ``"traceEvents"`` again: a JSON parser keeps
+    the second list, this reader read the first, so which is the trace is unknown (issue 29 #2; the Kineto reader
+    says the same). The rest is read in chunks (a few bytes in a real file), keeping a key's length of overlap."""
+    tail = buf[pos:]
+    while True:
+        if _TRACE_EVENTS_KEY.search(tail) or b'"traceEvents"' in tail:
+            raise _Stop('the key "traceEvents" appears twice at the top level: which list is the trace is unknown '
+                        f'(a JSON parser keeps the second); the file was not read ({state["count"]} events of the '
+                        'first dropped)', keep=False)
+        more = fh.read(CHUNK)
+        if not more:
+            return
+        tail = tail[-16:] + more
 
 
 # --------------------------------------------------------------------------------------------------

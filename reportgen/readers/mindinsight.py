@@ -658,14 +658,9 @@ def parse_rank_table(path: Path, problems: list | None = None, text: str | None 
 
 def _loads(path: Path, text: str):
     """JSON ``text`` (the file at ``path`` read earlier, or carried in a .reduced file), as :func:`read_json`."""
-    import json
+    from ._files import loads
 
-    from ._files import json_problem
-
-    try:
-        return json.loads(text, parse_int=limits.json_int)
-    except (ValueError, RecursionError) as exc:
-        raise InputError(path, json_problem(exc, text)) from None
+    return loads(text, path)
 
 
 def parse_host_mapping(path: Path) -> dict[str, str]:

@@ -63,7 +63,7 @@ import pandas as pd
 from .. import limits
 from ..errors import InputError
 from ..limits import finite_ms, finite_value, strict_float
-from ._files import read_text
+from ._files import DuplicateKey, read_text, unique_keys
 
 GEN_OLD = "<=2.1"
 GEN_NEW = "2.2+"
@@ -176,7 +176,9 @@ def _decodes(text: str) -> bool:
 def _decode_cell(text: str):
     """JSON cell -> object; a Python-literal dict (written by some MindSpore versions) is accepted too."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey:  # which value is meant is unknown: never read as a Python literal either
+        raise ValueError("invalid JSON") from None
     except (ValueError, RecursionError):
         pass
     stripped = text.strip()
