@@ -253,15 +253,17 @@ def repeats_on_one_stream(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.
     tracelens b200 eager, has 10 such on stream 7, and HTA counts them as written), and Ascend files round starts and
     durations (a MemSet 0.26 us before the end of the OnesLike before it). Rows without a stream are left.
 
-    ``df`` has ``rank``, ``stream``, ``name``, ``start_ms``, ``dur_ms``. Returns the table (``df`` itself when
-    nothing repeats) and {rank: repeats dropped}."""
-    need = {"rank", stream, "name", "start_ms", "dur_ms"}
-    if df is None or df.empty or not need <= set(df.columns):
+    ``df`` has ``rank``, ``stream``, ``name``, a start (``start_ns`` or ``start_ms``) and ``dur_ms``. Returns the
+    table (``df`` itself when nothing repeats) and {rank: repeats dropped}."""
+    if df is None or df.empty:
+        return df, {}
+    start = "start_ns" if "start_ns" in df.columns else "start_ms"
+    if not {"rank", stream, "name", start, "dur_ms"} <= set(df.columns):
         return df, {}
     has = df[stream].notna()
     if not has.any():
         return df, {}
-    d = df.loc[has, ["rank", stream, "name", "start_ms", "dur_ms"]]
+    d = df.loc[has, ["rank", stream, "name", start, "dur_ms"]]
     repeat = d.duplicated(keep="first")
     if not repeat.any():
         return df, {}

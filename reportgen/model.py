@@ -102,7 +102,7 @@ class DataProblem:
 
 
 #: tables of device work on streams: work written twice on one stream is dropped once (Run.table)
-ONE_STREAM_TABLES = ("gpu_ops", "kernels")
+ONE_STREAM_TABLES = ("gpu_ops", "kernels", "device_ops")
 
 
 @dataclass

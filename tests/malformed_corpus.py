@@ -2237,6 +2237,17 @@ def _(tmp, fx):
                 check=all_of(ranks_are([0, 1]), same_as_clean("kineto")))
 
 
+@case("asc_kernels_written_twice", "ascend", 3, "ascend",
+      "rank 1's kernel_details.csv lists every kernel twice (a merged export): repeats on one stream")
+def _(tmp, fx):
+    root, dirs = asc_run(tmp)
+    f = asc_out(dirs[1], "kernel_details.csv")
+    head, *rows = f.read_text().splitlines(keepends=True)
+    f.write_text(head + "".join(r for r in rows for _ in (0, 1)))
+    return Case(root, named=named(None, r"kernels: \d+ items written twice on one stream"),
+                check=all_of(ranks_are([0, 1]), same_as_clean("ascend")))
+
+
 @case("control_mindinsight", "mindinsight", 3, "mindinsight", "a valid generated MindInsight run (control)")
 def _(tmp, fx):
     return Case(mi_run(tmp), not_named=r".")
