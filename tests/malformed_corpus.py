@@ -627,7 +627,7 @@ def _(tmp, fx):
         for e in events(d, cat="kernel")[:20]:
             e["name"] = big
     edit_json(traces[1], edit)
-    return Case(root, check=name_capped)
+    return Case(root, check=all_of(name_capped, same_as_clean("kineto")))
 
 
 @case("asc_kernel_name_100k_x40", "detection", 1, "ascend",
@@ -641,17 +641,17 @@ def _(tmp, fx):
         row[rows[0].index("Name")] = big
         row[rows[0].index("Type")] = big
     write_csv(path, rows, nl)
-    return Case(root, check=name_capped)
+    return Case(root, check=all_of(name_capped, same_as_clean("ascend")))
 
 
 @case("mi_op_name_100k", "detection", 1, "mindinsight", "MindInsight op names of 100 KB in every step trace header")
 def _(tmp, fx):
-    return Case(mi_run(tmp, hostile_name="Op" + "C" * 100_000), check=name_capped)
+    return Case(mi_run(tmp, hostile_name="Op" + "C" * 100_000), check=all_of(name_capped, same_as_clean("mindinsight")))
 
 
 @case("title_1mb", "cli", 1, "args", "--title of 1 MB: capped, page bounded")
 def _(tmp, fx):
-    return Case(mi_run(tmp), args=["--title", "T" * (1 << 20)], check=name_capped)
+    return Case(mi_run(tmp), args=["--title", "T" * (1 << 20)], check=all_of(name_capped, same_as_clean("mindinsight")))
 
 
 # =========================================================================== class 2: outputs that destroy
@@ -1419,7 +1419,7 @@ def _(tmp, fx):
 
 @case("mixed_three_families_format_kineto", "detection", 5, "mixed", "the same with --format kineto")
 def _(tmp, fx):
-    return Case(_three_families(tmp), args=["--format", "kineto"], check=format_is("kineto"))
+    return Case(_three_families(tmp), args=["--format", "kineto"], check=all_of(format_is("kineto"), same_as_clean("kineto")))
 
 
 @case("mixed_mi_and_kineto", "detection", 5, "mixed", "MindInsight profiler/ and Kineto traces in one directory")
@@ -1857,7 +1857,7 @@ def _(tmp, fx):
             e["name"] = e["name"][:20] + "\u2028line\u2029para"
     for t in traces:
         edit_json(t, edit)
-    return Case(root, check=script_safe)
+    return Case(root, check=all_of(script_safe, same_as_clean("kineto")))
 
 
 @case("asc_kernel_type_u2028", "detection", 8, "ascend", "a kernel Type (and OP Type) containing U+2028")
@@ -1872,12 +1872,13 @@ def _(tmp, fx):
                 if row[i] == "MatMulV3":
                     row[i] = "MatMul\u2028V3"
             write_csv(path, rows, nl)
-    return Case(root, check=script_safe)
+    return Case(root, check=all_of(script_safe, same_as_clean("ascend")))
 
 
 @case("mi_op_name_script", "detection", 8, "mindinsight", "MindInsight op names '</script><script>alert(1)</script>'")
 def _(tmp, fx):
-    return Case(mi_run(tmp, hostile_name="</script><script>alert(1)</script>\u2028"), check=script_safe)
+    return Case(mi_run(tmp, hostile_name="</script><script>alert(1)</script>\u2028"),
+                check=all_of(script_safe, same_as_clean("mindinsight")))
 
 
 @case("kin_host_and_group_html", "detection", 8, "kineto",
@@ -1889,19 +1890,20 @@ def _(tmp, fx):
         d["distributedInfo"]["pg_config"][0]["pg_desc"] = "</script><script>alert(1)//"
     for t in traces:
         edit_json(t, edit)
-    return Case(root, check=script_safe)
+    return Case(root, check=all_of(script_safe, same_as_clean("kineto")))
 
 
 @case("title_script", "detection", 8, "args", "--title '</script><script>alert(1)</script>' with U+2028")
 def _(tmp, fx):
-    return Case(mi_run(tmp), args=["--title", "</script><script>alert(1)</script>\u2028"], check=script_safe)
+    return Case(mi_run(tmp), args=["--title", "</script><script>alert(1)</script>\u2028"],
+                check=all_of(script_safe, same_as_clean("mindinsight")))
 
 
 @case("static_hostile_labels", "detection", 8, "mindinsight",
       "--static with op names holding 'onmouseover=', 'javascript:' and 'href=': charts drawn, text escaped")
 def _(tmp, fx):
     run = mi_run(tmp, hostile_name="x onmouseover=alert(1) javascript:alert(2) href=#y")
-    return Case(run, args=["--static"], check=static_complete, mode="subprocess")
+    return Case(run, args=["--static"], check=all_of(static_complete, same_as_clean("mindinsight")), mode="subprocess")
 
 
 # =========================================================================== class 9: misleading messages; odd files
@@ -1935,7 +1937,7 @@ def _(tmp, fx):
     root, _ = kin_run(tmp)
     os.symlink("selfloop", root / "selfloop")
     os.symlink(".", root / "again")
-    return Case(root, check=ranks_are([0, 1]))
+    return Case(root, check=all_of(ranks_are([0, 1]), same_as_clean("kineto")))
 
 
 @case("device_memory_inf", "cli", 9, "args", "--device-memory-gb inf")
