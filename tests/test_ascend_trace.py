@@ -454,6 +454,9 @@ def test_trace_events_key_twice_stops_the_file(tmp_path, monkeypatch, chunk):
     one = json.dumps({"traceEvents": ev, "note": "x" * 40})
     tables, problems = read(write(tmp_path, one))
     assert problems == [] and len(tables["overlap_intervals"]) == 1
+    for tail in (', "meta": {"traceEvents": []}}', ', "from": "traceEvents", "x": ["traceEvents"]}'):  # not keys
+        tables, problems = read(write(tmp_path, one[:-1] + tail))  # of the top level: read as before
+        assert problems == [] and len(tables["overlap_intervals"]) == 1, tail
     twice = one[:-1] + ', "traceEvents": ' + json.dumps(ev) + "}"
     tables, problems = read(write(tmp_path, twice))
     assert not any(len(t) for t in tables.values())

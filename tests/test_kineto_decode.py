@@ -635,3 +635,25 @@ def test_a_malformed_value_of_an_unused_key_still_stops_the_file(tmp_path, chunk
                   + b'{"ph": "i", "name": "x", "ts": 1},' * 20 + b'{}]}')
     d, problems = decode(p)
     assert [t for _, t in problems] == ["malformed JSON at byte 36 (Expecting value) after 0 events"]
+
+
+def test_metadata_limits_hold_at_any_chunk_boundary_and_depth(tmp_path, monkeypatch):
+    """A number cut by a chunk's end ("-12.", "1e+") is read on, not decoded whole (the limit held for 1 padding
+    of 6 before); a value nested deeper than msgspec goes is named, not raised (found by review)."""
+    monkeypatch.setattr(kd, "META_VALUE_BYTES", 400)
+    for chunk in (5, 6, 7, 8, 37, 1001):
+        monkeypatch.setattr(kd, "CHUNK", {b: chunk for b in kd.CHUNK})
+        for pad in range(3):
+            raw = ("{" + " " * pad + '"distributedInfo": {"rank": 0, "pg_config": [' + ", ".join(["-12.5e+1"] * 200)
+                   + ']}, "traceEvents": ' + json.dumps(sample_events()[:2]) + "}")
+            p = tmp_path / "t.json"
+            p.write_text(raw)
+            d, problems = decode(p)
+            assert d.meta["distributedInfo"] == {"rank": 0}, (chunk, pad)
+            assert [t for _, t in problems][0].startswith("distributedInfo.pg_config is"), (chunk, pad, problems)
+    monkeypatch.setattr(kd, "CHUNK", {b: 64 << 10 for b in kd.CHUNK})
+    p = tmp_path / "deep.json"
+    p.write_text('{"traceEvents": ' + json.dumps(sample_events()[:2]) + ', "metadata": ' + "[" * 5000 + "]" * 5000
+                 + "}")
+    d, problems = decode(p)
+    assert [t for _, t in problems] == [problems[0][1]] and "nested too deeply" in problems[0][1]

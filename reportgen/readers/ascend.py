@@ -353,15 +353,22 @@ if _msgspec is not None:
     def _fields(name: str, fields: dict, extra=()):
         """A msgspec Struct of optional float fields named as in the file (any other shape: the checked path)."""
         return _msgspec.defstruct(name, [*extra, *((col, float | None, _msgspec.field(default=None, name=key))
-                                                   for key, (col, _k) in fields.items())], gc=False)
+                                                   for key, (col, _k) in fields.items())], gc=False,
+                                  forbid_unknown_fields=True)
 
-    _TimeInfo = _fields("_TimeInfo", _TIME_FIELDS, [("start", object, _msgspec.field(default=None,
-                                                                                     name="Start Timestamp(us)"))])
-    _BwInfo = _fields("_BwInfo", _BW_FIELDS)
+    # every key the profiler writes is a field (a key the fast path does not know sends the file to the checked
+    # path), so each one is counted against the text (_keys_once); the ratios and the size distribution are
+    # not read
+    _TimeInfo = _fields("_TimeInfo", _TIME_FIELDS, [
+        ("start", object, _msgspec.field(default=None, name="Start Timestamp(us)")),
+        ("wait_ratio", object, _msgspec.field(default=None, name="Wait Time Ratio")),
+        ("sync_ratio", object, _msgspec.field(default=None, name="Synchronization Time Ratio"))])
+    _BwInfo = _fields("_BwInfo", _BW_FIELDS, [("size_dist", object, _msgspec.field(default=None,
+                                                                                   name="Size Distribution"))])
 
-    class _CommOp(_msgspec.Struct, gc=False):
+    class _CommOp(_msgspec.Struct, gc=False, forbid_unknown_fields=True):
         time: _TimeInfo | None = _msgspec.field(default=None, name="Communication Time Info")
-        bw: dict[str, _BwInfo] = _msgspec.field(default_factory=dict, name="Communication Bandwidth Info")
+        bw: dict[str, _BwInfo] | None = _msgspec.field(default=None, name="Communication Bandwidth Info")
 
     # float literals of untyped fields (the start time) arrive as their text: exact ns (timebase.to_ns)
     _COMM_DEC = _msgspec.json.Decoder(dict[str, dict[str, dict[str, _CommOp]]], float_hook=str)
@@ -374,16 +381,23 @@ def _numbers_fine(values: list, kind: str) -> bool:
         return bool((np.isnan(v) | ((v >= 0) & (v <= KINDS[kind][2]))).all())
 
 
-def _keys_once(text: str, decoded: dict[str, int]) -> bool:
-    """Whether each key name occurs in ``text`` exactly as often as a fast path decoded a value under it. msgspec
-    keeps the last value of a key given twice in one object, silently; such a file shows one occurrence more and
-    goes to the checked path, which refuses it (:func:`~reportgen.readers._files.loads`). A key name inside a
-    string also sends the file there, where it reads the same. A count per key: a few ``str.count`` passes."""
-    return all(text.count(f'"{k}"') == n for k, n in decoded.items())
+def _keys_once(text: str, decoded: dict[str, int], steps: int, kinds: dict[str, int]) -> bool:
+    """Whether each key name occurs in ``text`` exactly as often as a fast path decoded a value under it
+    (``decoded``: field key -> count; ``steps``: step keys; ``kinds``: kind key -> steps holding it). msgspec keeps
+    the last value of a key given twice in one object, silently; such a file shows one occurrence more and goes to
+    the checked path, which refuses it (:func:`~reportgen.readers._files.loads`). A key name inside a string also
+    sends the file there, where it reads the same; so does any ``\\u`` escape (a key may be spelled with one).
+    Op names are not counted one by one: an op given twice loses its fields, which are. Not seen: a key twice
+    inside the size distribution (read by neither path), or an op given twice whose dropped value is ``{}``."""
+    if "\\u" in text or len(_STEP_KEY_TEXT.findall(text)) != steps:
+        return False
+    return all(text.count(f'"{k}"') == n for k, n in (*decoded.items(), *kinds.items()))
 
 
-_TIME_ATTRS = [("Start Timestamp(us)", "start"), *((k, c) for k, (c, _) in _TIME_FIELDS.items())]
-_BW_ATTRS = [(k, c) for k, (c, _) in _BW_FIELDS.items()]
+_STEP_KEY_TEXT = re.compile(r'"step\d*"\s*:')
+_TIME_ATTRS = [("Start Timestamp(us)", "start"), ("Wait Time Ratio", "wait_ratio"),
+               ("Synchronization Time Ratio", "sync_ratio"), *((k, c) for k, (c, _) in _TIME_FIELDS.items())]
+_BW_ATTRS = [("Size Distribution", "size_dist"), *((k, c) for k, (c, _) in _BW_FIELDS.items())]
 
 
 def _communication_fast(text: str, rank: int):
@@ -396,7 +410,9 @@ def _communication_fast(text: str, rank: int):
     except _msgspec.DecodeError:  # ValidationError included
         return None
     ops, bws, times, sizes = [], [], [], {}
-    seen = dict.fromkeys(["Communication Time Info", *(k for k, _ in _TIME_ATTRS), *(k for k, _ in _BW_ATTRS)], 0)
+    seen = dict.fromkeys(["Communication Time Info", "Communication Bandwidth Info", *(k for k, _ in _TIME_ATTRS),
+                          *(k for k, _ in _BW_ATTRS)], 0)
+    kind_keys: dict[str, int] = {}
     for step_key, kinds in doc.items():
         m = _STEP_KEY.fullmatch(step_key)
         step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
@@ -405,6 +421,7 @@ def _communication_fast(text: str, rank: int):
         for kind, entries in kinds.items():
             if len(kind) > 40:
                 return None
+            kind_keys[kind] = kind_keys.get(kind, 0) + 1
             for key, info in entries.items():
                 if len(key) > MAX_NAME_CHARS:
                     return None
@@ -413,6 +430,10 @@ def _communication_fast(text: str, rank: int):
                     seen["Communication Time Info"] += 1
                     for name, attr in _TIME_ATTRS:
                         seen[name] += getattr(t, attr) is not None
+                if info.bw is None:
+                    info.bw = {}
+                else:
+                    seen["Communication Bandwidth Info"] += 1
                 for b in info.bw.values():
                     for name, attr in _BW_ATTRS:
                         seen[name] += getattr(b, attr) is not None
@@ -438,7 +459,7 @@ def _communication_fast(text: str, rank: int):
                     if not (got[0] or got[1]):
                         continue
                     bws.append((rank, step, kind, op, ghash, transport, *got))
-    if not _keys_once(text, seen) or (times and not _numbers_fine(times, "ms")):
+    if not _keys_once(text, seen, len(doc), kind_keys) or (times and not _numbers_fine(times, "ms")):
         return None
     for col, (_name, kind) in zip(("size_mb", "time_ms", "bandwidth_gbps", "large_packet_ratio"), _BW_FIELDS.values()):
         if sizes.get(col) and not _numbers_fine(sizes[col], kind):
@@ -511,7 +532,7 @@ MATRIX_COLUMNS = ["rank", "step", "kind", "op_type", "stat", "group_hash", "src_
 _STEP_KEY = re.compile(r"step(\d*)")
 
 if _msgspec is not None:
-    class _Link(_msgspec.Struct, gc=False):
+    class _Link(_msgspec.Struct, gc=False, forbid_unknown_fields=True):
         """One matrix link as the fast path decodes it (any other shape: the checked stdlib path)."""
         transport: str = _msgspec.field(default="", name="Transport Type")
         size: float | None = _msgspec.field(default=None, name="Transit Size(MB)")
@@ -550,6 +571,7 @@ def _matrix_fast(text: str, rank: int) -> dict | None:
     counts: list[int] = []
     keys: list[str] = []
     vals: list = []
+    kind_keys: dict[str, int] = {}
     for step_key, kinds in doc.items():
         m = _STEP_KEY.fullmatch(step_key)
         step = (as_int(m.group(1)) if m.group(1) else 0) if m else None
@@ -558,6 +580,7 @@ def _matrix_fast(text: str, rank: int) -> dict | None:
         for kind, entries in kinds.items():
             if len(kind) > 40:
                 return None
+            kind_keys[kind] = kind_keys.get(kind, 0) + 1
             for key, links in entries.items():
                 if len(key) > MAX_NAME_CHARS:
                     return None
@@ -573,7 +596,7 @@ def _matrix_fast(text: str, rank: int) -> dict | None:
     seen = {"Transport Type": sum(x.transport != "" for x in vals), "Op Name": sum(x.op != "" for x in vals),
             **{k: sum(getattr(x, a) is not None for x in vals) for k, a in
                (("Transit Size(MB)", "size"), ("Transit Time(ms)", "time"), ("Bandwidth(GB/s)", "bw"))}}
-    if not _keys_once(text, seen):
+    if not _keys_once(text, seen, len(doc), kind_keys):
         return None
     cols = {}
     for name, kind, attr in (("size_mb", "mb", "size"), ("time_ms", "ms", "time"), ("bandwidth_gbps", "gbps", "bw")):

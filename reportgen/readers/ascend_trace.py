@@ -348,19 +348,44 @@ def _iter_batches(fh, state: dict):
 
 
 def _no_second_events(fh, buf: bytes, pos: int, state: dict) -> None:
-    """Raise _Stop (file not read) when the rest of the object gives ``"traceEvents"`` again: a JSON parser keeps
-    the second list, this reader read the first, so which is the trace is unknown (issue 29 #2; the Kineto reader
-    says the same). The rest is read in chunks (a few bytes in a real file), keeping a key's length of overlap."""
-    tail = buf[pos:]
+    """Raise _Stop (file not read) when a later key of the top-level object is ``"traceEvents"`` again: a JSON
+    parser keeps the second list, this reader read the first, so which is the trace is unknown (issue 29 #2; the
+    Kineto reader says the same). The rest of the object (a few bytes in a real file; at most MAX_EVENT looked at)
+    is walked key by key, each value skipped unread by msgspec's validator, so the key inside a nested object or a
+    string does not count."""
+    import msgspec
+
+    rest = buf[pos:]
+    while len(rest) <= MAX_EVENT:
+        more = fh.read(CHUNK)
+        if not more:
+            break
+        rest += more
+    at, n = 0, len(rest)
     while True:
-        if _TRACE_EVENTS_KEY.search(tail) or b'"traceEvents"' in tail:
+        at = _skip(rest, at, b" \t\r\n,")
+        if at >= n or rest[at] != 0x22:  # '}' (the end), or not a key: nothing more to look at
+            return
+        m = _KEY.match(rest, at)
+        if not m:
+            return
+        if m.group(1) == b"traceEvents":
             raise _Stop('the key "traceEvents" appears twice at the top level: which list is the trace is unknown '
                         f'(a JSON parser keeps the second); the file was not read ({state["count"]} events of the '
                         'first dropped)', keep=False)
-        more = fh.read(CHUNK)
-        if not more:
-            return
-        tail = tail[-16:] + more
+        at = m.end()
+        try:
+            msgspec.json.decode(memoryview(rest)[at:], type=msgspec.Raw)
+            return  # the value runs to the end: no key after it
+        except (msgspec.DecodeError, RecursionError) as exc:
+            t = re.search(r"trailing characters \(byte (\d+)\)", str(exc))
+            if not t:
+                return
+            at += int(t.group(1)) - 1
+
+
+#: a top-level key and its colon (``"name" :``)
+_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*')
 
 
 # --------------------------------------------------------------------------------------------------

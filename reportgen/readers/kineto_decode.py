@@ -550,11 +550,18 @@ class _Reader:
                 msgspec.json.decode(view, type=msgspec.Raw)
                 if self.eof:  # the value is the rest of the text
                     return len(self.buf)
+            except RecursionError:
+                return None  # value() says "nested too deeply"
             except msgspec.DecodeError as exc:
-                m = _TRAILING.search(str(exc))
+                msg = str(exc)
+                m = _TRAILING.search(msg)
                 if m:
                     return self.pos + _value_end(view, int(m.group(1)))
-                if "truncated" not in str(exc) or self.eof:
+                if self.eof:
+                    return None
+                # cut by the buffer's end: msgspec says "truncated", or fails in the last token ("1.", "1e+")
+                at = _AT_BYTE.search(msg)
+                if "truncated" not in msg and not (at and int(at.group(1)) >= len(view) - _LAST_TOKEN):
                     return None
             if len(self.buf) - self.pos > MAX_EVENT:
                 raise _Stop(f"a value larger than {MAX_EVENT >> 20} MiB", keep=False)
@@ -565,6 +572,9 @@ class _Reader:
 
 #: msgspec's message for data after one complete value ("... trailing characters (byte N)", N 1-based)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+#: longest number/literal that a chunk's end can cut (as ascend_trace's _LAST_TOKEN)
+_LAST_TOKEN = 64
 #: a metadata value larger than this (bytes) is not decoded whole (module doc); the largest real one seen is a
 #: 4096-rank world group (~25 KB), 2^20 ranks would take ~7.6 MB
 META_VALUE_BYTES = 8 << 20
@@ -594,8 +604,9 @@ def _oversized_info(view: memoryview, state: dict) -> dict | None:
     :data:`META_VALUE_BYTES` each, decoded; larger ones left out and named in ``state["oversized"]``."""
     try:
         fields = msgspec.json.decode(view, type=_InfoFields)
-    except (msgspec.DecodeError, RecursionError):
-        return None  # not an object: _finish_meta names it
+    except (msgspec.DecodeError, RecursionError):  # not an object (a huge list or text): named, dropped
+        state.setdefault("oversized", []).append(("distributedInfo", len(view)))
+        return None
     out = {}
     for name in _InfoFields.__struct_fields__:
         raw = bytes(getattr(fields, name))

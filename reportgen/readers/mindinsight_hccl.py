@@ -170,6 +170,11 @@ def _decodes(text: str) -> bool:
         _decode_cell(text)
         return True
     except ValueError:
+        pass
+    try:  # complete JSON that is refused (a key given twice): not cut short
+        json.loads(text)
+        return True
+    except (ValueError, RecursionError):
         return False
 
 
