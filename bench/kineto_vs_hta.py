@@ -34,12 +34,13 @@ created once with ``python -m venv`` + ``pip install holistictraceanalysis==0.5.
 
 Measurement: one untimed warm-up per tool (on input a), then N timed runs per input (``--runs``,
 default 3, for a and b; ``--runs-large``, default 1, for c and d); wall = ``perf_counter`` around the
-child, median of N. Peak RSS is the **sum over the process tree** (HTA forks a multiprocessing pool
-for multi-rank inputs, reportgen a ProcessPoolExecutor when >= 16 MB of rank files are on disk), sampled
-from ``/proc/*/stat`` + ``/proc/PID/statm`` every 50 ms (RSS of forked workers counts the pages they
-share with the parent once per process, so this is an upper bound of real use). ``/usr/bin/time -v``
-wraps every run and gives the largest single process and user+sys CPU of the tree; the reported peak
-is max(tree sample, largest single process). MB = 10^6 bytes of uncompressed JSON.
+child, median of N. Peak memory is the **PSS summed over the process tree** (HTA forks a multiprocessing
+pool for multi-rank inputs, reportgen a ProcessPoolExecutor), sampled from ``/proc/*/stat`` +
+``/proc/PID/smaps_rollup`` every 50 ms: PSS splits each page shared by forked workers among them, so the sum
+is the memory the tree really holds (a sum of RSS counted the parent's pages once per worker and overstated
+HTA's pool by 1.6-1.7x; issue 30). ``/usr/bin/time -v`` wraps every run and gives the largest single
+process's RSS and user+sys CPU of the tree. MB = 10^6 bytes of uncompressed JSON. HTA runs load, temporal
+breakdown, communication/computation overlap and the GPU kernel breakdown.
 
 Targets (printed PASS/FAIL, not asserted), ours = reportgen with the default --jobs:
   1. throughput per MB >= 10x HTA's   (ours wall / HTA wall <= 0.10 on the same input)
@@ -104,7 +105,8 @@ except Exception as e:  # load failed: nothing else to do
     print("BENCH-RESULT " + json.dumps(res), flush=True)
     sys.exit(1)
 for name, call in (("temporal", lambda: a.get_temporal_breakdown(visualize=False)),
-                   ("overlap", lambda: a.get_comm_comp_overlap(visualize=False))):
+                   ("overlap", lambda: a.get_comm_comp_overlap(visualize=False)),
+                   ("kernels", lambda: a.get_gpu_kernel_breakdown(visualize=False))):
     t = time.perf_counter()
     try:
         df = call()
@@ -127,13 +129,31 @@ def log(msg: str) -> None:
 
 # --------------------------------------------------------------------------- measurement
 
+def _pss(pid: int, fallback: int) -> int:
+    """Bytes of proportional set size of ``pid`` (``fallback`` when /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return fallback
+
+
 class TreeSampler(threading.Thread):
-    """Peak of the summed RSS of every descendant of ``root`` (not root itself), every ``interval`` s."""
+    """Peak of the summed PSS of every descendant of ``root`` (not root itself), every ``interval`` s.
+
+    PSS (``/proc/PID/smaps_rollup``) splits each shared page among the processes that map it, so the sum over a
+    forked pool counts the parent's copy-on-write pages once; a sum of RSS counted them once per worker and
+    overstated HTA's pool by 1.6-1.7x (issue 30). A process whose smaps_rollup cannot be read adds its RSS.
+    ``peak_rss`` keeps the summed-RSS peak for reference."""
 
     def __init__(self, root: int, interval: float = 0.05):
         super().__init__(daemon=True)
         self.root, self.interval = root, interval
         self.peak = 0
+        self.peak_rss = 0
         self.max_procs = 0
         self._halt = threading.Event()
 
@@ -162,14 +182,18 @@ class TreeSampler(threading.Thread):
             p = todo.pop()
             tree.append(p)
             todo.extend(children.get(p, []))
-        total = 0
+        total, rss_total = 0, 0
         for p in tree:
+            rss = 0
             try:
                 with open(f"/proc/{p}/statm", "rb") as f:
-                    total += int(f.read().split()[1]) * PAGE
+                    rss = int(f.read().split()[1]) * PAGE
             except (OSError, IndexError, ValueError):
                 pass
+            rss_total += rss
+            total += _pss(p, rss)
         self.peak = max(self.peak, total)
+        self.peak_rss = max(self.peak_rss, rss_total)
         self.max_procs = max(self.max_procs, len(tree))
 
     def run(self) -> None:
@@ -188,7 +212,7 @@ class Run:
     wall: float
     cpu: float | None
     single_mib: float | None   # largest single process (GNU time)
-    tree_mib: float            # summed over the process tree (sampled), >= single
+    tree_mib: float            # PSS summed over the process tree (sampled)
     procs: int
     ok: bool
     why: str = ""
@@ -196,7 +220,7 @@ class Run:
 
 
 def measure(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None):
-    """Run cmd as a whole process; return (rc, wall s, user+sys s, largest single MiB, tree-sum MiB, procs)."""
+    """Run cmd as a whole process; return (rc, wall s, user+sys s, largest single MiB, tree PSS MiB, procs)."""
     fd, stats = tempfile.mkstemp(prefix="bench-time-", suffix=".txt")
     os.close(fd)
     try:
@@ -212,7 +236,7 @@ def measure(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None):
             wall = time.perf_counter() - t0
             sampler.stop()
         single, cpu = gnu_time_stats(Path(stats).read_text(errors="replace"))
-        tree = max(sampler.peak / 2**20, single or 0.0)
+        tree = sampler.peak / 2**20 or (single or 0.0)  # a run too short to be sampled: its one process
         return rc, wall, cpu, single, tree, sampler.max_procs
     finally:
         os.unlink(stats)
@@ -555,8 +579,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"HTA: {hta_info}")
         print(f"runs: 1 untimed warm-up per tool (input a), then {args.runs} timed (a, b) / {args.runs_large} "
               f"timed (c, d) per tool, interleaved; wall = median")
-        print("peak RSS: max over runs of the process-tree sum (/proc sampled every 50 ms, at least GNU time's "
-              "largest single process); 1-proc = GNU time's largest single process")
+        print("peak PSS: max over runs of the process tree's summed PSS (/proc/PID/smaps_rollup sampled every 50 ms); "
+              "1-proc = GNU time's largest single process (RSS)")
         for key, (label, d, mb, large) in inputs.items():
             where = d if large else f"copy of {SMALL_INPUTS[key][1]}"
             nfiles = len([p for p in d.iterdir() if p.name.endswith((".json", ".gz"))])
@@ -566,8 +590,8 @@ def main(argv: list[str] | None = None) -> int:
                 gen = f"; generated {'in this run' if now else 'earlier (cached)'} in {secs:.0f} s"
             print(f"  {key}: {label}: {nfiles} file{'s' if nfiles != 1 else ''}, {mb:.1f} MB JSON ({where}){gen}")
         print()
-        hdr = ("input", "tool", "MB JSON", "wall s", "s per MB", "CPU s", "peak RSS MiB (tree)", "1-proc MiB",
-               "procs", "wall ours/HTA", "RSS ours/HTA", "ranks", "status")
+        hdr = ("input", "tool", "MB JSON", "wall s", "s per MB", "CPU s", "peak PSS MiB (tree)", "1-proc RSS MiB",
+               "procs", "wall ours/HTA", "PSS ours/HTA", "ranks", "status")
         table = []
         for key, (label, d, mb, large) in inputs.items():
             hta = rows[(key, "HTA")]

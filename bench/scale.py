@@ -13,8 +13,8 @@ as PASS/FAIL lines). Tables are markdown, like the other benches.
    no injected anomaly) is generated once into ``<cache>/scale/<family>-<ranks>r-<steps>s-v<N>/`` (a
    ``.complete.json`` marker beside the dir; generation runs in a child with a time limit, ``--gen-timeout``).
    Each measurement is ``python -m reportgen RUN -o r.html --json m.json --quiet`` with PYTHONPATH = the tree
-   (``--reportgen``, default this repo): wall (perf_counter around the child), peak RSS (sum over the process
-   tree sampled from /proc, at least GNU time's largest single process), HTML and JSON size (MB = 10^6 B), then
+   (``--reportgen``, default this repo): wall (perf_counter around the child), peak PSS (summed over the process
+   tree, sampled from /proc/PID/smaps_rollup: forked workers' shared pages counted once), HTML and JSON size (MB = 10^6 B), then
    the page in headless Chromium (playwright, system Chromium): seconds from ``goto(file://...)`` until
    ``document.documentElement.dataset.chartsReady === '1'``, and the DOM element count. The growth exponent is
    the log-log slope of wall vs ranks against the previous rank count; per family also the least-squares slope
@@ -155,7 +155,7 @@ class Proc:
     rc: int
     wall: float
     cpu: float | None
-    rss_mib: float            # tree sum (sampled), >= largest single process
+    rss_mib: float            # PSS summed over the process tree (sampled; kineto_vs_hta.TreeSampler)
     procs: int
     timed_out: bool = False
     killed: str = ""          # "rss" or "disk" when the sampler killed the group
@@ -190,7 +190,7 @@ def run_proc(cmd: list[str], env: dict, cwd: Path, timeout: float, max_rss: floa
         single, cpu = gnu_time_stats(text)
         logf.seek(0)
         out = logf.read().decode(errors="replace")[-2000:]
-        return Proc(rc, wall, cpu, max(sampler.peak / 2**20, single or 0.0), sampler.max_procs, timed_out,
+        return Proc(rc, wall, cpu, sampler.peak / 2**20 or (single or 0.0), sampler.max_procs, timed_out,
                     sampler.killed, out)
     finally:
         logf.close()
@@ -460,7 +460,7 @@ def scale(args, runner: Runner, results: dict) -> None:
     if not rows:
         return
 
-    hdr = ["family", "ranks", "steps", "input MB", "gen s", "wall s", "CPU s", "exp vs prev", "peak RSS MiB", "HTML MB",
+    hdr = ["family", "ranks", "steps", "input MB", "gen s", "wall s", "CPU s", "exp vs prev", "peak PSS MiB", "HTML MB",
            "JSON MB", "browser s", "DOM nodes", "all drawn s"]
     if base:
         hdr += ["wall new/base", "CPU new/base", "RSS new/base", "HTML new/base", "browser new/base"]
@@ -587,7 +587,7 @@ def steps_row(args, runner: Runner, results: dict) -> None:
     results["steps"] = [{"steps": s, "gen_s": g, "input_mb": mb, "note": note, "runs": [asdict(m) for m in c.runs]}
                         for s, g, _, mb, note, c in rows]
     print(f"## Steps: Kineto {ranks} ranks, {steps[0]} vs {steps[1]} steps\n")
-    hdr = ["steps", "input MB", "gen s", "wall s", "peak RSS MiB", "HTML MB", "JSON MB", "browser s", "DOM nodes",
+    hdr = ["steps", "input MB", "gen s", "wall s", "peak PSS MiB", "HTML MB", "JSON MB", "browser s", "DOM nodes",
            "all drawn s", "status"]
     md_table(hdr, [[str(s), fmt(mb, ".1f"), fmt(g, ".0f") + ("" if now else " (cached)"), fmt(c.med("wall"), ".2f"),
                     fmt(c.peak(), ".0f"), fmt(c.med("html_mb"), ".2f"), fmt(c.med("json_mb"), ".2f"),
@@ -644,7 +644,7 @@ def startup(args, runner: Runner, results: dict, shared: Path) -> None:
     pandas = cells[(cases[0][0], "new")].med("wall")
     pandas_cpu = cells[(cases[0][0], "new")].med("cpu")
     base = bool(args.baseline_tree)
-    hdr = ["case", f"wall s (median of {n})", "CPU s", "peak RSS MiB", "x pandas import", "CPU x pandas"]
+    hdr = ["case", f"wall s (median of {n})", "CPU s", "peak PSS MiB", "x pandas import", "CPU x pandas"]
     if base:
         hdr += ["base wall s", "new/base", "CPU new/base"]
     hdr.append("status")
@@ -734,7 +734,7 @@ def peers(args, runner: Runner, results: dict, shared: Path) -> None:
                 f"{peer} {fmt(cells[(key, 'peer')].runs[-1].wall, '.2f')} s")
     results["peers"] = {f"{key} [{k}]": [asdict(m) for m in c.runs] for (key, k), c in cells.items()}
     base = bool(args.baseline_tree)
-    hdr = ["input", "tool", "MB JSON", f"wall s (median of {n})", "CPU s", "peak RSS MiB (tree)", "ours/peer wall",
+    hdr = ["input", "tool", "MB JSON", f"wall s (median of {n})", "CPU s", "peak PSS MiB (tree)", "ours/peer wall",
            "peer/ours per MB", "status"]
     table = []
     for key, label, d, mb, peer in inputs:
@@ -845,8 +845,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           if args.baseline_tree else ""))
     print(f"versions: {versions(tree_env(args.reportgen))}")
     print("measure: whole processes `python -m reportgen RUN -o r.html --json m.json --quiet`, PYTHONPATH = the tree; "
-          "wall = median; peak RSS = max over runs of the process-tree sum (/proc sampled, >= GNU time's largest "
-          "single process); MB = 10^6 B")
+          "wall = median; peak PSS = max over runs of the process tree's summed PSS (/proc/PID/smaps_rollup "
+          "sampled); MB = 10^6 B")
     print(f"limits: --timeout {args.timeout:.0f} s per run, --max-rss-gb {args.max_rss_gb:g} (tree), "
           f"--gen-timeout {args.gen_timeout:.0f} s\n", flush=True)
     browser = Browser(not args.no_browser and not args.startup_only, args.browser_timeout)
