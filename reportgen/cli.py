@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Turn the profiler output of one distributed training run (every rank) into one "
                     "self-contained, offline HTML report.",
         epilog="'reportgen demo -o demo.html' writes a report of a generated demo run "
-               "(use ./demo for a run directory that is really named demo).",
+               "(use ./demo for a run directory that is really named demo). "
+               "Subcommand: 'reportgen reduce RANK_DIR... -o node.reduced' reduces the ranks a node holds to one "
+               "compact file; 'reportgen DIR' reads the .reduced files found in DIR ('reportgen reduce --help').",
     )
     p.add_argument("run", metavar="RUN_DIR", help="run directory with every rank's profiler output, or 'demo'")
     p.add_argument("-o", "--output", default="report.html", help="HTML report to write (default: report.html)")
@@ -226,6 +228,9 @@ def _check_output(flag: str, path: str, inputs: list[tuple[str, str, os.stat_res
         raise InputError(None, f"{flag} '': the output file name is empty; give a file name such as report.html")
     if "\0" in path:
         raise InputError(one_line(path), f"{flag}: not a valid file name (it contains a NUL character)")
+    if path == "-":  # the usual "standard output": never silently a file named '-' (issue 31)
+        raise InputError(None, f"{flag} -: writing to standard output is not supported (the report is written whole "
+                               "to a file, then renamed onto it); give a file name (./- for a file named '-')")
     _refuse_inside_inputs(flag, path, inputs)
     name = os.path.basename(path)
     parent = os.path.dirname(path) or "."

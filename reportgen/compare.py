@@ -103,6 +103,16 @@ def _finite(expr: str, text: str) -> float:
     return number
 
 
+def _at_word(text: str, limit: int = 400) -> str:
+    """``text`` whole when it fits ``limit`` characters, else cut at the last word boundary before it with "…"
+    (a reason cut mid-word at 160 characters, "...groups' ope", said nothing: issue 31)."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0].rstrip(",;:")
+    return (cut if len(cut) > limit // 2 else text[:limit]) + "…"
+
+
 _EXPR = re.compile(r"^\s*([A-Za-z_.]+)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
 
 
@@ -123,7 +133,8 @@ def check_fail_on(expr: str, doc: dict, base: dict | None) -> str | None:
         if level is None:
             raise InputError(None, f"--fail-on {expr!r}: severity is one of high, medium, low")
         hits = [f for f in doc.get("findings", []) if cmp(SEVERITY.get(f.get("severity"), 0), level)]
-        return f"{expr}: {len(hits)} finding(s), first: {hits[0]['message'][:160]}" if hits else None
+        # the findings in the report's order: the first is the one the report leads with (the cause)
+        return f"{expr}: {len(hits)} finding(s), first: {_at_word(hits[0]['message'])}" if hits else None
     values = headline(doc)
     if name not in values:
         raise InputError(None, f"--fail-on {expr!r}: unknown metric {name!r} (known: {', '.join(values)})")

@@ -59,3 +59,16 @@ def test_run_summary_paragraph_and_metrics(tmp_path):
     assert s["computing_share_ratio"] + s["exposed_comm_share_ratio"] == pytest.approx(1.0, abs=1e-9)
     html = out.read_text()
     assert "16 ranks on 4 hosts (pipeline-parallel, 2 stages). Median step time" in html
+
+
+def test_fail_on_reason_names_the_first_finding_whole_or_cut_at_a_word():
+    """Issue 31 #4: the reason was cut at 160 characters mid-word ("...groups' ope")."""
+    from reportgen.compare import check_fail_on
+
+    long = ("Rank 7 is the straggler: every collective of the data-parallel groups waits " + "for it " * 60).strip()
+    doc = {"findings": [{"severity": "high", "message": long}, {"severity": "medium", "message": "later"}]}
+    reason = check_fail_on("finding.severity>=medium", doc, None)
+    assert reason.startswith("finding.severity>=medium: 2 finding(s), first: Rank 7 is the straggler: every")
+    assert reason.endswith("for it…") and len(reason) < 460
+    short = {"findings": [{"severity": "high", "message": "Data loader wait 31% of the step on rank 3."}]}
+    assert check_fail_on("finding.severity>=high", short, None).endswith("on rank 3.")

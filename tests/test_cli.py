@@ -129,3 +129,18 @@ def test_ranks_not_in_the_run_are_named(tmp_path, pp2x4, capsys):
     said = [p["problem"] for p in doc["data_problems"] if p["path"] == "--ranks"]
     assert said and "97" in said[0] and "123456789012" in said[0] and "not in this run" in said[0]
     assert "not in this run" in err and " 1," not in said[0]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--json"])
+def test_dash_as_an_output_is_refused_not_a_file_named_dash(tmp_path, pp2x4, flag):
+    """Issue 31 #5: '-o -' wrote a file named '-' in the working directory."""
+    argv = [str(pp2x4), "-o", str(tmp_path / "r.html"), flag, "-", "-q"] if flag == "--json" else \
+        [str(pp2x4), "-o", "-", "-q"]
+    p = run_cli(*argv, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "standard output is not supported" in p.stderr
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_help_names_the_reduce_subcommand():
+    p = run_cli("--help")
+    assert p.returncode == 0 and "reportgen reduce RANK_DIR... -o node.reduced" in " ".join(p.stdout.split())
