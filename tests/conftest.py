@@ -29,6 +29,31 @@ def need(path: Path) -> Path:
     pytest.skip(msg)
 
 
+def unavailable(reason: str):
+    """A prerequisite is missing: fail under CI (CI is set: .ci/run installs every one), else skip with why."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def need_module(name: str):
+    """The module ``name`` imported, or :func:`unavailable` (pytest.importorskip skipped under CI too)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        unavailable(f"the Python module {name!r} is not installed (pip install -e '.[test]')")
+
+
+def need_tool(name: str, package: str) -> str:
+    """The path of the command ``name``, or :func:`unavailable` naming the Debian ``package`` that has it."""
+    import shutil
+
+    found = shutil.which(name)
+    if not found:
+        unavailable(f"{name} is not installed (apt-get install {package}; .ci/run installs it)")
+    return found
+
+
 def fixture_dir(*parts: str) -> Path:
     return need(shared_root().joinpath("fixtures", *parts))
 

@@ -342,10 +342,9 @@ def test_step_gap_reader_and_chart(tmp_path):
 
 def test_step_gap_on_the_mindinsight_fixture():
     """mi_run_2_dp_rank1: the data queue 3, 2, 1 (minddata_aicpu_1.txt) never empty: verdict none; host queue 1 step."""
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "mindinsight" / "mi_run_2_dp_rank1"
-    if not root.is_dir():
-        pytest.skip("fixture not present")
+    from conftest import fixture_dir
+
+    root = fixture_dir("mindinsight", "mi_run_2_dp_rank1")
     run, o, _ = _data(root)
     st = run.table("minddata_queue_steps")
     assert st[st["queue"] == "data"]["size"].tolist() == [3, 2, 1]

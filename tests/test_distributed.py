@@ -20,6 +20,8 @@ from reportgen.synth.ascend import AscendSpec, write_ascend_run
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 
+from conftest import need_module
+
 
 def _metrics(root: Path, dask: str | None = None, jobs: int = 1) -> dict:
     """The metrics JSON of ``root`` (what --json writes), without the parts that name the input directory."""
@@ -55,7 +57,7 @@ def local(runs) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    distributed = pytest.importorskip("distributed")
+    distributed = need_module("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as c:
         yield c.scheduler_address
@@ -225,7 +227,7 @@ def test_reduce_refuses_output_inside_input_and_wrong_suffix(runs, tmp_path, cap
 
 
 def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
-    pytest.importorskip("distributed")
+    need_module("distributed")
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
     assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", "--dask", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err

@@ -16,7 +16,7 @@ from reportgen.readers import kineto_decode as kd
 from reportgen.readers.kineto_decode import DEFAULT_COMM_PATTERNS, DecodedTrace, decode_trace
 from reportgen.timebase import to_ns
 
-from conftest import fixture_dir, shared_root
+from conftest import fixture_dir
 
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 
@@ -149,28 +149,6 @@ def test_df_index_resolver_memory_and_nccl_counts():
     assert len(g) == ref["gpu"]
     assert (g["kind"] == "comm").sum() == len(ref["nccl"]) == 2020
     assert d.meta["profile_memory"] == 1
-
-
-DLRM = shared_root() / "fixtures" / "kineto" / "param_dlrm_kineto_8rank"
-
-
-# Listed in fixtures/kineto/MANIFEST.md but absent from shared/ when this was written: skipped (not failed,
-# even under CI) until it is added.
-@pytest.mark.skipif(not DLRM.exists(), reason=f"{DLRM} (listed in MANIFEST.md) is not in shared/")
-def test_param_dlrm_8_ranks():
-    files = sorted(DLRM.rglob("worker*.json"))
-    assert len(files) == 8
-    ranks = set()
-    for p in files:
-        d, problems = decoded(p)
-        assert problems == ()
-        g = d.tables["gpu_ops"]
-        comm = g[g["kind"] == "comm"]["name"].str.split("(").str[0].value_counts().to_dict()
-        assert comm == {"ncclKernel_AllReduce_RING_LL_Sum_float": 3, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t": 5}
-        assert len(d.tables["steps"]) == 1
-        ranks.add(d.meta["distributedInfo"]["rank"])
-        assert d.meta["distributedInfo"]["world_size"] == 8
-    assert ranks == set(range(8))
 
 
 def test_trace_filter_pair_ranks_of_128():

@@ -1,5 +1,5 @@
-"""No test asserts on how long something took (DEVELOPERS.md: timing belongs in bench/, a loaded machine fails a
-timed assertion and proves nothing). Resource *bounds* that kill runaway work (tests/harness.py's wall limit) are
+"""No test asserts on how long something took (README, Development, "No timed assertions": timing belongs in
+bench/, a loaded machine fails a timed assertion and proves nothing). Resource *bounds* that kill runaway work (tests/harness.py's wall limit) are
 not assertions on a measured duration and are allowed.
 
 The check is static: in every tests/*.py, a name assigned from an expression that reads a clock

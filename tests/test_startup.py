@@ -34,12 +34,14 @@ def test_compiled_template_is_cached_and_reused(tmp_path, monkeypatch):
 
 
 def test_a_damaged_cache_entry_is_a_miss(tmp_path, monkeypatch):
-    _env_with_cache(tmp_path, monkeypatch).get_template("report.html.j2")
+    ref = _env_with_cache(tmp_path, monkeypatch).get_template("report.html.j2")
     (entry,) = (tmp_path / "cache" / "templates").iterdir()
     for junk in (b"", b"j2\x00garbage", entry.read_bytes()[:200], os.urandom(4096)):
         entry.write_bytes(junk)
         t = render.environment().get_template("report.html.j2")
-        assert t.render  # compiled afresh, no exception
+        # compiled afresh from the source: the same code as the first compile, not the junk
+        assert t.root_render_func.__code__.co_code == ref.root_render_func.__code__.co_code
+        assert t.blocks.keys() == ref.blocks.keys()
 
 
 def test_an_unwritable_cache_never_fails_a_report(tmp_path, monkeypatch):

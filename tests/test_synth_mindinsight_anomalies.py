@@ -244,8 +244,7 @@ def _check_readback(gt: dict, m: dict) -> None:
     for r, row in gt["flops"].items():
         assert fl.loc[int(r), "flops"] == pytest.approx(row["FLOPs"] * 1e6, rel=1e-9)
         assert fl.loc[int(r), "flops_per_s"] == pytest.approx(row["FLOPS"] * 1e9, rel=1e-9)
-    assert {int(r): h for r, h in m["run"]["hosts"].items()} == gt["hosts"] if isinstance(m["run"]["hosts"], dict) \
-        else True
+    assert isinstance(m["run"]["hosts"], dict) and {int(r): h for r, h in m["run"]["hosts"].items()} == gt["hosts"]
 
 
 def test_ground_truth_equals_report_clean(clean):

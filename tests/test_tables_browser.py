@@ -10,14 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 
-from conftest import fixture_dir
+from conftest import fixture_dir, need_tool
 from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
 
 REPORTS = {
@@ -357,8 +356,7 @@ def test_print_keeps_every_column_and_repeats_headers(reports, open_report, tmp_
 
 
 def test_pdf_repeats_real_header_rows(reports, open_report, tmp_path):
-    if not shutil.which("pdftotext"):
-        pytest.skip("pdftotext (poppler-utils) is not installed")
+    need_tool("pdftotext", "poppler-utils")
     page, log = open_report(reports("pp2x4"))
     for _ in range(3):  # the page prints the rows it lists: 100 of them run over pages
         page.locator("#communication-ops .rg-list-more").click()
