@@ -144,3 +144,51 @@ def test_dash_as_an_output_is_refused_not_a_file_named_dash(tmp_path, pp2x4, fla
 def test_help_names_the_reduce_subcommand():
     p = run_cli("--help")
     assert p.returncode == 0 and "reportgen reduce RANK_DIR... -o node.reduced" in " ".join(p.stdout.split())
+
+
+def test_progress_off_a_terminal_prints_phases_after_ten_seconds():
+    """Issue 31 #3: a CI log showed nothing for 714 s. Off a terminal: nothing in the first 10 s (short runs stay
+    one line), then a line per phase and at most one every 10 s within a phase."""
+    import io
+
+    from reportgen.progress import Progress
+
+    t = [0.0]
+    out = io.StringIO()
+    p = Progress(stream=out, clock=lambda: t[0], heartbeat=False)
+    for now, label, done in ((1, "reading files", 1), (9, "reading files", 2), (11, "reading files", 3),
+                             (15, "reading files", 4), (22, "reading files", 5), (23, "analysing overlap", 1),
+                             (24, "analysing memory", 2), (40, "rendering HTML", None)):
+        t[0] = now
+        p.update(label, done, 64 if done else None)
+    p.close()
+    t[0] = 60
+    p.update("late", 1, 2)
+    assert out.getvalue().splitlines() == [
+        "reportgen: reading files 3/64 (11 s)", "reportgen: reading files 5/64 (22 s)",
+        "reportgen: analysing overlap 1/64 (23 s)", "reportgen: rendering HTML (40 s)"]
+    q = io.StringIO()
+    Progress(enabled=False, stream=q, clock=lambda: 99.0, heartbeat=False).update("reading files", 1, 2)
+    assert q.getvalue() == ""
+
+
+def test_progress_heartbeat_says_a_long_silent_phase_again():
+    """One big trace decoding reports nothing for minutes: the heartbeat repeats the phase's line."""
+    import io
+    import time as _t
+
+    from reportgen.progress import Progress
+
+    class Fast(Progress):
+        LOG_AFTER_S, LOG_EVERY_S = 0.0, 0.5
+
+    out = io.StringIO()
+    p = Fast(stream=out)
+    p.update("reading files", 0, 1)
+    _t.sleep(2.6)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("reportgen: reading files 0/1") for line in lines), lines
+    n = len(lines)
+    _t.sleep(1.2)
+    assert len(out.getvalue().splitlines()) == n  # stopped by close()
