@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
                    help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs "
                         "reportgen[dask] here and on the workers, which must see the files at the same paths)")
+    p.add_argument("--dask-timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for the Dask scheduler to answer (default 10)")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
                    help="PyTorch traces: also count GPU kernels whose name matches REGEX as communication "
                         "(repeatable; NCCL/RCCL, DeepEP and common custom all-reduce kernels are built in)")
@@ -293,6 +295,18 @@ def preflight(args) -> None:
         raise InputError(None, f"--jobs {args.jobs}: must be between 1 and {MAX_JOBS}")
     if args.dask is not None and not args.dask.strip():
         raise InputError(None, "--dask '': give the Dask scheduler's address, e.g. tcp://head-node:8786")
+    if args.dask is not None:
+        from .engine import dask_address_problem
+
+        why = dask_address_problem(args.dask)
+        if why:
+            raise InputError(None, f"--dask {one_line(args.dask)[:200]}: {why}")
+    if args.dask_timeout is not None:
+        if not (math.isfinite(args.dask_timeout) and 0 < args.dask_timeout <= 3600):
+            raise InputError(None, f"--dask-timeout {args.dask_timeout}: seconds between 0 and 3600")
+        from . import engine
+
+        engine.CONNECT_TIMEOUT_S = args.dask_timeout
     for pattern in args.comm_pattern:
         try:
             re.compile(pattern)

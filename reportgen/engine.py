@@ -30,6 +30,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,8 @@ NUMERIC = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 #: .reduced files looked for below a run directory (levels) and at most (files)
 MAX_DEPTH = 3
 MAX_FILES = 1 << 16
-#: seconds to wait for the Dask scheduler
-CONNECT_TIMEOUT_S = 20
+#: seconds to wait for the Dask scheduler (``--dask-timeout``)
+CONNECT_TIMEOUT_S = 10
 
 
 @dataclass
@@ -111,16 +112,54 @@ def reduce_compact(job: Job, family: str) -> bytes:
 # --------------------------------------------------------------------------- running the units
 
 
+#: a scheduler address: [tcp:// | tls://]HOST:PORT (IPv6 in brackets), or inproc:// (an in-process cluster)
+_DASK_ADDRESS = re.compile(r"(?:(tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})|inproc://\S+")
+
+
+def dask_address_problem(address: str) -> str | None:
+    """Why ``address`` is not a Dask scheduler address, or None (checked before anything is read: a Client built
+    on ``nonsense`` printed a traceback from its destructor and hung 40 s; issue 31)."""
+    m = _DASK_ADDRESS.fullmatch(address.strip())
+    if not m or (m.group(3) and not 0 < int(m.group(3)) < 65536):
+        return "not a scheduler address: expected tcp://HOST:PORT (e.g. tcp://head:8786)"
+    return None
+
+
 def _dask_client(address: str):
     try:
         from distributed import Client
     except ImportError:
         raise InputError(None, f"--dask {address}: dask is not installed; install reportgen[dask] "
                                "(dask and distributed)") from None
+    why = dask_address_problem(address)
+    if why:
+        raise InputError(None, f"--dask {address}: {why}")
+    m = _DASK_ADDRESS.fullmatch(address.strip())
+    if m.group(2):  # reach the port first: a Client that fails to connect hangs in its destructor
+        import socket
+
+        try:
+            socket.create_connection((m.group(2).strip("[]"), int(m.group(3))), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise InputError(None, f"--dask {address}: cannot reach the Dask scheduler ({exc.strerror or exc}; "
+                                   f"waited at most {CONNECT_TIMEOUT_S} s)") from None
+    import sys
+
+    def quiet(unraisable, previous=sys.unraisablehook):
+        """A Client that failed to connect closes itself in its destructor and prints that it timed out: the one
+        line below says what happened."""
+        if "Client.__del__" in repr(getattr(unraisable, "object", "")):
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = quiet
     try:
         return Client(address, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise InputError(None, f"--dask {address}: cannot connect to the Dask scheduler ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - something answers at the port, but not a Dask scheduler
+        raise InputError(None, f"--dask {address}: what answers there is not a Dask scheduler ({type(exc).__name__}: "
+                               f"{cap_text(str(exc), 120)})") from None
 
 
 def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | None = None, progress=None,

@@ -234,6 +234,20 @@ def test_dask_unreachable_is_one_line(runs, tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "--dask" in err
 
 
+@pytest.mark.parametrize("argv,said", [
+    (["--dask", "nonsense"], "not a scheduler address: expected tcp://HOST:PORT"),
+    (["--dask", "tcp://head:99999"], "not a scheduler address"),
+    (["--dask", "tcp://127.0.0.1:9", "--dask-timeout", "inf"], "--dask-timeout inf: seconds between 0 and 3600"),
+    (["--dask", "tcp://127.0.0.1:9", "--dask-timeout", "0"], "seconds between 0 and 3600"),
+])
+def test_a_bad_dask_address_is_refused_before_anything_is_read(runs, tmp_path, capsys, argv, said):
+    """Issue 31 #2: '--dask nonsense' printed a traceback from a Client's destructor and hung 40 s."""
+    assert main([str(runs["kineto"]), "-o", str(tmp_path / "r.html"), "-q", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and "Traceback" not in err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_mindinsight_reduce_refuses_ranks_it_does_not_hold_and_files(runs, tmp_path, capsys):
     root = runs["mindinsight"]
     assert main(["reduce", str(root), "--ranks", "100-101", "-o", str(tmp_path / "x.reduced"), "-q"]) == 2
