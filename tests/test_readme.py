@@ -23,3 +23,32 @@ def test_ci_runs_exactly_the_readme_test_command():
     _, tests = _commands()
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert tests in ci, f"{tests!r} not a line of .ci/run"
+
+
+def _block_after(heading: str) -> str:
+    text = (REPO / "README.md").read_text()
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)```", section, re.S)[0]
+
+
+def test_the_ci_example_runs_as_written(tmp_path):
+    """Issue 31 #6: the example kept the baseline inside a run directory, where --json is refused. Run it as
+    written (reportgen -> python -m reportgen), after yesterday's run wrote its metrics the same way."""
+    import shlex
+    import subprocess
+    import sys
+
+    from reportgen.synth import KinetoSpec, write_kineto_run
+
+    for day in ("yesterday", "today"):
+        write_kineto_run(tmp_path / "runs" / day, KinetoSpec(hosts=1, devices_per_host=2, steps=3))
+    (tmp_path / "metrics").mkdir()
+    cmd = shlex.split(_block_after("In CI").replace("\\\n", " "))
+    assert cmd[0] == "reportgen" and "metrics/yesterday.json" in cmd
+    py = [sys.executable, "-m", "reportgen"]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    first = [a.replace("today", "yesterday") for a in cmd[1:cmd.index("--baseline")]]
+    assert subprocess.run(py + first, cwd=tmp_path, env=env, capture_output=True).returncode == 0
+    p = subprocess.run(py + cmd[1:], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert p.returncode in (0, 3), p.stderr  # 3: a --fail-on condition held (the report is still written)
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "metrics" / "today.json").is_file()
