@@ -71,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="decode ranks in N parallel processes (default: the number of cores; Kineto traces and Ascend "
                         "rank directories, from 16 MiB of input)")
     p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
-                   help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs "
-                        "reportgen[dask] here and on the workers, which must see the files at the same paths)")
+                   help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs the dask "
+                        "extra, pip install '.[dask]', here and on the workers, which must see the files at the same "
+                        "paths)")
     p.add_argument("--dask-timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for the Dask scheduler to answer (default 10)")
     p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",

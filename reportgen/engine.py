@@ -129,8 +129,8 @@ def _dask_client(address: str):
     try:
         from distributed import Client
     except ImportError:
-        raise InputError(None, f"--dask {address}: dask is not installed; install reportgen[dask] "
-                               "(dask and distributed)") from None
+        raise InputError(None, f"--dask {address}: dask is not installed; pip install '.[dask]' from the reportgen "
+                               "checkout (dask and distributed)") from None
     why = dask_address_problem(address)
     if why:
         raise InputError(None, f"--dask {address}: {why}")
@@ -184,7 +184,7 @@ def run_units(jobs_list: list[tuple], *, jobs: int | None = None, dask: str | No
                     raise InputError(job[3], f"--dask {dask}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - a worker without reportgen, a lost worker...
                     raise InputError(job[3], f"--dask {dask}: the task failed on the cluster ({type(exc).__name__}: "
-                                             f"{cap_text(str(exc), 200)}; is reportgen[dask] installed on every "
+                                             f"{cap_text(str(exc), 200)}; is reportgen with its dask extra installed on every "
                                              "worker?)") from None
                 try:
                     out.extend(load(data, families, family.name, name=job[3]))

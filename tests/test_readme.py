@@ -52,3 +52,20 @@ def test_the_ci_example_runs_as_written(tmp_path):
     p = subprocess.run(py + cmd[1:], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert p.returncode in (0, 3), p.stderr  # 3: a --fail-on condition held (the report is still written)
     assert (tmp_path / "report.html").is_file() and (tmp_path / "metrics" / "today.json").is_file()
+
+
+def test_every_pip_install_line_installs_this_project():
+    """Issue 31 #1: 'pip install reportgen' fetched an unrelated PyPI project of that name (dependency confusion).
+    Every install line of the README and docs/ installs this checkout, an extra of it, or a wheel built from it."""
+    import shlex
+
+    texts = [(REPO / "README.md").read_text()] + [p.read_text() for p in sorted((REPO / "docs").glob("*.md"))]
+    blocks = [b for t in texts for b in re.findall(r"```[a-z]*\n(.*?)```", t, re.S)]  # commands, not prose
+    lines = [line for b in blocks for line in b.splitlines() if "pip install" in line]
+    assert lines
+    for line in lines:
+        cmd = line.split("pip install", 1)[1].split("&&")[0].split("#")[0]
+        targets = [a for a in shlex.split(cmd) if not a.startswith("-")]
+        assert targets, line
+        for t in targets:
+            assert t.startswith((".", "./", "dist/")) or t.endswith(".whl"), f"{t!r} in {line.strip()!r}"
