@@ -180,7 +180,7 @@ def test_run_note_and_readme_say_what_was_injected(report):
             f"rank {demo.DEMO_MEMORY_RANK} peaks at 96%", f"stage {by['flops_imbalance']['stage']} does 1.6x",
             "step 1 is a warm-up step", f"{gt['world_size']} ranks on {len(demo.DEMO_HOSTS)} hosts"]
     assert [s for s in said if s not in note] == []
-    readme = re.sub(r"\s+", " ", (REPO / "README.md").read_text())
+    readme = re.sub(r"\s+", " ", (REPO / "README.md").read_text() + (REPO / "docs" / "development.md").read_text())
     for s in (f"16 ranks on {len(demo.DEMO_HOSTS)} hosts", f"rank {demo.DEMO_SLOW_RANK}'s data loading",
               f"host {by['slow_host_data_loading']['host']}'s data loading", f"from rank {src} to rank {dst}",
               f"rank {demo.DEMO_MEMORY_RANK} at 96%", "1.6x the FLOPs in stage 2", "5x the gradient bytes in stage 1"):

@@ -1,4 +1,4 @@
-"""The code's shape (README "How the code is shaped"): sections and the engine never name an input family, and
+"""The code's shape (docs/development.md, "How the code is shaped"): sections and the engine never name an input family, and
 findings are made by the analysis, never by ``present``."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_no_family_decides_in_sections_or_engine(path):
 @pytest.mark.parametrize("path", CODE, ids=lambda p: p.relative_to(PKG).as_posix())
 def test_no_family_name_anywhere_in_sections_or_engine(path):
     """The issue's check, literally: a grep of the whole file, docstrings and comments included, finds no family
-    (the files and tables are named instead; "the seed" is MindInsight 2.3.1, README)."""
+    (the files and tables are named instead; "the seed" is MindInsight 2.3.1, docs/departures.md)."""
     hits = [(n, line.strip()) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
             if FAMILY_WORDS.search(line)]
     assert not hits, f"{path.name} names an input family: " + "; ".join(

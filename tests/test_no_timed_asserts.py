@@ -1,4 +1,4 @@
-"""No test asserts on how long something took (README, Development, "No timed assertions": timing belongs in
+"""No test asserts on how long something took (docs/development.md, "No timed assertions": timing belongs in
 bench/, a loaded machine fails a timed assertion and proves nothing). Resource *bounds* that kill runaway work (tests/harness.py's wall limit) are
 not assertions on a measured duration and are allowed.
 

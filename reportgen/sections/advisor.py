@@ -775,7 +775,7 @@ def present(a: Analysis) -> View:
          Column("result", "Result", "text"), Column("findings", "Findings", "int"),
          Column("reason", "Why not applicable", "text")],
         caption="seed = the seed's cluster helper (version 2.3.1); msprof-analyze = its advisor and cluster recipes; "
-                "reportgen = our own rules (the README names the peers' tools and versions). Thresholds live in "
+                "reportgen = our own rules (docs/departures.md names the peers' tools and versions). Thresholds live in "
                 "reportgen/thresholds.py.")]
     th_rows = pd.DataFrame([{"name": k, "value": v} for k, v in a.metrics["thresholds"].items()])
     tables.append(Table.from_frame("advisor-thresholds", "Thresholds", th_rows,
