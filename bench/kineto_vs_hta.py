@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             res = json.loads(m[-1]) if m else {}
             extra = {"ranks": len(res["ranks"]) if res.get("ranks") is not None else None, "steps": res.get("steps", {}),
                      "overlap_pct": res.get("overlap_pct")}
-            for k in ("import_s", "load_s", "temporal_s", "overlap_s"):
+            for k in ("import_s", "load_s", "temporal_s", "overlap_s", "kernels_s"):
                 if k in res:
                     extra[k] = res[k]
             failed = {k: v for k, v in res.get("steps", {}).items() if v != "ok"}
@@ -619,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             good = rows[(key, "HTA")].good
             if good:
                 parts = []
-                for k in ("import_s", "load_s", "temporal_s", "overlap_s"):
+                for k in ("import_s", "load_s", "temporal_s", "overlap_s", "kernels_s"):
                     vals = [r.extra[k] for r in good if k in r.extra]
                     if vals:
                         parts.append(f"{k[:-2]} {statistics.median(vals):.2f}")
