@@ -68,7 +68,18 @@ def test_every_pip_install_line_installs_this_project():
         targets = [a for a in shlex.split(cmd) if not a.startswith("-")]
         assert targets, line
         for t in targets:
-            assert t.startswith((".", "./", "dist/")) or t.endswith(".whl"), f"{t!r} in {line.strip()!r}"
+            ok = t in (".", "./") or t.startswith((".[", "'.[")) or re.fullmatch(r"(dist/)?reportgen_cluster-\S*\.whl", t)
+            assert ok, f"{t!r} in {line.strip()!r}: not this checkout or its wheel"
+
+
+def test_the_distribution_has_a_name_of_its_own():
+    """Issue 31 #1: 'reportgen' on PyPI is another project (0.1.8, "library for creating and updating analysis
+    report"); ours is reportgen-cluster (free on PyPI when chosen, 2026-11-27), its wheel reportgen_cluster-*.whl."""
+    import tomllib
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert meta["name"] == "reportgen-cluster" and meta["scripts"] == {"reportgen": "reportgen.cli:main"}
+    assert "reportgen-cluster" in (REPO / "README.md").read_text()
 
 
 def _blocks_after(heading: str) -> list[str]:
