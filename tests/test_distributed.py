@@ -327,3 +327,19 @@ def test_dask_sends_absolute_paths_and_names_a_worker_without_the_files(runs, mo
     gone = (seen[0][0], str(tmp_path / "gone.pt.trace.json"), (), str(tmp_path / "gone.pt.trace.json"))
     with pytest.raises(FileNotFoundError, match="cannot see .*gone.pt.trace.json: every worker must see the run"):
         engine.reduce_compact(gone, "kineto")
+
+
+def test_dask_with_a_relative_run_dir_and_workers_elsewhere(runs, tmp_path, monkeypatch, capsys):
+    """Issue 31 #2: worker processes started in another directory resolve a relative RUN_DIR there ("cannot open:
+    No such file or directory" in all four families before). Workers start in tmp_path; the run is given relative to
+    its parent."""
+    distributed = need_module("distributed")
+    monkeypatch.chdir(tmp_path)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as c:
+        monkeypatch.chdir(runs["kineto"].parent)
+        out = tmp_path / "r.html"
+        assert main(["kineto", "-o", str(out), "--json", str(tmp_path / "m.json"), "-q", "--dask",
+                     c.scheduler_address]) == 0, capsys.readouterr().err
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["run"]["world_size"] == 64 and not any("cannot open" in p["problem"] for p in doc["data_problems"])
