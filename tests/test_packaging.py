@@ -16,7 +16,7 @@ def test_wheel_contains_templates_and_assets(tmp_path):
     p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
                         "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    (wheel,) = tmp_path.glob("reportgen-*.whl")
+    (wheel,) = tmp_path.glob("reportgen_cluster-*.whl")  # the distribution name (issue 31)
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("reportgen/templates/report.html.j2", "reportgen/assets/charts.js",
                    "reportgen/assets/table.js", "reportgen/assets/report.css", "reportgen/cli.py",
