@@ -293,6 +293,20 @@ def cut_tail(path: Path, chars: int) -> None:
     path.write_bytes(text[:-chars])
 
 
+def op_given_twice(path: Path) -> str:
+    """Write the first op of an Ascend communication(_matrix).json twice in its step (the same key twice in one
+    object, as a merged export would); returns the op's key."""
+    doc = json.loads(path.read_text())
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    op = next(iter(doc[step][kind]))
+    text = json.dumps(doc)
+    entry = json.dumps({op: doc[step][kind][op]})[1:-1]
+    at = text.index(entry)
+    path.write_text(text[:at] + entry + ", " + text[at:])
+    return op
+
+
 def edit_json(path: Path, fn: Callable[[object], object | None]) -> None:
     doc = json.loads(path.read_text(encoding="utf-8"))
     new = fn(doc)
@@ -1633,15 +1647,7 @@ def _(tmp, fx):
       "communication.json gives one op twice in a step (msgspec, the fast path, kept the last: one op lost)")
 def _(tmp, fx):
     root, dirs = asc_run(tmp)
-    f = asc_out(dirs[0], "communication.json")
-    doc = json.loads(f.read_text())
-    step = next(iter(doc))
-    kind = next(k for k, v in doc[step].items() if v)
-    op = next(iter(doc[step][kind]))
-    text = json.dumps(doc)
-    entry = json.dumps({op: doc[step][kind][op]})[1:-1]
-    at = text.index(entry)
-    f.write_text(text[:at] + entry + ", " + text[at:])
+    op = op_given_twice(asc_out(dirs[0], "communication.json"))
     return Case(root, named=named("communication.json", "appears twice", re.escape(op[:20])))
 
 
