@@ -391,8 +391,11 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
     _name_ranks_not_in_run(run, options)
     from .sections import SECTION_IDS
 
+    analysed = []  # sections may be analysed out of report order (two processes): the count says how far
+
     def section_progress(sid: str) -> None:
-        progress.update(f"analysing {sid}", SECTION_IDS.index(sid) + 1, len(SECTION_IDS))
+        analysed.append(sid)
+        progress.update(f"analysing {sid}", len(analysed), len(SECTION_IDS))
 
     base_doc = None
     if baseline:  # read first: the advisor judges exposed communication against it (issue 26)
@@ -406,7 +409,8 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
         base_doc = compare.load_baseline(baseline, build_metrics)
         options = {**(options or {}), "baseline_headline": compare.headline(base_doc),
                    "baseline_source": baseline}
-    outcomes = run_sections(run, section_options(run, options), progress=section_progress)
+    outcomes = run_sections(run, section_options(run, options), progress=section_progress,
+                            jobs=jobs or os.cpu_count() or 1)
     exported = None
     if timeline is not None:
         from . import export_timeline

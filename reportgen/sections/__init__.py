@@ -135,48 +135,85 @@ def needs_reason(module, missing: list[str], options=None) -> str:
     return "needs " + "; ".join(with_sources(options, m.split(" or ")) for m in missing)
 
 
+#: Analysed in a second process when the run is analysed in two (:func:`run_sections` with ``jobs`` > 1): the
+#: heaviest sections whose analyses only ask for one another (``execution`` reads ``flops``, ``memory`` and
+#: ``trajectory``) and that no section of the first process asks for (``compare`` and the advisor, which read both
+#: sides, run once both are done). Each process then holds about half of the analysis work.
+SECOND_PROCESS = ("trajectory", "memory", "flops", "execution", "operators")
+#: analysed after both processes are done (they read analyses of both)
+AFTER_BOTH = ("compare", "advisor")
+#: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
+_FORKED: tuple | None = None
+
+
 def run_sections(run: Run, options: Options | None = None,
                  progress: Callable[[str], None] | None = None,
-                 only: list[str] | None = None) -> list[SectionOutcome]:
+                 only: list[str] | None = None, jobs: int = 1) -> list[SectionOutcome]:
     """Analyse and present every section; a failing section becomes ``error`` and the rest go on.
 
     Every section is analysed first (its findings on a view of findings only, which the advisor reads), then the
     advisor merges the findings, and only then does each section present, knowing what the page's findings name
-    (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups."""
+    (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups.
+
+    ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
+    are analysed in a forked process while this one analyses the others (:func:`_two_processes`); the outcome,
+    data problems included, is the one a single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
-    outcomes = []
-    modules = {}
-    for sid in only or SECTION_IDS:
-        module = modules[sid] = load(sid)
+    ids = list(only or SECTION_IDS)
+    if only is None:  # the step facts first, in one process or two alike (their data problems come before any section's)
+        _step_facts(run, options)
+    base = len(run.problems)
+    spans: list[tuple[tuple, int, int]] = []  # (tag, first, end) of run.problems recorded during each call
+    modules = {sid: load(sid) for sid in ids}
+    analysed: dict[str, SectionOutcome] = {}
+    second = _two_processes(run, options, ids, jobs)
+
+    def analyse(sid: str) -> None:
         if progress:
             progress(sid)
+        first = len(run.problems)
+        analysed[sid] = options.done[sid] = _analyse_one(run, options, sid, modules[sid])
+        spans.append(((0, ids.index(sid)), first, len(run.problems)))
+
+    shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
+    if second is not None:
         try:
-            missing = missing_needs(run, getattr(module, "NEEDS", ()))
-            if missing:
-                raise Unavailable(needs_reason(module, missing, options))
-            analysis = options.early.pop(sid, None) or module.analyze(run, options)
-            if sid == "advisor":  # its view holds its own tables; merge() adds to it
-                view = module.present(analysis)
-                if analysis.findings:
-                    view.findings = [*analysis.findings, *view.findings]
-            else:  # presented below, once every finding is known
-                from ..report import View
-                view = View(findings=list(analysis.findings))
-            outcomes.append(SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view))
-        except Unavailable as exc:
-            outcomes.append(SectionOutcome(sid, module.TITLE, "unavailable", reason=exc.reason))
-        except Exception as exc:  # isolate: one broken section must not take the report down
-            outcomes.append(_failed(sid, module, exc))
-        options.done[sid] = outcomes[-1]
+            for sid in ids:
+                if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
+                    analyse(sid)
+        except BaseException as exc:  # Ctrl-C, SIGTERM: the second process is stopped at once
+            second.stop(exc)
+            raise
+        got = second.result()  # [(outcome, problems)] in SECOND_PROCESS order, or None: analyse them here
+        for sid in (s for s in ids if s in SECOND_PROCESS):
+            if got is None:
+                analyse(sid)
+                continue
+            outcome, problems = got.pop(0)
+            if progress:
+                progress(sid)
+            analysed[sid] = options.done[sid] = outcome
+            shipped.extend(((0, ids.index(sid)), p) for p in problems)
+        for sid in (s for s in ids if s in AFTER_BOTH):
+            analyse(sid)
+    else:
+        for sid in ids:
+            analyse(sid)
+    outcomes = [analysed[sid] for sid in ids]
     if any(o.id == "advisor" for o in outcomes):
+        first = len(run.problems)
         load("advisor").merge(outcomes)
+        spans.append(((0, len(ids)), first, len(run.problems)))
     from .. import focus as _focus
+    first = len(run.problems)
     page_focus = _focus.from_findings([f for o in outcomes if o.view is not None for f in o.view.findings],
                                       _default_step(run, options))
+    spans.append(((1, 0), first, len(run.problems)))
     for i, o in enumerate(outcomes):
         if o.status != "ok" or o.id == "advisor":
             continue
         o.analysis.focus = page_focus
+        first = len(run.problems)
         try:
             refocus = getattr(modules[o.id], "refocus", None)
             if refocus is not None and (page_focus.ranks or page_focus.steps_to_keep()):
@@ -190,10 +227,133 @@ def run_sections(run: Run, options: Options | None = None,
             outcomes[i] = _failed(o.id, modules[o.id], exc)
             _rehome(outcomes, o.view.findings)
             continue
+        finally:
+            spans.append(((2, i), first, len(run.problems)))
         view.findings = [*o.view.findings, *view.findings]
         o.view = view
         options.done[o.id] = o
+    if second is not None:
+        _merge_problems(run, base, spans, shipped)
     return outcomes
+
+
+def _step_facts(run: Run, options: Options) -> None:
+    """The run's step facts (:func:`reportgen.facts.of`, cached on the run), computed before the sections."""
+    from .. import facts
+
+    try:
+        facts.of(run, options)
+    except Exception:  # the sections that need them say what is wrong
+        log.debug("no step facts", exc_info=True)
+
+
+def _analyse_one(run: Run, options: Options, sid: str, module) -> SectionOutcome:
+    """One section analysed: ``ok`` with its analysis (and a view holding its findings), ``unavailable`` or
+    ``error``; never an exception."""
+    try:
+        missing = missing_needs(run, getattr(module, "NEEDS", ()))
+        if missing:
+            raise Unavailable(needs_reason(module, missing, options))
+        analysis = options.early.pop(sid, None) or module.analyze(run, options)
+        if sid == "advisor":  # its view holds its own tables; merge() adds to it
+            view = module.present(analysis)
+            if analysis.findings:
+                view.findings = [*analysis.findings, *view.findings]
+        else:  # presented later, once every finding is known
+            from ..report import View
+            view = View(findings=list(analysis.findings))
+        return SectionOutcome(sid, module.TITLE, "ok", analysis=analysis, view=view)
+    except Unavailable as exc:
+        return SectionOutcome(sid, module.TITLE, "unavailable", reason=exc.reason)
+    except Exception as exc:  # isolate: one broken section must not take the report down
+        return _failed(sid, module, exc)
+
+
+def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
+    """The future of the second process's analyses (:data:`SECOND_PROCESS`), or None: one process (``jobs`` 1,
+    one core, a subset of the sections, no fork). The second process sends back each outcome with the data problems recorded while it was
+    analysed, or None when an outcome cannot be sent (this process then analyses those sections itself)."""
+    import os
+    import sys
+
+    global _FORKED
+    if jobs <= 1 or ids != SECTION_IDS or (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):
+        return None
+    from .. import workers
+
+    _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
+    try:
+        pool = workers.pool(1)
+        executor = pool.__enter__()
+        future = executor.submit(_second_process)
+    finally:
+        _FORKED = None
+    return _Second(pool, future)
+
+
+class _Second:
+    """The second process: its result once, the pool closed after it (or on an error)."""
+
+    def __init__(self, pool, future):
+        self.pool, self.future = pool, future
+
+    def result(self):
+        try:
+            got = self.future.result()
+        except BaseException as exc:
+            self.pool.__exit__(type(exc), exc, exc.__traceback__)
+            if not isinstance(exc, Exception):
+                raise
+            log.debug("the second process failed; analysing its sections here", exc_info=True)
+            return None
+        self.pool.__exit__(None, None, None)
+        return got
+
+    def stop(self, exc: BaseException) -> None:
+        self.pool.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _second_process():
+    """In the forked process: the sections of :data:`SECOND_PROCESS`, each with the data problems recorded while it
+    was analysed; None when the outcomes cannot be pickled (the first process then analyses them)."""
+    import pickle
+
+    run, options, ids = _FORKED
+    out = []
+    for sid in ids:
+        first = len(run.problems)
+        outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
+        out.append((outcome, run.problems[first:]))
+    try:
+        pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        log.debug("outcomes not picklable", exc_info=True)
+        return None
+    return out
+
+
+def _merge_problems(run: Run, base: int, spans: list, shipped: list) -> None:
+    """The data problems of a run analysed in two processes, in the order one process records them: by section
+    (report order; analyses, then the page focus, then each section's present), each recorded once (a table both
+    processes loaded, a share both checked: the earlier section keeps it)."""
+    tagged = []
+    own = run.problems[base:]
+    tag_of = [(9, 0)] * len(own)
+    for tag, first, end in spans:
+        for k in range(first - base, end - base):
+            tag_of[k] = tag
+    tagged = [(tag_of[k], 0, k, p) for k, p in enumerate(own)] + [(t, 1, k, p) for k, (t, p) in enumerate(shipped)]
+    tagged.sort(key=lambda x: (x[0], x[1], x[2]))
+    seen: dict[tuple, int] = {}
+    keep = []
+    for tag, side, _k, p in tagged:
+        key = (p.path, p.problem)
+        if key in seen and seen[key] != side:
+            continue
+        seen.setdefault(key, side)
+        keep.append(p)
+    del run.problems[base:]
+    run.problems.extend(keep)
 
 
 def _default_step(run: Run, options) -> int | None:

@@ -1,0 +1,171 @@
+"""Sections analysed in two processes (reportgen/sections/__init__.py, ``run_sections(jobs=2)``) give the report one
+process gives: the same metrics JSON, the same page, the same data problems in the same order.
+
+The fake-section tests pin the rules that make this hold (problems recorded by either process, once, in report
+order; the first process analysing everything when the second one fails); the fixture tests check it on real runs
+of every family."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from conftest import fixture_dir
+
+from reportgen import document, metrics, render, sections
+from reportgen.cli import section_options
+from reportgen.model import Run
+from reportgen.readers import read_run
+from reportgen.report import Analysis, View
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the second process is forked (Linux)")
+
+
+# ------------------------------------------------------------------ fake sections: the rules
+
+
+def _fake_modules(calls: list):
+    """Four sections a, b, c, d: b and c in the second process, d after both; each records a data problem, b and d
+    load the lazy table ``t`` (its loader records one), b and c check a share the way facts.guard_ratio does (one
+    problem per quantity per run), d reads b's analysis."""
+
+    def share(run, quantity):
+        seen = run.__dict__.setdefault("_share_problems", set())
+        if quantity not in seen:
+            seen.add(quantity)
+            run.problem(quantity, "outside 0..100 %")
+
+    def module(sid, body):
+        m = types.ModuleType(f"fake_{sid}")
+        m.ID, m.TITLE, m.NEEDS = sid, sid.upper(), ()
+
+        def analyze(run, options):
+            calls.append(sid)
+            body(run, options)
+            return Analysis(metrics={"id": sid})
+
+        def present(analysis):
+            return View(summary=f"{analysis.metrics['id']}")
+
+        m.analyze, m.present = analyze, present
+        return m
+
+    def a(run, options):
+        run.problem("a", "first")
+
+    def b(run, options):
+        run.table("t")
+        run.problem("b", "second")
+        share(run, "q")
+
+    def c(run, options):
+        share(run, "q")
+        run.problem("c", "third")
+
+    def d(run, options):
+        run.table("t")
+        assert sections.analysis_of("b", run, options).metrics["id"] == "b"
+        run.problem("d", "fourth")
+
+    return {sid: module(sid, fn) for sid, fn in zip("abcd", (a, b, c, d))}
+
+
+def _fake_run() -> Run:
+    import pandas as pd
+
+    run = Run(name="fake", source_format="fake", source_path="fake")
+
+    def load_t():
+        run.problem("t", "loaded")
+        return pd.DataFrame({"x": [1]})
+
+    run.loaders["t"] = load_t
+    return run
+
+
+@pytest.fixture
+def fake_sections(monkeypatch):
+    calls: list[str] = []
+    mods = _fake_modules(calls)
+    monkeypatch.setattr(sections, "SECTION_IDS", list("abcd"))
+    monkeypatch.setattr(sections, "SECOND_PROCESS", ("b", "c"))
+    monkeypatch.setattr(sections, "AFTER_BOTH", ("d",))
+    monkeypatch.setattr(sections, "load", lambda sid: mods[sid])
+    monkeypatch.setattr("os.cpu_count", lambda: 2)  # two cores wherever the test runs
+    return calls
+
+
+def _run_fake(jobs: int):
+    run = _fake_run()
+    run.problem("(read)", "before the sections")
+    outs = sections.run_sections(run, sections.Options(), jobs=jobs)
+    return [(o.id, o.status, o.analysis.metrics if o.analysis else None) for o in outs], \
+        [(p.path, p.problem) for p in run.problems]
+
+
+def test_problems_of_both_processes_come_once_in_report_order(fake_sections):
+    serial = _run_fake(1)
+    assert serial[1] == [("(read)", "before the sections"), ("a", "first"), ("t", "loaded"), ("b", "second"),
+                         ("q", "outside 0..100 %"), ("c", "third"), ("d", "fourth")]
+    fake_sections.clear()
+    two = _run_fake(2)
+    # a and d here, b and c in the forked process (their calls are not seen here)
+    assert fake_sections == ["a", "d"]
+    assert two == serial
+
+
+@pytest.mark.parametrize("second", ["unpicklable", "raises"])
+def test_the_first_process_analyses_what_the_second_could_not(fake_sections, monkeypatch, second):
+    serial = _run_fake(1)
+
+    if second == "unpicklable":  # what _second_process returns when pickle fails
+        monkeypatch.setattr(sections, "_second_process", lambda: None)
+    else:
+        def boom():
+            raise RuntimeError("the second process broke")
+
+        monkeypatch.setattr(sections, "_second_process", boom)
+    fake_sections.clear()
+    two = _run_fake(2)
+    assert fake_sections == ["a", "b", "c", "d"]
+    assert two == serial
+
+
+def test_one_process_when_asked_or_for_a_subset(fake_sections, monkeypatch):
+    started = []
+    monkeypatch.setattr(sections, "_Second", lambda *a: started.append(a))
+    _run_fake(1)
+    sections.run_sections(_fake_run(), sections.Options(), only=["a", "b"], jobs=2)
+    assert started == []
+
+
+# ------------------------------------------------------------------ real runs of every family
+
+
+FIXTURES = [
+    ("kineto", "hta_tests_data", "tests", "data", "trace_filter"),
+    ("kineto", "generated_cpu_gloo_4rank_mesh2x2"),
+    ("ascend", "msinsight", "test", "st", "level2"),
+    ("mindinsight", "mi_cluster_propose_pp2x4"),
+    ("generated", "mindspore_cpu_ms_dp4_graph"),
+]
+
+
+def _report(path, jobs: int):
+    run = read_run(path, jobs=1)
+    outs = sections.run_sections(run, section_options(run), jobs=jobs)
+    report = document.build(run, outs, None)
+    ctx = render.build_context(report)
+    ctx["generated_at"] = "(the time of writing)"
+    return metrics.dumps(metrics.build(report)), render.render_html(ctx), [(p.path, p.problem) for p in run.problems]
+
+
+@pytest.mark.parametrize("parts", FIXTURES, ids=lambda p: p[-1])
+def test_two_processes_give_the_one_process_report(parts):
+    path = fixture_dir(*parts)
+    one, two = _report(path, 1), _report(path, 2)
+    assert two[2] == one[2]
+    assert two[0] == one[0]
+    assert two[1] == one[1]
