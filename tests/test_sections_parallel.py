@@ -47,9 +47,19 @@ def _fake_modules(calls: list):
             return Analysis(metrics={"id": sid})
 
         def present(analysis):
-            return View(summary=f"{analysis.metrics['id']}")
+            if analysis.metrics["id"] == "b":
+                raise ValueError("b cannot be drawn")
+            return View(summary=f"{analysis.metrics['id']} {analysis.data.get('kept', '')}")
 
         m.analyze, m.present = analyze, present
+        if sid == "c":  # refocus: changes the analysis, loads a table, records a problem
+            def refocus(run, a, options):
+                run.table("u")
+                run.problem("c", "refocused")
+                a.data["kept"] = sorted(a.focus.ranks)
+                a.metrics["kept_ranks"] = len(a.focus.ranks)
+
+            m.refocus = refocus
         return m
 
     def a(run, options):
@@ -81,8 +91,21 @@ def _fake_run() -> Run:
         run.problem("t", "loaded")
         return pd.DataFrame({"x": [1]})
 
-    run.loaders["t"] = load_t
+    def load_u():
+        run.problem("u", "loaded")
+        return pd.DataFrame({"x": [2]})
+
+    run.loaders["t"], run.loaders["u"] = load_t, load_u
     return run
+
+
+class _Focus:
+    """A page focus naming rank 1 (picklable: it goes to the second process)."""
+
+    ranks = [1]
+
+    def steps_to_keep(self):
+        return []
 
 
 @pytest.fixture
@@ -94,6 +117,7 @@ def fake_sections(monkeypatch):
     monkeypatch.setattr(sections, "AFTER_BOTH", ("d",))
     monkeypatch.setattr(sections, "load", lambda sid: mods[sid])
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # two cores wherever the test runs
+    monkeypatch.setattr("reportgen.focus.from_findings", lambda *a: _Focus())
     return calls
 
 
@@ -101,14 +125,18 @@ def _run_fake(jobs: int):
     run = _fake_run()
     run.problem("(read)", "before the sections")
     outs = sections.run_sections(run, sections.Options(), jobs=jobs)
-    return [(o.id, o.status, o.analysis.metrics if o.analysis else None) for o in outs], \
-        [(p.path, p.problem) for p in run.problems]
+    return [(o.id, o.status, o.reason, o.analysis and o.analysis.metrics, o.analysis and o.analysis.data,
+             o.view and o.view.summary) for o in outs], [(p.path, p.problem) for p in run.problems]
 
 
 def test_problems_of_both_processes_come_once_in_report_order(fake_sections):
     serial = _run_fake(1)
     assert serial[1] == [("(read)", "before the sections"), ("a", "first"), ("t", "loaded"), ("b", "second"),
-                         ("q", "outside 0..100 %"), ("c", "third"), ("d", "fourth")]
+                         ("q", "outside 0..100 %"), ("c", "third"), ("d", "fourth"), ("u", "loaded"),
+                         ("c", "refocused")]
+    assert [o[:2] for o in serial[0]] == [("a", "ok"), ("b", "error"), ("c", "ok"), ("d", "ok")]
+    assert "b cannot be drawn" in serial[0][1][2]
+    assert serial[0][2][3:] == ({"id": "c", "kept_ranks": 1}, {"kept": [1]}, "c [1]")
     fake_sections.clear()
     two = _run_fake(2)
     # a and d here, b and c in the forked process (their calls are not seen here)

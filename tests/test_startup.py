@@ -55,13 +55,15 @@ def test_an_unwritable_cache_never_fails_a_report(tmp_path, monkeypatch):
 
 
 def test_a_report_loads_no_chart_compiler(tmp_path):
-    """vl-convert (a native JS runtime) is loaded only for --static or to build the Vega bundle the first time."""
+    """vl-convert (a native JS runtime) is loaded only for --static or to build the Vega bundle the first time;
+    nor is importlib.metadata (it scans every installed distribution: 0.05-0.25 s of a small report, issue 30)."""
     env = {k: v for k, v in os.environ.items() if k != "REPORTGEN_VALIDATE_SPECS"}  # the tests validate specs
     env["REPORTGEN_CACHE"] = str(tmp_path / "cache")
     code = ("import sys; from reportgen.cli import main; "
             "main(['demo', '-o', sys.argv[1], '--quiet']); "
             "main(['demo', '-o', sys.argv[1], '--quiet']) if 'vl_convert' in sys.modules else None; "
-            "print(sorted(m for m in ('vl_convert', 'altair', 'jsonschema') if m in sys.modules))")
+            "print(sorted(m for m in ('vl_convert', 'altair', 'jsonschema', 'importlib.metadata') "
+            "if m in sys.modules))")
     # first run may build the bundle (imports vl_convert); a fresh process with the cache warm must not
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.html")], env=env, check=True,
                    capture_output=True)
@@ -87,3 +89,11 @@ def test_a_small_page_is_rendered_once(monkeypatch):
     monkeypatch.setattr(jinja2.Template, "render", spy)
     html = render.render_html(ctx)
     assert len(calls) == 1 and len(html.encode()) <= th.PAGE_BYTES
+
+
+def test_the_bundle_is_named_by_the_installed_vl_convert():
+    """The cached bundle's name carries vl-convert's version, read from its dist-info folder's name: the same
+    version the package metadata gives (a new vl-convert is a cache miss)."""
+    from importlib.metadata import version
+
+    assert render._vl_convert_version() == version("vl-convert-python")

@@ -163,10 +163,20 @@ def run_sections(run: Run, options: Options | None = None,
     if only is None:  # the step facts first, in one process or two alike (their data problems come before any section's)
         _step_facts(run, options)
     base = len(run.problems)
+    second = _two_processes(run, options, ids, jobs)
+    try:
+        return _sections(run, options, progress, ids, base, second)
+    except BaseException as exc:  # Ctrl-C, SIGTERM: the second process is stopped at once
+        if second is not None:
+            second.stop(exc)
+        raise
+
+
+def _sections(run: Run, options: Options, progress, ids: list[str], base: int, second) -> list[SectionOutcome]:
+    """:func:`run_sections` once the second process (or None) is started."""
     spans: list[tuple[tuple, int, int]] = []  # (tag, first, end) of run.problems recorded during each call
     modules = {sid: load(sid) for sid in ids}
     analysed: dict[str, SectionOutcome] = {}
-    second = _two_processes(run, options, ids, jobs)
 
     def analyse(sid: str) -> None:
         if progress:
@@ -177,13 +187,9 @@ def run_sections(run: Run, options: Options | None = None,
 
     shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
     if second is not None:
-        try:
-            for sid in ids:
-                if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
-                    analyse(sid)
-        except BaseException as exc:  # Ctrl-C, SIGTERM: the second process is stopped at once
-            second.stop(exc)
-            raise
+        for sid in ids:
+            if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
+                analyse(sid)
         got = second.result()  # [(outcome, problems)] in SECOND_PROCESS order, or None: analyse them here
         for sid in (s for s in ids if s in SECOND_PROCESS):
             if got is None:
@@ -197,6 +203,7 @@ def run_sections(run: Run, options: Options | None = None,
         for sid in (s for s in ids if s in AFTER_BOTH):
             analyse(sid)
     else:
+        got = None
         for sid in ids:
             analyse(sid)
     outcomes = [analysed[sid] for sid in ids]
@@ -209,32 +216,62 @@ def run_sections(run: Run, options: Options | None = None,
     page_focus = _focus.from_findings([f for o in outcomes if o.view is not None for f in o.view.findings],
                                       _default_step(run, options))
     spans.append(((1, 0), first, len(run.problems)))
+    presented: dict[int, tuple] = {}
+    there = second.present(page_focus) if second is not None and got is not None else None
     for i, o in enumerate(outcomes):
-        if o.status != "ok" or o.id == "advisor":
+        if o.status != "ok" or o.id == "advisor" or (there is not None and o.id in SECOND_PROCESS):
             continue
-        o.analysis.focus = page_focus
         first = len(run.problems)
-        try:
-            refocus = getattr(modules[o.id], "refocus", None)
-            if refocus is not None and (page_focus.ranks or page_focus.steps_to_keep()):
-                refocus(run, o.analysis, options)  # a section whose analysis samples: keep what findings name
-            view = modules[o.id].present(o.analysis)
-        except Unavailable as exc:
-            outcomes[i] = SectionOutcome(o.id, o.title, "unavailable", reason=exc.reason)
+        presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
+        spans.append(((2, i), first, len(run.problems)))
+    if there is not None:
+        views = second.result()  # {sid: (result, problems)} or None: present them here
+        for i, o in enumerate(outcomes):
+            if o.status != "ok" or o.id not in SECOND_PROCESS:
+                continue
+            if views is None:
+                first = len(run.problems)
+                presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
+                spans.append(((2, i), first, len(run.problems)))
+            else:
+                presented[i], problems = views[o.id]
+                shipped.extend(((2, i), p) for p in problems)
+    for i in sorted(presented):
+        o, (kind, *rest) = outcomes[i], presented[i]
+        if kind == "ok":
+            refocused, view = rest
+            o.analysis.focus = page_focus
+            if refocused is not None:  # what refocus changed in the other process (findings stay this process's)
+                o.analysis.metrics, o.analysis.tables, o.analysis.data = refocused
+            view.findings = [*o.view.findings, *view.findings]
+            o.view = view
+            options.done[o.id] = o
+        else:
+            outcomes[i] = SectionOutcome(o.id, o.title, "unavailable", reason=rest[0]) if kind == "unavailable" \
+                else rest[0]
             _rehome(outcomes, o.view.findings)
-            continue
-        except Exception as exc:  # isolate: one broken section must not take the report down
-            outcomes[i] = _failed(o.id, modules[o.id], exc)
-            _rehome(outcomes, o.view.findings)
-            continue
-        finally:
-            spans.append(((2, i), first, len(run.problems)))
-        view.findings = [*o.view.findings, *view.findings]
-        o.view = view
-        options.done[o.id] = o
     if second is not None:
         _merge_problems(run, base, spans, shipped)
     return outcomes
+
+
+def _present_one(run: Run, options: Options, o: SectionOutcome, module, page_focus, ship: bool = False) -> tuple:
+    """One analysed section presented, knowing the page's focus: ``("ok", refocused, view)`` (``refocused``: the
+    analysis' metrics, tables and data after ``refocus`` when ``ship`` and it ran, else None), ``("unavailable",
+    reason)`` or ``("error", outcome)``; never an exception."""
+    o.analysis.focus = page_focus
+    try:
+        refocus = getattr(module, "refocus", None)
+        refocused = None
+        if refocus is not None and (page_focus.ranks or page_focus.steps_to_keep()):
+            refocus(run, o.analysis, options)  # a section whose analysis samples: keep what findings name
+            if ship:
+                refocused = (o.analysis.metrics, o.analysis.tables, o.analysis.data)
+        return "ok", refocused, module.present(o.analysis)
+    except Unavailable as exc:
+        return "unavailable", exc.reason
+    except Exception as exc:  # isolate: one broken section must not take the report down
+        return "error", _failed(o.id, module, exc)
 
 
 def _step_facts(run: Run, options: Options) -> None:
@@ -288,48 +325,80 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
         future = executor.submit(_second_process)
     finally:
         _FORKED = None
-    return _Second(pool, future)
+    return _Second(pool, executor, future)
 
 
 class _Second:
-    """The second process: its result once, the pool closed after it (or on an error)."""
+    """The second process: the result of its analyses, then (:meth:`present`) of its presents; the pool is closed
+    after the last one, after a failure (None: this process does the work), or by :meth:`stop`."""
 
-    def __init__(self, pool, future):
-        self.pool, self.future = pool, future
+    def __init__(self, pool, executor, future):
+        self.pool, self.executor, self.future = pool, executor, future
+        self.open, self.last = True, False
 
     def result(self):
         try:
             got = self.future.result()
         except BaseException as exc:
-            self.pool.__exit__(type(exc), exc, exc.__traceback__)
+            self.stop(exc)
             if not isinstance(exc, Exception):
                 raise
-            log.debug("the second process failed; analysing its sections here", exc_info=True)
+            log.debug("the second process failed; this one does its work", exc_info=True)
             return None
-        self.pool.__exit__(None, None, None)
+        if got is None or self.last:
+            self.close()
         return got
 
+    def present(self, page_focus) -> "_Second":
+        self.future, self.last = self.executor.submit(_second_present, page_focus), True
+        return self
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            self.pool.__exit__(None, None, None)
+
     def stop(self, exc: BaseException) -> None:
-        self.pool.__exit__(type(exc), exc, exc.__traceback__)
+        if self.open:
+            self.open = False
+            self.pool.__exit__(type(exc), exc, exc.__traceback__)
 
 
 def _second_process():
     """In the forked process: the sections of :data:`SECOND_PROCESS`, each with the data problems recorded while it
-    was analysed; None when the outcomes cannot be pickled (the first process then analyses them)."""
-    import pickle
-
+    was analysed; None when the outcomes cannot be pickled (the first process then analyses them). The outcomes stay
+    here for :func:`_second_present`."""
     run, options, ids = _FORKED
     out = []
     for sid in ids:
         first = len(run.problems)
         outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
         out.append((outcome, run.problems[first:]))
+    return _picklable(out)
+
+
+def _second_present(page_focus):
+    """In the forked process, once the page's focus is known: its sections presented (:func:`_present_one`), by id,
+    each with the data problems recorded meanwhile; None when they cannot be pickled."""
+    run, options, ids = _FORKED
+    out = {}
+    for sid in ids:
+        o = options.done[sid]
+        if o.status == "ok":
+            first = len(run.problems)
+            out[sid] = (_present_one(run, options, o, load(sid), page_focus, ship=True), run.problems[first:])
+    return _picklable(out)
+
+
+def _picklable(value):
+    import pickle
+
     try:
-        pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
-        log.debug("outcomes not picklable", exc_info=True)
+        log.debug("not picklable", exc_info=True)
         return None
-    return out
+    return value
 
 
 def _merge_problems(run: Run, base: int, spans: list, shipped: list) -> None:
