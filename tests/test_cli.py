@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -114,7 +115,11 @@ def test_demo_report(tmp_path):
 def test_progress_is_quiet_off_a_terminal(tmp_path, pp2x4):
     p = run_cli(pp2x4, "-o", tmp_path / "r.html")
     assert p.returncode == 0
-    assert "\r" not in p.stderr and p.stderr.strip().startswith("reportgen: wrote")
+    lines = p.stderr.strip().splitlines()
+    assert "\r" not in p.stderr and lines[-1].startswith("reportgen: wrote")
+    # a run that took more than LOG_AFTER_S (a loaded machine) prints dated progress lines, never before 10 s
+    assert all(re.fullmatch(r"reportgen: .* \((\d+) s\)", ln) and int(ln.rsplit("(", 1)[1].split()[0]) >= 10
+               for ln in lines[:-1]), lines
     p = run_cli(pp2x4, "-o", tmp_path / "r.html", "--quiet")
     assert p.stderr == ""
 
