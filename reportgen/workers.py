@@ -63,6 +63,9 @@ def _silence() -> None:
             pass
     if devnull > 2:
         os.close(devnull)
+    # new stream objects: an inherited one may have been locked by another thread of the parent at the fork (the
+    # progress heartbeat writing a line), and a warning written to it would then wait for ever
+    sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the worker)
 
 
 def _init_worker(parent: int) -> None:

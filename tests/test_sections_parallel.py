@@ -197,3 +197,20 @@ def test_two_processes_give_the_one_process_report(parts):
     assert two[2] == one[2]
     assert two[0] == one[0]
     assert two[1] == one[1]
+
+
+def _stream_check():
+    import sys as _sys
+
+    print("a warning would go here", file=_sys.stderr)  # never waits on a lock taken before the fork
+    return id(_sys.stderr), id(_sys.stdout), _sys.stderr.name
+
+
+def test_a_worker_writes_to_streams_of_its_own(monkeypatch):
+    """A forked worker (reportgen/workers.py) gets new stdout / stderr objects on /dev/null: the parent's may have
+    been locked by another thread (the progress heartbeat) at the fork, and a warning written there would hang."""
+    from reportgen import workers
+
+    with workers.pool(1) as ex:
+        err, out, name = ex.submit(_stream_check).result(timeout=60)
+    assert name == "/dev/null" and err == out and err != id(sys.stderr)
