@@ -403,7 +403,7 @@ def build_report(run_arg: str, title: str | None, progress, jobs: int | None = N
 
         def build_metrics(path: str) -> dict:
             base_run = load_run(path, None, jobs, comm_patterns, fmt)
-            outs = run_sections(base_run, section_options(base_run, options))
+            outs = run_sections(base_run, section_options(base_run, options), jobs=jobs or os.cpu_count() or 1)
             return json.loads(metrics.dumps(metrics.build(base_run, outs)))
 
         base_doc = compare.load_baseline(baseline, build_metrics)
