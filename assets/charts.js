@@ -23,7 +23,8 @@
   var VECTOR = /(?:^|&)renderer=svg(?:&|$)/.test(String(window.location.search || "").slice(1));
   /* One chart draws at a time (charts drawn together each wait for all of them), then a frame is painted, then the
    * next: the charts asked for (in the first screen or scrolled to), the one showing most of itself in the viewport
-   * first, then the newest asked for; when none is asked for and the first screen is ready, the rest in idle slices. */
+   * first, then the newest asked for; when none is asked for and the first screen is ready, the rest in idle slices
+   * (none started within 200 ms of a scroll or of drawing a chart asked for: the reader's next chart would wait). */
   var busy = false, wanted = [], idleOn = false, idleWaiting = false, scrolled = 0;
   window.addEventListener("scroll", function () { scrolled = Date.now(); }, { passive: true });
   function painted() { /* a page in the background paints no frame: then 100 ms */
@@ -57,7 +58,13 @@
   }
   function run(el, asked) {
     busy = true;
-    (asked ? render(el).then(painted) : render(el)).then(function () { busy = false; pump(); });
+    /* a chart asked for (scrolled to) counts as scrolling: the reader may go on to the next one, which must not
+     * wait for a chart started in idle time meanwhile */
+    (asked ? render(el).then(painted) : render(el)).then(function () {
+      busy = false;
+      if (asked) scrolled = Date.now();
+      pump();
+    });
   }
   function pump() {
     if (busy) return;
@@ -413,7 +420,7 @@
   function render(el) {
     if (el.rgStarted) return el.rgStarted;
     if (observer) observer.unobserve(el);
-    var spec = null;
+    var spec = null, wide = false;
     el.rgStarted = new Promise(function (resolve) {
       var holder = doc.getElementById(el.getAttribute("data-spec") || "");
       if (!holder) throw new Error("its data is missing from the page");
@@ -422,6 +429,9 @@
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       drawing = el.getAttribute("data-spec") || "";
       var options = embedOptions(el);
+      /* a box wide enough for any chart needs no fitting after drawing (fitNarrow reads the drawn layout: a forced
+       * layout of the whole page per chart) */
+      wide = el.clientWidth >= NARROW + 100;
       if (el.clientWidth && el.clientWidth < NARROW) {
         narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
         options.patch = stackLegends;
@@ -434,7 +444,7 @@
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
-      return applyChosen(entry).then(function () { return fitNarrow(entry); });
+      return applyChosen(entry).then(function () { return wide ? null : fitNarrow(entry); });
     }).then(function () {
       el.setAttribute("data-rendered", "1");
     }, function (err) {
