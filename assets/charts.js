@@ -23,9 +23,17 @@
   var VECTOR = /(?:^|&)renderer=svg(?:&|$)/.test(String(window.location.search || "").slice(1));
   /* One chart draws at a time (charts drawn together each wait for all of them), then a frame is painted, then the
    * next: the charts asked for (in the first screen or scrolled to), the one showing most of itself in the viewport
-   * first, then the newest asked for; when none is asked for and the first screen is ready, the rest in idle slices. */
+   * first, then the newest asked for; after the first screen, a chart asked for only when it is in the viewport (the
+   * ones near it wait for idle time); when none is, the rest in idle slices, the ones near the viewport first (none
+   * started within 200 ms of a scroll or of drawing a chart asked for: the reader's next chart would wait). */
   var busy = false, wanted = [], idleOn = false, idleWaiting = false, scrolled = 0;
-  window.addEventListener("scroll", function () { scrolled = Date.now(); }, { passive: true });
+  var pumpOnFrame = false; /* a chart asked for while near the viewport is drawn once it comes into view */
+  window.addEventListener("scroll", function () {
+    scrolled = Date.now();
+    if (!wanted.length || pumpOnFrame || !window.requestAnimationFrame) return;
+    pumpOnFrame = true;
+    window.requestAnimationFrame(function () { pumpOnFrame = false; pump(); });
+  }, { passive: true });
   function painted() { /* a page in the background paints no frame: then 100 ms */
     return new Promise(function (resolve) {
       var t = window.setTimeout(resolve, 100);
@@ -39,7 +47,9 @@
     els.forEach(function (el) { if (!el.rgStarted && wanted.indexOf(el) < 0) wanted.push(el); });
     pump();
   }
-  function pickWanted() {
+  /* inView: only a chart in the viewport (after the first screen, the ones just near it are drawn in idle time, so that
+   * the next chart scrolled to does not wait for them) */
+  function pickWanted(inView) {
     wanted = wanted.filter(function (el) { return !el.rgStarted; });
     if (!wanted.length) return null;
     var h = window.innerHeight || 800, best = null, most = 0;
@@ -47,6 +57,7 @@
       var r = el.getBoundingClientRect(), seen = Math.min(r.bottom, h) - Math.max(r.top, 0);
       if (seen > most) { best = el; most = seen; }
     });
+    if (!best && inView) return null;
     best = best || wanted[wanted.length - 1];
     wanted.splice(wanted.indexOf(best), 1);
     return best;
@@ -57,25 +68,32 @@
   }
   function run(el, asked) {
     busy = true;
-    (asked ? render(el).then(painted) : render(el)).then(function () { busy = false; pump(); });
+    /* a chart asked for (scrolled to) counts as scrolling: the reader may go on to the next one, which must not
+     * wait for a chart started in idle time meanwhile */
+    (asked ? render(el).then(painted) : render(el)).then(function () {
+      busy = false;
+      if (asked) scrolled = Date.now();
+      pump();
+    });
   }
   function pump() {
     if (busy) return;
-    var el = pickWanted();
+    var el = pickWanted(idleOn);
     if (el) { run(el, true); return; }
     if (!idleOn || idleWaiting || !queue.some(function (e) { return !e.rgStarted; })) return;
     idleWaiting = true;
-    idle(function () {
+    /* idle, then after the next frame: a scroll made since the last frame (scrollIntoView, a link) has fired its
+     * event by then, and an idle slice left over from that frame must not start a chart in front of it */
+    idle(function () { painted().then(function () {
       idleWaiting = false;
       if (busy) return;
       if (Date.now() - scrolled < 200) { /* the reader is scrolling: the chart scrolled to must not wait for this one */
         window.setTimeout(pump, 200);
         return;
       }
-      var e = pickWanted();
-      if (e) run(e, true);
-      else if ((e = nextQueued())) run(e, false);
-    });
+      var e = pickWanted(false) || nextQueued(); /* the ones near the viewport first */
+      if (e) run(e, false);
+    }); });
   }
 
   /* Warnings and errors logged while the charts draw (Vega-Lite's compiler and Vega's views write them with
@@ -413,7 +431,7 @@
   function render(el) {
     if (el.rgStarted) return el.rgStarted;
     if (observer) observer.unobserve(el);
-    var spec = null;
+    var spec = null, wide = false;
     el.rgStarted = new Promise(function (resolve) {
       var holder = doc.getElementById(el.getAttribute("data-spec") || "");
       if (!holder) throw new Error("its data is missing from the page");
@@ -422,6 +440,9 @@
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       drawing = el.getAttribute("data-spec") || "";
       var options = embedOptions(el);
+      /* a box wide enough for any chart needs no fitting after drawing (fitNarrow reads the drawn layout: a forced
+       * layout of the whole page per chart) */
+      wide = el.clientWidth >= NARROW + 100;
       if (el.clientWidth && el.clientWidth < NARROW) {
         narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
         options.patch = stackLegends;
@@ -434,7 +455,7 @@
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
-      return applyChosen(entry).then(function () { return fitNarrow(entry); });
+      return applyChosen(entry).then(function () { return wide ? null : fitNarrow(entry); });
     }).then(function () {
       el.setAttribute("data-rendered", "1");
     }, function (err) {
@@ -723,6 +744,10 @@
   if ("IntersectionObserver" in window && charts.length) {
     observer = new IntersectionObserver(function (entries) {
       var near = entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; });
+      /* a chart scrolled past before its turn is no longer asked for (idle time draws it): the one scrolled to next
+       * must not wait for it */
+      var away = entries.filter(function (e) { return !e.isIntersecting; }).map(function (e) { return e.target; });
+      if (away.length) wanted = wanted.filter(function (el) { return away.indexOf(el) < 0; });
       if (first === null) firstScreen(near);
       else ask(near); /* scrolled to (or near): pump draws the ones in the viewport first */
     }, { rootMargin: "200px 0px" });

@@ -632,8 +632,8 @@
 
   /* ---------------------------------------------------------------- wiring */
 
-  /* Tables are built (filters, picker, pinned key columns) in the first screen at once, then the ones scrolled
-   * near, the rest in idle slices; a table used before that (sorted, downloaded) is built first. When every
+  /* Tables are built (filters, picker, pinned key columns) in the first screen at once, then in idle slices, the ones
+   * scrolled near first; a table used before that (sorted, downloaded) is built first. When every
    * table is built: <html data-tables-done="1"> (and data-all-done="1" once charts.js has drawn every chart). */
   var boxes = [], waiting = Object.create(null), observer = null, root = doc.documentElement;
 
@@ -699,8 +699,13 @@
       return r.bottom > -400 && r.top < reach;
     }));
     if ("IntersectionObserver" in window) {
+      /* the ones scrolled near are built first, in the next idle slice: not in the frame that shows the scroll, where
+       * a chart scrolled to is drawing (their rows are on the page already; a table used is built at once: get) */
       observer = new IntersectionObserver(function (entries) {
-        buildAll(entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; }));
+        var near = entries.filter(function (e) { return e.isIntersecting && waiting[e.target.id]; })
+          .map(function (e) { return e.target; });
+        if (!near.length) return;
+        boxes = near.concat(boxes.filter(function (box) { return near.indexOf(box) < 0; }));
       }, { rootMargin: "600px 0px" });
       boxes.forEach(function (box) { if (waiting[box.id]) observer.observe(box); });
     }

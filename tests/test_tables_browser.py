@@ -474,3 +474,31 @@ def test_fuzzy_text_filter(reports, open_report):
     assert len(_listed(page, tid)) == min(len(d["rows"]), len(page.locator(f"#{tid} tbody tr[data-i]").all()))
     assert _listed(page, tid)
     assert not log.problems(), log.problems()
+
+
+def test_an_open_column_picker_stays_above_what_follows(reports, open_report):
+    """On screen every figure and table box is laid out on its own (report.css: contain + will-change, so a chart
+    drawn above the viewport does not repaint the page below it; issue 30 #3). The column picker of the shortest
+    table still overflows its box and covers the figure or table after it."""
+    page, log = open_report(reports("demo"))
+    contain, will = page.evaluate("""() => [getComputedStyle(document.querySelector('.rg-figure')).contain,
+                                           getComputedStyle(document.querySelector('.rg-table')).willChange]""")
+    assert "layout" in contain and will == "transform"
+    tid = page.evaluate("""() => { let best = null, n = 1e9;
+        document.querySelectorAll('.rg-table').forEach(t => {
+          const rows = t.querySelectorAll('tbody tr').length;
+          if (t.querySelector('.rg-colpick summary') && rows && rows < n) { n = rows; best = t.id; } });
+        return best; }""")
+    assert tid
+    page.locator(f"#{tid}").scroll_into_view_if_needed()
+    page.locator(f"#{tid} .rg-colpick summary").click()
+    panel = page.locator(f"#{tid} .rg-colpick-panel")
+    panel.wait_for(state="visible")
+    p, t = panel.bounding_box(), page.locator(f"#{tid}").bounding_box()
+    assert p["y"] + p["height"] > t["y"] + t["height"], "the panel is expected to overflow this short table's box"
+    # a point of the panel below the table's box: the panel is what is there, not the box after the table
+    y = (max(p["y"], t["y"] + t["height"]) + p["y"] + p["height"]) / 2
+    on_top = page.evaluate("([id, x, y]) => !!document.elementFromPoint(x, y).closest('#' + id + ' .rg-colpick-panel')",
+                           [tid, p["x"] + p["width"] / 2, y])
+    assert on_top
+    assert not log.page_errors
