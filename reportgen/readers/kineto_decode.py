@@ -164,6 +164,7 @@ import gzip
 import json
 import math
 import re
+import warnings
 import zlib
 from array import array
 from dataclasses import dataclass
@@ -256,6 +257,9 @@ MAX_MEMORY_BYTES = float(1 << 50)
 #: ProfilerStep#N: N in 0..MAX_STEP
 MAX_STEP = 10 ** 9
 _NS_MEDIAN_DUR = 500.0
+#: the collector's fast path for msgspec batches (:meth:`_Collector._feed_fast`); False: every event through the
+#: per-event handlers (the stdlib json backend's path; tests compare the two)
+_FAST = True
 
 # collective name -> canonical (letters only, lower case; first prefix match wins)
 _COLL_PREFIX = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
@@ -385,8 +389,10 @@ if _msgspec is not None:
     _ARG_DEC = {"comm": _msgspec.json.Decoder(_CommArgs), "mem": _msgspec.json.Decoder(_MemArgs),
                 "op": _msgspec.json.Decoder(_OpArgs), "hta": _msgspec.json.Decoder(_struct("_HtaArgs", _HTA_FIELDS))}
     _ANY_DEC = _msgspec.json.Decoder()
+    _BULK_ARG_DEC = {k: _msgspec.json.Decoder(list[d.type]) for k, d in _ARG_DEC.items()}
 else:  # pragma: no cover - depends on the environment
     _Raw = None
+    _Ev = None
 
 _ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
                "op": (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
@@ -972,6 +978,101 @@ def _text(v) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+# --------------------------------------------------------------------------------------------------
+# Bulk (columnar) conversions for the fast path of _Collector.feed: each returns None when any value is not
+# "plain", and the caller then takes the per-event handlers, which give the same rows and problems.
+
+#: every byte of a run of plain time texts: digits, "." and the "," that joins them
+_TIME_TEXT_BYTES = str.maketrans("", "", "0123456789.,")
+_COMMA, _DOT = ord(","), ord(".")
+
+
+def _bulk_ns(vals: list):
+    """Exact int64 ns of ``vals`` (µs: ints, or decimal texts ``digits.ddd`` as msgspec's float_hook gives them),
+    equal to what :meth:`_Collector._times` computes one by one; None unless every value is of one such form
+    and in range (ints within ±_MAX_US, texts with at most 15 integer digits and exactly 3 decimals)."""
+    n = len(vals)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    types = set(map(type, vals))
+    if types == {int}:
+        try:
+            a = np.array(vals, dtype=np.int64)
+        except OverflowError:
+            return None
+        if a.min() < -_MAX_US or a.max() > _MAX_US:
+            return None
+        return a * NS_PER_US
+    if types != {str}:
+        return None
+    text = ",".join(vals)
+    if not text.isascii() or text.translate(_TIME_TEXT_BYTES):
+        return None
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    commas = np.flatnonzero(b == _COMMA)
+    dots = np.flatnonzero(b == _DOT)
+    if len(commas) != n - 1 or len(dots) != n:
+        return None
+    ends = np.append(commas, len(b))
+    starts = np.insert(commas + 1, 0, 0)
+    width = dots - starts  # integer digits
+    if not ((ends - dots == 4).all() and (width >= 1).all() and (width <= 15).all()):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = np.fromstring(text.replace(".", ""), dtype=np.int64, sep=",")
+    return a if len(a) == n else None
+
+
+def _bulk_args(raws: list, kind: str):
+    """The typed args of many events decoded in one call (their raw texts joined into one JSON array); None when
+    one is empty, not an object or odd (the caller then decodes them one by one with :func:`_args`)."""
+    if not raws:
+        return []
+    try:
+        return _BULK_ARG_DEC[kind].decode(b"[" + b",".join(raws) + b"]")
+    except (_msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError):
+        return None
+
+
+def _bulk_ints(vals: list, lo: int, hi: int):
+    """int64 array of ``vals`` when every one is an int in lo..hi; else None."""
+    if not vals:
+        return np.zeros(0, dtype=np.int64)
+    if set(map(type, vals)) != {int}:
+        return None
+    try:
+        a = np.array(vals, dtype=np.int64)
+    except OverflowError:
+        return None
+    return a if a.min() >= lo and a.max() <= hi else None
+
+
+def _bulk_bytes(vals: list, lo: float):
+    """float64 array of ``[memory]`` byte counts as :meth:`_Collector._memory` reads them (absent: NaN) when every
+    one is absent or an int / finite float in lo..MAX_MEMORY_BYTES; else None."""
+    types = set(map(type, vals))
+    if not types <= {int, float, type(None)}:
+        return None
+    absent = None
+    if type(None) in types:
+        absent = np.array([v is None for v in vals])
+        vals = [0.0 if v is None else v for v in vals]
+    try:
+        a = np.array(vals, dtype=np.float64)
+    except OverflowError:
+        return None
+    if not ((a >= lo) & (a <= MAX_MEMORY_BYTES)).all():  # (NaN fails both)
+        return None
+    if absent is not None:
+        a[absent] = math.nan
+    return a
+
+
+def _i64(a) -> bytes:
+    return a.astype(np.int64, copy=False).tobytes()
+
+
 class _Collector:
     def __init__(self, comm_regex, where: str = ""):
         self.comm_re = comm_regex
@@ -1051,6 +1152,15 @@ class _Collector:
         # checks
         self.not_objects = 0
         self.all_integral = True
+        # fast path (:meth:`_feed_fast`): category -> bucket; while a batch is fed there, the refused values
+        # (pending) and the events behind the rows of the tables that several buckets fill (track) are noted, so
+        # that both are put in event order at the end of the batch, as the per-event path makes them
+        self.fast = _FAST
+        self.cat_code: dict = {}
+        self.tid_codes: dict = {}  # a launch's raw tid (int or str) -> its tid_code (fast path)
+        self.special: dict = {}  # CPU op name -> read by _cpu too (fast path)
+        self._pending: list | None = None
+        self._track: tuple | None = None
 
     # -- helpers
     def _s(self, v) -> str:
@@ -1064,6 +1174,9 @@ class _Collector:
     def _reject(self, e, column: str, reason: str, action: str = "event skipped") -> None:
         """Count a refused value of event ``e`` (of the current batch); the first ones are quoted by their index
         in ``traceEvents`` (found by a scan of the batch: this path is rare, the kept events never pay)."""
+        if self._pending is not None:  # fast path: replayed in event order at the end of the batch
+            self._pending.append((e, column, reason, action))
+            return
         key = (column, reason, action)
         n = self.reject_n.get(key, 0)
         self.reject_n[key] = n + 1
@@ -1166,6 +1279,11 @@ class _Collector:
     def feed(self, batch, stream_keys: int | None = None) -> None:
         """Keep what reportgen needs from a list of events. ``stream_keys``: occurrences of ``"stream"`` in the
         events' text (None: unknown), see :meth:`_hta_streams`."""
+        if self.fast and batch and type(batch[0]) is _Ev:
+            buckets = self._route(batch)
+            if buckets is not None:
+                self._feed_fast(batch, stream_keys, buckets)
+                return
         gpu_kind = _GPU_KIND
         cpu_cats = _CPU_CATS
         op_names = _OP_NAMES
@@ -1217,6 +1335,275 @@ class _Collector:
             self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
         self.n_fed += len(batch)
         self.batch = []
+
+    # -- the fast path: events bucketed by category once, then the common shapes handled column by column
+    def _classify(self, cat) -> int:
+        """Bucket of a category (:meth:`_route`): 0 GPU op, 1 CPU op / user annotation, 2 runtime/driver call,
+        3 maybe a ``[memory]`` event, 4 not read."""
+        if cat.__class__ is not str:
+            code = 3
+        elif cat in _GPU_KIND:
+            code = 0
+        elif cat in _CPU_CATS or cat == "gpu_user_annotation":
+            code = 1
+        elif cat in _LAUNCH_CATS or cat.endswith(("_runtime", "_driver")):
+            code = 2
+        elif cat == "cpu_instant_event":
+            code = 3
+        else:
+            code = 4
+        if len(self.cat_code) < 10_000:
+            self.cat_code[cat] = code
+        return code
+
+    def _route(self, batch):
+        """The events of a batch of :class:`_Ev` in 5 buckets (in event order each); None when a category is not
+        hashable (the per-event path then reads the batch)."""
+        out = ([], [], [], [], [])
+        put = tuple(b.append for b in out)
+        get = self.cat_code.get
+        try:
+            for e in batch:
+                c = get(e.cat)
+                if c is None:
+                    c = self._classify(e.cat)
+                put[c](e)
+        except TypeError:  # an unhashable category (a list or an object)
+            return None
+        return out
+
+    def _feed_fast(self, batch, stream_keys, buckets) -> None:
+        """:meth:`feed` for a batch of :class:`_Ev` (msgspec): the same rows, in the same order, and the same
+        problems as the per-event path, which each bucket falls back to when one of its values is not plain."""
+        gpu, cpu, launch, mem, _ = buckets
+        self.batch = batch
+        self._pending = []
+        self._track = ([], [])
+        hta0, coll0 = len(self.hta_role), len(self.coll)
+        try:
+            seen = self._fast_gpu(gpu) + self._fast_launch(launch)
+            self._fast_cpu(cpu)
+            self._fast_memory(mem)
+        finally:
+            pending, track = self._pending, self._track
+            self._pending = self._track = None
+        pos = None
+        if pending or len(track[0]) > 1 or len(track[1]) > 1:
+            pos = {id(e): i for i, e in enumerate(batch)}
+        if len(track[0]) > 1:
+            self._reorder_hta(hta0, [pos[id(e)] for e in track[0]])
+        if len(track[1]) > 1:
+            self._reorder_coll(coll0, [pos[id(e)] for e in track[1]])
+        if pending:
+            order = sorted(range(len(pending)), key=lambda i: pos[id(pending[i][0])])  # stable
+            for i in order:
+                self._reject(*pending[i])
+        if stream_keys is None or stream_keys > seen:
+            self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
+        self.n_fed += len(batch)
+        self.batch = []
+
+    def _reorder_hta(self, start: int, positions: list) -> None:
+        if all(a <= b for a, b in zip(positions, positions[1:])):
+            return
+        order = sorted(range(len(positions)), key=positions.__getitem__)
+        for name in ("hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur"):
+            col = getattr(self, name)
+            seg = col[start:]
+            col[start:] = (array(col.typecode, [seg[i] for i in order]) if isinstance(col, array)
+                           else [seg[i] for i in order])
+
+    def _reorder_coll(self, start: int, positions: list) -> None:
+        if all(a <= b for a, b in zip(positions, positions[1:])):
+            return
+        order = sorted(range(len(positions)), key=positions.__getitem__)
+        seg = self.coll[start:]
+        self.coll[start:] = [seg[i] for i in order]
+
+    def _fast_gpu(self, events) -> int:
+        """Bucket 0 (kernels, memcpy, memset): :meth:`_gpu` by columns. Returns how many have a stream arg."""
+        xs = [e for e in events if e.ph == "X"]
+        if not xs:
+            return 0
+        ts = _bulk_ns([e.ts for e in xs])
+        du = _bulk_ns([e.dur for e in xs]) if ts is not None else None
+        args = _bulk_args([e.args for e in xs], "comm") if du is not None else None
+        if args is None or du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
+                (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            return sum(self._gpu(e, _GPU_KIND[e.cat]) for e in xs)
+        if self.all_integral and ((ts % NS_PER_US).any() or (du % NS_PER_US).any()):
+            self.all_integral = False
+        hi = _INT64[1]
+        streams = _bulk_ints([a.stream for a in args], 0, hi)
+        devs = _bulk_ints([a.device for a in args], 0, hi)
+        corrs = _bulk_ints([a.correlation for a in args], 0, hi)
+        seen = len(xs) if streams is not None else sum(a.stream is not None for a in args)
+        intern = self.intern.setdefault
+        names = [intern(n, n) if n.__class__ is str and len(n) <= MAX_NAME_CHARS else self._s(n)
+                 for n in [e.name for e in xs]]
+        kinds = [_GPU_KIND[e.cat] for e in xs]
+        colls = [a.collective for a in args]
+        is_comm = self._is_comm
+        kinds = [("comm" if k == "kernel" and (c is not None or is_comm(n)) else k)
+                 for k, c, n in zip(kinds, colls, names)]
+        if streams is None or devs is None or corrs is None:  # some id is absent or odd: _gpu's rules one by one
+            ids = [self._gpu_ids(e, a) for e, a in zip(xs, args)]
+            streams = np.array([i[0] for i in ids], dtype=np.int64)
+            devs = np.array([i[1] for i in ids], dtype=np.int64)
+            corrs = np.array([i[2] for i in ids], dtype=np.int64)
+        self.g_name.extend(names)
+        self.g_kind.extend(kinds)
+        self.g_ts.frombytes(_i64(ts))
+        self.g_dur.frombytes(_i64(du))
+        self.g_stream.frombytes(_i64(streams))
+        self.g_dev.frombytes(_i64(devs))
+        self.g_corr.frombytes(_i64(corrs))
+        if colls.count(None) != len(colls):
+            tl, dl = ts.tolist(), du.tolist()
+            for i, c in enumerate(colls):
+                if c is not None:
+                    self._coll_row(xs[i], "gpu_kernel", names[i], (tl[i], dl[i]), xs[i].tid, args[i])
+        return seen
+
+    def _gpu_ids(self, e, a) -> tuple:
+        """(stream, device, correlation) of a GPU op as :meth:`_gpu` reads them."""
+        stream = _int(a.stream)
+        if stream < 0:
+            stream = _int(e.tid) if a.stream is None else self._lenient_int(e, a.stream, stream,
+                                                                            "field args['stream']")
+        dev = _int(a.device)
+        if dev < 0:
+            dev = _int(e.pid) if a.device is None else self._lenient_int(e, a.device, dev, "field args['device']")
+        corr = _int(a.correlation)
+        if corr < 0 and a.correlation is not None:
+            corr = self._lenient_int(e, a.correlation, corr, "field args['correlation']")
+        return stream, dev, corr
+
+    def _fast_launch(self, events) -> int:
+        """Bucket 2 (runtime/driver calls): :meth:`_launch` by columns. Returns how many have a stream arg."""
+        xs = [e for e in events if e.ph == "X"]
+        if not xs:
+            return 0
+        args = _bulk_args([e.args for e in xs], "hta")
+        if args is None or [a.stream for a in args].count(None) != len(args):
+            return sum(self._launch(e) for e in xs)
+        corr = [a.correlation for a in args]
+        if corr.count(None):
+            keep = [i for i, c in enumerate(corr) if c is not None]
+            xs = [xs[i] for i in keep]
+            corr = [corr[i] for i in keep]
+        ts = _bulk_ns([e.ts for e in xs])
+        cs = _bulk_ints(corr, _INT64[0], _INT64[1])
+        codes = None
+        if ts is not None and cs is not None and ((ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            tids = [e.tid for e in xs]
+            if set(map(type, tids)) <= {int, str}:  # (not bools or floats: True == 1.0 == 1 as dict keys)
+                get = self.tid_codes.get
+                codes = [get(t) for t in tids]
+        if codes is None:
+            for e in xs:
+                self._launch(e)
+            return 0
+        if None in codes:
+            for i, c in enumerate(codes):
+                if c is None:
+                    t = xs[i].tid
+                    tid = self._s(t)
+                    c = codes[i] = self.tid_code.setdefault(tid, len(self.tid_code))
+                    if len(self.tid_codes) < 100_000:
+                        self.tid_codes[t] = c
+        self.launch_ts.frombytes(_i64(ts))
+        self.launch_corr.frombytes(_i64(cs))
+        self.launch_tid.extend(codes)
+        return 0
+
+    def _fast_cpu(self, events) -> None:
+        """Bucket 1 (CPU ops, user annotations, their GPU-side spans): the host ops by columns, the few other
+        events (steps, collectives, aten ops kept for FLOPs, user ranges) by the per-event handlers."""
+        host = [e for e in events if e.ph == "X" and e.cat in _HOST_CATS]
+        n0 = len(self.h_ts)
+        ts = du = None
+        if host and n0 + len(host) <= MAX_HOST_OPS:
+            ts = _bulk_ns([e.ts for e in host])
+            du = _bulk_ns([e.dur for e in host]) if ts is not None else None
+            if du is not None and (du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
+                    (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all()):
+                du = None
+        if host and du is None:  # the per-event path (feed's), for every event of the bucket
+            for e in events:
+                self._cpu_event(e, True)
+            return
+        if host:
+            if self.all_integral and ((ts % NS_PER_US).any() or (du % NS_PER_US).any()):
+                self.all_integral = False
+            intern = self.intern.setdefault
+            self.h_name.extend([intern(n, n) if n.__class__ is str and len(n) <= MAX_NAME_CHARS else self._s(n)
+                                for n in [e.name for e in host]])
+            self.h_ts.frombytes(_i64(ts))
+            self.h_dur.frombytes(_i64(du))
+            self.h_tid.extend([e.tid for e in host])
+        special = self.special
+        for e in events:
+            cat = e.cat
+            if cat not in _HOST_CATS or e.ph != "X":
+                self._cpu_event(e, True)
+                continue
+            name = e.name
+            sp = special.get(name) if name.__class__ is str else False
+            if sp is None:
+                sp = name in _OP_NAMES or name.startswith(_KEEP_PREFIXES)
+                if len(special) < 100_000:
+                    special[name] = sp
+            if sp:
+                self._cpu(e, name, cat)
+
+    def _cpu_event(self, e, host: bool) -> None:
+        """One event of bucket 1 as :meth:`feed` reads it (host: also its host op row)."""
+        cat = e.cat
+        name = e.name
+        if cat == "gpu_user_annotation":
+            if e.ph == "X":
+                self._user(e, name, "device")
+            if name.__class__ is str and name.startswith(_STEP_PREFIX) and e.ph == "X":
+                self._hta_row("mark", e, name)
+            return
+        if e.ph == "X":
+            if cat == "user_annotation":
+                self._user(e, name, "host")
+            if host and cat in _HOST_CATS:
+                self._host(e, name)
+            if name.__class__ is str and (name in _OP_NAMES or name.startswith(_KEEP_PREFIXES)):
+                self._cpu(e, name, cat)
+
+    def _fast_memory(self, events) -> None:
+        """Bucket 3 (instant events, events without a category): :meth:`_memory` by columns."""
+        xs = [e for e in events if e.name == "[memory]" and (e.ph == "i" or e.ph == "I")]
+        if not xs:
+            return
+        ts = _bulk_ns([e.ts for e in xs])
+        args = _bulk_args([e.args for e in xs], "mem") if ts is not None else None
+        cols = None
+        if args is not None and ((ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            hi = _INT64[1]
+            dt = _bulk_ints([a.device_type for a in args], _INT64[0], hi)
+            di = _bulk_ints([a.device_id for a in args], _INT64[0], hi)
+            vals = [_bulk_bytes([a.bytes for a in args], -MAX_MEMORY_BYTES),
+                    _bulk_bytes([a.total_allocated for a in args], 0.0),
+                    _bulk_bytes([a.total_reserved for a in args], 0.0)]
+            if dt is not None and di is not None and all(v is not None for v in vals):
+                cols = (dt, di, *vals)
+        if cols is None:
+            for e in xs:
+                self._memory(e)
+            return
+        if self.all_integral and (ts % NS_PER_US).any():
+            self.all_integral = False
+        self.m_ts.frombytes(_i64(ts))
+        self.m_dt.frombytes(_i64(cols[0]))
+        self.m_di.frombytes(_i64(cols[1]))
+        self.m_bytes.frombytes(cols[2].tobytes())
+        self.m_alloc.frombytes(cols[3].tobytes())
+        self.m_res.frombytes(cols[4].tobytes())
 
     def _hta_streams(self, batch, extra: int | None) -> None:
         """HTA 0.5 counts every complete event with a ``stream`` arg other than -1 as GPU work (Triton launcher
@@ -1300,6 +1687,8 @@ class _Collector:
         self.hta_corr.append(-1 if a is None else _hta_int(a.correlation))
         self.hta_ts.append(tt[0])
         self.hta_dur.append(tt[1])
+        if self._track is not None:
+            self._track[0].append(e)
 
     def _launch(self, e) -> int:
         """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
@@ -1470,6 +1859,8 @@ class _Collector:
             self._arg_int(e, a.seq, "field args['Seq']", 0, _INT64[1]),
             self._arg_int(e, a.src_rank, "field args['Src Rank']", -1, MAX_RANKS - 1),
             self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1), peer_local))
+        if self._track is not None:
+            self._track[1].append(e)
 
     def _annotation_row(self, e, source, name, tt, tid, a) -> None:
         collective = canonical_collective(name)
