@@ -168,6 +168,7 @@ import warnings
 import zlib
 from array import array
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any, Callable
 
@@ -389,7 +390,6 @@ if _msgspec is not None:
     _ARG_DEC = {"comm": _msgspec.json.Decoder(_CommArgs), "mem": _msgspec.json.Decoder(_MemArgs),
                 "op": _msgspec.json.Decoder(_OpArgs), "hta": _msgspec.json.Decoder(_struct("_HtaArgs", _HTA_FIELDS))}
     _ANY_DEC = _msgspec.json.Decoder()
-    _BULK_ARG_DEC = {k: _msgspec.json.Decoder(list[d.type]) for k, d in _ARG_DEC.items()}
 else:  # pragma: no cover - depends on the environment
     _Raw = None
     _Ev = None
@@ -700,7 +700,8 @@ def _read_events(r: _Reader, feed, state: dict, run_decode) -> None:
                 items, end = got
                 # how many "stream" keys the events have: the collector checks other events' args for a
                 # stream (HTA counts them as GPU work) only when there are more than the GPU events hold
-                stream_keys = buf.count(b'"stream"', pos, end)
+                stream_keys = None if _FAST and items and type(items[0]) is _Ev else \
+                    buf.count(b'"stream"', pos, end)  # (the fast path finds them itself)
                 r.pos = end
                 state["count"] += len(items)
                 feed(items, stream_keys)
@@ -988,9 +989,9 @@ _COMMA, _DOT = ord(","), ord(".")
 
 
 def _bulk_ns(vals: list):
-    """Exact int64 ns of ``vals`` (µs: ints, or decimal texts ``digits.ddd`` as msgspec's float_hook gives them),
-    equal to what :meth:`_Collector._times` computes one by one; None unless every value is of one such form
-    and in range (ints within ±_MAX_US, texts with at most 15 integer digits and exactly 3 decimals)."""
+    """Exact int64 ns of ``vals`` (µs: ints, or decimal texts ``digits[.d[d[d]]]`` as msgspec's float_hook gives
+    them), equal to what :meth:`_Collector._times` computes one by one; None unless every value has one of these
+    forms and fits (ints within ±_MAX_US; texts: no sign, at most 16 integer digits and 3 decimals)."""
     n = len(vals)
     if not n:
         return np.zeros(0, dtype=np.int64)
@@ -1003,36 +1004,74 @@ def _bulk_ns(vals: list):
         if a.min() < -_MAX_US or a.max() > _MAX_US:
             return None
         return a * NS_PER_US
-    if types != {str}:
+    if not types <= {int, str}:
         return None
-    text = ",".join(vals)
+    text = ",".join(vals) if types == {str} else ",".join(map(str, vals))
     if not text.isascii() or text.translate(_TIME_TEXT_BYTES):
         return None
     b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     commas = np.flatnonzero(b == _COMMA)
-    dots = np.flatnonzero(b == _DOT)
-    if len(commas) != n - 1 or len(dots) != n:
+    if len(commas) != n - 1:
         return None
     ends = np.append(commas, len(b))
     starts = np.insert(commas + 1, 0, 0)
-    width = dots - starts  # integer digits
-    if not ((ends - dots == 4).all() and (width >= 1).all() and (width <= 15).all()):
+    dots = np.flatnonzero(b == _DOT)
+    end_of = ends.copy()  # where each element's integer digits end (its dot, or its end)
+    if len(dots):
+        elem = np.searchsorted(commas, dots)  # the element of each dot
+        if len(elem) > 1 and (elem[1:] == elem[:-1]).any():  # two dots in one element
+            return None
+        end_of[elem] = dots
+    width = end_of - starts
+    decimals = np.where(end_of < ends, ends - end_of - 1, 0)
+    if width.min() < 1 or width.max() > 16 or decimals.max() > 3:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = np.fromstring(text.replace(".", ""), dtype=np.int64, sep=",")
-    return a if len(a) == n else None
+        a = np.fromstring(text.replace(".", "") if len(dots) else text, dtype=np.int64, sep=",")
+        if len(a) != n:
+            return None
+        a = a * np.array([1000, 100, 10, 1], dtype=np.int64)[decimals]
+        if width.max() >= 16:  # such a text can pass int64 in ns: a wrapped value is far from the float reading
+            f = np.fromstring(text, dtype=np.float64, sep=",")
+            if len(f) != n or not (np.abs(a - f * 1000.0) <= np.abs(f) * 1e-6 + 1.0).all():
+                return None
+    return a
 
 
 def _bulk_args(raws: list, kind: str):
-    """The typed args of many events decoded in one call (their raw texts joined into one JSON array); None when
-    one is empty, not an object or odd (the caller then decodes them one by one with :func:`_args`)."""
-    if not raws:
-        return []
+    """The typed args of many events (faster one by one than joined into one array); None when one is empty, not
+    an object or odd (the caller then reads them with :func:`_args`, as the per-event path)."""
+    dec = _ARG_DEC[kind].decode
     try:
-        return _BULK_ARG_DEC[kind].decode(b"[" + b",".join(raws) + b"]")
+        return [dec(r) for r in raws]
     except (_msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError):
         return None
+
+
+_STREAM_KEY = re.compile(rb'"stream"')
+
+
+def _with_stream(events: list) -> list:
+    """The events of a list whose raw args text holds ``"stream"`` (in order): the only ones that can be HTA's
+    other GPU rows (:meth:`_Collector._hta_streams` decides)."""
+    if not events:
+        return []
+    raws = [e.args for e in events]
+    blob = b"\x00".join(raws)
+    if blob.find(b'"stream"') < 0:
+        return []
+    ends = np.cumsum([len(r) + 1 for r in raws])
+    hits = [m.start() for m in _STREAM_KEY.finditer(blob)]
+    return [events[i] for i in np.unique(np.searchsorted(ends, hits, side="right")).tolist()]
+
+
+def _only_x(events: list) -> list:
+    """The complete ("X") events of a list, in order."""
+    phs = [e.ph for e in events]
+    if phs.count("X") == len(phs):
+        return events
+    return [e for e, p in zip(events, phs) if p == "X"]
 
 
 def _bulk_ints(vals: list, lo: int, hi: int):
@@ -1159,8 +1198,12 @@ class _Collector:
         self.cat_code: dict = {}
         self.tid_codes: dict = {}  # a launch's raw tid (int or str) -> its tid_code (fast path)
         self.special: dict = {}  # CPU op name -> read by _cpu too (fast path)
+        self.coll_cache: dict = {}  # collective name -> canonical_collective
+        self.c10d_op: dict = {}  # c10d op name -> its letters
+        self.eb_cache: dict = {}  # dtype -> elem_bytes
         self._pending: list | None = None
         self._track: tuple | None = None
+        self._bucket = 0
 
     # -- helpers
     def _s(self, v) -> str:
@@ -1269,6 +1312,17 @@ class _Collector:
         self._reject(e, "field args['Input Dims']", _BAD_SHAPE, "value ignored")
         return ""
 
+    def _collective(self, name) -> str:
+        """:func:`canonical_collective`, cached per name."""
+        if name.__class__ is not str:
+            return canonical_collective(name)
+        c = self.coll_cache.get(name)
+        if c is None:
+            c = canonical_collective(name)
+            if len(self.coll_cache) < 10_000:
+                self.coll_cache[name] = c
+        return c
+
     def _is_comm(self, name: str) -> bool:
         hit = self.comm_cache.get(name)
         if hit is None:
@@ -1339,7 +1393,7 @@ class _Collector:
     # -- the fast path: events bucketed by category once, then the common shapes handled column by column
     def _classify(self, cat) -> int:
         """Bucket of a category (:meth:`_route`): 0 GPU op, 1 CPU op / user annotation, 2 runtime/driver call,
-        3 maybe a ``[memory]`` event, 4 not read."""
+        3 maybe a ``[memory]`` event (or no category), 4 not read, 5 not read unless its args have a stream."""
         if cat.__class__ is not str:
             code = 3
         elif cat in _GPU_KIND:
@@ -1350,16 +1404,18 @@ class _Collector:
             code = 2
         elif cat == "cpu_instant_event":
             code = 3
-        else:
+        elif cat in _NO_STREAM_CATS:
             code = 4
+        else:
+            code = 5
         if len(self.cat_code) < 10_000:
             self.cat_code[cat] = code
         return code
 
     def _route(self, batch):
-        """The events of a batch of :class:`_Ev` in 5 buckets (in event order each); None when a category is not
+        """The events of a batch of :class:`_Ev` in 6 buckets (in event order each); None when a category is not
         hashable (the per-event path then reads the batch)."""
-        out = ([], [], [], [], [])
+        out = ([], [], [], [], [], [])
         put = tuple(b.append for b in out)
         get = self.cat_code.get
         try:
@@ -1375,31 +1431,46 @@ class _Collector:
     def _feed_fast(self, batch, stream_keys, buckets) -> None:
         """:meth:`feed` for a batch of :class:`_Ev` (msgspec): the same rows, in the same order, and the same
         problems as the per-event path, which each bucket falls back to when one of its values is not plain."""
-        gpu, cpu, launch, mem, _ = buckets
+        gpu, cpu, launch, mem, _, other = buckets
         self.batch = batch
         self._pending = []
-        self._track = ([], [])
+        self._track = ([], [], set())
         hta0, coll0 = len(self.hta_role), len(self.coll)
         try:
-            seen = self._fast_gpu(gpu) + self._fast_launch(launch)
-            self._fast_cpu(cpu)
+            self._bucket = 0
+            self._fast_gpu(gpu)
+            self._bucket = 2
+            self._fast_launch(launch)
+            self._bucket = 1
+            host = self._fast_cpu(cpu)
+            self._bucket = 3
             self._fast_memory(mem)
         finally:
             pending, track = self._pending, self._track
             self._pending = self._track = None
         pos = None
-        if pending or len(track[0]) > 1 or len(track[1]) > 1:
+        multi = len(track[2]) > 1  # rows of hta_events / collectives from more than one bucket: put in event order
+        if pending or multi:
             pos = {id(e): i for i, e in enumerate(batch)}
-        if len(track[0]) > 1:
+        if multi and len(track[0]) > 1:
             self._reorder_hta(hta0, [pos[id(e)] for e in track[0]])
-        if len(track[1]) > 1:
+        if multi and len(track[1]) > 1:
             self._reorder_coll(coll0, [pos[id(e)] for e in track[1]])
         if pending:
             order = sorted(range(len(pending)), key=lambda i: pos[id(pending[i][0])])  # stable
             for i in order:
                 self._reject(*pending[i])
-        if stream_keys is None or stream_keys > seen:
-            self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
+        # HTA's other GPU rows (_hta_streams): only events whose args text holds "stream" can be one, and only in
+        # the buckets that _hta_streams does not skip by category
+        parts = [c for c in (_with_stream(host), _with_stream(_only_x(mem)), _with_stream(_only_x(other))) if c]
+        if parts:
+            if len(parts) > 1:
+                pos = pos or {id(e): i for i, e in enumerate(batch)}
+                cands = sorted((e for c in parts for e in c), key=lambda e: pos[id(e)])
+            else:
+                cands = parts[0]
+            self.batch = batch
+            self._hta_streams(cands, None)
         self.n_fed += len(batch)
         self.batch = []
 
@@ -1422,7 +1493,7 @@ class _Collector:
 
     def _fast_gpu(self, events) -> int:
         """Bucket 0 (kernels, memcpy, memset): :meth:`_gpu` by columns. Returns how many have a stream arg."""
-        xs = [e for e in events if e.ph == "X"]
+        xs = _only_x(events)
         if not xs:
             return 0
         ts = _bulk_ns([e.ts for e in xs])
@@ -1443,8 +1514,10 @@ class _Collector:
                  for n in [e.name for e in xs]]
         kinds = [_GPU_KIND[e.cat] for e in xs]
         colls = [a.collective for a in args]
-        is_comm = self._is_comm
-        kinds = [("comm" if k == "kernel" and (c is not None or is_comm(n)) else k)
+        comm = self.comm_cache
+        for n in set(names).difference(comm):
+            self._is_comm(n)
+        kinds = [("comm" if k == "kernel" and (c is not None or comm[n]) else k)
                  for k, c, n in zip(kinds, colls, names)]
         if streams is None or devs is None or corrs is None:  # some id is absent or odd: _gpu's rules one by one
             ids = [self._gpu_ids(e, a) for e, a in zip(xs, args)]
@@ -1481,7 +1554,7 @@ class _Collector:
 
     def _fast_launch(self, events) -> int:
         """Bucket 2 (runtime/driver calls): :meth:`_launch` by columns. Returns how many have a stream arg."""
-        xs = [e for e in events if e.ph == "X"]
+        xs = _only_x(events)
         if not xs:
             return 0
         args = _bulk_args([e.args for e in xs], "hta")
@@ -1520,10 +1593,12 @@ class _Collector:
     def _fast_cpu(self, events) -> None:
         """Bucket 1 (CPU ops, user annotations, their GPU-side spans): the host ops by columns, the few other
         events (steps, collectives, aten ops kept for FLOPs, user ranges) by the per-event handlers."""
-        host = [e for e in events if e.ph == "X" and e.cat in _HOST_CATS]
-        n0 = len(self.h_ts)
+        hc = _HOST_CATS
+        hmask = [p == "X" and c in hc for p, c in zip([e.ph for e in events], [e.cat for e in events])]
+        nh = hmask.count(True)
+        host = events if nh == len(events) else list(compress(events, hmask))
         ts = du = None
-        if host and n0 + len(host) <= MAX_HOST_OPS:
+        if host and len(self.h_ts) + len(host) <= MAX_HOST_OPS:
             ts = _bulk_ns([e.ts for e in host])
             du = _bulk_ns([e.dur for e in host]) if ts is not None else None
             if du is not None and (du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
@@ -1532,30 +1607,84 @@ class _Collector:
         if host and du is None:  # the per-event path (feed's), for every event of the bucket
             for e in events:
                 self._cpu_event(e, True)
-            return
+            return host
+        names = [e.name for e in host]
         if host:
             if self.all_integral and ((ts % NS_PER_US).any() or (du % NS_PER_US).any()):
                 self.all_integral = False
             intern = self.intern.setdefault
             self.h_name.extend([intern(n, n) if n.__class__ is str and len(n) <= MAX_NAME_CHARS else self._s(n)
-                                for n in [e.name for e in host]])
+                                for n in names])
             self.h_ts.frombytes(_i64(ts))
             self.h_dur.frombytes(_i64(du))
             self.h_tid.extend([e.tid for e in host])
+        # which host ops _cpu reads too (2: an aten op of cpu_ops, 1: a step, collective, ...), per distinct name
         special = self.special
-        for e in events:
-            cat = e.cat
-            if cat not in _HOST_CATS or e.ph != "X":
-                self._cpu_event(e, True)
+        if set(map(type, names)) <= {str}:
+            for n in set(names).difference(special):
+                special[n] = 2 if n in _OP_NAMES or n.startswith(_OP_PREFIXES) else \
+                    1 if n.startswith(_KEEP_PREFIXES) else 0
+            sp = np.array([special[n] for n in names], dtype=np.int8)
+            if len(special) > 100_000:
+                special.clear()
+        else:
+            sp = np.array([(2 if n in _OP_NAMES or n.startswith(_OP_PREFIXES) else 1 if n.startswith(_KEEP_PREFIXES)
+                            else 0) if n.__class__ is str else 0 for n in names], dtype=np.int8)
+        if nh == len(events):  # only host ops: the special ones in order
+            for i in np.flatnonzero(sp == 1).tolist():
+                self._cpu(host[i], names[i], host[i].cat)
+            if (sp == 2).any():
+                self._fast_ops(host, np.flatnonzero(sp == 2).tolist(), ts, du)
+            return host
+        # other events too (user annotations, their GPU-side spans, instants): those and the special host ops
+        # in bucket order, the aten ops by columns (flushed before another event can add a cpu_ops row)
+        hm = np.array(hmask, dtype=bool)
+        hpos = np.cumsum(hm) - 1  # bucket index -> host index
+        hidx = np.flatnonzero(hm)
+        visit = np.sort(np.concatenate([hidx[sp != 0], np.flatnonzero(~hm)])).tolist()
+        ops: list = []
+        for j in visit:
+            e = events[j]
+            if hmask[j]:
+                i = int(hpos[j])
+                if sp[i] == 2:
+                    ops.append(i)
+                else:
+                    self._cpu(e, names[i], e.cat)
                 continue
-            name = e.name
-            sp = special.get(name) if name.__class__ is str else False
-            if sp is None:
-                sp = name in _OP_NAMES or name.startswith(_KEEP_PREFIXES)
-                if len(special) < 100_000:
-                    special[name] = sp
-            if sp:
-                self._cpu(e, name, cat)
+            if ops and e.ph == "X" and e.name.__class__ is str and e.name.startswith("aten::"):
+                self._fast_ops(host, ops, ts, du)  # it may add a cpu_ops row: the earlier ones first
+                ops = []
+            self._cpu_event(e, True)
+        if ops:
+            self._fast_ops(host, ops, ts, du)
+        return host
+
+    def _fast_ops(self, host: list, idx: list, ts, du) -> None:
+        """The aten ops of :meth:`_cpu` (cpu_ops rows) by columns: host[i] for i in idx, whose times are ts[i],
+        du[i] (checked)."""
+        xs = [host[i] for i in idx]
+        args = None
+        if len(self.o_ts) + len(xs) <= MAX_CPU_OPS:
+            args = _bulk_args([e.args for e in xs], "op")
+        if args is None:
+            for e in xs:
+                self._cpu(e, e.name, e.cat)
+            return
+        sel = np.array(idx, dtype=np.int64)
+        s = self._s
+        self.o_name.extend([s(e.name) for e in xs])
+        self.o_ts.frombytes(_i64(ts[sel]))
+        self.o_dur.frombytes(_i64(du[sel]))
+        self.o_tid.extend([s(e.tid) for e in xs])
+        dims, canon = self._dims, self._canon
+        self.o_dims.extend([dims(e, a.input_dims) for e, a in zip(xs, args)])
+        self.o_types.extend([canon(a.input_types) for a in args])
+        flops = [a.flops for a in args]
+        if flops.count(None) == len(flops):
+            self.o_flops.frombytes(np.full(len(flops), math.nan).tobytes())
+        else:
+            self.o_flops.extend([self._op_flops(e, a.flops) for e, a in zip(xs, args)])
 
     def _cpu_event(self, e, host: bool) -> None:
         """One event of bucket 1 as :meth:`feed` reads it (host: also its host op row)."""
@@ -1689,6 +1818,7 @@ class _Collector:
         self.hta_dur.append(tt[1])
         if self._track is not None:
             self._track[0].append(e)
+            self._track[2].add(self._bucket)
 
     def _launch(self, e) -> int:
         """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
@@ -1765,7 +1895,7 @@ class _Collector:
             tt = self._times(e)
             if tt is not None:
                 a = _args(e.args, "comm")
-                if canonical_collective(a.collective) != "wait":
+                if self._collective(a.collective) != "wait":
                     self._coll_row(e, "record_param_comms", name, tt, e.tid, a)
             return
         if name.startswith("gloo:") or name.startswith("nccl:"):
@@ -1841,14 +1971,18 @@ class _Collector:
     def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
                   peer_local=-1) -> None:
         if collective is None:
-            collective = canonical_collective(a.collective)
+            collective = self._collective(a.collective)
         if in_n is None:
             in_n = self._arg_int(e, a.in_nelems, "field args['In msg nelems']", 0, MAX_NELEMS)
         if out_n is None:
             out_n = self._arg_int(e, a.out_nelems, "field args['Out msg nelems']", 0, MAX_NELEMS)
         if dtype is None:
             dtype = a.dtype if isinstance(a.dtype, str) else ""
-        eb = elem_bytes(dtype)
+        eb = self.eb_cache.get(dtype)
+        if eb is None:
+            eb = elem_bytes(dtype)
+            if len(self.eb_cache) < 10_000:
+                self.eb_cache[dtype] = eb
         nan = float("nan")
         group_name = a.group_name if a.group_name is not None else a.group_id
         self.coll.append((
@@ -1861,9 +1995,10 @@ class _Collector:
             self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1), peer_local))
         if self._track is not None:
             self._track[1].append(e)
+            self._track[2].add(self._bucket)
 
     def _annotation_row(self, e, source, name, tt, tid, a) -> None:
-        collective = canonical_collective(name)
+        collective = self._collective(name)
         dims = a.input_dims
         in_n = self._numel(e, dims[0]) if isinstance(dims, list) and dims else -1
         types = a.input_types
@@ -1883,8 +2018,12 @@ class _Collector:
         return _numel(dims)
 
     def _c10d_row(self, e, name, tt, tid, a) -> None:
-        op = re.sub(r"[^a-z]", "", name[6:].lower())
-        collective = canonical_collective(name)
+        op = self.c10d_op.get(name)
+        if op is None:
+            op = re.sub(r"[^a-z]", "", name[6:].lower())
+            if len(self.c10d_op) < 10_000:
+                self.c10d_op[name] = op
+        collective = self._collective(name)
         if not collective or collective == "wait" or op in ("wait", "waitall", "waittensor"):
             return
         dims = a.input_dims if isinstance(a.input_dims, list) else []
@@ -2054,7 +2193,12 @@ class _Collector:
         """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
         if not self.h_name:
             return None
-        tid = np.array([self._s(t) for t in self.h_tid], dtype=object)
+        raw = self.h_tid
+        if set(map(type, raw)) <= {int, str}:  # each distinct tid made text once (not bools: True == 1 as a key)
+            text = {t: self._s(t) for t in set(raw)}
+            tid = np.array(list(map(text.__getitem__, raw)), dtype=object)
+        else:
+            tid = np.array([self._s(t) for t in raw], dtype=object)
         h_name, h_ts, h_dur = self.h_name, self.h_ts, self.h_dur  # handed over (emptied in the collector)
         self.h_name, self.h_tid, self.h_ts, self.h_dur = [], [], array("q"), array("q")
         if self.step_tids:
@@ -2153,7 +2297,7 @@ def _kernel_launches(out: dict, tid_code: dict) -> None:
         return
     counts = np.zeros(len(ops), dtype=np.int64)
     lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
-    codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
+    codes = np.array([tid_code.get(t, -1) for t in ops["tid"].tolist()], dtype=np.int64)
     start = ops["ts_ns"].to_numpy(np.int64)
     end = start + ops["dur_ns"].to_numpy(np.int64)
     for code in np.unique(codes[codes >= 0]):
