@@ -22,6 +22,15 @@ time. orjson is not a backend: it has no hook for float literals, and a double k
 digits where Kineto's epoch µs with ns decimals (``1704458676522690.655``) need 19.
 Invalid UTF-8 inside an event becomes U+FFFD instead of ending the file (old Kineto wrote some).
 
+Collecting (issue 30 #1): a batch of msgspec Structs takes a column path (:meth:`_Collector._feed_fast`): one pass
+puts the events in buckets by category (GPU ops, CPU ops and annotations, runtime/driver calls, instants, the rest);
+then per bucket the times are converted as columns (:func:`_bulk_ns`: ints, or float texts with up to 3 decimals,
+parsed exactly by numpy), the args decoded into the typed structs of the few fields used, ids checked as int
+columns, and the rows appended as arrays. The per-event handlers (the json backend's path) take any bucket
+holding a value that is not plain, and the rare events (steps, collectives, user ranges); refused values and the
+rows of the tables that several buckets fill are put back in event order at the end of the batch, so both paths
+give the same tables and problems (tests/test_kineto_decode.py, bench/kineto_fast_check.py on every fixture).
+
 Chunking reuses :mod:`.ascend_trace`'s helpers: a chunk is cut at the last ``}, {`` boundary
 (``_last_cut``); if that cut lands inside a string the decode fails and an earlier cut is tried; the
 last, incomplete event is finished with ``json.JSONDecoder.raw_decode`` once more data is read
