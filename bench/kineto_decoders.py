@@ -1,10 +1,13 @@
 """Benchmark: ways of decoding one PyTorch Kineto trace into reportgen's tables (reportgen/readers/kineto_decode.py).
 
 Usage:  python bench/kineto_decoders.py [--mb 300] [--shared ../shared] [--quick] [--methods a,b,...]
+                                       [--baseline-tree TREE]
 
 Every method runs in its own subprocess (``python this_file --one METHOD FILE REPEAT``) and ends with
 the same tables (the script checks that they agree). Reported per method: wall seconds (best of the
-repeats, decoding only, after imports), MB/s of JSON text, and the peak RSS of that child.
+repeats, decoding only, after imports), CPU seconds (process time of the same run), MB/s of JSON text by wall
+and by CPU time, the ratio of the CPU MB/s to the parser's limit (``limit-whole``, same file, same run), and the
+peak RSS of that child. On a shared machine the CPU columns are the ones to compare.
 Peak RSS is the child's ``VmHWM`` (Linux, the high-water mark of the exec'd process image);
 ``ru_maxrss`` is printed too but a child's ru_maxrss can start at its parent's RSS at fork time, so
 this parent stays small (no pandas, the synthetic file is written by another child).
@@ -18,6 +21,9 @@ Inputs:
     (level 1) to time the ``.json.gz`` path.
 
 Methods:
+  limit-whole     the parser's limit: the whole file decoded by msgspec into the same Structs as stream-msgspec
+                  (``list[_Ev]``, args raw, float_hook=str), nothing collected (not bounded: all events alive)
+  limit-chunks    the same, over the chunks stream-msgspec reads (its reader and cuts), nothing collected
   stream-msgspec[-64K|-1M|-4M]  kineto_decode with the msgspec backend (default chunk 256 KiB): chunk
                   decoded into Structs keeping ph/cat/name/ts/dur/pid/tid, ``args`` left as msgspec.Raw and
                   decoded only for kept events
@@ -29,6 +35,7 @@ Methods:
   msgspec-whole   whole file decoded by msgspec into the same Structs (not bounded: every Struct and the
                   whole input stay alive)
   (import only)   the interpreter + pandas + numpy + the decoder module: the RSS floor of every method
+  stream-msgspec (baseline)  stream-msgspec of another checkout (``--baseline-tree``), before/after in one run
 A method whose package is missing is reported as "not installed".
 """
 
@@ -50,9 +57,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 # orjson is not a method any more: it has no hook for float literals, so it cannot give exact times
 # (reportgen/readers/kineto_decode.py module doc); every method here keeps float literals as text.
-METHODS = ["(import only)", "stream-msgspec", "stream-msgspec-64K", "stream-msgspec-1M", "stream-msgspec-4M",
+METHODS = ["(import only)", "limit-whole", "limit-chunks", "stream-msgspec", "stream-msgspec-64K", "stream-msgspec-1M", "stream-msgspec-4M",
            "stream-json", "stream-simdjson", "ijson", "json.load", "msgspec-whole"]
-QUICK = ["(import only)", "stream-msgspec", "stream-json", "stream-simdjson", "ijson", "json.load"]
+QUICK = ["(import only)", "limit-whole", "limit-chunks", "stream-msgspec", "stream-json", "stream-simdjson", "ijson", "json.load"]
 GZ_METHODS = ["stream-msgspec", "stream-json"]
 
 
@@ -139,10 +146,32 @@ def run_method(method: str, path: str, repeat: int) -> dict:
     best = None
     d = None
     problems: list = []
+    best_cpu = None
     for _ in range(repeat):
         problems = []
         t0 = time.perf_counter()
+        c0 = time.process_time()
         if method == "(import only)":
+            d = None
+        elif method == "limit-whole":
+            import msgspec
+
+            Top = msgspec.defstruct("Top", [("traceEvents", list[kd._Ev], [])])
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as fh:
+                doc = msgspec.json.Decoder(Top, float_hook=str).decode(fh.read())
+            del doc
+            d = None
+        elif method == "limit-chunks":
+            fh, raw = kd._open(Path(path))
+            try:
+                r = kd._Reader(fh, kd.CHUNK["msgspec"])
+                kd._read_document(r, lambda items, keys=None: None, {}, {"count": 0, "in_events": False},
+                                  kd.BACKENDS["msgspec"])
+            finally:
+                fh.close()
+                if raw is not None:
+                    raw.close()
             d = None
         elif method.startswith("stream-"):
             backend = method.split("-")[1]
@@ -177,7 +206,9 @@ def run_method(method: str, path: str, repeat: int) -> dict:
         else:
             raise SystemExit(f"unknown method {method}")
         dt = time.perf_counter() - t0
+        dc = time.process_time() - c0
         best = dt if best is None else min(best, dt)
+        best_cpu = dc if best_cpu is None else min(best_cpu, dc)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     hwm_mb = None
     try:  # the peak of this process image alone (Linux)
@@ -186,7 +217,7 @@ def run_method(method: str, path: str, repeat: int) -> dict:
                 hwm_mb = int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return {"wall_s": best, "rss_mb": rss_mb, "hwm_mb": hwm_mb, "summary": _summary(d) if d else {},
+    return {"wall_s": best, "cpu_s": best_cpu, "rss_mb": rss_mb, "hwm_mb": hwm_mb, "summary": _summary(d) if d else {},
             "problems": problems}
 
 
@@ -273,8 +304,9 @@ def write_synthetic(base: Path, out: Path, target_mb: float) -> int:
 
 # ------------------------------------------------------------------------------------------------
 
-def _child(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+def _child(args: list[str], tree: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, REPORTGEN_BENCH_TREE=tree) if tree else None
+    return subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
 
 
 def main() -> int:
@@ -283,11 +315,13 @@ def main() -> int:
     ap.add_argument("--shared", help="the shared/ folder (default: $REPORTGEN_SHARED or ../shared)")
     ap.add_argument("--quick", action="store_true", help="fewer methods (no chunk-size variants)")
     ap.add_argument("--methods", help="comma-separated subset of the methods")
+    ap.add_argument("--baseline-tree", help="another checkout: its stream-msgspec is run too, as "
+                    "'stream-msgspec (baseline)', right after this tree's")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "FILE", "REPEAT"), help=argparse.SUPPRESS)
     ap.add_argument("--write", nargs=3, metavar=("BASE", "OUT", "MB"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        sys.path.insert(0, str(REPO))
+        sys.path.insert(0, os.environ.get("REPORTGEN_BENCH_TREE") or str(REPO))
         method, path, repeat = args.one
         print(json.dumps(run_method(method, path, int(repeat))))
         return 0
@@ -297,6 +331,8 @@ def main() -> int:
         return 0
 
     methods = args.methods.split(",") if args.methods else (QUICK if args.quick else METHODS)
+    if args.baseline_tree and "stream-msgspec" in methods:
+        methods.insert(methods.index("stream-msgspec") + 1, "stream-msgspec (baseline)")
     shared = shared_root(args.shared)
     t0 = time.perf_counter()
     versions = _child(["--one", "(import only)", os.devnull, "1"])  # warms the import cache
@@ -331,38 +367,50 @@ def main() -> int:
         inputs.append(("synthetic", synth, 1))
         inputs.append(("synthetic.gz", Path(str(synth) + ".gz"), 1))
         print()
-        print(f"| {'input':<34} | {'method':<20} | {'wall s':>7} | {'MB/s':>6} | {'peak RSS MB':>11} | "
-              f"{'ru_maxrss MB':>12} | tables |")
-        print(f"|{'-' * 36}|{'-' * 22}|{'-' * 9}|{'-' * 8}|{'-' * 13}|{'-' * 14}|--------|")
+        print(f"| {'input':<34} | {'method':<26} | {'wall s':>7} | {'CPU s':>6} | {'MB/s':>6} | {'CPU MB/s':>8} | "
+              f"{'/ limit':>7} | {'peak RSS MB':>11} | {'ru_maxrss MB':>12} | tables |")
+        print(f"|{'-' * 36}|{'-' * 28}|{'-' * 9}|{'-' * 8}|{'-' * 8}|{'-' * 10}|{'-' * 9}|{'-' * 13}|{'-' * 14}"
+              "|--------|")
         reference = None
         for label, path, repeat in inputs:
             json_mb = (synth.stat().st_size if label == "synthetic.gz" else path.stat().st_size) / 1e6
             if label != "synthetic.gz":  # the .gz run must give the same tables as the plain synthetic file
                 reference = None
+                limit = None  # CPU MB/s of limit-whole on this input
             for method in methods:
                 if label == "synthetic.gz" and method not in GZ_METHODS:
                     continue
                 if method == "(import only)" and label.startswith("synthetic"):
                     continue
-                cp = _child(["--one", method, str(path), str(repeat)])
+                tree = args.baseline_tree if method.endswith("(baseline)") else None
+                cp = _child(["--one", method.split(" ")[0], str(path), str(repeat)], tree)
                 if cp.returncode != 0:
                     err = (cp.stderr.strip().splitlines() or ["?"])[-1][:80]
-                    print(f"| {label:<34} | {method:<20} | FAILED: {err} |")
+                    print(f"| {label:<34} | {method:<26} | FAILED: {err} |")
                     continue
                 r = json.loads(cp.stdout)
                 if "missing" in r:
-                    print(f"| {label:<34} | {method:<20} | not installed |")
+                    print(f"| {label:<34} | {method:<26} | not installed |")
                     continue
                 hwm = r["hwm_mb"] or r["rss_mb"]
                 if method == "(import only)":
-                    print(f"| {label:<34} | {method:<20} | {'':>7} | {'':>6} | {hwm:>11.0f} | {r['rss_mb']:>12.0f} | |")
+                    print(f"| {label:<34} | {method:<26} | {'':>7} | {'':>6} | {'':>6} | {'':>8} | {'':>7} | "
+                          f"{hwm:>11.0f} | {r['rss_mb']:>12.0f} | |")
                     continue
-                if reference is None:
-                    reference = r["summary"]
-                agree = "same" if r["summary"] == reference else "DIFFERENT"
+                cpu_mbs = json_mb / max(r["cpu_s"], 1e-9)
+                if method == "limit-whole":
+                    limit = cpu_mbs
+                ratio = f"{cpu_mbs / limit:.2f}" if limit else ""
+                if method.startswith("limit-"):
+                    agree = "(none)"
+                else:
+                    if reference is None:
+                        reference = r["summary"]
+                    agree = "same" if r["summary"] == reference else "DIFFERENT"
                 if r["problems"]:
                     agree += f" problems: {r['problems'][:2]}"
-                print(f"| {label:<34} | {method:<20} | {r['wall_s']:>7.2f} | {json_mb / r['wall_s']:>6.0f} | "
+                print(f"| {label:<34} | {method:<26} | {r['wall_s']:>7.2f} | {r['cpu_s']:>6.2f} | "
+                      f"{json_mb / r['wall_s']:>6.0f} | {cpu_mbs:>8.0f} | {ratio:>7} | "
                       f"{hwm:>11.0f} | {r['rss_mb']:>12.0f} | {agree} |")
                 if agree.startswith("DIFFERENT"):
                     print(f"    {method}: {r['summary']}\n    reference: {reference}")

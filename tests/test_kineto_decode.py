@@ -635,3 +635,100 @@ def test_metadata_limits_hold_at_any_chunk_boundary_and_depth(tmp_path, monkeypa
                  + "}")
     d, problems = decode(p)
     assert [t for _, t in problems] == [problems[0][1]] and "nested too deeply" in problems[0][1]
+
+
+# ------------------------------------------------------------------------------------------------
+# The fast path (columns, _Collector._feed_fast) against the per-event path: same tables, rows, order, problems
+# (bench/kineto_fast_check.py runs the same comparison on every Kineto fixture)
+
+
+def _both_paths(path: Path, monkeypatch) -> tuple:
+    out = []
+    for fast in (True, False):
+        monkeypatch.setattr(kd, "_FAST", fast)
+        problems: list = []
+        d = kd._decode(path, problems)
+        out.append((d.meta, d.tables, problems))
+    return out
+
+
+def _assert_same(a, b) -> None:
+    assert a[2] == b[2]
+    assert a[0] == b[0]
+    assert sorted(a[1]) == sorted(b[1])
+    for k in a[1]:
+        pd.testing.assert_frame_equal(a[1][k], b[1][k], check_exact=True)
+
+
+@pytest.mark.parametrize("parts", [XDIT, DF_INDEX, TB2021, NS_RES, MI300],
+                         ids=["xdit", "df_index", "tb2021", "ns_res", "mi300"])
+def test_fast_path_gives_the_per_event_tables_on_real_traces(parts, monkeypatch):
+    fast, slow = _both_paths(kineto(*parts), monkeypatch)
+    assert fast[1]
+    _assert_same(fast, slow)
+
+
+def mixed_events(n: int = 150) -> list:
+    """Plain events in numbers (so the column paths run) with odd ones among them: refused times, odd ids and
+    args, rows of one table from several buckets in one batch, float texts and ints mixed."""
+    out = []
+    for i in range(n):
+        t = 1000 + 10 * i
+        ts = t if i % 3 else f"{t}.{i % 1000:03d}"  # ints and texts in one column
+        out.append(ev("aten::linear" if i % 7 == 0 else "aten::relu", "cpu_op", ts, 2, tid=1 + i % 3,
+                      args={"Input Dims": [[4, 8], [8, i % 5]], "Input type": ["float", "float"]}))
+        out.append(ev("cudaLaunchKernel", "cuda_runtime", t + 1, 1, tid=1, args={"correlation": i}))
+        out.append(ev(f"gemm_{i % 4}", "kernel", t + 2, 3, tid=7, pid=0,
+                      args={"stream": 7, "device": 0, "correlation": i}))
+        out.append(ev("[memory]", "cpu_instant_event", t + 3, ph="i",
+                      args={"Total Reserved": 2048, "Total Allocated": 1024 + i, "Bytes": 512, "Device Id": 0,
+                            "Device Type": 1}))
+        out.append(ev("python_fn", "python_function", t + 4, 1))
+    odd = [
+        ev("aten::mm", "cpu_op", -1, 2),  # refused ts (negative is fine for ints) ...
+        ev("aten::mm", "cpu_op", 1500, -5),  # refused dur
+        ev("aten::mm", "cpu_op", "x1", 2),  # not a number
+        ev("gemm_bad", "kernel", 1501, 1, tid=7, pid=0, args={"stream": "abc", "device": 0, "correlation": 5}),
+        ev("gemm_bad2", "kernel", 1502, -1, tid=7, pid=0, args={"stream": 1, "device": 0}),
+        ev("[memory]", "cpu_instant_event", 1503, ph="i", args={"Bytes": True, "Total Allocated": -4}),
+        ev("triton_launcher", "cpu_op", 1504, 1, args={"stream": 0, "correlation": 9}),
+        ev("ProfilerStep#3", "cpu_op", 1505, 100),
+        ev("cudaStreamSync", "cuda_runtime", 1505, 1, args={"stream": 3, "correlation": 10}),
+        ev("record_param_comms", "cpu_op", 1506, 1, args={"Collective name": "allreduce", "In msg nelems": "12abc"}),
+        ev("ncclDevKernel_AllReduce", "kernel", 1506, 1, tid=7, pid=0,
+           args={"stream": 7, "Collective name": "allreduce", "In msg nelems": 10, "Seq": -3}),
+        ev("aten::mm", "user_annotation", 1507, 1, args={"Input Dims": [[-1, 2]]}),
+        ev("aten::addmm", "cpu_op", 1508, 1, args={"Input Dims": [[2, 2]], "flops": "many"}),
+        ev("cudaLaunchKernel", "cuda_runtime", 1509, 1, tid=True, args={"correlation": 11}),
+        ev("cudaLaunchKernel", "cuda_runtime", 1510, 1, tid="1", args={"correlation": 12}),
+        ev("cudaLaunchKernel", "cuda_runtime", "1511.5", 1, tid=1, args={"correlation": 1.0}),
+        ev("odd", "mtia_ccp_events", 1512, 1, args={"stream": 4}),
+        ev("gpu_step", "gpu_user_annotation", 1513, 1, args={}),
+        ev("ProfilerStep#4", "gpu_user_annotation", 1514, 1),
+    ]
+    for k, e in enumerate(odd):  # spread over the first fifth (the later batches are plain)
+        out.insert(11 * (k + 1) % (len(out) // 5), e)
+    return out
+
+
+@pytest.mark.parametrize("chunk", [None, 37, 64 << 10], ids=["default", "tiny", "64K"])
+def test_fast_path_gives_the_per_event_tables_on_odd_values(tmp_path, chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(kd, "CHUNK", {b: chunk for b in kd.CHUNK})
+    path = write_trace(tmp_path / "mixed.json", mixed_events(700))
+    columns = []  # sizes of the time columns converted as columns (the column path itself, not only its fallbacks)
+    bulk = kd._bulk_ns
+
+    def counted(vals):
+        out = bulk(vals)
+        if out is not None:
+            columns.append(len(vals))
+        return out
+
+    monkeypatch.setattr(kd, "_bulk_ns", counted)
+    fast, slow = _both_paths(path, monkeypatch)
+    assert {"gpu_ops", "host_ops", "cpu_ops", "memory", "hta_events", "collectives"} <= set(fast[1])
+    assert any("skipped" in p for _, p in fast[2])
+    if chunk == 64 << 10:
+        assert max(columns) >= 64
+    _assert_same(fast, slow)

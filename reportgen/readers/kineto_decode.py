@@ -22,6 +22,15 @@ time. orjson is not a backend: it has no hook for float literals, and a double k
 digits where Kineto's epoch µs with ns decimals (``1704458676522690.655``) need 19.
 Invalid UTF-8 inside an event becomes U+FFFD instead of ending the file (old Kineto wrote some).
 
+Collecting (issue 30 #1): a batch of msgspec Structs takes a column path (:meth:`_Collector._feed_fast`): one pass
+puts the events in buckets by category (GPU ops, CPU ops and annotations, runtime/driver calls, instants, the rest);
+then per bucket the times are converted as columns (:func:`_bulk_ns`: ints, or float texts with up to 3 decimals,
+parsed exactly by numpy), the args decoded into the typed structs of the few fields used, ids checked as int
+columns, and the rows appended as arrays. The per-event handlers (the json backend's path) take any bucket
+holding a value that is not plain, and the rare events (steps, collectives, user ranges); refused values and the
+rows of the tables that several buckets fill are put back in event order at the end of the batch, so both paths
+give the same tables and problems (tests/test_kineto_decode.py, bench/kineto_fast_check.py on every fixture).
+
 Chunking reuses :mod:`.ascend_trace`'s helpers: a chunk is cut at the last ``}, {`` boundary
 (``_last_cut``); if that cut lands inside a string the decode fails and an earlier cut is tried; the
 last, incomplete event is finished with ``json.JSONDecoder.raw_decode`` once more data is read
@@ -167,6 +176,7 @@ import re
 import zlib
 from array import array
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any, Callable
 
@@ -256,6 +266,9 @@ MAX_MEMORY_BYTES = float(1 << 50)
 #: ProfilerStep#N: N in 0..MAX_STEP
 MAX_STEP = 10 ** 9
 _NS_MEDIAN_DUR = 500.0
+#: the collector's fast path for msgspec batches (:meth:`_Collector._feed_fast`); False: every event through the
+#: per-event handlers (the stdlib json backend's path; tests compare the two)
+_FAST = True
 
 # collective name -> canonical (letters only, lower case; first prefix match wins)
 _COLL_PREFIX = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
@@ -387,6 +400,7 @@ if _msgspec is not None:
     _ANY_DEC = _msgspec.json.Decoder()
 else:  # pragma: no cover - depends on the environment
     _Raw = None
+    _Ev = None
 
 _ARG_FIELDS = {"comm": _COMM_FIELDS, "mem": _MEM_FIELDS,
                "op": (("input_dims", "Input Dims"), ("input_types", "Input type"), ("flops", "flops")),
@@ -694,7 +708,8 @@ def _read_events(r: _Reader, feed, state: dict, run_decode) -> None:
                 items, end = got
                 # how many "stream" keys the events have: the collector checks other events' args for a
                 # stream (HTA counts them as GPU work) only when there are more than the GPU events hold
-                stream_keys = buf.count(b'"stream"', pos, end)
+                stream_keys = None if _FAST and items and type(items[0]) is _Ev else \
+                    buf.count(b'"stream"', pos, end)  # (the fast path finds them itself)
                 r.pos = end
                 state["count"] += len(items)
                 feed(items, stream_keys)
@@ -972,6 +987,143 @@ def _text(v) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+# --------------------------------------------------------------------------------------------------
+# Bulk (columnar) conversions for the fast path of _Collector.feed: each returns None when any value is not
+# "plain", and the caller then takes the per-event handlers, which give the same rows and problems.
+
+#: every byte of a run of plain time texts: digits, "." and the "," that joins them
+_TIME_TEXT_BYTES = str.maketrans("", "", "0123456789.,")
+_COMMA, _DOT = ord(","), ord(".")
+_SCALE = np.array([1000, 100, 10, 1], dtype=np.int64)  # ns per unit of the last digit, by number of decimals
+
+
+def _bulk_ns(vals: list):
+    """Exact int64 ns of ``vals`` (µs: ints, or decimal texts ``digits[.d[d[d]]]`` as msgspec's float_hook gives
+    them), equal to what :meth:`_Collector._times` computes one by one; None unless every value has one of these
+    forms and fits (ints within ±_MAX_US; texts: no sign, at most 16 integer digits and 3 decimals)."""
+    n = len(vals)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    types = set(map(type, vals))
+    if types == {int}:
+        try:
+            a = np.array(vals, dtype=np.int64)
+        except OverflowError:
+            return None
+        if a.min() < -_MAX_US or a.max() > _MAX_US:
+            return None
+        return a * NS_PER_US
+    if not types <= {int, str}:
+        return None
+    if n < 64:  # a few values: one by one (what _times does) is faster than the fixed cost of the numpy calls
+        out = [to_ns(v) for v in vals]
+        return None if None in out else np.array(out, dtype=np.int64)
+    text = ",".join(vals) if types == {str} else ",".join(map(str, vals))
+    if not text.isascii() or text.translate(_TIME_TEXT_BYTES):
+        return None
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    commas = np.flatnonzero(b == _COMMA)
+    if len(commas) != n - 1:
+        return None
+    ends = np.append(commas, len(b))
+    starts = np.insert(commas + 1, 0, 0)
+    dots = np.flatnonzero(b == _DOT)
+    end_of = ends.copy()  # where each element's integer digits end (its dot, or its end)
+    if len(dots):
+        elem = np.searchsorted(commas, dots)  # the element of each dot
+        if len(elem) > 1 and (elem[1:] == elem[:-1]).any():  # two dots in one element
+            return None
+        end_of[elem] = dots
+    width = end_of - starts
+    decimals = ends - end_of
+    decimals[decimals > 0] -= 1  # (the point)
+    if width.min() < 1 or width.max() > 16 or decimals.max() > 3:
+        return None
+    # (every value is digits with at most one point now: the parse cannot fail, so it never warns)
+    a = np.fromstring(text.replace(".", "") if len(dots) else text, dtype=np.int64, sep=",")
+    if len(a) != n:
+        return None
+    a *= _SCALE[decimals]
+    if width.max() >= 16:  # such a text can pass int64 in ns: a wrapped value is far from the float reading
+        f = np.fromstring(text, dtype=np.float64, sep=",")
+        if len(f) != n or not (np.abs(a - f * 1000.0) <= np.abs(f) * 1e-6 + 1.0).all():
+            return None
+    return a
+
+
+def _bulk_args(raws: list, kind: str):
+    """The typed args of many events (faster one by one than joined into one array); None when one is empty, not
+    an object or odd (the caller then reads them with :func:`_args`, as the per-event path)."""
+    dec = _ARG_DEC[kind].decode
+    try:
+        return [dec(r) for r in raws]
+    except (_msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError):
+        return None
+
+
+_STREAM_KEY = re.compile(rb'"stream"')
+
+
+def _with_stream(events: list) -> list:
+    """The events of a list whose raw args text holds ``"stream"`` (in order): the only ones that can be HTA's
+    other GPU rows (:meth:`_Collector._hta_streams` decides)."""
+    if not events:
+        return []
+    raws = [e.args for e in events]
+    blob = b"\x00".join(raws)
+    if blob.find(b'"stream"') < 0:
+        return []
+    ends = np.cumsum([len(r) + 1 for r in raws])
+    hits = [m.start() for m in _STREAM_KEY.finditer(blob)]
+    return [events[i] for i in np.unique(np.searchsorted(ends, hits, side="right")).tolist()]
+
+
+def _only_x(events: list) -> list:
+    """The complete ("X") events of a list, in order."""
+    phs = [e.ph for e in events]
+    if phs.count("X") == len(phs):
+        return events
+    return [e for e, p in zip(events, phs) if p == "X"]
+
+
+def _bulk_ints(vals: list, lo: int, hi: int):
+    """int64 array of ``vals`` when every one is an int in lo..hi; else None."""
+    if not vals:
+        return np.zeros(0, dtype=np.int64)
+    if set(map(type, vals)) != {int}:
+        return None
+    try:
+        a = np.array(vals, dtype=np.int64)
+    except OverflowError:
+        return None
+    return a if a.min() >= lo and a.max() <= hi else None
+
+
+def _bulk_bytes(vals: list, lo: float):
+    """float64 array of ``[memory]`` byte counts as :meth:`_Collector._memory` reads them (absent: NaN) when every
+    one is absent or an int / finite float in lo..MAX_MEMORY_BYTES; else None."""
+    types = set(map(type, vals))
+    if not types <= {int, float, type(None)}:
+        return None
+    absent = None
+    if type(None) in types:
+        absent = np.array([v is None for v in vals])
+        vals = [0.0 if v is None else v for v in vals]
+    try:
+        a = np.array(vals, dtype=np.float64)
+    except OverflowError:
+        return None
+    if not ((a >= lo) & (a <= MAX_MEMORY_BYTES)).all():  # (NaN fails both)
+        return None
+    if absent is not None:
+        a[absent] = math.nan
+    return a
+
+
+def _i64(a) -> bytes:
+    return a.astype(np.int64, copy=False).tobytes()
+
+
 class _Collector:
     def __init__(self, comm_regex, where: str = ""):
         self.comm_re = comm_regex
@@ -1051,6 +1203,19 @@ class _Collector:
         # checks
         self.not_objects = 0
         self.all_integral = True
+        # fast path (:meth:`_feed_fast`): category -> bucket; while a batch is fed there, the refused values
+        # (pending) and the events behind the rows of the tables that several buckets fill (track) are noted, so
+        # that both are put in event order at the end of the batch, as the per-event path makes them
+        self.fast = _FAST
+        self.cat_code: dict = {}
+        self.tid_codes: dict = {}  # a launch's raw tid (int or str) -> its tid_code (fast path)
+        self.special: dict = {}  # CPU op name -> read by _cpu too (fast path)
+        self.coll_cache: dict = {}  # collective name -> canonical_collective
+        self.c10d_op: dict = {}  # c10d op name -> its letters
+        self.eb_cache: dict = {}  # dtype -> elem_bytes
+        self._pending: list | None = None
+        self._track: tuple | None = None
+        self._bucket = 0
 
     # -- helpers
     def _s(self, v) -> str:
@@ -1064,6 +1229,9 @@ class _Collector:
     def _reject(self, e, column: str, reason: str, action: str = "event skipped") -> None:
         """Count a refused value of event ``e`` (of the current batch); the first ones are quoted by their index
         in ``traceEvents`` (found by a scan of the batch: this path is rare, the kept events never pay)."""
+        if self._pending is not None:  # fast path: replayed in event order at the end of the batch
+            self._pending.append((e, column, reason, action))
+            return
         key = (column, reason, action)
         n = self.reject_n.get(key, 0)
         self.reject_n[key] = n + 1
@@ -1156,6 +1324,17 @@ class _Collector:
         self._reject(e, "field args['Input Dims']", _BAD_SHAPE, "value ignored")
         return ""
 
+    def _collective(self, name) -> str:
+        """:func:`canonical_collective`, cached per name."""
+        if name.__class__ is not str:
+            return canonical_collective(name)
+        c = self.coll_cache.get(name)
+        if c is None:
+            c = canonical_collective(name)
+            if len(self.coll_cache) < 10_000:
+                self.coll_cache[name] = c
+        return c
+
     def _is_comm(self, name: str) -> bool:
         hit = self.comm_cache.get(name)
         if hit is None:
@@ -1166,6 +1345,11 @@ class _Collector:
     def feed(self, batch, stream_keys: int | None = None) -> None:
         """Keep what reportgen needs from a list of events. ``stream_keys``: occurrences of ``"stream"`` in the
         events' text (None: unknown), see :meth:`_hta_streams`."""
+        if self.fast and batch and type(batch[0]) is _Ev:
+            buckets = self._route(batch)
+            if buckets is not None:
+                self._feed_fast(batch, stream_keys, buckets)
+                return
         gpu_kind = _GPU_KIND
         cpu_cats = _CPU_CATS
         op_names = _OP_NAMES
@@ -1217,6 +1401,350 @@ class _Collector:
             self._hta_streams(batch, None if stream_keys is None else stream_keys - seen)
         self.n_fed += len(batch)
         self.batch = []
+
+    # -- the fast path: events bucketed by category once, then the common shapes handled column by column
+    def _classify(self, cat) -> int:
+        """Bucket of a category (:meth:`_route`): 0 GPU op, 1 CPU op / user annotation, 2 runtime/driver call,
+        3 maybe a ``[memory]`` event (or no category), 4 not read, 5 not read unless its args have a stream."""
+        if cat.__class__ is not str:
+            code = 3
+        elif cat in _GPU_KIND:
+            code = 0
+        elif cat in _CPU_CATS or cat == "gpu_user_annotation":
+            code = 1
+        elif cat in _LAUNCH_CATS or cat.endswith(("_runtime", "_driver")):
+            code = 2
+        elif cat == "cpu_instant_event":
+            code = 3
+        elif cat in _NO_STREAM_CATS:
+            code = 4
+        else:
+            code = 5
+        if len(self.cat_code) < 10_000:
+            self.cat_code[cat] = code
+        return code
+
+    def _route(self, batch):
+        """The events of a batch of :class:`_Ev` in 6 buckets (in event order each); None when a category is not
+        hashable (the per-event path then reads the batch)."""
+        out = ([], [], [], [], [], [])
+        put = tuple(b.append for b in out)
+        get = self.cat_code.get
+        try:
+            for e in batch:
+                c = get(e.cat)
+                if c is None:
+                    c = self._classify(e.cat)
+                put[c](e)
+        except TypeError:  # an unhashable category (a list or an object)
+            return None
+        return out
+
+    def _feed_fast(self, batch, stream_keys, buckets) -> None:
+        """:meth:`feed` for a batch of :class:`_Ev` (msgspec): the same rows, in the same order, and the same
+        problems as the per-event path, which each bucket falls back to when one of its values is not plain."""
+        gpu, cpu, launch, mem, _, other = buckets
+        self.batch = batch
+        self._pending = []
+        self._track = ([], [], set())
+        hta0, coll0 = len(self.hta_role), len(self.coll)
+        try:
+            self._bucket = 0
+            self._fast_gpu(gpu)
+            self._bucket = 2
+            self._fast_launch(launch)
+            self._bucket = 1
+            host = self._fast_cpu(cpu)
+            self._bucket = 3
+            self._fast_memory(mem)
+        finally:
+            pending, track = self._pending, self._track
+            self._pending = self._track = None
+        pos = None
+        multi = len(track[2]) > 1  # rows of hta_events / collectives from more than one bucket: put in event order
+        if pending or multi:
+            pos = {id(e): i for i, e in enumerate(batch)}
+        if multi and len(track[0]) > 1:
+            self._reorder_hta(hta0, [pos[id(e)] for e in track[0]])
+        if multi and len(track[1]) > 1:
+            self._reorder_coll(coll0, [pos[id(e)] for e in track[1]])
+        if pending:
+            order = sorted(range(len(pending)), key=lambda i: pos[id(pending[i][0])])  # stable
+            for i in order:
+                self._reject(*pending[i])
+        # HTA's other GPU rows (_hta_streams): only events whose args text holds "stream" can be one, and only in
+        # the buckets that _hta_streams does not skip by category
+        parts = [c for c in (_with_stream(host), _with_stream(_only_x(mem)), _with_stream(_only_x(other))) if c]
+        if parts:
+            if len(parts) > 1:
+                pos = pos or {id(e): i for i, e in enumerate(batch)}
+                cands = sorted((e for c in parts for e in c), key=lambda e: pos[id(e)])
+            else:
+                cands = parts[0]
+            self.batch = batch
+            self._hta_streams(cands, None)
+        self.n_fed += len(batch)
+        self.batch = []
+
+    def _reorder_hta(self, start: int, positions: list) -> None:
+        if all(a <= b for a, b in zip(positions, positions[1:])):
+            return
+        order = sorted(range(len(positions)), key=positions.__getitem__)
+        for name in ("hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur"):
+            col = getattr(self, name)
+            seg = col[start:]
+            col[start:] = (array(col.typecode, [seg[i] for i in order]) if isinstance(col, array)
+                           else [seg[i] for i in order])
+
+    def _reorder_coll(self, start: int, positions: list) -> None:
+        if all(a <= b for a, b in zip(positions, positions[1:])):
+            return
+        order = sorted(range(len(positions)), key=positions.__getitem__)
+        seg = self.coll[start:]
+        self.coll[start:] = [seg[i] for i in order]
+
+    def _fast_gpu(self, events) -> int:
+        """Bucket 0 (kernels, memcpy, memset): :meth:`_gpu` by columns. Returns how many have a stream arg."""
+        xs = _only_x(events)
+        if not xs:
+            return 0
+        ts = _bulk_ns([e.ts for e in xs])
+        du = _bulk_ns([e.dur for e in xs]) if ts is not None else None
+        args = _bulk_args([e.args for e in xs], "comm") if du is not None else None
+        if args is None or du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
+                (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            return sum(self._gpu(e, _GPU_KIND[e.cat]) for e in xs)
+        if self.all_integral and ((ts % NS_PER_US).any() or (du % NS_PER_US).any()):
+            self.all_integral = False
+        hi = _INT64[1]
+        streams = _bulk_ints([a.stream for a in args], 0, hi)
+        devs = _bulk_ints([a.device for a in args], 0, hi)
+        corrs = _bulk_ints([a.correlation for a in args], 0, hi)
+        seen = len(xs) if streams is not None else sum(a.stream is not None for a in args)
+        intern = self.intern.setdefault
+        names = [intern(n, n) if n.__class__ is str and len(n) <= MAX_NAME_CHARS else self._s(n)
+                 for n in [e.name for e in xs]]
+        kinds = [_GPU_KIND[e.cat] for e in xs]
+        colls = [a.collective for a in args]
+        comm = self.comm_cache
+        for n in set(names).difference(comm):
+            self._is_comm(n)
+        kinds = [("comm" if k == "kernel" and (c is not None or comm[n]) else k)
+                 for k, c, n in zip(kinds, colls, names)]
+        if streams is None or devs is None or corrs is None:  # some id is absent or odd: _gpu's rules one by one
+            ids = [self._gpu_ids(e, a) for e, a in zip(xs, args)]
+            streams = np.array([i[0] for i in ids], dtype=np.int64)
+            devs = np.array([i[1] for i in ids], dtype=np.int64)
+            corrs = np.array([i[2] for i in ids], dtype=np.int64)
+        self.g_name.extend(names)
+        self.g_kind.extend(kinds)
+        self.g_ts.frombytes(_i64(ts))
+        self.g_dur.frombytes(_i64(du))
+        self.g_stream.frombytes(_i64(streams))
+        self.g_dev.frombytes(_i64(devs))
+        self.g_corr.frombytes(_i64(corrs))
+        if colls.count(None) != len(colls):
+            tl, dl = ts.tolist(), du.tolist()
+            for i, c in enumerate(colls):
+                if c is not None:
+                    self._coll_row(xs[i], "gpu_kernel", names[i], (tl[i], dl[i]), xs[i].tid, args[i])
+        return seen
+
+    def _gpu_ids(self, e, a) -> tuple:
+        """(stream, device, correlation) of a GPU op as :meth:`_gpu` reads them."""
+        stream = _int(a.stream)
+        if stream < 0:
+            stream = _int(e.tid) if a.stream is None else self._lenient_int(e, a.stream, stream,
+                                                                            "field args['stream']")
+        dev = _int(a.device)
+        if dev < 0:
+            dev = _int(e.pid) if a.device is None else self._lenient_int(e, a.device, dev, "field args['device']")
+        corr = _int(a.correlation)
+        if corr < 0 and a.correlation is not None:
+            corr = self._lenient_int(e, a.correlation, corr, "field args['correlation']")
+        return stream, dev, corr
+
+    def _fast_launch(self, events) -> int:
+        """Bucket 2 (runtime/driver calls): :meth:`_launch` by columns. Returns how many have a stream arg."""
+        xs = _only_x(events)
+        if not xs:
+            return 0
+        args = _bulk_args([e.args for e in xs], "hta")
+        if args is None or [a.stream for a in args].count(None) != len(args):
+            return sum(self._launch(e) for e in xs)
+        corr = [a.correlation for a in args]
+        if corr.count(None):
+            keep = [i for i, c in enumerate(corr) if c is not None]
+            xs = [xs[i] for i in keep]
+            corr = [corr[i] for i in keep]
+        ts = _bulk_ns([e.ts for e in xs])
+        cs = _bulk_ints(corr, _INT64[0], _INT64[1])
+        codes = None
+        if ts is not None and cs is not None and ((ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            tids = [e.tid for e in xs]
+            if set(map(type, tids)) <= {int, str}:  # (not bools or floats: True == 1.0 == 1 as dict keys)
+                get = self.tid_codes.get
+                codes = [get(t) for t in tids]
+        if codes is None:
+            for e in xs:
+                self._launch(e)
+            return 0
+        if None in codes:
+            for i, c in enumerate(codes):
+                if c is None:
+                    t = xs[i].tid
+                    tid = self._s(t)
+                    c = codes[i] = self.tid_code.setdefault(tid, len(self.tid_code))
+                    if len(self.tid_codes) < 100_000:
+                        self.tid_codes[t] = c
+        self.launch_ts.frombytes(_i64(ts))
+        self.launch_corr.frombytes(_i64(cs))
+        self.launch_tid.extend(codes)
+        return 0
+
+    def _fast_cpu(self, events) -> None:
+        """Bucket 1 (CPU ops, user annotations, their GPU-side spans): the host ops by columns, the few other
+        events (steps, collectives, aten ops kept for FLOPs, user ranges) by the per-event handlers."""
+        hc = _HOST_CATS
+        hmask = [p == "X" and c in hc for p, c in zip([e.ph for e in events], [e.cat for e in events])]
+        nh = hmask.count(True)
+        host = events if nh == len(events) else list(compress(events, hmask))
+        ts = du = None
+        if host and len(self.h_ts) + len(host) <= MAX_HOST_OPS:
+            ts = _bulk_ns([e.ts for e in host])
+            du = _bulk_ns([e.dur for e in host]) if ts is not None else None
+            if du is not None and (du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
+                    (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all()):
+                du = None
+        if host and du is None:  # the per-event path (feed's), for every event of the bucket
+            for e in events:
+                self._cpu_event(e, True)
+            return host
+        names = [e.name for e in host]
+        if host:
+            if self.all_integral and ((ts % NS_PER_US).any() or (du % NS_PER_US).any()):
+                self.all_integral = False
+            intern = self.intern.setdefault
+            self.h_name.extend([intern(n, n) if n.__class__ is str and len(n) <= MAX_NAME_CHARS else self._s(n)
+                                for n in names])
+            self.h_ts.frombytes(_i64(ts))
+            self.h_dur.frombytes(_i64(du))
+            self.h_tid.extend([e.tid for e in host])
+        # which host ops _cpu reads too (2: an aten op of cpu_ops, 1: a step, collective, ...), per distinct name
+        special = self.special
+        if set(map(type, names)) <= {str}:
+            for n in set(names).difference(special):
+                special[n] = 2 if n in _OP_NAMES or n.startswith(_OP_PREFIXES) else \
+                    1 if n.startswith(_KEEP_PREFIXES) else 0
+            sp = np.array([special[n] for n in names], dtype=np.int8)
+            if len(special) > 100_000:
+                special.clear()
+        else:
+            sp = np.array([(2 if n in _OP_NAMES or n.startswith(_OP_PREFIXES) else 1 if n.startswith(_KEEP_PREFIXES)
+                            else 0) if n.__class__ is str else 0 for n in names], dtype=np.int8)
+        if nh == len(events):  # only host ops: the special ones in order
+            for i in np.flatnonzero(sp == 1).tolist():
+                self._cpu(host[i], names[i], host[i].cat)
+            if (sp == 2).any():
+                self._fast_ops(host, np.flatnonzero(sp == 2).tolist(), ts, du)
+            return host
+        # other events too (user annotations, their GPU-side spans, instants): those and the special host ops
+        # in bucket order, the aten ops by columns (flushed before another event can add a cpu_ops row)
+        hm = np.array(hmask, dtype=bool)
+        hpos = np.cumsum(hm) - 1  # bucket index -> host index
+        hidx = np.flatnonzero(hm)
+        visit = np.sort(np.concatenate([hidx[sp != 0], np.flatnonzero(~hm)])).tolist()
+        ops: list = []
+        for j in visit:
+            e = events[j]
+            if hmask[j]:
+                i = int(hpos[j])
+                if sp[i] == 2:
+                    ops.append(i)
+                else:
+                    self._cpu(e, names[i], e.cat)
+                continue
+            if ops and e.ph == "X" and e.name.__class__ is str and e.name.startswith("aten::"):
+                self._fast_ops(host, ops, ts, du)  # it may add a cpu_ops row: the earlier ones first
+                ops = []
+            self._cpu_event(e, True)
+        if ops:
+            self._fast_ops(host, ops, ts, du)
+        return host
+
+    def _fast_ops(self, host: list, idx: list, ts, du) -> None:
+        """The aten ops of :meth:`_cpu` (cpu_ops rows) by columns: host[i] for i in idx, whose times are ts[i],
+        du[i] (checked)."""
+        xs = [host[i] for i in idx]
+        args = None
+        if len(self.o_ts) + len(xs) <= MAX_CPU_OPS:
+            args = _bulk_args([e.args for e in xs], "op")
+        if args is None:
+            for e in xs:
+                self._cpu(e, e.name, e.cat)
+            return
+        sel = np.array(idx, dtype=np.int64)
+        s = self._s
+        self.o_name.extend([s(e.name) for e in xs])
+        self.o_ts.frombytes(_i64(ts[sel]))
+        self.o_dur.frombytes(_i64(du[sel]))
+        self.o_tid.extend([s(e.tid) for e in xs])
+        dims, canon = self._dims, self._canon
+        self.o_dims.extend([dims(e, a.input_dims) for e, a in zip(xs, args)])
+        self.o_types.extend([canon(a.input_types) for a in args])
+        flops = [a.flops for a in args]
+        if flops.count(None) == len(flops):
+            self.o_flops.frombytes(np.full(len(flops), math.nan).tobytes())
+        else:
+            self.o_flops.extend([self._op_flops(e, a.flops) for e, a in zip(xs, args)])
+
+    def _cpu_event(self, e, host: bool) -> None:
+        """One event of bucket 1 as :meth:`feed` reads it (host: also its host op row)."""
+        cat = e.cat
+        name = e.name
+        if cat == "gpu_user_annotation":
+            if e.ph == "X":
+                self._user(e, name, "device")
+            if name.__class__ is str and name.startswith(_STEP_PREFIX) and e.ph == "X":
+                self._hta_row("mark", e, name)
+            return
+        if e.ph == "X":
+            if cat == "user_annotation":
+                self._user(e, name, "host")
+            if host and cat in _HOST_CATS:
+                self._host(e, name)
+            if name.__class__ is str and (name in _OP_NAMES or name.startswith(_KEEP_PREFIXES)):
+                self._cpu(e, name, cat)
+
+    def _fast_memory(self, events) -> None:
+        """Bucket 3 (instant events, events without a category): :meth:`_memory` by columns."""
+        xs = [e for e in events if e.name == "[memory]" and (e.ph == "i" or e.ph == "I")]
+        if not xs:
+            return
+        ts = _bulk_ns([e.ts for e in xs])
+        args = _bulk_args([e.args for e in xs], "mem") if ts is not None else None
+        cols = None
+        if args is not None and ((ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
+            hi = _INT64[1]
+            dt = _bulk_ints([a.device_type for a in args], _INT64[0], hi)
+            di = _bulk_ints([a.device_id for a in args], _INT64[0], hi)
+            vals = [_bulk_bytes([a.bytes for a in args], -MAX_MEMORY_BYTES),
+                    _bulk_bytes([a.total_allocated for a in args], 0.0),
+                    _bulk_bytes([a.total_reserved for a in args], 0.0)]
+            if dt is not None and di is not None and all(v is not None for v in vals):
+                cols = (dt, di, *vals)
+        if cols is None:
+            for e in xs:
+                self._memory(e)
+            return
+        if self.all_integral and (ts % NS_PER_US).any():
+            self.all_integral = False
+        self.m_ts.frombytes(_i64(ts))
+        self.m_dt.frombytes(_i64(cols[0]))
+        self.m_di.frombytes(_i64(cols[1]))
+        self.m_bytes.frombytes(cols[2].tobytes())
+        self.m_alloc.frombytes(cols[3].tobytes())
+        self.m_res.frombytes(cols[4].tobytes())
 
     def _hta_streams(self, batch, extra: int | None) -> None:
         """HTA 0.5 counts every complete event with a ``stream`` arg other than -1 as GPU work (Triton launcher
@@ -1300,6 +1828,9 @@ class _Collector:
         self.hta_corr.append(-1 if a is None else _hta_int(a.correlation))
         self.hta_ts.append(tt[0])
         self.hta_dur.append(tt[1])
+        if self._track is not None:
+            self._track[0].append(e)
+            self._track[2].add(self._bucket)
 
     def _launch(self, e) -> int:
         """A runtime/driver API call: its correlation id and time (HTA's last-step filter); 1 if it has a stream."""
@@ -1376,7 +1907,7 @@ class _Collector:
             tt = self._times(e)
             if tt is not None:
                 a = _args(e.args, "comm")
-                if canonical_collective(a.collective) != "wait":
+                if self._collective(a.collective) != "wait":
                     self._coll_row(e, "record_param_comms", name, tt, e.tid, a)
             return
         if name.startswith("gloo:") or name.startswith("nccl:"):
@@ -1452,14 +1983,18 @@ class _Collector:
     def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
                   peer_local=-1) -> None:
         if collective is None:
-            collective = canonical_collective(a.collective)
+            collective = self._collective(a.collective)
         if in_n is None:
             in_n = self._arg_int(e, a.in_nelems, "field args['In msg nelems']", 0, MAX_NELEMS)
         if out_n is None:
             out_n = self._arg_int(e, a.out_nelems, "field args['Out msg nelems']", 0, MAX_NELEMS)
         if dtype is None:
             dtype = a.dtype if isinstance(a.dtype, str) else ""
-        eb = elem_bytes(dtype)
+        eb = self.eb_cache.get(dtype)
+        if eb is None:
+            eb = elem_bytes(dtype)
+            if len(self.eb_cache) < 10_000:
+                self.eb_cache[dtype] = eb
         nan = float("nan")
         group_name = a.group_name if a.group_name is not None else a.group_id
         self.coll.append((
@@ -1470,9 +2005,12 @@ class _Collector:
             self._arg_int(e, a.seq, "field args['Seq']", 0, _INT64[1]),
             self._arg_int(e, a.src_rank, "field args['Src Rank']", -1, MAX_RANKS - 1),
             self._arg_int(e, a.dst_rank, "field args['Dst Rank']", -1, MAX_RANKS - 1), peer_local))
+        if self._track is not None:
+            self._track[1].append(e)
+            self._track[2].add(self._bucket)
 
     def _annotation_row(self, e, source, name, tt, tid, a) -> None:
-        collective = canonical_collective(name)
+        collective = self._collective(name)
         dims = a.input_dims
         in_n = self._numel(e, dims[0]) if isinstance(dims, list) and dims else -1
         types = a.input_types
@@ -1492,8 +2030,12 @@ class _Collector:
         return _numel(dims)
 
     def _c10d_row(self, e, name, tt, tid, a) -> None:
-        op = re.sub(r"[^a-z]", "", name[6:].lower())
-        collective = canonical_collective(name)
+        op = self.c10d_op.get(name)
+        if op is None:
+            op = re.sub(r"[^a-z]", "", name[6:].lower())
+            if len(self.c10d_op) < 10_000:
+                self.c10d_op[name] = op
+        collective = self._collective(name)
         if not collective or collective == "wait" or op in ("wait", "waitall", "waittensor"):
             return
         dims = a.input_dims if isinstance(a.input_dims, list) else []
@@ -1663,7 +2205,12 @@ class _Collector:
         """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
         if not self.h_name:
             return None
-        tid = np.array([self._s(t) for t in self.h_tid], dtype=object)
+        raw = self.h_tid
+        if set(map(type, raw)) <= {int, str}:  # each distinct tid made text once (not bools: True == 1 as a key)
+            text = {t: self._s(t) for t in set(raw)}
+            tid = np.array(list(map(text.__getitem__, raw)), dtype=object)
+        else:
+            tid = np.array([self._s(t) for t in raw], dtype=object)
         h_name, h_ts, h_dur = self.h_name, self.h_ts, self.h_dur  # handed over (emptied in the collector)
         self.h_name, self.h_tid, self.h_ts, self.h_dur = [], [], array("q"), array("q")
         if self.step_tids:
@@ -1762,7 +2309,7 @@ def _kernel_launches(out: dict, tid_code: dict) -> None:
         return
     counts = np.zeros(len(ops), dtype=np.int64)
     lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
-    codes = np.array([tid_code.get(t, -1) for t in ops["tid"]], dtype=np.int64)
+    codes = np.array([tid_code.get(t, -1) for t in ops["tid"].tolist()], dtype=np.int64)
     start = ops["ts_ns"].to_numpy(np.int64)
     end = start + ops["dur_ns"].to_numpy(np.int64)
     for code in np.unique(codes[codes >= 0]):
