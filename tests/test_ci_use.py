@@ -9,9 +9,8 @@ import pytest
 from reportgen import cli
 
 
-def test_baseline_from_metrics_json_and_fail_on(tmp_path, pp2x4):
-    base = tmp_path / "base.json"
-    assert cli.main([str(pp2x4), "-o", str(tmp_path / "b.html"), "--json", str(base), "--quiet"]) == 0
+def test_baseline_from_metrics_json_and_fail_on(tmp_path, pp2x4, report_cache):
+    base = report_cache.get(pp2x4).with_suffix(".json")  # pp2x4's metrics, built once per worker (conftest.ReportCache)
     out, js = tmp_path / "r.html", tmp_path / "r.json"
     rc = cli.main(["demo", "-o", str(out), "--json", str(js), "--baseline", str(base),
                    "--fail-on", "step_ms.median>1.01*baseline", "--fail-on", "step_ms.median>1e9", "--quiet"])
@@ -51,9 +50,9 @@ def test_baseline_expression_needs_a_baseline(tmp_path, pp2x4, capsys):
     assert rc == 2 and "--baseline" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
 
 
-def test_run_summary_paragraph_and_metrics(tmp_path):
-    out, js = tmp_path / "d.html", tmp_path / "d.json"
-    assert cli.main(["demo", "-o", str(out), "--json", str(js), "--quiet"]) == 0
+def test_run_summary_paragraph_and_metrics(report_cache):
+    out = report_cache.get("demo")  # cli.main(["demo", ...]) == 0, once per worker (conftest.ReportCache)
+    js = out.with_suffix(".json")
     s = json.loads(js.read_text())["summary"]
     assert s["ranks"] == 16 and s["hosts"] == 4 and s["stages"] == 2
     assert s["computing_share_ratio"] + s["exposed_comm_share_ratio"] == pytest.approx(1.0, abs=1e-9)

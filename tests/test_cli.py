@@ -100,9 +100,9 @@ def test_failing_section_is_isolated(tmp_path, pp2x4, monkeypatch):
     assert "error" in (tmp_path / "r.html").read_text()
 
 
-def test_demo_report(tmp_path):
-    out, js = tmp_path / "demo.html", tmp_path / "demo.json"
-    assert cli.main(["demo", "-o", str(out), "--json", str(js), "--quiet"]) == 0
+def test_demo_report(report_cache):
+    out = report_cache.get("demo")  # cli.main(["demo", ...]) == 0, once per worker (conftest.ReportCache)
+    js = out.with_suffix(".json")
     doc = json.loads(js.read_text())
     assert doc["run"]["is_demo"] is True
     assert len(doc["run"]["ranks"]) == 16 and len(set(doc["run"]["hosts"].values())) == 4  # tests/test_demo.py: the rest

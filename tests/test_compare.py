@@ -94,10 +94,9 @@ def test_chart_offers_any_pair_within_the_page(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["demo"])
-def test_demo_has_a_comparison(name, tmp_path):
-    out = tmp_path / "d.html"
-    assert cli.main(["demo", "-o", str(out), "--json", str(tmp_path / "d.json"), "-q"]) == 0
-    doc = json.loads((tmp_path / "d.json").read_text())
+def test_demo_has_a_comparison(name, report_cache):
+    out = report_cache.get(name)  # cli.main(["demo", ...]) == 0, once per worker (conftest.ReportCache)
+    doc = json.loads(out.with_suffix(".json").read_text())
     assert doc["sections"]["compare"]["status"] == "ok"
     assert 'id="compare-chart"' in out.read_text()
 

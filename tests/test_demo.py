@@ -33,11 +33,11 @@ ALSO = {"memory_imbalance"}
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, report_cache):
     tmp = tmp_path_factory.mktemp("demo")
     gt = write_mindinsight_run(tmp / "run", demo.demo_spec())
-    out, js = tmp / "demo.html", tmp / "demo.json"
-    assert main(["demo", "-o", str(out), "--json", str(js), "--quiet"]) == 0
+    out = report_cache.get("demo")  # main(["demo", ...]) in (0, 3), once per worker (conftest.ReportCache)
+    js = out.with_suffix(".json")
     return gt, json.loads(js.read_text()), out.read_text(), js.read_bytes()
 
 

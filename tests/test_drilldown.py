@@ -123,18 +123,13 @@ def test_chosen_ranks_capped_and_top_operators_absent():
     assert drilldown.top_operators(run, 77) is None
 
 
-def test_rank_cells_link_to_the_drill_down(tmp_path, pp2x4):
-    from reportgen import cli
-
-    out = tmp_path / "r.html"
-    assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
-    html = out.read_text()
+def test_rank_cells_link_to_the_drill_down(report_cache, pp2x4):
+    html = report_cache.get(pp2x4).read_text()  # built once per worker (conftest.ReportCache), read only
     # one behaviour for every rank cell of the interactive page: #rank-N sets the rank picker, the drilled ranks'
     # cells too (they linked to their own figure, and the picker kept showing another rank)
     assert 'id="drill-rank-' in html and 'href="#rank-' in html and 'href="#drill-rank-' not in html
     # the static page has no picker: a drilled rank's cell links to its figure
-    static = tmp_path / "s.html"
-    assert cli.main([str(pp2x4), "-o", str(static), "--quiet", "--static"]) == 0
+    static = report_cache.get(pp2x4, "--static")
     assert 'href="#drill-rank-' in static.read_text()
 
 
@@ -373,13 +368,10 @@ def test_picker_holds_every_rank_and_sets_from_the_control():
         assert x == pytest.approx(y)
 
 
-def test_every_rank_cell_links_to_its_detail(tmp_path, pp2x4):
+def test_every_rank_cell_links_to_its_detail(report_cache, pp2x4):
     """MindInsight pp2x4: ranks 0-2 have a full drill-down; rank 3 (no link before, issue 27 #21) links to the
     picker, and so does every rank cell of every table."""
-    from reportgen import cli
-    out = tmp_path / "r.html"
-    assert cli.main([str(pp2x4), "-o", str(out), "--quiet"]) == 0
-    html = out.read_text()
+    html = report_cache.get(pp2x4).read_text()
     assert 'id="drill-rank-any"' in html and 'href="#rank-3"' in html
     assert 'data-signal="drill_rank"' in html
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from conftest import fixture_dir
 
-from reportgen import cli
 from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
 
 PHONE = 390
@@ -85,12 +84,11 @@ def test_phone_page_breaks_an_unbreakable_name(report_cache, open_report):  # no
         assert width <= PHONE + 1, f"a long name in {sel} makes the page {width} px wide"
 
 
-def test_static_charts_are_dark_on_the_dark_page(tmp_path, pp2x4, browser):  # noqa: F811
+def test_static_charts_are_dark_on_the_dark_page(report_cache, pp2x4, browser):  # noqa: F811
     """--static draws each chart for both schemes; with prefers-color-scheme: dark every visible chart is the dark
     one (its background the page's), none a white panel; in light mode the light one. The page stays small: 1.36 MB
     for pp2x4 with both (0.93 MB with one)."""
-    out = tmp_path / "static.html"
-    assert cli.main([str(pp2x4), "-o", str(out), "--static", "--quiet"]) == 0
+    out = report_cache.get(pp2x4, "--static")  # cli.main(...) in (0, 3), once per worker (conftest.ReportCache)
     assert out.stat().st_size < 4_000_000
     visible = """() => Array.from(document.querySelectorAll('.rg-figure .rg-static svg'))
       .filter(s => s.getBoundingClientRect().width > 0)
