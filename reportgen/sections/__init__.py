@@ -135,11 +135,12 @@ def needs_reason(module, missing: list[str], options=None) -> str:
     return "needs " + "; ".join(with_sources(options, m.split(" or ")) for m in missing)
 
 
-#: Analysed in a second process when the run is analysed in two (:func:`run_sections` with ``jobs`` > 1): the
-#: heaviest sections whose analyses only ask for one another (``execution`` reads ``flops``, ``memory`` and
-#: ``trajectory``) and that no section of the first process asks for (``compare`` and the advisor, which read both
-#: sides, run once both are done). Each process then holds about half of the analysis work.
-SECOND_PROCESS = ("trajectory", "memory", "flops", "execution", "operators")
+#: Analysed in a second process when the run is analysed in two (:func:`run_sections` with ``jobs`` > 1): sections
+#: whose analyses only ask for one another (``execution`` reads ``flops``, ``memory`` and ``trajectory``) and that no
+#: section of the first process asks for (``compare`` and the advisor, which read both sides, run once both are
+#: done). Each process then holds about half of the work (measured on 2-8-rank runs: ``execution`` alone is about as
+#: much as ``waits``, ``communication``, ``domains`` and ``host`` together; ``operators`` stays here).
+SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 #: analysed after both processes are done (they read analyses of both)
 AFTER_BOTH = ("compare", "advisor")
 #: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
@@ -163,19 +164,20 @@ def run_sections(run: Run, options: Options | None = None,
     if only is None:  # the step facts first, in one process or two alike (their data problems come before any section's)
         _step_facts(run, options)
     base = len(run.problems)
+    modules = {sid: load(sid) for sid in ids}  # imported once, before the fork
     second = _two_processes(run, options, ids, jobs)
     try:
-        return _sections(run, options, progress, ids, base, second)
+        return _sections(run, options, progress, ids, base, second, modules)
     except BaseException as exc:  # Ctrl-C, SIGTERM: the second process is stopped at once
         if second is not None:
             second.stop(exc)
         raise
 
 
-def _sections(run: Run, options: Options, progress, ids: list[str], base: int, second) -> list[SectionOutcome]:
+def _sections(run: Run, options: Options, progress, ids: list[str], base: int, second,
+              modules: dict) -> list[SectionOutcome]:
     """:func:`run_sections` once the second process (or None) is started."""
     spans: list[tuple[tuple, int, int]] = []  # (tag, first, end) of run.problems recorded during each call
-    modules = {sid: load(sid) for sid in ids}
     analysed: dict[str, SectionOutcome] = {}
 
     def analyse(sid: str) -> None:
@@ -323,9 +325,19 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)
+        _hand_over()
     finally:
         _FORKED = None
     return _Second(pool, executor, future)
+
+
+def _hand_over() -> None:
+    """Let the pool's threads send the task just submitted: they need this thread's GIL, which busy pandas work holds
+    for 5 ms switch intervals at a time (the task reached the worker 16-60 ms late; a nap of 0.5 ms: 0.8 ms)."""
+    import time
+
+    time.sleep(0.0005)
+    time.sleep(0.0005)
 
 
 class _Second:
@@ -351,6 +363,7 @@ class _Second:
 
     def present(self, page_focus) -> "_Second":
         self.future, self.last = self.executor.submit(_second_present, page_focus), True
+        _hand_over()
         return self
 
     def close(self) -> None:
