@@ -161,12 +161,82 @@ def test_the_first_process_analyses_what_the_second_could_not(fake_sections, mon
     assert two == serial
 
 
-def test_one_process_when_asked_or_for_a_subset(fake_sections, monkeypatch):
-    started = []
-    monkeypatch.setattr(sections, "_Second", lambda *a: started.append(a))
+def test_one_process_when_asked_or_for_a_subset_or_a_big_run(fake_sections, monkeypatch):
+    class Started(BaseException):  # passes the fallback for failures to start (an Exception)
+        pass
+
+    def pool(n):  # where the second process would start
+        raise Started
+
+    monkeypatch.setattr("reportgen.workers.pool", pool)
     _run_fake(1)
     sections.run_sections(_fake_run(), sections.Options(), only=["a", "b"], jobs=2)
-    assert started == []
+    # a run whose tables take more than FORK_MAX_TABLE_BYTES: the second process's memory is not worth it
+    big = _fake_run()
+    big.table("t")
+    monkeypatch.setattr(sections, "FORK_MAX_TABLE_BYTES", sections._table_bytes(big) - 1)
+    sections.run_sections(big, sections.Options(), jobs=2)
+    monkeypatch.setattr(sections, "FORK_MAX_TABLE_BYTES", sections._table_bytes(big))
+    with pytest.raises(Started):
+        sections.run_sections(big, sections.Options(), jobs=2)
+
+
+def test_a_fork_that_fails_leaves_one_process(fake_sections, monkeypatch):
+    serial = _run_fake(1)
+
+    def pool(n):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr("reportgen.workers.pool", pool)
+    fake_sections.clear()
+    assert _run_fake(2) == serial
+    assert fake_sections == ["a", "b", "c", "d"]
+
+
+def test_a_worker_killed_between_its_analyses_and_its_presents(fake_sections, monkeypatch):
+    """The OOM killer takes the idle worker while this process runs the advisor: its sections are presented here."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    serial = _run_fake(1)
+    real = sections.load
+
+    def load(sid):
+        m = real(sid)
+        if sid == "d" and not getattr(m, "_kills", False):
+            analyze = m.analyze
+
+            def killing(run, options):
+                for child in multiprocessing.active_children():
+                    os.kill(child.pid, signal.SIGKILL)
+                time.sleep(0.5)
+                return analyze(run, options)
+
+            m.analyze, m._kills = killing, True
+        return m
+
+    monkeypatch.setattr(sections, "load", load)
+    assert _run_fake(2) == serial
+    assert multiprocessing.active_children() == []
+
+
+def test_problems_past_the_cap_are_counted_as_one_process_counts_them(fake_sections, monkeypatch):
+    """Each process applies Run.problem's cap (10 x MAX_PROBLEMS) on its own; merged, the listed problems and the
+    count of unlisted ones are those of one process."""
+    monkeypatch.setattr("reportgen.limits.MAX_PROBLEMS", 1)
+
+    def run_capped(jobs):
+        run = _fake_run()
+        for k in range(5):
+            run.problem("(read)", f"problem {k}")
+        sections.run_sections(run, sections.Options(), jobs=jobs)
+        return [(p.path, p.problem) for p in run.problems], run.problems_unlisted
+
+    serial = run_capped(1)
+    assert len(serial[0]) == 10 and serial[1] == 3
+    assert run_capped(2) == serial
 
 
 # ------------------------------------------------------------------ real runs of every family

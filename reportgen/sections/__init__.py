@@ -17,6 +17,7 @@ import readers; without it, as in unit tests, the plain ``needs <tables>``). A r
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import traceback
@@ -141,6 +142,11 @@ def needs_reason(module, missing: list[str], options=None) -> str:
 #: done). Each process then holds about half of the work (measured on 2-8-rank runs: ``execution`` alone is about as
 #: much as ``waits``, ``communication``, ``domains`` and ``host`` together; ``operators`` stays here).
 SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
+#: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
+#: the second process's copy-on-write pages and working set raised the peak memory of a 1024-rank Kineto run from
+#: 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096 ranks is over its
+#: goal (issue 30); 2-8-rank runs take 0.3-10 MB, a 1024-rank MindInsight run 58 MB
+FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (they read analyses of both)
 AFTER_BOTH = ("compare", "advisor")
 #: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
@@ -188,11 +194,15 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         spans.append(((0, ids.index(sid)), first, len(run.problems)))
 
     shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
+    unlisted = 0  # problems the second process only counted (past the cap)
     if second is not None:
         for sid in ids:
             if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
                 analyse(sid)
-        got = second.result()  # [(outcome, problems)] in SECOND_PROCESS order, or None: analyse them here
+        got = second.result()  # {"outcomes": [(outcome, problems)] in SECOND_PROCESS order, ...}, or None: here
+        if got is not None:
+            unlisted += got["unlisted"]
+            got = list(got["outcomes"])
         for sid in (s for s in ids if s in SECOND_PROCESS):
             if got is None:
                 analyse(sid)
@@ -227,7 +237,10 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
         spans.append(((2, i), first, len(run.problems)))
     if there is not None:
-        views = second.result()  # {sid: (result, problems)} or None: present them here
+        views = second.result()  # {"views": {sid: (result, problems)}, ...} or None: present them here
+        if views is not None:
+            unlisted += views["unlisted"]
+            views = views["views"]
         for i, o in enumerate(outcomes):
             if o.status != "ok" or o.id not in SECOND_PROCESS:
                 continue
@@ -253,7 +266,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
                 else rest[0]
             _rehome(outcomes, o.view.findings)
     if second is not None:
-        _merge_problems(run, base, spans, shipped)
+        _merge_problems(run, base, spans, shipped, unlisted)
     return outcomes
 
 
@@ -309,26 +322,48 @@ def _analyse_one(run: Run, options: Options, sid: str, module) -> SectionOutcome
 
 
 def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
-    """The future of the second process's analyses (:data:`SECOND_PROCESS`), or None: one process (``jobs`` 1,
-    one core, a subset of the sections, no fork). The second process sends back each outcome with the data problems recorded while it was
-    analysed, or None when an outcome cannot be sent (this process then analyses those sections itself)."""
+    """The second process (:class:`_Second`, analysing :data:`SECOND_PROCESS`), or None: one process (``jobs`` 1,
+    one core, a subset of the sections, no fork, or a run whose tables take more than :data:`FORK_MAX_TABLE_BYTES`).
+    The second process sends back each outcome with the data problems recorded while it was analysed, or None when
+    an outcome cannot be sent (this process then analyses those sections itself)."""
     import os
     import sys
 
     global _FORKED
-    if jobs <= 1 or ids != SECTION_IDS or (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if jobs <= 1 or ids != SECTION_IDS or cores < 2 or not sys.platform.startswith("linux"):
+        return None
+    if _table_bytes(run) > FORK_MAX_TABLE_BYTES:
         return None
     from .. import workers
 
     _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
+    pool = None
     try:
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)
         _hand_over()
+        return _Second(pool, executor, future)
+    except BaseException as exc:  # no fork (ENOMEM, a process limit): one process; Ctrl-C: the worker stopped first
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.__exit__(type(exc), exc, exc.__traceback__)
+        if not isinstance(exc, Exception):
+            raise
+        log.debug("no second process", exc_info=True)
+        return None
     finally:
         _FORKED = None
-    return _Second(pool, executor, future)
+
+
+def _table_bytes(run: Run) -> int:
+    """Bytes of the run's loaded tables: each column's buffer (object columns as pointers), cheap at any size."""
+    total = 0
+    for df in run.tables.values():
+        if df is not None:
+            total += int(df.memory_usage(index=True, deep=False).sum())
+    return total
 
 
 def _hand_over() -> None:
@@ -361,8 +396,14 @@ class _Second:
             self.close()
         return got
 
-    def present(self, page_focus) -> "_Second":
-        self.future, self.last = self.executor.submit(_second_present, page_focus), True
+    def present(self, page_focus) -> "_Second | None":
+        """The worker presents its sections; None when it cannot (it died meanwhile: this process presents them)."""
+        try:
+            self.future, self.last = self.executor.submit(_second_present, page_focus), True
+        except Exception as exc:  # BrokenProcessPool: the worker was killed (the OOM killer) after its analyses
+            log.debug("the second process is gone; presenting its sections here", exc_info=True)
+            self.stop(exc)
+            return None
         _hand_over()
         return self
 
@@ -379,45 +420,35 @@ class _Second:
 
 def _second_process():
     """In the forked process: the sections of :data:`SECOND_PROCESS`, each with the data problems recorded while it
-    was analysed; None when the outcomes cannot be pickled (the first process then analyses them). The outcomes stay
-    here for :func:`_second_present`."""
+    was analysed, and how many problems it only counted (past the cap); an outcome that cannot be pickled fails the
+    task (the first process then analyses them). The outcomes stay here for :func:`_second_present`."""
     run, options, ids = _FORKED
-    out = []
+    out, unlisted = [], run.problems_unlisted
     for sid in ids:
         first = len(run.problems)
         outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
         out.append((outcome, run.problems[first:]))
-    return _picklable(out)
+    return {"outcomes": out, "unlisted": run.problems_unlisted - unlisted}  # not picklable: an error there, None here
 
 
 def _second_present(page_focus):
     """In the forked process, once the page's focus is known: its sections presented (:func:`_present_one`), by id,
-    each with the data problems recorded meanwhile; None when they cannot be pickled."""
+    each with the data problems recorded meanwhile, and how many problems it only counted."""
     run, options, ids = _FORKED
-    out = {}
+    out, unlisted = {}, run.problems_unlisted
     for sid in ids:
         o = options.done[sid]
         if o.status == "ok":
             first = len(run.problems)
             out[sid] = (_present_one(run, options, o, load(sid), page_focus, ship=True), run.problems[first:])
-    return _picklable(out)
+    return {"views": out, "unlisted": run.problems_unlisted - unlisted}
 
 
-def _picklable(value):
-    import pickle
-
-    try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        log.debug("not picklable", exc_info=True)
-        return None
-    return value
-
-
-def _merge_problems(run: Run, base: int, spans: list, shipped: list) -> None:
+def _merge_problems(run: Run, base: int, spans: list, shipped: list, unlisted: int = 0) -> None:
     """The data problems of a run analysed in two processes, in the order one process records them: by section
     (report order; analyses, then the page focus, then each section's present), each recorded once (a table both
-    processes loaded, a share both checked: the earlier section keeps it)."""
+    processes loaded, a share both checked: the earlier section keeps it). The cap of :meth:`Run.problem` holds for
+    the merged list: past it, problems are only counted, with those the second process only counted (``unlisted``)."""
     tagged = []
     own = run.problems[base:]
     tag_of = [(9, 0)] * len(own)
@@ -436,6 +467,12 @@ def _merge_problems(run: Run, base: int, spans: list, shipped: list) -> None:
         keep.append(p)
     del run.problems[base:]
     run.problems.extend(keep)
+    from ..limits import MAX_PROBLEMS
+
+    over = len(run.problems) - 10 * MAX_PROBLEMS
+    if over > 0:
+        del run.problems[10 * MAX_PROBLEMS:]
+    run.problems_unlisted += max(0, over) + unlisted
 
 
 def _default_step(run: Run, options) -> int | None:
