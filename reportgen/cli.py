@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                         "a directory with several is refused with a hint)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="decode ranks in N parallel processes (default: the number of cores; Kineto traces and Ascend "
-                        "rank directories, from 16 MiB of input); N > 1 also analyses the sections in two processes "
-                        "(the same report as -j 1)")
+                        "rank directories, from 16 MiB of input); N > 1 also analyses the sections of a run of up to 32 "
+                        "MiB of tables in two processes (the same report as -j 1)")
     p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
                    help="decode the ranks on this Dask distributed cluster (e.g. tcp://head:8786; needs the dask "
                         "extra, pip install '.[dask]', here and on the workers, which must see the files at the same "
