@@ -143,9 +143,9 @@ def needs_reason(module, missing: list[str], options=None) -> str:
 #: much as ``waits``, ``communication``, ``domains`` and ``host`` together; ``operators`` stays here).
 SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 #: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
-#: the second process's copy-on-write pages and working set raised the peak memory of a 1024-rank Kineto run from
-#: 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096 ranks is over its
-#: goal (issue 30); 2-8-rank runs take 0.3-10 MB, a 1024-rank MindInsight run 58 MB
+#: the second process's copy-on-write pages and working set raised the peak memory of a generated 1024-rank run of
+#: GPU traces from 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096
+#: ranks is over its goal (issue 30); 2-8-rank runs take 0.3-10 MB, another generated 1024-rank run 58 MB
 FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (they read analyses of both)
 AFTER_BOTH = ("compare", "advisor")
