@@ -1856,16 +1856,7 @@ class _Collector:
         coll = a.collective
         if kind == "kernel" and (coll is not None or self._is_comm(name)):
             kind = "comm"
-        stream = _int(a.stream)
-        if stream < 0:
-            stream = _int(e.tid) if a.stream is None else self._lenient_int(e, a.stream, stream,
-                                                                            "field args['stream']")
-        dev = _int(a.device)
-        if dev < 0:
-            dev = _int(e.pid) if a.device is None else self._lenient_int(e, a.device, dev, "field args['device']")
-        corr = _int(a.correlation)
-        if corr < 0 and a.correlation is not None:
-            corr = self._lenient_int(e, a.correlation, corr, "field args['correlation']")
+        stream, dev, corr = self._gpu_ids(e, a)
         self.g_name.append(name)
         self.g_kind.append(kind)
         self.g_ts.append(tt[0])
