@@ -449,9 +449,11 @@ def main(argv: list[str] | None = None) -> int:
         for sub in ("in", "out", "logs"):
             (tmp / sub).mkdir()
         (tmp / "hta_run.py").write_text(HTA_RUNNER)
-        env = dict(os.environ)
+        # PYTHONDONTWRITEBYTECODE (set in some sandboxes) would make every run of ours compile the package again,
+        # while HTA's venv holds the modules pip compiled at install: unset, as an installed reportgen runs
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        hta_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        hta_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")}
 
         # ---- inputs (untimed)
         inputs: dict[str, tuple[str, Path, float, bool]] = {}   # key -> (label, dir, MB, large)

@@ -187,20 +187,25 @@ def _without_waits(h: pd.DataFrame, spans: pd.DataFrame | None) -> pd.DataFrame:
         inside = (i >= 0) & (he[np.clip(i, 0, None)] >= ce)
         if not inside.any():
             continue
-        pieces = []
-        for k in np.unique(i[inside]):
-            row = hh.iloc[k]
-            sel = inside & (i == k)
-            a = float(row["start_ms"])
-            for s0, e0 in zip(cs[sel], ce[sel]):
-                if s0 > a:
-                    pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(s0)})
-                a = max(a, float(e0))
-            if float(row["end_ms"]) > a:
-                pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(row["end_ms"])})
-            cut_idx.append(hh.index[k])
-        if pieces:
-            out.append(pd.DataFrame(pieces))
+        # each held op k becomes the pieces between the spans it holds (spans: disjoint, in time order):
+        # [start, s1], [e1, s2], ..., [em, end], those of positive length, in op then time order
+        k, s0, e0 = i[inside], cs[inside], ce[inside]
+        order = np.argsort(k, kind="stable")
+        k, s0, e0 = k[order], s0[order], e0[order]
+        ops, first = np.unique(k, return_index=True)
+        last = np.r_[first[1:], len(k)] - 1
+        p_op = np.concatenate([k, ops])  # a piece ending at each held span, and each op's last piece
+        p_end = np.concatenate([s0, he[ops]])
+        prev = np.r_[-1.0, e0[:-1]]  # a piece starts where the op starts or where the span before ends
+        prev[first] = hs[ops]
+        p_start = np.concatenate([prev, e0[last]])
+        p_rank = np.concatenate([np.arange(len(k)), last + 0.5])  # the last piece after the op's spans
+        keep = p_end > p_start
+        sel = np.lexsort((p_rank[keep], p_op[keep]))
+        take = p_op[keep][sel]
+        if len(take):
+            out.append(hh.iloc[take].assign(start_ms=p_start[keep][sel], end_ms=p_end[keep][sel]))
+        cut_idx.extend(hh.index[ops].tolist())
     if not cut_idx:
         return h
     out[0] = h.drop(index=cut_idx)

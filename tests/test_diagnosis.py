@@ -208,3 +208,60 @@ def test_peer_statistics_leave_the_rank_out(n):
         assert got.loc[(step, rank), "peer_median"] == pytest.approx(peers.median())
         assert got.loc[(step, rank), "excess"] == pytest.approx(row["busy_ms"] - peers.median())
         assert got.loc[(step, rank), "spread"] == pytest.approx(peers.max() - peers.min())
+
+
+def _without_waits_reference(h, spans):
+    """The loop the vectorised reportgen.timeline._without_waits replaced (one op, one span at a time)."""
+    from reportgen.intervals import union
+
+    out, cut = [h], []
+    for rank, hh in h.groupby("rank", sort=False):
+        cc = spans[spans["rank"] == rank]
+        hh = hh.sort_values("start_ms", kind="stable")
+        hs, he = hh["start_ms"].to_numpy(float), hh["end_ms"].to_numpy(float)
+        cs, ce = union(cc["start_ms"].to_numpy(float), cc["end_ms"].to_numpy(float))
+        i = np.searchsorted(hs, cs, side="right") - 1
+        inside = (i >= 0) & (he[np.clip(i, 0, None)] >= ce)
+        pieces = []
+        for k in np.unique(i[inside]):
+            row = hh.iloc[k]
+            a = float(row["start_ms"])
+            for s0, e0 in zip(cs[inside & (i == k)], ce[inside & (i == k)]):
+                if s0 > a:
+                    pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(s0)})
+                a = max(a, float(e0))
+            if float(row["end_ms"]) > a:
+                pieces.append({**row.to_dict(), "start_ms": a, "end_ms": float(row["end_ms"])})
+            cut.append(hh.index[k])
+        if pieces:
+            out.append(pd.DataFrame(pieces))
+    out[0] = h.drop(index=cut)
+    res = pd.concat(out, ignore_index=True)
+    res["dur_ms"] = res["end_ms"] - res["start_ms"]
+    return res
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cutting_ops_around_held_spans_matches_the_loop(seed):
+    """Many ops on several ranks, each holding none, one or several spans (some touching, some at the op's edges,
+    some only overlapping): the pieces, their order and their columns are the loop's."""
+    from reportgen.timeline import _without_waits
+
+    rng = np.random.default_rng(seed)
+    rows, spans = [], []
+    for rank in range(3):
+        t = 0.0
+        for j in range(40):
+            start = t + float(rng.integers(0, 3))
+            dur = float(rng.integers(1, 30))
+            rows.append({"rank": rank, "name": f"op{j % 5}", "tid": str(j % 2), "start_ms": start, "dur_ms": dur,
+                         "end_ms": start + dur})
+            t = start + dur
+        for _ in range(60):
+            s = float(rng.integers(0, int(t)))
+            spans.append({"rank": rank, "start_ms": s, "end_ms": s + float(rng.integers(0, 6))})
+    h, sp = pd.DataFrame(rows), pd.DataFrame(spans)
+    got = _without_waits(h, sp)
+    want = _without_waits_reference(h, sp)
+    assert len(got) > len(h)  # ops were cut
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))

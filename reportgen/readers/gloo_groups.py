@@ -93,7 +93,8 @@ def assign(coll: pd.DataFrame | None, groups: pd.DataFrame | None, main_tids: di
         scores = {}
         for x, g in threads.items():
             if ends and len(g) >= MIN_SPANS:
-                match = {s: _match_share(g, s, ends) for s in others}
+                parts = _thread_parts(g)  # split once, matched against every other rank
+                match = {s: _match_share(parts, len(g), s, ends) for s in others}
                 scores[x] = {c: _score(match, c, rank, others) for c in cands}
         # creation order (module doc), kept when the ends do not contradict it
         tids = sorted(threads)
@@ -166,17 +167,21 @@ def _score(match: dict, group: tuple, rank: int, others: list) -> tuple[float, f
     return m - x, m
 
 
-def _match_share(t: pd.DataFrame, s: int, ends: dict) -> float:
-    """Share of the thread's spans that rank ``s`` has a span of the same collective and element count ending
-    within the tolerance of."""
+def _thread_parts(t: pd.DataFrame) -> list[tuple[tuple, np.ndarray, np.ndarray]]:
+    """A thread's spans per (collective, element count): (key, ends, tolerances), for :func:`_match_share`."""
+    return [(key, g["end_ms"].to_numpy(float), END_TOLERANCE_MS + 0.01 * g["dur_ms"].to_numpy(float))
+            for key, g in t.groupby(["collective", "in_nelems"], sort=False)]
+
+
+def _match_share(parts: list, n: int, s: int, ends: dict) -> float:
+    """Share of the thread's ``n`` spans (``parts``: :func:`_thread_parts`) that rank ``s`` has a span of the same
+    collective and element count ending within the tolerance of."""
     hits = 0
-    for (coll_, n), g in t.groupby(["collective", "in_nelems"], sort=False):
-        other = ends.get((s, coll_, n))
+    for (coll_, n_el), e, tol in parts:
+        other = ends.get((s, coll_, n_el))
         if other is None or not len(other):
             continue
-        e = g["end_ms"].to_numpy(float)
-        tol = END_TOLERANCE_MS + 0.01 * g["dur_ms"].to_numpy(float)
         i = np.clip(np.searchsorted(other, e), 1, len(other) - 1) if len(other) > 1 else np.zeros(len(e), int)
         near = np.minimum(np.abs(other[i] - e), np.abs(other[np.maximum(i - 1, 0)] - e))
         hits += int((near <= tol).sum())
-    return hits / len(t)
+    return hits / n

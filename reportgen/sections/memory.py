@@ -283,10 +283,11 @@ def subject_kind(ms: pd.DataFrame) -> str:
 def _line_name(series: pd.Series, counter: str) -> np.ndarray:
     """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
     another counter ('... memory pool total reserved') drops it first ('... memory pool · allocated')."""
-    names = series.astype(str)
+    codes, uniq = pd.factorize(series.astype(str))  # a few series over many samples: each name once
+    names = pd.Series(uniq, dtype=object)
     other = "reserved" if counter == "allocated" else "allocated"
     base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
-    return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)
+    return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)[codes]
 
 
 def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFrame | None:
