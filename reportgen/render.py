@@ -275,6 +275,8 @@ def chart_spec(spec: Any, key: str = "") -> Any:
         return spec if math.isfinite(spec) else None
     if cls is int or cls is bool or spec is None:
         return spec
+    if cls is str and spec.isascii() and len(spec) <= CHART_TEXT_CHARS and key not in _EXPRESSION_KEYS:
+        return spec  # nothing to cut and no bidi control or line separator in it: _chart_text's identity
     if isinstance(spec, str):
         if key in _EXPRESSION_KEYS:
             return spec.replace("\u2028", " ").replace("\u2029", " ")

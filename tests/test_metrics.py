@@ -17,3 +17,30 @@ def test_every_table_but_a_per_rank_one_has_a_budget_in_the_metrics_file():
     per_rank = pd.DataFrame({"rank": range(n), "x": [1.0] * n})
     assert document._budgeted("per_rank", per_rank) == (per_rank, None)
     assert document._cuttable("domains", groups) and not document._cuttable("per_rank", per_rank)
+
+
+def test_table_rows_clean_every_cell_as_clean_does():
+    """jsonsafe.table_rows converts numpy columns at once: each value (and its type) is what jsonsafe.clean gives
+    for that cell, for every dtype (floats with noise, NaN and inf, -0.0, ints, bools, uint64, float32, nullable
+    ints, categoricals, datetimes, mixed objects, long text), duplicate column names and a row limit."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen import jsonsafe
+
+    df = pd.DataFrame({"a": [1.0, np.nan, np.inf, -0.0, 0.04222999999999999, 1e300],
+                       "b": np.arange(6), "c": [True, False] * 3, "d": ["x", None, np.nan, "y" * 5000, 1, 2.5],
+                       "e": pd.array([1, None, 3, 4, 5, 6], dtype="Int64"), "f": np.arange(6, dtype=np.float32) / 3,
+                       "g": pd.Categorical(list("aabbcc")), "h": pd.to_datetime(["2020-01-01"] * 6),
+                       "i": np.arange(6, dtype=np.uint64) + 2 ** 63})
+    dup = df.copy()
+    dup.columns = ["a", "a", "b", "c", "d", "e", "f", "g", "h"]
+    for frame in (df, dup, df.iloc[0:0]):
+        cols = list(frame.columns)
+        want = [{c: jsonsafe.clean(v) for c, v in zip(cols, row)} for row in frame.itertuples(index=False, name=None)]
+        for limit in (None, 2):
+            got = jsonsafe.table_rows(frame, limit)
+            assert got == want[:limit]
+            assert [[type(v) for v in r.values()] for r in got] == [[type(v) for v in r.values()] for r in want[:limit]]
+    assert jsonsafe.table_rows(df)[0]["a"] == 1.0 and jsonsafe.table_rows(df)[1]["a"] is None
+    assert jsonsafe.table_rows(df)[4]["a"] == 0.04223

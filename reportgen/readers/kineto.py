@@ -109,8 +109,12 @@ def memory_samples(events: pd.DataFrame | None, props: pd.DataFrame | None) -> p
     accel = types.isin(list(ACCELERATOR_DEVICE_TYPES)).to_numpy()
     dev = pd.to_numeric(events["device_id"], errors="coerce")
     # one text per distinct (rank, type, device), not per sample (millions of [memory] events at thousands of ranks)
-    key = pd.MultiIndex.from_arrays([events["rank"].to_numpy(), types.to_numpy(), dev.fillna(-1).to_numpy()])
-    codes, uniq = pd.factorize(key)
+    # (a key per column, combined as one integer: a MultiIndex factorised per row took 5% of an 8-rank report)
+    parts = [pd.factorize(a, use_na_sentinel=False) for a in (events["rank"].to_numpy(), types.to_numpy(),
+                                                                dev.fillna(-1).to_numpy())]
+    nt, nd = len(parts[1][1]), len(parts[2][1])
+    codes, uk = pd.factorize((parts[0][0].astype(np.int64) * nt + parts[1][0]) * nd + parts[2][0])
+    uniq = [(parts[0][1][k // (nt * nd)], parts[1][1][k // nd % nt], parts[2][1][k % nd]) for k in uk.tolist()]
     reserves = pd.Series(events["reserved_mb"].to_numpy(dtype=float)).groupby(codes).max().reindex(
         range(len(uniq))).to_numpy()  # NaN max: the series has no reserved at all
     text = np.array([f"{ACCELERATOR_DEVICE_TYPES[int(t)]} device {int(d)} total reserved"

@@ -39,6 +39,7 @@ import json
 
 import math
 import re
+import weakref
 
 from .. import charts as vl
 import numpy as np
@@ -304,6 +305,22 @@ def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFr
     if ms is None or ms.empty:
         return None
     kind = kind or subject_kind(ms)
+    ref, memo = _IN_USE.get(id(ms), (None, None))
+    if ref is None or ref() is not ms:  # the run's samples table (one object per run); its lines, once per kind
+        memo = {}
+        _IN_USE.clear()
+        _IN_USE[id(ms)] = (weakref.ref(ms), memo)
+    if kind not in memo:
+        memo[kind] = _in_use_series(ms, kind)
+    return memo[kind]
+
+
+#: id(samples table) -> (weak reference to it, {kind: in_use_series}): the page draws the line in three places
+_IN_USE: dict = {}
+
+
+def _in_use_series(ms: pd.DataFrame, kind: str) -> pd.DataFrame | None:
+    """:func:`in_use_series`, computed."""
     rows = ms[ms["kind"] == kind]
     parts = []
     if "allocated_mb" in rows:
