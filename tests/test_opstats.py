@@ -354,3 +354,25 @@ def test_per_step_values_use_the_steps_in_scope_and_equal_communication():
     ops_comm = a.tables["comm_type_ops"].groupby("rank")["per_step_ms"].sum()
     comm = communication.analyze(run).tables["per_rank"].set_index("rank")["comm_op_ms"]
     assert ops_comm.to_dict() == pytest.approx(comm.to_dict()) and ops_comm.to_dict() == pytest.approx({0: 1.0, 1: 4.0})
+
+
+def test_summarize_on_a_small_table():
+    """Per group: count (summed), total, min, max, sample std (empty for op_statistic rows), mean, share of the
+    rank's total; groups in first-appearance order within the sort (rank, then total descending)."""
+    rows = pd.DataFrame({
+        "rank": [1, 0, 0, 1, 0, 0],
+        "type": ["mm", "mm", "conv", "mm", "mm", None],
+        "source": ["gpu_ops", "gpu_ops", "gpu_ops", "gpu_ops", "gpu_ops", "op_stats"],
+        "count": [1, 1, 1, 1, 1, 4],
+        "dur_ms": [2.0, 1.0, 5.0, 4.0, 3.0, 8.0],
+        "min_ms": [2.0, 1.0, 5.0, 4.0, 3.0, 1.5],
+        "max_ms": [2.0, 1.0, 5.0, 4.0, 3.0, 3.0]})
+    out = opstats.summarize(rows, ("rank", "type"))
+    assert out[["rank", "type", "count", "total_ms", "min_ms", "max_ms"]].values.tolist() == [
+        [0, "", 4, 8.0, 1.5, 3.0], [0, "conv", 1, 5.0, 5.0, 5.0], [0, "mm", 2, 4.0, 1.0, 3.0],
+        [1, "mm", 2, 6.0, 2.0, 4.0]]
+    assert out["count"].dtype == np.int64
+    assert np.isnan(out.loc[0, "std_ms"]) and np.isnan(out.loc[1, "std_ms"])  # op_statistic rows; one call
+    assert out.loc[2, "std_ms"] == pytest.approx(np.std([1.0, 3.0], ddof=1))
+    assert out["mean_ms"].tolist() == [2.0, 5.0, 2.0, 3.0]
+    assert out["share_ratio"].tolist() == pytest.approx([8 / 17, 5 / 17, 4 / 17, 1.0])
