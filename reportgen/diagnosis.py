@@ -48,6 +48,7 @@ import pandas as pd
 from . import facts, fmt
 from .intervals import union_length_by
 from .model import Run
+from .frames import agg
 
 #: how many times the peers' own spread a rank's excess must reach
 NOISE_K = 2.0
@@ -180,8 +181,7 @@ def features(run: Run, F, calls: pd.DataFrame | None) -> pd.DataFrame:
     else:
         st["input_ms"] = math.nan
     if calls is not None:
-        h = calls.groupby(["rank", "step"], as_index=False).agg(held_ms=("held_ms", "sum"),
-                                                               waited_ms=("wait_ms", "sum"))
+        h = agg(calls.groupby(["rank", "step"]), held_ms=("held_ms", "sum"), waited_ms=("wait_ms", "sum")).reset_index()
         st = st.merge(h, on=["rank", "step"], how="left")
         st[["held_ms", "waited_ms"]] = st[["held_ms", "waited_ms"]].fillna(0.0)
     else:

@@ -39,6 +39,7 @@ import pandas as pd
 
 from . import thresholds as th
 from .model import Run
+from .frames import agg
 
 #: how the user can bring warm-up steps back (CLI flag and Options key)
 INCLUDE_WARMUP_OPTION = "include_warmup"
@@ -144,7 +145,7 @@ def compute(run: Run, include_warmup: bool = False) -> RunFacts | None:
     steps = steps_all if include_warmup else tuple(s for s in steps_all if s not in warm)
     st = st.assign(warmup=st["step"].isin(warm), in_scope=st["step"].isin(steps))
     scoped = st[st["in_scope"]]
-    per_rank = scoped.groupby("rank", as_index=False).agg(step_ms=("step_ms", "mean"), steps=("step", "nunique"))
+    per_rank = agg(scoped.groupby("rank"), step_ms=("step_ms", "mean"), steps=("step", "nunique")).reset_index()
     order = rank_order(per_rank)
     notes = []
     if warm and not include_warmup:

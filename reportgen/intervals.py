@@ -15,6 +15,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from .frames import agg
+
+
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merged intervals (touching intervals merge)."""
     if len(starts) == 0:
@@ -39,8 +42,7 @@ def union_length_by(df: pd.DataFrame, keys: list[str], start: str = "start_ms", 
     before = o.groupby(list(keys), sort=False)[end].cummax().groupby([o[k] for k in keys], sort=False).shift(1)
     lo = np.maximum(o[start].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
     add = np.clip(o[end].to_numpy(float) - lo, 0, None)
-    return o.assign(length=add).groupby(list(keys), as_index=False).agg(length=("length", "sum"),
-                                                                       rows=("length", "size"))
+    return agg(o.assign(length=add).groupby(list(keys)), length=("length", "sum"), rows=("length", "size")).reset_index()
 
 
 def length(s: np.ndarray, e: np.ndarray) -> float:

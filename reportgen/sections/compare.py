@@ -31,6 +31,7 @@ Sources and definitions:
 from __future__ import annotations
 
 from .. import labels as L
+from ..frames import agg
 
 import numpy as np
 import pandas as pd
@@ -195,8 +196,8 @@ def pair_table(per: pd.DataFrame, a: int, b: int, keys: list[str], step_diff: fl
 
 
 def _per(o: pd.DataFrame, keys: list[str], steps: int) -> pd.DataFrame:
-    g = o.groupby(["rank"] + keys)["dur"]
-    out = g.agg(count="size", total_ms="sum", mean_ms="mean").reset_index()
+    out = agg(o.groupby(["rank"] + keys), count=("dur", "size"), total_ms=("dur", "sum"), mean_ms=("dur", "mean")
+              ).reset_index()
     out["count"] = out["count"] / steps
     out["total_ms"] = out["total_ms"] / steps
     return out

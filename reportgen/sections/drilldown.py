@@ -44,6 +44,7 @@ from .. import charts as vl
 import pandas as pd
 
 from .. import fmt, palette
+from ..frames import agg
 from ..charts import PLOT_MAX_WIDTH, axis, fit, fit_concat, in_unit, role_color, sequential, tip, to_spec
 from ..errors import Unavailable
 from .. import facts, opstats
@@ -198,8 +199,8 @@ def chosen_ranks(run: Run, step_table: pd.DataFrame | None = None, options=None)
 def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
     """df: key column, count, total_ms, max_ms (op_class) -> top TOP_N by total plus 'others'; ``attrs["classes"]``:
     name -> the op class of most of its time."""
-    g = df.groupby(key, dropna=False).agg(count=("count", "sum"), total_ms=("total_ms", "sum"),
-                                          max_ms=("max_ms", "max")).reset_index().rename(columns={key: "name"})
+    g = agg(df.groupby(key, dropna=False), count=("count", "sum"), total_ms=("total_ms", "sum"),
+            max_ms=("max_ms", "max")).reset_index().rename(columns={key: "name"})
     g["name"] = g["name"].astype(str)
     total = float(g["total_ms"].sum())
     g = g.sort_values(["total_ms", "name"], ascending=[False, True], kind="stable")
@@ -585,13 +586,13 @@ def every_rank_ops(run: Run) -> tuple[pd.DataFrame | None, dict]:
     d = d[np.isfinite(d["dur_ms"])]
     if d.empty:
         return None, {}
-    g = d.groupby(["rank", "name"], sort=False).agg(total_ms=("dur_ms", "sum"), count=("count", "sum")).reset_index()
+    g = agg(d.groupby(["rank", "name"], sort=False), total_ms=("dur_ms", "sum"), count=("count", "sum")).reset_index()
     g = g.sort_values(["rank", "total_ms", "name"], ascending=[True, False, True], kind="stable")
     pos = g.groupby("rank").cumcount()
     k = top_per_rank(g["rank"].nunique())
     top, rest = g[pos < k], g[pos >= k]
     if not rest.empty:
-        others = rest.groupby("rank", as_index=False).agg(total_ms=("total_ms", "sum"), count=("count", "sum"))
+        others = agg(rest.groupby("rank"), total_ms=("total_ms", "sum"), count=("count", "sum")).reset_index()
         top = pd.concat([top, others.assign(name="others")], ignore_index=True)
     tot = g.groupby("rank")["total_ms"].sum()
     top = top.assign(share_ratio=top["total_ms"] / top["rank"].map(tot).where(lambda s: s > 0))

@@ -49,6 +49,7 @@ from ..errors import Unavailable
 from ..focus import keep_sample
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View
+from ..frames import agg
 from . import needs_reason, sources
 
 ID = "host"
@@ -124,8 +125,8 @@ def user_ranges(df: pd.DataFrame, overlap: pd.DataFrame | None = None) -> tuple[
     ranks, total_ms, the per-rank own means' median and max, the slowest rank, spread = max / median), module doc.
     ``overlap`` (:func:`comm_overlap`): the collective time inside; without it (or for a rank it lacks) the own time
     is the whole time."""
-    per = df.groupby(["side", "name", "rank"], sort=False, as_index=False).agg(
-        count=("count", "sum"), total_ms=("total_ms", "sum"), max_ms=("max_ms", "max"))
+    per = agg(df.groupby(["side", "name", "rank"], sort=False),
+              count=("count", "sum"), total_ms=("total_ms", "sum"), max_ms=("max_ms", "max")).reset_index()
     per["mean_ms"] = per["total_ms"] / per["count"].where(per["count"] > 0)
     if overlap is not None and not overlap.empty:
         per = per.merge(overlap[["side", "name", "rank", "comm_ms"]], on=["side", "name", "rank"], how="left")
@@ -134,9 +135,9 @@ def user_ranges(df: pd.DataFrame, overlap: pd.DataFrame | None = None) -> tuple[
     per["own_ms"] = per["total_ms"] - per["comm_ms"].fillna(0.0).clip(upper=per["total_ms"])
     per["own_mean_ms"] = per["own_ms"] / per["count"].where(per["count"] > 0)
     g = per.groupby(["side", "name"], sort=False)
-    by = g.agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ms=("total_ms", "sum"),
-               comm_ms=("comm_ms", "sum"), median_mean_ms=("own_mean_ms", "median"),
-               max_mean_ms=("own_mean_ms", "max")).reset_index()
+    by = agg(g, ranks=("rank", "nunique"), count=("count", "sum"), total_ms=("total_ms", "sum"),
+             comm_ms=("comm_ms", "sum"), median_mean_ms=("own_mean_ms", "median"),
+             max_mean_ms=("own_mean_ms", "max")).reset_index()
     slow = per.loc[g["own_mean_ms"].idxmax().dropna().astype(int), ["side", "name", "rank"]]
     by = by.merge(slow.rename(columns={"rank": "slowest_rank"}), on=["side", "name"], how="left")
     by["spread_ratio"] = by["max_mean_ms"] / by["median_mean_ms"].where(by["median_mean_ms"] > 0)
