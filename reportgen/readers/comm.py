@@ -113,10 +113,10 @@ def _kernel_collectives(gpu: pd.DataFrame | None) -> pd.DataFrame:
     if gpu is None:
         return pd.DataFrame()
     k = gpu[gpu["kind"] == "comm"]
-    low = k["name"].str.lower().str.replace("_", "", regex=False)
-    coll = pd.Series("other", index=k.index)
-    for key, name in reversed(_NCCL_OP):
-        coll[low.str.contains(key, regex=False)] = name
+    codes, names = pd.factorize(k["name"].astype(str).to_numpy(), use_na_sentinel=False)  # per distinct kernel name
+    per_name = np.array([next((op for key, op in _NCCL_OP if key in n.lower().replace("_", "")), "other")
+                         for n in names], dtype=object)
+    coll = pd.Series(per_name[codes], index=k.index, dtype=pd.Series("other").dtype)  # the text dtype, as before
     return pd.DataFrame({"rank": k["rank"], "source": "gpu_kernel", "name": k["name"], "collective": coll,
                          "group_ranks": "", "group_name": "stream " + k["stream"].astype(str), "group_size": -1,
                          "in_mb": math.nan, "out_mb": math.nan, "start_ms": k["start_ms"], "dur_ms": k["dur_ms"]})
