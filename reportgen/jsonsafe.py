@@ -51,7 +51,7 @@ def table_rows(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any
         df = df.iloc[:limit]
     if not len(df):
         return []
-    values = [_column(df.iloc[:, k]) for k in range(len(cols))]
+    values = [_column(s) for _, s in df.items()]  # by position: duplicate names too
     return [dict(zip(cols, row)) for row in zip(*values)]
 
 
