@@ -284,3 +284,31 @@ def test_a_worker_writes_to_streams_of_its_own(monkeypatch):
     with workers.pool(1) as ex:
         err, out, name = ex.submit(_stream_check).result(timeout=60)
     assert name == "/dev/null" and err == out and err != id(sys.stderr)
+
+
+@pytest.mark.parametrize("winner", [1, 2])
+def test_a_section_either_process_may_take_is_taken_once(fake_sections, monkeypatch, winner):
+    """A section of EITHER (here a) is analysed and presented by whichever process claims it first: this one (it takes
+    them last) or the second (once its own are done); the report is the one-process report either way."""
+    serial = _run_fake(1)
+    monkeypatch.setattr(sections, "EITHER", ("a",))
+    monkeypatch.setattr(sections, "_claim", lambda claims, sid, who: who == winner)  # inherited by the fork
+    fake_sections.clear()
+    assert _run_fake(2) == serial
+    assert fake_sections == (["a", "d"] if winner == 1 else ["d"])
+
+
+def test_a_section_the_second_process_took_is_analysed_here_when_it_fails(fake_sections, monkeypatch):
+    serial = _run_fake(1)
+    monkeypatch.setattr(sections, "EITHER", ("a",))
+    monkeypatch.setattr(sections, "_claim", lambda claims, sid, who: who == 2)
+    real = sections._second_process
+
+    def claims_then_fails():
+        real()  # claims a, analyses b, c and a
+        return None  # an unpicklable result
+
+    monkeypatch.setattr(sections, "_second_process", claims_then_fails)
+    fake_sections.clear()
+    assert _run_fake(2) == serial
+    assert fake_sections == ["a", "b", "c", "d"]  # what the second process analysed, in report order
