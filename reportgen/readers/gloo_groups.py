@@ -169,8 +169,18 @@ def _score(match: dict, group: tuple, rank: int, others: list) -> tuple[float, f
 
 def _thread_parts(t: pd.DataFrame) -> list[tuple[tuple, np.ndarray, np.ndarray]]:
     """A thread's spans per (collective, element count): (key, ends, tolerances), for :func:`_match_share`."""
-    return [(key, g["end_ms"].to_numpy(float), END_TOLERANCE_MS + 0.01 * g["dur_ms"].to_numpy(float))
-            for key, g in t.groupby(["collective", "in_nelems"], sort=False)]
+    coll, n = t["collective"].to_numpy(), t["in_nelems"].to_numpy()
+    ok = pd.notna(coll) & pd.notna(n)  # as groupby: a span without a key is in no group
+    cc, cu = pd.factorize(coll[ok])
+    nc, nu = pd.factorize(n[ok])
+    code = cc.astype(np.int64) * max(1, len(nu)) + nc
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    cut = np.flatnonzero(np.diff(code)) + 1
+    end = t["end_ms"].to_numpy(float)[ok][order]
+    tol = END_TOLERANCE_MS + 0.01 * t["dur_ms"].to_numpy(float)[ok][order]
+    return [((cu[code[a] // max(1, len(nu))], nu[code[a] % max(1, len(nu))]), e, d)
+            for a, e, d in zip(np.r_[0, cut].astype(int), np.split(end, cut), np.split(tol, cut))] if len(code) else []
 
 
 def _match_share(parts: list, n: int, s: int, ends: dict) -> float:
