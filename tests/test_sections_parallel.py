@@ -312,3 +312,36 @@ def test_a_section_the_second_process_took_is_analysed_here_when_it_fails(fake_s
     fake_sections.clear()
     assert _run_fake(2) == serial
     assert fake_sections == ["a", "b", "c", "d"]  # what the second process analysed, in report order
+
+
+def test_what_a_section_reads_of_the_other_process_is_added_once_both_are_done(fake_sections, monkeypatch):
+    """A section's ``finish`` (compare: the pair's memory peaks) runs once every section but the advisor's is analysed,
+    in either mode, and reads an analysis of the second process (here a reads b's); it runs for a subset too."""
+    real = sections.load
+
+    def finish(run, analysis, options):
+        analysis.metrics["b_seen"] = sections.analysis_of("b", run, options).metrics["id"]
+        run.problem("a", "finished")
+
+    def load(sid):
+        m = real(sid)
+        if sid == "a":
+            m.finish = finish
+        return m
+
+    monkeypatch.setattr(sections, "load", load)
+    serial = _run_fake(1)
+    assert serial[0][0][3] == {"id": "a", "b_seen": "b"}
+    # after every analysis but the advisor's (here d), as one process records them
+    assert serial[1].index(("a", "finished")) == serial[1].index(("d", "fourth")) - 1
+    assert _run_fake(2) == serial
+    outs = sections.run_sections(_fake_run(), sections.Options(), only=["a", "b"], jobs=2)
+    assert outs[0].analysis.metrics["b_seen"] == "b"
+
+
+def test_the_rank_comparison_names_the_pair_memory_peaks():
+    run = read_run(fixture_dir("generated", "torch_gloo_ddp4_baseline"), jobs=1)
+    m = {o.id: o for o in sections.run_sections(run, section_options(run), jobs=2)}
+    c, mem = m["compare"].analysis.metrics, m["memory"].analysis.tables["per_rank"].set_index("rank")
+    assert c["peak_mb_a"] == float(mem.at[c["rank_a"], "peak_mb"])
+    assert c["peak_mb_b"] == float(mem.at[c["rank_b"], "peak_mb"])

@@ -147,8 +147,8 @@ SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 #: GPU traces from 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096
 #: ranks is over its goal (issue 30); 2-8-rank runs take 0.3-10 MB, another generated 1024-rank run 58 MB
 FORK_MAX_TABLE_BYTES = 32 * 2**20
-#: analysed after both processes are done (they read analyses of both)
-AFTER_BOTH = ("compare", "advisor")
+#: analysed after both processes are done (it reads analyses of both)
+AFTER_BOTH = ("advisor",)
 #: sections that read no other section's analysis and that no section of either process reads, so either process can
 #: analyse (and present) them: the second process takes one once its own are done if this one has not started it (this
 #: one takes them last). The halves differ by run: on 2-rank runs of GPU traces this process had ~100 ms more, on
@@ -198,6 +198,26 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         analysed[sid] = options.done[sid] = _analyse_one(run, options, sid, modules[sid])
         spans.append(((0, ids.index(sid)), first, len(run.problems)))
 
+    finished = []
+
+    def finish() -> None:
+        """Each analysed section's ``finish(run, analysis, options)``, once: what it reads of sections the other
+        process may have analysed (``compare``: the memory peaks), added once all but :data:`AFTER_BOTH` are done."""
+        if finished:
+            return
+        finished.append(True)
+        # recorded where one process records them: after every analysis but those of AFTER_BOTH, before those
+        tag = (0, min([ids.index(s) for s in AFTER_BOTH if s in ids] or [len(ids)]) - 0.5)
+        for sid in ids:
+            o, hook = analysed.get(sid), getattr(modules[sid], "finish", None)
+            if hook is not None and o is not None and o.status == "ok":
+                first = len(run.problems)
+                try:
+                    hook(run, o.analysis, options)
+                except Exception as exc:  # isolate, as an analysis
+                    analysed[sid] = options.done[sid] = _failed(sid, modules[sid], exc)
+                spans.append((tag, first, len(run.problems)))
+
     shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
     unlisted = 0  # problems the second process only counted (past the cap)
     there_ids: set[str] = set()  # the sections the second process analysed (and presents)
@@ -222,12 +242,16 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
                 progress(sid)
             analysed[sid] = options.done[sid] = outcome
             shipped.extend(((0, ids.index(sid)), p) for p in problems)
+        finish()
         for sid in (s for s in ids if s in AFTER_BOTH):
             analyse(sid)
     else:
         got = None
         for sid in ids:
+            if sid in AFTER_BOTH:
+                finish()
             analyse(sid)
+        finish()  # (a subset without the advisor)
     outcomes = [analysed[sid] for sid in ids]
     if any(o.id == "advisor" for o in outcomes):
         first = len(run.problems)

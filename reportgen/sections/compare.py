@@ -260,12 +260,6 @@ def analyze(run: Run, options=None) -> Analysis:
         ct = ca.add_prefix("a_").join(cb.add_prefix("b_"), how="outer").reset_index()
         ct["delta_ms"] = ct.get("a_elapse_ms", 0).fillna(0) - ct.get("b_elapse_ms", 0).fillna(0)
         tables["comm"] = ct.sort_values("delta_ms", key=np.abs, ascending=False).reset_index(drop=True)
-    try:
-        mem = analysis_of("memory", run, options).tables["per_rank"].set_index("rank")
-        if a in mem.index and b in mem.index:
-            metrics.update(peak_mb_a=float(mem.at[a, "peak_mb"]), peak_mb_b=float(mem.at[b, "peak_mb"]))
-    except Unavailable:
-        pass
     # the any-pair chart: type totals of up to PAIR_RANKS ranks
     all_ranks = sorted(int(r) for r in pr.index)
     if len(all_ranks) <= PAIR_RANKS:
@@ -281,6 +275,18 @@ def analyze(run: Run, options=None) -> Analysis:
                           "pr": pr, "measure": compute if compute.reindex(all_ranks).notna().all() else pr,
                           "stages": {int(r): run.stage_of(int(r)) for r in embed},
                           "by_type": by_type, "multi": multi, "keep": [a, b]})
+
+
+def finish(run: Run, analysis: Analysis, options=None) -> None:
+    """What the comparison reads of the memory section (the pair's memory peaks), added once every other section is
+    analysed (the memory section may be analysed in the other process; reportgen/sections/__init__.py)."""
+    a, b = analysis.metrics["rank_a"], analysis.metrics["rank_b"]
+    try:
+        mem = analysis_of("memory", run, options).tables["per_rank"].set_index("rank")
+    except Unavailable:
+        return
+    if a in mem.index and b in mem.index:
+        analysis.metrics.update(peak_mb_a=float(mem.at[a, "peak_mb"]), peak_mb_b=float(mem.at[b, "peak_mb"]))
 
 
 def _label(multi, t, k) -> str:
