@@ -168,8 +168,10 @@ def run_sections(run: Run, options: Options | None = None,
     (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups.
 
     ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
-    are analysed in a forked process while this one analyses the others (:func:`_two_processes`); the outcome,
-    data problems included, is the one a single process gives (tests/test_sections_parallel.py)."""
+    are analysed in a forked process while this one analyses the others (:func:`_two_processes`), a section of
+    :data:`EITHER` by whichever is free first; a section's ``finish`` adds what it reads of the other process's
+    sections once both are done, then :data:`AFTER_BOTH` runs; the outcome, data problems included, is the one a
+    single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
     ids = list(only or SECTION_IDS)
     if only is None:  # the step facts first, in one process or two alike (their data problems come before any section's)
