@@ -345,3 +345,21 @@ def test_the_rank_comparison_names_the_pair_memory_peaks():
     c, mem = m["compare"].analysis.metrics, m["memory"].analysis.tables["per_rank"].set_index("rank")
     assert c["peak_mb_a"] == float(mem.at[c["rank_a"], "peak_mb"])
     assert c["peak_mb_b"] == float(mem.at[c["rank_b"], "peak_mb"])
+
+
+def test_a_claim_whose_lock_is_never_released_is_not_taken(monkeypatch):
+    """The other process killed while it held a claim's lock: no wait forever; this process does not take it (if the
+    second process is gone, its result fails and this one analyses what it lacks)."""
+    import os
+    import signal
+
+    monkeypatch.setattr(sections, "CLAIM_WAIT_S", 0.2)
+    claims = sections._claims(["operators"])
+    pid = os.fork()
+    if pid == 0:  # the other process: takes the lock and dies holding it
+        claims["operators"].get_lock().acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert sections._claim(claims, "operators", 1) is False
+    fresh = sections._claims(["operators"])
+    assert sections._claim(fresh, "operators", 1) is True and sections._claim(fresh, "operators", 2) is False

@@ -154,7 +154,7 @@ AFTER_BOTH = ("advisor",)
 #: one takes them last). The halves differ by run: on 2-rank runs of GPU traces this process had ~100 ms more, on
 #: 4-8-rank runs of CPU traces the second one had more; whichever is free first takes ``operators``.
 EITHER = ("operators",)
-#: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
+#: what the second process analyses: (run, options, ids, claims of EITHER), set just before the fork and inherited
 _FORKED: tuple | None = None
 
 
@@ -412,6 +412,10 @@ def _hand_over() -> None:
     time.sleep(0.0005)
 
 
+#: how long a claim waits for the other process to let go of its flag (it holds it for microseconds)
+CLAIM_WAIT_S = 10.0
+
+
 def _claims(ids: list[str]) -> dict:
     """A shared flag per section of :data:`EITHER` (made before the fork): 0 free, 1 this process, 2 the second."""
     import multiprocessing
@@ -421,12 +425,19 @@ def _claims(ids: list[str]) -> dict:
 
 
 def _claim(claims: dict, sid: str, who: int) -> bool:
-    """Take section ``sid`` for process ``who`` (1 this one, 2 the second) unless the other has it."""
+    """Take section ``sid`` for process ``who`` (1 this one, 2 the second) unless the other has it. A lock not had in
+    10 s (the other process killed while it held it, for a few microseconds): not taken; if the second process is
+    gone, its result fails and this process analyses every section it has not."""
     flag = claims[sid]
-    with flag.get_lock():
+    lock = flag.get_lock()
+    if not lock.acquire(timeout=CLAIM_WAIT_S):
+        return False
+    try:
         if flag.value == 0:
             flag.value = who
         return flag.value == who
+    finally:
+        lock.release()
 
 
 class _Second:
