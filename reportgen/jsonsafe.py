@@ -49,8 +49,8 @@ def table_rows(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any
     cols = list(df.columns)
     if limit is not None and len(df) > limit:
         df = df.iloc[:limit]
-    if not len(df):
-        return []
+    if not len(df) or not cols:
+        return [{} for _ in range(len(df))]
     values = [_column(s) for _, s in df.items()]  # by position: duplicate names too
     return [dict(zip(cols, row)) for row in zip(*values)]
 

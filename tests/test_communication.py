@@ -410,3 +410,19 @@ def test_self_links_are_in_the_files_and_kept_off_the_matrix_colour_scale(pp2x4)
     # the colour scale's extent (and the ink on it) comes from the rank-to-rank cells only
     assert "datum.self_link ? null : datum.value" in spec
     assert "grey diagonal" in fig.caption
+
+
+def test_communication_kernels_named_per_kernel_name():
+    """Kernels without collective args: the collective from the kernel's name (first match of reportgen.readers.comm
+    _NCCL_OP), 'other' for an unknown or missing name."""
+    import pandas as pd
+
+    from reportgen.readers.comm import _kernel_collectives
+
+    names = ["ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_SendRecv", "ncclKernel_Reduce_Scatter_x",
+             "ncclKernel_Broadcast", "nccl_other", None, "ncclKernel_AllReduce_RING_LL_Sum_float"]
+    gpu = pd.DataFrame({"rank": 0, "kind": "comm", "name": pd.array(names, dtype="str"), "stream": 7,
+                        "start_ms": range(7), "dur_ms": 1.0})
+    out = _kernel_collectives(gpu)
+    assert out["collective"].tolist() == ["allreduce", "batchsendrecv", "reducescatter", "broadcast", "other",
+                                          "other", "allreduce"]

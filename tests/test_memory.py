@@ -601,3 +601,14 @@ def test_memory_detail_zooms_in_x_and_marks_step_starts():
     assert set(steps["rank"]) == set(out.analysis.data["detail"]["detail_ranks"])
     assert steps.groupby("rank").size().min() >= 2  # several steps per rank in this run
     assert "double-click to reset" in fig.caption
+
+
+def test_line_names_per_series_keep_a_missing_series_missing():
+    import pandas as pd
+
+    from reportgen.sections.memory import _line_name
+
+    out = _line_name(pd.Series(["PTA memory pool total reserved", "host (CPU) total allocated", "x", None, "x"]),
+                     "allocated")
+    assert list(out[:3]) == ["PTA memory pool · allocated", "host (CPU) total allocated", "x · allocated"]
+    assert pd.isna(out[3]) and out[4] == "x · allocated"

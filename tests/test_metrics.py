@@ -44,3 +44,12 @@ def test_table_rows_clean_every_cell_as_clean_does():
             assert [[type(v) for v in r.values()] for r in got] == [[type(v) for v in r.values()] for r in want[:limit]]
     assert jsonsafe.table_rows(df)[0]["a"] == 1.0 and jsonsafe.table_rows(df)[1]["a"] is None
     assert jsonsafe.table_rows(df)[4]["a"] == 0.04223
+
+
+def test_table_rows_of_a_table_without_columns():
+    import pandas as pd
+
+    from reportgen import jsonsafe
+
+    assert jsonsafe.table_rows(pd.DataFrame(index=[0, 1])) == [{}, {}]
+    assert jsonsafe.table_rows(pd.DataFrame(index=[0, 1]), 1) == [{}]

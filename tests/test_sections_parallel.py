@@ -315,8 +315,9 @@ def test_a_section_the_second_process_took_is_analysed_here_when_it_fails(fake_s
 
 
 def test_what_a_section_reads_of_the_other_process_is_added_once_both_are_done(fake_sections, monkeypatch):
-    """A section's ``finish`` (compare: the pair's memory peaks) runs once every section but the advisor's is analysed,
-    in either mode, and reads an analysis of the second process (here a reads b's); it runs for a subset too."""
+    """A section's ``finish`` (compare: the pair's memory peaks) reads a section before it in report order that the
+    second process analyses (here a reads b, with b first): right after its analysis in one process, once both are
+    done in two; its problems where one process records them, the same report either way; a subset too, in any order."""
     real = sections.load
 
     def finish(run, analysis, options):
@@ -330,13 +331,14 @@ def test_what_a_section_reads_of_the_other_process_is_added_once_both_are_done(f
         return m
 
     monkeypatch.setattr(sections, "load", load)
+    monkeypatch.setattr(sections, "SECTION_IDS", list("bacd"))
     serial = _run_fake(1)
-    assert serial[0][0][3] == {"id": "a", "b_seen": "b"}
-    # after every analysis but the advisor's (here d), as one process records them
-    assert serial[1].index(("a", "finished")) == serial[1].index(("d", "fourth")) - 1
+    assert serial[0][1][3] == {"id": "a", "b_seen": "b"}
+    assert serial[1].index(("a", "finished")) == serial[1].index(("a", "first")) + 1
     assert _run_fake(2) == serial
-    outs = sections.run_sections(_fake_run(), sections.Options(), only=["a", "b"], jobs=2)
-    assert outs[0].analysis.metrics["b_seen"] == "b"
+    for only in (["a", "b"], ["d", "a", "b"]):  # the advisor's stand-in before the section with a finish, too
+        outs = {o.id: o for o in sections.run_sections(_fake_run(), sections.Options(), only=only, jobs=2)}
+        assert outs["a"].analysis.metrics["b_seen"] == "b"
 
 
 def test_the_rank_comparison_names_the_pair_memory_peaks():
@@ -345,6 +347,8 @@ def test_the_rank_comparison_names_the_pair_memory_peaks():
     c, mem = m["compare"].analysis.metrics, m["memory"].analysis.tables["per_rank"].set_index("rank")
     assert c["peak_mb_a"] == float(mem.at[c["rank_a"], "peak_mb"])
     assert c["peak_mb_b"] == float(mem.at[c["rank_b"], "peak_mb"])
+    sub = {o.id: o for o in sections.run_sections(run, section_options(run), only=["advisor", "compare"])}
+    assert sub["compare"].analysis.metrics["peak_mb_a"] == c["peak_mb_a"]  # a subset, the advisor first
 
 
 def test_a_claim_whose_lock_is_never_released_is_not_taken(monkeypatch):

@@ -115,7 +115,7 @@ def _kernel_collectives(gpu: pd.DataFrame | None) -> pd.DataFrame:
     k = gpu[gpu["kind"] == "comm"]
     codes, names = pd.factorize(k["name"].astype(str).to_numpy(), use_na_sentinel=False)  # per distinct kernel name
     per_name = np.array([next((op for key, op in _NCCL_OP if key in n.lower().replace("_", "")), "other")
-                         for n in names], dtype=object)
+                         if isinstance(n, str) else "other" for n in names], dtype=object)
     coll = pd.Series(per_name[codes], index=k.index, dtype=pd.Series("other").dtype)  # the text dtype, as before
     return pd.DataFrame({"rank": k["rank"], "source": "gpu_kernel", "name": k["name"], "collective": coll,
                          "group_ranks": "", "group_name": "stream " + k["stream"].astype(str), "group_size": -1,

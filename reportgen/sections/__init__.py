@@ -169,8 +169,8 @@ def run_sections(run: Run, options: Options | None = None,
 
     ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
     are analysed in a forked process while this one analyses the others (:func:`_two_processes`), a section of
-    :data:`EITHER` by whichever is free first; a section's ``finish`` adds what it reads of the other process's
-    sections once both are done, then :data:`AFTER_BOTH` runs; the outcome, data problems included, is the one a
+    :data:`EITHER` by whichever is free first; a section's ``finish`` (what it reads of the other process's
+    sections) runs once both are done, then :data:`AFTER_BOTH`; the outcome, data problems included, is the one a
     single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
     ids = list(only or SECTION_IDS)
@@ -200,25 +200,20 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         analysed[sid] = options.done[sid] = _analyse_one(run, options, sid, modules[sid])
         spans.append(((0, ids.index(sid)), first, len(run.problems)))
 
-    finished = []
-
-    def finish() -> None:
-        """Each analysed section's ``finish(run, analysis, options)``, once: what it reads of sections the other
-        process may have analysed (``compare``: the memory peaks), added once all but :data:`AFTER_BOTH` are done."""
-        if finished:
+    def finish(sid: str) -> None:
+        """The section's ``finish(run, analysis, options)``: what it reads of sections the second process may analyse
+        (``compare``: the memory peaks), which come before it in report order. One process: right after its analysis;
+        two: once both are done, its data problems tagged as its analysis's, so they are merged where one process
+        records them."""
+        o, hook = analysed.get(sid), getattr(modules[sid], "finish", None)
+        if hook is None or o is None or o.status != "ok":
             return
-        finished.append(True)
-        # recorded where one process records them: after every analysis but those of AFTER_BOTH, before those
-        tag = (0, min([ids.index(s) for s in AFTER_BOTH if s in ids] or [len(ids)]) - 0.5)
-        for sid in ids:
-            o, hook = analysed.get(sid), getattr(modules[sid], "finish", None)
-            if hook is not None and o is not None and o.status == "ok":
-                first = len(run.problems)
-                try:
-                    hook(run, o.analysis, options)
-                except Exception as exc:  # isolate, as an analysis
-                    analysed[sid] = options.done[sid] = _failed(sid, modules[sid], exc)
-                spans.append((tag, first, len(run.problems)))
+        first = len(run.problems)
+        try:
+            hook(run, o.analysis, options)
+        except Exception as exc:  # isolate, as an analysis
+            analysed[sid] = options.done[sid] = _failed(sid, modules[sid], exc)
+        spans.append(((0, ids.index(sid)), first, len(run.problems)))
 
     shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
     unlisted = 0  # problems the second process only counted (past the cap)
@@ -244,16 +239,16 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
                 progress(sid)
             analysed[sid] = options.done[sid] = outcome
             shipped.extend(((0, ids.index(sid)), p) for p in problems)
-        finish()
+        for sid in ids:
+            finish(sid)
         for sid in (s for s in ids if s in AFTER_BOTH):
             analyse(sid)
+            finish(sid)
     else:
         got = None
         for sid in ids:
-            if sid in AFTER_BOTH:
-                finish()
             analyse(sid)
-        finish()  # (a subset without the advisor)
+            finish(sid)
     outcomes = [analysed[sid] for sid in ids]
     if any(o.id == "advisor" for o in outcomes):
         first = len(run.problems)

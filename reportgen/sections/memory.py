@@ -284,7 +284,7 @@ def subject_kind(ms: pd.DataFrame) -> str:
 def _line_name(series: pd.Series, counter: str) -> np.ndarray:
     """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
     another counter ('... memory pool total reserved') drops it first ('... memory pool · allocated')."""
-    codes, uniq = pd.factorize(series.astype(str))  # a few series over many samples: each name once
+    codes, uniq = pd.factorize(series.astype(str), use_na_sentinel=False)  # a few series, many samples: names once
     names = pd.Series(uniq, dtype=object)
     other = "reserved" if counter == "allocated" else "allocated"
     base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
