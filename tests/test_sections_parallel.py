@@ -286,34 +286,6 @@ def test_a_worker_writes_to_streams_of_its_own(monkeypatch):
     assert name == "/dev/null" and err == out and err != id(sys.stderr)
 
 
-@pytest.mark.parametrize("winner", [1, 2])
-def test_a_section_either_process_may_take_is_taken_once(fake_sections, monkeypatch, winner):
-    """A section of EITHER (here a) is analysed and presented by whichever process claims it first: this one (it takes
-    them last) or the second (once its own are done); the report is the one-process report either way."""
-    serial = _run_fake(1)
-    monkeypatch.setattr(sections, "EITHER", ("a",))
-    monkeypatch.setattr(sections, "_claim", lambda claims, sid, who: who == winner)  # inherited by the fork
-    fake_sections.clear()
-    assert _run_fake(2) == serial
-    assert fake_sections == (["a", "d"] if winner == 1 else ["d"])
-
-
-def test_a_section_the_second_process_took_is_analysed_here_when_it_fails(fake_sections, monkeypatch):
-    serial = _run_fake(1)
-    monkeypatch.setattr(sections, "EITHER", ("a",))
-    monkeypatch.setattr(sections, "_claim", lambda claims, sid, who: who == 2)
-    real = sections._second_process
-
-    def claims_then_fails():
-        real()  # claims a, analyses b, c and a
-        return None  # an unpicklable result
-
-    monkeypatch.setattr(sections, "_second_process", claims_then_fails)
-    fake_sections.clear()
-    assert _run_fake(2) == serial
-    assert fake_sections == ["a", "b", "c", "d"]  # what the second process analysed, in report order
-
-
 def test_what_a_section_reads_of_the_other_process_is_added_once_both_are_done(fake_sections, monkeypatch):
     """A section's ``finish`` (compare: the pair's memory peaks) reads a section before it in report order that the
     second process analyses (here a reads b, with b first): right after its analysis in one process, once both are
@@ -349,21 +321,3 @@ def test_the_rank_comparison_names_the_pair_memory_peaks():
     assert c["peak_mb_b"] == float(mem.at[c["rank_b"], "peak_mb"])
     sub = {o.id: o for o in sections.run_sections(run, section_options(run), only=["advisor", "compare"])}
     assert sub["compare"].analysis.metrics["peak_mb_a"] == c["peak_mb_a"]  # a subset, the advisor first
-
-
-def test_a_claim_whose_lock_is_never_released_is_not_taken(monkeypatch):
-    """The other process killed while it held a claim's lock: no wait forever; this process does not take it (if the
-    second process is gone, its result fails and this one analyses what it lacks)."""
-    import os
-    import signal
-
-    monkeypatch.setattr(sections, "CLAIM_WAIT_S", 0.2)
-    claims = sections._claims(["operators"])
-    pid = os.fork()
-    if pid == 0:  # the other process: takes the lock and dies holding it
-        claims["operators"].get_lock().acquire()
-        os.kill(os.getpid(), signal.SIGKILL)
-    os.waitpid(pid, 0)
-    assert sections._claim(claims, "operators", 1) is False
-    fresh = sections._claims(["operators"])
-    assert sections._claim(fresh, "operators", 1) is True and sections._claim(fresh, "operators", 2) is False

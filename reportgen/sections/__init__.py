@@ -149,12 +149,7 @@ SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (it reads analyses of both)
 AFTER_BOTH = ("advisor",)
-#: sections that read no other section's analysis and that no section of either process reads, so either process can
-#: analyse (and present) them: the second process takes one once its own are done if this one has not started it (this
-#: one takes them last). The halves differ by run: on 2-rank runs of GPU traces this process had ~100 ms more, on
-#: 4-8-rank runs of CPU traces the second one had more; whichever is free first takes ``operators``.
-EITHER = ("operators",)
-#: what the second process analyses: (run, options, ids, claims of EITHER), set just before the fork and inherited
+#: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
 _FORKED: tuple | None = None
 
 
@@ -168,10 +163,9 @@ def run_sections(run: Run, options: Options | None = None,
     (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups.
 
     ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
-    are analysed in a forked process while this one analyses the others (:func:`_two_processes`), a section of
-    :data:`EITHER` by whichever is free first; a section's ``finish`` (what it reads of the other process's
-    sections) runs once both are done, then :data:`AFTER_BOTH`; the outcome, data problems included, is the one a
-    single process gives (tests/test_sections_parallel.py)."""
+    are analysed in a forked process while this one analyses the others (:func:`_two_processes`); a section's
+    ``finish`` (what it reads of the other process's sections) runs once both are done, then :data:`AFTER_BOTH`;
+    the outcome, data problems included, is the one a single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
     ids = list(only or SECTION_IDS)
     if only is None:  # the step facts first, in one process or two alike (their data problems come before any section's)
@@ -217,23 +211,18 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
 
     shipped: list[tuple[tuple, Any]] = []  # problems the second process recorded, tagged like spans
     unlisted = 0  # problems the second process only counted (past the cap)
-    there_ids: set[str] = set()  # the sections the second process analysed (and presents)
     if second is not None:
         for sid in ids:
-            if sid not in SECOND_PROCESS and sid not in AFTER_BOTH and sid not in EITHER:
-                analyse(sid)
-        for sid in ids:
-            if sid in EITHER and second.claim(sid):
+            if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
                 analyse(sid)
         got = second.result()  # {"outcomes": {sid: (outcome, problems)}, ...}, or None: analysed here
         if got is not None:
             unlisted += got["unlisted"]
             got = got["outcomes"]
-        for sid in (s for s in ids if s in SECOND_PROCESS or (s in EITHER and s not in analysed)):
+        for sid in (s for s in ids if s in SECOND_PROCESS):
             if got is None:
                 analyse(sid)
                 continue
-            there_ids.add(sid)
             outcome, problems = got[sid]
             if progress:
                 progress(sid)
@@ -262,7 +251,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
     presented: dict[int, tuple] = {}
     there = second.present(page_focus) if second is not None and got is not None else None
     for i, o in enumerate(outcomes):
-        if o.status != "ok" or o.id == "advisor" or (there is not None and o.id in there_ids):
+        if o.status != "ok" or o.id == "advisor" or (there is not None and o.id in SECOND_PROCESS):
             continue
         first = len(run.problems)
         presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
@@ -273,7 +262,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
             unlisted += views["unlisted"]
             views = views["views"]
         for i, o in enumerate(outcomes):
-            if o.status != "ok" or o.id not in there_ids:
+            if o.status != "ok" or o.id not in SECOND_PROCESS:
                 continue
             if views is None:
                 first = len(run.problems)
@@ -370,13 +359,12 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
 
     pool = None
     try:
-        claims = _claims([s for s in ids if s in EITHER])
-        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS], claims)
+        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)
         _hand_over()
-        return _Second(pool, executor, future, claims)
+        return _Second(pool, executor, future)
     except BaseException as exc:  # no fork (ENOMEM, a process limit): one process; Ctrl-C: the worker stopped first
         if pool is not None:
             with contextlib.suppress(Exception):
@@ -407,45 +395,13 @@ def _hand_over() -> None:
     time.sleep(0.0005)
 
 
-#: how long a claim waits for the other process to let go of its flag (it holds it for microseconds)
-CLAIM_WAIT_S = 10.0
-
-
-def _claims(ids: list[str]) -> dict:
-    """A shared flag per section of :data:`EITHER` (made before the fork): 0 free, 1 this process, 2 the second."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    return {sid: ctx.Value("b", 0) for sid in ids}
-
-
-def _claim(claims: dict, sid: str, who: int) -> bool:
-    """Take section ``sid`` for process ``who`` (1 this one, 2 the second) unless the other has it. A lock not had in
-    10 s (the other process killed while it held it, for a few microseconds): not taken; if the second process is
-    gone, its result fails and this process analyses every section it has not."""
-    flag = claims[sid]
-    lock = flag.get_lock()
-    if not lock.acquire(timeout=CLAIM_WAIT_S):
-        return False
-    try:
-        if flag.value == 0:
-            flag.value = who
-        return flag.value == who
-    finally:
-        lock.release()
-
-
 class _Second:
     """The second process: the result of its analyses, then (:meth:`present`) of its presents; the pool is closed
     after the last one, after a failure (None: this process does the work), or by :meth:`stop`."""
 
-    def __init__(self, pool, executor, future, claims: dict):
-        self.pool, self.executor, self.future, self.claims = pool, executor, future, claims
+    def __init__(self, pool, executor, future):
+        self.pool, self.executor, self.future = pool, executor, future
         self.open, self.last = True, False
-
-    def claim(self, sid: str) -> bool:
-        """This process takes section ``sid`` of :data:`EITHER` unless the second one has it."""
-        return _claim(self.claims, sid, 1)
 
     def result(self):
         try:
@@ -486,14 +442,9 @@ def _second_process():
     """In the forked process: the sections of :data:`SECOND_PROCESS`, each with the data problems recorded while it
     was analysed, and how many problems it only counted (past the cap); an outcome that cannot be pickled fails the
     task (the first process then analyses them). The outcomes stay here for :func:`_second_present`."""
-    run, options, ids, claims = _FORKED
+    run, options, ids = _FORKED
     out, unlisted = {}, run.problems_unlisted
-    own = list(ids)
-    for sid in own + list(claims):  # a section of EITHER once its own are done, if this one takes it
-        if sid not in own:
-            if not _claim(claims, sid, 2):
-                continue
-            ids.append(sid)  # presented here too (_second_present)
+    for sid in ids:
         first = len(run.problems)
         outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
         out[sid] = (outcome, run.problems[first:])
@@ -503,7 +454,7 @@ def _second_process():
 def _second_present(page_focus):
     """In the forked process, once the page's focus is known: its sections presented (:func:`_present_one`), by id,
     each with the data problems recorded meanwhile, and how many problems it only counted."""
-    run, options, ids, _claims_ = _FORKED
+    run, options, ids = _FORKED
     out, unlisted = {}, run.problems_unlisted
     for sid in ids:
         o = options.done[sid]
