@@ -122,9 +122,24 @@ def metrics_of(name: str) -> dict:
     return metrics.build(run, run_sections(run, section_options(run)))  # as the CLI runs them
 
 
+#: the metrics JSON text of each run directory analysed in this process (the shift test below compares a shifted copy
+#: with the original fixture's metrics that test_golden_metrics computed already, instead of analysing it again)
+_TEXTS: dict[str, str] = {}
+
+
+def metrics_text(root: Path) -> str:
+    """The metrics JSON text of the run directory ``root``, as :func:`metrics_of` builds it; computed once."""
+    key = str(root)
+    if key not in _TEXTS:
+        run = read_run(root)
+        _TEXTS[key] = metrics.dumps(metrics.build(run, run_sections(run, section_options(run))))
+    return _TEXTS[key]
+
+
 @pytest.mark.parametrize("name", ["demo"] + sorted(FIXTURES))
 def test_golden_metrics(name):
-    doc = normalise(json.loads(metrics.dumps(metrics_of(name))), shared_root())
+    text = metrics.dumps(metrics_of(name)) if name == "demo" else metrics_text(fixture_dir(*FIXTURES[name]))
+    doc = normalise(json.loads(text), shared_root())
     golden = GOLDEN / f"{name}.json"
     if UPDATE:
         golden.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
@@ -132,3 +147,33 @@ def test_golden_metrics(name):
     diffs = list(compare(doc, json.loads(golden.read_text())))
     assert not diffs, "\n".join(diffs[:30])
     assert not [s for s, b in doc["sections"].items() if b["status"] == "error"], "a section failed"
+
+
+# ------------------------------------------------------------------------------------------------ shift invariance
+# tests/test_timebase.py (a), here so that the original's metrics are those test_golden_metrics computed: every
+# Kineto, Ascend and MindSpore CPU fixture above (plus the single-rank TraceLens MI300X and SGLang traces), copied
+# with every timestamp shifted by +1.7e15 µs (+1.7e18 ns where the file writes ns), gives the same metrics JSON as the
+# original, up to float formatting (rel_tol 1e-12).
+
+SHIFT_CASES = {name: parts for name, parts in FIXTURES.items() if name.startswith(("kineto", "ascend", "mindspore"))}
+SHIFT_CASES.update({
+    "tracelens_mi300": ("kineto", "tracelens_selected", "tests", "traces", "mi300"),
+    "tracelens_sglang": ("kineto", "tracelens_selected", "tests", "traces", "inference", "sglang_decode"),
+})
+
+
+def _root_free(text: str, root: Path) -> dict:
+    return json.loads(text.replace(json.dumps(str(root))[1:-1], "<root>"))
+
+
+@pytest.mark.parametrize("name", sorted(SHIFT_CASES))
+def test_shifting_every_timestamp_changes_no_number(tmp_path, name):
+    from test_timebase import diff, shifted_copy
+
+    src = fixture_dir(*SHIFT_CASES[name])
+    ref = _root_free(metrics_text(src), src)
+    dst = shifted_copy(src, tmp_path / src.name)
+    got = _root_free(metrics_text(dst), dst)
+    _TEXTS.pop(str(dst))
+    diffs = list(diff(got, ref))
+    assert not diffs, "\n".join(diffs[:20])
