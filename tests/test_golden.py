@@ -15,12 +15,8 @@ from pathlib import Path
 import pytest
 
 from reportgen import metrics
-from reportgen.cli import load_run
-from reportgen.readers import read_run
-from reportgen.cli import section_options
-from reportgen.sections import run_sections
 
-from conftest import REPO, fixture_dir, shared_root
+from conftest import REPO, analysed, fixture_dir, shared_root
 
 GOLDEN = REPO / "golden"
 UPDATE = os.environ.get("REPORTGEN_UPDATE_GOLDEN") == "1"
@@ -117,29 +113,16 @@ def compare(actual, expected, path="$"):
         yield f"{path}: {actual!r} != {expected!r}"
 
 
-def metrics_of(name: str) -> dict:
-    run = load_run("demo") if name == "demo" else read_run(fixture_dir(*FIXTURES[name]))
-    return metrics.build(run, run_sections(run, section_options(run)))  # as the CLI runs them
-
-
-#: the metrics JSON text of each run directory analysed in this process (the shift test below compares a shifted copy
-#: with the original fixture's metrics that test_golden_metrics computed already, instead of analysing it again)
-_TEXTS: dict[str, str] = {}
-
-
-def metrics_text(root: Path) -> str:
-    """The metrics JSON text of the run directory ``root``, as :func:`metrics_of` builds it; computed once."""
-    key = str(root)
-    if key not in _TEXTS:
-        run = read_run(root)
-        _TEXTS[key] = metrics.dumps(metrics.build(run, run_sections(run, section_options(run))))
-    return _TEXTS[key]
+def metrics_text(source, keep: bool = True) -> str:
+    """The metrics JSON text of a run directory or "demo" as the CLI builds it, from conftest.analysed (once per
+    process: the shift test below and tests/test_consistency.py use the same analyses)."""
+    return metrics.dumps(analysed(source, keep)[2])
 
 
 @pytest.mark.parametrize("name", ["demo"] + sorted(FIXTURES))
 def test_golden_metrics(name):
-    text = metrics.dumps(metrics_of(name)) if name == "demo" else metrics_text(fixture_dir(*FIXTURES[name]))
-    doc = normalise(json.loads(text), shared_root())
+    doc = normalise(json.loads(metrics_text("demo" if name == "demo" else fixture_dir(*FIXTURES[name]))),
+                    shared_root())
     golden = GOLDEN / f"{name}.json"
     if UPDATE:
         golden.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
@@ -173,7 +156,6 @@ def test_shifting_every_timestamp_changes_no_number(tmp_path, name):
     src = fixture_dir(*SHIFT_CASES[name])
     ref = _root_free(metrics_text(src), src)
     dst = shifted_copy(src, tmp_path / src.name)
-    got = _root_free(metrics_text(dst), dst)
-    _TEXTS.pop(str(dst))
+    got = _root_free(metrics_text(dst, keep=False), dst)
     diffs = list(diff(got, ref))
     assert not diffs, "\n".join(diffs[:20])
