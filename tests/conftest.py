@@ -129,6 +129,9 @@ def report_cache(tmp_path_factory) -> ReportCache:
 #: the file whose group it joins), so that what they build once per process (:func:`analysed`) serves them all
 SHARED_SCOPES = {
     "tests/test_consistency.py": "tests/test_golden.py",
+    "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
+    "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
+    "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
 }
 
 
@@ -168,3 +171,25 @@ def analysed(source, keep: bool = True) -> tuple:
     if keep:
         _ANALYSED[key] = out
     return out
+
+
+_GENERATED: dict[tuple, tuple] = {}
+
+
+def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, Path]:
+    """``(ground truth, metrics, run directory, HTML report)`` of the run ``write(root, spec)`` generates (a writer
+    of reportgen.synth), reported by the CLI (``-q`` and the ground truth's ``cli_args``); once per process for the
+    same writer and spec: the generator tests and tests/test_advisor_groundtruth.py (one SHARED_SCOPES group) report
+    the same clean and anomalous runs. Read only: a test that changes the run or the outputs makes its own."""
+    key = (write.__module__, write.__qualname__, repr(spec))
+    if key not in _GENERATED:
+        import json
+
+        from reportgen.cli import main
+
+        tmp = tmp_path_factory.mktemp("generated")
+        root, html, out = tmp / "run", tmp / "r.html", tmp / "m.json"
+        gt = write(root, spec)
+        assert main([str(root), "-o", str(html), "--json", str(out), "-q", *gt.get("cli_args", [])]) == 0
+        _GENERATED[key] = (gt, json.loads(out.read_text(encoding="utf-8")), root, html)
+    return _GENERATED[key]
