@@ -129,6 +129,7 @@ def report_cache(tmp_path_factory) -> ReportCache:
 #: the file whose group it joins), so that what they build once per process (:func:`analysed`) serves them all
 SHARED_SCOPES = {
     "tests/test_consistency.py": "tests/test_golden.py",
+    "tests/test_spec_schema.py": "tests/test_golden.py",
     "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
