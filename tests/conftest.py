@@ -130,6 +130,8 @@ def report_cache(tmp_path_factory) -> ReportCache:
 SHARED_SCOPES = {
     "tests/test_consistency.py": "tests/test_golden.py",
     "tests/test_spec_schema.py": "tests/test_golden.py",
+    "tests/test_advisor.py": "tests/test_golden.py",
+    "tests/test_evidence.py": "tests/test_golden.py",
     "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
