@@ -122,3 +122,77 @@ class ReportCache:
 @pytest.fixture(scope="session")
 def report_cache(tmp_path_factory) -> ReportCache:
     return ReportCache(tmp_path_factory.mktemp("reports"))
+
+
+# ------------------------------------------------------------------------------------------ shared across files
+#: test files run on the same xdist worker as another file (``--dist loadfile`` schedules by file; this maps a file to
+#: the file whose group it joins), so that what they build once per process (:func:`analysed`) serves them all
+SHARED_SCOPES = {
+    "tests/test_consistency.py": "tests/test_golden.py",
+    "tests/test_spec_schema.py": "tests/test_golden.py",
+    "tests/test_advisor.py": "tests/test_golden.py",
+    "tests/test_evidence.py": "tests/test_golden.py",
+    "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
+    "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
+    "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the groups of :data:`SHARED_SCOPES` (each group is one unit of work)."""
+    if getattr(config.option, "dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            name = nodeid.split("::", 1)[0]
+            return SHARED_SCOPES.get(name, name)
+
+    return GroupedFiles(config, log)
+
+
+_ANALYSED: dict[str, tuple] = {}
+
+
+def analysed(source, keep: bool = True) -> tuple:
+    """``(run, outcomes, metrics)`` of a run directory or "demo", analysed as the CLI does (every section, the
+    registry's section options), once per process: the files of one :data:`SHARED_SCOPES` group share them. Read
+    only: a test that changes the run, an outcome or the metrics must analyse its own. ``keep=False``: not kept."""
+    key = str(source)
+    if key in _ANALYSED:
+        return _ANALYSED[key]
+    from reportgen import metrics
+    from reportgen.cli import load_run, section_options
+    from reportgen.readers import read_run
+    from reportgen.sections import run_sections
+
+    run = load_run("demo") if key == "demo" else read_run(Path(source))
+    outcomes = run_sections(run, section_options(run))
+    out = (run, outcomes, metrics.build(run, outcomes))
+    if keep:
+        _ANALYSED[key] = out
+    return out
+
+
+_GENERATED: dict[tuple, tuple] = {}
+
+
+def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, Path]:
+    """``(ground truth, metrics, run directory, HTML report)`` of the run ``write(root, spec)`` generates (a writer
+    of reportgen.synth), reported by the CLI (``-q`` and the ground truth's ``cli_args``); once per process for the
+    same writer and spec: the generator tests and tests/test_advisor_groundtruth.py (one SHARED_SCOPES group) report
+    the same clean and anomalous runs. Read only: a test that changes the run or the outputs makes its own."""
+    key = (write.__module__, write.__qualname__, repr(spec))
+    if key not in _GENERATED:
+        import json
+
+        from reportgen.cli import main
+
+        tmp = tmp_path_factory.mktemp("generated")
+        root, html, out = tmp / "run", tmp / "r.html", tmp / "m.json"
+        gt = write(root, spec)
+        assert main([str(root), "-o", str(html), "--json", str(out), "-q", *gt.get("cli_args", [])]) == 0
+        _GENERATED[key] = (gt, json.loads(out.read_text(encoding="utf-8")), root, html)
+    return _GENERATED[key]

@@ -35,9 +35,11 @@ WALL_LIMIT_S = 60.0
 GRACE_S = 5.0
 #: a run whose resident memory passes this is killed at once (the tests' bound is 1 GB; the machine is shared)
 RSS_KILL_MB = 1536.0
-#: modules the forked children should find imported (so no child pays for them)
+#: modules the forked children should find imported (so no child pays for them); every other module of the
+#: packages in :data:`WARM_PACKAGES` too (the sections and readers a run imports lazily: 0.3-0.7 CPU-s a child)
 WARM_MODULES = ("numpy", "pandas", "jinja2", "reportgen.cli", "reportgen.readers", "reportgen.sections",
                 "reportgen.render", "reportgen.metrics", "reportgen.compare", "reportgen.report")
+WARM_PACKAGES = ("reportgen", "reportgen.readers", "reportgen.sections")
 
 
 @dataclass
@@ -81,10 +83,19 @@ def warm_up() -> Callable[[], None]:
     import gc
     import importlib
 
-    for name in WARM_MODULES:
+    import pkgutil
+
+    names = list(WARM_MODULES)
+    for package in WARM_PACKAGES:
+        try:
+            path = importlib.import_module(package).__path__
+        except ImportError:
+            continue
+        names += [f"{package}.{m.name}" for m in pkgutil.iter_modules(path) if not m.name.startswith("__")]
+    for name in names:
         try:
             importlib.import_module(name)
-        except ImportError:
+        except Exception:  # noqa: BLE001 - an optimisation only: the child that needs it says what is wrong
             pass
     render = sys.modules.get("reportgen.render")
     original = getattr(render, "environment", None)
@@ -143,6 +154,43 @@ def _hook_mark_analysis(marker) -> None:
         cli.read_run = read_run
 
 
+#: what hooks ask the forked child to do once ``main`` returned (or raised), before it exits
+_AFTER: list[Callable[[], None]] = []
+
+
+def _hook_schema_check(path) -> None:
+    """Once the run is over, write to ``path`` (JSON) the problems :func:`reportgen.schema.check` finds in the tables
+    of every run the CLI read (a list; null when it read none: a refusal): what a reader keeps of a broken input is
+    canonical too. Checked after ``main``, so that the run itself goes as a user's would."""
+    import json
+
+    import reportgen.readers as readers
+
+    runs: list = []
+    original = readers.read_run
+
+    def read_run(*args, **kwargs):
+        run = original(*args, **kwargs)
+        runs.append(run)
+        return run
+
+    readers.read_run = read_run
+    cli = sys.modules.get("reportgen.cli")
+    if cli is not None and getattr(cli, "read_run", None) is original:
+        cli.read_run = read_run
+
+    def after() -> None:
+        try:
+            from reportgen import schema
+
+            found = [p for run in runs for p in schema.check(run)] if runs else None
+        except BaseException:  # noqa: BLE001 - the test names it
+            found = ["reportgen.schema.check failed: " + traceback.format_exc()[-2000:]]
+        Path(path).write_text(json.dumps(found))
+
+    _AFTER.append(after)
+
+
 def _hook_signal_at_replace(arg) -> None:
     """Send ``signum`` to this process at the ``nth`` call of ``os.replace`` (an output being moved into place),
     before the rename happens: an interrupt that lands while the outputs are written."""
@@ -184,6 +232,7 @@ def _hook_slow_parallel_decode(arg) -> None:
 
 HOOKS: dict[str, Callable[[object], None]] = {
     "mark_analysis": _hook_mark_analysis,
+    "schema_check": _hook_schema_check,
     "signal_at_replace": _hook_signal_at_replace,
     "slow_parallel_decode": _hook_slow_parallel_decode,
 }
@@ -247,6 +296,11 @@ def _child(job: Job, out_path: Path, err_path: Path) -> None:
             pass
         code = 1
     finally:
+        for after in _AFTER:
+            try:
+                after()
+            except BaseException:  # noqa: BLE001 - an interrupt while checking: the file is missing, the test says so
+                pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

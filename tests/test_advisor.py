@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import fixture_dir
+from conftest import analysed, fixture_dir
 from reportgen import metrics, thresholds as th
 from reportgen.model import Run
 from reportgen.readers import read_run
 from reportgen.report import Analysis, Finding, SectionOutcome, View
-from reportgen.cli import section_options
 from reportgen.sections import Options, run_sections
 from reportgen.sections import advisor
 
@@ -22,8 +21,9 @@ SLOW_RANK_IDS = {"slow_device_compute", "slow_rank_spread", "slow_rank_vote", "s
 
 
 def _doc(path) -> dict:
-    run = read_run(path)
-    return json.loads(metrics.dumps(metrics.build(run, run_sections(run, section_options(run)))))  # as the CLI
+    """The metrics JSON of the run directory, analysed as the CLI does, once per process (conftest.analysed: the
+    analysis test_golden.py makes, of the same SHARED_SCOPES group); a fresh copy each time."""
+    return json.loads(metrics.dumps(analysed(path)[2]))
 
 
 # --------------------------------------------------------------------------------------------- statistics

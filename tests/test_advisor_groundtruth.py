@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.cli import main
 from reportgen.synth.ascend import AscendSpec, write_ascend_run
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
+
+from conftest import generated_report
 
 #: anomaly kind -> the finding ids that report it (any one of them must name the anomaly)
 #: (issue 26: where the diagnosis judges who waited for whom, the cause findings of reportgen/diagnosis.py lead and
@@ -34,7 +35,7 @@ KINDS = list(EXPECTED)
 
 
 # --------------------------------------------------------------------------------------------- families
-def _mindinsight(tmp: Path, stages: int, kind: str | None):
+def _mindinsight(stages: int, kind: str | None):
     kw = {}
     if kind == "slow_rank":
         kw = {"slow_fp_bp": {1: 1.4}}
@@ -48,13 +49,10 @@ def _mindinsight(tmp: Path, stages: int, kind: str | None):
         kw = {"memory_peaks": {6: 0.96}}
     elif kind == "flops_imbalance":
         kw = {"heavy_stages": {2: 1.6}} if stages > 1 else {"slow_fp_bp": {5: 1.4}}
-    gt = write_mindinsight_run(tmp, MindInsightSpec.clean_run(stages=stages, **kw))
-    if kind == "flops_imbalance" and stages == 1:  # without stages, a slower rank is the FLOP/s imbalance
-        gt["anomalies"] = [dict(a, kind="flops_imbalance") for a in gt["anomalies"]]
-    return gt, []
+    return MindInsightSpec.clean_run(stages=stages, **kw)
 
 
-def _ascend(tmp: Path, stages: int, kind: str | None):
+def _ascend(stages: int, kind: str | None):
     kw = {}
     if kind == "slow_rank":
         kw = {"slow_rank": 1}
@@ -68,11 +66,10 @@ def _ascend(tmp: Path, stages: int, kind: str | None):
         kw = {"memory_near_capacity": 6}
     elif kind == "flops_imbalance":
         kw = {"flops_imbalance": 2 if stages > 1 else 3}
-    gt = write_ascend_run(tmp, AscendSpec(stages=stages, **kw))
-    return gt, gt["cli_args"]
+    return AscendSpec(stages=stages, **kw)
 
 
-def _kineto(tmp: Path, stages: int, kind: str | None):
+def _kineto(stages: int, kind: str | None):
     kw = {}
     if kind == "slow_rank":
         kw = {"slow_ranks": {2: 1.4}}
@@ -86,19 +83,20 @@ def _kineto(tmp: Path, stages: int, kind: str | None):
         kw = {"memory_peaks": {6: 0.96}}
     elif kind == "flops_imbalance":
         kw = {"heavy_stages": {2: 1.6}} if stages > 1 else {"light_ranks": {3: 0.6}}
-    gt = write_kineto_run(tmp, KinetoSpec(stages=stages, **kw))
-    return gt, []
+    return KinetoSpec(stages=stages, **kw)
 
 
 FAMILIES = {"mindinsight": _mindinsight, "ascend": _ascend, "kineto": _kineto}
+WRITERS = {"mindinsight": write_mindinsight_run, "ascend": write_ascend_run, "kineto": write_kineto_run}
 
-def _report(tmp: Path, family: str, stages: int, kind: str | None) -> tuple[dict, dict]:
-    run = tmp / "run"
-    gt, args = FAMILIES[family](run, stages, kind)
-    out = tmp / "m.json"
-    assert main([str(run), "-o", str(tmp / "r.html"), "--json", str(out), "-q"] + list(args)) == 0
-    doc = json.loads(out.read_text(encoding="utf-8"))
-    html = (tmp / "r.html").read_text(encoding="utf-8")
+def _report(tmp_path_factory, family: str, stages: int, kind: str | None) -> tuple[dict, dict]:
+    """The generated run's ground truth and metrics, reported by the CLI once per process (conftest.generated_report:
+    the generator tests report some of the same runs), and the checks of its page."""
+    gt, doc, _, page = generated_report(tmp_path_factory, WRITERS[family], FAMILIES[family](stages, kind))
+    if family == "mindinsight" and kind == "flops_imbalance" and stages == 1:
+        # without stages, a slower rank is the FLOP/s imbalance
+        gt = dict(gt, anomalies=[dict(a, kind="flops_imbalance") for a in gt["anomalies"]])
+    html = page.read_text(encoding="utf-8")
     ids = set(re.findall(r'id="([^"]+)"', html))
     controls = _controls(html)
     for f in doc["findings"]:  # every finding links to the chart (or table) that shows it
@@ -142,8 +140,8 @@ def _names(f: dict, a: dict) -> bool:
 
 @pytest.mark.parametrize("stages", [2, 1], ids=["pp2", "dp"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_clean_run_raises_nothing(tmp_path, family, stages):
-    _, doc = _report(tmp_path, family, stages, None)
+def test_clean_run_raises_nothing(tmp_path_factory, family, stages):
+    _, doc = _report(tmp_path_factory, family, stages, None)
     assert doc["findings"] == [], [(f["id"], f["message"]) for f in doc["findings"]]
     adv = doc["sections"]["advisor"]
     assert adv["status"] == "ok" and adv["metrics"]["rules_raised"] == 0
@@ -158,8 +156,8 @@ CASES = [(fam, stages, kind) for fam in sorted(FAMILIES) for stages in (2, 1) fo
 
 
 @pytest.mark.parametrize("family,stages,kind", CASES, ids=[f"{f}-{'pp2' if s > 1 else 'dp'}-{k}" for f, s, k in CASES])
-def test_injected_anomaly_is_found(tmp_path, family, stages, kind):
-    gt, doc = _report(tmp_path, family, stages, kind)
+def test_injected_anomaly_is_found(tmp_path_factory, family, stages, kind):
+    gt, doc = _report(tmp_path_factory, family, stages, kind)
     injected = [a for a in gt["anomalies"] if a["kind"] == kind]
     assert len(injected) == 1, gt["anomalies"]
     a = injected[0]

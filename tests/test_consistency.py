@@ -13,13 +13,12 @@ import pandas as pd
 import pytest
 
 from reportgen import facts, metrics
-from reportgen.cli import load_run
 from reportgen.readers import read_run
 from reportgen.sections import Options, run_sections
 from reportgen.render import summary_text
 from reportgen.synth import mindinsight as synth_mi
 
-from conftest import fixture_dir
+from conftest import analysed, fixture_dir
 from test_golden import FIXTURES
 
 #: sections whose per-step tables list steps: section -> tables with a ``step`` column
@@ -64,14 +63,11 @@ def reports(tmp_path_factory):
 
     def get(name):
         if name not in cache:
-            if name == "demo":
-                run = load_run("demo")
-            elif name == "warmup":
+            if name == "warmup":
                 run = read_run(_warmup_run(tmp_path_factory.mktemp("warm")))
-            else:
-                run = read_run(fixture_dir(*FIXTURES[name]))
-            outcomes, doc = _build(run)
-            cache[name] = (run, outcomes, doc)
+                cache[name] = (run, *_build(run))
+            else:  # analysed as the CLI does, once per process (test_golden.py uses the same analyses)
+                cache[name] = analysed("demo" if name == "demo" else fixture_dir(*FIXTURES[name]))
         return cache[name]
     return get
 
@@ -174,8 +170,7 @@ def test_warmup_step_is_labelled_and_left_out(reports):
 
 def test_pp2x4_one_story():
     """The contradictions seen on the pp2x4 fixture (issue 12 point 3) are gone."""
-    run = read_run(fixture_dir(*FIXTURES["mi_cluster_propose_pp2x4"]))
-    outcomes, doc = _build(run)
+    run, outcomes, doc = analysed(fixture_dir(*FIXTURES["mi_cluster_propose_pp2x4"]))
     by_id = {o.id: o for o in outcomes}
     assert doc["facts"]["warmup_steps"] == [1]
     assert doc["facts"]["steps_listed"] == [1, 2, 3, 4, 5]
@@ -202,10 +197,9 @@ def test_warmup_detection_rule():
 def test_operator_tables_average_the_steps_in_scope():
     """The trajectory's operator table averages the steps in scope (warm-up out), like every other average: on
     pp2x4 (warm-up step 1 of ~2 s) no operator's mean is longer than the slowest step in scope."""
-    run = read_run(fixture_dir("mindinsight", "mi_cluster_propose_pp2x4"))
+    run, outcomes, _ = analysed(fixture_dir("mindinsight", "mi_cluster_propose_pp2x4"))
     F = facts.of(run)
     assert F.warmup_steps, "pp2x4 has a warm-up step"
-    outcomes, _ = _build(run)
     ops = next(o for o in outcomes if o.id == "trajectory").analysis.data["step_ops"]
     raw = F.in_scope(run.table("step_ops"))
     want = raw.groupby(["op", "rank"])["dur_ms"].mean().groupby("op").mean()

@@ -13,7 +13,9 @@ forked child (tests/harness.py), two at a time. One test per case asserts, and l
   for the argument cases no input read before the refusal; after an interrupt the previous report intact (or a
   complete new one) and no process of the run alive 5 s later;
 * on a report: the HTML within 10 MB and the JSON within 20 MB (issue 29), no non-finite number in the metrics, no negative or
-  longer-than-a-day duration (``*_ms``) in them, and the case's own check (world size clamped, script-safe page...).
+  longer-than-a-day duration (``*_ms``) in them, and the case's own check (world size clamped, script-safe page...);
+* for the readers' cases (owner ascend, mindinsight, kineto): what the reader kept of the broken input is canonical
+  (``reportgen.schema.check`` on every run the CLI read, in the child once the run is over; a refusal reads none).
 
 ``REPORTGEN_CORPUS_RESULTS=FILE`` writes what every case did (exit, stderr, data problems, RSS, wall, CPU) as JSON.
 """
@@ -39,6 +41,10 @@ RSS_LIMIT_MB = 1024.0
 HTML_BUDGET = 10 * 10 ** 6
 JSON_BUDGET = 20 * 10 ** 6
 MARKER = "analysis-started"
+#: the readers' cases: the tables the run read are checked against reportgen.schema in the forked child, after the
+#: run (harness hook schema_check), and the problems written to this file in the harness's directory
+READERS = ("ascend", "mindinsight", "kineto")
+SCHEMA_FILE = "schema.json"
 INTERRUPTED = (130, 143, -2, -9, -15)
 _EXEMPT_MS = re.compile(r"delta|diff|change|vs|ratio|share|offset", re.I)
 _MS_KEY = re.compile(r"(^|_)ms($|_)")
@@ -133,6 +139,8 @@ def corpus(request, tmp_path_factory):
         hooks = list(c.hooks)
         if c.mode == "fork":
             hooks.insert(0, ("mark_analysis", str(c.tmp / MARKER)))
+            if c.owner in READERS:
+                hooks.append(("schema_check", str(c.tmp / "_run" / SCHEMA_FILE)))
         jobs.append(Job(argv=c.command(), workdir=c.tmp / "_run", mode=c.mode, cwd=c.cwd, hooks=hooks,
                         signal=c.signal))
         order.append(name)
@@ -280,6 +288,13 @@ def test_corpus_case(name, corpus):
             bad.append(f"the input {p} changed")
     if res.peak_rss_mb > RSS_LIMIT_MB:
         bad.append(f"peak RSS {res.peak_rss_mb:.0f} MB > {RSS_LIMIT_MB:.0f} MB")
+    if c.owner in READERS and c.mode == "fork":
+        try:
+            schema_problems = json.loads((c.tmp / "_run" / SCHEMA_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            schema_problems = None if code in INTERRUPTED else [f"no schema check written ({exc})"]
+        if schema_problems:
+            bad.append("tables not canonical (reportgen.schema): " + _short("; ".join(schema_problems), 600))
     if c.signal and not res.signal_sent:
         bad.append("the signal was never sent: no worker process appeared while the run lasted")
     if res.leftover:

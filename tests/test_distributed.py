@@ -1,9 +1,10 @@
 """The per-rank engine (reportgen/engine.py): a 64-rank run through a Dask LocalCluster and through
-``reportgen reduce`` then ``reportgen DIR`` gives the metrics JSON of the local run; hostile .reduced files are
-one line and exit 2."""
+``reportgen reduce`` then ``reportgen DIR`` gives the run of the local read (every field and table the sections see,
+so the same metrics JSON); hostile .reduced files are one line and exit 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import pickle
@@ -11,6 +12,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from reportgen import engine
@@ -23,17 +25,32 @@ from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
 from conftest import need_module
 
 
-def _metrics(root: Path, dask: str | None = None, jobs: int = 1) -> dict:
-    """The metrics JSON of ``root`` (what --json writes), without the parts that name the input directory."""
-    from reportgen import metrics
+def _read(root: Path, dask: str | None = None, jobs: int = 1) -> dict:
+    """What the sections see of the run read from ``root``: every field of the Run but its name and source path, with
+    every table (lazily parsed ones parsed, repeats on one stream dropped, as Run.table does). The sections are
+    functions of the run, so two equal states give the same metrics JSON; comparing them costs a quarter of the CPU
+    of analysing every section of a 64-rank run each time (the README's reduce and Dask examples, run by
+    tests/test_readme.py, compare the metrics themselves)."""
     from reportgen.readers import read_run
-    from reportgen.sections import Options, run_sections
 
     run = read_run(root, jobs=jobs, dask=dask)
-    doc = json.loads(metrics.dumps(metrics.build(run, run_sections(run, Options({})))))
-    for key in ("name", "source_path"):
-        doc["run"].pop(key)
-    return doc
+    for name in list(run.loaders) + list(run.tables):
+        run.table(name)
+    files = run.tables.get("files")
+    if files is not None and "path" in files:  # where a unit was read (or reduced) from: its name is what counts
+        run.tables["files"] = files.assign(path=files["path"].map(lambda p: Path(p).name, na_action="ignore"))
+    return {f.name: getattr(run, f.name) for f in dataclasses.fields(run)
+            if f.name not in ("name", "source_path", "loaders", "settled")}
+
+
+def _assert_same(got: dict, want: dict) -> None:
+    assert {k: v for k, v in got.items() if k != "tables"} == {k: v for k, v in want.items() if k != "tables"}
+    assert sorted(got["tables"]) == sorted(want["tables"])
+    for name, df in want["tables"].items():
+        if df is None:
+            assert got["tables"][name] is None, name
+        else:
+            pd.testing.assert_frame_equal(got["tables"][name], df, check_exact=True, obj=f"table {name}")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +68,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def local(runs) -> dict[str, dict]:
-    """The local run's metrics of each family, computed once."""
-    return {family: _metrics(root) for family, root in runs.items()}
+    """The local read of each family's run (:func:`_read`), once."""
+    return {family: _read(root) for family, root in runs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +83,8 @@ def cluster():
 @pytest.mark.parametrize("family", ["kineto", "ascend", "mindinsight", "mindinsight-legacy"])
 def test_64_ranks_dask_and_reduced_equal_local(runs, local, cluster, family, tmp_path):
     root, local = runs[family], local[family]
-    assert local["run"]["world_size"] == 64
-    assert _metrics(root, dask=cluster) == local
+    assert local["world_size"] == 64 and len(local["ranks"]) == 64
+    _assert_same(_read(root, dask=cluster), local)
     # each "node" reduces its ranks; the report reads only the reduced files
     units = REDUCIBLE[family].units(root, None) if family in REDUCIBLE else []
     for i in range(0, 64, 16):
@@ -78,7 +95,7 @@ def test_64_ranks_dask_and_reduced_equal_local(runs, local, cluster, family, tmp
     red.mkdir()
     for f in tmp_path.glob("*.reduced"):
         f.rename(red / f.name)
-    assert _metrics(red) == local
+    _assert_same(_read(red), local)
 
 
 def test_reduce_directory_of_several_ranks_and_mix_with_raw(runs, local, tmp_path, capsys):
@@ -92,7 +109,7 @@ def test_reduce_directory_of_several_ranks_and_mix_with_raw(runs, local, tmp_pat
         shutil.copy(p, (node if n < 32 else mixed) / p.name)
     assert main(["reduce", str(node), "-o", str(mixed / "node0.reduced")]) == 0
     assert "32 units" in capsys.readouterr().err
-    assert _metrics(mixed) == local["kineto"]
+    _assert_same(_read(mixed), local["kineto"])
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +277,7 @@ def test_mindinsight_reduce_refuses_ranks_it_does_not_hold_and_files(runs, tmp_p
 
 def test_ascend_rank_pool_equals_serial(runs, local, monkeypatch, tmp_path):
     """``--jobs 2`` reads the Ascend rank directories in the process pool, their lazily parsed files parsed there:
-    the metrics (data problems included) are those of the serial read."""
+    the run (data problems included) is that of the serial read."""
     from reportgen import workers
     from reportgen.readers import ascend
 
@@ -273,7 +290,7 @@ def test_ascend_rank_pool_equals_serial(runs, local, monkeypatch, tmp_path):
 
     monkeypatch.setattr(workers, "pool", pool)
     monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 0)
-    assert _metrics(runs["ascend"], jobs=2) == local["ascend"]
+    _assert_same(_read(runs["ascend"], jobs=2), local["ascend"])
     assert entered == [2]
     # a damaged lazily parsed file (kernel_details.csv) and an eagerly checked one (op_statistic.csv): the same
     # data problems, whichever process parsed them
@@ -285,12 +302,13 @@ def test_ascend_rank_pool_equals_serial(runs, local, monkeypatch, tmp_path):
         lines = f.read_text().splitlines(keepends=True)
         f.write_text("".join(lines[:2] + ["x," * 3 + "\n"] + lines[2:]))
     monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 1 << 60)
-    serial = _metrics(root, jobs=2)
+    serial = _read(root, jobs=2)
     assert len(entered) == 1  # below the threshold: read here
-    named = " ".join(p["path"] for p in serial["data_problems"])
+    named = " ".join(p.path for p in serial["problems"])
     assert "kernel_details.csv" in named and "op_statistic.csv" in named
     monkeypatch.setattr(ascend, "PARALLEL_MIN_BYTES", 0)
-    assert _metrics(root, jobs=2) == serial and len(entered) == 2
+    _assert_same(_read(root, jobs=2), serial)
+    assert len(entered) == 2
 
 
 def test_dask_workers_send_the_compact_form():
@@ -329,17 +347,20 @@ def test_dask_sends_absolute_paths_and_names_a_worker_without_the_files(runs, mo
         engine.reduce_compact(gone, "kineto")
 
 
-def test_dask_with_a_relative_run_dir_and_workers_elsewhere(runs, tmp_path, monkeypatch, capsys):
+def test_dask_with_a_relative_run_dir_and_workers_elsewhere(tmp_path, monkeypatch, capsys):
     """Issue 31 #2: worker processes started in another directory resolve a relative RUN_DIR there ("cannot open:
     No such file or directory" in all four families before). Workers start in tmp_path; the run is given relative to
-    its parent."""
+    its parent, which is not tmp_path. The run is small (4 ranks): the paths matter here, not the size."""
     distributed = need_module("distributed")
+    data = tmp_path / "data"
+    write_kineto_run(data / "kineto", KinetoSpec(hosts=2, devices_per_host=2, steps=2, stages=1))
     monkeypatch.chdir(tmp_path)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=50) as c:
-        monkeypatch.chdir(runs["kineto"].parent)
+        monkeypatch.chdir(data)
         out = tmp_path / "r.html"
         assert main(["kineto", "-o", str(out), "--json", str(tmp_path / "m.json"), "-q", "--dask",
                      c.scheduler_address]) == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "m.json").read_text())
-    assert doc["run"]["world_size"] == 64 and not any("cannot open" in p["problem"] for p in doc["data_problems"])
+    assert doc["run"]["world_size"] == 4 and doc["run"]["ranks"] == [0, 1, 2, 3]
+    assert not any("cannot open" in p["problem"] for p in doc["data_problems"])

@@ -8,11 +8,9 @@ import json
 import pandas as pd
 
 from reportgen import charts, facts, render
-from reportgen.readers import read_run
 from reportgen.report import EvidenceView, Finding
-from reportgen.sections import run_sections
 
-from conftest import fixture_dir
+from conftest import analysed, fixture_dir
 
 
 def test_finding_view_defaults_and_json():
@@ -52,8 +50,7 @@ def test_focusable_highlights_ranks_and_links_and_stays_valid():
 
 
 def test_every_figure_of_a_report_stays_valid_with_focus(pp2x4):
-    run = read_run(pp2x4)
-    for o in run_sections(run):
+    for o in analysed(pp2x4)[1]:  # conftest.analysed: the analysis test_golden.py makes (one SHARED_SCOPES group)
         for f in (o.view.figures if o.view else []):
             charts.validate(charts.focusable(f.spec))
 
@@ -129,8 +126,7 @@ def test_evidence_views_of_the_reference_runs():
     }
     for parts in (("mindinsight", "mi_cluster_propose_pp2x4"), ("ascend", "msinsight", "test", "st", "level2"),
                   ("generated", "torch_gloo_ddp4_baseline")):
-        run = read_run(fixture_dir(*parts))
-        outs = run_sections(run)
+        outs = analysed(fixture_dir(*parts))[1]  # as the CLI analyses it, once per process (test_golden's too)
         figures = {f.id for o in outs if o.view for f in o.view.figures}
         tables = {t.id for o in outs if o.view for t in o.view.tables}
         found = [f for o in outs if o.view for f in o.view.findings]

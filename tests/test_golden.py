@@ -15,12 +15,8 @@ from pathlib import Path
 import pytest
 
 from reportgen import metrics
-from reportgen.cli import load_run
-from reportgen.readers import read_run
-from reportgen.cli import section_options
-from reportgen.sections import run_sections
 
-from conftest import REPO, fixture_dir, shared_root
+from conftest import REPO, analysed, fixture_dir, shared_root
 
 GOLDEN = REPO / "golden"
 UPDATE = os.environ.get("REPORTGEN_UPDATE_GOLDEN") == "1"
@@ -117,14 +113,16 @@ def compare(actual, expected, path="$"):
         yield f"{path}: {actual!r} != {expected!r}"
 
 
-def metrics_of(name: str) -> dict:
-    run = load_run("demo") if name == "demo" else read_run(fixture_dir(*FIXTURES[name]))
-    return metrics.build(run, run_sections(run, section_options(run)))  # as the CLI runs them
+def metrics_text(source, keep: bool = True) -> str:
+    """The metrics JSON text of a run directory or "demo" as the CLI builds it, from conftest.analysed (once per
+    process: the shift test below and tests/test_consistency.py use the same analyses)."""
+    return metrics.dumps(analysed(source, keep)[2])
 
 
 @pytest.mark.parametrize("name", ["demo"] + sorted(FIXTURES))
 def test_golden_metrics(name):
-    doc = normalise(json.loads(metrics.dumps(metrics_of(name))), shared_root())
+    doc = normalise(json.loads(metrics_text("demo" if name == "demo" else fixture_dir(*FIXTURES[name]))),
+                    shared_root())
     golden = GOLDEN / f"{name}.json"
     if UPDATE:
         golden.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
@@ -132,3 +130,32 @@ def test_golden_metrics(name):
     diffs = list(compare(doc, json.loads(golden.read_text())))
     assert not diffs, "\n".join(diffs[:30])
     assert not [s for s, b in doc["sections"].items() if b["status"] == "error"], "a section failed"
+
+
+# ------------------------------------------------------------------------------------------------ shift invariance
+# tests/test_timebase.py (a), here so that the original's metrics are those test_golden_metrics computed: every
+# Kineto, Ascend and MindSpore CPU fixture above (plus the single-rank TraceLens MI300X and SGLang traces), copied
+# with every timestamp shifted by +1.7e15 µs (+1.7e18 ns where the file writes ns), gives the same metrics JSON as the
+# original, up to float formatting (rel_tol 1e-12).
+
+SHIFT_CASES = {name: parts for name, parts in FIXTURES.items() if name.startswith(("kineto", "ascend", "mindspore"))}
+SHIFT_CASES.update({
+    "tracelens_mi300": ("kineto", "tracelens_selected", "tests", "traces", "mi300"),
+    "tracelens_sglang": ("kineto", "tracelens_selected", "tests", "traces", "inference", "sglang_decode"),
+})
+
+
+def _root_free(text: str, root: Path) -> dict:
+    return json.loads(text.replace(json.dumps(str(root))[1:-1], "<root>"))
+
+
+@pytest.mark.parametrize("name", sorted(SHIFT_CASES))
+def test_shifting_every_timestamp_changes_no_number(tmp_path, name):
+    from test_timebase import diff, shifted_copy
+
+    src = fixture_dir(*SHIFT_CASES[name])
+    ref = _root_free(metrics_text(src), src)
+    dst = shifted_copy(src, tmp_path / src.name)
+    got = _root_free(metrics_text(dst, keep=False), dst)
+    diffs = list(diff(got, ref))
+    assert not diffs, "\n".join(diffs[:20])

@@ -11,10 +11,8 @@ import sys
 import pytest
 
 from reportgen import charts
-from reportgen.cli import load_run
-from reportgen.sections import run_sections
 
-from conftest import REPO
+from conftest import REPO, analysed
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +28,9 @@ def generated(tmp_path_factory):
 
 
 def _specs(source) -> list[tuple[str, dict]]:
-    run = load_run(str(source))
-    return [(f.id, f.spec) for o in run_sections(run) if o.view for f in o.view.figures]
+    """Every figure's spec of the run, analysed as the CLI does once per process (conftest.analysed: both tests below
+    and test_golden.py, of the same SHARED_SCOPES group, use the same analyses). Read only."""
+    return [(f.id, f.spec) for o in analysed(source)[1] if o.view for f in o.view.figures]
 
 
 @pytest.mark.parametrize("source", ["demo", "mi", "ascend", "kineto"])

@@ -8,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.cli import main
 from reportgen.readers.ascend import double_hash as reader_hash
 from reportgen.synth.ascend import ANOMALY_FINDINGS, AscendSpec, double_hash, write_ascend_run
+
+from conftest import generated_report
 
 #: (pipeline_bubble: a run-wide level, listed as low when the diagnosis finds no cause behind it — issue 26)
 TIME_KINDS = {"slow_rank", "slow_host_data_loading", "slow_link"}
 
 
-def _report(root: Path, gt: dict, tmp: Path) -> dict:
-    out = tmp / f"{root.name}_metrics.json"
-    rc = main([str(root), "-o", str(tmp / f"{root.name}.html"), "--json", str(out), "-q"] + gt["cli_args"])
-    assert rc == 0
-    return json.loads(out.read_text(encoding="utf-8"))
+def _report(tmp_path_factory, spec: AscendSpec) -> tuple[Path, dict, dict]:
+    """Run directory, ground truth and metrics of the generated run, reported by the CLI with the ground truth's
+    ``cli_args``, once per process (conftest.generated_report: tests/test_advisor_groundtruth.py reports some of the
+    same runs). Read only."""
+    gt, m, root, _ = generated_report(tmp_path_factory, write_ascend_run, spec)
+    return root, gt, m
 
 
 def _all_bytes(root: Path) -> dict[str, bytes]:
@@ -29,10 +31,7 @@ def _all_bytes(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module", params=[2, 1], ids=["pp2", "dp"])
 def clean(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"clean{request.param}")
-    root = tmp / "run"
-    gt = write_ascend_run(root, AscendSpec(stages=request.param))
-    return root, gt, _report(root, gt, tmp)
+    return _report(tmp_path_factory, AscendSpec(stages=request.param))
 
 
 def test_clean_run_has_no_finding(clean):
@@ -187,12 +186,11 @@ def _check(gt: dict, m: dict, severity: bool) -> None:
 
 
 @pytest.mark.parametrize("kind,kw", ALONE, ids=[f"{k}-{'dp' if kw.get('stages') == 1 else 'pp2'}" for k, kw in ALONE])
-def test_anomaly_alone_is_found(kind, kw, tmp_path):
-    root = tmp_path / "run"
-    gt = write_ascend_run(root, AscendSpec(**kw))
+def test_anomaly_alone_is_found(kind, kw, tmp_path_factory):
+    _, gt, m = _report(tmp_path_factory, AscendSpec(**kw))
     assert [a["kind"] for a in gt["anomalies"]] == [kind]
     assert gt["anomalies"][0]["finding_ids"] == ANOMALY_FINDINGS[kind]
-    _check(gt, _report(root, gt, tmp_path), severity=True)
+    _check(gt, m, severity=True)
 
 
 @pytest.mark.parametrize("kw", [
@@ -200,11 +198,10 @@ def test_anomaly_alone_is_found(kind, kw, tmp_path):
     dict(slow_rank=1, slow_host=1, slow_link=(2, 3), memory_near_capacity=6, flops_imbalance=2),
     dict(stages=1, slow_rank=1, slow_host=1, slow_link=(2, 3), memory_near_capacity=6, flops_imbalance=5),
 ], ids=["pp2-all", "pp2-no-bubble", "dp-all"])
-def test_several_anomalies_at_once(kw, tmp_path):
-    root = tmp_path / "run"
-    gt = write_ascend_run(root, AscendSpec(**kw))
+def test_several_anomalies_at_once(kw, tmp_path_factory):
+    _, gt, m = _report(tmp_path_factory, AscendSpec(**kw))
     assert len(gt["anomalies"]) == sum(1 for k in kw if k != "stages")
-    _check(gt, _report(root, gt, tmp_path), severity=False)
+    _check(gt, m, severity=False)
 
 
 def test_anomaly_ground_truth_shape(tmp_path):

@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.cli import main
 from reportgen.readers import read_run
 from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+
+from conftest import generated_report
 
 
 def _bytes(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
-def _report(tmp: Path, spec: KinetoSpec) -> tuple[dict, dict]:
-    truth = write_kineto_run(tmp / "run", spec)
-    assert main([str(tmp / "run"), "-o", str(tmp / "r.html"), "--json", str(tmp / "m.json"), "-q"]) == 0
-    return truth, json.loads((tmp / "m.json").read_text())
+def _report(tmp_path_factory, spec: KinetoSpec) -> tuple[dict, dict]:
+    """Ground truth and metrics of the generated run, reported by the CLI once per process (conftest.generated_report:
+    tests/test_advisor_groundtruth.py reports some of the same runs). Read only."""
+    return generated_report(tmp_path_factory, write_kineto_run, spec)[:2]
 
 
 def _table(m: dict, section: str, name: str) -> list[dict]:
@@ -30,9 +31,8 @@ def _table(m: dict, section: str, name: str) -> list[dict]:
 
 @pytest.fixture(scope="module", params=[2, 1], ids=["pp2", "dp"])
 def clean(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"clean{request.param}")
-    truth, m = _report(tmp, KinetoSpec(stages=request.param))
-    return request.param, truth, m, tmp
+    truth, m, root, _ = generated_report(tmp_path_factory, write_kineto_run, KinetoSpec(stages=request.param))
+    return request.param, truth, m, root.parent  # the run is <tmp>/run
 
 
 # ------------------------------------------------------------------------------------------ 1. clean
@@ -119,8 +119,8 @@ def _check_found(truth: dict, m: dict) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_anomaly_is_found_and_named(case, tmp_path):
-    truth, m = _report(tmp_path, KinetoSpec(**CASES[case]))
+def test_anomaly_is_found_and_named(case, tmp_path_factory):
+    truth, m = _report(tmp_path_factory, KinetoSpec(**CASES[case]))
     assert truth["anomalies"]
     _check_found(truth, m)
 
@@ -137,8 +137,8 @@ def test_slow_link_in_the_reader_table(tmp_path):
     assert truth["anomalies"][0]["links"] == [[1, 5]]
 
 
-def test_slow_link_found(tmp_path):
-    truth, m = _report(tmp_path, KinetoSpec(slow_links={(1, 5): 0.3}))
+def test_slow_link_found(tmp_path_factory):
+    truth, m = _report(tmp_path_factory, KinetoSpec(slow_links={(1, 5): 0.3}))
     assert "links" in m["sections"]["communication"]["tables"]  # per-pair p2p links from Dst/Src Rank
     _check_found(truth, m)
 

@@ -9,20 +9,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reportgen.cli import main
 from reportgen.readers import read_run
 from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+from conftest import generated_report
 
 KINDS = {"slow_rank", "slow_host_data_loading", "slow_link", "pipeline_bubble", "memory_near_capacity",
          "flops_imbalance", "exposed_communication"}
 
 
-def _run(tmp: Path, spec: MindInsightSpec) -> tuple[dict, dict, Path]:
-    root = tmp / "run"
-    gt = write_mindinsight_run(root, spec)
-    out = tmp / "m.json"
-    assert main([str(root), "-o", str(tmp / "r.html"), "--json", str(out), "-q"]) == 0
-    return gt, json.loads(out.read_text()), root
+def _run(tmp_path_factory, spec: MindInsightSpec) -> tuple[dict, dict, Path]:
+    """Ground truth, metrics and run directory of the generated run, reported by the CLI once per process
+    (conftest.generated_report: tests/test_advisor_groundtruth.py reports some of the same runs). Read only."""
+    gt, m, root, _ = generated_report(tmp_path_factory, write_mindinsight_run, spec)
+    return gt, m, root
 
 
 def _table(m: dict, section: str, name: str) -> pd.DataFrame:
@@ -35,8 +35,7 @@ def _all_bytes(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module", params=[2, 1], ids=["pp2", "dp"])
 def clean(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"clean{request.param}")
-    return _run(tmp, MindInsightSpec.clean_run(stages=request.param))
+    return _run(tmp_path_factory, MindInsightSpec.clean_run(stages=request.param))
 
 
 # --------------------------------------------------------------------------- 1. clean runs
@@ -122,9 +121,9 @@ def _names_anomaly(f: dict, a: dict, gt: dict) -> bool:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_anomaly_alone_is_found(tmp_path, case):
+def test_anomaly_alone_is_found(tmp_path_factory, case):
     kw, expected = CASES[case]
-    gt, m, _, = _run(tmp_path, MindInsightSpec.clean_run(**kw))[:3]
+    gt, m, _, = _run(tmp_path_factory, MindInsightSpec.clean_run(**kw))[:3]
     assert len(gt["anomalies"]) == 1
     a = gt["anomalies"][0]
     assert a["kind"] in KINDS and set(a) >= {"kind", "ranks", "links", "stage", "host"}
@@ -158,11 +157,11 @@ def test_anomaly_ground_truth_fields(tmp_path):
     assert gt["memory"][6]["peak_mem"] == pytest.approx(0.96 * gt["memory"][6]["capacity"], rel=1e-6)
 
 
-def test_all_anomalies_at_once(tmp_path):
+def test_all_anomalies_at_once(tmp_path_factory):
     spec = MindInsightSpec.clean_run(slow_fp_bp={1: 1.6}, slow_hosts={1: 0.3}, slow_links={(2, 3): 0.3},
                                      pipeline_bubble=0.3, memory_peaks={6: 0.96}, heavy_stages={2: 1.6},
                                      exposed_comm={1: 5.0})
-    gt, m, _ = _run(tmp_path, spec)
+    gt, m, _ = _run(tmp_path_factory, spec)
     assert {a["kind"] for a in gt["anomalies"]} == KINDS
     expect = {"slow_rank": ["slow_device_compute", "slow_rank_compute", "rank_arrives_late"],
               "slow_host_data_loading": ["slow_host", "slow_input_pipeline"],
@@ -252,8 +251,8 @@ def test_ground_truth_equals_report_clean(clean):
     _check_readback(gt, m)
 
 
-def test_ground_truth_equals_report_with_anomalies(tmp_path):
-    gt, m, _ = _run(tmp_path, MindInsightSpec.clean_run(
+def test_ground_truth_equals_report_with_anomalies(tmp_path_factory):
+    gt, m, _ = _run(tmp_path_factory, MindInsightSpec.clean_run(
         slow_fp_bp={1: 1.4}, slow_links={(2, 3): 0.3}, pipeline_bubble=0.25, memory_peaks={6: 0.96},
         heavy_stages={2: 1.6}, slow_hosts={1: 0.15}, exposed_comm={1: 3.0}))
     _check_readback(gt, m)
