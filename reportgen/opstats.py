@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .frames import agg
 from .model import Run
 from .timeline import assign_steps, gpu_op_class, host_op_class, op_type, step_windows
 
@@ -197,12 +198,9 @@ def summarize(rows: pd.DataFrame, by=("rank", "type")) -> pd.DataFrame:
         if d[c].dtype == object or pd.api.types.is_string_dtype(d[c].dtype):
             d[c] = d[c].fillna("")
     g = d.groupby(by, sort=False, dropna=False)
-    # one reduction per column on the one grouping (named aggregation costs ~6x as much on small tables)
-    out = g["count"].sum().astype(np.int64).to_frame("count")
-    for col, values in (("total_ms", g["dur_ms"].sum()), ("min_ms", g["min_ms"].min()), ("max_ms", g["max_ms"].max()),
-                        ("std_ms", g["dur_ms"].std()), ("_agg", g["_agg"].any())):
-        out[col] = values.to_numpy()  # every reduction lists the groups in the same order
-    out = out.reset_index()
+    out = agg(g, count=("count", "sum"), total_ms=("dur_ms", "sum"), min_ms=("min_ms", "min"),
+              max_ms=("max_ms", "max"), std_ms=("dur_ms", "std"), _agg=("_agg", "any")).reset_index()
+    out["count"] = out["count"].astype(np.int64)
     out["mean_ms"] = out["total_ms"] / out["count"].where(out["count"] > 0)
     out.loc[out["_agg"], "std_ms"] = np.nan
     if "rank" in by:

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..commtypes import P2P_TYPES, busbw_factor, canonical_op_type
+from ..timeline import per_value
 
 #: what Ascend's per-operation times mean (the communication section shows it)
 ASCEND_NOTE = ("Operation times (elapse, transit, wait) come from each operator's master plane only, while sizes "
@@ -113,10 +114,9 @@ def _kernel_collectives(gpu: pd.DataFrame | None) -> pd.DataFrame:
     if gpu is None:
         return pd.DataFrame()
     k = gpu[gpu["kind"] == "comm"]
-    codes, names = pd.factorize(k["name"].astype(str).to_numpy(), use_na_sentinel=False)  # per distinct kernel name
-    per_name = np.array([next((op for key, op in _NCCL_OP if key in n.lower().replace("_", "")), "other")
-                         if isinstance(n, str) else "other" for n in names], dtype=object)
-    coll = pd.Series(per_name[codes], index=k.index, dtype=pd.Series("other").dtype)  # the text dtype, as before
+    coll = per_value(k["name"], lambda names: pd.Series(  # per distinct kernel name; no name: 'other'
+        [next((op for key, op in _NCCL_OP if key in n.lower().replace("_", "")), "other") if isinstance(n, str)
+         else "other" for n in names], dtype=pd.Series("other").dtype))
     return pd.DataFrame({"rank": k["rank"], "source": "gpu_kernel", "name": k["name"], "collective": coll,
                          "group_ranks": "", "group_name": "stream " + k["stream"].astype(str), "group_size": -1,
                          "in_mb": math.nan, "out_mb": math.nan, "start_ms": k["start_ms"], "dur_ms": k["dur_ms"]})

@@ -357,9 +357,9 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
         return None
     from .. import workers
 
+    _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
     pool = None
     try:
-        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)

@@ -53,7 +53,7 @@ from ..errors import Unavailable
 from ..model import ByRank, Run
 from .. import facts
 from .. import palette
-from ..timeline import step_windows
+from ..timeline import per_value, step_windows
 from ..report import Analysis, Column, Control, Figure, Finding, Table, View, count, natural_sorted
 from . import needs_reason
 
@@ -284,11 +284,14 @@ def subject_kind(ms: pd.DataFrame) -> str:
 def _line_name(series: pd.Series, counter: str) -> np.ndarray:
     """'<series> · <counter>', or the series' own name when it already says the counter; a name that ends with
     another counter ('... memory pool total reserved') drops it first ('... memory pool · allocated')."""
-    codes, uniq = pd.factorize(series.astype(str), use_na_sentinel=False)  # a few series, many samples: names once
-    names = pd.Series(uniq, dtype=object)
     other = "reserved" if counter == "allocated" else "allocated"
-    base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
-    return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)[codes]
+
+    def name(names: pd.Series) -> np.ndarray:  # per distinct series: a few series over many samples
+        names = names.astype(str)
+        base = names.str.replace(rf"\s*(total\s+)?{other}$", "", regex=True, case=False)
+        return np.where(names.str.lower().str.contains(counter), names, base + " · " + counter)
+
+    return per_value(series, name).to_numpy()
 
 
 def in_use_series(ms: pd.DataFrame | None, kind: str | None = None) -> pd.DataFrame | None:
