@@ -67,9 +67,11 @@ NEAR_CAPACITY_RATIO = th.MEMORY_NEAR_CAPACITY
 IMBALANCE_RATIO = th.MEMORY_IMBALANCE
 IMBALANCE_MIN_MB = th.MEMORY_IMBALANCE_MIN_MB
 
-#: timeline budget: points per rank, rows in total, and ranks drawn (the highest and lowest peaks)
+#: timeline budget: points per rank, rows in total, and ranks drawn (the highest and lowest peaks). The total is what
+#: the browser draws as one line chart with a tooltip per point: 10,240 points took 150-330 ms in headless Chromium
+#: (bench/page.py, 1,024 ranks), 3,400 took 70 ms; 6,000 keeps 300 points per line up to 20 ranks and ~94 at 64
 MAX_POINTS_PER_RANK = 300
-MAX_CHART_ROWS = 20_000
+MAX_CHART_ROWS = 6_000
 MAX_LINE_RANKS = 64
 #: rank strip (no host info): ranks per row
 STRIP_WIDTH = 32
