@@ -124,6 +124,69 @@ def report_cache(tmp_path_factory) -> ReportCache:
     return ReportCache(tmp_path_factory.mktemp("reports"))
 
 
+class _Driver:
+    """The Playwright driver of this test process and the Chromium launched from it, shared by consecutive test
+    files that use a browser (a driver and a Chromium per file cost ~1.4 CPU-s each; module-scoped fixtures hold
+    them, tests open pages in contexts of their own). Closed as soon as the next test is in a file that uses none
+    (:func:`pytest_runtest_teardown`): while a sync Playwright driver lives, the main thread's asyncio loop
+    counts as running, which a test that runs asyncio itself (dask) must not find."""
+
+    def __init__(self):
+        self.cm = self.p = self.chromium = None
+
+    def playwright(self):
+        if self.p is None:
+            try:
+                from playwright.sync_api import sync_playwright
+            except ImportError:
+                unavailable("the playwright Python package is not installed (pip install playwright; "
+                            "no 'playwright install' needed, the system Chromium is used)")
+            cm = sync_playwright()
+            self.p, self.cm = cm.__enter__(), cm
+        return self.p
+
+    def browser(self):
+        if self.chromium is None:
+            from test_browser import launch_chromium
+
+            self.chromium = launch_chromium(self.playwright())
+        return self.chromium
+
+    def close(self) -> None:
+        chromium, cm = self.chromium, self.cm
+        self.cm = self.p = self.chromium = None
+        try:
+            if chromium is not None:
+                chromium.close()
+        finally:
+            if cm is not None:
+                cm.__exit__(None, None, None)
+
+
+_DRIVER = _Driver()
+#: fixtures that use the driver (test_browser's ``browser``, test_report_quality's ``qbrowser``)
+_DRIVER_FIXTURES = {"browser", "qbrowser"}
+_BROWSER_FILES: dict[int, set] = {}
+
+
+def _browser_files(session) -> set:
+    """The test files of which a selected test uses the driver."""
+    if id(session) not in _BROWSER_FILES:
+        _BROWSER_FILES[id(session)] = {str(i.path) for i in session.items
+                                       if _DRIVER_FIXTURES & set(getattr(i, "fixturenames", ()))}
+    return _BROWSER_FILES[id(session)]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test's fixtures are torn down: close the shared driver when the next test is in a file that uses no
+    browser (or there is none). Within a file, and from one browser file to the next, it stays open."""
+    yield
+    if _DRIVER.p is not None and (nextitem is None or (nextitem.path != item.path
+                                                       and str(nextitem.path) not in _browser_files(item.session))):
+        _DRIVER.close()
+
+
 # ------------------------------------------------------------------------------------------ shared across files
 #: test files run on the same xdist worker as another file (``--dist loadfile`` schedules by file; this maps a file to
 #: the file whose group it joins), so that what they build once per process (:func:`analysed`) serves them all
@@ -135,6 +198,15 @@ SHARED_SCOPES = {
     "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
+    # the browser files: one Playwright driver and Chromium (_Driver) and one ReportCache for them all
+    "tests/test_charts_browser.py": "tests/test_browser.py",
+    "tests/test_evidence_browser.py": "tests/test_browser.py",
+    "tests/test_execution.py": "tests/test_browser.py",
+    "tests/test_hostile_browser.py": "tests/test_browser.py",
+    "tests/test_narrow_browser.py": "tests/test_browser.py",
+    "tests/test_page_budget_browser.py": "tests/test_browser.py",
+    "tests/test_report_quality.py": "tests/test_browser.py",
+    "tests/test_tables_browser.py": "tests/test_browser.py",
 }
 
 
