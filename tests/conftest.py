@@ -82,7 +82,8 @@ def pp2x4() -> Path:
 class ReportCache:
     """Reports built once per test session and shared by the test files that only read them (browser and HTML
     checks): ``get(source, *args)`` -> the HTML path, with the metrics JSON beside it (``.json``). ``source`` is a
-    run directory or "demo". ``-j N`` is not part of the key: the output does not depend on it. A test that
+    run directory or "demo". ``-j N`` is not part of the key: the output does not depend on it (built with ``-j 1``
+    unless ``args`` say otherwise: one process, no second one for the sections). A test that
     changes its output file must not use this cache."""
 
     def __init__(self, root: Path):
@@ -113,7 +114,8 @@ class ReportCache:
             from reportgen.cli import main
 
             out = self.root / f"report{len(self.built)}.html"
-            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1]]
+            jobs = [] if any(a in ("-j", "--jobs") for a in args) else ["-j", "1"]  # pools are not tested here
+            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1], *jobs]
             assert main(argv) in (0, 3), f"reportgen {' '.join(argv)} failed"
             self.built[k] = out
         return self.built[k]
@@ -253,7 +255,7 @@ _GENERATED: dict[tuple, tuple] = {}
 
 def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, Path]:
     """``(ground truth, metrics, run directory, HTML report)`` of the run ``write(root, spec)`` generates (a writer
-    of reportgen.synth), reported by the CLI (``-q`` and the ground truth's ``cli_args``); once per process for the
+    of reportgen.synth), reported by the CLI (``-q -j 1`` and the ground truth's ``cli_args``); once per process for the
     same writer and spec: the generator tests and tests/test_advisor_groundtruth.py (one SHARED_SCOPES group) report
     the same clean and anomalous runs. Read only: a test that changes the run or the outputs makes its own."""
     key = (write.__module__, write.__qualname__, repr(spec))
@@ -265,6 +267,7 @@ def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, P
         tmp = tmp_path_factory.mktemp("generated")
         root, html, out = tmp / "run", tmp / "r.html", tmp / "m.json"
         gt = write(root, spec)
-        assert main([str(root), "-o", str(html), "--json", str(out), "-q", *gt.get("cli_args", [])]) == 0
+        # -j 1: the sections in one process (the report is the one two give: tests/test_sections_parallel.py)
+        assert main([str(root), "-o", str(html), "--json", str(out), "-q", "-j", "1", *gt.get("cli_args", [])]) == 0
         _GENERATED[key] = (gt, json.loads(out.read_text(encoding="utf-8")), root, html)
     return _GENERATED[key]
