@@ -179,10 +179,12 @@ def _browser_files(session) -> set:
     return _BROWSER_FILES[id(session)]
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     """After a test's fixtures are torn down: close the shared driver when the next test is in a file that uses no
-    browser (or there is none). Within a file, and from one browser file to the next, it stays open."""
+    browser (or there is none). Within a file, and from one browser file to the next, it stays open. ``trylast``:
+    inside other wrappers of the teardown, so bench/suite_cpu.py counts the driver's and Chromium's CPU (reaped
+    here) in the test's teardown."""
     yield
     if _DRIVER.p is not None and (nextitem is None or (nextitem.path != item.path
                                                        and str(nextitem.path) not in _browser_files(item.session))):
