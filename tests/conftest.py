@@ -82,7 +82,8 @@ def pp2x4() -> Path:
 class ReportCache:
     """Reports built once per test session and shared by the test files that only read them (browser and HTML
     checks): ``get(source, *args)`` -> the HTML path, with the metrics JSON beside it (``.json``). ``source`` is a
-    run directory or "demo". ``-j N`` is not part of the key: the output does not depend on it. A test that
+    run directory or "demo". ``-j N`` is not part of the key: the output does not depend on it (built with ``-j 1``
+    unless ``args`` say otherwise: one process, no second one for the sections). A test that
     changes its output file must not use this cache."""
 
     def __init__(self, root: Path):
@@ -113,7 +114,8 @@ class ReportCache:
             from reportgen.cli import main
 
             out = self.root / f"report{len(self.built)}.html"
-            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1]]
+            jobs = [] if any(a in ("-j", "--jobs") for a in args) else ["-j", "1"]  # pools are not tested here
+            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1], *jobs]
             assert main(argv) in (0, 3), f"reportgen {' '.join(argv)} failed"
             self.built[k] = out
         return self.built[k]
@@ -122,6 +124,71 @@ class ReportCache:
 @pytest.fixture(scope="session")
 def report_cache(tmp_path_factory) -> ReportCache:
     return ReportCache(tmp_path_factory.mktemp("reports"))
+
+
+class _Driver:
+    """The Playwright driver of this test process and the Chromium launched from it, shared by consecutive test
+    files that use a browser (a driver and a Chromium per file cost ~1.4 CPU-s each; module-scoped fixtures hold
+    them, tests open pages in contexts of their own). Closed as soon as the next test is in a file that uses none
+    (:func:`pytest_runtest_teardown`): while a sync Playwright driver lives, the main thread's asyncio loop
+    counts as running, which a test that runs asyncio itself (dask) must not find."""
+
+    def __init__(self):
+        self.cm = self.p = self.chromium = None
+
+    def playwright(self):
+        if self.p is None:
+            try:
+                from playwright.sync_api import sync_playwright
+            except ImportError:
+                unavailable("the playwright Python package is not installed (pip install playwright; "
+                            "no 'playwright install' needed, the system Chromium is used)")
+            cm = sync_playwright()
+            self.p, self.cm = cm.__enter__(), cm
+        return self.p
+
+    def browser(self):
+        if self.chromium is None:
+            from test_browser import launch_chromium
+
+            self.chromium = launch_chromium(self.playwright())
+        return self.chromium
+
+    def close(self) -> None:
+        chromium, cm = self.chromium, self.cm
+        self.cm = self.p = self.chromium = None
+        try:
+            if chromium is not None:
+                chromium.close()
+        finally:
+            if cm is not None:
+                cm.__exit__(None, None, None)
+
+
+_DRIVER = _Driver()
+#: fixtures that use the driver (test_browser's ``browser``, test_report_quality's ``qbrowser``)
+_DRIVER_FIXTURES = {"browser", "qbrowser"}
+_BROWSER_FILES: dict[int, set] = {}
+
+
+def _browser_files(session) -> set:
+    """The test files of which a selected test uses the driver."""
+    if id(session) not in _BROWSER_FILES:
+        _BROWSER_FILES[id(session)] = {str(i.path) for i in session.items
+                                       if _DRIVER_FIXTURES & set(getattr(i, "fixturenames", ()))}
+    return _BROWSER_FILES[id(session)]
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test's fixtures are torn down: close the shared driver when the next test is in a file that uses no
+    browser (or there is none). Within a file, and from one browser file to the next, it stays open. ``trylast``:
+    inside other wrappers of the teardown, so bench/suite_cpu.py counts the driver's and Chromium's CPU (reaped
+    here) in the test's teardown."""
+    yield
+    if _DRIVER.p is not None and (nextitem is None or (nextitem.path != item.path
+                                                       and str(nextitem.path) not in _browser_files(item.session))):
+        _DRIVER.close()
 
 
 # ------------------------------------------------------------------------------------------ shared across files
@@ -135,6 +202,15 @@ SHARED_SCOPES = {
     "tests/test_synth_ascend.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_kineto.py": "tests/test_advisor_groundtruth.py",
     "tests/test_synth_mindinsight_anomalies.py": "tests/test_advisor_groundtruth.py",
+    # the browser files: one Playwright driver and Chromium (_Driver) and one ReportCache for them all
+    "tests/test_charts_browser.py": "tests/test_browser.py",
+    "tests/test_evidence_browser.py": "tests/test_browser.py",
+    "tests/test_execution.py": "tests/test_browser.py",
+    "tests/test_hostile_browser.py": "tests/test_browser.py",
+    "tests/test_narrow_browser.py": "tests/test_browser.py",
+    "tests/test_page_budget_browser.py": "tests/test_browser.py",
+    "tests/test_report_quality.py": "tests/test_browser.py",
+    "tests/test_tables_browser.py": "tests/test_browser.py",
 }
 
 
@@ -181,7 +257,7 @@ _GENERATED: dict[tuple, tuple] = {}
 
 def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, Path]:
     """``(ground truth, metrics, run directory, HTML report)`` of the run ``write(root, spec)`` generates (a writer
-    of reportgen.synth), reported by the CLI (``-q`` and the ground truth's ``cli_args``); once per process for the
+    of reportgen.synth), reported by the CLI (``-q -j 1`` and the ground truth's ``cli_args``); once per process for the
     same writer and spec: the generator tests and tests/test_advisor_groundtruth.py (one SHARED_SCOPES group) report
     the same clean and anomalous runs. Read only: a test that changes the run or the outputs makes its own."""
     key = (write.__module__, write.__qualname__, repr(spec))
@@ -193,6 +269,7 @@ def generated_report(tmp_path_factory, write, spec) -> tuple[dict, dict, Path, P
         tmp = tmp_path_factory.mktemp("generated")
         root, html, out = tmp / "run", tmp / "r.html", tmp / "m.json"
         gt = write(root, spec)
-        assert main([str(root), "-o", str(html), "--json", str(out), "-q", *gt.get("cli_args", [])]) == 0
+        # -j 1: the sections in one process (the report is the one two give: tests/test_sections_parallel.py)
+        assert main([str(root), "-o", str(html), "--json", str(out), "-q", "-j", "1", *gt.get("cli_args", [])]) == 0
         _GENERATED[key] = (gt, json.loads(out.read_text(encoding="utf-8")), root, html)
     return _GENERATED[key]

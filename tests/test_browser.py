@@ -64,26 +64,27 @@ def _shared() -> Path:
     return Path(os.environ.get("REPORTGEN_SHARED") or (REPO.parent / "shared"))
 
 
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("the playwright Python package is not installed (pip install playwright; "
-                     "no 'playwright install' needed, the system Chromium is used)")
+def launch_chromium(playwright):
+    """Chromium launched from ``playwright`` (a Playwright driver), or :func:`_unavailable` saying why not."""
     exe = _chromium()
     if not exe:
         where = os.environ.get("REPORTGEN_CHROMIUM")
         _unavailable(f"REPORTGEN_CHROMIUM={where} does not exist" if where else
                      "no Chromium found: set REPORTGEN_CHROMIUM, or install Debian's chromium "
                      "(/usr/lib/chromium/chromium)")
-    with sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=exe, args=LAUNCH_ARGS)
-        except Exception as exc:  # noqa: BLE001 - any launch failure means "no usable browser"
-            _unavailable(f"Chromium at {exe} did not start: {exc}")
-        yield b
-        b.close()
+    try:
+        return playwright.chromium.launch(executable_path=exe, args=LAUNCH_ARGS)
+    except Exception as exc:  # noqa: BLE001 - any launch failure means "no usable browser"
+        _unavailable(f"Chromium at {exe} did not start: {exc}")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The Chromium of this test process (conftest._Driver: one for consecutive browser files; each page is opened
+    in a context of its own)."""
+    import conftest
+
+    return conftest._DRIVER.browser()
 
 
 class PageLog:

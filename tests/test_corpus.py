@@ -107,6 +107,36 @@ def _watched_dirs(c) -> list[Path]:
     return dirs
 
 
+#: the input size from which the readers decode in worker processes (reportgen/readers/kineto.py, ascend.py
+#: PARALLEL_MIN_BYTES: 16 MiB); below it only the sections' second process depends on ``--jobs``
+POOL_MIN_BYTES = 16 * 2 ** 20
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _one_process(c) -> bool:
+    """Run the case with ``-j 1`` (no second process for the sections: ~15 % of a small run's CPU): a generated run
+    given as RUN_DIR only, with no command line of its own, no ``--jobs``, no signal or hook of its own, and an input
+    too small for the readers' worker pools. Every other case - the shared fixtures' (fx_*) and the controls, the
+    argument, output, signal and pool cases - runs as a user's default does (two processes for the sections of a
+    small run: tests/test_sections_parallel.py checks that both give one report)."""
+    if c.mode != "fork" or c.argv is not None or c.signal or c.hooks or c.name.startswith(("fx_", "control_")):
+        return False
+    if any(a in ("-j", "--jobs") or a.startswith("--jobs=") for a in map(str, c.args)):
+        return False
+    run = Path(c.run)
+    return run.is_dir() and not run.is_symlink() and _tree_bytes(run) < POOL_MIN_BYTES
+
+
 def _selected(session) -> list[str]:
     names = []
     for item in session.items:
@@ -141,8 +171,8 @@ def corpus(request, tmp_path_factory):
             hooks.insert(0, ("mark_analysis", str(c.tmp / MARKER)))
             if c.owner in READERS:
                 hooks.append(("schema_check", str(c.tmp / "_run" / SCHEMA_FILE)))
-        jobs.append(Job(argv=c.command(), workdir=c.tmp / "_run", mode=c.mode, cwd=c.cwd, hooks=hooks,
-                        signal=c.signal))
+        jobs.append(Job(argv=c.command() + (["-j", "1"] if _one_process(c) else []), workdir=c.tmp / "_run",
+                        mode=c.mode, cwd=c.cwd, hooks=hooks, signal=c.signal))
         order.append(name)
     build_s = time.monotonic() - t_build
     undo = warm_up()

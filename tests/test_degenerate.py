@@ -88,10 +88,23 @@ def test_generated_case_is_ok_or_unavailable(generated, case):
             assert out[sid].status == "ok", (sid, out[sid].reason)
 
 
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """name -> (run, outcomes) of a real single-rank trace, read and reported once per module. Read only."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            run = read_run(_single(tmp_path_factory.mktemp(name), REAL[name]))
+            cache[name] = (run, _report(run))
+        return cache[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", sorted(REAL))
-def test_real_single_rank_trace_is_ok_or_unavailable(tmp_path, name):
-    run = read_run(_single(tmp_path, REAL[name]))
-    out = _report(run)
+def test_real_single_rank_trace_is_ok_or_unavailable(real, name):
+    run, out = real(name)
     if run.table("gpu_ops") is not None:
         assert run.step_source in ("markers", "whole_trace")
         assert out["trajectory"].status == "ok" and out["execution"].status == "ok"
@@ -148,10 +161,10 @@ def test_whole_trace_window_is_htas_kernel_span(generated, case):
     assert out["trajectory"].analysis is not None and out["overlap"].analysis.metrics["steps"] == 1
 
 
-def test_real_trace_without_markers_matches_hta_kernel_time(tmp_path):
+def test_real_trace_without_markers_matches_hta_kernel_time(real):
     """b200 eager trace (no ProfilerStep): our whole-trace window is HTA 0.5's kernel_time (HTA rounds each event
     to whole µs inwards, so the spans agree within 2 µs) and its computing time is our float-µs compute time."""
-    run = read_run(_single(tmp_path, REAL["b200_no_markers"]))
+    run, _ = real("b200_no_markers")
     assert run.step_source == "whole_trace" and run.steps == [0]
     ref = list(csv.DictReader(reference_file("hta", "single_b200_eager", "temporal_breakdown.csv").open()))[0]
     row = run.tables["step_time"].iloc[0]
@@ -180,11 +193,10 @@ def test_rocm_memory_events_are_device_memory(generated):
     assert pr["peak_mb"] == pytest.approx(me["reserved_mb"].max())
 
 
-def test_real_rocm_trace_memory_is_on_the_device(tmp_path):
+def test_real_rocm_trace_memory_is_on_the_device(real):
     """sglang decode on MI300X: 1014 [memory] events, all Device Type 6 (HIP)."""
-    run = read_run(_single(tmp_path, REAL["sglang_decode_mi300x"]))
+    run, out = real("sglang_decode_mi300x")
     assert set(run.table("memory_events")["device_type"]) == {6}
-    out = _report(run)
     assert out["memory"].status == "ok", out["memory"].reason
     pr = out["memory"].analysis.tables["per_rank"].iloc[0]
     assert pr["source"].startswith("HIP") and 0 < pr["peak_ratio"] < 1

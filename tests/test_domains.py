@@ -113,11 +113,25 @@ def _write(family, tmp_path, **kw):
     return write_kineto_run(tmp_path, KinetoSpec(**kw))
 
 
-def _verdicts(tmp_path):
-    _, o, by = _domains(tmp_path)
+_GENERATED: dict[tuple, tuple] = {}
+
+
+def _generated(tmp_path_factory, family, **kw):
+    """``(run, domains outcome, outcomes by id)`` of the run the ``family``'s generator writes with ``kw``, written and
+    analysed once per module (several tests read the same run). Read only: a test that changes it makes its own."""
+    key = (family, repr(sorted(kw.items())))
+    if key not in _GENERATED:
+        root = tmp_path_factory.mktemp(f"{family}-run")
+        _write(family, root, **kw)
+        _GENERATED[key] = (root, *_domains(root))
+    return _GENERATED[key]
+
+
+def _verdicts(tmp_path_factory, family, **kw):
+    _, run, o, by = _generated(tmp_path_factory, family, **kw)
     d = o.analysis.tables["domains"]
-    o.by = by
-    return o, {g: (v, det, w) for g, v, det, w in zip(d["group"], d["verdict"], d["verdict_detail"], d["worst_rank"])}
+    return run, o, by, {g: (v, det, w) for g, v, det, w in zip(d["group"], d["verdict"], d["verdict_detail"],
+                                                               d["worst_rank"])}
 
 
 def _members(run, group):
@@ -126,18 +140,15 @@ def _members(run, group):
 
 
 @pytest.mark.parametrize("family", ["ascend", "kineto"])
-def test_clean_run_all_balanced(family, tmp_path):
-    _write(family, tmp_path)
-    o, v = _verdicts(tmp_path)
+def test_clean_run_all_balanced(family, tmp_path_factory):
+    _, o, _, v = _verdicts(tmp_path_factory, family)
     assert {x[0] for x in v.values()} == {"balanced"}, v
     assert not [f for f in o.view.findings if f.id.startswith("group_")]
 
 
 @pytest.mark.parametrize("family,kw", [("ascend", {"slow_rank": 5}), ("kineto", {"slow_ranks": {5: 1.4}})])
-def test_computation_straggler(family, kw, tmp_path):
-    _write(family, tmp_path, **kw)
-    run = read_run(tmp_path)
-    o, v = _verdicts(tmp_path)
+def test_computation_straggler(family, kw, tmp_path_factory):
+    run, o, by, v = _verdicts(tmp_path_factory, family, **kw)
     for g, (verdict, detail, worst) in v.items():
         if detail == "straggler":
             assert verdict == "computation" and worst == 5 and 5 in _members(run, g)
@@ -146,50 +157,46 @@ def test_computation_straggler(family, kw, tmp_path):
                   len({run.stage_of(r) for r in _members(run, g)} & {run.stage_of(5)}) and
                   sum(run.stage_of(r) == run.stage_of(5) for r in _members(run, g)) > 1]
     assert same_stage and all(v[g][:3:2] == ("computation", 5) for g in same_stage)
-    f = _raised(o.by, "group_slow_member")
+    f = _raised(by, "group_slow_member")
     assert [x.ranks for x in f] == [[5]]
 
 
-def test_scheduling_gap(tmp_path):
-    _write("ascend", tmp_path, launch_gaps=6)
-    run = read_run(tmp_path)
-    o, v = _verdicts(tmp_path)
+def test_scheduling_gap(tmp_path_factory):
+    run, o, by, v = _verdicts(tmp_path_factory, "ascend", launch_gaps=6)
     with6 = [g for g in v if 6 in _members(run, g) and
              sum(run.stage_of(r) == run.stage_of(6) for r in _members(run, g)) > 1]
     assert with6 and all(v[g] == ("scheduling", "idle member", 6) for g in with6)
     assert not [g for g in v if v[g][0] == "computation" and v[g][1] == "straggler"]
-    f = _raised(o.by, "group_slow_member")
+    f = _raised(by, "group_slow_member")
     assert [x.ranks for x in f] == [[6]] and "free" in f[0].message
 
 
 @pytest.mark.parametrize("family,kw,link", [("ascend", {"slow_link": (0, 1)}, (0, 1)),
                                             ("kineto", {"slow_links": {(1, 5): 0.3}}, (1, 5))])
-def test_slow_link_inside_one_group(family, kw, link, tmp_path):
-    _write(family, tmp_path, **kw)
-    run = read_run(tmp_path)
-    o, v = _verdicts(tmp_path)
+def test_slow_link_inside_one_group(family, kw, link, tmp_path_factory):
+    run, o, by, v = _verdicts(tmp_path_factory, family, **kw)
     slow = [g for g in v if v[g][1] == "slow link"]
     assert len(slow) == 1 and set(link) <= _members(run, slow[0])
     d = o.analysis.tables["domains"].set_index("group")
     assert d.loc[slow[0], "slowest_link"] == f"{link[0]}-{link[1]}"
-    f = _raised(o.by, "group_slow_link")
+    f = _raised(by, "group_slow_link")
     assert len(f) == 1 and f[0].links == [list(link)]
     assert not [g for g in v if v[g][1] in ("straggler", "idle member")]
 
 
-def test_straggler_is_not_slow_fabric(tmp_path):
-    """A receive that waited for a slow sender is slow by elapse, not by transit: no slow-fabric finding."""
-    _write("kineto", tmp_path, slow_ranks={5: 1.4})
-    _, o, _ = _domains(tmp_path)
+def test_straggler_is_not_slow_fabric(tmp_path_factory):
+    """A receive that waited for a slow sender is slow by elapse, not by transit: no slow-fabric finding (the run of
+    test_computation_straggler[kineto])."""
+    _, _, o, _ = _generated(tmp_path_factory, "kineto", slow_ranks={5: 1.4})
     assert not [f for f in o.view.findings if f.id == "group_slow_fabric"]
 
 
-def test_tp_group_across_hosts(tmp_path):
+def test_tp_group_across_hosts(tmp_path_factory):
     """A tp group whose members sit on two hosts is named (layout contradicts the fabric)."""
     import pandas as pd
-    from reportgen.sections.domains import analyze, present
-    _write("ascend", tmp_path)
-    run = read_run(tmp_path)
+    from reportgen.sections.domains import analyze
+    root = _generated(tmp_path_factory, "ascend")[0]
+    run = read_run(root)  # its own Run: a group is added below
     g = run.table("groups")
     extra = pd.DataFrame([{"group": "tp_x", "name": "tp", "kind": "tp", "ranks": [3, 4], "hash": ""}])
     run.tables["groups"] = pd.concat([g, extra], ignore_index=True)
@@ -199,16 +206,16 @@ def test_tp_group_across_hosts(tmp_path):
     assert len(f) == 1 and "tp_x" in f[0].message
 
 
-def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path, monkeypatch):
+def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path_factory, monkeypatch):
     """At scale the member chart draws the CHART_GROUPS worst groups and at most CHART_MEMBERS members of each (the
     ones with the most time in the verdict's part) and says so; the tables and the JSON keep every group and
-    member."""
+    member. (The analysis of test_computation_straggler[ascend], presented again with the lower limits.)"""
     from reportgen.sections import domains
+    _, _, o, _ = _generated(tmp_path_factory, "ascend", slow_rank=5)
     monkeypatch.setattr(domains, "CHART_GROUPS", 2)
     monkeypatch.setattr(domains, "CHART_MEMBERS", 3)
-    _write("ascend", tmp_path, slow_rank=5)
-    _, o, _ = _domains(tmp_path)
-    (fig,) = [f for f in o.view.figures if f.id == "domains-members"]
+    view = domains.present(o.analysis)
+    (fig,) = [f for f in view.figures if f.id == "domains-members"]
     rows = [r for rows in fig.spec["datasets"].values() for r in rows]
     per_group = {}
     for r in rows:
@@ -219,7 +226,7 @@ def test_chart_aggregates_beyond_its_member_and_group_counts(tmp_path, monkeypat
     assert first in per_group and int(d.iloc[0]["worst_rank"]) in per_group[first]  # the straggler is drawn
     assert "groups with the worst verdicts" in fig.caption and "members with the most time" in fig.caption
     assert len(d) > 2 and len(domains.members(o.analysis)) == sum(d["members_with_data"])
-    (ctl,) = [c for c in o.view.controls if c.signal == "domain"]
+    (ctl,) = [c for c in view.controls if c.signal == "domain"]
     assert [v for v, _ in ctl.options] == [str(x) for x in d["group"].head(2)]
 
 

@@ -115,20 +115,18 @@ def reports(tmp_path_factory, selected, report_cache):
 
 @pytest.fixture(scope="module")
 def qbrowser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("the playwright Python package is not installed")
+    """Chromium with its scrollbars drawn (quality.launch), from the process's Playwright driver (conftest._Driver)."""
+    import conftest
+
     exe = _chromium()
     if not exe:
         _unavailable("no Chromium found: set REPORTGEN_CHROMIUM, or install Debian's chromium")
-    with sync_playwright() as p:
-        try:
-            b = quality.launch(p, exe)
-        except Exception as exc:  # noqa: BLE001 - any launch failure means "no usable browser"
-            _unavailable(f"Chromium at {exe} did not start: {exc}")
-        yield b
-        b.close()
+    try:
+        b = quality.launch(conftest._DRIVER.playwright(), exe)
+    except Exception as exc:  # noqa: BLE001 - any launch failure means "no usable browser"
+        _unavailable(f"Chromium at {exe} did not start: {exc}")
+    yield b
+    b.close()
 
 
 @pytest.fixture(scope="module")
