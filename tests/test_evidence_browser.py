@@ -139,7 +139,11 @@ def _mi1024():
 
     from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
     if "mi1024" not in _GENERATED:
-        root = Path(tempfile.mkdtemp(prefix="rg-mi1024-")) / "run"
+        import atexit
+        import shutil
+        tmp = tempfile.mkdtemp(prefix="rg-mi1024-")
+        atexit.register(shutil.rmtree, tmp, True)  # 50 MB: not left in /tmp after every suite run
+        root = Path(tmp) / "run"
         write_mindinsight_run(root, MindInsightSpec(hosts=128, devices_per_host=8, stages=4, steps=3,
                                                     slow_ranks={300: 1.3}))
         _GENERATED["mi1024"] = root
