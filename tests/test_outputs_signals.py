@@ -301,8 +301,23 @@ def _interrupt_with(sig):
     return during
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this process, whatever launched the tests: a suite started in the background
+    by a non-interactive shell inherits SIGINT ignored, and main() leaves an ignored signal ignored (as ``nohup`` and
+    Python itself do), so without this the Ctrl-C tests fail there (rc 0) and looked like timing flakes."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def _sigint_default() -> None:
+    """preexec_fn of a child that must get Ctrl-C as a terminal gives it (see :func:`ctrl_c_raises`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code", [(None, 130), (signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_while_rendering_keeps_the_previous_report(sig, code, run, out, capsys, monkeypatch):
+def test_interrupt_while_rendering_keeps_the_previous_report(sig, code, run, out, capsys, monkeypatch, ctrl_c_raises):
     html, js = _previous(out)
     _fake_report(monkeypatch, during=_interrupt_with(sig))
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -311,6 +326,21 @@ def test_interrupt_while_rendering_keeps_the_previous_report(sig, code, run, out
     assert html.read_bytes() == PREVIOUS and js.read_bytes() == PREVIOUS
     assert sorted(os.listdir(out)) == ["m.json", "r.html"]
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # main() restores the handlers
+
+
+def test_an_ignored_ctrl_c_stays_ignored(run, out, capsys, monkeypatch):
+    """A launcher that ignores SIGINT (a background job of a script, nohup-like tools) keeps it ignored: a Ctrl-C
+    meant for the terminal's foreground job does not stop the report, which is written as usual."""
+    html, js = _previous(out)
+    _fake_report(monkeypatch, during=lambda: os.kill(os.getpid(), signal.SIGINT))
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        rc = cli.main([str(run), "-o", str(html), "--json", str(js), "--quiet"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # and left ignored after main()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert rc == 0, capsys.readouterr().err
+    assert html.read_text().endswith("new report</p>")
 
 
 @pytest.mark.parametrize("when", ["writing", "first rename"])
@@ -421,7 +451,7 @@ def test_signal_during_parallel_decoding(how, big_kineto, out):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = ([sys.executable, "-c", WATCHDOG_ONLY] if "watchdog" in how else [sys.executable, "-m", "reportgen"])
     p = subprocess.Popen([*cmd, str(big_kineto), "-o", str(html), "-j", "2"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+                         stderr=subprocess.PIPE, env=env, start_new_session=True, preexec_fn=_sigint_default)
     workers: set[int] = set()
     try:
         workers = _poll(lambda: _children(p.pid) if len(_children(p.pid)) >= 2 else None, 120)
