@@ -196,7 +196,14 @@ def critical_path(calls: pd.DataFrame, step: int, st_start: dict) -> list[tuple[
     c = calls[calls["step"] == step]
     if c.empty:
         return []
-    by_rank = {int(r): g.sort_values("end_ms") for r, g in c.groupby("rank")}
+    rows_of = {int(r): pos for r, pos in c.groupby("rank").indices.items()}
+    by_rank: dict[int, pd.DataFrame] = {}  # a rank's rows by end, made when the path first reaches the rank
+
+    def rank_rows(r: int) -> pd.DataFrame | None:
+        if r not in by_rank and r in rows_of:
+            by_rank[r] = c.take(rows_of[r]).sort_values("end_ms")
+        return by_rank.get(r)
+
     last = c.loc[c["call_end_ms"].idxmax()]
     cid = int(last["cid"])
     rank = int(last["last_rank"])
@@ -204,7 +211,7 @@ def critical_path(calls: pd.DataFrame, step: int, st_start: dict) -> list[tuple[
     segs = [(rank, t, float(last["call_end_ms"]), "transfer")]
     seen = {cid}
     for _ in range(100_000):
-        g = by_rank.get(rank)
+        g = rank_rows(rank)
         prev = None
         if g is not None:
             ends = g["end_ms"].to_numpy(float)

@@ -179,6 +179,8 @@ def origin(*arrays) -> int | None:
     for a in arrays:
         if a is None:
             continue
+        if isinstance(a, pd.Series) and isinstance(a.dtype, np.dtype) and a.dtype.kind in "iu":
+            a = a.to_numpy()  # no missing value to drop: the array path, without dropna's copy
         if isinstance(a, pd.Series):
             a = a.dropna()
             if a.empty:

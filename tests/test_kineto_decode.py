@@ -732,3 +732,18 @@ def test_fast_path_gives_the_per_event_tables_on_odd_values(tmp_path, chunk, mon
     if chunk == 64 << 10:
         assert max(columns) >= 64
     _assert_same(fast, slow)
+
+
+def test_a_step_recorded_twice_is_one_row_with_the_widest_span(tmp_path):
+    """ProfilerStep#N on two threads (another process's copy, or the optimizer thread), written out of order: one
+    row per step, in step order, from the earliest start to the latest end of its copies."""
+    events = [ev("ProfilerStep#2", "user_annotation", 2000, 100, tid=1),
+              ev("ProfilerStep#1", "user_annotation", 1000, 500, tid=1),
+              ev("ProfilerStep#1", "user_annotation", 900, 200, tid=2),
+              ev("ProfilerStep#2", "user_annotation", 2050, 200, tid=2),
+              ev("ProfilerStep#3", "user_annotation", 3000, 10, tid=1)]
+    d, problems = decode(write_trace(tmp_path / "t.json", events))
+    st = d.tables["steps"]
+    assert problems == []
+    assert list(st.columns) == ["step", "ts_ns", "dur_ns"] and all(str(t) == "int64" for t in st.dtypes)
+    assert st.values.tolist() == [[1, 900_000, 600_000], [2, 2_000_000, 250_000], [3, 3_000_000, 10_000]]

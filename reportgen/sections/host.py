@@ -175,9 +175,12 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
     g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
     start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
-    key = g["rank"].astype(str) + "\0" + g["stream"].astype(str)
+    # one integer per (rank, stream) (a text key per row cost more than the rest of this function)
+    r_code, _ = pd.factorize(g["rank"].to_numpy(), use_na_sentinel=False)
+    s_code, s_uniq = pd.factorize(g["stream"].astype(str).to_numpy(), use_na_sentinel=False)
+    key = r_code.astype(np.int64) * max(len(s_uniq), 1) + s_code
     # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
-    prev = pd.Series(end).groupby(key.to_numpy()).cummax().groupby(key.to_numpy()).shift(1).to_numpy()
+    prev = pd.Series(end).groupby(key).cummax().groupby(key).shift(1).to_numpy()
     has = ~np.isnan(prev)
     gap = np.where(has, np.maximum(start - np.nan_to_num(prev), 0.0), 0.0)
     host = has & (start - delay > np.nan_to_num(prev, nan=np.inf))  # launched after the stream drained
