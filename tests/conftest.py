@@ -114,8 +114,10 @@ class ReportCache:
             from reportgen.cli import main
 
             out = self.root / f"report{len(self.built)}.html"
-            jobs = [] if any(a in ("-j", "--jobs") for a in args) else ["-j", "1"]  # pools are not tested here
-            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet", *k[1], *jobs]
+            given = any(a in ("-j", "--jobs") or str(a).startswith(("-j", "--jobs=")) for a in args)
+            # pools are not tested here: one process unless the caller asks (then its own arguments, -j included)
+            argv = [str(source), "-o", str(out), "--json", str(out.with_suffix(".json")), "--quiet",
+                    *(args if given else (*k[1], "-j", "1"))]
             assert main(argv) in (0, 3), f"reportgen {' '.join(argv)} failed"
             self.built[k] = out
         return self.built[k]
@@ -148,6 +150,8 @@ class _Driver:
         return self.p
 
     def browser(self):
+        if self.chromium is not None and not self.chromium.is_connected():  # crashed: the next file gets a new one
+            self.chromium = None
         if self.chromium is None:
             from test_browser import launch_chromium
 

@@ -156,6 +156,15 @@ def test_launch_stats_streams_are_separate_and_nested_tasks_leave_no_gap():
     assert per["idle_ms"] == pytest.approx(2.0) and per["host_idle_ms"] == pytest.approx(2.0)
 
 
+def test_launch_stats_a_task_of_unknown_stream_makes_no_gap():
+    # the second and third tasks have no stream: neither is a gap after the first, nor is the fourth after them
+    tasks = pd.DataFrame({"rank": [0, 0, 0, 0], "stream": [2.0, np.nan, np.nan, 2.0],
+                          "start_ms": [0.0, 4.0, 6.0, 12.0], "end_ms": [1.0, 5.0, 7.0, 13.0],
+                          "delay_ms": [0.0, 0.0, 0.0, 0.0]})
+    per = host.launch_stats(tasks).iloc[0]
+    assert per["kernels"] == 4 and per["idle_ms"] == pytest.approx(11.0)  # only 1 -> 12 on stream 2
+
+
 def test_ascend_hostdevice_flows_give_launch_delay():
     hw, cann = 2, 1
     events = [

@@ -402,8 +402,10 @@ def test_cpu_memory_events_name_their_total():
         "CUDA device 0 total reserved"]
     assert ms["capacity_mb"].isna().all()
     assert ms["kind"].tolist() == ["host"] * 4 + ["device"] and ms["capacity_source"].isna().all()
-    # one text object per distinct value, not one per sample (millions of samples at thousands of ranks)
-    assert len({id(x) for x in ms["kind"].to_numpy()}) == 2 and len({id(x) for x in ms["series"].to_numpy()}) == 3
+    # one text object per distinct value, not one per sample (millions of samples at thousands of ranks); a column
+    # that pandas stores in Arrow is compact by itself (and makes new objects on every read)
+    if "pyarrow" not in str(getattr(ms["kind"].dtype, "storage", "")):
+        assert len({id(x) for x in ms["kind"].to_numpy()}) == 2 and len({id(x) for x in ms["series"].to_numpy()}) == 3
 
 
 # --------------------------------------------------------------------------- memory detail: operators, peak holders

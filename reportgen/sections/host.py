@@ -175,10 +175,14 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
     g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
     start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
-    # one integer per (rank, stream) (a text key per row cost more than the rest of this function)
+    # one integer per (rank, stream) (a text key per row cost more than the rest of this function); a task whose
+    # stream is unknown is a stream of its own: it never makes or closes a gap
     r_code, _ = pd.factorize(g["rank"].to_numpy(), use_na_sentinel=False)
-    s_code, s_uniq = pd.factorize(g["stream"].astype(str).to_numpy(), use_na_sentinel=False)
+    s_code, s_uniq = pd.factorize(g["stream"].to_numpy(dtype=object))
     key = r_code.astype(np.int64) * max(len(s_uniq), 1) + s_code
+    unknown = s_code < 0
+    if unknown.any():
+        key[unknown] = -1 - np.arange(int(unknown.sum()), dtype=np.int64)
     # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
     prev = pd.Series(end).groupby(key).cummax().groupby(key).shift(1).to_numpy()
     has = ~np.isnan(prev)
