@@ -22,11 +22,8 @@ def need(path: Path) -> Path:
     """Return ``path`` if it exists; otherwise fail under CI (CI is set) or skip with the reason."""
     if path.exists():
         return path
-    msg = (f"fixture {path} is missing (set REPORTGEN_SHARED to the shared/ folder with fixtures/ and "
-           f"reference/)")
-    if os.environ.get("CI"):
-        pytest.fail(msg)
-    pytest.skip(msg)
+    unavailable(f"fixture {path} is missing (set REPORTGEN_SHARED to the shared/ folder with fixtures/ and "
+                f"reference/)")
 
 
 def unavailable(reason: str):

@@ -138,20 +138,26 @@ def warm_up() -> Callable[[], None]:
 # --------------------------------------------------------------------------- hooks (forked child only)
 
 
-def _hook_mark_analysis(marker) -> None:
-    """Create ``marker`` when the run directory starts being read (to prove a refusal came before any analysis)."""
+def _wrap_read_run(make: Callable[[Callable], Callable]) -> None:
+    """Replace ``reportgen.readers.read_run`` (and the CLI's reference to it) with ``make(the current one)``."""
     import reportgen.readers as readers
 
     original = readers.read_run
-
-    def read_run(*args, **kwargs):
-        Path(marker).touch()
-        return original(*args, **kwargs)
-
-    readers.read_run = read_run
+    readers.read_run = wrapped = make(original)
     cli = sys.modules.get("reportgen.cli")
     if cli is not None and getattr(cli, "read_run", None) is original:
-        cli.read_run = read_run
+        cli.read_run = wrapped
+
+
+def _hook_mark_analysis(marker) -> None:
+    """Create ``marker`` when the run directory starts being read (to prove a refusal came before any analysis)."""
+    def make(original):
+        def read_run(*args, **kwargs):
+            Path(marker).touch()
+            return original(*args, **kwargs)
+        return read_run
+
+    _wrap_read_run(make)
 
 
 #: what hooks ask the forked child to do once ``main`` returned (or raised), before it exits
@@ -164,20 +170,16 @@ def _hook_schema_check(path) -> None:
     canonical too. Checked after ``main``, so that the run itself goes as a user's would."""
     import json
 
-    import reportgen.readers as readers
-
     runs: list = []
-    original = readers.read_run
 
-    def read_run(*args, **kwargs):
-        run = original(*args, **kwargs)
-        runs.append(run)
-        return run
+    def make(original):
+        def read_run(*args, **kwargs):
+            run = original(*args, **kwargs)
+            runs.append(run)
+            return run
+        return read_run
 
-    readers.read_run = read_run
-    cli = sys.modules.get("reportgen.cli")
-    if cli is not None and getattr(cli, "read_run", None) is original:
-        cli.read_run = read_run
+    _wrap_read_run(make)
 
     def after() -> None:
         try:

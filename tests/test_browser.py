@@ -20,6 +20,8 @@ import pytest
 
 from reportgen.cli import main
 
+from conftest import unavailable as _unavailable  # fail under CI, else skip with why
+
 REPO = Path(__file__).resolve().parent.parent
 ALLOWED = ("file:", "data:", "blob:")
 LAUNCH_ARGS = [
@@ -43,12 +45,6 @@ CHART_STATE_JS = """
   scene: window.reportgenCharts.marksOf(el, 1).length,  // data marks in the drawing, SVG or canvas
 }))
 """
-
-
-def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def _chromium() -> str | None:

@@ -32,6 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from reportgen.readers import ascend as _ascend_reader
+from reportgen.readers import kineto as _kineto_reader
+
 from conftest import fixture_dir, tree_digest
 from harness import RSS_KILL_MB, WALL_LIMIT_S, Job, run_jobs, warm_up
 from malformed_corpus import CASES, DAY_MS, build_case
@@ -107,9 +110,9 @@ def _watched_dirs(c) -> list[Path]:
     return dirs
 
 
-#: the input size from which the readers decode in worker processes (reportgen/readers/kineto.py, ascend.py
-#: PARALLEL_MIN_BYTES: 16 MiB); below it only the sections' second process depends on ``--jobs``
-POOL_MIN_BYTES = 16 * 2 ** 20
+#: the input size from which the readers decode in worker processes; below it only the sections' second process
+#: depends on ``--jobs``
+POOL_MIN_BYTES = min(_ascend_reader.PARALLEL_MIN_BYTES, _kineto_reader.PARALLEL_MIN_BYTES)
 
 
 def _tree_bytes(root: Path) -> int:
@@ -131,7 +134,7 @@ def _one_process(c) -> bool:
     small run: tests/test_sections_parallel.py checks that both give one report)."""
     if c.mode != "fork" or c.argv is not None or c.signal or c.hooks or c.name.startswith(("fx_", "control_")):
         return False
-    if any(a in ("-j", "--jobs") or a.startswith("--jobs=") for a in map(str, c.args)):
+    if any(a in ("-j", "--jobs") or a.startswith(("-j", "--jobs=")) for a in map(str, c.args)):
         return False
     run = Path(c.run)
     return run.is_dir() and not run.is_symlink() and _tree_bytes(run) < POOL_MIN_BYTES
