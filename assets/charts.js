@@ -21,6 +21,8 @@
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
   var VECTOR = /(?:^|&)renderer=svg(?:&|$)/.test(String(window.location.search || "").slice(1));
+  /* ?data=whole: every chart gets all its rows (no partitioned datasets, see partitions) */
+  var WHOLE = /(?:^|&)data=whole(?:&|$)/.test(String(window.location.search || "").slice(1));
   /* One chart draws at a time (charts drawn together each wait for all of them), then a frame is painted, then the
    * next: the charts asked for (in the first screen or scrolled to), the one showing most of itself in the viewport
    * first, then the newest asked for; after the first screen, a chart asked for only when it is in the viewport (the
@@ -378,7 +380,7 @@
       Object.keys(picked).forEach(function (name) {
         if (!entry.names[name]) return;
         if (JSON.stringify(entry.view.signal(name)) !== JSON.stringify(picked[name])) {
-          entry.view.signal(name, picked[name]);
+          setSignal(entry, name, picked[name]);
           changed = true;
         }
       });
@@ -389,11 +391,12 @@
   /* Chart data shared by the specs (render.share_chart_data): {key: rows or {n, c: [[key, column]]}}, a text
    * column as {d: distinct, i: indices}. A spec holds {"$rg": key} where its rows were. Parsed once, on first use. */
   var store = null;
-  function rows(key) {
+  function rows(key, parseOnly) {
     if (store === null) {
       var holder = doc.getElementById("rg-chart-store");
       store = holder ? JSON.parse(holder.textContent) : {};
     }
+    if (parseOnly) return null;
     var block = Object.prototype.hasOwnProperty.call(store, key) ? store[key] : null;
     if (block === null) throw new Error("its data is missing from the page");
     if (Array.isArray(block)) return block.slice();
@@ -409,16 +412,153 @@
     }
     return out;
   }
+  /* The rows of a block (or of a spec's own row list) whose `field` equals `value` or `keep` by JavaScript's ==, as
+   * Vega evaluates the filter "datum.field == value || datum.field == keep"; a column store's rows are made only
+   * for the rows kept. */
+  function rowsWhere(ref, field, value, keep) {
+    var hit = function (v) { return v == value || (keep !== undefined && v == keep); }; /* eslint-disable-line eqeqeq */
+    if (!isRef(ref)) return ref.filter(function (row) { return hit(row[field]); });
+    rows(ref.$rg, true); /* parses the store */
+    var block = store[ref.$rg];
+    if (Array.isArray(block)) return block.filter(function (row) { return hit(row[field]); });
+    var col = null, i, j, picked = [];
+    block.c.forEach(function (c) { if (c[0] === field) col = c[1]; });
+    for (i = 0; i < block.n; i += 1) {
+      if (hit(col === null ? undefined : Array.isArray(col) ? col[i] : col.d[col.i[i]])) picked.push(i);
+    }
+    var out = picked.map(function () { return {}; });
+    for (j = 0; j < block.c.length; j += 1) {
+      var name = block.c[j][0], c = block.c[j][1];
+      for (i = 0; i < picked.length; i += 1) out[i][name] = Array.isArray(c) ? c[picked[i]] : c.d[c.i[picked[i]]];
+    }
+    return out;
+  }
+
+  /* Partitioned data. A dataset of spec.datasets every use of which first keeps the rows whose field F equals a plain
+   * parameter P - a filter "datum.F == P", "datum.F == P || datum.F == K" or "datum.F == P && (...)", after only
+   * calculates and lookups that do not write F (they keep every row) - is given to Vega as those rows only, and
+   * replaced by the rows of the new value when P changes (setSignal). The filter stays in the spec, so the chart
+   * shows the same marks; Vega only ingests and scans fewer rows (a rank picker over 1,024 ranks: one rank's rows
+   * instead of all of them). Returns {dataset: {field, signal, keep, value}}; a dataset used any other way (a
+   * lookup's source, a view that does not filter it so first) is not partitioned. */
+  var PART_FILTER = /^datum\.([A-Za-z_]\w*) == ([A-Za-z_]\w*)(?: \|\| datum\.\1 == (-?\d+(?:\.\d+)?)| && (\(.*\)))?$/;
+  function wholeGroup(text) { /* "(...)" is one parenthesised group (no quotes: a literal might hold a parenthesis) */
+    if (/["'`\\]/.test(text)) return false;
+    var depth = 0, i;
+    for (i = 0; i < text.length; i += 1) {
+      if (text[i] === "(") depth += 1;
+      else if (text[i] === ")") { depth -= 1; if (depth === 0 && i < text.length - 1) return false; }
+      if (depth < 0) return false;
+    }
+    return depth === 0;
+  }
+  function partitions(spec) {
+    var sets = spec && spec.datasets && typeof spec.datasets === "object" ? spec.datasets : null;
+    if (!sets || WHOLE) return {};
+    var plain = Object.create(null);
+    (Array.isArray(spec.params) ? spec.params : []).forEach(function (p) {
+      if (p && typeof p.name === "string" && "value" in p && !p.select && !p.expr && !p.bind && !p.update && !p.on) {
+        plain[p.name] = p.value;
+      }
+    });
+    var found = Object.create(null), bad = Object.create(null);
+    function use(name, how) {
+      if (!Object.prototype.hasOwnProperty.call(sets, name)) return;
+      if (!how || bad[name] || (found[name] && (found[name].field !== how.field || found[name].signal !== how.signal ||
+                                                 found[name].keep !== how.keep))) {
+        bad[name] = true;
+        return;
+      }
+      found[name] = how;
+    }
+    /* the names a calculate or lookup transform writes (null: not one of those, which may drop rows) */
+    function writes(t) {
+      if (!t || typeof t !== "object") return null;
+      if (t.calculate !== undefined) return [t.as];
+      if (t.lookup !== undefined) return [].concat(t.as || [], t.fields || []);
+      return null;
+    }
+    function filterOf(transforms) {
+      if (!Array.isArray(transforms)) return null;
+      var before = [];
+      for (var i = 0; i < transforms.length; i += 1) {
+        var t = transforms[i];
+        var m = t && typeof t.filter === "string" ? PART_FILTER.exec(t.filter) : null;
+        if (!m) {
+          var w = writes(t);
+          if (!w) return null;
+          before = before.concat(w);
+          continue;
+        }
+        /* what comes before keeps every row and leaves the field as the data has it */
+        if (before.indexOf(m[1]) >= 0 || !Object.prototype.hasOwnProperty.call(plain, m[2]) ||
+            (m[4] && !wholeGroup(m[4]))) return null;
+        return { field: m[1], signal: m[2], keep: m[3] !== undefined ? Number(m[3]) : undefined };
+      }
+      return null;
+    }
+    function walk(node, key) {
+      if (!node || typeof node !== "object") return;
+      if (Array.isArray(node)) { node.forEach(function (n) { walk(n, ""); }); return; }
+      if (key !== "datasets") {
+        var d = node.data;
+        if (d && typeof d === "object" && typeof d.name === "string") {
+          use(d.name, key === "from" ? null : filterOf(node.transform));
+        }
+        Object.keys(node).forEach(function (k) { if (k !== "data") walk(node[k], k); });
+      }
+    }
+    walk(spec, "");
+    var out = {};
+    Object.keys(found).forEach(function (name) {
+      if (bad[name]) return;
+      out[name] = found[name];
+      out[name].value = plain[found[name].signal];
+    });
+    return out;
+  }
+  /* set a parameter of a drawn chart (the caller runs the view), and the rows of the datasets partitioned on it */
+  function setSignal(entry, name, value) {
+    entry.view.signal(name, value);
+    Object.keys(entry.parts).forEach(function (d) {
+      var p = entry.parts[d];
+      if (p.signal !== name || JSON.stringify(p.value) === JSON.stringify(value)) return;
+      p.value = value;
+      entry.view.data(d, rowsWhere(p.ref, p.field, value, p.keep));
+    });
+  }
+  /* A compiled spec that parses a partitioned dataset's fields (format.parse) would not parse the rows given later:
+   * such a dataset gets all its rows and is no longer partitioned. */
+  function keepParsed(parts) {
+    return function (vg) {
+      (Array.isArray(vg.data) ? vg.data : []).forEach(function (d) {
+        var p = d && parts[d.name];
+        if (!p || !(d.format && d.format.parse)) return;
+        d.values = isRef(p.ref) ? rows(p.ref.$rg) : p.ref;
+        delete parts[d.name];
+      });
+      return vg;
+    };
+  }
   function isRef(v) {
     return v && typeof v === "object" && !Array.isArray(v) && typeof v.$rg === "string";
   }
-  function restore(spec) {
+  function restore(spec, parts) {
     if (!spec || typeof spec !== "object") return spec;
-    if (Array.isArray(spec)) { spec.forEach(restore); return spec; }
+    if (Array.isArray(spec)) { spec.forEach(function (s) { restore(s); }); return spec; }
     Object.keys(spec).forEach(function (k) {
       var v = spec[k];
       if (k === "datasets" && v && typeof v === "object") {
-        Object.keys(v).forEach(function (name) { if (isRef(v[name])) v[name] = rows(v[name].$rg); });
+        Object.keys(v).forEach(function (name) {
+          var p = parts && parts[name];
+          if (p && !isRef(v[name]) && !Array.isArray(v[name])) delete parts[name];
+          else if (p) {
+            p.ref = v[name];
+            v[name] = rowsWhere(p.ref, p.field, p.value, p.keep);
+          } else if (isRef(v[name])) {
+            v[name] = rows(v[name].$rg);
+          }
+        });
       } else if (k === "data" && v && typeof v === "object" && isRef(v.values)) {
         v.values = rows(v.values.$rg);
       } else {
@@ -431,11 +571,13 @@
   function render(el) {
     if (el.rgStarted) return el.rgStarted;
     if (observer) observer.unobserve(el);
-    var spec = null, wide = false;
+    var spec = null, wide = false, parts = {};
     el.rgStarted = new Promise(function (resolve) {
       var holder = doc.getElementById(el.getAttribute("data-spec") || "");
       if (!holder) throw new Error("its data is missing from the page");
-      spec = restore(JSON.parse(holder.textContent));
+      spec = JSON.parse(holder.textContent);
+      parts = partitions(spec);
+      spec = restore(spec, parts);
       if (typeof window.vegaEmbed !== "function") throw new Error("the chart library did not load");
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       drawing = el.getAttribute("data-spec") || "";
@@ -443,15 +585,15 @@
       /* a box wide enough for any chart needs no fitting after drawing (fitNarrow reads the drawn layout: a forced
        * layout of the whole page per chart) */
       wide = el.clientWidth >= NARROW + 100;
-      if (el.clientWidth && el.clientWidth < NARROW) {
-        narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
-        options.patch = stackLegends;
-      }
+      var narrow = el.clientWidth && el.clientWidth < NARROW;
+      if (narrow) narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
+      var parsed = keepParsed(parts);
+      options.patch = narrow ? function (vg) { return stackLegends(parsed(vg)); } : parsed;
       resolve(window.vegaEmbed(el, spec, options));
     }).then(function (result) {
       var auto = spec && spec.autosize, kind = auto && typeof auto === "object" ? auto.type : auto;
       var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec),
-                    fits: typeof kind === "string" && kind.indexOf("fit") === 0 };
+                    fits: typeof kind === "string" && kind.indexOf("fit") === 0, parts: parts };
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
@@ -520,7 +662,8 @@
       if (!entry.names[name]) return;
       if (figure ? entry.figure !== figure : entry.section !== section) return;
       try {
-        jobs.push(entry.view.signal(name, value).runAsync().catch(function (err) {
+        setSignal(entry, name, value);
+        jobs.push(entry.view.runAsync().catch(function (err) {
           showError(entry.el, err, true);
         }));
       } catch (err) {
@@ -784,6 +927,19 @@
         if (e.figure !== figureId) return;
         out = out || {};
         Object.keys(e.names).forEach(function (n) { out[n] = e.view.signal(n); });
+      });
+      return out;
+    },
+    /* the datasets of a drawn figure given to Vega partitioned (see partitions): {dataset: {signal, field, rows}} */
+    partitioned: function (figureId) {
+      var out = null;
+      views.forEach(function (e) {
+        if (e.figure !== figureId) return;
+        out = out || {};
+        Object.keys(e.parts).forEach(function (d) {
+          var p = e.parts[d];
+          out[d] = { signal: p.signal, field: p.field, rows: e.view.data(d).length };
+        });
       });
       return out;
     },

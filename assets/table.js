@@ -712,7 +712,14 @@
     var idle = window.requestIdleCallback
       ? function (fn) { window.requestIdleCallback(fn, { timeout: 1000 }); }
       : function (fn) { window.setTimeout(function () { fn(null); }, 30); };
+    /* none started within 200 ms of a scroll: the chart scrolled to (charts.js) goes first */
+    var scrolled = 0;
+    window.addEventListener("scroll", function () { scrolled = Date.now(); }, { passive: true });
     function slice(deadline) {
+      if (Date.now() - scrolled < 200) {
+        window.setTimeout(function () { idle(slice); }, 200);
+        return;
+      }
       var built = [];
       while (boxes.length && (!built.length || (deadline && deadline.timeRemaining() > 8))) {
         var t = make(boxes.shift());

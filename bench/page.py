@@ -19,7 +19,8 @@ For each page, ``--runs`` fresh loads in headless Chromium (1280 x 1000, network
 * **scroll ms**: in each load, right after the first screen, ``--scrolls`` charts picked at random (seeded) are
   scrolled to, one after the other, while the rest still draws in idle time; each time is from
   ``scrollIntoView()`` until that chart is drawn (``data-rendered``), measured in the page; charts already
-  drawn when their turn comes count as 0 and are left out of the percentiles;
+  drawn when their turn comes count as 0 and are left out of the percentiles; the three slowest scrolls of each
+  page are listed with the figure scrolled to;
 * **per chart** (the ``--slowest`` slowest, median over the runs): from charts.js calling ``vegaEmbed`` for it
   until its ``data-rendered`` (compile, dataflow, scenegraph, render), and its elements when drawn. Timed by a
   script the bench adds to the page (it wraps ``window.vegaEmbed``), so pages of older checkouts are timed alike.
@@ -154,7 +155,7 @@ def load_once(browser, page_path: Path, run: int, scrolls: int) -> dict:
     for fid in ids[:scrolls]:
         ms = page.evaluate(SCROLL_JS, fid)
         if ms >= 0:
-            res["scroll"].append(ms)
+            res["scroll"].append((ms, fid))
     page.close()
     page = ctx.new_page()
     cdp = ctx.new_cdp_session(page)
@@ -176,7 +177,8 @@ def load_once(browser, page_path: Path, run: int, scrolls: int) -> dict:
 
 
 def summary(loads: list[dict], page_path: Path) -> dict:
-    scroll = sorted(ms for r in loads for ms in r["scroll"])
+    scroll = sorted(ms for r in loads for ms, _ in r["scroll"])
+    worst = sorted((s for r in loads for s in r["scroll"]), reverse=True)[:3]
     pick = (lambda q: scroll[min(len(scroll) - 1, int(q * len(scroll)))]) if scroll else (lambda q: float("nan"))
     med = lambda k: statistics.median(r[k] for r in loads)  # noqa: E731
     charts: dict[str, dict] = {}
@@ -187,7 +189,9 @@ def summary(loads: list[dict], page_path: Path) -> dict:
     return {"first": med("first"), "charts": med("charts"), "all": med("all"), "busy": med("busy"),
             "cpu": med("cpu"),
             "elements": med("elements"), "scrolls": len(scroll), "p50": pick(0.5), "p90": pick(0.9),
-            "max": scroll[-1] if scroll else float("nan"), "mb": page_path.stat().st_size / 1e6, "per_chart": charts}
+            "max": scroll[-1] if scroll else float("nan"),
+            "worst": ", ".join(f"{fid} {ms:.0f}" for ms, fid in worst), "mb": page_path.stat().st_size / 1e6,
+            "per_chart": charts}
 
 
 def measure_groups(groups: list[list[Path]], runs: int, scrolls: int) -> list[list[dict]]:
@@ -239,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| after / before | {r('mb'):.2f} | {r('first'):.2f} | {r('charts'):.2f} | {r('all'):.2f} | "
                   f"{r('busy'):.2f} | {r('cpu'):.2f} | {r('elements'):.2f} | | {r('p50'):.2f} | {r('p90'):.2f} | "
                   f"{r('max'):.2f} |")
+    print("\nslowest scrolls per page (figure scrolled to, ms)\n")
+    for name, res in zip(names, results):
+        for label, m in zip(labels, res):
+            print(f"- {(label + ' ' + name).strip()}: {m['worst']}")
     print("\nslowest charts per page (vegaEmbed until drawn, median ms; elements when drawn)\n")
     print("| page | chart | " + " | ".join(f"{label} ms" if label else "ms" for label in labels) + " | elements |")
     print("|---|---|" + "---|" * len(labels) + "---|")

@@ -5,6 +5,8 @@ with what is behind it. Uses test_browser.py's browser."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import fixture_dir
 from test_browser import browser, open_report  # noqa: F401 - pytest fixtures
@@ -159,4 +161,63 @@ def test_level2_charts_warn_of_no_empty_chart_or_bad_band(level2_report, open_re
     assert "(no data for this rank)" in texts
     bad = [w for w in warnings if any(b in w for b in BAD_WARNINGS)]
     assert not bad, bad
+    assert not log.problems(), log.problems()
+
+
+PICKED_JS = """() => {
+  const out = {};
+  document.querySelectorAll('.rg-chart[data-spec]').forEach(c => {
+    const fig = c.closest('figure'), parts = fig && window.reportgenCharts.partitioned(fig.id);
+    if (!parts || !Object.keys(parts).length) return;
+    const spec = JSON.parse(document.getElementById(c.getAttribute('data-spec')).textContent);
+    const store = JSON.parse(document.getElementById('rg-chart-store').textContent);
+    out[fig.id] = Object.entries(parts).map(([name, p]) => {
+      const ref = spec.datasets[name], block = ref && ref.$rg ? store[ref.$rg] : ref;
+      return {signal: p.signal, rows: p.rows, whole: Array.isArray(block) ? block.length : block.n};
+    });
+  });
+  return out;
+}"""
+
+
+def _marks(page, figure: str) -> list[str]:
+    """The figure's marks once two reads 100 ms apart agree (a control's change runs the view asynchronously)."""
+    last = None
+    for _ in range(50):
+        marks = page.evaluate("(f) => window.reportgenCharts.marks(f, 100000)", figure)
+        now = sorted(json.dumps(m, sort_keys=True, default=str) for m in marks)
+        if now == last:
+            return now
+        last = now
+        page.wait_for_timeout(100)
+    return last
+
+
+def test_a_picker_charts_rows_of_the_value_picked_show_what_all_rows_show(level2_report, open_report):  # noqa: F811
+    """A chart whose data every layer filters first on a picker's value ("datum.r == drill_rank") is given only the
+    rows of the value picked (charts.js partitions): fewer rows, and for every value of every picker the same marks
+    as the page drawing all rows (?data=whole)."""
+    page, log = open_report(level2_report)
+    page.wait_for_function("document.documentElement.dataset.allDone === '1'")
+    picked = page.evaluate(PICKED_JS)
+    assert {"drill-rank-any", "execution-marey", "trajectory-bars"} <= set(picked), picked
+    for fig, parts in picked.items():
+        assert all(p["rows"] <= p["whole"] for p in parts), (fig, parts)
+    assert all(p["rows"] < p["whole"] for p in picked["drill-rank-any"]), picked["drill-rank-any"]  # 4 ranks
+    whole, _ = open_report(level2_report)
+    whole.goto(level2_report.resolve().as_uri() + "?data=whole")
+    whole.wait_for_function("document.documentElement.dataset.allDone === '1'")
+    assert whole.evaluate(PICKED_JS) == {}
+    compared = 0
+    for fig, parts in picked.items():
+        for signal in sorted({p["signal"] for p in parts}):
+            pick = f"section:has(#{fig}) select[data-signal='{signal}']"
+            if not page.locator(pick).count():
+                continue
+            for value in page.locator(pick).first.locator("option").evaluate_all("os => os.map(o => o.value)")[:6]:
+                for p in (page, whole):
+                    p.locator(pick).first.select_option(value)
+                assert _marks(page, fig) == _marks(whole, fig), (fig, signal, value)
+                compared += 1
+    assert compared >= 10, compared
     assert not log.problems(), log.problems()
