@@ -116,11 +116,12 @@ POOL_MIN_BYTES = min(_ascend_reader.PARALLEL_MIN_BYTES, _kineto_reader.PARALLEL_
 
 
 def _tree_bytes(root: Path) -> int:
+    """The bytes the readers would size the input by (a symlinked file counts as the file it names)."""
     total = 0
     for dirpath, _, files in os.walk(root):
         for f in files:
             try:
-                total += os.lstat(os.path.join(dirpath, f)).st_size
+                total += os.stat(os.path.join(dirpath, f)).st_size
             except OSError:
                 pass
     return total

@@ -24,15 +24,17 @@ def demo_page(tmp_path_factory):
 @pytest.fixture
 def first_screen(browser, demo_page):  # noqa: F811 - the fixture imported above
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(ALLOWED) else r.abort())
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(demo_page.resolve().as_uri())
-    page.wait_for_function(FIRST, timeout=30_000)
-    yield page
-    assert not errors
-    ctx.close()
+    try:  # closed even when the page fails to load (the browser is shared by the test process's browser files)
+        ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(ALLOWED) else r.abort())
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(demo_page.resolve().as_uri())
+        page.wait_for_function(FIRST, timeout=30_000)
+        yield page
+        assert not errors
+    finally:
+        ctx.close()
 
 
 def test_everything_drawn_after_the_first_screen(first_screen):
