@@ -19,14 +19,14 @@ def agg(grouped, **named) -> pd.DataFrame:
     | "std" | "size" | "first" | "nunique" | "any" | ...)``) of a ``DataFrame.groupby(..., as_index=True)``, computed
     as one reduction per output column on the one grouping; the same frame (index: the group keys, in the grouping's
     order; columns in the order named), at about a sixth of the cost on small tables."""
-    out = None
+    cols: dict = {}
+    index = None
     for name, (column, how) in named.items():
         s = getattr(grouped[column], how)()
-        if out is None:
-            out = s.to_frame(name)
-        else:
-            out[name] = s.array  # every reduction of one grouping lists the groups in the same order
-    return out
+        if index is None:
+            index = s.index
+        cols[name] = s.array if cols else s  # every reduction of one grouping lists the groups in the same order
+    return pd.DataFrame(cols, index=index)  # one frame at once (a column set at a time cost ~0.1 ms each)
 
 
 def records(df: pd.DataFrame, keys: list) -> list[dict]:
