@@ -215,9 +215,20 @@ def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
     top["level"] = level
     out = top[["level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]]
     if "op_class" in df:
-        by = df.assign(_k=df[key].astype(str)).groupby(["_k", "op_class"])["total_ms"].sum().reset_index() \
-            .sort_values(["_k", "total_ms"], ascending=[True, False], kind="stable").drop_duplicates("_k")
-        out.attrs["classes"] = dict(zip(by["_k"], by["op_class"]))
+        out.attrs["classes"] = _main_class(df[key].astype(str), df["op_class"], df["total_ms"])
+    return out
+
+
+def _main_class(keys: pd.Series, classes: pd.Series, ms: pd.Series) -> dict:
+    """key -> the class of most of its time (``ms`` summed per key and class; ties: the first class in sort order; a
+    NaN total only when the key has nothing else), keys in sort order."""
+    sums = ms.groupby([keys, classes]).sum()
+    out: dict = {}
+    best: dict = {}
+    for (k, c), v in zip(sums.index, sums.to_numpy().tolist()):
+        rank = (v == v, v)  # NaN sorts last
+        if k not in best or rank > best[k]:
+            best[k], out[k] = rank, c
     return out
 
 
