@@ -200,17 +200,22 @@ def summarize(rows: pd.DataFrame, by=("rank", "type")) -> pd.DataFrame:
     g = d.groupby(by, sort=False, dropna=False)
     out = agg(g, count=("count", "sum"), total_ms=("dur_ms", "sum"), min_ms=("min_ms", "min"),
               max_ms=("max_ms", "max"), std_ms=("dur_ms", "std"), _agg=("_agg", "any")).reset_index()
-    out["count"] = out["count"].astype(np.int64)
-    out["mean_ms"] = out["total_ms"] / out["count"].where(out["count"] > 0)
-    out.loc[out["_agg"], "std_ms"] = np.nan
+    count = out["count"].astype(np.int64).to_numpy()
+    total = out["total_ms"].to_numpy()
     if "rank" in by:
-        tot = out.groupby("rank")["total_ms"].transform("sum")
+        tot = out.groupby("rank")["total_ms"].transform("sum").to_numpy()
     else:
-        tot = pd.Series(float(out["total_ms"].sum()), index=out.index)
-    out["share_ratio"] = out["total_ms"] / tot.where(tot > 0)
+        tot = np.full(len(out), float(out["total_ms"].sum()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = total / np.where(count > 0, count, np.nan)
+        share = total / np.where(tot > 0, tot, np.nan)
+    out = pd.DataFrame({**{c: out[c].array for c in by}, "count": count, "total_ms": total, "mean_ms": mean,
+                        "min_ms": out["min_ms"].array, "max_ms": out["max_ms"].array,
+                        "std_ms": np.where(out["_agg"].to_numpy(dtype=bool), np.nan, out["std_ms"].to_numpy()),
+                        "share_ratio": share})  # the columns at once (one at a time: ~0.1 ms each)
     out = out.sort_values(by[:1] + ["total_ms"], ascending=[True, False], kind="stable") if by[0] == "rank" else \
         out.sort_values("total_ms", ascending=False, kind="stable")
-    return out[by + STAT_COLUMNS].reset_index(drop=True)
+    return out.reset_index(drop=True)
 
 
 def op_summary(run: Run, by=("rank", "type"), work_only: bool = True) -> pd.DataFrame:
