@@ -511,7 +511,7 @@ def _overlap_causes(d: Diagnosis, run: Run, F) -> list[Cause]:
         parts.append(g.assign(exposed_ms=g["_d"] * frac, time_ms=g["_d"]))
     x = pd.concat(parts).groupby(["rank", "step"], as_index=False)[["exposed_ms", "time_ms"]].sum()
     x["fraction"] = x["exposed_ms"] / x["time_ms"].where(x["time_ms"] > 0)
-    per_step = x.groupby("step").agg(fraction=("fraction", "min"), exposed=("exposed_ms", "mean"))
+    per_step = agg(x.groupby("step"), fraction=("fraction", "min"), exposed=("exposed_ms", "mean"))
     hit = (per_step["fraction"] >= EXPOSED_FRACTION) & (per_step["exposed"] >= MIN_OVERLAP_SHARE * d.step_ms)
     conf = float(hit.mean())
     if conf < MIN_STEP_SHARE:

@@ -278,8 +278,8 @@ def comm_summary(run: Run, steps=None) -> pd.DataFrame | None:
         c = c[c["step"].isin(list(steps))]
         if c.empty:
             return None
-    g = c.groupby(["rank", "op_type"], sort=True).agg(count=("elapse_ms", "size"), total_ms=("elapse_ms", "sum"),
-                                                      min_ms=("elapse_ms", "min"), max_ms=("elapse_ms", "max"))
+    g = agg(c.groupby(["rank", "op_type"], sort=True), count=("elapse_ms", "size"), total_ms=("elapse_ms", "sum"),
+            min_ms=("elapse_ms", "min"), max_ms=("elapse_ms", "max"))
     g = g.reset_index()
     g["mean_ms"] = g["total_ms"] / g["count"]
     tot = g.groupby("rank")["total_ms"].transform("sum")

@@ -8,7 +8,7 @@ from reportgen.frames import agg
 
 NAMED = dict(count=("c", "sum"), total=("x", "sum"), hi=("x", "max"), lo=("x", "min"), sd=("x", "std"),
              n=("x", "size"), mean=("x", "mean"), median=("x", "median"), first=("s", "first"), ranks=("r", "nunique"),
-             flagged=("b", "any"))
+             flagged=("b", "any"), every=("b", "all"), timed=("y", "count"))
 
 
 @pytest.mark.parametrize("keys, kw", [(["k"], {"dropna": False}), (["r", "k"], {"sort": False, "dropna": False}),
@@ -16,9 +16,13 @@ NAMED = dict(count=("c", "sum"), total=("x", "sum"), hi=("x", "max"), lo=("x", "
 def test_agg_is_the_named_aggregation(keys, kw):
     rng = np.random.default_rng(7)
     df = pd.DataFrame({"k": rng.choice(["a", "b", None], 60), "r": rng.integers(0, 4, 60), "x": rng.normal(size=60),
-                       "c": rng.integers(0, 5, 60), "s": rng.choice(["p", "q"], 60), "b": rng.random(60) > .5})
+                       "c": rng.integers(0, 5, 60), "s": rng.choice(["p", "q"], 60), "b": rng.random(60) > .5,
+                       "y": np.where(rng.random(60) > .3, rng.normal(size=60), np.nan)})
     for d in (df, df.iloc[0:0]):
         pd.testing.assert_frame_equal(agg(d.groupby(keys, **kw), **NAMED), d.groupby(keys, **kw).agg(**NAMED))
+        # as_index=False: the same frame with the keys as columns
+        pd.testing.assert_frame_equal(agg(d.groupby(keys, **kw), **NAMED).reset_index(),
+                                      d.groupby(keys, as_index=False, **kw).agg(**NAMED))
 
 
 @pytest.mark.filterwarnings("ignore:DataFrame columns are not unique")

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import thresholds as th
+from ..frames import agg
 from .. import fmt, palette
 from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_switch, natural_key, role_color,
                       scale_position, sequential, tip, to_spec)
@@ -610,7 +611,7 @@ def link_op_extremes(df: pd.DataFrame) -> pd.DataFrame:
     d = df.sort_values(["op_type", "link", "time_ms"], kind="stable")
     g = d.groupby(["op_type", "link"], sort=False)
     first, last = g.head(1).set_index(["op_type", "link"]), g.tail(1).set_index(["op_type", "link"])
-    out = g.agg(instances=("time_ms", "size"), median_ms=("time_ms", "median"))
+    out = agg(g, instances=("time_ms", "size"), median_ms=("time_ms", "median"))
     for tag, rows in (("fastest", first), ("slowest", last)):
         out[f"{tag}_ms"] = rows["time_ms"]
         out[f"{tag}_op"] = rows["op"]
@@ -773,8 +774,8 @@ def map_local_links(local: pd.DataFrame | None, groups: pd.DataFrame | None) -> 
     x["_a_ok"] = (src == first_a) | (dst == first_a)
     x["_b_ok"] = (src == first_b) | (dst == first_b)
     x["_hi"] = np.maximum(src, dst)
-    keys = g.agg(cls=("_cls", "first"), hi=("_hi", "max"), a=("src_local", "first"), b=("dst_local", "first"),
-                 a_ok=("_a_ok", "all"), b_ok=("_b_ok", "all")).reset_index()
+    keys = agg(g, cls=("_cls", "first"), hi=("_hi", "max"), a=("src_local", "first"), b=("dst_local", "first"),
+               a_ok=("_a_ok", "all"), b_ok=("_b_ok", "all")).reset_index()
     by_rank: dict[int, list[tuple[str, str, tuple]]] = {}
     seen: set = set()
     for key, kind, ranks in zip(groups["group"].astype(str), groups["kind"].astype(str), groups["ranks"]):
