@@ -233,10 +233,8 @@ def cluster_stats(per_rank: pd.DataFrame, key: str, ranks) -> pd.DataFrame:
     if per_rank.empty:
         return pd.DataFrame(columns=cols)
     ranks = np.asarray(sorted(set(int(r) for r in ranks)), dtype=np.int64)
-    piv = per_rank.pivot_table(index=key, columns="rank", values="total_ms", aggfunc="sum", fill_value=0.0)
-    piv = piv.reindex(columns=ranks, fill_value=0.0)
-    v = piv.to_numpy(dtype=float)
-    out = pd.DataFrame({key: piv.index.to_numpy(), "total_ms": v.sum(axis=1)})
+    keys, v = _key_by_rank(per_rank, key, ranks)
+    out = pd.DataFrame({key: keys, "total_ms": v.sum(axis=1)})
     cnt = per_rank.groupby(key)["count"].sum()
     nr = per_rank[per_rank["total_ms"] > 0].groupby(key)["rank"].nunique()
     out["count"] = out[key].map(cnt).fillna(0).astype(np.int64).to_numpy()
@@ -251,6 +249,25 @@ def cluster_stats(per_rank: pd.DataFrame, key: str, ranks) -> pd.DataFrame:
     whole = float(out["total_ms"].sum())
     out["share_ratio"] = out["total_ms"] / whole if whole > 0 else np.nan
     return out.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)[cols]
+
+
+def _key_by_rank(per_rank: pd.DataFrame, key: str, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the sorted keys, keys x ``ranks`` matrix of ``total_ms``; 0 where a rank has no row): the pivot table of
+    ``per_rank`` summed per key and rank, placed directly when each (key, rank) has one row (a summary's rows)."""
+    k, r = per_rank[key], per_rank["rank"]
+    if not (k.isna().any() or r.isna().any() or per_rank.duplicated([key, "rank"]).any()):
+        codes, uniques = pd.factorize(k, sort=True)
+        rank_of = r.to_numpy(dtype=np.int64)
+        col = np.searchsorted(ranks, rank_of)
+        ok = (col < len(ranks)) & (ranks[np.minimum(col, len(ranks) - 1)] == rank_of) if len(ranks) else \
+            np.zeros(len(rank_of), dtype=bool)
+        total = per_rank["total_ms"].to_numpy(dtype=float)
+        v = np.zeros((len(uniques), len(ranks)))
+        v[codes[ok], col[ok]] = np.where(np.isnan(total), 0.0, total + 0.0)[ok]  # a sum of one: NaN 0, -0.0 0.0
+        return uniques.to_numpy(), v
+    piv = per_rank.pivot_table(index=key, columns="rank", values="total_ms", aggfunc="sum", fill_value=0.0)
+    piv = piv.reindex(columns=ranks, fill_value=0.0)
+    return piv.index.to_numpy(), piv.to_numpy(dtype=float)
 
 
 def cluster_summary(run: Run, by: str = "type", work_only: bool = True) -> pd.DataFrame:
