@@ -284,8 +284,10 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
         return None
     keys = ["op_type", "group"]
     per_rank = o.groupby(keys + ["rank"], as_index=False)["elapse_ms"].median()
-    g = per_rank.groupby(keys, sort=True)["elapse_ms"]
-    out = g.agg(ranks="size", min_ms="min", median_ms="median", max_ms="max").reset_index()
+    by = per_rank.groupby(keys, sort=True)
+    g = by["elapse_ms"]
+    out = agg(by, ranks=("elapse_ms", "size"), min_ms=("elapse_ms", "min"), median_ms=("elapse_ms", "median"),
+              max_ms=("elapse_ms", "max")).reset_index()
     out["q1_ms"] = g.quantile(0.25).to_numpy()
     out["q3_ms"] = g.quantile(0.75).to_numpy()
     out["ranks"] = out["ranks"].astype("int64")
@@ -302,8 +304,8 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
     out["last_rank"], out["last_share_ratio"], out["last_wait_ms_mean"] = None, math.nan, math.nan
     if entries is not None and not entries.empty:
         e = entries.assign(group=entries["group"].astype(str), op_type=entries["op_type"].astype(str))
-        per_call = e.groupby(keys + ["step", "op", "call"], as_index=False).agg(last_rank=("last_rank", "first"),
-                                                                               wait=("wait_ms", "max"))
+        per_call = agg(e.groupby(keys + ["step", "op", "call"]), last_rank=("last_rank", "first"),
+                       wait=("wait_ms", "max")).reset_index()
         n = per_call.groupby(keys).size().rename("n")
         counts = per_call.groupby(keys + ["last_rank"]).size().rename("k").reset_index()
         best = counts.sort_values(keys + ["k", "last_rank"], ascending=[True, True, False, True]) \
