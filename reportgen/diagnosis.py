@@ -197,11 +197,21 @@ def critical_path(calls: pd.DataFrame, step: int, st_start: dict) -> list[tuple[
     if c.empty:
         return []
     rows_of = {int(r): pos for r, pos in c.groupby("rank").indices.items()}
-    by_rank: dict[int, pd.DataFrame] = {}  # a rank's rows by end, made when the path first reaches the rank
+    col = {k: c[k].to_numpy() for k in ("end_ms", "cid", "last_rank", "last_enter_ms")}
+    by_rank: dict[int, tuple] = {}  # a rank's rows by end (end_ms, cid, last_rank, last_enter_ms), made when the
+    #   path first reaches the rank; walked as arrays (a row of a frame per hop cost 5 pandas calls)
 
-    def rank_rows(r: int) -> pd.DataFrame | None:
+    def rank_rows(r: int) -> tuple | None:
         if r not in by_rank and r in rows_of:
-            by_rank[r] = c.take(rows_of[r]).sort_values("end_ms")
+            pos = rows_of[r]
+            ends = col["end_ms"][pos].astype(float)
+            if np.isnan(ends).any():  # pandas' order (NaN last)
+                order = pd.Series(ends).sort_values().index.to_numpy()
+            else:  # what sort_values("end_ms") does: quicksort
+                order = np.argsort(ends, kind="quicksort")
+            pos = pos[order]
+            by_rank[r] = (ends[order], col["cid"][pos].tolist(), col["last_rank"][pos].tolist(),
+                          col["last_enter_ms"][pos].tolist())
         return by_rank.get(r)
 
     last = c.loc[c["call_end_ms"].idxmax()]
@@ -214,23 +224,24 @@ def critical_path(calls: pd.DataFrame, step: int, st_start: dict) -> list[tuple[
         g = rank_rows(rank)
         prev = None
         if g is not None:
-            ends = g["end_ms"].to_numpy(float)
+            ends, cids, last_ranks, last_enters = g
             i = int(np.searchsorted(ends, t, side="right")) - 1
-            while i >= 0 and int(g["cid"].iloc[i]) in seen:
+            while i >= 0 and int(cids[i]) in seen:
                 i -= 1
             if i >= 0:
-                prev = g.iloc[i]
+                prev = i
         if prev is None:
             s0 = st_start.get(rank)
             if s0 is None:
                 s0 = float(c[c["rank"] == rank]["enter_ms"].min()) if g is not None else t
             segs.append((rank, min(float(s0), t), t, "own"))
             break
-        segs.append((rank, float(prev["end_ms"]), t, "own"))
-        seen.add(int(prev["cid"]))
-        nxt = int(prev["last_rank"])
-        segs.append((nxt, float(prev["last_enter_ms"]), float(prev["end_ms"]), "transfer"))
-        rank, t = nxt, float(prev["last_enter_ms"])
+        end = float(ends[prev])
+        segs.append((rank, end, t, "own"))
+        seen.add(int(cids[prev]))
+        nxt = int(last_ranks[prev])
+        segs.append((nxt, float(last_enters[prev]), end, "transfer"))
+        rank, t = nxt, float(last_enters[prev])
     return segs[::-1]
 
 
@@ -500,7 +511,7 @@ def _overlap_causes(d: Diagnosis, run: Run, F) -> list[Cause]:
         parts.append(g.assign(exposed_ms=g["_d"] * frac, time_ms=g["_d"]))
     x = pd.concat(parts).groupby(["rank", "step"], as_index=False)[["exposed_ms", "time_ms"]].sum()
     x["fraction"] = x["exposed_ms"] / x["time_ms"].where(x["time_ms"] > 0)
-    per_step = x.groupby("step").agg(fraction=("fraction", "min"), exposed=("exposed_ms", "mean"))
+    per_step = agg(x.groupby("step"), fraction=("fraction", "min"), exposed=("exposed_ms", "mean"))
     hit = (per_step["fraction"] >= EXPOSED_FRACTION) & (per_step["exposed"] >= MIN_OVERLAP_SHARE * d.step_ms)
     conf = float(hit.mean())
     if conf < MIN_STEP_SHARE:

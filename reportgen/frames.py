@@ -5,7 +5,13 @@ not the rows, is the time (issue 30: small runs ahead of HTA)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+
+try:  # how DataFrame.to_dict boxes a value of an object or extension column
+    from pandas.core.dtypes.cast import maybe_box_native
+except ImportError:  # a pandas without it: records() goes by to_dict itself
+    maybe_box_native = None
 
 
 def agg(grouped, **named) -> pd.DataFrame:
@@ -13,11 +19,31 @@ def agg(grouped, **named) -> pd.DataFrame:
     | "std" | "size" | "first" | "nunique" | "any" | ...)``) of a ``DataFrame.groupby(..., as_index=True)``, computed
     as one reduction per output column on the one grouping; the same frame (index: the group keys, in the grouping's
     order; columns in the order named), at about a sixth of the cost on small tables."""
-    out = None
+    cols: dict = {}
+    index = None
     for name, (column, how) in named.items():
         s = getattr(grouped[column], how)()
-        if out is None:
-            out = s.to_frame(name)
-        else:
-            out[name] = s.array  # every reduction of one grouping lists the groups in the same order
-    return out
+        if index is None:
+            index = s.index
+        cols[name] = s.array if cols else s  # every reduction of one grouping lists the groups in the same order
+    return pd.DataFrame(cols, index=index)  # one frame at once (a column set at a time cost ~0.1 ms each)
+
+
+def records(df: pd.DataFrame, keys: list) -> list[dict]:
+    """``df[keys].to_dict(orient="records")``: the same rows (numpy numbers as Python ones, ``<NA>`` as None, other
+    values as pandas gives them), read column by column instead of row by row (a page table: tens of rows, a
+    fifth of the cost). Keys that repeat or that name a missing or repeated column go by pandas' own call."""
+    if (maybe_box_native is None or not keys or len(set(keys)) != len(keys) or not df.columns.is_unique
+            or not all(k in df.columns for k in keys)):
+        return df[keys].to_dict(orient="records")
+    values = []
+    for k in keys:
+        s = df[k]
+        dtype = s.dtype
+        if isinstance(dtype, np.dtype) and dtype.kind in "biufc":  # what .item() gives, at once
+            values.append(s.to_numpy().tolist())
+        elif isinstance(dtype, np.dtype) and dtype.kind != "O":  # datetimes, timedeltas: pandas' scalars as they are
+            values.append(list(s))
+        else:  # object and extension columns: each value boxed as to_dict boxes it
+            values.append([maybe_box_native(v) for v in s])
+    return [dict(zip(keys, row)) for row in zip(*values)]

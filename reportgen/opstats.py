@@ -200,17 +200,22 @@ def summarize(rows: pd.DataFrame, by=("rank", "type")) -> pd.DataFrame:
     g = d.groupby(by, sort=False, dropna=False)
     out = agg(g, count=("count", "sum"), total_ms=("dur_ms", "sum"), min_ms=("min_ms", "min"),
               max_ms=("max_ms", "max"), std_ms=("dur_ms", "std"), _agg=("_agg", "any")).reset_index()
-    out["count"] = out["count"].astype(np.int64)
-    out["mean_ms"] = out["total_ms"] / out["count"].where(out["count"] > 0)
-    out.loc[out["_agg"], "std_ms"] = np.nan
+    count = out["count"].astype(np.int64).to_numpy()
+    total = out["total_ms"].to_numpy()
     if "rank" in by:
-        tot = out.groupby("rank")["total_ms"].transform("sum")
+        tot = out.groupby("rank")["total_ms"].transform("sum").to_numpy()
     else:
-        tot = pd.Series(float(out["total_ms"].sum()), index=out.index)
-    out["share_ratio"] = out["total_ms"] / tot.where(tot > 0)
+        tot = np.full(len(out), float(out["total_ms"].sum()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = total / np.where(count > 0, count, np.nan)
+        share = total / np.where(tot > 0, tot, np.nan)
+    out = pd.DataFrame({**{c: out[c].array for c in by}, "count": count, "total_ms": total, "mean_ms": mean,
+                        "min_ms": out["min_ms"].array, "max_ms": out["max_ms"].array,
+                        "std_ms": np.where(out["_agg"].to_numpy(dtype=bool), np.nan, out["std_ms"].to_numpy()),
+                        "share_ratio": share})  # the columns at once (one at a time: ~0.1 ms each)
     out = out.sort_values(by[:1] + ["total_ms"], ascending=[True, False], kind="stable") if by[0] == "rank" else \
         out.sort_values("total_ms", ascending=False, kind="stable")
-    return out[by + STAT_COLUMNS].reset_index(drop=True)
+    return out.reset_index(drop=True)
 
 
 def op_summary(run: Run, by=("rank", "type"), work_only: bool = True) -> pd.DataFrame:
@@ -228,10 +233,8 @@ def cluster_stats(per_rank: pd.DataFrame, key: str, ranks) -> pd.DataFrame:
     if per_rank.empty:
         return pd.DataFrame(columns=cols)
     ranks = np.asarray(sorted(set(int(r) for r in ranks)), dtype=np.int64)
-    piv = per_rank.pivot_table(index=key, columns="rank", values="total_ms", aggfunc="sum", fill_value=0.0)
-    piv = piv.reindex(columns=ranks, fill_value=0.0)
-    v = piv.to_numpy(dtype=float)
-    out = pd.DataFrame({key: piv.index.to_numpy(), "total_ms": v.sum(axis=1)})
+    keys, v = _key_by_rank(per_rank, key, ranks)
+    out = pd.DataFrame({key: keys, "total_ms": v.sum(axis=1)})
     cnt = per_rank.groupby(key)["count"].sum()
     nr = per_rank[per_rank["total_ms"] > 0].groupby(key)["rank"].nunique()
     out["count"] = out[key].map(cnt).fillna(0).astype(np.int64).to_numpy()
@@ -246,6 +249,25 @@ def cluster_stats(per_rank: pd.DataFrame, key: str, ranks) -> pd.DataFrame:
     whole = float(out["total_ms"].sum())
     out["share_ratio"] = out["total_ms"] / whole if whole > 0 else np.nan
     return out.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)[cols]
+
+
+def _key_by_rank(per_rank: pd.DataFrame, key: str, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the sorted keys, keys x ``ranks`` matrix of ``total_ms``; 0 where a rank has no row): the pivot table of
+    ``per_rank`` summed per key and rank, placed directly when each (key, rank) has one row (a summary's rows)."""
+    k, r = per_rank[key], per_rank["rank"]
+    if not (k.isna().any() or r.isna().any() or per_rank.duplicated([key, "rank"]).any()):
+        codes, uniques = pd.factorize(k, sort=True)
+        rank_of = r.to_numpy(dtype=np.int64)
+        col = np.searchsorted(ranks, rank_of)
+        ok = (col < len(ranks)) & (ranks[np.minimum(col, len(ranks) - 1)] == rank_of) if len(ranks) else \
+            np.zeros(len(rank_of), dtype=bool)
+        total = per_rank["total_ms"].to_numpy(dtype=float)
+        v = np.zeros((len(uniques), len(ranks)))
+        v[codes[ok], col[ok]] = np.where(np.isnan(total), 0.0, total + 0.0)[ok]  # a sum of one: NaN 0, -0.0 0.0
+        return uniques.to_numpy(), v
+    piv = per_rank.pivot_table(index=key, columns="rank", values="total_ms", aggfunc="sum", fill_value=0.0)
+    piv = piv.reindex(columns=ranks, fill_value=0.0)
+    return piv.index.to_numpy(), piv.to_numpy(dtype=float)
 
 
 def cluster_summary(run: Run, by: str = "type", work_only: bool = True) -> pd.DataFrame:
@@ -273,8 +295,8 @@ def comm_summary(run: Run, steps=None) -> pd.DataFrame | None:
         c = c[c["step"].isin(list(steps))]
         if c.empty:
             return None
-    g = c.groupby(["rank", "op_type"], sort=True).agg(count=("elapse_ms", "size"), total_ms=("elapse_ms", "sum"),
-                                                      min_ms=("elapse_ms", "min"), max_ms=("elapse_ms", "max"))
+    g = agg(c.groupby(["rank", "op_type"], sort=True), count=("elapse_ms", "size"), total_ms=("elapse_ms", "sum"),
+            min_ms=("elapse_ms", "min"), max_ms=("elapse_ms", "max"))
     g = g.reset_index()
     g["mean_ms"] = g["total_ms"] / g["count"]
     tot = g.groupby("rank")["total_ms"].transform("sum")

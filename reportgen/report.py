@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from . import frames
 from . import thresholds as th
 from .fmt import rank_ranges  # noqa: F401 - the compact rank list, used by the sections from here
 
@@ -90,8 +91,7 @@ class Table:
 
     @classmethod
     def from_frame(cls, id: str, title: str, df: pd.DataFrame, columns: list[Column], **kw) -> "Table":
-        keys = [c.key for c in columns]
-        rows = df[keys].to_dict(orient="records")
+        rows = frames.records(df, [c.key for c in columns])
         return cls(id=id, title=title, columns=columns, rows=rows, **kw)
 
 

@@ -390,3 +390,18 @@ def test_picker_opens_on_a_rank_it_can_show():
     assert drilldown.picker_default(F, [0, 1, 2, 3], None) == 3
     assert drilldown.picker_default(SimpleNamespace(slowest_rank=0, per_rank=F.per_rank), [0, 1, 2, 3], ops) == 0
     assert drilldown.picker_default(None, [0, 1, 2, 3], ops) == 0
+
+
+def test_main_class_is_the_class_of_most_time():
+    """drilldown._main_class: per key, the class with the largest summed time; ties: the first class in sort order;
+    NaN totals only when nothing else."""
+    import numpy as np
+    import pandas as pd
+    from reportgen.sections.drilldown import _main_class
+    df = pd.DataFrame({"k": ["a", "a", "a", "b", "b", "c", "c"],
+                       "c": ["wait", "compute", "compute", "wait", "compute", "wait", "compute"],
+                       "ms": [3.0, 1.0, 1.5, 2.0, 2.0, np.nan, np.nan]})
+    got = _main_class(df["k"], df["c"], df["ms"])
+    assert got == {"a": "wait", "b": "compute", "c": "compute"} and list(got) == ["a", "b", "c"]
+    df.loc[5, "ms"] = 0.5
+    assert _main_class(df["k"], df["c"], df["ms"])["c"] == "wait"

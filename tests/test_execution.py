@@ -206,6 +206,11 @@ def test_occurrence_keys_number_each_op_per_rank_in_start_order():
     assert occurrence_keys(match_names(names), [rank]).tolist() == [
         "AllReduce-op1 #1", "MatMul-op2 #1", "AllReduce-op1 #2", "AllReduce-op1 #1", "MatMul-op2 #1"]
     assert occurrence_keys(pd.Series([], dtype=object), [pd.Series([], dtype="int64")]).empty
+    rng = np.random.default_rng(0)  # the keys as texts of (name, n) pairs, whatever the index
+    match = pd.Series(rng.choice(["a", "b", "c-op1"], 200), index=rng.permutation(200) + 9)
+    by = pd.Series(rng.integers(0, 3, 200), index=match.index)
+    n = match.groupby([by, match], sort=False).cumcount().add(1)
+    pd.testing.assert_series_equal(occurrence_keys(match, [by]), match + " #" + n.astype(str), check_dtype=False)
 
 
 # --------------------------------------------------------------------------- op classes and unknown waits (issue 25)

@@ -8,7 +8,7 @@ from reportgen.frames import agg
 
 NAMED = dict(count=("c", "sum"), total=("x", "sum"), hi=("x", "max"), lo=("x", "min"), sd=("x", "std"),
              n=("x", "size"), mean=("x", "mean"), median=("x", "median"), first=("s", "first"), ranks=("r", "nunique"),
-             flagged=("b", "any"))
+             flagged=("b", "any"), every=("b", "all"), timed=("y", "count"))
 
 
 @pytest.mark.parametrize("keys, kw", [(["k"], {"dropna": False}), (["r", "k"], {"sort": False, "dropna": False}),
@@ -16,6 +16,39 @@ NAMED = dict(count=("c", "sum"), total=("x", "sum"), hi=("x", "max"), lo=("x", "
 def test_agg_is_the_named_aggregation(keys, kw):
     rng = np.random.default_rng(7)
     df = pd.DataFrame({"k": rng.choice(["a", "b", None], 60), "r": rng.integers(0, 4, 60), "x": rng.normal(size=60),
-                       "c": rng.integers(0, 5, 60), "s": rng.choice(["p", "q"], 60), "b": rng.random(60) > .5})
+                       "c": rng.integers(0, 5, 60), "s": rng.choice(["p", "q"], 60), "b": rng.random(60) > .5,
+                       "y": np.where(rng.random(60) > .3, rng.normal(size=60), np.nan)})
     for d in (df, df.iloc[0:0]):
         pd.testing.assert_frame_equal(agg(d.groupby(keys, **kw), **NAMED), d.groupby(keys, **kw).agg(**NAMED))
+        # as_index=False: the same frame with the keys as columns
+        pd.testing.assert_frame_equal(agg(d.groupby(keys, **kw), **NAMED).reset_index(),
+                                      d.groupby(keys, as_index=False, **kw).agg(**NAMED))
+
+
+@pytest.mark.filterwarnings("ignore:DataFrame columns are not unique")
+def test_records_are_to_dict_records():
+    from reportgen.frames import records
+    df = pd.DataFrame({
+        "i": [1, 2, 3], "f": [1.5, np.nan, np.inf], "b": [True, False, True], "s": pd.array(["a", None, "c"], "str"),
+        "o": pd.Series([np.int64(4), "x", None], dtype=object), "n": pd.array([1, None, 3], dtype="Int64"),
+        "nb": pd.array([True, None, False], dtype="boolean"), "c": pd.Categorical(["p", "q", "p"]),
+        "t": pd.to_datetime(["2024-01-01", None, "2024-01-03"]), "d": pd.to_timedelta([1, 2, None], unit="s"),
+        "z": pd.to_datetime(["2024-01-01", None, "2024-01-03"]).tz_localize("UTC"), "u": np.array([1, 2, 3], "uint8")})
+
+    def same(a, b):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert list(x) == list(y)
+            for k in x:
+                u, v = x[k], y[k]
+                assert type(u) is type(v), (k, u, v)
+                assert u is v or u == v or (u != u and v != v), (k, u, v)
+
+    for keys in (list(df.columns), ["f", "i"], ["s"], ["o", "n", "nb"]):
+        for d in (df, df.iloc[0:0], df.iloc[[2, 0]]):
+            same(records(d, keys), d[keys].to_dict(orient="records"))
+    dup = pd.DataFrame([[1, 2]], columns=["a", "a"])
+    same(records(dup, ["a"]), dup[["a"]].to_dict(orient="records"))
+    same(records(df, ["i", "i"]), df[["i", "i"]].to_dict(orient="records"))
+    with pytest.raises(KeyError):
+        records(df, ["missing"])

@@ -376,3 +376,22 @@ def test_summarize_on_a_small_table():
     assert out.loc[2, "std_ms"] == pytest.approx(np.std([1.0, 3.0], ddof=1))
     assert out["mean_ms"].tolist() == [2.0, 5.0, 2.0, 3.0]
     assert out["share_ratio"].tolist() == pytest.approx([8 / 17, 5 / 17, 4 / 17, 1.0])
+
+
+def test_key_by_rank_is_the_pivot_table():
+    """opstats._key_by_rank: the keys x ranks matrix of total_ms the pivot table gives (0 where a rank has no row, a
+    NaN total as 0, ranks outside the list dropped), placed directly or, with repeated (key, rank) rows, summed."""
+    from reportgen.opstats import _key_by_rank
+    per = pd.DataFrame({"rank": [2, 0, 0, 5], "type": ["mm", "mm", "conv", "conv"], "total_ms": [1.5, 2.0, np.nan, 4.0]})
+    ranks = np.array([0, 1, 2])
+
+    def pivot(df):
+        p = df.pivot_table(index="type", columns="rank", values="total_ms", aggfunc="sum", fill_value=0.0)
+        return p.index.to_numpy(), p.reindex(columns=ranks, fill_value=0.0).to_numpy(dtype=float)
+
+    for df in (per, pd.concat([per, per.iloc[:1]])):  # placed; summed
+        keys, v = _key_by_rank(df, "type", ranks)
+        want_keys, want = pivot(df)
+        assert keys.tolist() == want_keys.tolist() == ["conv", "mm"]
+        np.testing.assert_array_equal(v, want)
+    assert _key_by_rank(per, "type", ranks)[1].tolist() == [[0.0, 0.0, 0.0], [2.0, 0.0, 1.5]]

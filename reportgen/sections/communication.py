@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import thresholds as th
+from ..frames import agg
 from .. import fmt, palette
 from ..charts import (axis, band, cell_labels, fit, fit_concat, in_unit, metric_switch, natural_key, role_color,
                       scale_position, sequential, tip, to_spec)
@@ -283,8 +284,10 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
         return None
     keys = ["op_type", "group"]
     per_rank = o.groupby(keys + ["rank"], as_index=False)["elapse_ms"].median()
-    g = per_rank.groupby(keys, sort=True)["elapse_ms"]
-    out = g.agg(ranks="size", min_ms="min", median_ms="median", max_ms="max").reset_index()
+    by = per_rank.groupby(keys, sort=True)
+    g = by["elapse_ms"]
+    out = agg(by, ranks=("elapse_ms", "size"), min_ms=("elapse_ms", "min"), median_ms=("elapse_ms", "median"),
+              max_ms=("elapse_ms", "max")).reset_index()
     out["q1_ms"] = g.quantile(0.25).to_numpy()
     out["q3_ms"] = g.quantile(0.75).to_numpy()
     out["ranks"] = out["ranks"].astype("int64")
@@ -301,8 +304,8 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
     out["last_rank"], out["last_share_ratio"], out["last_wait_ms_mean"] = None, math.nan, math.nan
     if entries is not None and not entries.empty:
         e = entries.assign(group=entries["group"].astype(str), op_type=entries["op_type"].astype(str))
-        per_call = e.groupby(keys + ["step", "op", "call"], as_index=False).agg(last_rank=("last_rank", "first"),
-                                                                               wait=("wait_ms", "max"))
+        per_call = agg(e.groupby(keys + ["step", "op", "call"]), last_rank=("last_rank", "first"),
+                       wait=("wait_ms", "max")).reset_index()
         n = per_call.groupby(keys).size().rename("n")
         counts = per_call.groupby(keys + ["last_rank"]).size().rename("k").reset_index()
         best = counts.sort_values(keys + ["k", "last_rank"], ascending=[True, True, False, True]) \
@@ -610,7 +613,7 @@ def link_op_extremes(df: pd.DataFrame) -> pd.DataFrame:
     d = df.sort_values(["op_type", "link", "time_ms"], kind="stable")
     g = d.groupby(["op_type", "link"], sort=False)
     first, last = g.head(1).set_index(["op_type", "link"]), g.tail(1).set_index(["op_type", "link"])
-    out = g.agg(instances=("time_ms", "size"), median_ms=("time_ms", "median"))
+    out = agg(g, instances=("time_ms", "size"), median_ms=("time_ms", "median"))
     for tag, rows in (("fastest", first), ("slowest", last)):
         out[f"{tag}_ms"] = rows["time_ms"]
         out[f"{tag}_op"] = rows["op"]
@@ -773,8 +776,8 @@ def map_local_links(local: pd.DataFrame | None, groups: pd.DataFrame | None) -> 
     x["_a_ok"] = (src == first_a) | (dst == first_a)
     x["_b_ok"] = (src == first_b) | (dst == first_b)
     x["_hi"] = np.maximum(src, dst)
-    keys = g.agg(cls=("_cls", "first"), hi=("_hi", "max"), a=("src_local", "first"), b=("dst_local", "first"),
-                 a_ok=("_a_ok", "all"), b_ok=("_b_ok", "all")).reset_index()
+    keys = agg(g, cls=("_cls", "first"), hi=("_hi", "max"), a=("src_local", "first"), b=("dst_local", "first"),
+               a_ok=("_a_ok", "all"), b_ok=("_b_ok", "all")).reset_index()
     by_rank: dict[int, list[tuple[str, str, tuple]]] = {}
     seen: set = set()
     for key, kind, ranks in zip(groups["group"].astype(str), groups["kind"].astype(str), groups["ranks"]):

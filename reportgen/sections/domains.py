@@ -41,6 +41,7 @@ import pandas as pd
 
 from .. import charts as vl
 from .. import facts, fmt, focus
+from ..frames import agg
 from .. import thresholds as th
 from ..charts import to_spec
 from ..errors import Unavailable
@@ -240,8 +241,8 @@ def _group_ops(ops: pd.DataFrame | None, keymap: dict[str, int], steps: int) -> 
     if o.empty:
         return pd.DataFrame(columns=["gi", "rank", "group_ops", "group_op_ms"]), pd.DataFrame()
     o = o.assign(gi=o["gi"].astype(int))
-    per = o.groupby(["gi", "rank"], as_index=False).agg(group_ops=("elapse_ms", "size"),
-                                                         group_op_ms=("elapse_ms", "sum"))
+    per = agg(o.groupby(["gi", "rank"]), group_ops=("elapse_ms", "size"),
+              group_op_ms=("elapse_ms", "sum")).reset_index()
     per["group_ops"] = per["group_ops"] / steps
     per["group_op_ms"] = per["group_op_ms"] / steps
     if "transit_ms" in o and (o["transit_ms"] > 0).any():  # the group's own work, without waiting (0 = not measured)

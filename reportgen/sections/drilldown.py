@@ -200,24 +200,48 @@ def _summarise(df: pd.DataFrame, key: str, level: str) -> pd.DataFrame:
     """df: key column, count, total_ms, max_ms (op_class) -> top TOP_N by total plus 'others'; ``attrs["classes"]``:
     name -> the op class of most of its time."""
     g = agg(df.groupby(key, dropna=False), count=("count", "sum"), total_ms=("total_ms", "sum"),
-            max_ms=("max_ms", "max")).reset_index().rename(columns={key: "name"})
-    g["name"] = g["name"].astype(str)
+            max_ms=("max_ms", "max"))
+    names = g.index.to_series().astype(str).tolist()
     total = float(g["total_ms"].sum())
-    g = g.sort_values(["total_ms", "name"], ascending=[False, True], kind="stable")
-    top, rest = g.iloc[:TOP_N].copy(), g.iloc[TOP_N:]
-    if not rest.empty:
-        top = pd.concat([top, pd.DataFrame([{"name": "others", "count": rest["count"].sum(),
-                                             "total_ms": rest["total_ms"].sum(),
-                                             "max_ms": rest["max_ms"].max()}])], ignore_index=True)
-    top["count"] = top["count"].astype(int)
-    top["mean_ms"] = top["total_ms"] / top["count"].where(top["count"] > 0)
-    top["share_ratio"] = top["total_ms"] / total if total > 0 else math.nan
-    top["level"] = level
-    out = top[["level", "name", "count", "total_ms", "mean_ms", "max_ms", "share_ratio"]]
+    tot = g["total_ms"].to_numpy()
+    if np.isnan(tot).any():  # pandas' order (NaN last)
+        order = pd.DataFrame({"t": tot, "n": names}).sort_values(["t", "n"], ascending=[False, True],
+                                                                 kind="stable").index.to_numpy()
+    else:  # by total, largest first, then by name (each name is one group: no tie left)
+        order = np.array(sorted(range(len(names)), key=lambda i: (-tot[i], names[i])), dtype=np.int64)
+    top, rest = order[:TOP_N], order[TOP_N:]
+    count = g["count"].to_numpy()[top].tolist()
+    total_ms = tot[top].tolist()
+    max_ms = g["max_ms"].to_numpy()[top].tolist()
+    names = [names[i] for i in top]
+    if len(rest):
+        r = g.iloc[rest]
+        names.append("others")
+        count.append(r["count"].sum())
+        total_ms.append(r["total_ms"].sum())
+        max_ms.append(r["max_ms"].max())
+    count = np.asarray(count).astype(int)
+    total_ms = np.asarray(total_ms, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = total_ms / np.where(count > 0, count, np.nan)
+    out = pd.DataFrame({"level": level, "name": names, "count": count, "total_ms": total_ms, "mean_ms": mean,
+                        "max_ms": np.asarray(max_ms, dtype=float),
+                        "share_ratio": total_ms / total if total > 0 else math.nan})
     if "op_class" in df:
-        by = df.assign(_k=df[key].astype(str)).groupby(["_k", "op_class"])["total_ms"].sum().reset_index() \
-            .sort_values(["_k", "total_ms"], ascending=[True, False], kind="stable").drop_duplicates("_k")
-        out.attrs["classes"] = dict(zip(by["_k"], by["op_class"]))
+        out.attrs["classes"] = _main_class(df[key].astype(str), df["op_class"], df["total_ms"])
+    return out
+
+
+def _main_class(keys: pd.Series, classes: pd.Series, ms: pd.Series) -> dict:
+    """key -> the class of most of its time (``ms`` summed per key and class; ties: the first class in sort order; a
+    NaN total only when the key has nothing else), keys in sort order."""
+    sums = ms.groupby([keys, classes]).sum()
+    out: dict = {}
+    best: dict = {}
+    for (k, c), v in zip(sums.index, sums.to_numpy().tolist()):
+        rank = (v == v, v)  # NaN sorts last
+        if k not in best or rank > best[k]:
+            best[k], out[k] = rank, c
     return out
 
 

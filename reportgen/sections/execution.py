@@ -190,8 +190,15 @@ def occurrence_keys(match: pd.Series, by: list[pd.Series]) -> pd.Series:
     if match.empty:
         return pd.Series([], index=match.index, dtype=object)
     n = match.groupby(by + [match], sort=False).cumcount().add(1).to_numpy()
-    codes, uniq = pd.MultiIndex.from_arrays([match.to_numpy(), n]).factorize()
-    return pd.Series(np.array([f"{m} #{k}" for m, k in uniq], dtype=object)[codes], index=match.index)
+    if match.isna().any():  # a missing name: as a pair index writes it
+        codes, uniq = pd.MultiIndex.from_arrays([match.to_numpy(), n]).factorize()
+        return pd.Series(np.array([f"{m} #{k}" for m, k in uniq], dtype=object)[codes], index=match.index)
+    # one text per distinct (name, n): the pairs as one integer each (a pair index built a tuple per row)
+    names, firsts = pd.factorize(match.to_numpy())
+    base = int(n.max()) + 1
+    codes, uniq = pd.factorize(names.astype(np.int64) * base + n)
+    return pd.Series(np.array([f"{firsts[c // base]} #{c % base}" for c in uniq.tolist()], dtype=object)[codes],
+                     index=match.index)
 
 
 def _groups(ops: pd.DataFrame, ranks: list[int], stage_of: dict) -> list[list[int]]:

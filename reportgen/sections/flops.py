@@ -32,6 +32,7 @@ import pandas as pd
 
 from .. import flopcount as fc
 from .. import thresholds as th
+from ..frames import agg
 from .. import fmt, palette
 from ..charts import (axis, band, cell_labels, fit, in_unit, natural_key, scale_position, sequential, stage_color,
                       tip, to_spec)
@@ -91,10 +92,10 @@ def rank_top_ops(ops: pd.DataFrame, ranks=None, n: int = RANK_TOP_OPS) -> pd.Dat
     top = o.loc[keep, cols].assign(others=0)
     rest = o[~keep]
     if not rest.empty:
-        agg = {"flops": ("flops", "sum"), "others": ("flops", "size")}
+        named = {"flops": ("flops", "sum"), "others": ("flops", "size")}
         if "calls" in rest:
-            agg["calls"] = ("calls", "sum")
-        r = rest.groupby("rank").agg(**agg).reset_index().assign(op=OTHER_OPS)
+            named["calls"] = ("calls", "sum")
+        r = agg(rest.groupby("rank"), **named).reset_index().assign(op=OTHER_OPS)
         top = pd.concat([top, r[top.columns]], ignore_index=True)
     top["rank"] = top["rank"].astype(int)
     return top.sort_values(["rank", "flops"], ascending=[True, False], kind="stable").reset_index(drop=True)
@@ -161,8 +162,8 @@ def _from_ops(run: Run, ops: pd.DataFrame, options=None) -> dict:
                                        "step_ms": st["step_ms"].to_numpy(),
                                        "flops_per_s": [fc.device_rate(f, t) for f, t in zip(st["flops"],
                                                                                               st["step_ms"])]})
-    by_type = counted.groupby(["rank", "type"], as_index=False).agg(
-        calls=("flops", "size"), flops=("flops", "sum"), time_ms=("dur_ms", "sum"), timed=("dur_ms", "count"))
+    by_type = agg(counted.groupby(["rank", "type"]), calls=("flops", "size"), flops=("flops", "sum"),
+                  time_ms=("dur_ms", "sum"), timed=("dur_ms", "count")).reset_index()
     by_type["time_ms"] = by_type["time_ms"].where(by_type.pop("timed") > 0)
     own_rate = "flops_per_s" in counted and counted["flops_per_s"].notna().any()
     if own_rate:  # the profiler's own per-op rates do not add up over ops: every op on its own
@@ -243,8 +244,8 @@ def stage_table(per_rank: pd.DataFrame) -> pd.DataFrame:
     s = per_rank.dropna(subset=["stage"])
     if s.empty:
         return pd.DataFrame()
-    g = s.groupby("stage").agg(flops_sum=("flops", "sum"), ranks=("rank", "size"),
-                               flops_per_s_mean=("flops_per_s", "mean")).reset_index()
+    g = agg(s.groupby("stage"), flops_sum=("flops", "sum"), ranks=("rank", "size"),
+            flops_per_s_mean=("flops_per_s", "mean")).reset_index()
     g["stage"] = g["stage"].astype(int)
     g["flops_per_rank"] = g["flops_sum"] / g["ranks"]
     mean = g["flops_per_rank"].mean()

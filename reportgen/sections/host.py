@@ -205,8 +205,8 @@ def alltoall_balance(comm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | 
     if a.empty:
         return None
     rs = a.groupby(["step", "rank"], as_index=False)["size_mb"].sum()
-    steps = rs.groupby("step").agg(ranks=("rank", "nunique"), mean_mb=("size_mb", "mean"),
-                                   max_mb=("size_mb", "max")).reset_index()
+    steps = agg(rs.groupby("step"), ranks=("rank", "nunique"), mean_mb=("size_mb", "mean"),
+                max_mb=("size_mb", "max")).reset_index()
     steps["imbalance_ratio"] = steps["max_mb"] / steps["mean_mb"].where(steps["mean_mb"] > 0)
     per = rs.groupby("rank", as_index=False)["size_mb"].mean().rename(columns={"size_mb": "mb_per_step"})
     per["ratio_to_mean"] = per["mb_per_step"] / per["mb_per_step"].mean() if per["mb_per_step"].mean() > 0 \
@@ -226,7 +226,7 @@ def pmu_by_type(k: pd.DataFrame) -> pd.DataFrame | None:
     if not cols:
         return None
     k = k[k[[*cols]].notna().any(axis=1)]
-    out = k.groupby("type").agg(kernels=("dur_ms", "size"), total_ms=("dur_ms", "sum"))
+    out = agg(k.groupby("type"), kernels=("dur_ms", "size"), total_ms=("dur_ms", "sum"))
     core = k["core"].astype(str)
     for c, _, other in PMU:
         if c not in cols:
@@ -265,8 +265,8 @@ def op_type_steps(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     the spread max / min): how each operator type's time changes from one iteration to the next."""
     per = df.groupby(["step", "op_type"], as_index=False).agg(total_ms=("total_ms", "mean"),
                                                                count=("count", "mean"))
-    by = per.groupby("op_type").agg(steps=("step", "nunique"), mean_ms=("total_ms", "mean"),
-                                    min_ms=("total_ms", "min"), max_ms=("total_ms", "max")).reset_index()
+    by = agg(per.groupby("op_type"), steps=("step", "nunique"), mean_ms=("total_ms", "mean"),
+             min_ms=("total_ms", "min"), max_ms=("total_ms", "max")).reset_index()
     by["spread_ratio"] = by["max_ms"] / by["min_ms"].where(by["min_ms"] > 0)
     return per, by.sort_values(["mean_ms", "op_type"], ascending=[False, True]).reset_index(drop=True)
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from .. import charts as vl
 from .. import facts, fmt, opstats
+from ..frames import agg
 from .. import thresholds as th
 from ..charts import axis, fit, identity_color, tip, to_spec
 from ..errors import Unavailable
@@ -83,9 +84,8 @@ def top_per_rank(per: pd.DataFrame, n: int = TOP_NAMES) -> pd.DataFrame:
     top, rest = per[pos < n], per[pos >= n]
     if rest.empty:
         return top.reset_index(drop=True)
-    o = rest.groupby("rank", sort=False).agg(count=("count", "sum"), total_ms=("total_ms", "sum"),
-                                             min_ms=("min_ms", "min"), max_ms=("max_ms", "max"),
-                                             share_ratio=("share_ratio", "sum")).reset_index()
+    o = agg(rest.groupby("rank", sort=False), count=("count", "sum"), total_ms=("total_ms", "sum"),
+            min_ms=("min_ms", "min"), max_ms=("max_ms", "max"), share_ratio=("share_ratio", "sum")).reset_index()
     o["name"] = "others"
     o["mean_ms"] = o["total_ms"] / o["count"].where(o["count"] > 0)
     out = pd.concat([top, o], ignore_index=True)
@@ -104,8 +104,8 @@ def _flops_types(run: Run) -> pd.DataFrame | None:
     if f.empty:
         return None
     timed = f["dur_ms"].notna() & (f["dur_ms"] > 0)
-    g = f.assign(_t=f["dur_ms"].where(timed), _ft=f["flops"].where(timed)).groupby("type").agg(
-        ops=("flops", "size"), flops=("flops", "sum"), dur_ms=("_t", "sum"), _ft=("_ft", "sum")).reset_index()
+    g = agg(f.assign(_t=f["dur_ms"].where(timed), _ft=f["flops"].where(timed)).groupby("type"),
+            ops=("flops", "size"), flops=("flops", "sum"), dur_ms=("_t", "sum"), _ft=("_ft", "sum")).reset_index()
     g["flops_per_s"] = np.where(g["dur_ms"] > 0, g["_ft"] / (g["dur_ms"] / 1e3), np.nan)
     g.loc[g["dur_ms"] <= 0, "dur_ms"] = np.nan
     return g.drop(columns="_ft").sort_values("flops", ascending=False, kind="stable").reset_index(drop=True)
