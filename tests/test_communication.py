@@ -426,3 +426,20 @@ def test_communication_kernels_named_per_kernel_name():
     out = _kernel_collectives(gpu)
     assert out["collective"].tolist() == ["allreduce", "batchsendrecv", "reducescatter", "broadcast", "other",
                                           "other", "allreduce"]
+
+
+@pytest.mark.parametrize("n,texts", [(8, 1), (65, 0)])
+def test_graph_draws_each_node_once_with_labels_up_to_64_ranks(n, texts):
+    """The node-link graph: links, one layer of nodes, and the rank labels up to 64 ranks (above, they overlap; the
+    nodes' layer was drawn a second time in their place)."""
+    import pandas as pd
+
+    from reportgen.sections.communication import _graph
+
+    per_rank = pd.DataFrame({"rank": range(n), "comm_op_ms": 1.0, "wait_ms": 0.5, "wait_ratio": 0.5})
+    links = pd.DataFrame({"src_rank": range(n), "dst_rank": [(r + 1) % n for r in range(n)], "size_mb": 1.0,
+                          "time_ms": 1.0})
+    layers = _graph(per_rank, links).spec["layer"]
+    marks = [(lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"]) for lay in layers]
+    assert marks.count("circle") == 1 and marks.count("rule") == 1 and marks.count("text") == texts, marks
+    assert len({json.dumps(lay, sort_keys=True) for lay in layers}) == len(layers)

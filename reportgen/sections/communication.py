@@ -1442,7 +1442,8 @@ def _graph(per_rank: pd.DataFrame, links: pd.DataFrame, grouped: bool = False,
         x=vl.X("lx:Q", axis=hidden, scale=extent),
                                                             y=vl.Y("ly:Q", axis=hidden, scale=extent), text="rank:O")
     side = 420 if len(ranks) <= 16 else 560
-    chart = (edges + points + (labels if len(ranks) <= 64 else points)).properties(width=side, height=side) \
+    # rank labels up to 64 ranks (beyond, they overlap: the tooltips name the ranks); the nodes were drawn twice there
+    chart = (edges + points + labels if len(ranks) <= 64 else edges + points).properties(width=side, height=side) \
         .add_params(vl.param(name="comm_group", value="all"))
     return Figure("communication-graph", "Who talks to whom", to_spec(chart),
                   caption="Node size = communication op time; colour = wait ratio, wait / (wait + transit) "
