@@ -440,10 +440,13 @@
    * replaced by the rows of the new value when P changes (setSignal). The filter stays in the spec, so the chart
    * shows the same marks; Vega only ingests and scans fewer rows (a rank picker over 1,024 ranks: one rank's rows
    * instead of all of them). Returns {dataset: {field, signal, keep, value}}; a dataset used any other way (a
-   * lookup's source, a view that does not filter it so first) is not partitioned. */
+   * lookup's source, a view that does not filter it so first or that names a format, an expression naming it, as
+   * data('D') does) is not partitioned, nor is any of a spec with a temporal field or a time unit (Vega-Lite parses
+   * those before the filter, and the rows given later would not be). */
   var PART_FILTER = /^datum\.([A-Za-z_]\w*) == ([A-Za-z_]\w*)(?: \|\| datum\.\1 == (-?\d+(?:\.\d+)?)| && (\(.*\)))?$/;
-  function wholeGroup(text) { /* "(...)" is one parenthesised group (no quotes: a literal might hold a parenthesis) */
-    if (/["'`\\]/.test(text)) return false;
+  function wholeGroup(text) { /* "(...)" is one parenthesised group (no quotes or regular expressions: a literal might
+                                 hold a parenthesis) */
+    if (/["'`\\/]/.test(text)) return false;
     var depth = 0, i;
     for (i = 0; i < text.length; i += 1) {
       if (text[i] === "(") depth += 1;
@@ -454,7 +457,7 @@
   }
   function partitions(spec) {
     var sets = spec && spec.datasets && typeof spec.datasets === "object" ? spec.datasets : null;
-    if (!sets || WHOLE) return {};
+    if (!sets || WHOLE || /"(?:temporal|timeUnit)"/.test(JSON.stringify(spec))) return {};
     var plain = Object.create(null);
     (Array.isArray(spec.params) ? spec.params : []).forEach(function (p) {
       if (p && typeof p.name === "string" && "value" in p && !p.select && !p.expr && !p.bind && !p.update && !p.on) {
@@ -471,12 +474,14 @@
       }
       found[name] = how;
     }
-    /* the names a calculate or lookup transform writes (null: not one of those, which may drop rows) */
+    /* the names a calculate or lookup transform writes (null: not one of those, which may drop rows, or a lookup
+     * that names neither its fields nor where they go) */
     function writes(t) {
       if (!t || typeof t !== "object") return null;
       if (t.calculate !== undefined) return [t.as];
-      if (t.lookup !== undefined) return [].concat(t.as || [], t.fields || []);
-      return null;
+      if (t.lookup === undefined) return null;
+      var fields = t.from && Array.isArray(t.from.fields) ? t.from.fields : [];
+      return t.as || fields.length ? [].concat(t.as || [], fields) : null;
     }
     function filterOf(transforms) {
       if (!Array.isArray(transforms)) return null;
@@ -498,12 +503,16 @@
       return null;
     }
     function walk(node, key) {
+      if (typeof node === "string") { /* an expression reading a dataset by its name sees all of it */
+        Object.keys(sets).forEach(function (name) { if (node.indexOf(name) >= 0) bad[name] = true; });
+        return;
+      }
       if (!node || typeof node !== "object") return;
       if (Array.isArray(node)) { node.forEach(function (n) { walk(n, ""); }); return; }
       if (key !== "datasets") {
         var d = node.data;
         if (d && typeof d === "object" && typeof d.name === "string") {
-          use(d.name, key === "from" ? null : filterOf(node.transform));
+          use(d.name, key === "from" || d.format ? null : filterOf(node.transform));
         }
         Object.keys(node).forEach(function (k) { if (k !== "data") walk(node[k], k); });
       }
@@ -523,22 +532,9 @@
     Object.keys(entry.parts).forEach(function (d) {
       var p = entry.parts[d];
       if (p.signal !== name || JSON.stringify(p.value) === JSON.stringify(value)) return;
-      p.value = value;
       entry.view.data(d, rowsWhere(p.ref, p.field, value, p.keep));
+      p.value = value; /* once replaced: a failed replacement is tried again */
     });
-  }
-  /* A compiled spec that parses a partitioned dataset's fields (format.parse) would not parse the rows given later:
-   * such a dataset gets all its rows and is no longer partitioned. */
-  function keepParsed(parts) {
-    return function (vg) {
-      (Array.isArray(vg.data) ? vg.data : []).forEach(function (d) {
-        var p = d && parts[d.name];
-        if (!p || !(d.format && d.format.parse)) return;
-        d.values = isRef(p.ref) ? rows(p.ref.$rg) : p.ref;
-        delete parts[d.name];
-      });
-      return vg;
-    };
   }
   function isRef(v) {
     return v && typeof v === "object" && !Array.isArray(v) && typeof v.$rg === "string";
@@ -585,10 +581,10 @@
       /* a box wide enough for any chart needs no fitting after drawing (fitNarrow reads the drawn layout: a forced
        * layout of the whole page per chart) */
       wide = el.clientWidth >= NARROW + 100;
-      var narrow = el.clientWidth && el.clientWidth < NARROW;
-      if (narrow) narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
-      var parsed = keepParsed(parts);
-      options.patch = narrow ? function (vg) { return stackLegends(parsed(vg)); } : parsed;
+      if (el.clientWidth && el.clientWidth < NARROW) {
+        narrowLegends(spec, el.clientWidth - 40); /* (40 px: vega-embed's actions button) */
+        options.patch = stackLegends;
+      }
       resolve(window.vegaEmbed(el, spec, options));
     }).then(function (result) {
       var auto = spec && spec.autosize, kind = auto && typeof auto === "object" ? auto.type : auto;
@@ -927,6 +923,15 @@
         if (e.figure !== figureId) return;
         out = out || {};
         Object.keys(e.names).forEach(function (n) { out[n] = e.view.signal(n); });
+      });
+      return out;
+    },
+    /* the datasets of a spec (a copy is read) that would be partitioned: {dataset: {field, signal, keep}} */
+    partitionsOf: function (spec) {
+      var out = {}, parts = partitions(JSON.parse(JSON.stringify(spec)));
+      Object.keys(parts).forEach(function (d) {
+        var p = parts[d];
+        out[d] = { field: p.field, signal: p.signal, keep: p.keep === undefined ? null : p.keep };
       });
       return out;
     },

@@ -221,3 +221,64 @@ def test_a_picker_charts_rows_of_the_value_picked_show_what_all_rows_show(level2
                 compared += 1
     assert compared >= 10, compared
     assert not log.problems(), log.problems()
+
+
+def _view(filt: str, *before: dict, data: str = "D", **extra) -> dict:
+    return {"data": {"name": data, **extra}, "transform": [*before, {"filter": filt}], "mark": "point",
+            "encoding": {"x": {"field": "v", "type": "quantitative"}}}
+
+
+#: (spec's views, params, the datasets partitioned) - what charts.js' partitions accepts and refuses
+PARTITION_CASES = [
+    ([_view("datum.r == pick")], [{"name": "pick", "value": 1}], {"D": ["r", "pick", None]}),
+    ([_view("datum.r == pick || datum.r == -1")], [{"name": "pick", "value": 1}], {"D": ["r", "pick", -1]}),
+    ([_view("datum.r == pick && (datum.v > 0)")], [{"name": "pick", "value": 1}], {"D": ["r", "pick", None]}),
+    # a calculate or a lookup before the filter that does not write the field
+    ([_view("datum.r == pick", {"calculate": "datum.v * 2", "as": "w"},
+            {"lookup": "r", "from": {"data": {"name": "L"}, "key": "r", "fields": ["g"]}})],
+     [{"name": "pick", "value": 1}], {"D": ["r", "pick", None]}),
+    ([_view("datum.r == pick"), _view("datum.v > 0")], [{"name": "pick", "value": 1}], {}),  # one use unfiltered
+    ([_view("datum.r == pick"), _view("datum.r == other")],
+     [{"name": "pick", "value": 1}, {"name": "other", "value": 2}], {}),  # two pickers on one dataset
+    ([_view("datum.r == pick", {"calculate": "datum.q", "as": "r"})], [{"name": "pick", "value": 1}], {}),  # writes r
+    ([_view("datum.g == pick", {"lookup": "r", "from": {"data": {"name": "L"}, "key": "r", "fields": ["g"]}})],
+     [{"name": "pick", "value": 1}], {}),  # the lookup brings the field
+    ([_view("datum.r == pick", {"lookup": "r", "from": {"data": {"name": "L"}, "key": "r"}})],
+     [{"name": "pick", "value": 1}], {}),  # a lookup naming neither fields nor "as"
+    ([_view("datum.r == pick", {"filter": "datum.v > 0"})], [{"name": "pick", "value": 1}], {}),  # a filter first
+    ([_view("datum.r == pick && (datum.v > 0) || (datum.v < 0)")], [{"name": "pick", "value": 1}], {}),
+    ([_view("datum.r == pick && (test(/[(]/, datum.s))")], [{"name": "pick", "value": 1}], {}),
+    ([_view("datum.r == pick")], [{"name": "pick", "value": 1, "bind": {"input": "range"}}], {}),
+    ([_view("datum.r == pick")], [{"name": "pick", "expr": "1"}], {}),
+    ([_view("datum.r == pick", data="D", format={"parse": {"r": "number"}})], [{"name": "pick", "value": 1}], {}),
+    ([{**_view("datum.r == pick"), "encoding": {"x": {"field": "t", "type": "temporal"}}}],
+     [{"name": "pick", "value": 1}], {}),
+    ([_view("datum.r == pick", {"calculate": "length(data('D'))", "as": "n"})], [{"name": "pick", "value": 1}], {}),
+    ([_view("datum.r == pick"), {**_view("datum.v > 0", data="L"),
+                                 "transform": [{"lookup": "r", "from": {"data": {"name": "D"}, "key": "r",
+                                                                        "fields": ["v"]}}]}],
+     [{"name": "pick", "value": 1}], {}),  # D is another view's lookup source
+]
+
+
+def test_which_datasets_a_picker_partitions(level2_report, open_report):  # noqa: F811
+    """charts.js gives a dataset only the picked rows when nothing but the picker's filter can tell them apart, and
+    keeps all rows for every other use (reportgenCharts.partitionsOf on hand-written specs)."""
+    page, _ = open_report(level2_report)
+    for views, params, want in PARTITION_CASES:
+        spec = {"params": params, "layer": views, "datasets": {"D": [], "L": []}}
+        got = page.evaluate("(s) => window.reportgenCharts.partitionsOf(s)", spec)
+        assert {k: [v["field"], v["signal"], v["keep"]] for k, v in got.items()} == want, (views, params)
+
+
+def test_a_rank_picked_before_its_chart_is_drawn_shows_that_ranks_rows(level2_report, open_report):  # noqa: F811
+    """#rank-N opens the rank picker's figure with rank N set before the chart is drawn (applyChosen): its
+    partitioned rows are rank N's, the marks those of the page drawing all rows."""
+    marks = []
+    for query in ("?picked", "?data=whole"):  # a query of its own: a new document, not a hash change of the open one
+        page, _ = open_report(level2_report)
+        page.goto(level2_report.resolve().as_uri() + query + "#rank-2")
+        page.wait_for_function("document.documentElement.dataset.allDone === '1'")
+        assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 2
+        marks.append(_marks(page, "drill-rank-any"))
+    assert marks[0] == marks[1] and any('"r": 2' in m for m in marks[0]), marks[0][:5]
