@@ -391,47 +391,47 @@
   /* Chart data shared by the specs (render.share_chart_data): {key: rows or {n, c: [[key, column]]}}, a text
    * column as {d: distinct, i: indices}. A spec holds {"$rg": key} where its rows were. Parsed once, on first use. */
   var store = null;
-  function rows(key, parseOnly) {
+  function blockOf(key) {
     if (store === null) {
       var holder = doc.getElementById("rg-chart-store");
       store = holder ? JSON.parse(holder.textContent) : {};
     }
-    if (parseOnly) return null;
     var block = Object.prototype.hasOwnProperty.call(store, key) ? store[key] : null;
     if (block === null) throw new Error("its data is missing from the page");
-    if (Array.isArray(block)) return block.slice();
-    var n = block.n, out = new Array(n), i, j;
+    return block;
+  }
+  /* the rows of a column block: every row, or those at the positions `picked` */
+  function made(block, picked) {
+    var n = picked ? picked.length : block.n, out = new Array(n), i, j;
     for (i = 0; i < n; i += 1) out[i] = {};
     for (j = 0; j < block.c.length; j += 1) {
       var name = block.c[j][0], col = block.c[j][1];
+      var at = picked ? function (r) { return picked[r]; } : function (r) { return r; };
       if (Array.isArray(col)) {
-        for (i = 0; i < n; i += 1) out[i][name] = col[i];
+        for (i = 0; i < n; i += 1) out[i][name] = col[at(i)];
       } else {
-        for (i = 0; i < n; i += 1) out[i][name] = col.d[col.i[i]];
+        for (i = 0; i < n; i += 1) out[i][name] = col.d[col.i[at(i)]];
       }
     }
     return out;
   }
-  /* The rows of a block (or of a spec's own row list) whose `field` equals `value` or `keep` by JavaScript's ==, as
-   * Vega evaluates the filter "datum.field == value || datum.field == keep"; a column store's rows are made only
-   * for the rows kept. */
+  function rows(key) {
+    var block = blockOf(key);
+    return Array.isArray(block) ? block.slice() : made(block, null);
+  }
+  /* The rows of a store block (or of a spec's own row list) whose `field` equals `value` or `keep` by JavaScript's
+   * ==, as Vega evaluates the filter "datum.field == value || datum.field == keep"; a column block's rows are made
+   * only for the rows kept. */
   function rowsWhere(ref, field, value, keep) {
     var hit = function (v) { return v == value || (keep !== undefined && v == keep); }; /* eslint-disable-line eqeqeq */
-    if (!isRef(ref)) return ref.filter(function (row) { return hit(row[field]); });
-    rows(ref.$rg, true); /* parses the store */
-    var block = store[ref.$rg];
+    var block = isRef(ref) ? blockOf(ref.$rg) : ref;
     if (Array.isArray(block)) return block.filter(function (row) { return hit(row[field]); });
-    var col = null, i, j, picked = [];
+    var col = null, picked = [], i;
     block.c.forEach(function (c) { if (c[0] === field) col = c[1]; });
     for (i = 0; i < block.n; i += 1) {
       if (hit(col === null ? undefined : Array.isArray(col) ? col[i] : col.d[col.i[i]])) picked.push(i);
     }
-    var out = picked.map(function () { return {}; });
-    for (j = 0; j < block.c.length; j += 1) {
-      var name = block.c[j][0], c = block.c[j][1];
-      for (i = 0; i < picked.length; i += 1) out[i][name] = Array.isArray(c) ? c[picked[i]] : c.d[c.i[picked[i]]];
-    }
-    return out;
+    return made(block, picked);
   }
 
   /* Partitioned data. A dataset of spec.datasets every use of which first keeps the rows whose field F equals a plain
