@@ -289,8 +289,26 @@ def chart_spec(spec: Any, key: str = "") -> Any:
     if isinstance(spec, dict):
         return {str(k): chart_spec(v, str(k)) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):
-        return [chart_spec(v, key) for v in spec]
+        return [_chart_row(v) if v.__class__ is dict else chart_spec(v, key) for v in spec]
     return _json_safe(spec)
+
+
+def _chart_row(row: dict) -> dict:
+    """``chart_spec(row)`` of one dict in a list (a data row, most of a spec's values), without a call per value for
+    the plain ones: a finite float, an int, a bool, None, a short ASCII string under a key that is no expression."""
+    out = {}
+    for k, v in row.items():
+        if k.__class__ is not str:
+            k = str(k)
+        cls = v.__class__
+        if cls is float:
+            out[k] = v if math.isfinite(v) else None
+        elif cls is int or cls is bool or v is None or (
+                cls is str and v.isascii() and len(v) <= CHART_TEXT_CHARS and k not in _EXPRESSION_KEYS):
+            out[k] = v
+        else:
+            out[k] = chart_spec(v, k)
+    return out
 
 
 def _spec_or_note(spec: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:

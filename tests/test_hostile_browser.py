@@ -168,6 +168,24 @@ def test_page_json_and_chart_text_are_safe():
     assert render.chart_spec("a\u2028b") == "a\\u2028b"
 
 
+def test_chart_data_rows_are_cleaned_as_any_other_object_of_a_spec():
+    """chart_spec walks a list's dicts (the data rows) without a call per plain value: each row must come out as the
+    same dict does on its own (the general path), for every kind of value and key: non-finite and numpy floats, ints,
+    bools, None, long / non-ASCII / bidi / U+2028 text, an expression key, a non-string key, nested lists and dicts."""
+    import numpy as np
+
+    values = [1.5, float("nan"), float("inf"), -0.0, np.float64(2.5), np.float64("nan"), np.int64(3), 7, True, None,
+              "ok", LONG, "é", "a\u2066b", "x\u2028y", "datum.x + ' \u2028'", [1.0, float("nan"), LONG],
+              {"k": LONG, "filter": "a\u2029b"}, (1, 2)]
+    keys = ["n", "filter", "calculate", 5, "é"]
+    rows = [{k: v for k in keys} for v in values] + [{k: values[(i + j) % len(values)] for j, k in enumerate(keys)}
+                                                      for i in range(len(values))]
+    got = render.chart_spec({"data": {"values": rows}, "datasets": {"d": rows}})
+    want = [render.chart_spec(r) for r in rows]
+    assert got["data"]["values"] == got["datasets"]["d"]
+    assert json.dumps(got["data"]["values"]) == json.dumps(want)
+
+
 def test_static_svg_cleaner_keeps_text_drops_active_content():
     svg = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" onload="x()">'
            '<g class="role-mark" onclick="y()"><path d="M0,0" fill="url(#g1)" clip-path="url(https://e.x/c)"/>'
