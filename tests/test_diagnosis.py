@@ -265,3 +265,31 @@ def test_cutting_ops_around_held_spans_matches_the_loop(seed):
     want = _without_waits_reference(h, sp)
     assert len(got) > len(h)  # ops were cut
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+
+
+def test_host_gaps_are_the_pandas_least_largest_and_medians_of_each_host_against_the_others():
+    """diagnosis._host_gaps (numpy, one pass per host) gives for every host of a group with >= 2 ranks and a rank
+    elsewhere what pandas gives for it: its min - the others' max, its median - the others' median, NaN left out;
+    for uneven hosts, one-rank hosts, a single host, NaN values and a side of NaN only."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen import diagnosis
+
+    rnd = np.random.default_rng(3)
+    for case in range(400):
+        n = int(rnd.integers(1, 40))
+        hosts = np.array([f"h{int(h)}" for h in rnd.integers(0, int(rnd.integers(1, 7)), n)], dtype=object)
+        values = rnd.gamma(2.0, 10.0, n).round(int(rnd.integers(0, 4)))
+        values[rnd.random(n) < (0.5 if case % 5 == 0 else 0.1)] = np.nan
+        g = pd.DataFrame({"host": hosts, "v": values})
+        want = []
+        for h, gh in g.groupby("host"):
+            rest = g[g["host"] != h]["v"]
+            if len(gh) < 2 or rest.empty:
+                continue
+            want.append((7, h, float(gh["v"].min() - rest.max()), float(gh["v"].median() - rest.median())))
+        got = diagnosis._host_gaps(7, values, hosts)
+        assert [r[:2] for r in got] == [r[:2] for r in want]
+        np.testing.assert_array_equal(np.array([r[2:] for r in got], dtype=float).reshape(-1, 2),
+                                      np.array([r[2:] for r in want], dtype=float).reshape(-1, 2))
