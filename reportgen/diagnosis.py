@@ -48,7 +48,7 @@ import pandas as pd
 
 from . import facts, fmt
 from .intervals import union_length_by
-from .model import Run
+from .model import ByRank, Run
 from .frames import agg
 
 #: how many times the peers' own spread a rank's excess must reach
@@ -516,8 +516,9 @@ def _overlap_causes(d: Diagnosis, run: Run, F) -> list[Cause]:
     comp = F.in_scope(tl[tl["op_class"] == "compute"])
     dur = o["elapse_ms"]  # the time the rank spent in them (its waits would hide behind compute too)
     parts = []
+    comp_of = ByRank(comp)  # split once: a filter per rank read every rank's compute (ranks x rows)
     for r, g in o.assign(_d=dur).groupby("rank"):
-        c = comp[comp["rank"] == r]
+        c = comp_of[r]
         u = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
         s0 = g["start_ms"].to_numpy(float)
         e0 = s0 + g["elapse_ms"].to_numpy(float)

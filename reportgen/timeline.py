@@ -176,8 +176,9 @@ def _without_waits(h: pd.DataFrame, spans: pd.DataFrame | None) -> pd.DataFrame:
         return h
     out = [h]
     cut_idx = []
+    spans_of = ByRank(spans)  # split once: a filter per rank read every rank's spans (ranks x rows)
     for rank, hh in h.groupby("rank", sort=False):
-        cc = spans[spans["rank"] == rank]
+        cc = spans_of[rank]
         if cc.empty:
             continue
         hh = hh.sort_values("start_ms", kind="stable")
