@@ -405,3 +405,41 @@ def test_main_class_is_the_class_of_most_time():
     assert got == {"a": "wait", "b": "compute", "c": "compute"} and list(got) == ["a", "b", "c"]
     df.loc[5, "ms"] = 0.5
     assert _main_class(df["k"], df["c"], df["ms"])["c"] == "wait"
+
+
+@pytest.mark.parametrize("where", [("kineto", "hta_tests_data", "tests", "data", "df_index_resolver"),
+                                   ("generated", "torch_gloo_ddp4_baseline"), ASCEND])
+def test_the_pickers_lines_of_every_rank_are_each_ranks_own_lines(where):
+    """every_rank_lines (each table split once, arrays per rank) gives, at the full points per line of a few ranks,
+    the rows rank_step_lines gives rank by rank (pandas per rank): memory and cumulative FLOPs, the step used."""
+    run = read_run(fixture_dir(*where), jobs=1)
+    lines, used, n = drilldown.every_rank_lines(run, run.ranks)
+    assert n == drilldown.MAX_LINE_POINTS and lines is not None and len(lines)
+    want, want_used = drilldown.rank_step_lines(run, run.ranks)
+    pd.testing.assert_frame_equal(lines, want)
+    assert used == want_used
+
+
+def test_a_line_downsampled_on_arrays_is_what_downsample_keeps():
+    """_line_arrays = _to_step_end(downsample(...)) for both kinds of bin (the row of the largest value, ties to the
+    first; the last row), unsorted times, ties, a span of 0, fewer points than bins, and non-finite values (the
+    pandas path itself)."""
+    import numpy as np
+
+    rnd = np.random.default_rng(5)
+    for case in range(300):
+        size = int(rnd.integers(1, 60))
+        t = rnd.integers(0, 30, size).astype(float) * float(rnd.choice([0.5, 1.0, 3.25]))
+        if case % 3:
+            t.sort()
+        v = rnd.integers(0, 5, size).astype(float)
+        if case % 17 == 0:
+            v[int(rnd.integers(0, size))] = np.nan
+        span = float(rnd.choice([0.0, 10.0, 100.0, t.max() + 1]))
+        n = int(rnd.integers(1, 20))
+        for how in ("max", "last"):
+            cols = {"rank": [], "metric": [], "t_ms": [], "value": []}
+            assert drilldown._line_arrays(cols, 3, "m", t, v, how, span, n)
+            want = drilldown._to_step_end(drilldown.downsample(pd.Series(t), pd.Series(v), how, span, n), span)
+            np.testing.assert_array_equal(cols["t_ms"][0], want["t_ms"].to_numpy(float))
+            np.testing.assert_array_equal(cols["value"][0], want["value"].to_numpy(float))
