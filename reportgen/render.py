@@ -653,6 +653,11 @@ def summary_text(facts: dict[str, Any], findings: list[dict]) -> str:
 
 def _clean(value: Any) -> Any:
     """JSON-safe and without float noise (fmt.clean): the CSV's cells."""
+    cls = value.__class__
+    if cls is float:  # most cells: _json_safe's None for NaN / infinity, else fmt.clean
+        return fmt.clean(value) if math.isfinite(value) else None
+    if cls is int or cls is str or cls is bool or value is None:
+        return value
     value = _json_safe(value)
     return fmt.clean(value) if isinstance(value, float) else value
 
