@@ -747,3 +747,33 @@ def test_a_step_recorded_twice_is_one_row_with_the_widest_span(tmp_path):
     assert problems == []
     assert list(st.columns) == ["step", "ts_ns", "dur_ns"] and all(str(t) == "int64" for t in st.dtypes)
     assert st.values.tolist() == [[1, 900_000, 600_000], [2, 2_000_000, 250_000], [3, 3_000_000, 10_000]]
+
+
+def test_a_collectives_repeated_metadata_gives_the_rows_and_problems_made_afresh(tmp_path, monkeypatch):
+    """The decoder reuses a collective row's metadata when the values it is made from repeat (only times and Seq
+    change): the tables and data problems must be those of making every row afresh, whatever the values: 1 beside
+    True, 1.0 and "1", a list of ranks, out-of-range and refused values (which are named each time), Seq absent, a
+    bool or out of range, record_param_comms and c10d rows beside kernels."""
+    base = {"stream": 7, "device": 0, "Collective name": "allreduce", "In msg nelems": 10, "Out msg nelems": 10,
+            "dtype": "Float", "Group size": 4, "Process Group Name": "0", "Process Group Description": "default_pg",
+            "Process Group Ranks": "[0, 1, 2, 3]"}
+    variants = [{}, {"Group size": True}, {"Group size": 1.0}, {"Group size": "1"}, {"Group size": 1},
+                 {"In msg nelems": True}, {"In msg nelems": 1}, {"In msg nelems": 2 ** 60}, {"In msg nelems": -3},
+                 {"Process Group Ranks": [0, 1, 2, 3]}, {"Src Rank": 5}, {"Src Rank": 5.0}, {"Dst Rank": 10 ** 9},
+                 {"dtype": 3}, {"Process Group Name": 1}, {"Process Group Name": True}]
+    events, t = [ev("ProfilerStep#1", "user_annotation", 0, 100_000)], 1.0
+    for rep in range(3):
+        for i, extra in enumerate(variants):
+            for seq in (i * 10 + rep, None, True, -1, 2 ** 70):
+                args = {**base, **extra} if seq is None else {**base, **extra, "Seq": seq}
+                events.append(ev("ncclDevKernel_AllReduce_RING_LL(x)", "kernel", t, 2, tid=7, pid=0, args=args))
+                events.append(ev("record_param_comms", "cpu_op", t, 1, tid=3, args=args))
+                t += 3.0
+    path = write_trace(tmp_path / "t.json", events)
+    d, problems = decode(path)
+    monkeypatch.setattr(kd, "_KEY_CLASSES", frozenset())  # no row reused
+    fresh, fresh_problems = decode(path)
+    assert len(d.tables["collectives"]) == 2 * 3 * 5 * len(variants)
+    for name, table in fresh.tables.items():
+        pd.testing.assert_frame_equal(d.tables[name], table)
+    assert problems == fresh_problems and problems

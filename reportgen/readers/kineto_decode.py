@@ -252,6 +252,8 @@ _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 _NO_STREAM_CATS = frozenset({"python_function", "user_annotation", "gpu_user_annotation", "Trace", "ac2g",
                              "fwdbwd", "overhead", "python"})
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+#: the classes of the values _Collector._coll_row keys a reused row by (exact: True and 1.0 are not 1)
+_KEY_CLASSES = frozenset({str, int, type(None)})
 _MAX_US = _INT64[1] // NS_PER_US  # larger µs values do not fit int64 ns
 #: bounds of one kept event (module doc, "Refused values"): |ts| < 2^62 ns (~146 years from the clock's zero,
 #: so differences of two times never overflow int64), 0 <= dur <= one day once the unit is known (the
@@ -1213,6 +1215,8 @@ class _Collector:
         self.coll_cache: dict = {}  # collective name -> canonical_collective
         self.c10d_op: dict = {}  # c10d op name -> its letters
         self.eb_cache: dict = {}  # dtype -> elem_bytes
+        self.coll_tails: dict = {}  # _coll_row's key -> the row but its source, times and seq (_coll_row)
+        self._refused = 0  # values refused so far (_reject): a row whose making refused one is never reused
         self._pending: list | None = None
         self._track: tuple | None = None
         self._bucket = 0
@@ -1229,6 +1233,7 @@ class _Collector:
     def _reject(self, e, column: str, reason: str, action: str = "event skipped") -> None:
         """Count a refused value of event ``e`` (of the current batch); the first ones are quoted by their index
         in ``traceEvents`` (found by a scan of the batch: this path is rare, the kept events never pay)."""
+        self._refused += 1
         if self._pending is not None:  # fast path: replayed in event order at the end of the batch
             self._pending.append((e, column, reason, action))
             return
@@ -1973,6 +1978,36 @@ class _Collector:
 
     def _coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
                   peer_local=-1) -> None:
+        """One ``collectives`` row. A collective repeats its metadata call after call (only the times and ``Seq``
+        change): the rest of a row made without refusing a value is kept by the values it was made from, each a
+        text, an int or None (so 1, 1.0 and True never share a row), and reused."""
+        seq = a.seq
+        if seq is None or (seq.__class__ is int and 0 <= seq <= _INT64[1]):
+            key = (source, name, tid, collective, in_n, out_n, dtype, peer_local, a.collective, a.in_nelems,
+                   a.out_nelems, a.dtype, a.group_name, a.group_id, a.group_desc, a.group_ranks, a.group_size,
+                   a.src_rank, a.dst_rank)
+            for v in key:
+                if v.__class__ not in _KEY_CLASSES:
+                    key = None
+                    break
+        else:
+            key = None
+        if key is not None:
+            tail = self.coll_tails.get(key)
+            if tail is not None:
+                self.coll.append((source, tail[0], tt[0], tt[1], *tail[1], -1 if seq is None else seq, *tail[2]))
+                if self._track is not None:
+                    self._track[1].append(e)
+                    self._track[2].add(self._bucket)
+                return
+            refused = self._refused
+        self._make_coll_row(e, source, name, tt, tid, a, collective, in_n, out_n, dtype, peer_local)
+        if key is not None and self._refused == refused and len(self.coll_tails) < 10_000:
+            row = self.coll[-1]
+            self.coll_tails[key] = (row[1], row[4:16], row[17:])
+
+    def _make_coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
+                       peer_local=-1) -> None:
         if collective is None:
             collective = self._collective(a.collective)
         if in_n is None:
