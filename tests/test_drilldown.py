@@ -443,3 +443,13 @@ def test_a_line_downsampled_on_arrays_is_what_downsample_keeps():
             want = drilldown._to_step_end(drilldown.downsample(pd.Series(t), pd.Series(v), how, span, n), span)
             np.testing.assert_array_equal(cols["t_ms"][0], want["t_ms"].to_numpy(float))
             np.testing.assert_array_equal(cols["value"][0], want["value"].to_numpy(float))
+
+
+def test_rows_without_a_rank_are_left_out_of_the_split_by_rank():
+    """_split_by_rank leaves out the rows whose rank is missing, as a groupby by rank does."""
+    import numpy as np
+
+    got = drilldown._split_by_rank(pd.Series([0.0, 0.0, 2.0, np.nan]), pd.Series([1, 2, 3, 4]),
+                                   pd.Series([0.5, 1.5, 2.5, 3.5]))
+    assert list(got) == [0, 2]
+    assert got[0][0].tolist() == [1, 2] and got[2][1].tolist() == [2.5]

@@ -771,9 +771,12 @@ def test_a_collectives_repeated_metadata_gives_the_rows_and_problems_made_afresh
                 t += 3.0
     path = write_trace(tmp_path / "t.json", events)
     d, problems = decode(path)
+    monkeypatch.setattr(kd, "_TAILS_MAX_CHARS", 300)  # the texts the reused rows' keys may hold: a few keys
+    bounded, bounded_problems = decode(path)
     monkeypatch.setattr(kd, "_KEY_CLASSES", frozenset())  # no row reused
     fresh, fresh_problems = decode(path)
     assert len(d.tables["collectives"]) == 2 * 3 * 5 * len(variants)
     for name, table in fresh.tables.items():
         pd.testing.assert_frame_equal(d.tables[name], table)
-    assert problems == fresh_problems and problems
+        pd.testing.assert_frame_equal(bounded.tables[name], table)
+    assert problems == fresh_problems == bounded_problems and problems

@@ -523,8 +523,10 @@ def _refuse_several_runs(cands: dict[int, list]) -> None:
                                  f"sub-directory ({names}{more})")
 
 
-def _check_clocks(by_rank: dict, problems: list) -> None:
-    """Ranks whose first events are more than a day apart: their clocks disagree (named; times kept as written)."""
+def _check_clocks(by_rank: dict, problems: list) -> dict:
+    """Ranks whose first events are more than a day apart: their clocks disagree (named; times kept as written).
+    Returns each rank's first exact timestamp (``timebase.origin`` of its tables but the user ranges' aggregates: a
+    range that wraps the trace does not move it)."""
     starts = {}
     for rank, (path, decoded) in by_rank.items():
         t = origin(*(df["ts_ns"] for name, df in decoded.tables.items()
@@ -532,13 +534,14 @@ def _check_clocks(by_rank: dict, problems: list) -> None:
         if t is not None:
             starts[rank] = t
     if len(starts) < 2:
-        return
+        return starts
     first = min(starts, key=starts.get)
     for rank, t in sorted(starts.items()):
         if t - starts[first] > _DAY_NS:
             problems.append((str(by_rank[rank][0]), f"this trace starts {(t - starts[first]) / 86_400e9:,.1f} days "
                                                     f"after rank {first}'s: the ranks' clocks disagree; the "
                                                     "timeline places them as written"))
+    return starts
 
 
 def _device_props(rank: int, path: Path, meta, problems: list) -> list[dict]:
@@ -643,12 +646,10 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     run.tables["groups"] = groups
     run.missing_ranks = _missing_ranks(world, groups, found, claims, problems)
     _parallel_layout(run, groups)
-    _check_clocks(by_rank, problems)
+    starts = _check_clocks(by_rank, problems)
 
     # one origin for the whole run: the earliest exact timestamp of any rank (model doc, "Time base")
-    t0 = origin(*(df["ts_ns"] for _, decoded in by_rank.values() for name, df in decoded.tables.items()
-                if name not in ("user_ranges", "user_range_spans")))  # aggregates: a range that wraps the trace does not move the origin
-    run.time_origin_ns = t0 if t0 is not None else 0
+    run.time_origin_ns = min(starts.values()) if starts else 0
     files = []
     props = []
     for rank, (path, decoded) in sorted(by_rank.items()):

@@ -254,6 +254,8 @@ _NO_STREAM_CATS = frozenset({"python_function", "user_annotation", "gpu_user_ann
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 #: the classes of the values _Collector._coll_row keys a reused row by (exact: True and 1.0 are not 1)
 _KEY_CLASSES = frozenset({str, int, type(None)})
+#: the characters of text those keys may hold in all (a hostile trace's long names are not kept alive)
+_TAILS_MAX_CHARS = 16 * 2 ** 20
 _MAX_US = _INT64[1] // NS_PER_US  # larger µs values do not fit int64 ns
 #: bounds of one kept event (module doc, "Refused values"): |ts| < 2^62 ns (~146 years from the clock's zero,
 #: so differences of two times never overflow int64), 0 <= dur <= one day once the unit is known (the
@@ -1216,6 +1218,7 @@ class _Collector:
         self.c10d_op: dict = {}  # c10d op name -> its letters
         self.eb_cache: dict = {}  # dtype -> elem_bytes
         self.coll_tails: dict = {}  # _coll_row's key -> the row but its source, times and seq (_coll_row)
+        self._tail_chars = 0  # characters of the texts those keys hold
         self._refused = 0  # values refused so far (_reject): a row whose making refused one is never reused
         self._pending: list | None = None
         self._track: tuple | None = None
@@ -2003,8 +2006,11 @@ class _Collector:
             refused = self._refused
         self._make_coll_row(e, source, name, tt, tid, a, collective, in_n, out_n, dtype, peer_local)
         if key is not None and self._refused == refused and len(self.coll_tails) < 10_000:
-            row = self.coll[-1]
-            self.coll_tails[key] = (row[1], row[4:16], row[17:])
+            chars = sum(len(v) for v in key if v.__class__ is str)  # the key holds the texts as written (uncut)
+            if self._tail_chars + chars <= _TAILS_MAX_CHARS:
+                self._tail_chars += chars
+                row = self.coll[-1]
+                self.coll_tails[key] = (row[1], row[4:16], row[17:])
 
     def _make_coll_row(self, e, source, name, tt, tid, a, collective=None, in_n=None, out_n=None, dtype=None,
                        peer_local=-1) -> None:

@@ -720,6 +720,9 @@ def _split_by_rank(rank: pd.Series, *columns: pd.Series) -> dict:
     """{rank: (column arrays of its rows)} for rows already grouped by rank (sorted)."""
     r = rank.to_numpy()
     arrays = [c.to_numpy(dtype=float) if c.dtype.kind == "f" else c.to_numpy() for c in columns]
+    if r.dtype.kind == "f" and np.isnan(r).any():  # no rank: left out, as a groupby by rank leaves it
+        keep = ~np.isnan(r)
+        r, arrays = r[keep], [x[keep] for x in arrays]
     if not len(r):
         return {}
     cut = np.flatnonzero(r[1:] != r[:-1]) + 1
