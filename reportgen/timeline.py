@@ -287,11 +287,11 @@ def _derived(run: Run) -> pd.DataFrame | None:
                            per_value(so["stream"], lambda v: "stream " + v.astype(str))))
     if st is not None and {"start_ms", "step_interval_ms", "fp_bp_ms"} <= set(st.columns):
         st = st.dropna(subset=["start_ms", "step_interval_ms", "fp_bp_ms"])
-        comm_of = _by_rank(so) if so is not None else {}
+        comm_of = positions_by_rank(so) if so is not None else {}
         fp_all = (st["start_ms"] + st["step_interval_ms"]).to_numpy()
         bp_all = fp_all + st["fp_bp_ms"].to_numpy()
         ranks, starts, ends = [], [], []
-        for rank, rows in _by_rank(st).items():
+        for rank, rows in positions_by_rank(st).items():
             c = comm_of.get(rank)
             comm = union(so["start_ms"].to_numpy()[c], so["end_ms"].to_numpy()[c]) if c is not None \
                 else (np.empty(0), np.empty(0))
@@ -308,7 +308,7 @@ def _derived(run: Run) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
-def _by_rank(df: pd.DataFrame) -> dict:
+def positions_by_rank(df: pd.DataFrame) -> dict:
     """rank -> the positions of its rows (in table order), ranks ascending: one stable sort instead of a filter of
     the whole table per rank (quadratic in the ranks)."""
     ranks = df["rank"].to_numpy()
@@ -387,7 +387,7 @@ def assign_steps(df: pd.DataFrame, windows: pd.DataFrame | None, col: str = "sta
     if windows is None or windows.empty or df.empty:
         return out
     t = df[col].to_numpy(dtype=float)
-    rows_of = _by_rank(df)
+    rows_of = positions_by_rank(df)
     w_rank, w_start = windows["rank"].to_numpy(), windows["start_ms"].to_numpy(dtype=float)
     order = np.lexsort((w_start, w_rank))  # by rank, then start (stable)
     w_start, w_end, w_step = w_start[order], windows["end_ms"].to_numpy()[order], windows["step"].to_numpy()[order]

@@ -445,11 +445,12 @@ def test_a_line_downsampled_on_arrays_is_what_downsample_keeps():
             np.testing.assert_array_equal(cols["value"][0], want["value"].to_numpy(float))
 
 
-def test_rows_without_a_rank_are_left_out_of_the_split_by_rank():
-    """_split_by_rank leaves out the rows whose rank is missing, as a groupby by rank does."""
+def test_rows_without_a_rank_are_in_no_ranks_columns():
+    """_columns_by_rank: each rank's rows in table order; a row without a rank (NaN) is in none of them (as a
+    groupby by rank leaves it out); float ranks are found by their integer."""
     import numpy as np
 
-    got = drilldown._split_by_rank(pd.Series([0.0, 0.0, 2.0, np.nan]), pd.Series([1, 2, 3, 4]),
-                                   pd.Series([0.5, 1.5, 2.5, 3.5]))
-    assert list(got) == [0, 2]
+    got = drilldown._columns_by_rank(pd.DataFrame({"rank": [0.0, 2.0, 0.0, np.nan], "step": [1, 3, 2, 4],
+                                                   "t": [0.5, 2.5, 1.5, 3.5]}), "step", "t")
     assert got[0][0].tolist() == [1, 2] and got[2][1].tolist() == [2.5]
+    assert sorted(r for r in got if r == r) == [0, 2]

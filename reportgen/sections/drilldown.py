@@ -50,7 +50,7 @@ from ..errors import Unavailable
 from .. import facts, opstats
 from ..model import Run
 from ..report import Analysis, Column, Control, Figure, Table
-from ..timeline import step_windows
+from ..timeline import positions_by_rank, step_windows
 
 # No NEEDS: the drill-down is a part of the execution section, which declares the tables it reads.
 #: operators / types kept per rank and level (plus one "others" row)
@@ -664,21 +664,19 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
     if ts is None:
         return None, {}, n
     ts = ts.dropna(subset=["start_ms", "end_ms"]).sort_values(["rank", "step", "start_ms"], kind="stable")
-    wins = _split_by_rank(ts["rank"], ts["step"], ts["start_ms"], ts["end_ms"])
+    wins = _columns_by_rank(ts, "step", "start_ms", "end_ms")
     mem = memory_series(run)
     mem_of = {}
-    if mem is not None:
-        order = np.lexsort((mem["ts_ms"].to_numpy(float), mem["rank"].to_numpy()))  # each rank's rows by time, stable
-        m = mem.iloc[order]
-        mem_of = _split_by_rank(m["rank"], m["ts_ms"], m["mb"])
+    if mem is not None:  # each rank's rows by time (a stable sort)
+        mem_of = _columns_by_rank(mem.iloc[np.lexsort((mem["ts_ms"].to_numpy(float), mem["rank"].to_numpy()))],
+                                  "ts_ms", "mb")
     from .flops import counted_ops  # late: keeps execution importable on its own
     fl = counted_ops(run.table("op_flops"))
     fl = fl[fl["start_ms"].notna()] if fl is not None else None
     fl_of = {}
     if fl is not None and not fl.empty:
-        order = np.lexsort((fl["start_ms"].to_numpy(float), fl["rank"].to_numpy()))
-        f = fl.iloc[order]
-        fl_of = _split_by_rank(f["rank"], f["start_ms"], f["flops"])
+        fl_of = _columns_by_rank(fl.iloc[np.lexsort((fl["start_ms"].to_numpy(float), fl["rank"].to_numpy()))],
+                                 "start_ms", "flops")
     cols: dict[str, list] = {"rank": [], "metric": [], "t_ms": [], "value": []}
     used = {}
     for r in ranks:
@@ -716,18 +714,11 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
     return out[LINE_COLUMNS], used, n
 
 
-def _split_by_rank(rank: pd.Series, *columns: pd.Series) -> dict:
-    """{rank: (column arrays of its rows)} for rows already grouped by rank (sorted)."""
-    r = rank.to_numpy()
-    arrays = [c.to_numpy(dtype=float) if c.dtype.kind == "f" else c.to_numpy() for c in columns]
-    if r.dtype.kind == "f" and np.isnan(r).any():  # no rank: left out, as a groupby by rank leaves it
-        keep = ~np.isnan(r)
-        r, arrays = r[keep], [x[keep] for x in arrays]
-    if not len(r):
-        return {}
-    cut = np.flatnonzero(r[1:] != r[:-1]) + 1
-    bounds = zip(np.r_[0, cut], np.r_[cut, len(r)])
-    return {int(r[a]): tuple(x[a:b] for x in arrays) for a, b in bounds}
+def _columns_by_rank(df: pd.DataFrame, *columns: str) -> dict:
+    """{rank: (arrays of ``columns`` of its rows, in table order)}, the table split once
+    (:func:`reportgen.timeline.positions_by_rank`; a row without a rank is in no rank's)."""
+    arrays = [df[c].to_numpy(dtype=float) if df[c].dtype.kind == "f" else df[c].to_numpy() for c in columns]
+    return {r: tuple(x[pos] for x in arrays) for r, pos in positions_by_rank(df).items()}
 
 
 def _line_arrays(cols: dict, rank: int, metric: str, t: np.ndarray, v: np.ndarray, how: str, span: float,
