@@ -119,7 +119,7 @@ def warm_up() -> Callable[[], None]:
             pass
     charts = sys.modules.get("reportgen.charts")
     if charts is not None and os.environ.get("REPORTGEN_VALIDATE_SPECS") == "1":
-        # load the Vega-Lite schema validator here, once (0.3-0.4 CPU-s), not in every child that draws a chart
+        # load the Vega-Lite schema validators here, once, not in every child that draws a chart
         try:
             charts.validate({"mark": "point", "data": {"values": [{"a": 1}]},
                              "encoding": {"x": {"field": "a", "type": "quantitative"}}})
