@@ -21,6 +21,9 @@
   var dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
   var observer = null;
   var VECTOR = /(?:^|&)renderer=svg(?:&|$)/.test(String(window.location.search || "").slice(1));
+  /* ?draw=scrolled: after the first screen a chart is drawn only when scrolled to (or printed), never in idle time
+   * (for checks of the tables and the layout, which need no chart below the fold) */
+  var SCROLLED = /(?:^|&)draw=scrolled(?:&|$)/.test(String(window.location.search || "").slice(1));
   /* ?data=whole: every chart gets all its rows (no partitioned datasets, see partitions) */
   var WHOLE = /(?:^|&)data=whole(?:&|$)/.test(String(window.location.search || "").slice(1));
   /* One chart draws at a time (charts drawn together each wait for all of them), then a frame is painted, then the
@@ -120,7 +123,7 @@
   function ready() {
     if (root.dataset.chartsReady === "1") return;
     root.dataset.chartsReady = "1";
-    idleOn = true; /* the rest of the charts, in idle slices */
+    idleOn = !SCROLLED; /* the rest of the charts, in idle slices */
     pump();
   }
   function done() {

@@ -282,3 +282,24 @@ def test_a_rank_picked_before_its_chart_is_drawn_shows_that_ranks_rows(level2_re
         assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 2
         marks.append(_marks(page, "drill-rank-any"))
     assert marks[0] == marks[1] and any('"r": 2' in m for m in marks[0]), marks[0][:5]
+
+
+def test_draw_scrolled_draws_the_first_screen_then_only_what_is_scrolled_to(level2_report, open_report):  # noqa: F811
+    """?draw=scrolled (the tests of tables and layout open pages so): the first screen's charts are drawn, no other
+    in idle time, and a chart scrolled to is drawn; printing still draws them all."""
+    page, log = open_report(level2_report, charts="scrolled")
+    drawn = "() => document.querySelectorAll('.rg-chart[data-spec][data-rendered]').length"
+    total = page.evaluate("() => document.querySelectorAll('.rg-chart[data-spec]').length")
+    first = page.evaluate(drawn)
+    assert first < total - 1, (first, total)  # (none when the first screen shows no chart)
+    page.wait_for_timeout(1500)  # idle time: the default page draws the rest in it
+    assert page.evaluate(drawn) == first
+    last = page.locator(".rg-chart[data-spec]").last
+    assert last.get_attribute("data-rendered") is None
+    last.scroll_into_view_if_needed()
+    page.wait_for_function("el => el.hasAttribute('data-rendered')", arg=last.element_handle())
+    assert page.evaluate(drawn) < total
+    page.emulate_media(media="print")
+    page.evaluate("() => window.dispatchEvent(new Event('beforeprint'))")
+    page.wait_for_function(f"() => document.querySelectorAll('.rg-chart[data-spec][data-rendered]').length === {total}")
+    assert not log.problems(), log.problems()

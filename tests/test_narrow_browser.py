@@ -75,7 +75,7 @@ PROSE = [".rg-summary", "section p", "li", "figcaption", "td", "th", "dd", "dt",
 def test_phone_page_breaks_an_unbreakable_name(report_cache, open_report):  # noqa: F811
     """A 230-character kernel name without a break opportunity, put in each kind of text element in turn, never
     makes the page wider than the phone: prose breaks it, tables scroll inside their own box."""
-    page, _ = open_report(_report(report_cache, "demo"), width=PHONE)
+    page, _ = open_report(_report(report_cache, "demo"), width=PHONE, charts="scrolled")
     name = "aclnnFlashAttentionScoreGrad_" + "FlashAttentionScoreGradAiCore" * 7
     for sel in PROSE:
         assert page.evaluate("([sel, name]) => { const e = document.querySelector(sel); if (!e) return false;"

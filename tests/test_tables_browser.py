@@ -3,6 +3,8 @@ what is shown and of every row, layout that never hides data, and print (all col
 
 The reports are the demo, the Ascend st/level2 run (18-column overlap table, global link table with group /
 source / destination / transport) and the MindInsight pp2x4 run (a 2000-row operator table, 100 rows listed).
+A test that reads no chart and does not print opens its page with ``charts="scrolled"`` (?draw=scrolled: the
+charts of the first screen drawn, then only one scrolled to; test_charts_browser.py checks that mode).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def _same(cell: str, value) -> bool:
 
 
 def test_column_filters_narrow_rows(reports, open_report):
-    page, log = open_report(reports("level2"))
+    page, log = open_report(reports("level2"), charts="scrolled")
     tid = "communication-links"
     data = _data(page, tid)
     cols, rows = data["columns"], data["rows"]
@@ -119,7 +121,7 @@ def test_column_filters_narrow_rows(reports, open_report):
     assert _listed(page, tid) == _first(page, tid, [i for i, r in enumerate(rows) if r[col] / scale > cut])
 
     # "1" in a rank column is rank 1, not every row with a 1 somewhere (the old one-box filter matched 16 of 16)
-    page2, _ = open_report(reports("demo"))
+    page2, _ = open_report(reports("demo"), charts="scrolled")
     tid = "overlap-per-rank"
     d2 = _data(page2, tid)
     ranks = [r[0] for r in d2["rows"]]
@@ -146,7 +148,7 @@ def test_column_filters_narrow_rows(reports, open_report):
 
 
 def test_natural_sort(reports, open_report):
-    page, log = open_report(reports("level2"))
+    page, log = open_report(reports("level2"), charts="scrolled")
     tid = "strategy-groups"
     rows = _data(page, tid)["rows"]
     groups = [r[0] for r in rows]
@@ -180,7 +182,7 @@ def test_natural_sort(reports, open_report):
 
 
 def test_csv_shown_and_all(reports, open_report):
-    page, log = open_report(reports("level2"))
+    page, log = open_report(reports("level2"), charts="scrolled")
     tid = "communication-ops"
     data = _data(page, tid)
     cols, rows = data["columns"], data["rows"]
@@ -215,7 +217,7 @@ def test_csv_shown_and_all(reports, open_report):
 
 
 def test_csv_all_rows_of_a_long_table(reports, open_report):
-    page, log = open_report(reports("pp2x4"))
+    page, log = open_report(reports("pp2x4"), charts="scrolled")
     tid = "communication-ops"
     rows = _data(page, tid)["rows"]
     listed = page.locator(f"#{tid} tbody tr[data-i]").count()
@@ -236,7 +238,7 @@ def test_the_page_lists_a_page_of_rows_and_more_on_demand(reports, open_report):
     orders every row, not only the listed ones; a filter lists the first matching rows (issue 28 #8: a 1,024-rank
     page listed 100 rows of ~30 tables, 35k of its 69k elements)."""
     from reportgen import thresholds as th
-    page, log = open_report(reports("pp2x4"))
+    page, log = open_report(reports("pp2x4"), charts="scrolled")
     tid = "communication-ops"
     d = _data(page, tid)
     rows, cols = d["rows"], d["columns"]
@@ -286,12 +288,12 @@ OVERFLOW_JS = """() => {
 @pytest.mark.parametrize("name", list(REPORTS))
 def test_no_table_wider_than_its_box(name, reports, open_report, tmp_path):
     for width, scheme in ((1400, "light"), (420, "dark")):
-        page, log = open_report(reports(name), width=width, color_scheme=scheme)
+        page, log = open_report(reports(name), width=width, color_scheme=scheme, charts="scrolled")
         assert page.evaluate(OVERFLOW_JS) == [], (name, width)
         assert page.evaluate("getComputedStyle(document.querySelector('.rg-sortable thead')).position") == "sticky"
         assert not log.problems(), log.problems()
     if name == "level2":  # the 18-column overlap table: key columns stay in view, groups over the header
-        page, _ = open_report(reports(name))
+        page, _ = open_report(reports(name), charts="scrolled")
         tid = "overlap-per-rank"
         assert len(_data(page, tid)["columns"]) >= 18
         pinned = page.eval_on_selector_all(f"#{tid} thead tr.rg-label-row th.rg-pin", "ths => ths.map(th => th.innerText.trim())")
@@ -453,7 +455,7 @@ def test_rank_cell_sets_the_rank_picker(reports, open_report):
 def test_fuzzy_text_filter(reports, open_report):
     """A text filter starting with ~ keeps the rows whose value has its letters in that order (seed row #73, the
     operator search's fuzzy match); without ~ it is the substring filter."""
-    page, log = open_report(reports("level2"))
+    page, log = open_report(reports("level2"), charts="scrolled")
     tid = "operators-type-names"
     d = _data(page, tid)
     oi = d["columns"].index("Operator")
@@ -480,7 +482,7 @@ def test_an_open_column_picker_stays_above_what_follows(reports, open_report):
     """On screen every figure and table box is laid out on its own (report.css: contain + will-change, so a chart
     drawn above the viewport does not repaint the page below it; issue 30 #3). The column picker of the shortest
     table still overflows its box and covers the figure or table after it."""
-    page, log = open_report(reports("demo"))
+    page, log = open_report(reports("demo"), charts="scrolled")
     contain, will = page.evaluate("""() => [getComputedStyle(document.querySelector('.rg-figure')).contain,
                                            getComputedStyle(document.querySelector('.rg-table')).willChange]""")
     assert "layout" in contain and will == "transform"
