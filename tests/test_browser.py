@@ -153,6 +153,17 @@ def _assert_charts_drawn(page) -> list[dict]:
     return charts
 
 
+def _assert_drawn_charts_ok(page) -> list[dict]:
+    """The charts drawn so far (a page opened with ``charts="scrolled"``) have marks, and no chart failed."""
+    charts = page.evaluate(CHART_STATE_JS)
+    for c in charts:
+        assert c["error"] is None, f"chart {c['id']} failed: {c['error']}"
+    drawn = [c for c in charts if c["rendered"] == "1"]
+    for c in drawn:
+        assert c["scene"] > 0 and (c["marks"] > 0 or c["canvas"] > 0), f"chart {c['id']} has no marks"
+    return drawn
+
+
 def test_demo_report_offline(tmp_path, report_cache, open_report):
     out = report_cache.get("demo")
     page, log = open_report(out)
