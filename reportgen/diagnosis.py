@@ -311,6 +311,14 @@ def _rank_causes(d: Diagnosis, exclude: set | None = None) -> list[Cause]:
     if steps == 0:
         return out
     step_ms = d.step_ms
+    excess: dict[str, pd.DataFrame] = {}
+
+    def peer_excess(col: str) -> pd.DataFrame:
+        """:func:`_peer_excess` of ``f`` and ``col``, once per column (the launch cause reads the compute one)."""
+        if col not in excess:
+            excess[col] = _peer_excess(f, col)
+        return excess[col]
+
     held = _peer_excess(f, "held_ms") if f["held_ms"].notna().any() else None
     top = set()  # (step, rank) of the rank with the most own work on the step's critical path
     if d.path is not None and not d.path.empty:
@@ -320,14 +328,14 @@ def _rank_causes(d: Diagnosis, exclude: set | None = None) -> list[Cause]:
     for col, kind in (("input_ms", "dataloader"), ("busy_ms", "compute"), ("ops", "launch")):
         if f[col].isna().all():
             continue
-        x = _peer_excess(f, col)
+        x = peer_excess(col).copy()  # its own columns (hit, effect_ms) added below
         if x.empty:
             continue
         if kind == "launch":
             ratio = x["value"] / x["peer_median"].where(x["peer_median"] > 0)
             x["hit"] = (ratio >= LAUNCH_RATIO) & (x["excess"] > NOISE_K * x["spread"])
             # time at stake: the rank's compute busy time beyond its peers' (the launches' cost)
-            b = _peer_excess(f, "busy_ms").set_index(["step", "rank"])["excess"]
+            b = peer_excess("busy_ms").set_index(["step", "rank"])["excess"]
             x["effect_ms"] = x.set_index(["step", "rank"]).index.map(lambda k: max(0.0, float(b.get(k, 0.0))))
         else:
             on_path = np.array([(int(a), int(b)) in top for a, b in zip(x["step"], x["rank"])], dtype=bool)

@@ -82,12 +82,17 @@ class RunFacts:
     def median_step(self) -> int | None:
         """The representative step: the step in scope whose time (its slowest rank's, as for warm-up) is the median
         of the steps in scope (the lower middle one; ties by step id). Views of one step show it by default, never a
-        warm-up step (unless --include-warmup)."""
-        wall = self.step_time[self.step_time["in_scope"]].groupby("step")["step_ms"].max()
-        if wall.empty:
-            return None
-        order = sorted(wall.items(), key=lambda kv: (kv[1], kv[0]))
-        return int(order[(len(order) - 1) // 2][0])
+        warm-up step (unless --include-warmup). Computed once per facts (a report asks 3-4 times: the Marey view, the
+        critical path, the default step of the page), kept beside the frozen fields."""
+        memo = self.__dict__
+        if "_median_step" not in memo:
+            wall = self.step_time[self.step_time["in_scope"]].groupby("step")["step_ms"].max()
+            if wall.empty:
+                memo["_median_step"] = None
+            else:
+                order = sorted(wall.items(), key=lambda kv: (kv[1], kv[0]))
+                memo["_median_step"] = int(order[(len(order) - 1) // 2][0])
+        return memo["_median_step"]
 
     def as_dict(self) -> dict:
         return {

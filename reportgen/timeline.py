@@ -324,12 +324,29 @@ BUILDERS = (_kineto_gpu, _gloo, _ascend, _mindinsight, _derived, _ascend_tables)
 # --------------------------------------------------------------------------- steps
 
 
+#: the tables :func:`step_windows` reads: its memo on the run holds while each is the same object
+WINDOW_INPUTS = ("trace_steps", "mi_timeline_ops", "mi_timeline_steps", "step_trace", "step_time", "comm_ops",
+                 "kernels")
+
+
 def step_windows(run: Run, derived: bool = True) -> pd.DataFrame | None:
     """Step windows (rank, step, start_ms, end_ms): ``trace_steps`` (ProfilerStep, Ascend steps, repeated ops);
     else the MindInsight timeline's Steps blocks when the timeline files give the run's intervals (:func:`build`);
-    else the step trace's start / end; else (``derived``) :func:`derived_windows`."""
+    else the step trace's start / end; else (``derived``) :func:`derived_windows`.
+
+    Computed once per run and ``derived`` (a report asks 6-8 times: the timeline, the operator rows, the memory
+    rules, the drill-down, the Marey view, the critical path; :func:`derived_windows` is a group-by and two merges):
+    kept on the run while every table of :data:`WINDOW_INPUTS` is the object it was computed from (a table loaded
+    later, ``step_time`` refilled by :func:`fill_step_time`, ``kernels`` settled by ``Run.table``: computed again).
+    The frame is shared: callers filter or copy it, never write into it."""
+    memo = run.__dict__.setdefault("_windows_cache", {})
+    hit = memo.get(derived)
+    if hit is not None and all(run.tables.get(n) is t for n, t in zip(WINDOW_INPUTS, hit[0])):
+        return hit[1]
     w = _marked_windows(run)
-    return derived_windows(run) if w is None and derived else w
+    out = derived_windows(run) if w is None and derived else w
+    memo[derived] = (tuple(run.tables.get(n) for n in WINDOW_INPUTS), out)
+    return out
 
 
 #: how :func:`derived_windows` times a step (said in the merged timeline file and the Marey caption)

@@ -93,6 +93,22 @@ def test_many_small_launches_make_a_launch_bound_rank():
     assert d.causes[0].kind == "launch" and d.causes[0].ranks == [3]
 
 
+def test_launch_stake_is_the_compute_peer_excess_computed_once(monkeypatch):
+    """The launch cause's time at stake is the rank's compute (busy) excess over its peers, the frame the compute
+    cause was tested on: each column's peer statistics are computed once per diagnosis, and give what a fresh
+    computation gives (without collectives nothing caps the stake)."""
+    run = make_run(launch=3, slow=3, extra=10.0)
+    run.tables.pop("comm_ops")
+    calls = []
+    real = dg._peer_excess
+    monkeypatch.setattr(dg, "_peer_excess", lambda f, col: calls.append(col) or real(f, col))
+    d = dg.diagnose(run)
+    assert sorted(calls) == sorted(set(calls))  # no column twice
+    assert [(c.kind, c.ranks) for c in d.causes] == [("launch", [3])]
+    b = real(d.features, "busy_ms")
+    assert d.causes[0].time_ms == b.loc[b["rank"] == 3, "excess"].clip(lower=0).mean()
+
+
 def test_a_heavy_stage_is_one_cause_not_one_per_rank():
     stages = {0: 1, 1: 1, 2: 2, 3: 2}
     d = dg.diagnose(make_run(stages=stages, scale={2: 2.0, 3: 2.0}))

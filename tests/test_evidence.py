@@ -97,6 +97,28 @@ def test_median_step_is_in_scope():
     assert F.median_step() == 2
 
 
+def test_median_step_once_per_facts_is_the_definition():
+    """median_step is kept on the facts after its first call: on random step tables (ties included) every call
+    gives the lower middle of the in-scope steps by slowest-rank time, ties by step id, as computed afresh."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n_steps, n_ranks = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        st = pd.DataFrame({"rank": np.tile(np.arange(n_ranks), n_steps), "step": np.repeat(np.arange(n_steps), n_ranks),
+                           "step_ms": rng.integers(1, 5, n_steps * n_ranks).astype(float)})
+        scope = st["step"] != 0 if n_steps > 1 else st["step"] >= 0
+        F = facts.RunFacts(step_source="markers", step_table="step_time", steps_all=tuple(range(n_steps)),
+                           warmup_steps=(), include_warmup=False, steps=tuple(sorted(set(st.loc[scope, "step"]))),
+                           step_time=st.assign(warmup=~scope, in_scope=scope), per_rank=pd.DataFrame(),
+                           slowest_rank=None, median_rank=None, fastest_rank=None, step_ms_median=0.0,
+                           step_ms_mean=0.0)
+        wall = st[scope].groupby("step")["step_ms"].max()
+        order = sorted(wall.items(), key=lambda kv: (kv[1], kv[0]))
+        want = int(order[(len(order) - 1) // 2][0])
+        assert F.median_step() == want and F.median_step() == want
+
+
 CAUSE_VIEWS = ("waits-path", "waits-matrix", "trajectory-heatmap")
 
 

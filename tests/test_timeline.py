@@ -292,6 +292,36 @@ def test_derived_window_start_snaps_onto_the_first_op_within_1us():
     assert (run.table("device_timeline")["step"] == 1).all()
 
 
+def test_step_windows_memo_gives_what_a_fresh_computation_gives():
+    """step_windows is computed once per run and kept while the tables it reads are the same objects: a second call
+    gives the same frame as a computation on a fresh run, and a replaced step_time (fill_step_time, a lazy load)
+    computes it again from the new table."""
+    k = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 2, 1], "name": ["A", "B", "C"], "stream": ["1", "1", "1"],
+                      "start_ms": [0.0, 12.0, 1.0], "dur_ms": [4.0, 3.0, 5.0], "op_class": "compute"})
+    c = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "op": ["hcom_allReduce_1"] * 2, "start_ms": [5.0, 6.5],
+                      "elapse_ms": [2.0, 1.0]})
+
+    def fresh():
+        run = _ascend_text_run(k, c, {0: 10.0, 1: 9.0})
+        run.tables["step_time"] = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 2, 1], "step_ms": [8.0, 3.5, 7.0],
+                                                "computing_ms": 1.0})
+        return run
+
+    run = fresh()
+    first = timeline.step_windows(run)
+    assert timeline.step_windows(run) is first  # memoised
+    pd.testing.assert_frame_equal(first, timeline.derived_windows(fresh()))
+    assert timeline.step_windows(run, derived=False) is None
+    # a new step_time: the memo no longer holds, the windows follow the new durations
+    run.tables["step_time"] = run.tables["step_time"].assign(step_ms=[9.0, 3.0, 7.5])
+    again = timeline.step_windows(run)
+    assert again is not first
+    expected = fresh()
+    expected.tables["step_time"] = run.tables["step_time"]
+    pd.testing.assert_frame_equal(again, timeline.derived_windows(expected))
+    assert again["start_ms"].tolist() != first["start_ms"].tolist()
+
+
 def test_st_level2_marey_has_compute_on_ranks_0_2_and_comm_on_1_3():
     """Ascend text without trace_view.json: the Marey view draws ranks 0 and 2 (kernel_details.csv) with computation
     and ranks 1 and 3 (communication.json only) with communication, and says so; the clocks agree between ranks (the
