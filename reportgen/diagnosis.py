@@ -564,7 +564,7 @@ def diagnose(run: Run, options=None) -> Diagnosis | None:
         matrix["wait_ms"] = matrix["wait_ms"] / max(1, len(F.steps))
     feats = features(run, F, calls)
     path, segs = _path_table(calls, F, run) if calls is not None else (None, None)
-    clocks = facts.entry_clocks(facts.entries(run), run.hosts)
+    clocks = facts.clocks(run)
     d = Diagnosis(waits if waits is not None else pd.DataFrame(columns=["step", "waiter", "cause", "via", "wait_ms"]),
                   matrix if matrix is not None else pd.DataFrame(columns=["waiter", "cause", "wait_ms"]),
                   feats, path, segs, [], float(F.step_ms_median), len(F.steps), clocks)

@@ -139,13 +139,24 @@ def _cuttable(name: str, df: pd.DataFrame) -> bool:
     return name.endswith(("ops", "links")) or {"rank", "step"} <= set(df.columns) or not _per_rank(df)
 
 
-def _row_chars(df: pd.DataFrame) -> float:
-    """Characters one row of ``df`` takes in the compact file: the mean over up to 200 rows spread over it."""
+#: rows :func:`_row_chars` measures: a table of at most this many is measured whole
+ROW_SAMPLE = 200
+
+
+def _row_chars(df: pd.DataFrame, made: dict | None = None) -> float:
+    """Characters one row of ``df`` takes in the compact file: the mean over up to :data:`ROW_SAMPLE` rows spread
+    over it. A table of at most that many rows is measured whole: its :func:`table_rows` go into ``made`` (id(df) ->
+    (df, rows), :attr:`Document.rows`), the rows the metrics file writes (most tables of a small run: made once,
+    not twice)."""
     if not len(df):
         return 0.0
-    sample = df.iloc[::max(1, len(df) // 200)].iloc[:200]
-    text = json.dumps(table_rows(sample), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return 1.05 * len(text) / len(sample)  # rows vary in size: a margin over the sample's mean
+    if made is not None and len(df) <= ROW_SAMPLE:  # the sample below would be every row, in order
+        rows = table_rows(df)
+        made[id(df)] = (df, rows)
+    else:
+        rows = table_rows(df.iloc[::max(1, len(df) // ROW_SAMPLE)].iloc[:ROW_SAMPLE])
+    text = json.dumps(rows, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return 1.05 * len(text) / len(rows)  # rows vary in size: a margin over the sample's mean
 
 
 #: characters of the metrics file outside its tables (run, summary, facts other than per-rank rows, metrics,
@@ -153,8 +164,10 @@ def _row_chars(df: pd.DataFrame) -> float:
 _JSON_OTHER_CHARS = 1_000_000
 
 
-def _plan(run: Run | None, outcomes: list[SectionOutcome], budget: float) -> tuple[dict, float, bool]:
-    """(the plan for ``budget`` bytes, the estimate of the file outside its tables, whether anything was cut)."""
+def _plan(run: Run | None, outcomes: list[SectionOutcome], budget: float,
+          made: dict | None = None) -> tuple[dict, float, bool]:
+    """(the plan for ``budget`` bytes, the estimate of the file outside its tables, whether anything was cut);
+    ``made``: the rows of the tables measured whole (:func:`_row_chars`)."""
     plan: dict[tuple[str, str], tuple[pd.DataFrame, Any]] = {}
     other = float(_JSON_OTHER_CHARS)
     F = facts.of(run) if run is not None else None
@@ -168,7 +181,7 @@ def _plan(run: Run | None, outcomes: list[SectionOutcome], budget: float) -> tup
         for name, df in o.analysis.tables.items():
             kept, cut = _budgeted(name, df)
             plan[(o.id, name)] = (kept, cut)
-            width = _row_chars(kept)
+            width = _row_chars(kept, made)
             if _cuttable(name, df):
                 cut_keys.append((o.id, name))
                 sizes.append(width * len(kept))
@@ -191,7 +204,8 @@ def _tables_bytes(plan: dict) -> int:
                    .encode("utf-8")) for kept, _ in plan.values())
 
 
-def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str, str], tuple[pd.DataFrame, Any]]:
+def plan_cuts(run: Run | None, outcomes: list[SectionOutcome],
+              made: dict | None = None) -> dict[tuple[str, str], tuple[pd.DataFrame, Any]]:
     """Every table of ``outcomes`` as the metrics file keeps it: (section id, table name) -> (rows kept, cut or
     None). Each table first gets its own budget (:func:`_budgeted`); then the per-operator, per-link and
     per-(rank, step) tables split what the other tables, the facts and an allowance leave of
@@ -199,12 +213,13 @@ def plan_cuts(run: Run | None, outcomes: list[SectionOutcome]) -> dict[tuple[str
     from a sample of rows), so the file stays within it at any rank and step count while per-rank tables are
     whole. When anything is cut, the kept tables are measured and, if the estimate was short, planned once more
     with the budget reduced by the overshoot. The page states the same cuts (:func:`cuts_text`). Made once per
-    report, by :func:`build`: the page and the metrics file read the same plan from the :class:`Document`."""
-    plan, other, any_cut = _plan(run, outcomes, th.JSON_BYTES)
+    report, by :func:`build`: the page and the metrics file read the same plan from the :class:`Document`.
+    ``made``: the rows of the kept tables measured whole (:attr:`Document.rows`)."""
+    plan, other, any_cut = _plan(run, outcomes, th.JSON_BYTES, made)
     if any_cut:
         over = _tables_bytes(plan) + other - th.JSON_BYTES
         if over > 0:
-            plan, _, _ = _plan(run, outcomes, th.JSON_BYTES - 1.1 * over)
+            plan, _, _ = _plan(run, outcomes, th.JSON_BYTES - 1.1 * over, made)
     return plan
 
 
@@ -237,7 +252,8 @@ def ordered_findings(outcomes: list[SectionOutcome]) -> list[Finding]:
 @dataclass
 class Document:
     """One report (module doc). ``plan``: (section id, table name) -> (rows kept, cut or None);
-    ``cut_notes``: per section id, the cuts of ``plan`` in words for the page."""
+    ``cut_notes``: per section id, the cuts of ``plan`` in words for the page; ``rows``: the :func:`table_rows`
+    already made of kept tables while planning (id(frame) -> (frame, rows); :meth:`table_rows`)."""
 
     run: Run
     outcomes: list[SectionOutcome]
@@ -249,12 +265,20 @@ class Document:
     plan: dict[tuple[str, str], tuple[pd.DataFrame, Any]]
     findings: list[Finding]
     cut_notes: dict[str, list[str]] = field(default_factory=dict)
+    rows: dict[int, tuple[pd.DataFrame, list]] = field(default_factory=dict, repr=False)
+
+    def table_rows(self, df: pd.DataFrame) -> list[dict[str, Any]]:
+        """:func:`~reportgen.jsonsafe.table_rows` of ``df``: the rows the plan made of this very frame when it
+        measured it whole, else made now. The list is shared: written, never changed."""
+        hit = self.rows.get(id(df))
+        return hit[1] if hit is not None and hit[0] is df else table_rows(df)
 
 
 def build(run: Run, outcomes: list[SectionOutcome], title: str | None = None) -> Document:
     """The :class:`Document` of ``run`` and its section outcomes (module doc)."""
-    plan = plan_cuts(run, outcomes)
+    made: dict = {}
+    plan = plan_cuts(run, outcomes, made)
     return Document(run=run, outcomes=list(outcomes), title=title or f"reportgen — {run.name}",
                     run_block=run_block(run), facts=facts_block(run), summary=summary(run, outcomes),
                     problems=bounded_problems(run), plan=plan, findings=ordered_findings(outcomes),
-                    cut_notes={o.id: cuts_text(o, plan) for o in outcomes})
+                    cut_notes={o.id: cuts_text(o, plan) for o in outcomes}, rows=made)

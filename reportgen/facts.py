@@ -448,6 +448,15 @@ def entry_clocks(e: pd.DataFrame | None, hosts: dict | None = None) -> dict:
     return {"comparable": bool(excess <= CLOCK_SPREAD_TOLERANCE_MS), "basis": "collective ends", **out}
 
 
+def clocks(run: Run) -> dict:
+    """:func:`entry_clocks` of the run's :func:`entries` and hosts, judged once per run (cached on the run: the
+    communication section and the diagnosis both state it); a copy each call."""
+    cache = _comm_cache(run)
+    if "clocks" not in cache:
+        cache["clocks"] = entry_clocks(entries(run), run.hosts)
+    return dict(cache["clocks"])
+
+
 def p2p_entries(run: Run) -> pd.DataFrame | None:
     """**Who waited for whom at each point-to-point transfer** (cached on the run), columns
     :data:`P2P_ENTRY_COLUMNS`: each send joined to its receive (:func:`reportgen.p2p.pairs`: the n-th send from a to

@@ -60,7 +60,7 @@ def build(doc: Document | Run, outcomes: list[SectionOutcome] | None = None) -> 
             block["tables"], left = {}, {}
             for name in o.analysis.tables:
                 kept, cut = doc.plan[(o.id, name)]
-                block["tables"][name] = table_rows(with_contract_keys(o.id, name, kept))
+                block["tables"][name] = doc.table_rows(with_contract_keys(o.id, name, kept))
                 if cut:
                     left[name] = cut
             if left:

@@ -177,6 +177,28 @@ def test_entries_on_an_ascend_fixture():
     w = facts.rank_waits(run)
     assert w["waited_ms"].sum() == pytest.approx(w["late_ms"].sum(), rel=1e-9)
     assert facts.entry_clocks(e, run.hosts)["comparable"] is True
+    # the run's judgement, made once: what entry_clocks says of the run's entries and hosts, a copy each call
+    got = facts.clocks(run)
+    assert got == facts.entry_clocks(e, run.hosts)
+    got["comparable"] = None
+    assert facts.clocks(run) == facts.entry_clocks(e, run.hosts)
+
+
+def test_run_clocks_across_hosts_are_entry_clocks():
+    """Two hosts whose collective ends spread 5 ms beyond the transfer: facts.clocks judges them not comparable, as
+    entry_clocks does; one host: comparable. Cached per run (the diagnosis and the communication section read it)."""
+    rows = []
+    for call in range(3):
+        for r in range(4):
+            skew = 5.0 if r >= 2 else 0.0
+            rows.append((r, 1, "collective", "allreduce_1", "allreduce", "g", 100.0 * call + r + skew, 10.0 - r,
+                         1.0, 0.0))
+    for hosts, comparable in (({0: "a", 1: "a", 2: "b", 3: "b"}, False), ({r: "a" for r in range(4)}, True)):
+        run = _run(_ops(rows))
+        run.hosts = dict(hosts)
+        want = facts.entry_clocks(facts.entries(run), run.hosts)
+        assert want["comparable"] is comparable
+        assert facts.clocks(run) == want and facts.clocks(run) == want
 
 
 def test_a_kernel_shorter_than_a_microsecond_gives_no_share_outside_0_to_100():

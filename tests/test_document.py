@@ -68,3 +68,31 @@ def test_data_problems_listed_are_bounded(monkeypatch):
     doc = document.build(_run(), [])
     assert [p.path for p in doc.problems] == ["/x/0", "(run)"]
     assert doc.problems[-1].problem == "2 more data problems not listed"
+
+
+def test_table_rows_made_while_planning_are_the_rows_written(monkeypatch):
+    """The plan measures a table of at most ROW_SAMPLE rows whole and keeps its rows for the metrics file, which
+    writes them instead of making them again: the file's tables are the rows jsonsafe.table_rows makes of each kept
+    frame (NaN, numpy ints, long text), for tables measured whole and for sampled ones, and each small table's rows
+    were made once."""
+    from reportgen import jsonsafe
+
+    n = document.ROW_SAMPLE
+    small = pd.DataFrame({"rank": [0, 1, 2], "step": [1, 1, 1], "wait_ms": [0.1 + 0.2, float("nan"), 3.0],
+                          "name": ["a", "x" * 5000, None]})
+    edge = pd.DataFrame({"rank": range(n), "op": ["b"] * n, "elapse_ms": [i / 3 for i in range(n)]})
+    big = pd.DataFrame({"rank": range(n + 1), "op": ["c"] * (n + 1), "elapse_ms": [i / 7 for i in range(n + 1)]})
+    outs = [SectionOutcome("communication", "C", "ok", analysis=Analysis(
+        tables={"per_rank_step": small, "ops": edge, "links": big}))]
+    made = []
+    real = document.table_rows
+    monkeypatch.setattr(document, "table_rows", lambda df, *a: made.append(len(df)) or real(df, *a))
+    doc = document.build(_run(), outs, "T")
+    js = metrics.build(doc)
+    for name, df in (("per_rank_step", small), ("ops", edge), ("links", big)):
+        kept, cut = doc.plan[("communication", name)]
+        assert cut is None
+        assert js["sections"]["communication"]["tables"][name] == jsonsafe.table_rows(kept)
+    # planning: small and edge whole, a sample of big (n rows); the file: big's rows only
+    assert made == [3, n, n, n + 1]
+    assert set(doc.rows) == {id(small), id(edge)}

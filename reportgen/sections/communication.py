@@ -233,7 +233,7 @@ def analyze(run: Run, options=None) -> Analysis:
     waits = facts.rank_waits(run, options)
     if waits is not None:
         tables["rank_waits"] = waits
-        clocks = facts.entry_clocks(facts.entries(run), run.hosts)
+        clocks = facts.clocks(run)
         metrics["waits"] = {"definition": "waited_ms: time this rank waited for the last rank to enter each collective "
                                           "call (and for the peer of each point-to-point transfer); late_ms: time the "
                                           "other ranks waited for this rank; totals over the steps in scope",
