@@ -47,6 +47,7 @@ markers, step trace or Steps blocks, windows are derived from step durations (:f
 from __future__ import annotations
 
 import re
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -341,11 +342,14 @@ def step_windows(run: Run, derived: bool = True) -> pd.DataFrame | None:
     The frame is shared: callers filter or copy it, never write into it."""
     memo = run.__dict__.setdefault("_windows_cache", {})
     hit = memo.get(derived)
-    if hit is not None and all(run.tables.get(n) is t for n, t in zip(WINDOW_INPUTS, hit[0])):
+    if hit is not None and all(run.tables.get(n) is (ref() if ref is not None else None)
+                               for n, ref in zip(WINDOW_INPUTS, hit[0])):
         return hit[1]
     w = _marked_windows(run)
     out = derived_windows(run) if w is None and derived else w
-    memo[derived] = (tuple(run.tables.get(n) for n in WINDOW_INPUTS), out)
+    # weak references: a table replaced since is not kept alive by the memo (a big run's kernels)
+    memo[derived] = (tuple(None if run.tables.get(n) is None else weakref.ref(run.tables[n]) for n in WINDOW_INPUTS),
+                     out)
     return out
 
 

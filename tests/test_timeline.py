@@ -307,13 +307,20 @@ def test_step_windows_memo_gives_what_a_fresh_computation_gives():
                                                 "computing_ms": 1.0})
         return run
 
+    import gc
+    import weakref
+
     run = fresh()
     first = timeline.step_windows(run)
     assert timeline.step_windows(run) is first  # memoised
     pd.testing.assert_frame_equal(first, timeline.derived_windows(fresh()))
     assert timeline.step_windows(run, derived=False) is None
-    # a new step_time: the memo no longer holds, the windows follow the new durations
+    # a new step_time: the memo no longer holds, the windows follow the new durations; the memo does not keep the
+    # replaced table alive
+    old = weakref.ref(run.tables["step_time"])
     run.tables["step_time"] = run.tables["step_time"].assign(step_ms=[9.0, 3.0, 7.5])
+    gc.collect()
+    assert old() is None
     again = timeline.step_windows(run)
     assert again is not first
     expected = fresh()
