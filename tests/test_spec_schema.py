@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from reportgen import charts
-from reportgen.render import chart_spec
 
 from conftest import REPO, analysed
 
@@ -148,8 +147,8 @@ def test_validate_gives_the_full_schemas_verdict():
                     ours = True
                 except jsonschema.ValidationError:
                     ours = False
-                # the spec the page writes (a tuple of rows is an array there)
-                assert ours == full.is_valid(chart_spec(spec)), (r, spec.get("data"))
+                # the page's JSON of the spec (a tuple of rows is an array there)
+                assert ours == full.is_valid(charts._json_form(spec)), (r, spec.get("data"))
     with pytest.raises(jsonschema.ValidationError):  # rows skipped, the rest of the spec still checked
         charts.validate({**base, "datasets": {name: [{"a": i} for i in range(100)]}, "mark": "nonsense"})
 
@@ -171,7 +170,7 @@ def test_the_fast_validator_gives_jsonschemas_verdict():
     fast, full = charts._validators()
     assert fast is not None
     # rows of the data sets left out (checked by the tests above; many, and slow for jsonschema)
-    specs = [chart_spec({**spec, "datasets": {k: [] for k in spec["datasets"]}} if "datasets" in spec else spec)
+    specs = [charts._json_form({**spec, "datasets": {k: [] for k in spec["datasets"]}} if "datasets" in spec else spec)
              for _, spec in _specs("demo")]
     assert len(specs) >= 20 and all(fast.is_valid(s) and full.is_valid(s) for s in specs)
     rnd = random.Random(30)
