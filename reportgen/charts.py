@@ -473,8 +473,10 @@ def _rows_valid(rows) -> bool:
 
 
 def _json_form(spec: Any) -> Any:
-    """``spec`` as the page gets it (JSON: a numpy scalar as its number, a tuple as an array, NaN as null), or
-    None when it holds something JSON cannot say (then the caller checks the object itself)."""
+    """``spec`` as JSON says it (a numpy scalar as its number, a tuple as an array, NaN as null), or None when it
+    holds something JSON cannot say (then the caller checks the object itself). Not ``render.chart_spec`` (which
+    also cuts long texts for the page): render imports this module, and the package has no import circles
+    (tests/test_imports.py)."""
     import msgspec
 
     def hook(obj: Any) -> Any:
@@ -486,11 +488,6 @@ def _json_form(spec: Any) -> Any:
         return msgspec.json.decode(msgspec.json.encode(spec, enc_hook=hook))
     except (TypeError, msgspec.EncodeError, msgspec.DecodeError, OverflowError):
         return None
-
-
-def _schema() -> dict:
-    with open(schema_path(), encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def _rs_schema(node: Any) -> Any:
@@ -514,7 +511,8 @@ def _validators() -> tuple[Any, Any]:
     if _validator is None:
         import jsonschema
 
-        schema = _schema()
+        with open(schema_path(), encoding="utf-8") as fh:
+            schema = json.load(fh)
         try:
             import jsonschema_rs
         except ImportError:
@@ -528,7 +526,7 @@ def _validators() -> tuple[Any, Any]:
 def validate(spec: dict) -> None:
     """Raise ``jsonschema.ValidationError`` unless ``spec`` follows the Vega-Lite schema (tests only).
 
-    The spec checked is the one the page gets: its JSON form (``_json_form``). The verdict is jsonschema-rs's (the
+    The spec checked is its JSON form (``_json_form``). The verdict is jsonschema-rs's (the
     test extra; ~700x faster than jsonschema on the specs of a report, which made a fifth to a third of a test's
     report); a spec it refuses is checked again with jsonschema, which raises its error with the path of the
     problem (and a disagreement is an error of its own). Without jsonschema-rs, or for an object JSON cannot say,
