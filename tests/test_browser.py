@@ -107,13 +107,16 @@ def open_report(browser):
     contexts = []
 
     def _open(path: Path, *, width: int = 1400, color_scheme: str = "light", vector: bool = False,
-              charts: str = "all"):
+              charts: str = "all", query: str = "", fragment: str = ""):
         """``vector``: every chart drawn as SVG (?renderer=svg), for checks that read the chart's SVG text and
         marks (the page draws charts of many marks on a canvas; the layout is the same). ``charts="scrolled"``
         (?draw=scrolled): the charts of the first screen drawn, then only a chart scrolled to, and the page ready
         when those and the tables are (:data:`READY_SCROLLED`): for checks of tables and layout, which then do not
-        wait for, nor share the CPU with, the drawing of every chart (3-6 CPU-s of Chromium for the demo)."""
-        query = [q for q, on in (("renderer=svg", vector), ("draw=scrolled", charts == "scrolled")) if on]
+        wait for, nor share the CPU with, the drawing of every chart (3-6 CPU-s of Chromium for the demo).
+        ``query`` (more of the address's query, e.g. ``data=whole``) and ``fragment`` (e.g. ``rank-2``): the page is
+        opened at that address, so it is not drawn once first without them."""
+        query = [q for q, on in (("renderer=svg", vector), ("draw=scrolled", charts == "scrolled"), (query, query))
+                 if on]
         ctx = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme=color_scheme,
                                   accept_downloads=True)
         contexts.append(ctx)
@@ -134,7 +137,8 @@ def open_report(browser):
                 else log.console_warnings.append(m.text) if m.type == "warning" else None)
         page.on("pageerror", lambda e: log.page_errors.append(str(e)))
         page.on("dialog", lambda d: (log.dialogs.append(d.message), d.dismiss()))
-        page.goto(path.resolve().as_uri() + ("?" + "&".join(query) if query else ""))
+        page.goto(path.resolve().as_uri() + ("?" + "&".join(query) if query else "")
+                  + (f"#{fragment}" if fragment else ""))
         page.wait_for_function(READY_SCROLLED if charts == "scrolled" else READY, timeout=TIMEOUT_MS)
         return page, log
 

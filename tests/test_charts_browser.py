@@ -148,10 +148,6 @@ def test_level2_charts_warn_of_no_empty_chart_or_bad_band(level2_report, open_re
     t_start / t_end / x / y"), the link box plot's empty outlier layer no longer sets its domain ("value"), and the
     Marey bars' band height is not taken on the lines' linear offset scale."""
     page, log = open_report(level2_report, vector=True)  # the picker's texts read from the SVG
-    warnings: list[str] = []
-    page.on("console", lambda m: warnings.append(m.text) if m.type == "warning" else None)
-    page.reload()
-    page.wait_for_function("document.documentElement.dataset.allDone === '1'")
     sel = page.locator("select[data-signal='drill_rank']")
     assert sel.count() == 1
     for value in sel.first.locator("option").evaluate_all("os => os.map(o => o.value)"):
@@ -159,7 +155,7 @@ def test_level2_charts_warn_of_no_empty_chart_or_bad_band(level2_report, open_re
         page.wait_for_timeout(150)
     texts = page.locator("#drill-rank-any svg text").all_text_contents()
     assert "(no data for this rank)" in texts
-    bad = [w for w in warnings if any(b in w for b in BAD_WARNINGS)]
+    bad = [w for w in log.console_warnings if any(b in w for b in BAD_WARNINGS)]  # kept from the page's start
     assert not bad, bad
     assert not log.problems(), log.problems()
 
@@ -204,9 +200,7 @@ def test_a_picker_charts_rows_of_the_value_picked_show_what_all_rows_show(level2
     for fig, parts in picked.items():
         assert all(p["rows"] <= p["whole"] for p in parts), (fig, parts)
     assert all(p["rows"] < p["whole"] for p in picked["drill-rank-any"]), picked["drill-rank-any"]  # 4 ranks
-    whole, _ = open_report(level2_report)
-    whole.goto(level2_report.resolve().as_uri() + "?data=whole")
-    whole.wait_for_function("document.documentElement.dataset.allDone === '1'")
+    whole, _ = open_report(level2_report, query="data=whole")
     assert whole.evaluate(PICKED_JS) == {}
     compared = 0
     for fig, parts in picked.items():
@@ -264,7 +258,7 @@ PARTITION_CASES = [
 def test_which_datasets_a_picker_partitions(level2_report, open_report):  # noqa: F811
     """charts.js gives a dataset only the picked rows when nothing but the picker's filter can tell them apart, and
     keeps all rows for every other use (reportgenCharts.partitionsOf on hand-written specs)."""
-    page, _ = open_report(level2_report)
+    page, _ = open_report(level2_report, charts="scrolled")  # no chart of the page is read
     for views, params, want in PARTITION_CASES:
         spec = {"params": params, "layer": views, "datasets": {"D": [], "L": []}}
         got = page.evaluate("(s) => window.reportgenCharts.partitionsOf(s)", spec)
@@ -275,10 +269,9 @@ def test_a_rank_picked_before_its_chart_is_drawn_shows_that_ranks_rows(level2_re
     """#rank-N opens the rank picker's figure with rank N set before the chart is drawn (applyChosen): its
     partitioned rows are rank N's, the marks those of the page drawing all rows."""
     marks = []
-    for query in ("?picked", "?data=whole"):  # a query of its own: a new document, not a hash change of the open one
-        page, _ = open_report(level2_report)
-        page.goto(level2_report.resolve().as_uri() + query + "#rank-2")
-        page.wait_for_function("document.documentElement.dataset.allDone === '1'")
+    for query in ("", "data=whole"):  # the page opened at #rank-2, drawing no chart but those it shows
+        page, _ = open_report(level2_report, charts="scrolled", query=query, fragment="rank-2")
+        page.wait_for_function("() => !!document.querySelector('#drill-rank-any .rg-chart[data-rendered]')")
         assert page.evaluate("window.reportgenCharts.signals('drill-rank-any').drill_rank") == 2
         marks.append(_marks(page, "drill-rank-any"))
     assert marks[0] == marks[1] and any('"r": 2' in m for m in marks[0]), marks[0][:5]

@@ -234,7 +234,7 @@ def test_the_cause_finding_opens_its_critical_path(tmp_path, open_report):
     # the slow compute itself (slow_rank_compute, who-waits-for-whom), before it was "arrives late" (critical path)
     assert f["cause"] and f["ranks"] == [1] and f["view"]["figure"] in ("waits-path", "waits-matrix")
     assert any(s["id"] == "slow_device_compute" for s in f["symptoms"])  # the old rule's finding, as its symptom
-    page, log = open_report(out)
+    page, log = open_report(out, charts="scrolled")  # the link draws the chart of the view it shows
     assert page.locator("#rg-verdict").inner_text().startswith("Cause:")
     page.locator("#rg-verdict a[data-view]").click()
     page.wait_for_function("f => document.documentElement.dataset.viewShown === f", arg=f["view"]["figure"])
@@ -333,7 +333,7 @@ def test_straggler_finding_opens_the_rank_comparison(report_cache, open_report, 
     doc = json.loads(out.with_suffix(".json").read_text())
     linked = [f for f in doc["findings"] if f.get("compare")]
     assert linked
-    page, log = open_report(out)
+    page, log = open_report(out, charts="scrolled")  # the link draws the chart of the view it shows
     link = page.locator("#rg-findings a.rg-compare-link").first
     a, b = linked[0]["compare"]
     assert link.inner_text() == f"Compare rank {a} with rank {b}"

@@ -379,7 +379,7 @@ def test_one_stage_expanded_among_union_lanes(report_cache, open_report, pp2x4):
     (o,) = run_sections(run, only=["execution"])
     control = next(c for c in o.view.controls if c.signal == "marey_view")
     assert [v for v, _ in control.options] == ["ranks", "stages", "stage:1", "stage:2"]
-    page, log = open_report(report_cache.get(pp2x4))
+    page, log = open_report(report_cache.get(pp2x4), charts="scrolled")  # the Marey view drawn when scrolled to
     page.locator("#execution-marey").scroll_into_view_if_needed()
     select = page.locator("#sec-execution select[data-signal='marey_view']")
     heights = {}

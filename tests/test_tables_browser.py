@@ -407,7 +407,7 @@ def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, 
     from reportgen.synth.mindinsight_strategy import write_strategy_files
     run = tmp_path_factory.mktemp("strategy_run")
     write_strategy_files(run, stages=2, dp=2, mp=2, layers=2, micro=2)
-    page, log = open_report(report_cache.get(run))
+    page, log = open_report(report_cache.get(run), charts="scrolled")
     tree = page.locator("#strategy-namespace-tree")
     assert tree.count() == 1
     closed = tree.locator("details.rg-tree-node:not([open])")
@@ -429,7 +429,7 @@ def test_namespace_tree_opens_closes_and_prints_open(report_cache, open_report, 
 def test_rank_cell_sets_the_rank_picker(reports, open_report):
     """Issue 27 #21: a rank cell of any table links to #rank-N; following it sets the execution section's rank picker
     (its control and its figure's signal) to that rank and shows the figure; the address keeps #rank-N."""
-    page, log = open_report(reports("pp2x4"))
+    page, log = open_report(reports("pp2x4"), charts="scrolled")  # following a link draws the chart it shows
     link = page.locator("a[href='#rank-3']").first
     assert link.count() == 1
     link.scroll_into_view_if_needed()
