@@ -37,6 +37,33 @@ _PR_SET_PDEATHSIG = 1
 _HELD = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
+_LIBC: list = []  # the C library once loaded (glibc: malloc_trim), [None] where there is none to call
+
+
+def release_free_memory() -> None:
+    """Give the heap's free pages back to the system: glibc's ``malloc_trim(0)``; elsewhere nothing.
+
+    A big run is read as many small pieces (every rank's decoded tables, received from the pool) that are freed
+    once stacked into the run's tables. glibc keeps freed small blocks in the heap and the process's resident size
+    with them, and the sections' memory then comes on top: 1,024 generated Kineto ranks were 1,119 MiB resident
+    after reading, 643 after a trim, the whole report's peak 1,903 -> 1,577 MiB (issue 30 #1). The call costs what
+    it gives back (~0.2 CPU-s for 0.8 GB of small blocks; ~30 us on a small heap)."""
+    if not _LIBC:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                fn = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only (musl has none)
+                if fn is not None:
+                    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _LIBC.append(fn)
+    if _LIBC[0] is not None:
+        _LIBC[0](0)
+
+
 def _die_with_parent_linux() -> None:
     try:
         import ctypes

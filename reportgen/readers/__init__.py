@@ -36,7 +36,7 @@ from ._files import kind_of, open_input
 from ..errors import InputError
 from ..limits import cap_text
 from ..model import Run
-from .. import engine, timeline
+from .. import engine, timeline, workers
 from . import ascend, kineto, mindinsight, minddata, mindspore_cpu, windows
 from .registry import FAMILIES, FORMATS, LABELS, REDUCIBLE, Family, get
 from .registry import rel as _rel
@@ -484,6 +484,7 @@ def _read_run(path, progress, jobs, comm_patterns, fmt, dask, window) -> Run:
         family.after_read(run, s)  # e.g. MindSpore's dataset pipeline
     _report_unread(run, s, family.name)
     timeline.attach(run)  # device_timeline (lazy) and the step breakdown measured on it
+    workers.release_free_memory()  # what reading freed (per-rank pieces, parsed text) leaves the heap
     return run
 
 

@@ -844,7 +844,10 @@ def _stacked(by_rank: dict, name: str) -> pd.DataFrame | None:
     if not parts:
         return None
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
-    return out.assign(rank=np.concatenate(ranks))
+    out = out.assign(rank=np.concatenate(ranks))
+    del parts, ranks
+    workers.release_free_memory()  # every rank's piece of it (small blocks the heap would keep)
+    return out
 
 
 def _ms(df: pd.DataFrame, t0: int, keep: list[str] | None = None) -> pd.DataFrame:
