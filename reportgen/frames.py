@@ -33,17 +33,23 @@ def records(df: pd.DataFrame, keys: list) -> list[dict]:
     """``df[keys].to_dict(orient="records")``: the same rows (numpy numbers as Python ones, ``<NA>`` as None, other
     values as pandas gives them), read column by column instead of row by row (a page table: tens of rows, a
     fifth of the cost). Keys that repeat or that name a missing or repeated column go by pandas' own call."""
-    if (maybe_box_native is None or not keys or len(set(keys)) != len(keys) or not df.columns.is_unique
-            or not all(k in df.columns for k in keys)):
+    if not records_fast(df, keys):
         return df[keys].to_dict(orient="records")
-    values = []
-    for k in keys:
-        s = df[k]
-        dtype = s.dtype
-        if isinstance(dtype, np.dtype) and dtype.kind in "biufc":  # what .item() gives, at once
-            values.append(s.to_numpy().tolist())
-        elif isinstance(dtype, np.dtype) and dtype.kind != "O":  # datetimes, timedeltas: pandas' scalars as they are
-            values.append(list(s))
-        else:  # object and extension columns: each value boxed as to_dict boxes it
-            values.append([maybe_box_native(v) for v in s])
+    values = [column_values(df[k]) for k in keys]
     return [dict(zip(keys, row)) for row in zip(*values)]
+
+
+def records_fast(df: pd.DataFrame, keys: list) -> bool:
+    """Whether :func:`records` reads ``df[keys]`` column by column (:func:`column_values`), not by pandas' call."""
+    return (maybe_box_native is not None and bool(keys) and len(set(keys)) == len(keys) and df.columns.is_unique
+            and all(k in df.columns for k in keys))
+
+
+def column_values(s: pd.Series) -> list:
+    """The values of one column as :func:`records` gives them in its rows."""
+    dtype = s.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufc":  # what .item() gives, at once
+        return s.to_numpy().tolist()
+    if isinstance(dtype, np.dtype) and dtype.kind != "O":  # datetimes, timedeltas: pandas' scalars as they are
+        return list(s)
+    return [maybe_box_native(v) for v in s]  # object and extension columns: each value boxed as to_dict boxes it

@@ -53,7 +53,7 @@ from . import __version__, charts, document, facts, fmt, limits
 from . import thresholds as th
 from . import labels as L
 from .model import Run
-from .report import KEY, SHOWN, Column, SectionOutcome, Table, count, natural_sorted
+from .report import KEY, SHOWN, Column, SectionOutcome, Table, count, empty_cell, natural_sorted
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -662,12 +662,7 @@ def _clean(value: Any) -> Any:
     return fmt.clean(value) if isinstance(value, float) else value
 
 
-_EMPTY_TEXT = {"", "-", "–", "—"}
 _ID_KINDS = ("rank", "int", "text")
-
-
-def _empty(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() in _EMPTY_TEXT)
 
 
 def arrange_columns(t: Table) -> tuple[Table, list[str]]:
@@ -675,7 +670,10 @@ def arrange_columns(t: Table) -> tuple[Table, list[str]]:
     run never recorded), key columns first; and the labels of the columns left out."""
     if not t.rows:
         return t, []
-    blank = [all(_empty(r.get(c.key)) for r in t.rows) for c in t.columns]
+    if t.blank_keys is not None:  # rows holds the first of the table's rows: judged on all of them when made
+        blank = [c.key in t.blank_keys for c in t.columns]
+    else:
+        blank = [all(empty_cell(r.get(c.key)) for r in t.rows) for c in t.columns]
     kept = [c for c, b in zip(t.columns, blank) if not b]
     dropped = [c.label for c, b in zip(t.columns, blank) if b]
     kept.sort(key=lambda c: c.priority != KEY)  # stable: explicit key columns move first, the rest keep their order
@@ -698,6 +696,7 @@ def _table_ctx(t) -> dict[str, Any]:
     naming it, every HTML cell formatted by fmt.cell in that unit; ``rows`` keep the raw values (base units,
     no float noise) for the CSV download, the filters and data-sort."""
     t, empty_columns = arrange_columns(t)
+    total = t.rows_total if t.rows_total is not None else len(t.rows)
     # embedded_rows never looks past MAX_EMBEDDED_ROWS + 1 rows: the rest are not cleaned (4096 ranks: millions)
     rows = [[_clean(r.get(c.key)) for c in t.columns] for r in t.rows[: max(MAX_EMBEDDED_ROWS + 1, t.max_html_rows)]]
     shown = rows[: t.max_html_rows]
@@ -733,8 +732,8 @@ def _table_ctx(t) -> dict[str, Any]:
         "cells": cells,  # the first max_html_rows rows as people read them (the --static page's HTML table)
         "listed": min(len(cells), th.PAGE_TABLE_ROWS),  # of them, the rows the page lists at first (table.js: more)
         "truncated": max(0, len(embedded) - t.max_html_rows),
-        "rows_total": len(t.rows),
-        "rows_left_out": len(t.rows) - len(embedded),  # beyond MAX_EMBEDDED_ROWS / MAX_EMBEDDED_BYTES
+        "rows_total": total,
+        "rows_left_out": total - len(embedded),  # beyond MAX_EMBEDDED_ROWS / MAX_EMBEDDED_BYTES
         "empty_columns": empty_columns,
     }
 

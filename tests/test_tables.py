@@ -96,3 +96,37 @@ def test_table_js_builds_no_markup_from_strings():
     for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
                       "fetch(", "XMLHttpRequest"):
         assert forbidden not in js, forbidden
+
+
+def test_a_long_frames_table_keeps_only_the_rows_the_page_uses(monkeypatch):
+    """Table.from_frame of a frame longer than the page embeds makes only the first rows (the others were a dict
+    each: ~220 MiB for 1,024 ranks' operators); the page's table is the one all rows made: the same embedded rows,
+    cells, units, row counts and columns left out (empty over every row, also past the rows kept)."""
+    import numpy as np
+
+    from reportgen import frames
+    from reportgen import thresholds as th
+
+    monkeypatch.setattr(th, "PAGE_EMBEDDED_ROWS", 40)
+    monkeypatch.setattr(render, "MAX_EMBEDDED_ROWS", 40)
+    rng = np.random.default_rng(7)
+    for n in (30, 41, 42, 120, 500):
+        late = np.full(n, np.nan)
+        late[-1] = 2.5  # the only value of its column: past the rows kept
+        df = pd.DataFrame({
+            "rank": rng.integers(0, 64, n), "name": rng.choice(["a", "-", " ", "k" * 50, None], n),
+            "ms": rng.choice([0.25, np.nan, 1e9, -0.0], n), "none": [None] * n, "dash": ["—"] * n,
+            "nan": np.full(n, np.nan), "late": late, "flag": rng.integers(0, 2, n).astype(bool),
+            "text_nan": pd.array(rng.choice(["x", None], n), dtype="str")})
+        cols = [Column("rank", "Rank", "rank"), Column("name", "Name", "text"), Column("ms", "Time", "ms"),
+                Column("none", "None", "text"), Column("dash", "Dash", "text"), Column("nan", "NaN", "ms"),
+                Column("late", "Late", "ms"), Column("flag", "Flag", "text"), Column("text_nan", "Text", "text")]
+        for html_rows in (25, 100):
+            capped = Table.from_frame("t", "T", df, cols, max_html_rows=html_rows)
+            whole = Table(id="t", title="T", columns=cols, rows=frames.records(df, [c.key for c in cols]),
+                          max_html_rows=html_rows)
+            keep = max(41, html_rows)
+            assert len(capped.rows) == min(n, keep) and repr(capped.rows) == repr(whole.rows[:keep])  # NaN != NaN
+            assert (capped.rows_total is None) == (n <= keep)
+            assert repr(render._table_ctx(capped)) == repr(render._table_ctx(whole)), (n, html_rows)
+            assert render._table_ctx(capped)["empty_columns"] == ["None", "Dash", "NaN"] + ([] if n > 1 else [])
