@@ -112,6 +112,10 @@ class Table:
     #: with ``rows_total``: the keys of the columns without a value in any of the rows (:func:`empty_cell`)
     blank_keys: frozenset | None = None
 
+    def __post_init__(self):
+        if (self.rows_total is None) != (self.blank_keys is None):
+            raise ValueError("Table.rows_total and Table.blank_keys go together (the columns of rows not held)")
+
     @classmethod
     def from_frame(cls, id: str, title: str, df: pd.DataFrame, columns: list[Column], **kw) -> "Table":
         """The frame's rows, in its order. Of a frame longer than the page ever embeds (:data:`th.PAGE_EMBEDDED_ROWS`,
@@ -119,6 +123,7 @@ class Table:
         ~220 MiB, for the operators of 1,024 ranks, issue 30 #1); the row count and the columns empty over every row
         are kept beside them."""
         keys = [c.key for c in columns]
+        # what render._table_ctx reads at most (its MAX_EMBEDDED_ROWS is th.PAGE_EMBEDDED_ROWS; tests only lower it)
         keep = max(th.PAGE_EMBEDDED_ROWS + 1, kw.get("max_html_rows", th.STATIC_TABLE_ROWS))
         if len(df) <= keep or not frames.records_fast(df, keys):
             return cls(id=id, title=title, columns=columns, rows=frames.records(df, keys), **kw)

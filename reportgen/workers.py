@@ -57,7 +57,7 @@ def release_free_memory() -> None:
                 fn = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only (musl has none)
                 if fn is not None:
                     fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-            except (OSError, AttributeError):
+            except (ImportError, OSError, AttributeError):  # a Python without ctypes, a static binary
                 fn = None
         _LIBC.append(fn)
     if _LIBC[0] is not None:
@@ -70,7 +70,7 @@ def _die_with_parent_linux() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # no libc / no prctl: the watchdog still works
+    except (ImportError, OSError, AttributeError):  # no ctypes / libc / prctl: the watchdog still works
         pass
 
 

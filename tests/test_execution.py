@@ -381,6 +381,7 @@ def test_one_stage_expanded_among_union_lanes(report_cache, open_report, pp2x4):
     assert [v for v, _ in control.options] == ["ranks", "stages", "stage:1", "stage:2"]
     page, log = open_report(report_cache.get(pp2x4), charts="scrolled")  # the Marey view drawn when scrolled to
     page.locator("#execution-marey").scroll_into_view_if_needed()
+    page.wait_for_selector("#execution-marey .rg-chart[data-rendered]", state="attached")  # drawn once scrolled to
     select = page.locator("#sec-execution select[data-signal='marey_view']")
     heights = {}
     for view in ("ranks", "stage:1", "stages"):

@@ -845,7 +845,7 @@ def _stacked(by_rank: dict, name: str) -> pd.DataFrame | None:
         return None
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
     out = out.assign(rank=np.concatenate(ranks))
-    del parts, ranks
+    del parts, ranks, df
     workers.release_free_memory()  # every rank's piece of it (small blocks the heap would keep)
     return out
 
