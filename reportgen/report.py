@@ -123,13 +123,15 @@ class Table:
         ~220 MiB, for the operators of 1,024 ranks, issue 30 #1); the row count and the columns empty over every row
         are kept beside them."""
         keys = [c.key for c in columns]
+        t = cls(id=id, title=title, columns=columns, rows=[], **kw)
         # what render._table_ctx reads at most (its MAX_EMBEDDED_ROWS is th.PAGE_EMBEDDED_ROWS; tests only lower it)
-        keep = max(th.PAGE_EMBEDDED_ROWS + 1, kw.get("max_html_rows", th.STATIC_TABLE_ROWS))
+        keep = max(th.PAGE_EMBEDDED_ROWS + 1, t.max_html_rows)
         if len(df) <= keep or not frames.records_fast(df, keys):
-            return cls(id=id, title=title, columns=columns, rows=frames.records(df, keys), **kw)
-        blank = frozenset(k for k in keys if _blank_column(df[k]))
-        return cls(id=id, title=title, columns=columns, rows=frames.records(df.iloc[:keep], keys),
-                   rows_total=len(df), blank_keys=blank, **kw)
+            t.rows = frames.records(df, keys)
+        else:
+            t.rows, t.rows_total = frames.records(df.iloc[:keep], keys), len(df)
+            t.blank_keys = frozenset(k for k in keys if _blank_column(df[k]))
+        return t
 
 
 @dataclass
