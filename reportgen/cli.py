@@ -566,6 +566,32 @@ def reduce_main(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def entry() -> None:
+    """The ``reportgen`` command (the console script and ``python -m reportgen``): :func:`main`, then the process ends
+    at once (:func:`_exit_now`). :func:`main` itself returns, for callers in a process of their own (the tests)."""
+    _exit_now(main())
+
+
+def _exit_now(code) -> None:
+    """End the process with ``code`` without tearing the interpreter down: a report's run leaves pandas, numpy and
+    their modules in memory, and freeing them object by object took ~0.1 s of a 2-rank report's ~1.3 s of wall
+    (0.16 s at 1,024 ranks) for memory the system takes back anyway. What an orderly exit does that matters is done
+    first: the atexit handlers (logging's flush, multiprocessing's and Dask's shutdown, weakref finalizers) and
+    stdout and stderr flushed. With another thread still running, the interpreter waits for it as usual."""
+    code = code if isinstance(code, int) else (0 if code is None else 1)
+    if threading.active_count() > 1:
+        sys.exit(code)
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a reader that closed the pipe: nothing more to tell
+                stream.flush()
+        os._exit(code)
+
+
 @_handling_interrupts
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)

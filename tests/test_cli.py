@@ -197,3 +197,37 @@ def test_progress_heartbeat_says_a_long_silent_phase_again():
     n = len(lines)
     _t.sleep(1.2)
     assert len(out.getvalue().splitlines()) == n  # stopped by close()
+
+
+_ENTRY = """
+import atexit, sys, threading, time
+class Late:
+    def __del__(self):
+        print("torn down", file=sys.stderr)
+late = Late()
+atexit.register(lambda: print("atexit ran"))
+print("buffered", end="")
+if sys.argv[1] == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
+sys.argv = ["reportgen", sys.argv[2], "-o", sys.argv[3]]
+from reportgen.cli import entry
+entry()
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["alone", "thread-running"])
+def test_the_command_ends_without_tearing_the_interpreter_down(tmp_path, thread):
+    """cli.entry (the console script and ``python -m reportgen``) ends the process once main returns, with main's exit
+    code: the atexit handlers run and stdout (a block-buffered pipe) and stderr are flushed, but the interpreter is not
+    torn down (a module global's ``__del__`` does not run). With another thread still running, the interpreter waits
+    for it and exits the usual way."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.run([sys.executable, "-c", _ENTRY, "thread" if thread else "alone", str(tmp_path / "missing"),
+                        str(tmp_path / "r.html")], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout.startswith("buffered") and "atexit ran" in p.stdout and "not reached" not in p.stdout
+    assert re.search(r"^reportgen: .*missing", p.stderr, re.M), p.stderr
+    assert ("thread done" in p.stdout) == thread
+    assert ("torn down" in p.stderr) == thread, p.stderr
+    assert not (tmp_path / "r.html").exists()

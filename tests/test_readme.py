@@ -78,7 +78,7 @@ def test_the_distribution_has_a_name_of_its_own():
     import tomllib
 
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert meta["name"] == "reportgen-cluster" and meta["scripts"] == {"reportgen": "reportgen.cli:main"}
+    assert meta["name"] == "reportgen-cluster" and meta["scripts"] == {"reportgen": "reportgen.cli:entry"}
     assert "reportgen-cluster" in (REPO / "README.md").read_text()
 
 
