@@ -321,3 +321,70 @@ def test_the_rank_comparison_names_the_pair_memory_peaks():
     assert c["peak_mb_b"] == float(mem.at[c["rank_b"], "peak_mb"])
     sub = {o.id: o for o in sections.run_sections(run, section_options(run), only=["advisor", "compare"])}
     assert sub["compare"].analysis.metrics["peak_mb_a"] == c["peak_mb_a"]  # a subset, the advisor first
+
+
+# ------------------------------------------------------------------ a section either process may analyse
+
+
+@pytest.fixture
+def either_sections(fake_sections, monkeypatch):
+    """The fake sections and e, of EITHER_PROCESS (after c in report order, before d, which runs after both): e
+    records a data problem and loads the lazy table u; ``slow`` names a section that takes 0.4 s."""
+    import time
+
+    mods = {sid: sections.load(sid) for sid in "abcd"}
+    slow: set[str] = set()
+    for sid in "ab":
+        def analyze(run, options, _orig=mods[sid].analyze, _sid=sid):
+            if _sid in slow:
+                time.sleep(0.4)
+            return _orig(run, options)
+
+        mods[sid].analyze = analyze
+    e = types.ModuleType("fake_e")
+    e.ID, e.TITLE, e.NEEDS = "e", "E", ()
+
+    def analyze_e(run, options):
+        fake_sections.append("e")
+        run.table("u")
+        run.problem("e", "either")
+        return Analysis(metrics={"id": "e"})
+
+    e.analyze, e.present = analyze_e, lambda a: View(summary="e drawn")
+    mods["e"] = e
+    monkeypatch.setattr(sections, "SECTION_IDS", list("abced"))
+    monkeypatch.setattr(sections, "EITHER_PROCESS", ("e",))
+    monkeypatch.setattr(sections, "load", lambda sid: mods[sid])
+    return fake_sections, slow
+
+
+def _takes_e_then_breaks():
+    """A second process that takes e, then fails (module level: the pool sends it to the worker by name)."""
+    if sections._FORKED[3].take() != "e":
+        raise AssertionError("e was not there to take")
+    raise RuntimeError("the second process broke")
+
+
+@pytest.mark.parametrize("slow,here", [("a", ["a", "d"]), ("b", ["a", "e", "d"])],
+                         ids=["first-busy", "second-busy"])
+def test_a_section_of_either_process_goes_to_the_one_done_first(either_sections, slow, here):
+    """e is analysed once, by the process done with its own sections first (the second when a is slow, this one when
+    b is), and the report is the one a single process gives, data problems in report order."""
+    calls, slow_set = either_sections
+    serial = _run_fake(1)
+    assert ("e", "either") in serial[1] and serial[0][3][5] == "e drawn"
+    calls.clear()
+    slow_set.add(slow)
+    two = _run_fake(2)
+    assert calls == here
+    assert two == serial
+
+
+def test_a_section_taken_by_a_second_process_that_then_fails_is_analysed_here(either_sections, monkeypatch):
+    calls, slow = either_sections
+    serial = _run_fake(1)
+    slow.add("a")  # the second process takes e first
+    monkeypatch.setattr(sections, "_second_process", _takes_e_then_breaks)
+    calls.clear()
+    assert _run_fake(2) == serial
+    assert calls == ["a", "b", "c", "e", "d"]

@@ -140,8 +140,13 @@ def needs_reason(module, missing: list[str], options=None) -> str:
 #: whose analyses only ask for one another (``execution`` reads ``flops``, ``memory`` and ``trajectory``) and that no
 #: section of the first process asks for (``compare`` and the advisor, which read both sides, run once both are
 #: done). Each process then holds about half of the work (measured on 2-8-rank runs: ``execution`` alone is about as
-#: much as ``waits``, ``communication``, ``domains`` and ``host`` together; ``operators`` stays here).
+#: much as ``waits``, ``communication``, ``domains`` and ``host`` together); :data:`EITHER_PROCESS` evens it out.
 SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
+#: Analysed (and presented) by whichever process is done with its own sections first, when there are two: sections
+#: that ask for no other section's analysis and that none asks for. How the work splits depends on the run (on 2-8-rank
+#: runs ``memory`` was 16-36 % of the sections' time, ``execution`` 12-25 %, ``operators`` 7-15 %): a fixed list left
+#: one process waiting for the other for up to a quarter of the sections' wall time.
+EITHER_PROCESS = ("operators",)
 #: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
 #: the second process's copy-on-write pages and working set raised the peak memory of a generated 1024-rank run of
 #: GPU traces from 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096
@@ -149,7 +154,7 @@ SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (it reads analyses of both)
 AFTER_BOTH = ("advisor",)
-#: what the second process analyses: (run, options, ids), set just before the fork and inherited by it
+#: what the second process analyses: (run, options, ids, claims), set just before the fork and inherited by it
 _FORKED: tuple | None = None
 
 
@@ -163,7 +168,8 @@ def run_sections(run: Run, options: Options | None = None,
     (:mod:`reportgen.focus`: ``analysis.focus``), so every sample it draws keeps those ranks, steps and groups.
 
     ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
-    are analysed in a forked process while this one analyses the others (:func:`_two_processes`); a section's
+    are analysed in a forked process while this one analyses the others (:func:`_two_processes`), those of
+    :data:`EITHER_PROCESS` by the process done first with its own; a section's
     ``finish`` (what it reads of the other process's sections) runs once both are done, then :data:`AFTER_BOTH`;
     the outcome, data problems included, is the one a single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
@@ -213,15 +219,18 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
     unlisted = 0  # problems the second process only counted (past the cap)
     if second is not None:
         for sid in ids:
-            if sid not in SECOND_PROCESS and sid not in AFTER_BOTH:
+            if sid not in SECOND_PROCESS and sid not in AFTER_BOTH and sid not in EITHER_PROCESS:
                 analyse(sid)
+        for sid in second.claim_all():  # the sections either process may analyse that the second has not taken
+            analyse(sid)
         got = second.result()  # {"outcomes": {sid: (outcome, problems)}, ...}, or None: analysed here
         if got is not None:
             unlisted += got["unlisted"]
             got = got["outcomes"]
-        for sid in (s for s in ids if s in SECOND_PROCESS):
-            if got is None:
-                analyse(sid)
+        for sid in (s for s in ids if s in SECOND_PROCESS or s in EITHER_PROCESS):
+            if got is None or sid not in got:
+                if sid not in analysed:  # the second process failed (or took none of EITHER_PROCESS)
+                    analyse(sid)
                 continue
             outcome, problems = got[sid]
             if progress:
@@ -250,8 +259,9 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
     spans.append(((1, 0), first, len(run.problems)))
     presented: dict[int, tuple] = {}
     there = second.present(page_focus) if second is not None and got is not None else None
+    theirs = set(got) if there is not None else set()  # the sections the second process analysed: it presents them
     for i, o in enumerate(outcomes):
-        if o.status != "ok" or o.id == "advisor" or (there is not None and o.id in SECOND_PROCESS):
+        if o.status != "ok" or o.id == "advisor" or o.id in theirs:
             continue
         first = len(run.problems)
         presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
@@ -262,7 +272,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
             unlisted += views["unlisted"]
             views = views["views"]
         for i, o in enumerate(outcomes):
-            if o.status != "ok" or o.id not in SECOND_PROCESS:
+            if o.status != "ok" or o.id not in theirs:
                 continue
             if views is None:
                 first = len(run.problems)
@@ -357,18 +367,22 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
         return None
     from .. import workers
 
-    _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS])
-    pool = None
+    either = [s for s in ids if s in EITHER_PROCESS]
+    pool = claims = None
     try:
+        claims = _Claims(either)
+        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS], claims)
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)
         _hand_over()
-        return _Second(pool, executor, future)
+        return _Second(pool, executor, future, claims)
     except BaseException as exc:  # no fork (ENOMEM, a process limit): one process; Ctrl-C: the worker stopped first
         if pool is not None:
             with contextlib.suppress(Exception):
                 pool.__exit__(type(exc), exc, exc.__traceback__)
+        if claims is not None:
+            claims.close()
         if not isinstance(exc, Exception):
             raise
         log.debug("no second process", exc_info=True)
@@ -395,13 +409,58 @@ def _hand_over() -> None:
     time.sleep(0.0005)
 
 
+class _Claims:
+    """Which process analyses each section of :data:`EITHER_PROCESS`: a pipe made before the fork holds one byte per
+    section (its index); a process takes the next by reading one byte without waiting (a pipe hands each byte to
+    one reader), so each section goes to exactly one process, in order, and to none once the pipe is empty."""
+
+    def __init__(self, ids: list[str]):
+        import os
+
+        self.ids = list(ids)
+        self.read_fd, write_fd = os.pipe()
+        try:
+            os.write(write_fd, bytes(range(len(self.ids))))
+        finally:
+            os.close(write_fd)
+        os.set_blocking(self.read_fd, False)
+
+    def take(self) -> str | None:
+        """The next section not yet taken by either process (it is this one's now), or None."""
+        import os
+
+        if self.read_fd < 0:
+            return None
+        try:
+            got = os.read(self.read_fd, 1)
+        except BlockingIOError:
+            return None
+        return self.ids[got[0]] if got else None
+
+    def close(self) -> None:
+        import os
+
+        if self.read_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.read_fd)
+            self.read_fd = -1
+
+
 class _Second:
     """The second process: the result of its analyses, then (:meth:`present`) of its presents; the pool is closed
     after the last one, after a failure (None: this process does the work), or by :meth:`stop`."""
 
-    def __init__(self, pool, executor, future):
-        self.pool, self.executor, self.future = pool, executor, future
+    def __init__(self, pool, executor, future, claims: _Claims):
+        self.pool, self.executor, self.future, self.claims = pool, executor, future, claims
         self.open, self.last = True, False
+
+    def claim_all(self) -> list[str]:
+        """The sections of :data:`EITHER_PROCESS` the second process has not taken, now this one's (in order)."""
+        out = []
+        while (sid := self.claims.take()) is not None:
+            out.append(sid)
+        self.claims.close()
+        return out
 
     def result(self):
         try:
@@ -428,33 +487,45 @@ class _Second:
         return self
 
     def close(self) -> None:
+        self.claims.close()
         if self.open:
             self.open = False
             self.pool.__exit__(None, None, None)
 
     def stop(self, exc: BaseException) -> None:
+        self.claims.close()
         if self.open:
             self.open = False
             self.pool.__exit__(type(exc), exc, exc.__traceback__)
 
 
 def _second_process():
-    """In the forked process: the sections of :data:`SECOND_PROCESS`, each with the data problems recorded while it
-    was analysed, and how many problems it only counted (past the cap); an outcome that cannot be pickled fails the
-    task (the first process then analyses them). The outcomes stay here for :func:`_second_present`."""
-    run, options, ids = _FORKED
+    """In the forked process: the sections of :data:`SECOND_PROCESS`, then those of :data:`EITHER_PROCESS` the first
+    process has not taken (:class:`_Claims`), each with the data problems recorded while it was analysed, and how many
+    problems it only counted (past the cap); an outcome that cannot be pickled fails the task (the first process then
+    analyses them). The outcomes stay here for :func:`_second_present`."""
+    global _FORKED
+    run, options, ids, claims = _FORKED
     out, unlisted = {}, run.problems_unlisted
-    for sid in ids:
+
+    def analyse(sid: str) -> None:
         first = len(run.problems)
         outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
         out[sid] = (outcome, run.problems[first:])
+
+    for sid in ids:
+        analyse(sid)
+    while (sid := claims.take()) is not None:  # then what the first process has not taken yet
+        analyse(sid)
+    claims.close()
+    _FORKED = (run, options, list(out), None)  # _second_present presents what was analysed here
     return {"outcomes": out, "unlisted": run.problems_unlisted - unlisted}  # not picklable: an error there, None here
 
 
 def _second_present(page_focus):
     """In the forked process, once the page's focus is known: its sections presented (:func:`_present_one`), by id,
     each with the data problems recorded meanwhile, and how many problems it only counted."""
-    run, options, ids = _FORKED
+    run, options, ids, _ = _FORKED
     out, unlisted = {}, run.problems_unlisted
     for sid in ids:
         o = options.done[sid]
