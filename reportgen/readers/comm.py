@@ -166,7 +166,8 @@ def kineto_ops(run) -> pd.DataFrame | None:
     if sel.empty:
         return None
     sel = sel.copy()
-    sel["op_type"] = sel["collective"].map(lambda c: _KINETO_TYPE.get(str(c), canonical_op_type(c)))
+    sel["op_type"] = per_value(sel["collective"], lambda cs: pd.Series(  # a few names over every op of every rank
+        [_KINETO_TYPE.get(str(c), canonical_op_type(c)) for c in cs]))
     if "in_mb" not in sel or sel["in_mb"].isna().all():
         sel["in_mb"] = math.nan
         sel["out_mb"] = math.nan
@@ -184,10 +185,11 @@ def kineto_ops(run) -> pd.DataFrame | None:
     sel["size_mb"] = sel[["in_mb", "out_mb"]].max(axis=1)
     n = sel["group_size"].where(sel["group_size"] > 0, sel["ranks_seen"])
     sel["bandwidth_gbps"] = (sel["size_mb"] / sel["dur_ms"]).where(sel["dur_ms"] > 0)  # MB/ms = GB/s
-    factor: dict = {}  # a handful of (collective, group size) pairs among many ops
-    sel["busbw_gbps"] = sel["bandwidth_gbps"] * [
-        factor[ck] if ck in factor else factor.setdefault(ck, busbw_factor(ck[0], int(ck[1])))
-        for ck in zip(sel["op_type"], n)]
+    pairs = pd.DataFrame({"t": sel["op_type"].to_numpy(), "n": n.to_numpy()})  # a handful of (type, size) pairs
+    code = pairs.groupby(["t", "n"], sort=False, dropna=False).ngroup().to_numpy()
+    first = pairs.drop_duplicates()
+    factor = np.array([busbw_factor(t, int(k)) for t, k in zip(first["t"], first["n"])], dtype=np.float64)
+    sel["busbw_gbps"] = sel["bandwidth_gbps"] * factor[code]
     sel["step"] = assign_steps(sel, run.table("trace_steps"))  # the rank's window holding the op's start; -1 outside
     peer = np.full(len(sel), -1, dtype=np.int64)
     if "dst_rank" in sel and "src_rank" in sel:
