@@ -101,6 +101,35 @@ def clip(iv: tuple, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
 
 
+def clipped_lengths(iv: tuple, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``length(*clip(iv, lo[k], hi[k]))`` for every window k, the same floats, for a merged (sorted, disjoint) list
+    ``iv`` (what :func:`union`, :func:`intersect` and :func:`difference` give): the intervals a window keeps are a run
+    of the list (found by binary search for all windows at once), only its first and last are clipped, and each
+    window's lengths are summed as :func:`length` sums them. Another list (NaN times, not sorted): window by window
+    with :func:`clip`; likewise a window whose ends are not finite or that ends before it starts."""
+    s, e = iv
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    out = np.zeros(len(lo))
+    if len(s) == 0 or len(lo) == 0:
+        return out
+    simple = np.isfinite(lo) & np.isfinite(hi) & (lo <= hi)
+    if not (np.isfinite(s).all() and np.isfinite(e).all() and (s[1:] > e[:-1]).all() and (e >= s).all()):
+        simple[:] = False
+    for k in np.flatnonzero(~simple):
+        out[k] = length(*clip(iv, lo[k], hi[k]))
+    first = np.searchsorted(e, lo, side="right")  # the first interval ending after the window starts
+    end = np.searchsorted(s, hi, side="left")  # past the last interval starting before the window ends
+    d = e - s
+    for k in np.flatnonzero(simple & (end > first)):
+        i, j = first[k], end[k]
+        seg = d[i:j].copy()
+        seg[0] = min(e[i], hi[k]) - max(s[i], lo[k])
+        if j - i > 1:
+            seg[-1] = min(e[j - 1], hi[k]) - s[j - 1]
+        out[k] = float(seg.sum())
+    return out
+
+
 
 
 def _temporal(s: np.ndarray, e: np.ndarray, comp_mask: np.ndarray, comm_mask: np.ndarray) -> dict:

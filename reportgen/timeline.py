@@ -52,7 +52,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from .intervals import clip, difference, intersect, length, union
+from .intervals import clipped_lengths, difference, intersect, union
 from .model import TABLES, ByRank, Run
 
 COLUMNS = list(TABLES["device_timeline"])
@@ -462,29 +462,57 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
     Intervals are clipped to the window they run in."""
     if receive is None:
         receive = bool((tl["kind"] == "receive").any())
-    rows = []
-    of_rank = ByRank(tl)
-    for rank, win in windows.groupby("rank"):
-        t = of_rank[rank]
-        comp = _iv(t[t["kind"] == "compute"])
-        comm = _iv(t[t["kind"].isin(["communication", "receive"])])
+    columns = ["rank", "step", "step_ms"] + BREAKDOWN_COLS + RECEIVE_COLS
+    windows = windows[windows["rank"].notna()]
+    if windows.empty:
+        df = pd.DataFrame([], columns=columns)
+        df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
+        return df
+    # every rank's rows as slices of arrays sorted by rank (each rank's rows in their order): no frame per rank
+    kind = tl["kind"]
+    is_comp, is_recv = (kind == "compute").to_numpy(bool), (kind == "receive").to_numpy(bool)
+    is_comm = kind.isin(["communication", "receive"]).to_numpy(bool)
+    start, end = tl["start_ms"].to_numpy(dtype=float), tl["end_ms"].to_numpy(dtype=float)
+    t_rank = tl["rank"].to_numpy()
+    t_order = np.argsort(t_rank, kind="stable")
+    t_sorted = t_rank[t_order]
+    w_rank = windows["rank"].to_numpy()
+    w_order = np.argsort(w_rank, kind="stable")  # by rank, each rank's windows in their order (groupby's rows)
+    w_sorted = w_rank[w_order]
+    w_lo = windows["start_ms"].to_numpy()[w_order]
+    w_hi = windows["end_ms"].to_numpy()[w_order]
+    n = len(w_order)
+    cols = {c: np.zeros(n) for c in ("computing", "comm", "over", "both", "bubble")}
+    bounds = np.flatnonzero(np.r_[True, w_sorted[1:] != w_sorted[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        r = w_sorted[a]
+        idx = t_order[np.searchsorted(t_sorted, r, side="left"):np.searchsorted(t_sorted, r, side="right")]
+        s_r, e_r = start[idx], end[idx]
+        m = is_comp[idx]
+        comp = union(s_r[m], e_r[m])
+        m = is_comm[idx]
+        comm = union(s_r[m], e_r[m])
         both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
-        overlap = intersect(comm, comp)
-        bubble_iv = difference(_iv(t[t["kind"] == "receive"]), comp) if receive else None
-        for s in win.itertuples():
-            w = s.end_ms - s.start_ms
-            comm_w = length(*clip(comm, s.start_ms, s.end_ms))
-            over = length(*clip(overlap, s.start_ms, s.end_ms))
-            row = {"rank": rank, "step": s.step, "step_ms": w,
-                   "computing_ms": length(*clip(comp, s.start_ms, s.end_ms)),
-                   "comm_not_overlapped_ms": comm_w - over, "overlapped_ms": over, "comm_ms": comm_w,
-                   "free_ms": w - length(*clip(both, s.start_ms, s.end_ms))}
-            if receive:
-                bubble = length(*clip(bubble_iv, s.start_ms, s.end_ms))
-                row.update(bubble_ms=bubble, stage_ms=w - bubble,
-                           comm_not_overlapped_exclude_receive_ms=comm_w - over - bubble)
-            rows.append(row)
-    df = pd.DataFrame(rows, columns=["rank", "step", "step_ms"] + BREAKDOWN_COLS + RECEIVE_COLS)
+        lo, hi = w_lo[a:b].astype(float), w_hi[a:b].astype(float)
+        cols["computing"][a:b] = clipped_lengths(comp, lo, hi)
+        cols["comm"][a:b] = clipped_lengths(comm, lo, hi)
+        cols["over"][a:b] = clipped_lengths(intersect(comm, comp), lo, hi)
+        cols["both"][a:b] = clipped_lengths(both, lo, hi)
+        if receive:
+            m = is_recv[idx]
+            cols["bubble"][a:b] = clipped_lengths(difference(union(s_r[m], e_r[m]), comp), lo, hi)
+    w = w_hi - w_lo
+    comm_w, over = cols["comm"], cols["over"]
+    out = {"rank": w_sorted, "step": windows["step"].to_numpy()[w_order], "step_ms": w,
+           "computing_ms": cols["computing"], "comm_not_overlapped_ms": comm_w - over, "overlapped_ms": over,
+           "comm_ms": comm_w, "free_ms": w - cols["both"]}
+    if receive:
+        bubble = cols["bubble"]
+        out.update(bubble_ms=bubble, stage_ms=w - bubble, comm_not_overlapped_exclude_receive_ms=comm_w - over - bubble)
+    # built from one record per window, as pandas lays out such a frame (the sections' per-rank means over a frame
+    # laid out otherwise came out an ulp apart: pandas' grouped means depend on the frame's blocks)
+    keys = list(out)
+    df = pd.DataFrame([dict(zip(keys, row)) for row in zip(*(out[k].tolist() for k in keys))], columns=columns)
     df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
     return df
 

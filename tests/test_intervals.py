@@ -34,3 +34,98 @@ def test_ascend_device_ops_written_twice_are_dropped_once():
     run.tables["device_ops"] = df
     assert run.table("device_ops")["name"].tolist() == ["MatMul", "Add"]
     assert "device_ops: 1 item written twice on one stream" in run.problems[0].problem
+
+
+def _random_intervals(rng, n):
+    import numpy as np
+
+    s = np.round(rng.uniform(0, 100, n), rng.integers(0, 7))
+    e = s + np.round(rng.choice([0.0, 0.5, 1.0, 3.7, 10.0], n) * rng.uniform(0, 2, n), 5)
+    return s, e
+
+
+def test_clipped_lengths_are_clip_then_length_of_each_window():
+    """intervals.clipped_lengths gives, bit for bit, ``length(*clip(iv, lo, hi))`` of every window: merged lists from
+    union, intersect and difference (touching and zero-length rows among the inputs), windows on interval ends,
+    outside every interval, empty, inverted, with NaN or infinite ends; and lists that are not merged (unsorted, NaN
+    times, an end before its start), which go window by window."""
+    import numpy as np
+
+    from reportgen.intervals import clip, clipped_lengths, difference, intersect, length, union
+
+    rng = np.random.default_rng(30)
+    checked = 0
+    for _ in range(300):
+        a = union(*_random_intervals(rng, int(rng.integers(0, 40))))
+        b = union(*_random_intervals(rng, int(rng.integers(0, 40))))
+        ends = np.concatenate([a[0], a[1], b[0], [0.0, 50.0, 120.0]])
+        lo = np.concatenate([rng.uniform(-10, 110, 30), rng.choice(ends, 10), [np.nan, 5.0, -np.inf, 7.0, 60.0]])
+        hi = np.concatenate([lo[:30] + rng.uniform(0, 40, 30), rng.choice(ends, 10), [9.0, np.nan, 20.0, np.inf, 50.0]])
+        for iv in (a, intersect(a, b), difference(a, b), (np.array([5.0, 1.0, np.nan]), np.array([6.0, 3.0, 2.0])),
+                   (np.array([4.0]), np.array([2.0]))):
+            want = np.array([length(*clip(iv, l, h)) for l, h in zip(lo, hi)])
+            got = clipped_lengths(iv, lo, hi)
+            assert got.tobytes() == want.tobytes(), (iv, lo, hi, got, want)
+            checked += int((got > 0).sum())
+    assert checked > 1000  # windows that kept something
+
+
+def _breakdown_by_definition(tl, windows, receive):
+    """Per rank and window, the breakdown written as its definition (timeline.breakdown's doc): union, clip, length."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.intervals import clip, difference, intersect, length, union
+    from reportgen.timeline import BREAKDOWN_COLS, RECEIVE_COLS
+
+    def iv(df):
+        return union(df["start_ms"].to_numpy(dtype=float), df["end_ms"].to_numpy(dtype=float))
+
+    rows = []
+    for rank, win in windows.groupby("rank"):
+        t = tl[tl["rank"] == rank]
+        comp, comm = iv(t[t["kind"] == "compute"]), iv(t[t["kind"].isin(["communication", "receive"])])
+        both = union(np.concatenate([comm[0], comp[0]]), np.concatenate([comm[1], comp[1]]))
+        overlap = intersect(comm, comp)
+        bubble_iv = difference(iv(t[t["kind"] == "receive"]), comp)
+        for s in win.itertuples():
+            w = s.end_ms - s.start_ms
+            comm_w, over = length(*clip(comm, s.start_ms, s.end_ms)), length(*clip(overlap, s.start_ms, s.end_ms))
+            row = {"rank": rank, "step": s.step, "step_ms": w, "computing_ms": length(*clip(comp, s.start_ms, s.end_ms)),
+                   "comm_not_overlapped_ms": comm_w - over, "overlapped_ms": over, "comm_ms": comm_w,
+                   "free_ms": w - length(*clip(both, s.start_ms, s.end_ms))}
+            if receive:
+                bubble = length(*clip(bubble_iv, s.start_ms, s.end_ms))
+                row.update(bubble_ms=bubble, stage_ms=w - bubble, comm_not_overlapped_exclude_receive_ms=comm_w - over - bubble)
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=["rank", "step", "step_ms"] + BREAKDOWN_COLS + RECEIVE_COLS)
+    df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
+    return df
+
+
+def test_breakdown_is_its_definition_per_rank_and_window():
+    """timeline.breakdown (every rank's rows as array slices, windows measured together) equals, bit for bit and
+    dtype for dtype, the breakdown computed rank by rank and window by window from its definition: ranks and windows
+    in any order, a rank with windows and no rows, a row without a kind, windows outside the rows, with and without
+    receive."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.timeline import breakdown
+
+    rng = np.random.default_rng(7)
+    n = 600
+    s, e = _random_intervals(rng, n)
+    kind = rng.choice(["compute", "communication", "receive", "memcpy"], n).astype(object)
+    kind[5] = None
+    tl = pd.DataFrame({"rank": rng.choice([3, 0, 1], n), "kind": pd.array(kind, dtype="str"), "start_ms": s,
+                       "end_ms": e})
+    windows = pd.DataFrame({"rank": [1, 0, 3, 0, 1, 9, 3, 0], "step": [2, 1, 1, 2, 1, 1, 2, 3],
+                            "start_ms": [30.0, 0.0, 10.5, 40.25, 0.0, 0.0, 55.0, 200.0],
+                            "end_ms": [80.0, 40.25, 55.0, 90.0, 30.0, 10.0, 130.0, 210.0]})
+    for receive in (True, False):
+        got, want = breakdown(tl, windows, receive=receive), _breakdown_by_definition(tl, windows, receive)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert got["computing_ms"].gt(0).sum() >= 5
+    empty = breakdown(tl, windows.iloc[:0], receive=True)
+    pd.testing.assert_frame_equal(empty, _breakdown_by_definition(tl, windows.iloc[:0], True))
