@@ -577,9 +577,11 @@ def _exit_now(code) -> None:
     their modules in memory, and freeing them object by object took ~0.1 s of a 2-rank report's ~1.3 s of wall
     (0.16 s at 1,024 ranks) for memory the system takes back anyway. What an orderly exit does that matters is done
     first: the atexit handlers (logging's flush, multiprocessing's and Dask's shutdown, weakref finalizers) and
-    stdout and stderr flushed. With another thread still running, the interpreter waits for it as usual."""
+    stdout and stderr flushed (a flush that fails for want of space: exit code 120, as the interpreter's own exit).
+    While a thread that is not a daemon still runs, the interpreter waits for it as usual (daemon threads, as the
+    progress heartbeat, end with the process either way)."""
     code = code if isinstance(code, int) else (0 if code is None else 1)
-    if threading.active_count() > 1:
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
         sys.exit(code)
     import atexit
 
@@ -587,8 +589,12 @@ def _exit_now(code) -> None:
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # a reader that closed the pipe: nothing more to tell
+            try:
                 stream.flush()
+            except (BrokenPipeError, ValueError):  # a reader that closed the pipe, a closed stream: nothing to tell
+                pass
+            except OSError:  # not written (a full disk)
+                code = code or 120
         os._exit(code)
 
 

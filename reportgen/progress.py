@@ -83,6 +83,9 @@ class Progress:
     def close(self) -> None:
         """Clear the bar and stop the heartbeat (before any message, so the message starts a clean line)."""
         self._stop.set()
+        beat = getattr(self, "_beat", None)
+        if beat is not None and beat is not threading.current_thread() and beat.is_alive():
+            beat.join(timeout=1.0)  # it writes nothing more once stopped (it waits on _stop between beats)
         with self._lock:
             self.enabled = self.enabled and self.tty  # off a terminal: nothing more after close
         if self.drawn:

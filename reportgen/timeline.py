@@ -469,9 +469,12 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
         df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
         return df
     # every rank's rows as slices of arrays sorted by rank (each rank's rows in their order): no frame per rank
+    if tl["rank"].isna().any():  # rows of no rank belong to no window (as the former split by rank)
+        tl = tl[tl["rank"].notna()]
     kind = tl["kind"]
-    is_comp, is_recv = (kind == "compute").to_numpy(bool), (kind == "receive").to_numpy(bool)
-    is_comm = kind.isin(["communication", "receive"]).to_numpy(bool)
+    is_comp = (kind == "compute").to_numpy(bool, na_value=False)
+    is_recv = (kind == "receive").to_numpy(bool, na_value=False)
+    is_comm = kind.isin(["communication", "receive"]).to_numpy(bool, na_value=False)
     start, end = tl["start_ms"].to_numpy(dtype=float), tl["end_ms"].to_numpy(dtype=float)
     t_rank = tl["rank"].to_numpy()
     t_order = np.argsort(t_rank, kind="stable")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import os
@@ -205,29 +206,39 @@ class Late:
     def __del__(self):
         print("torn down", file=sys.stderr)
 late = Late()
-atexit.register(lambda: print("atexit ran"))
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
 print("buffered", end="")
 if sys.argv[1] == "thread":
     threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
-sys.argv = ["reportgen", sys.argv[2], "-o", sys.argv[3]]
+sys.argv = ["reportgen", *sys.argv[2:]]
 from reportgen.cli import entry
 entry()
 print("not reached")
 """
 
 
-@pytest.mark.parametrize("thread", [False, True], ids=["alone", "thread-running"])
-def test_the_command_ends_without_tearing_the_interpreter_down(tmp_path, thread):
+@pytest.mark.parametrize("mode", ["alone", "thread", "stdout-full"])
+def test_the_command_ends_without_tearing_the_interpreter_down(tmp_path, mode):
     """cli.entry (the console script and ``python -m reportgen``) ends the process once main returns, with main's exit
     code: the atexit handlers run and stdout (a block-buffered pipe) and stderr are flushed, but the interpreter is not
-    torn down (a module global's ``__del__`` does not run). With another thread still running, the interpreter waits
-    for it and exits the usual way."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    p = subprocess.run([sys.executable, "-c", _ENTRY, "thread" if thread else "alone", str(tmp_path / "missing"),
-                        str(tmp_path / "r.html")], capture_output=True, text=True, env=env, timeout=120)
+    torn down (a module global's ``__del__`` does not run), whatever daemon threads still run (the progress
+    heartbeat: stderr is not a terminal here). While a thread that is not a daemon runs, the interpreter waits for it
+    and exits the usual way. Output that cannot be flushed (stdout on a full disk) ends with the interpreter's 120."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout block-buffered: flushed at the end
+    env["PYTHONPATH"] = str(REPO)
+    out = tmp_path / "r.html"
+    args = ["demo", "-o", str(out)] if mode == "stdout-full" else [str(tmp_path / "missing"), "-o", str(out)]
+    with open("/dev/full", "w") if mode == "stdout-full" else contextlib.nullcontext(subprocess.PIPE) as stdout:
+        p = subprocess.run([sys.executable, "-c", _ENTRY, mode, *args], stdout=stdout, stderr=subprocess.PIPE,
+                           text=True, env=env, timeout=120)
+    assert "Traceback" not in p.stderr and "atexit ran" in p.stderr, p.stderr
+    if mode != "thread":
+        assert "torn down" not in p.stderr, p.stderr
+    if mode == "stdout-full":
+        assert p.returncode == 120 and out.is_file(), p.stderr
+        return
     assert p.returncode == 2, p.stderr
-    assert p.stdout.startswith("buffered") and "atexit ran" in p.stdout and "not reached" not in p.stdout
+    assert p.stdout.startswith("buffered") and "not reached" not in p.stdout
     assert re.search(r"^reportgen: .*missing", p.stderr, re.M), p.stderr
-    assert ("thread done" in p.stdout) == thread
-    assert ("torn down" in p.stderr) == thread, p.stderr
-    assert not (tmp_path / "r.html").exists()
+    assert ("thread done" in p.stdout) == (mode == "thread")
+    assert not out.exists()

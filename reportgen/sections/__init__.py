@@ -145,7 +145,11 @@ SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 #: Analysed (and presented) by whichever process is done with its own sections first, when there are two: sections
 #: that ask for no other section's analysis and that none asks for. How the work splits depends on the run (on 2-8-rank
 #: runs ``memory`` was 16-36 % of the sections' time, ``execution`` 12-25 %, ``operators`` 7-15 %): a fixed list left
-#: one process waiting for the other for up to a quarter of the sections' wall time.
+#: one process waiting for the other for up to a quarter of the sections' wall time. The first process takes them
+#: after its own sections, those after them in report order included: a data problem that such a section and a later
+#: one could both find first (a table loaded lazily, a check made once per run) would then come at the later one's
+#: place. tests/test_sections_parallel.py checks that it does not on every family and on broken inputs of the tables
+#: operators reads.
 EITHER_PROCESS = ("operators",)
 #: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
 #: the second process's copy-on-write pages and working set raised the peak memory of a generated 1024-rank run of
@@ -352,7 +356,8 @@ def _analyse_one(run: Run, options: Options, sid: str, module) -> SectionOutcome
 
 
 def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
-    """The second process (:class:`_Second`, analysing :data:`SECOND_PROCESS`), or None: one process (``jobs`` 1,
+    """The second process (:class:`_Second`, analysing :data:`SECOND_PROCESS` and what it takes of
+    :data:`EITHER_PROCESS`), or None: one process (``jobs`` 1,
     one core, a subset of the sections, no fork, or a run whose tables take more than :data:`FORK_MAX_TABLE_BYTES`).
     The second process sends back each outcome with the data problems recorded while it was analysed, or None when
     an outcome cannot be sent (this process then analyses those sections itself)."""
@@ -421,9 +426,12 @@ class _Claims:
         self.read_fd, write_fd = os.pipe()
         try:
             os.write(write_fd, bytes(range(len(self.ids))))
+            os.set_blocking(self.read_fd, False)
+        except BaseException:
+            os.close(self.read_fd)
+            raise
         finally:
             os.close(write_fd)
-        os.set_blocking(self.read_fd, False)
 
     def take(self) -> str | None:
         """The next section not yet taken by either process (it is this one's now), or None."""
@@ -455,7 +463,8 @@ class _Second:
         self.open, self.last = True, False
 
     def claim_all(self) -> list[str]:
-        """The sections of :data:`EITHER_PROCESS` the second process has not taken, now this one's (in order)."""
+        """The sections of :data:`EITHER_PROCESS` the second process has not taken, now this one's (in order): all
+        that are left at once, which balances the work while there is one such section."""
         out = []
         while (sid := self.claims.take()) is not None:
             out.append(sid)
