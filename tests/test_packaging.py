@@ -26,7 +26,7 @@ def test_wheel_contains_templates_and_assets(tmp_path):
     # the malformed-input corpus is test code (tests/malformed_corpus.py), not shipped
     assert not [n for n in names if "malformed" in n], sorted(n for n in names if "malformed" in n)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "reportgen = reportgen.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "reportgen = reportgen.cli:entry" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 class FakeTTY(io.StringIO):
