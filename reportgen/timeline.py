@@ -447,10 +447,6 @@ def build(run: Run) -> pd.DataFrame | None:
 # --------------------------------------------------------------------------- breakdown
 
 
-def _iv(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    return union(df["start_ms"].to_numpy(dtype=float), df["end_ms"].to_numpy(dtype=float))
-
-
 def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = None) -> pd.DataFrame:
     """Per rank and step window W (the definitions of every family's breakdown: Ascend step_trace_time.csv,
     Kineto GPU via :func:`reportgen.readers.kineto.step_breakdown`, gloo and MindSpore CPU via :func:`fill_step_time`):

@@ -233,7 +233,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
             got = got["outcomes"]
         for sid in (s for s in ids if s in SECOND_PROCESS or s in EITHER_PROCESS):
             if got is None or sid not in got:
-                if sid not in analysed:  # the second process failed (or took none of EITHER_PROCESS)
+                if sid not in analysed:  # the second process failed (a section this one took is analysed)
                     analyse(sid)
                 continue
             outcome, problems = got[sid]
