@@ -211,7 +211,18 @@ def estimate_aten_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
             cache[key] = aten_flops(name, dims) if isinstance(dims, list) else math.nan
         return cache[key]
 
-    ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]
+    try:  # once per distinct (name, dims) pair, in the order of first appearance: ops repeat every step of every rank
+        names, n_uniq = pd.factorize(ops["name"], use_na_sentinel=False)
+        dims, d_uniq = pd.factorize(ops["input_dims"], use_na_sentinel=False)
+        pair, first = np.unique(names.astype(np.int64) * (len(d_uniq) + 1) + dims, return_index=True)
+        first = np.sort(first)
+        codes = np.searchsorted(pair, names.astype(np.int64) * (len(d_uniq) + 1) + dims)
+        values = np.full(len(pair), math.nan)
+        for i in first:
+            values[codes[i]] = flops_of(n_uniq[names[i]], d_uniq[dims[i]])
+        ops["flops"] = values[codes]
+    except TypeError:  # unhashable dims (lists): row by row
+        ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]
     mine = own[ops.index].to_numpy(dtype=bool)
     if mine.any():
         ops.loc[mine, "flops"] = ops.loc[mine, "profiler_flops"].astype(float)

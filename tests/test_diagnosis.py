@@ -309,3 +309,32 @@ def test_host_gaps_are_the_pandas_least_largest_and_medians_of_each_host_against
         assert [r[:2] for r in got] == [r[:2] for r in want]
         np.testing.assert_array_equal(np.array([r[2:] for r in got], dtype=float).reshape(-1, 2),
                                       np.array([r[2:] for r in want], dtype=float).reshape(-1, 2))
+
+
+def test_exposed_time_is_each_ranks_ops_outside_its_compute():
+    """diagnosis._exposed (ranks as slices of arrays sorted once) equals its definition written rank by rank: per
+    rank and step, the summed op time and the part of each op outside the union of that rank's compute intervals
+    (ranks' rows interleaved, a rank without compute, zero-length ops, rows without a rank)."""
+    from reportgen import intervals as iv
+
+    rng = np.random.default_rng(5)
+    for case in range(60):
+        n, m = int(rng.integers(1, 40)), int(rng.integers(0, 60))
+        o = pd.DataFrame({"rank": rng.integers(0, 5, n).astype(float), "step": rng.integers(1, 4, n),
+                          "start_ms": np.round(rng.uniform(0, 50, n), 2),
+                          "elapse_ms": np.round(rng.choice([0.0, 0.5, 3.0, 9.0], n) * rng.uniform(0, 2, n), 3)})
+        if case % 4 == 0 and n > 1:
+            o.loc[0, "rank"] = np.nan
+        comp = pd.DataFrame({"rank": rng.integers(0, 4, m), "start_ms": np.round(rng.uniform(0, 50, m), 2)})
+        comp["end_ms"] = comp["start_ms"] + np.round(rng.uniform(0, 8, m), 2)
+        got = dg._exposed(o, comp)
+        parts = []
+        for r, g in o.groupby("rank"):
+            c = comp[comp["rank"] == r]
+            u = iv.union(c["start_ms"].to_numpy(float), c["end_ms"].to_numpy(float))
+            s0 = g["start_ms"].to_numpy(float)
+            e0 = s0 + g["elapse_ms"].to_numpy(float)
+            frac = 1 - np.divide(iv.covered(u, s0, e0), e0 - s0, out=np.zeros(len(g)), where=(e0 - s0) > 0)
+            parts.append(g.assign(exposed_ms=g["elapse_ms"] * frac, time_ms=g["elapse_ms"]))
+        want = pd.concat(parts).groupby(["rank", "step"], as_index=False)[["exposed_ms", "time_ms"]].sum()
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)

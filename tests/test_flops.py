@@ -232,6 +232,35 @@ def test_nested_ops_counted_once_and_shape_formulas():
         2 * 2 * 2 * 4 * 16 * 32 * (8 + 8)
 
 
+def test_each_ops_flops_are_its_own_dims_formula():
+    """estimate_aten_ops computes each distinct (name, dims) once: every op's FLOPs still equal aten_flops of its
+    own name and parsed Input Dims (ops repeated across ranks and steps, in any order; dims missing, not JSON, or
+    lists instead of text)."""
+    import json
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    kinds = [("aten::mm", "[[4, 8], [8, 16]]"), ("aten::mm", "[[2, 8], [8, 16]]"), ("aten::bmm", "[[2, 3, 4], [2, 4, 5]]"),
+             ("aten::addmm", "[[5], [3, 4], [4, 5], [], []]"), ("aten::mm", None), ("aten::mm", "not json"),
+             ("aten::conv2d", "[[2, 3, 8, 8], [16, 3, 3, 3], [16]]"), ("aten::mul", "[[5], [5]]"),
+             ("aten::linear", "[[4, 64, 256], [384, 256], [384]]")]
+    for case in range(3):
+        pick = rng.integers(0, len(kinds), 300)
+        cpu = pd.DataFrame({"name": [kinds[i][0] for i in pick], "input_dims": [kinds[i][1] for i in pick],
+                            "rank": rng.integers(0, 4, 300), "tid": 1, "start_ms": np.arange(300) * 2.0,
+                            "dur_ms": 1.0})
+        if case == 2:  # dims as lists, not text: computed row by row
+            cpu["input_dims"] = [json.loads(t) if isinstance(t, str) and t != "not json" else t for t in cpu["input_dims"]]
+        est = fc.estimate_aten_ops(cpu)
+        assert len(est) == int(sum(kinds[i][0] != "aten::mul" for i in pick))
+        for name, dims, flops in zip(est["name"], est["input_dims"], est["flops"]):
+            parsed = json.loads(dims) if isinstance(dims, str) and dims != "not json" else dims
+            want = fc.aten_flops(name, parsed) if isinstance(parsed, list) else math.nan
+            assert flops == want or (math.isnan(flops) and math.isnan(want)), (name, dims)
+
+
 def test_unknown_sources_are_unavailable():
     ascend = read_run(fixture_dir("ascend", "msinsight", "test", "st", "level2"))
     ascend.loaders.pop("kernels", None)  # no kernel_details.csv: nothing to estimate from

@@ -1,3 +1,5 @@
+import numpy as np
+import pandas as pd
 
 
 def test_work_written_twice_on_one_stream_is_dropped_once():
@@ -129,3 +131,63 @@ def test_breakdown_is_its_definition_per_rank_and_window():
         assert got["computing_ms"].gt(0).sum() >= 5
     empty = breakdown(tl, windows.iloc[:0], receive=True)
     pd.testing.assert_frame_equal(empty, _breakdown_by_definition(tl, windows.iloc[:0], True))
+
+
+def _gpu_run(rng, ranks, launch_col, with_events):
+    """Random ``gpu_ops`` and ``hta_events`` of several ranks, rows of the ranks interleaved: kernels, NCCL kernels,
+    memcpy, syncs without a stream, ns times that round differently to whole µs."""
+    names = ["sgemm_kernel", "ncclDevKernel_AllReduce", "Memcpy HtoD", "Event Sync", "elementwise_kernel",
+             "ncclKernel_SendRecv"]
+    kinds = {"sgemm_kernel": "kernel", "elementwise_kernel": "kernel", "Memcpy HtoD": "memcpy",
+             "Event Sync": "kernel", "ncclDevKernel_AllReduce": "comm", "ncclKernel_SendRecv": "comm"}
+    n = int(rng.integers(1, 60)) * len(ranks)
+    name = rng.choice(names, n)
+    ts = rng.integers(10**12, 10**12 + 5_000_000, n)
+    dur = rng.integers(0, 400_000, n)
+    gpu = pd.DataFrame({"rank": rng.choice(ranks, n), "name": name, "kind": [kinds[x] for x in name],
+                        "stream": np.where(name == "Event Sync", -1, rng.integers(0, 3, n)),
+                        "correlation": rng.integers(-1, 40, n), "ts_ns": ts, "dur_ns": dur})
+    gpu["start_ms"] = (gpu["ts_ns"] - 10**12) / 1e6
+    gpu["end_ms"] = (gpu["ts_ns"] + gpu["dur_ns"] - 10**12) / 1e6
+    if launch_col:
+        gpu["launch_ts_ns"] = np.where(rng.random(n) < 0.2, np.iinfo(np.int64).max, ts - rng.integers(0, 9000, n))
+    if not with_events:
+        return gpu, None
+    m = int(rng.integers(0, 30)) * len(ranks)
+    role = rng.choice(["gpu", "mark", "launch", "cpu"], m)
+    ev = pd.DataFrame({"rank": rng.choice(ranks + [max(ranks) + 1], m), "role": role,
+                       "name": np.where(role == "mark", rng.choice(["ProfilerStep#1", "ProfilerStep#2"], m),
+                                        rng.choice(names, m)),
+                       "stream": np.where(role == "gpu", rng.integers(-1, 3, m), -1),
+                       "correlation": rng.integers(-1, 40, m), "ts_ns": rng.integers(10**12, 10**12 + 5_000_000, m),
+                       "dur_ns": rng.integers(0, 100_000, m)})
+    if launch_col and rng.random() < 0.5:
+        ev["launch_ts_ns"] = np.iinfo(np.int64).max
+    return gpu, ev
+
+
+def test_gpu_time_by_rank_is_each_ranks_metrics():
+    """The overlap section's per-rank GPU time (one pass over the columns, ranks as slices) gives, for every rank,
+    exactly what gpu_time_metrics and hta_gpu_time_metrics give on that rank's rows and events (rows of the ranks
+    interleaved, a rank without events, events of a rank without GPU ops, with and without launch times and the
+    last-step rule)."""
+    from reportgen.intervals import gpu_time_by_rank, gpu_time_metrics, hta_gpu_time_metrics
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for case in range(120):
+        ranks = sorted(rng.choice(np.arange(9), int(rng.integers(1, 5)), replace=False).tolist())
+        gpu, ev = _gpu_run(rng, ranks, launch_col=bool(case % 2), with_events=case % 3 != 0)
+        drop = ev is not None and bool(case % 5)
+        got = gpu_time_by_rank(gpu, ev, drop)
+        assert [r for r, _, _ in got] == sorted(set(gpu["rank"]))
+        for r, ours, hta in got:
+            g = gpu[gpu["rank"] == r]
+            e = None if ev is None else ev[ev["rank"] == r]
+            assert ours == gpu_time_metrics(g)  # == on dicts of floats: the same floats (NaN aside)
+            want = hta_gpu_time_metrics(g, e, drop)
+            assert hta.keys() == want.keys()
+            for k in want:
+                assert hta[k] == want[k] or (hta[k] != hta[k] and want[k] != want[k]), (case, r, k)
+            checked += bool(want)
+    assert checked > 100

@@ -41,7 +41,7 @@ from .. import fmt, palette
 from ..charts import MEDIAN_CAPTION, WARMUP_CAPTION, median_heatmap, stacked_parts, to_spec
 from .. import facts
 from ..errors import Unavailable
-from ..model import ByRank, Run
+from ..model import Run
 from ..report import Analysis, Column, Control, EvidenceView, Figure, Finding, Table, View
 from . import needs_reason
 
@@ -257,7 +257,7 @@ def analyze(run: Run, options=None) -> Analysis:
 def _gpu_time(run: Run) -> pd.DataFrame | None:
     """Per-rank GPU temporal breakdown and comm/comp overlap (HTA's formulas; reportgen/intervals.py): our
     columns with our conventions and kernel classes, the ``*_hta`` ones exactly as HTA 0.5 prints them."""
-    from ..intervals import gpu_time_metrics, hta_gpu_time_metrics, hta_profiler_steps
+    from ..intervals import gpu_time_by_rank, hta_profiler_steps
 
     gpu = run.table("gpu_ops")
     if gpu is None:
@@ -265,11 +265,7 @@ def _gpu_time(run: Run) -> pd.DataFrame | None:
     events = run.table("hta_events")
     drop_last = events is not None and hta_profiler_steps(events.loc[events["role"] == "mark", "name"]) >= 2
     rows = []
-    events_of = ByRank(events)
-    for rank, g in gpu.groupby("rank"):
-        ev = events_of[rank]
-        ours = gpu_time_metrics(g)
-        hta = hta_gpu_time_metrics(g, ev, drop_last) if "ts_ns" in g else {}
+    for rank, ours, hta in gpu_time_by_rank(gpu, events, drop_last):
         row = {"rank": int(rank), **ours}
         row.update({f"{k.removesuffix('_ratio')}_hta_ratio": v for k, v in hta.items() if k.endswith("_ratio")})
         rows.append(row)
