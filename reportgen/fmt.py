@@ -131,14 +131,29 @@ def _exponent(f: float, sig: int) -> str:
     return f"{mantissa}e{'+' if int(exp) >= 0 else '-'}{abs(int(exp))}"
 
 
+def _magnitudes(values: Iterable[Any]) -> Any:
+    """The sorted magnitudes of the finite non-zero numbers among ``values`` (bools and text left out); a numpy array
+    or pandas column of plain numbers at once (the values as floats, as ``float`` makes them), anything else value
+    by value."""
+    dtype = getattr(values, "dtype", None)
+    if getattr(dtype, "kind", None) in ("i", "u", "f") and type(dtype).__module__.split(".")[0] == "numpy":
+        import numpy as np
+
+        a = np.asarray(values, dtype=float)
+        a = np.abs(a[np.isfinite(a) & (a != 0)])
+        a.sort()
+        return a
+    return sorted(abs(f) for f in (_finite(v) for v in values) if f)
+
+
 def unit_for(kind: str, values: Iterable[Any] = ()) -> tuple[str, float]:
     """(unit label, factor) for a column or axis of ``kind``: the largest unit in which the median of the
     non-zero magnitudes is at least 1. Kinds without units give ('', 1)."""
     units = UNITS.get(kind)
     if not units:
         return (BASE_UNIT.get(kind, ""), 1.0)
-    mags = sorted(abs(f) for f in (_finite(v) for v in values) if f)
-    if not mags:
+    mags = _magnitudes(values)
+    if not len(mags):
         base = next(u for u in units if u[1] == 1.0)
         return base
     med = mags[len(mags) // 2]

@@ -45,11 +45,13 @@ def records_fast(df: pd.DataFrame, keys: list) -> bool:
             and all(k in df.columns for k in keys))
 
 
-def column_values(s: pd.Series) -> list:
-    """The values of one column as :func:`records` gives them in its rows."""
+def column_values(s: pd.Series, lazy: bool = False):
+    """The values of one column as :func:`records` gives them in its rows (a list; ``lazy``: an iterator over them
+    where they are made one by one, for a reader that may stop early)."""
     dtype = s.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "biufc":  # what .item() gives, at once
         return s.to_numpy().tolist()
     if isinstance(dtype, np.dtype) and dtype.kind != "O":  # datetimes, timedeltas: pandas' scalars as they are
         return list(s)
-    return [maybe_box_native(v) for v in s]  # object and extension columns: each value boxed as to_dict boxes it
+    boxed = map(maybe_box_native, s)  # object and extension columns: each value boxed as to_dict boxes it
+    return boxed if lazy else list(boxed)

@@ -50,4 +50,10 @@ def group_column(df, key: str = "group", **kw):
     """A table column of ``df[key]`` (process groups, or streams: :func:`group_label`)."""
     from .report import Column
 
-    return Column(key, group_label(df[key].tolist() if df is not None and key in df else []), "text", **kw)
+    values = []
+    if df is not None and key in df:
+        try:  # each distinct value once (a group repeats in every row of its ops)
+            values = df[key].unique()
+        except TypeError:  # unhashable values
+            values = df[key].tolist()
+    return Column(key, group_label(values), "text", **kw)

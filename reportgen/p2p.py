@@ -179,10 +179,11 @@ def ops(run: Run) -> pd.DataFrame | None:
     for f in (_kineto, _from_comm_ops, _mindinsight):
         df = f(run)
         if df is not None and not df.empty:
-            if "candidates" not in df:
-                df["candidates"] = [[] for _ in range(len(df))]
             df = df.astype({"rank": "int64", "step": "int64", "peer_rank": "int64"})
-            df = _peers_by_time(df, run.stage_of).drop(columns="candidates")
+            if "candidates" in df:
+                df = _peers_by_time(df, run.stage_of).drop(columns="candidates")
+            elif "peer_source" not in df:  # no candidates to search: every peer is the files' (or unknown)
+                df["peer_source"] = np.where(df["peer_rank"] >= 0, "files", "")
             df = df.sort_values(["rank", "step", "start_ms"], kind="stable").reset_index(drop=True)
             df["order"] = df.groupby(["rank", "step"]).cumcount()
             return df

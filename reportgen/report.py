@@ -91,7 +91,7 @@ def _blank_column(s: pd.Series) -> bool:
     dtype = s.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "biufc":
         return dtype.kind == "f" and bool(np.isnan(s.to_numpy()).all())
-    return all(empty_cell(v) for v in frames.column_values(s))
+    return all(empty_cell(v) for v in frames.column_values(s, lazy=True))  # to the first cell with a value
 
 
 @dataclass

@@ -59,6 +59,25 @@ def test_unit_for_without_values_and_unitless_kinds():
 
 # ---- cells, headers, quantities -----------------------------------------------------------------
 
+def test_unit_for_a_numeric_column_is_its_values_one_by_one():
+    """unit_for reads a numpy array or a pandas column of plain numbers at once: the same unit as the same values
+    read one by one (NaN, infinities, zeros, negatives, ints; bools and nullable columns go value by value)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(11)
+    pool = [0.0, math.nan, math.inf, -math.inf, 1e-9, 0.3, 0.9995, 9999.4, 9999.6, 5e5, -2e7]
+    for _ in range(400):
+        v = np.array([rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1, 1) * 10.0 ** rng.integers(-9, 12)
+                      for _ in range(int(rng.integers(0, 25)))])
+        ints = np.nan_to_num(v, posinf=0, neginf=0).astype(np.int64)
+        for kind in ("ms", "mb", "bytes", "gbps", "flops"):
+            assert fmt.unit_for(kind, pd.Series(v)) == fmt.unit_for(kind, v) == fmt.unit_for(kind, v.tolist())
+            assert fmt.unit_for(kind, pd.Series(ints)) == fmt.unit_for(kind, ints.tolist())
+    assert fmt.unit_for("ms", pd.Series([True, True])) == fmt.unit_for("ms", [True, True]) == ("ms", 1.0)
+    assert fmt.unit_for("ms", pd.Series([2e4, None], dtype="Float64")) == ("s", 1000.0)
+
+
 def test_cell_in_the_column_unit():
     unit, factor = fmt.unit_for("flop", [12008762441000.0, 3.3e12])
     assert unit == "TFLOP" and fmt.cell(12008762441000.0, "flop", factor) == "12.01"

@@ -56,6 +56,53 @@ def test_comm_overlap_subtracts_the_union_of_collective_spans():
     assert ov[("fwd", 1)] == 0.0  # no collectives on rank 1
 
 
+def test_comm_overlap_is_its_definition_rank_by_rank():
+    """comm_overlap (every rank's rows as slices of arrays sorted once) gives the rows, order and floats of its
+    definition written rank by rank: each occurrence's overlap with the union of its rank's collective spans, summed
+    per side, name and rank in order of appearance (ranks interleaved, a rank without collectives, negative
+    durations, rows without a rank)."""
+    rng = np.random.default_rng(9)
+
+    def by_rank(spans, comm):
+        out, cg = [], {r: g for r, g in comm.groupby("rank", sort=False)}
+        for r, s in spans.groupby("rank", sort=False):
+            a = s["start_ms"].to_numpy(float)
+            b = a + s["dur_ms"].to_numpy(float)
+            ov = np.zeros(len(s))
+            c = cg.get(r)
+            if c is not None and len(c):
+                cs = c["start_ms"].to_numpy(float)
+                ce = cs + np.maximum(c["dur_ms"].to_numpy(float), 0.0)
+                blocks = sorted(zip(cs, ce))
+                for i, (x, y) in enumerate(zip(a, b)):
+                    t, merged = 0.0, []
+                    for p, q in blocks:
+                        if merged and p <= merged[-1][1]:
+                            merged[-1][1] = max(merged[-1][1], q)
+                        else:
+                            merged.append([p, q])
+                    for p, q in merged:
+                        t += max(0.0, min(y, q) - max(x, p))
+                    ov[i] = t
+            out.append(pd.DataFrame({"rank": r, "side": s["side"].to_numpy(), "name": s["name"].to_numpy(),
+                                     "comm_ms": ov}))
+        return pd.concat(out, ignore_index=True).groupby(["side", "name", "rank"], sort=False, as_index=False)[
+            "comm_ms"].sum()
+
+    for case in range(40):
+        n, m = int(rng.integers(1, 40)), int(rng.integers(0, 30))
+        spans = pd.DataFrame({"rank": rng.integers(0, 5, n).astype(float), "side": rng.choice(["host", "device"], n),
+                              "name": rng.choice(["fwd", "bwd", "opt"], n),
+                              "start_ms": np.round(rng.uniform(0, 100, n), 1), "dur_ms": np.round(rng.uniform(0, 30, n), 1)})
+        if case % 5 == 0:
+            spans.loc[0, "rank"] = np.nan
+        comm = pd.DataFrame({"rank": rng.integers(0, 4, m).astype(float), "start_ms": np.round(rng.uniform(0, 100, m), 1),
+                             "dur_ms": np.round(rng.uniform(-5, 25, m), 1)})
+        got, want = host.comm_overlap(spans, comm), by_rank(spans, comm)
+        assert got[["side", "name", "rank"]].equals(want[["side", "name", "rank"]])
+        np.testing.assert_allclose(got["comm_ms"].to_numpy(), want["comm_ms"].to_numpy(), rtol=0, atol=1e-9)
+
+
 def test_user_range_spread_ranks_own_time_not_the_waiting_rank():
     # rank 0 waits 120 ms per occurrence inside a collective in "backward": its whole time is the longest, its own
     # time is not; rank 3 is slow in its own compute

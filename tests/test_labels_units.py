@@ -104,6 +104,11 @@ def test_stream_columns_say_stream(page):
 def test_group_label_names_streams():
     assert labels.group_label(["stream 84", "stream 7"]) == "Group or stream"
     assert labels.group_label(["dp-0", None]) == "Group"
+    import pandas as pd  # a column: each distinct value read once, the same label
+
+    for values in (["dp-0"] * 5 + ["stream 3"], ["dp-0", None, float("nan")], [["a"], "stream 1"], []):
+        df = pd.DataFrame({"group": pd.Series(values, dtype=object)})
+        assert labels.group_column(df).label == labels.group_label(values)
 
 
 def test_advisor_counts_meet_the_page(page):

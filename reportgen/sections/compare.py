@@ -222,9 +222,9 @@ def analyze(run: Run, options=None) -> Analysis:
     # B's record must cover what A's does: a rank whose timeline holds its communication only (its files give no
     # operator times, only the collectives' records) has no computation to set against A's, so it explains no
     # share of the difference
-    has_compute = set(int(r) for r in ops.loc[ops["op_class"] == "compute", "rank"])
+    has_compute = set(int(r) for r in ops.loc[ops["op_class"] == "compute", "rank"].unique())
     b_has_ops = bool((ops["rank"] == b).any()) and (b in has_compute or a not in has_compute)
-    without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"]))
+    without = sorted(set(int(r) for r in F.per_rank["rank"]) - set(int(r) for r in ops["rank"].unique()))
     pr = F.per_rank.set_index("rank")["step_ms"]
     step_a, step_b = float(pr[a]), float(pr[b])
     diff = step_a - step_b

@@ -91,16 +91,29 @@ def comm_overlap(spans: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
     """Per rank, side and name of ``spans`` (rank, side, name, start_ms, dur_ms): comm_ms = the summed overlap of
     its occurrences with the union of the rank's collective spans ``comm`` (rank, start_ms, dur_ms), module doc.
     Ranks without collectives overlap 0."""
-    out = []
-    cg = {r: g for r, g in comm.groupby("rank", sort=False)}
-    for r, s in spans.groupby("rank", sort=False):
-        a = s["start_ms"].to_numpy(float)
-        b = a + s["dur_ms"].to_numpy(float)
-        ov = np.zeros(len(s))
-        c = cg.get(r)
-        if c is not None and len(c):
-            cs = c["start_ms"].to_numpy(float)
-            ce = cs + np.maximum(c["dur_ms"].to_numpy(float), 0.0)
+    spans = spans[spans["rank"].notna()]
+    if spans.empty:
+        return pd.DataFrame(columns=["side", "name", "rank", "comm_ms"])
+    # each rank's rows as slices of arrays sorted once (ranks in order of appearance, each rank's rows in their
+    # order: the rows a split by rank gives, in its order); a frame per rank cost ~2 ms, seconds at 1,024 ranks
+    codes, uniq = pd.factorize(spans["rank"])
+    order = np.argsort(codes, kind="stable")
+    cut = np.r_[np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]]), len(order)]
+    a_all = spans["start_ms"].to_numpy(float)
+    b_all = a_all + spans["dur_ms"].to_numpy(float)
+    ov = np.zeros(len(spans))
+    comm = comm[comm["rank"].notna()]
+    c_rank = comm["rank"].to_numpy()
+    c_order = np.argsort(c_rank, kind="stable")
+    c_rank = c_rank[c_order]
+    c_start, c_dur = comm["start_ms"].to_numpy(float)[c_order], comm["dur_ms"].to_numpy(float)[c_order]
+    for k in range(len(cut) - 1):
+        rows = order[cut[k]:cut[k + 1]]
+        r = uniq[codes[rows[0]]]
+        lo, hi = np.searchsorted(c_rank, r, side="left"), np.searchsorted(c_rank, r, side="right")
+        if hi > lo:
+            cs = c_start[lo:hi]
+            ce = cs + np.maximum(c_dur[lo:hi], 0.0)
             o = np.argsort(cs, kind="stable")
             cs, ce = cs[o], np.maximum.accumulate(ce[o])
             new = np.r_[True, cs[1:] > ce[:-1]]  # a span starting after every earlier one ended opens a block
@@ -111,13 +124,10 @@ def comm_overlap(spans: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
                 i = np.searchsorted(ms, t, side="right")  # blocks starting at or before t
                 part = np.where(i > 0, np.minimum(t, me[np.maximum(i - 1, 0)]) - ms[np.maximum(i - 1, 0)], 0.0)
                 return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0.0)
-            ov = np.maximum(covered(b) - covered(a), 0.0)
-        out.append(pd.DataFrame({"rank": r, "side": s["side"].to_numpy(), "name": s["name"].to_numpy(),
-                                 "comm_ms": ov}))
-    if not out:
-        return pd.DataFrame(columns=["side", "name", "rank", "comm_ms"])
-    return pd.concat(out, ignore_index=True).groupby(["side", "name", "rank"], sort=False, as_index=False)[
-        "comm_ms"].sum()
+            ov[rows] = np.maximum(covered(b_all[rows]) - covered(a_all[rows]), 0.0)
+    out = pd.DataFrame({"rank": spans["rank"].to_numpy()[order], "side": spans["side"].to_numpy()[order],
+                        "name": spans["name"].to_numpy()[order], "comm_ms": ov[order]})
+    return out.groupby(["side", "name", "rank"], sort=False, as_index=False)["comm_ms"].sum()
 
 
 def user_ranges(df: pd.DataFrame, overlap: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:

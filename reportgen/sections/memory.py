@@ -273,9 +273,12 @@ def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
                                                         lines["counter"].to_numpy()]))
     d = downsample(pd.DataFrame({"rank": gid, "x": lines["x"].to_numpy(), "mb": lines["mb"].to_numpy()}),
                    max_points)
-    keys = uniq[d["rank"].to_numpy()]
-    return pd.DataFrame({"rank": [int(k[0]) for k in keys], "x": d["x"].to_numpy(),
-                         "series": [k[1] for k in keys], "counter": [k[2] for k in keys], "mb": d["mb"].to_numpy()})
+    g = d["rank"].to_numpy()
+    rank, series, counter = (uniq.get_level_values(i).to_numpy()[g] for i in range(3))  # each line's key, per row
+    if rank.dtype.kind == "f" and np.isnan(rank).any():
+        raise ValueError("cannot convert float NaN to integer")  # a rank that is not a number (int() raised here)
+    return pd.DataFrame({"rank": rank.astype(np.int64), "x": d["x"].to_numpy(), "series": series.astype(object),
+                         "counter": counter.astype(object), "mb": d["mb"].to_numpy()})
 
 
 def subject_kind(ms: pd.DataFrame) -> str:
