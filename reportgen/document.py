@@ -198,10 +198,17 @@ def _plan(run: Run | None, outcomes: list[SectionOutcome], budget: float,
     return plan, other, True
 
 
-def _tables_bytes(plan: dict) -> int:
-    """Bytes the plan's tables take in the compact file (UTF-8), measured."""
-    return sum(len(json.dumps(table_rows(kept), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-                   .encode("utf-8")) for kept, _ in plan.values())
+def _tables_bytes(plan: dict, made: dict | None = None) -> int:
+    """Bytes the plan's tables take in the compact file (UTF-8), measured; ``made``: the rows made so far, which
+    those made here join (the metrics file writes them: made once, not twice)."""
+    total = 0
+    for kept, _ in plan.values():
+        hit = made.get(id(kept)) if made is not None else None
+        rows = hit[1] if hit is not None and hit[0] is kept else table_rows(kept)
+        if made is not None:
+            made[id(kept)] = (kept, rows)
+        total += len(json.dumps(rows, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    return total
 
 
 def plan_cuts(run: Run | None, outcomes: list[SectionOutcome],
@@ -217,9 +224,13 @@ def plan_cuts(run: Run | None, outcomes: list[SectionOutcome],
     ``made``: the rows of the kept tables measured whole (:attr:`Document.rows`)."""
     plan, other, any_cut = _plan(run, outcomes, th.JSON_BYTES, made)
     if any_cut:
-        over = _tables_bytes(plan) + other - th.JSON_BYTES
+        over = _tables_bytes(plan, made) + other - th.JSON_BYTES
         if over > 0:
             plan, _, _ = _plan(run, outcomes, th.JSON_BYTES - 1.1 * over, made)
+            if made is not None:  # the rows of frames the second plan no longer keeps: not held
+                kept = {id(k) for k, _ in plan.values()}
+                for key in [k for k in made if k not in kept]:
+                    del made[key]
     return plan
 
 

@@ -96,3 +96,39 @@ def test_table_rows_made_while_planning_are_the_rows_written(monkeypatch):
     # planning: small and edge whole, a sample of big (n rows); the file: big's rows only
     assert made == [3, n, n, n + 1]
     assert set(doc.rows) == {id(small), id(edge)}
+
+
+def test_rows_measured_for_a_cut_are_the_rows_written(monkeypatch):
+    """When the plan cuts a table, it measures every kept table's rows (JSON bytes) and the metrics file writes those
+    same rows instead of making them again; when that measure says the estimate was short and the tables are planned
+    once more, no rows of frames the final plan does not keep are held, and the file has each kept frame's rows."""
+    from reportgen import jsonsafe
+
+    monkeypatch.setattr(th, "JSON_OP_ROWS", 300)
+    monkeypatch.setattr(document, "_JSON_OTHER_CHARS", 0)
+    n = document.ROW_SAMPLE
+    # the longest ops come first in the file; those ranked 200-299 (outside the first plan's sample) are wide
+    ops = pd.DataFrame({"rank": [i % 4 for i in range(3 * n)], "op": ["x" * 300 if 300 <= i < 400 else "a"
+                                                                      for i in range(3 * n)],
+                        "elapse_ms": [i / 3 for i in range(3 * n)]})
+    links = pd.DataFrame({"rank": range(n + 5), "op": ["c"] * (n + 5), "elapse_ms": [i / 7 for i in range(n + 5)]})
+    real, plans = document.table_rows, []
+    real_plan = document._plan
+    monkeypatch.setattr(document, "_plan", lambda *a, **k: plans.append(1) or real_plan(*a, **k))
+    for budget, replanned in ((th.JSON_BYTES, False), (20_000, True)):
+        monkeypatch.setattr(th, "JSON_BYTES", budget)
+        outs = [SectionOutcome("communication", "C", "ok", analysis=Analysis(tables={"ops": ops, "links": links}))]
+        made, plans[:] = [], []
+        monkeypatch.setattr(document, "table_rows", lambda df, *a: made.append(id(df)) or real(df, *a))
+        doc = document.build(_run(), outs, "T")
+        assert (len(plans) == 2) == replanned
+        kept = {name: doc.plan[("communication", name)][0] for name in ("ops", "links")}
+        assert doc.plan[("communication", "ops")][1] is not None  # cut
+        assert set(doc.rows) <= {id(df) for df in kept.values()}
+        planned = list(made)
+        js = metrics.build(doc)
+        if not replanned:
+            assert made == planned and set(doc.rows) == {id(df) for df in kept.values()}  # nothing made again
+        for name, df in kept.items():
+            assert js["sections"]["communication"]["tables"][name] == jsonsafe.table_rows(df)
+        monkeypatch.setattr(document, "table_rows", real)

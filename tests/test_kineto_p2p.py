@@ -138,3 +138,49 @@ def test_a_local_peer_beyond_every_group_is_named(tmp_path, local):
     assert _peers(run) == {(0, "send", -1)}
     lines = [p.problem for p in run.problems if "kept no global peer" in p.problem]
     assert len(lines) == 1 and "beyond every process group" in lines[0]
+
+
+def test_p2p_links_are_their_definition_pair_by_pair():
+    """p2p_links (each rank pair's rows as slices of arrays sorted once) gives the rows and floats of its definition
+    written pair by pair with pandas (sends and receives joined by issue order, sizes and times summed per pair with
+    NaN as 0; hosts make the transport; unmatched halves, gloo spans without transfer time)."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.readers.kineto import p2p_links
+
+    def by_pair(both, hosts, timed):
+        rows = []
+        for (src, dst), g in both.groupby(["src", "dst"], sort=True):
+            src, dst = int(src), int(dst)
+            hs, hd = hosts.get(src), hosts.get(dst)
+            transport = "p2p" if not (hs and hd) else "intra-host" if hs == hd else "inter-host"
+            size_mb, time_ms = float(g["size_mb"].sum()), float(g["time_ms"].sum()) if timed else math.nan
+            rows.append({"group": g["group"].iloc[0], "src_rank": src, "dst_rank": dst, "transport": transport,
+                         "ops": len(g), "matched": int(g["matched"].sum()), "size_mb": size_mb, "time_ms": time_ms,
+                         "bandwidth_gbps": size_mb / time_ms if time_ms > 0 else math.nan})
+        return pd.DataFrame(rows, columns=["group", "src_rank", "dst_rank", "transport", "ops", "matched", "size_mb",
+                                           "time_ms", "bandwidth_gbps"])
+
+    rng = np.random.default_rng(4)
+    for case in range(30):
+        n = int(rng.integers(1, 80))
+        kind = rng.choice(["send", "recv", "all_reduce"], n)
+        rank = rng.integers(0, 6, n)
+        peer = rng.integers(-1, 6, n)
+        coll = pd.DataFrame({"rank": rank, "source": "gpu_kernel" if case % 4 else "gloo", "collective": kind,
+                             "dst_rank": np.where(kind == "send", peer, -1), "src_rank": np.where(kind == "recv", peer, -1),
+                             "start_ms": np.round(rng.uniform(0, 50, n), 2), "dur_ms": np.round(rng.uniform(0, 3, n), 3),
+                             "in_mb": np.where(rng.random(n) < 0.2, np.nan, np.round(rng.uniform(0, 64, n), 3)),
+                             "out_mb": np.round(rng.uniform(0, 64, n), 3),
+                             "group_ranks": rng.choice(["[0, 1]", "[2, 3]", None], n),
+                             "group_name": rng.choice(["pp0", "pp1"], n)})
+        hosts = {r: f"h{r // 2}" for r in range(6)} if case % 3 else {}
+        got = p2p_links(coll, hosts)
+        if got is None:
+            continue
+        both, timed = kineto._p2p_joined(coll)  # the joined halves the table is made of
+        want = by_pair(both, hosts, timed)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_exact=True)
