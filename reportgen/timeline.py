@@ -134,8 +134,13 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     if coll is not None and "collective" in coll:
         rv = coll[(coll["source"] == "gpu_kernel") & (coll["collective"] == "recv")]
         if not rv.empty:
-            recv = pd.MultiIndex.from_frame(g[["rank", "name", "start_ms"]]).isin(
-                pd.MultiIndex.from_frame(rv[["rank", "name", "start_ms"]]))
+            # (rank, name, start) among the receives': only the rows whose start is one of theirs can be (NaN too)
+            start = g["start_ms"].to_numpy(float)
+            cand = np.flatnonzero(np.isin(start, rv["start_ms"].to_numpy(float)) | np.isnan(start))
+            recv = np.zeros(len(g), bool)
+            if len(cand):
+                recv[cand] = pd.MultiIndex.from_frame(g[["rank", "name", "start_ms"]].iloc[cand]).isin(
+                    pd.MultiIndex.from_frame(rv[["rank", "name", "start_ms"]]))
         has_args = set(coll.loc[coll["source"] == "gpu_kernel", "rank"])
     recv_name = per_value(g["name"], lambda n: n.astype(str).str.lower().str.contains("recv")
                           & ~n.astype(str).str.lower().str.contains("send"))

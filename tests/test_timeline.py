@@ -349,3 +349,29 @@ def test_st_level2_marey_has_compute_on_ranks_0_2_and_comm_on_1_3():
     cap = next(f.caption for f in execution.present(a).figures if f.id == "execution-marey")
     assert "Ranks 1, 3: communication only" in cap and "Step windows" in cap
     assert a.metrics["marey_trim"]["short_merged"] > 1000  # µs kernels merged into blocks
+
+
+def test_gpu_receive_kernels_are_the_receives_collectives():
+    """gpu_rows marks a communication kernel ``receive`` when its (rank, name, start) is one of the recv collectives'
+    (the same kernel as a collective row) — looked up only among the rows starting when a receive does — or, on a
+    rank without collective args, by its name: the same rows as the lookup over every row (NaN starts, the same
+    start on another rank or under another name)."""
+    rng = np.random.default_rng(8)
+    for case in range(30):
+        n = int(rng.integers(1, 200))
+        g = pd.DataFrame({"rank": rng.integers(0, 4, n), "kind": rng.choice(["kernel", "comm", "memcpy"], n),
+                          "name": rng.choice(["gemm", "ncclKernel_SendRecv", "ncclDevKernel_Recv", "x"], n),
+                          "stream": rng.integers(0, 3, n), "start_ms": np.round(rng.uniform(0, 20, n), 1)})
+        g.loc[rng.random(n) < 0.05, "start_ms"] = np.nan
+        g["end_ms"] = g["start_ms"] + 0.5
+        rv = g.sample(min(n, int(rng.integers(1, 20))), random_state=case)
+        rv = pd.concat([rv, rv.assign(rank=rv["rank"] + 1)]).assign(source="gpu_kernel", collective="recv")
+        coll = pd.concat([rv, g.head(3).assign(source="gpu_kernel", collective="send", rank=9)], ignore_index=True)
+        rows = timeline.gpu_rows(g, coll)
+        recv = pd.MultiIndex.from_frame(g[["rank", "name", "start_ms"]]).isin(
+            pd.MultiIndex.from_frame(rv[["rank", "name", "start_ms"]]))
+        comm = (g["kind"] == "comm").to_numpy()
+        low = g["name"].str.lower()
+        by_name = (low.str.contains("recv") & ~low.str.contains("send") & ~g["rank"].isin(set(coll["rank"]))).to_numpy()
+        assert ((rows["kind"] == "receive").to_numpy() == (comm & (recv | by_name))).all()
+        assert recv.any() or case % 10
