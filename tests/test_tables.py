@@ -133,3 +133,25 @@ def test_a_long_frames_table_keeps_only_the_rows_the_page_uses(monkeypatch):
             assert render._table_ctx(capped)["empty_columns"] == ["None", "Dash", "NaN"]
     with pytest.raises(ValueError):  # a count without the empty columns would judge them on the rows held
         Table(id="t", title="T", columns=[], rows=[], rows_total=5)
+
+
+def test_json_size_of_rows_is_the_sum_over_cells():
+    """render._json_size (a row's cells summed in one loop) is its recursive definition: a string its length + 2
+    (6 per character + 2 when not ASCII), None 4, any other value 24, a list or tuple 1 + each item's size + 1."""
+    import random
+
+    from reportgen import render
+
+    def definition(value):
+        if isinstance(value, str):
+            return len(value) + 2 if value.isascii() else 6 * len(value) + 2
+        if isinstance(value, (list, tuple)):
+            return 1 + sum(definition(v) + 1 for v in value)
+        return 24 if value is not None else 4
+
+    rng = random.Random(1)
+    cells = ["", "ab", "é", "µs" * 3, None, 0, 1.5, True, float("nan"), [], ["x", None], ("a", [1, ["b"]])]
+    for _ in range(2000):
+        row = [rng.choice(cells) for _ in range(rng.randint(0, 8))]
+        value = row if rng.random() < 0.8 else rng.choice(cells)
+        assert render._json_size(value) == definition(value)
