@@ -457,17 +457,6 @@ def clocks(run: Run) -> dict:
     return dict(cache["clocks"])
 
 
-def p2p_ops(run: Run) -> pd.DataFrame | None:
-    """The run's point-to-point operations, :func:`reportgen.p2p.ops` (cached on the run: the diagnosis and the
-    pipeline panel read them; callers do not change the frame)."""
-    cache = _comm_cache(run)
-    if "p2p_ops" not in cache:
-        from . import p2p
-
-        cache["p2p_ops"] = p2p.ops(run)
-    return cache["p2p_ops"]
-
-
 def p2p_entries(run: Run) -> pd.DataFrame | None:
     """**Who waited for whom at each point-to-point transfer** (cached on the run), columns
     :data:`P2P_ENTRY_COLUMNS`: each send joined to its receive (:func:`reportgen.p2p.pairs`: the n-th send from a to
@@ -480,7 +469,7 @@ def p2p_entries(run: Run) -> pd.DataFrame | None:
     from . import p2p
 
     out = None
-    ops = p2p_ops(run)
+    ops = p2p.ops(run)
     if ops is not None and not ops.empty:
         pr = p2p.pairs(ops)
         pr = pr[pr["matched"]]
