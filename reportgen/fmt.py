@@ -81,7 +81,7 @@ def clean(v: float) -> float:
     for every decimal. Python's repr then writes the shortest round-trip form."""
     if not isinstance(v, float) or not math.isfinite(v) or v == 0:
         return v
-    if len(repr(v)) <= 14:  # at most 13 significant digits (the shortest round-trip form; "." or "e" is a character):
+    if v.__class__ is float and len(repr(v)) <= 14:  # at most 13 significant digits (the shortest round-trip form; "." or "e" is a character):
         # a decimal of at most 15 digits comes back from its double rounded to as many digits (DBL_DIG), so both
         # forms below are v itself
         return v
@@ -140,7 +140,8 @@ def _magnitudes(values: Iterable[Any]) -> Any:
     or pandas column of plain numbers at once (the values as floats, as ``float`` makes them), anything else value
     by value."""
     dtype = getattr(values, "dtype", None)
-    if getattr(dtype, "kind", None) in ("i", "u", "f") and type(dtype).__module__.split(".")[0] == "numpy":
+    if getattr(dtype, "kind", None) in ("i", "u", "f") and type(dtype).__module__.split(".")[0] == "numpy" \
+            and getattr(values, "ndim", 0) == 1:
         import numpy as np
 
         a = np.asarray(values, dtype=float)

@@ -55,3 +55,18 @@ def column_values(s: pd.Series, lazy: bool = False):
         return list(s)
     boxed = map(maybe_box_native, s)  # object and extension columns: each value boxed as to_dict boxes it
     return boxed if lazy else list(boxed)
+
+
+def positions_by(keys) -> dict:
+    """key -> the positions of its rows (in their order), keys ascending; rows whose key is NaN are in no key's. One
+    stable sort for a split of a table by key (rank) that a loop then reads as slices of its arrays: a frame or a
+    filter per key cost ~1 ms, seconds at 1,024 ranks. Keys are looked up by equality (3 and 3.0 are one key)."""
+    keys = np.asarray(keys)
+    pos = np.flatnonzero(~np.isnan(keys)) if keys.dtype.kind == "f" else np.arange(len(keys))
+    order = pos[np.argsort(keys[pos], kind="stable")]
+    k = keys[order]
+    if not len(k):
+        return {}
+    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    return {k[a].item() if hasattr(k[a], "item") else k[a]: order[a:b] for a, b in zip(cut, np.r_[cut[1:], len(k)])}
+

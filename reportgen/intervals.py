@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .frames import agg
+from .frames import agg, positions_by
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -211,14 +211,17 @@ def hta_gpu_time_metrics(gpu: pd.DataFrame, events: pd.DataFrame | None = None,
       interval - start of the first; overlap = HTA's +1/-1 (comm), +2/-2 (compute) sweep over the merged
       intervals, time where the sum is 3, over Σ merged comm lengths.
     """
-    return _hta_time(_hta_arrays(gpu, events), drop_last_step)
+    return _hta_time(_hta_arrays(gpu, events, drop_last_step), drop_last_step)
 
 
-def _hta_arrays(gpu: pd.DataFrame, events: pd.DataFrame | None) -> dict:
+def _hta_arrays(gpu: pd.DataFrame, events: pd.DataFrame | None, drop_last_step: bool, by_rank: bool = False) -> dict:
     """What :func:`_hta_time` reads, as arrays, from ``gpu_ops`` and ``hta_events`` rows (one rank's, or every rank's:
-    then each array of rows has its rank in ``rank``, ``marks_rank``, ``other_rank`` for :func:`gpu_time_by_rank`):
-    the GPU work rows (the GPU ops, then the ``gpu`` events) with whole-µs times and HTA's classes, the step marks'
-    starts, the other (CPU) events' starts and correlations (a mark's: -1)."""
+    ``by_rank``, each array of rows with its rank in ``rank``, ``marks_rank``, ``other_rank`` for
+    :func:`gpu_time_by_rank`):
+    the GPU work rows (the GPU ops, then the ``gpu`` events) with whole-µs times and HTA's classes; with
+    ``drop_last_step``, the step marks' starts and the other (CPU) events' starts and correlations (a mark's: -1).
+    A GPU op name that is not text is classed as its text (the former per-rank code raised: no overlap section).
+    """
     launch_col = "launch_ts_ns" in gpu or (events is not None and "launch_ts_ns" in events)
     h = events if events is not None else pd.DataFrame(columns=["role", "name", "stream", "correlation", "ts_ns",
                                                                 "dur_ns"])
@@ -237,19 +240,22 @@ def _hta_arrays(gpu: pd.DataFrame, events: pd.DataFrame | None) -> dict:
     # few distinct names among many rows: each matched once (a name that is not text is matched as its text)
     codes, uniq = pd.factorize(names, use_na_sentinel=False)
     text = [n if isinstance(n, str) else str(n) for n in uniq]
-    marks, other = role == "mark", role != "gpu"
-    ev_ts = -((-h["ts_ns"].to_numpy(np.int64)) // 1000)
     out = {"ts": -((-ts_ns) // 1000), "end": end_ns // 1000,  # ceil, floor: whole µs
            "stream": col("stream"), "corr": col("correlation"),
            "launch": col("launch_ts_ns", _NO_LAUNCH) if launch_col else None,
            "comm": np.array([bool(HTA_COMM.match(n)) for n in text], dtype=bool)[codes],
            "comp": np.array([not HTA_NOT_COMPUTE.match(n) for n in text], dtype=bool)[codes],
            "sync": np.array([n in HTA_DEVICE_SYNC for n in uniq], dtype=bool)[codes],
-           "marks": ev_ts[marks], "other_ts": ev_ts[other],
-           "other_corr": np.where(marks[other], -1, h["correlation"].to_numpy(np.int64)[other])}
-    if "rank" in gpu:
+           "marks": None, "other_ts": None, "other_corr": None}
+    del ts_ns, end_ns, names, codes
+    marks, other = role == "mark", role != "gpu"
+    if drop_last_step:  # the step marks and the CPU events: read only for the last-step rule (as HTA does)
+        ev_ts = -((-h["ts_ns"].to_numpy(np.int64)) // 1000)
+        out.update(marks=ev_ts[marks], other_ts=ev_ts[other],
+                   other_corr=np.where(marks[other], -1, h["correlation"].to_numpy(np.int64)[other]))
+    if by_rank:
         out["rank"] = np.concatenate([p["rank"].to_numpy() for p in parts])
-        ev_rank = h["rank"].to_numpy() if "rank" in h else np.zeros(len(h))
+        ev_rank = h["rank"].to_numpy() if events is not None else np.zeros(0)  # events of no rank: a KeyError
         out["marks_rank"], out["other_rank"] = ev_rank[marks], ev_rank[other]
     return out
 
@@ -291,20 +297,6 @@ def _hta_time(a: dict, drop_last: bool) -> dict:
     return out
 
 
-def _by_key(keys: np.ndarray) -> dict:
-    """key -> the positions of its rows, in their order (one stable sort; keys that are NaN left out)."""
-    keys = np.asarray(keys)
-    if keys.dtype.kind == "f":
-        pos = np.flatnonzero(~np.isnan(keys))
-    else:
-        pos = np.arange(len(keys))
-    order = pos[np.argsort(keys[pos], kind="stable")]
-    k = keys[order]
-    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, dtype=np.intp)
-    ends = np.r_[cut[1:], len(k)]
-    return {k[a].item() if hasattr(k[a], "item") else k[a]: order[a:b] for a, b in zip(cut, ends)}
-
-
 def gpu_time_by_rank(gpu: pd.DataFrame, events: pd.DataFrame | None, drop_last: bool) -> list[tuple]:
     """``(rank, gpu_time_metrics, hta_gpu_time_metrics)`` for every rank of the run's ``gpu_ops`` (rank order; HTA's
     {} without ``ts_ns``): the numbers the two functions give on each rank's rows (and its ``hta_events``), with
@@ -316,10 +308,10 @@ def gpu_time_by_rank(gpu: pd.DataFrame, events: pd.DataFrame | None, drop_last: 
     s = gpu["start_ms"].to_numpy()
     e = gpu["end_ms"].to_numpy() if "end_ms" in gpu else (gpu["start_ms"] + gpu["dur_ms"]).to_numpy()
     comp, comm = (gpu["kind"] == "kernel").to_numpy(), (gpu["kind"] == "comm").to_numpy()
-    rows_of = _by_key(gpu["rank"].to_numpy())
-    hta = _hta_arrays(gpu, events) if "ts_ns" in gpu else None
+    rows_of = positions_by(gpu["rank"].to_numpy())
+    hta = _hta_arrays(gpu, events, drop_last, by_rank=True) if "ts_ns" in gpu else None
     if hta is not None:
-        h_rows, h_marks, h_other = _by_key(hta["rank"]), _by_key(hta["marks_rank"]), _by_key(hta["other_rank"])
+        h_rows, h_marks, h_other = (positions_by(hta[k]) for k in ("rank", "marks_rank", "other_rank"))
         none = np.zeros(0, dtype=np.intp)
     out = []
     for r in sorted(rows_of):

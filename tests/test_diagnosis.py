@@ -338,3 +338,6 @@ def test_exposed_time_is_each_ranks_ops_outside_its_compute():
             parts.append(g.assign(exposed_ms=g["elapse_ms"] * frac, time_ms=g["elapse_ms"]))
         want = pd.concat(parts).groupby(["rank", "step"], as_index=False)[["exposed_ms", "time_ms"]].sum()
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+    # ops of no rank only: nothing exposed (the former per-rank concat raised on no rank at all)
+    o = pd.DataFrame({"rank": [np.nan], "step": [1], "start_ms": [0.0], "elapse_ms": [1.0]})
+    assert dg._exposed(o, pd.DataFrame({"rank": [0], "start_ms": [0.0], "end_ms": [1.0]})).empty

@@ -253,8 +253,17 @@ def test_each_ops_flops_are_its_own_dims_formula():
                             "dur_ms": 1.0})
         if case == 2:  # dims as lists, not text: computed row by row
             cpu["input_dims"] = [json.loads(t) if isinstance(t, str) and t != "not json" else t for t in cpu["input_dims"]]
-        est = fc.estimate_aten_ops(cpu)
+        calls = []
+        real = fc.aten_flops
+        fc.aten_flops = lambda name, dims: calls.append(name) or real(name, dims)
+        try:
+            est = fc.estimate_aten_ops(cpu)
+        finally:
+            fc.aten_flops = real
         assert len(est) == int(sum(kinds[i][0] != "aten::mul" for i in pick))
+        parsed = {(n, str(d)) for n, d in zip(est["name"], est["input_dims"])
+                  if isinstance(d, list) or (isinstance(d, str) and d != "not json")}
+        assert len(calls) == len(parsed)  # once per distinct (name, dims) whose dims parse
         for name, dims, flops in zip(est["name"], est["input_dims"], est["flops"]):
             parsed = json.loads(dims) if isinstance(dims, str) and dims != "not json" else dims
             want = fc.aten_flops(name, parsed) if isinstance(parsed, list) else math.nan

@@ -76,6 +76,8 @@ def test_unit_for_a_numeric_column_is_its_values_one_by_one():
             assert fmt.unit_for(kind, pd.Series(ints)) == fmt.unit_for(kind, ints.tolist())
     assert fmt.unit_for("ms", pd.Series([True, True])) == fmt.unit_for("ms", [True, True]) == ("ms", 1.0)
     assert fmt.unit_for("ms", pd.Series([2e4, None], dtype="Float64")) == ("s", 1000.0)
+    grid = np.array([[1.0, 2e4], [3e4, 5e4]])  # not one column: value by value (its rows), as before
+    assert fmt.unit_for("ms", grid) == fmt.unit_for("ms", list(grid))
 
 
 def test_clean_of_a_short_number_is_the_number_and_else_its_definition():
@@ -112,6 +114,9 @@ def test_clean_of_a_short_number_is_the_number_and_else_its_definition():
             short += 1
             assert got == v
     assert short > 5000
+    import numpy as np
+
+    assert type(fmt.clean(np.float64(0.25))) is float  # a float subclass comes back a float, as it always did
 
 
 def test_cell_in_the_column_unit():

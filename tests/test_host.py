@@ -57,13 +57,13 @@ def test_comm_overlap_subtracts_the_union_of_collective_spans():
 
 
 def test_comm_overlap_is_its_definition_rank_by_rank():
-    """comm_overlap (every rank's rows as slices of arrays sorted once) gives the rows, order and floats of its
-    definition written rank by rank: each occurrence's overlap with the union of its rank's collective spans, summed
-    per side, name and rank in order of appearance (ranks interleaved, a rank without collectives, negative
-    durations, rows without a rank)."""
+    """comm_overlap (every rank's rows as slices of arrays sorted once) gives the rows, order and floats that its
+    definition computed a frame per rank gave (each occurrence's overlap with the union of its rank's collective
+    spans, summed per side, name and rank in order of appearance), and those sums agree with the spans merged one
+    by one (ranks interleaved, a rank without collectives, negative durations, rows without a rank)."""
     rng = np.random.default_rng(9)
 
-    def by_rank(spans, comm):
+    def by_rank(spans, comm):  # the definition as the former code computed it, a frame per rank
         out, cg = [], {r: g for r, g in comm.groupby("rank", sort=False)}
         for r, s in spans.groupby("rank", sort=False):
             a = s["start_ms"].to_numpy(float)
@@ -73,21 +73,38 @@ def test_comm_overlap_is_its_definition_rank_by_rank():
             if c is not None and len(c):
                 cs = c["start_ms"].to_numpy(float)
                 ce = cs + np.maximum(c["dur_ms"].to_numpy(float), 0.0)
-                blocks = sorted(zip(cs, ce))
-                for i, (x, y) in enumerate(zip(a, b)):
-                    t, merged = 0.0, []
-                    for p, q in blocks:
-                        if merged and p <= merged[-1][1]:
-                            merged[-1][1] = max(merged[-1][1], q)
-                        else:
-                            merged.append([p, q])
-                    for p, q in merged:
-                        t += max(0.0, min(y, q) - max(x, p))
-                    ov[i] = t
+                o = np.argsort(cs, kind="stable")
+                cs, ce = cs[o], np.maximum.accumulate(ce[o])
+                new = np.r_[True, cs[1:] > ce[:-1]]
+                ms, me = cs[new], np.r_[ce[np.flatnonzero(new)[1:] - 1], ce[-1]]
+                cum = np.r_[0.0, np.cumsum(me - ms)]
+
+                def covered(t):
+                    i = np.searchsorted(ms, t, side="right")
+                    part = np.where(i > 0, np.minimum(t, me[np.maximum(i - 1, 0)]) - ms[np.maximum(i - 1, 0)], 0.0)
+                    return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0.0)
+                ov = np.maximum(covered(b) - covered(a), 0.0)
             out.append(pd.DataFrame({"rank": r, "side": s["side"].to_numpy(), "name": s["name"].to_numpy(),
                                      "comm_ms": ov}))
         return pd.concat(out, ignore_index=True).groupby(["side", "name", "rank"], sort=False, as_index=False)[
             "comm_ms"].sum()
+
+    def merged(spans, comm):  # and, independently, each occurrence against the merged spans written out
+        total = {}
+        for r, side, name, x, d in zip(spans["rank"], spans["side"], spans["name"], spans["start_ms"],
+                                       spans["dur_ms"]):
+            if r != r:
+                continue
+            c = comm[comm["rank"] == r]
+            blocks = []
+            for p, q in sorted(zip(c["start_ms"], c["start_ms"] + np.maximum(c["dur_ms"], 0.0))):
+                if blocks and p <= blocks[-1][1]:
+                    blocks[-1][1] = max(blocks[-1][1], q)
+                else:
+                    blocks.append([p, q])
+            t = sum(max(0.0, min(x + d, q) - max(x, p)) for p, q in blocks)
+            total[(side, name, r)] = total.get((side, name, r), 0.0) + t
+        return total
 
     for case in range(40):
         n, m = int(rng.integers(1, 40)), int(rng.integers(0, 30))
@@ -98,9 +115,12 @@ def test_comm_overlap_is_its_definition_rank_by_rank():
             spans.loc[0, "rank"] = np.nan
         comm = pd.DataFrame({"rank": rng.integers(0, 4, m).astype(float), "start_ms": np.round(rng.uniform(0, 100, m), 1),
                              "dur_ms": np.round(rng.uniform(-5, 25, m), 1)})
-        got, want = host.comm_overlap(spans, comm), by_rank(spans, comm)
-        assert got[["side", "name", "rank"]].equals(want[["side", "name", "rank"]])
-        np.testing.assert_allclose(got["comm_ms"].to_numpy(), want["comm_ms"].to_numpy(), rtol=0, atol=1e-9)
+        got = host.comm_overlap(spans, comm)
+        pd.testing.assert_frame_equal(got, by_rank(spans, comm), check_exact=True)
+        ref = merged(spans, comm)
+        assert len(ref) == len(got)
+        for side, name, r, v in zip(got["side"], got["name"], got["rank"], got["comm_ms"]):
+            assert v == pytest.approx(ref[(side, name, r)], abs=1e-9)
 
 
 def test_user_range_spread_ranks_own_time_not_the_waiting_rank():

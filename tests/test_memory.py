@@ -227,6 +227,30 @@ def test_downsample_keeps_peaks():
     assert len(mem.downsample(small, 50)) == len(small)
 
 
+def test_downsampled_lines_keep_their_keys():
+    """downsample_lines takes each line's (rank, series, counter) by level: the rows, order and dtypes the keys gave
+    one by one (ranks as ints, also from floats; text and numeric series as they were); a rank that is not a finite
+    number raises as int() does."""
+    rng = np.random.default_rng(6)
+    for ranks, counters in (([0, 1, 2], ["allocated", "reserved"]), ([0.0, 3.0], [1, 2])):
+        n = 600
+        lines = pd.DataFrame({"rank": rng.choice(ranks, n), "x": rng.uniform(0, 100, n),
+                              "series": rng.choice(["cuda:0", "cuda:1"], n), "counter": rng.choice(counters, n),
+                              "mb": rng.uniform(0, 10, n)})
+        got = mem.downsample_lines(lines, 20)
+        gid, uniq = pd.factorize(pd.MultiIndex.from_arrays([lines["rank"].to_numpy(), lines["series"].to_numpy(),
+                                                            lines["counter"].to_numpy()]))
+        d = mem.downsample(pd.DataFrame({"rank": gid, "x": lines["x"].to_numpy(), "mb": lines["mb"].to_numpy()}), 20)
+        keys = uniq[d["rank"].to_numpy()]
+        want = pd.DataFrame({"rank": [int(k[0]) for k in keys], "x": d["x"].to_numpy(), "series": [k[1] for k in keys],
+                             "counter": [k[2] for k in keys], "mb": d["mb"].to_numpy()})
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    for bad in (np.nan, np.inf):
+        lines = pd.DataFrame({"rank": [0.0, bad], "x": [1.0, 2.0], "series": "s", "counter": "c", "mb": [1.0, 2.0]})
+        with pytest.raises((ValueError, OverflowError)):
+            mem.downsample_lines(lines, 20)
+
+
 def test_mindinsight_details_give_a_line_per_rank(tmp_path):
     _mi_run(tmp_path)
     for p in tmp_path.rglob("memory_usage_summary_*.json"):

@@ -49,7 +49,7 @@ from ..errors import Unavailable
 from ..focus import keep_sample
 from ..model import Run
 from ..report import Analysis, Column, Figure, Finding, Table, View
-from ..frames import agg
+from ..frames import agg, positions_by
 from . import needs_reason, sources
 
 ID = "host"
@@ -103,17 +103,14 @@ def comm_overlap(spans: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
     b_all = a_all + spans["dur_ms"].to_numpy(float)
     ov = np.zeros(len(spans))
     comm = comm[comm["rank"].notna()]
-    c_rank = comm["rank"].to_numpy()
-    c_order = np.argsort(c_rank, kind="stable")
-    c_rank = c_rank[c_order]
-    c_start, c_dur = comm["start_ms"].to_numpy(float)[c_order], comm["dur_ms"].to_numpy(float)[c_order]
+    comm_of = positions_by(comm["rank"].to_numpy())  # each rank's collective spans, looked up by equality
+    c_start, c_dur = comm["start_ms"].to_numpy(float), comm["dur_ms"].to_numpy(float)
     for k in range(len(cut) - 1):
         rows = order[cut[k]:cut[k + 1]]
-        r = uniq[codes[rows[0]]]
-        lo, hi = np.searchsorted(c_rank, r, side="left"), np.searchsorted(c_rank, r, side="right")
-        if hi > lo:
-            cs = c_start[lo:hi]
-            ce = cs + np.maximum(c_dur[lo:hi], 0.0)
+        c = comm_of.get(uniq[codes[rows[0]]])
+        if c is not None:
+            cs = c_start[c]
+            ce = cs + np.maximum(c_dur[c], 0.0)
             o = np.argsort(cs, kind="stable")
             cs, ce = cs[o], np.maximum.accumulate(ce[o])
             new = np.r_[True, cs[1:] > ce[:-1]]  # a span starting after every earlier one ended opens a block

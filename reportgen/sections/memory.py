@@ -275,10 +275,9 @@ def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
                    max_points)
     g = d["rank"].to_numpy()
     rank, series, counter = (uniq.get_level_values(i).to_numpy()[g] for i in range(3))  # each line's key, per row
-    if rank.dtype.kind == "f" and np.isnan(rank).any():
-        raise ValueError("cannot convert float NaN to integer")  # a rank that is not a number (int() raised here)
-    return pd.DataFrame({"rank": rank.astype(np.int64), "x": d["x"].to_numpy(), "series": series.astype(object),
-                         "counter": counter.astype(object), "mb": d["mb"].to_numpy()})
+    rank = rank.astype(np.int64) if rank.dtype.kind in "iu" else [int(r) for r in rank]  # int() of another: as it was
+    return pd.DataFrame({"rank": rank, "x": d["x"].to_numpy(), "series": series, "counter": counter,
+                         "mb": d["mb"].to_numpy()})
 
 
 def subject_kind(ms: pd.DataFrame) -> str:
