@@ -284,8 +284,11 @@ def _hta_time(a: dict, drop_last: bool) -> dict:
     keep &= stream != -1
     if not keep.any():
         return {}
-    ts, end = ts[keep], end[keep]
-    comm_mask, comp_mask = a["comm"][keep], a["comp"][keep]
+    return _hta_numbers(ts[keep], end[keep], a["comp"][keep], a["comm"][keep])
+
+
+def _hta_numbers(ts: np.ndarray, end: np.ndarray, comp_mask: np.ndarray, comm_mask: np.ndarray) -> dict:
+    """HTA's temporal breakdown and overlap (ms, ratios) of the GPU work rows it keeps, in whole µs."""
     t = _temporal(ts, end, comp_mask, comm_mask)
     comm, comp = union(ts[comm_mask], end[comm_mask]), union(ts[comp_mask], end[comp_mask])
     comm_len = length(*comm)

@@ -169,10 +169,7 @@ def _gpu_run(rng, ranks, launch_col, with_events):
 def _hta_reference(gpu, events, drop_last_step):
     """HTA 0.5's per-rank temporal breakdown as reportgen computed it from one rank's frames before the per-rank
     arrays (written out here: the reference the by-rank pass and the one-rank function are checked against)."""
-    import math
-
-    from reportgen.intervals import (HTA_COMM, HTA_DEVICE_SYNC, HTA_NOT_COMPUTE, _hta_sweep_overlap, _temporal, length,
-                                     union)
+    from reportgen.intervals import HTA_COMM, HTA_DEVICE_SYNC, HTA_NOT_COMPUTE, _hta_numbers
 
     no_launch = np.iinfo(np.int64).max
     cols = ["name", "stream", "correlation", "ts_ns", "dur_ns"]
@@ -211,18 +208,10 @@ def _hta_reference(gpu, events, drop_last_step):
     keep &= stream != -1
     if not keep.any():
         return {}
-    ts, end, names = ts[keep], end[keep], rows["name"].to_numpy()[keep]
+    names = rows["name"].to_numpy()[keep]
     comm_mask = np.array([bool(HTA_COMM.match(n)) for n in names], dtype=bool)
     comp_mask = np.array([not HTA_NOT_COMPUTE.match(n) for n in names], dtype=bool)
-    t = _temporal(ts, end, comp_mask, comm_mask)
-    comm, comp = union(ts[comm_mask], end[comm_mask]), union(ts[comp_mask], end[comp_mask])
-    comm_len = length(*comm)
-    overlap = _hta_sweep_overlap(comm, comp)
-    out = {k: v for k, v in t.items() if k.endswith("_ratio")}
-    out.update({f"{k}_ms": t[k] / 1e3 for k in ("kernel_span", "idle", "compute", "non_compute")})
-    out.update(comm_kernel_ms=comm_len / 1e3, comm_comp_overlap_ms=overlap / 1e3,
-               comm_comp_overlap_ratio=overlap / comm_len if comm_len else math.nan)
-    return out
+    return _hta_numbers(ts[keep], end[keep], comp_mask, comm_mask)  # the rows kept and their classes: the numbers
 
 
 def test_gpu_time_by_rank_is_each_ranks_metrics():
