@@ -81,9 +81,9 @@ def clean(v: float) -> float:
     for every decimal. Python's repr then writes the shortest round-trip form."""
     if not isinstance(v, float) or not math.isfinite(v) or v == 0:
         return v
-    if v.__class__ is float and len(repr(v)) <= 14:  # at most 13 significant digits (the shortest round-trip form; "." or "e" is a character):
-        # a decimal of at most 15 digits comes back from its double rounded to as many digits (DBL_DIG), so both
-        # forms below are v itself
+    if v.__class__ is float and len(repr(v)) <= 14:
+        # at most 13 significant digits (the shortest round-trip form; "." or "e" is a character): a decimal of at
+        # most 15 digits comes back from its double rounded to as many digits (DBL_DIG), so both forms below are v
         return v
     v15 = float(f"{v:.15g}")  # deciding on the 15-digit form makes clean idempotent: clean(clean(v)) == clean(v)
     short = float(f"{v15:.13g}")

@@ -69,4 +69,3 @@ def positions_by(keys) -> dict:
         return {}
     cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     return {k[a].item() if hasattr(k[a], "item") else k[a]: order[a:b] for a, b in zip(cut, np.r_[cut[1:], len(k)])}
-
