@@ -214,12 +214,8 @@ def estimate_aten_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     try:  # once per distinct (name, dims) pair, in the order of first appearance: ops repeat every step of every rank
         names, n_uniq = pd.factorize(ops["name"], use_na_sentinel=False)
         dims, d_uniq = pd.factorize(ops["input_dims"], use_na_sentinel=False)
-        pair, first = np.unique(names.astype(np.int64) * (len(d_uniq) + 1) + dims, return_index=True)
-        first = np.sort(first)
-        codes = np.searchsorted(pair, names.astype(np.int64) * (len(d_uniq) + 1) + dims)
-        values = np.full(len(pair), math.nan)
-        for i in first:
-            values[codes[i]] = flops_of(n_uniq[names[i]], d_uniq[dims[i]])
+        codes, pairs = pd.factorize(names.astype(np.int64) * len(d_uniq) + dims)
+        values = np.array([flops_of(n_uniq[p // len(d_uniq)], d_uniq[p % len(d_uniq)]) for p in pairs], dtype=float)
         ops["flops"] = values[codes]
     except TypeError:  # unhashable dims (lists): row by row
         ops["flops"] = [flops_of(n, t) for n, t in zip(ops["name"], ops["input_dims"])]

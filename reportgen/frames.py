@@ -62,7 +62,7 @@ def positions_by(keys) -> dict:
     stable sort for a split of a table by key (rank) that a loop then reads as slices of its arrays: a frame or a
     filter per key cost ~1 ms, seconds at 1,024 ranks. Keys are looked up by equality (3 and 3.0 are one key)."""
     keys = np.asarray(keys)
-    pos = np.flatnonzero(~np.isnan(keys)) if keys.dtype.kind == "f" else np.arange(len(keys))
+    pos = np.flatnonzero(~pd.isna(keys)) if keys.dtype.kind in "fO" else np.arange(len(keys))
     order = pos[np.argsort(keys[pos], kind="stable")]
     k = keys[order]
     if not len(k):

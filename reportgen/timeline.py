@@ -52,6 +52,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
+from .frames import positions_by
 from .intervals import clipped_lengths, difference, intersect, union
 from .model import TABLES, ByRank, Run
 
@@ -315,12 +316,9 @@ def _derived(run: Run) -> pd.DataFrame | None:
 
 
 def positions_by_rank(df: pd.DataFrame) -> dict:
-    """rank -> the positions of its rows (in table order), ranks ascending: one stable sort instead of a filter of
-    the whole table per rank (quadratic in the ranks)."""
-    ranks = df["rank"].to_numpy()
-    order = np.argsort(ranks, kind="stable")
-    keys, first = np.unique(ranks[order], return_index=True)
-    return dict(zip(keys.tolist(), np.split(order, first[1:])))
+    """rank -> the positions of its rows (in table order), ranks ascending (:func:`reportgen.frames.positions_by`: a
+    row without a rank is in no rank's): one stable sort instead of a filter of the whole table per rank."""
+    return positions_by(df["rank"].to_numpy())
 
 
 #: in order of preference (the first with data gives the run's timeline)
@@ -469,17 +467,14 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
         df = pd.DataFrame([], columns=columns)
         df[RECEIVE_COLS] = df[RECEIVE_COLS].astype(float)
         return df
-    # every rank's rows as slices of arrays sorted by rank (each rank's rows in their order): no frame per rank
-    if tl["rank"].isna().any():  # rows of no rank belong to no window (as the former split by rank)
-        tl = tl[tl["rank"].notna()]
+    # every rank's rows by position (each rank's rows in their order; rows of no rank in no window): no frame per rank
     kind = tl["kind"]
     is_comp = (kind == "compute").to_numpy(bool, na_value=False)
     is_recv = (kind == "receive").to_numpy(bool, na_value=False)
     is_comm = kind.isin(["communication", "receive"]).to_numpy(bool, na_value=False)
     start, end = tl["start_ms"].to_numpy(dtype=float), tl["end_ms"].to_numpy(dtype=float)
-    t_rank = tl["rank"].to_numpy()
-    t_order = np.argsort(t_rank, kind="stable")
-    t_sorted = t_rank[t_order]
+    rows_of = positions_by_rank(tl)
+    none = np.zeros(0, dtype=np.intp)
     w_rank = windows["rank"].to_numpy()
     w_order = np.argsort(w_rank, kind="stable")  # by rank, each rank's windows in their order (groupby's rows)
     w_sorted = w_rank[w_order]
@@ -490,7 +485,7 @@ def breakdown(tl: pd.DataFrame, windows: pd.DataFrame, receive: bool | None = No
     bounds = np.flatnonzero(np.r_[True, w_sorted[1:] != w_sorted[:-1], True])
     for a, b in zip(bounds[:-1], bounds[1:]):
         r = w_sorted[a]
-        idx = t_order[np.searchsorted(t_sorted, r, side="left"):np.searchsorted(t_sorted, r, side="right")]
+        idx = rows_of.get(r.item() if hasattr(r, "item") else r, none)
         s_r, e_r = start[idx], end[idx]
         m = is_comp[idx]
         comp = union(s_r[m], e_r[m])
