@@ -133,7 +133,7 @@ def _whole(path: str, loader) -> tuple:
     del doc
     col.feed(events if not events or not isinstance(events[0], dict) else kd._wrap(events))
     del events
-    return kd.DecodedTrace(kd._finish_meta(meta, path, problems), col.tables()), problems
+    return kd.DecodedTrace(kd._finish_meta(meta, path, problems), col.columns()), problems
 
 
 def run_method(method: str, path: str, repeat: int) -> dict:
@@ -195,7 +195,7 @@ def run_method(method: str, path: str, repeat: int) -> dict:
                         col.feed(kd._wrap(batch))
                         batch = []
                 col.feed(kd._wrap(batch))
-            d = kd.DecodedTrace({}, col.tables())
+            d = kd.DecodedTrace({}, col.columns())
         elif method == "json.load":
             d, problems = _whole(path, lambda fh: json.load(fh, parse_float=str))
         elif method == "msgspec-whole":

@@ -179,7 +179,7 @@ def test_run_tables_match_the_per_rank_conversion(seed):
         for name, df in _naive_rank_tables(r, {k: v.copy() for k, v in decoded[r].items()}, t0).items():
             frames.setdefault(name, []).append(df)
     want = {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
-    by_rank = {r: (Path(f"rank{r}.json"), DecodedTrace(meta={}, tables=decoded[r])) for r in reversed(ranks)}
+    by_rank = {r: (Path(f"rank{r}.json"), DecodedTrace.from_frames({}, decoded[r])) for r in reversed(ranks)}
     got = kineto._run_tables(by_rank, t0)
     assert list(got) == list(want)
     for name in want:

@@ -85,6 +85,7 @@ from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, ran
 from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
 from ..timebase import origin
 from . import windows
+from .kineto_decode import row_count
 
 TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
@@ -273,7 +274,7 @@ def _assign_ranks(results, problems: list):
         if decoded is None:
             continue
         path = Path(path)
-        n_rows = sum(len(df) for df in decoded.tables.values())
+        n_rows = sum(row_count(t) for t in decoded.columns.values())
         if not n_rows:
             problem(path, "no trace event that reportgen reads (GPU kernels, memcpy/memset, CPU ops, ProfilerStep "
                           "spans, collectives, [memory]); file skipped")
@@ -339,10 +340,10 @@ def _windows(cands: dict[int, list], problems: list) -> tuple[list, str]:
     members = []
     for rank, cs in cands.items():
         for c in cs:
-            tables = c[4].tables
+            tables = c[4].columns
             st = tables.get("steps")
-            steps = tuple(sorted({int(x) for x in st["step"]})) if st is not None and len(st) else ()
-            ts = [df["ts_ns"] for df in tables.values() if "ts_ns" in getattr(df, "columns", ()) and len(df)]
+            steps = tuple(sorted({int(x) for x in st["step"]})) if st is not None and row_count(st) else ()
+            ts = [t["ts_ns"] for t in tables.values() if "ts_ns" in t and row_count(t)]
             start = min(int(t.min()) for t in ts) if ts else None
             end = max(int(t.max()) for t in ts) if ts else None
             members.append(windows.Member(rank, c[3], c, start, end, steps, c[2]))
@@ -529,7 +530,7 @@ def _check_clocks(by_rank: dict, problems: list) -> dict:
     range that wraps the trace does not move it)."""
     starts = {}
     for rank, (path, decoded) in by_rank.items():
-        t = origin(*(df["ts_ns"] for name, df in decoded.tables.items()
+        t = origin(*(cols["ts_ns"] for name, cols in decoded.columns.items()
                    if name not in ("user_ranges", "user_range_spans")))
         if t is not None:
             starts[rank] = t
@@ -583,18 +584,18 @@ def _device_props(rank: int, path: Path, meta, problems: list) -> list[dict]:
 def _check_peers(path: Path, tables: dict, world: int | None, problems: list) -> None:
     """p2p peers (``Src Rank``/``Dst Rank``) and ``Group size`` beyond the world size: named and ignored (-1)."""
     c = tables.get("collectives")
-    if c is None or c.empty or world is None:
+    if c is None or not row_count(c) or world is None:
         return
     for col, field_name, limit in (("src_rank", "Src Rank", world - 1), ("dst_rank", "Dst Rank", world - 1),
                                    ("group_size", "Group size", world)):
-        v = c[col].to_numpy()  # arrays: a pandas comparison and sum per column and rank cost ~1.5 ms per rank
+        v = c[col]
         bad = v > limit
         n = int(bad.sum())
         if n:
             first = int(v[bad][0])
             problems.append((str(path), f"{n} value{'s' if n != 1 else ''} ignored: field args[{field_name!r}] "
                                         f"beyond the world size {world} (e.g. {first})"))
-            c.loc[bad, col] = -1
+            c[col] = np.where(bad, -1, v)
 
 
 def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
@@ -656,7 +657,7 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     for rank, (path, decoded) in sorted(by_rank.items()):
         files.append((rank, "trace", str(path)))
         props.extend(_device_props(rank, path, decoded.meta, problems))
-        _check_peers(path, decoded.tables, world, problems)
+        _check_peers(path, decoded.columns, world, problems)
     if props:
         run.tables["device_properties"] = pd.DataFrame(props)
     run.tables.update(_run_tables(by_rank, run.time_origin_ns))
@@ -831,36 +832,41 @@ def _parallel_layout(run: Run, groups: pd.DataFrame) -> None:
     run.stage_map = stage_of
 
 
-def _stacked(by_rank: dict, name: str) -> pd.DataFrame | None:
-    """One decoded table of every rank, stacked in rank order, with ``rank`` as its last column (None if empty).
+def _stacked(by_rank: dict, name: str) -> dict[str, np.ndarray] | None:
+    """One decoded table of every rank, stacked in rank order: its columns (in the order the ranks first have them),
+    then ``rank`` (None if no rank has rows). A column that some ranks lack is NaN on their rows (float, or object
+    next to text), as pandas' concat fills it.
 
-    Concatenating first and converting once (instead of a DataFrame per rank) keeps the parent's work linear
-    in rows with a small constant: at 1024 ranks the per-rank pandas calls were most of the serial read."""
+    The workers send columns (:class:`DecodedTrace`) and each column is concatenated once: at 1024 ranks a frame per
+    rank (made in the worker, pickled, stacked by ``pd.concat``) was most of the serial read."""
     parts, ranks = [], []
     for rank, (_, decoded) in sorted(by_rank.items()):
-        df = decoded.tables.pop(name, None)  # converted once: the decoded copy is not kept beside the run's
-        if df is not None and not df.empty:
-            parts.append(df)
-            ranks.append(np.full(len(df), rank, dtype=np.int64))
+        t = decoded.columns.pop(name, None)  # handed over: the decoded copy is not kept beside the run's
+        if t is not None and row_count(t):
+            parts.append(t)
+            ranks.append(np.full(row_count(t), rank, dtype=np.int64))
     if not parts:
         return None
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
-    out = out.assign(rank=np.concatenate(ranks))
-    del parts, ranks, df
+    out = {}
+    for c in dict.fromkeys(c for t in parts for c in t):
+        cols = [t.get(c) for t in parts]
+        if any(v is None for v in cols):
+            fill = object if any(v.dtype == object for v in cols if v is not None) else np.float64
+            cols = [np.full(len(r), np.nan, dtype=fill) if v is None else v for v, r in zip(cols, ranks)]
+        out[c] = np.concatenate(cols) if len(cols) > 1 else cols[0]
+    out["rank"] = np.concatenate(ranks)
+    del parts, ranks, cols
     workers.release_free_memory()  # every rank's piece of it (small blocks the heap would keep)
     return out
 
 
-def _ms(df: pd.DataFrame, t0: int, keep: list[str] | None = None) -> pd.DataFrame:
-    """A stacked table with int-ns ts/dur turned into start_ms/dur_ms/end_ms (relative to t0): ``rank`` first,
-    the other columns as decoded (``keep``: only those), then start_ms, dur_ms, end_ms."""
-    ts, dur = df["ts_ns"], df["dur_ns"]
-    cols = keep if keep is not None else [c for c in df.columns if c not in ("rank", "ts_ns", "dur_ns")]
-    out = df[["rank"] + cols].copy()
-    out["start_ms"] = rel_ms(ts, t0)
-    out["dur_ms"] = dur / 1e6
-    out["end_ms"] = rel_ms(ts + dur, t0)
-    return out
+def _ms(t: dict, t0: int, keep: list[str] | None = None) -> pd.DataFrame:
+    """A stacked table (:func:`_stacked`) with int-ns ts/dur turned into start_ms/dur_ms/end_ms (relative to t0):
+    ``rank`` first, the other columns as decoded (``keep``: only those), then start_ms, dur_ms, end_ms."""
+    ts, dur = t["ts_ns"], t["dur_ns"]
+    cols = keep if keep is not None else [c for c in t if c not in ("rank", "ts_ns", "dur_ns")]
+    return pd.DataFrame({"rank": t["rank"], **{c: t[c] for c in cols}, "start_ms": rel_ms(ts, t0),
+                         "dur_ms": dur / 1e6, "end_ms": rel_ms(ts + dur, t0)})
 
 
 def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
@@ -870,7 +876,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     # the tables in the order a rank-by-rank pass first meets them (as the former per-rank conversion did);
     # taken before _stacked, which hands each decoded table over to the run (and drops it from the decoded trace)
     met = {name: i for i, (_, (_, d)) in reversed(list(enumerate(sorted(by_rank.items()))))
-           for name, df in d.tables.items() if not df.empty}
+           for name, t in d.columns.items() if row_count(t)}
     steps = _stacked(by_rank, "steps")
     if steps is not None:
         out["trace_steps"] = pd.DataFrame({"rank": steps["rank"], "step": steps["step"].astype(int),
@@ -878,24 +884,23 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
                                            "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
     from .kineto_decode import NO_LAUNCH
 
-    launches = any("launch_ts_ns" in d.tables.get(n, ()) for _, d in by_rank.values() for n in ("gpu_ops", "hta_events"))
+    launches = any("launch_ts_ns" in d.columns.get(n, ()) for _, d in by_rank.values() for n in ("gpu_ops", "hta_events"))
     for rank, (_, decoded) in by_rank.items():
-        g = decoded.tables.get("gpu_ops")
+        g = decoded.columns.get("gpu_ops")
         if g is not None and "correlation" not in g:
-            decoded.tables["gpu_ops"] = g = g.assign(correlation=-1)
+            g["correlation"] = np.full(row_count(g), -1, dtype=np.int64)
         for name in ("gpu_ops", "hta_events"):  # one dtype when stacked: a rank without calls has none
-            t = decoded.tables.get(name)
+            t = decoded.columns.get(name)
             if launches and t is not None and "launch_ts_ns" not in t:
-                decoded.tables[name] = t.assign(launch_ts_ns=NO_LAUNCH)
+                t["launch_ts_ns"] = np.full(row_count(t), NO_LAUNCH, dtype=np.int64)
     g = _stacked(by_rank, "gpu_ops")
     if g is not None:
         # ts_ns/dur_ns: the file's exact times on its own clock, for HTA's whole-µs convention (intervals.py)
         out["gpu_ops"] = pd.DataFrame({"rank": g["rank"], "name": g["name"], "kind": g["kind"],
                                        "stream": g["stream"], "start_ms": rel_ms(g["ts_ns"], t0),
                                        "dur_ms": g["dur_ns"] / 1e6, "end_ms": rel_ms(g["ts_ns"] + g["dur_ns"], t0),
-                                       "correlation": g["correlation"], "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"]})
-        if launches:
-            out["gpu_ops"]["launch_ts_ns"] = g["launch_ts_ns"].to_numpy(np.int64)
+                                       "correlation": g["correlation"], "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"],
+                                       **({"launch_ts_ns": g["launch_ts_ns"].astype(np.int64)} if launches else {})})
     c = _stacked(by_rank, "collectives")
     if c is not None:
         df = _ms(c, t0)
@@ -914,7 +919,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
         out["cpu_ops"] = _ms(ops, t0)
     h = _stacked(by_rank, "hta_events")
     if h is not None:  # file clock ns, only for HTA's conventions (intervals.hta_gpu_time_metrics)
-        out["hta_events"] = h
+        out["hta_events"] = pd.DataFrame(h)
     h = _stacked(by_rank, "host_ops")
     if h is not None:
         out["host_ops"] = _ms(h, t0)

@@ -175,7 +175,6 @@ import math
 import re
 import zlib
 from array import array
-from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
 from typing import Any, Callable
@@ -2090,9 +2089,10 @@ class _Collector:
         self._coll_row(e, "c10d", name, tt, tid, a, collective, in_n, out_n, dtype, peer_local)
 
     # -- tables
-    def tables(self, from_ns: bool = False) -> dict[str, pd.DataFrame]:
-        """The tables, times as exact int64 ns (``ts_ns``/``dur_ns``); ``from_ns``: the file wrote ns, not µs."""
-        out: dict[str, pd.DataFrame] = {}
+    def columns(self, from_ns: bool = False) -> dict[str, dict[str, np.ndarray]]:
+        """The tables as columns (:class:`DecodedTrace`), times as exact int64 ns (``ts_ns``/``dur_ns``); ``from_ns``:
+        the file wrote ns, not µs. Each table's rows in start order (stable), no empty table."""
+        out: dict[str, dict[str, np.ndarray]] = {}
 
         def ns(a) -> np.ndarray:
             x = np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
@@ -2101,90 +2101,83 @@ class _Collector:
         def i64(a) -> np.ndarray:
             return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
 
-        def sort(df: pd.DataFrame) -> pd.DataFrame:
-            return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+        def f64(a) -> np.ndarray:
+            return np.frombuffer(a, dtype=np.float64).copy() if len(a) else np.zeros(0, dtype=np.float64)
 
-        def frame(cols: dict, *release: str) -> pd.DataFrame:
-            """The columns as a frame sorted by ts_ns (stable); the collector's lists/arrays named in ``release``
-            are emptied first, so a 2 GB trace's columns are not held twice (collector + frame) at once."""
+        def table(cols: dict, *release: str) -> dict[str, np.ndarray]:
+            """The columns (lists made object arrays) in ts_ns order (stable); the collector's lists/arrays named in
+            ``release`` are emptied first, so a 2 GB trace's columns are not held twice (collector + table) at once."""
             for name in release:
                 v = getattr(self, name)
                 setattr(self, name, [] if isinstance(v, list) else array(v.typecode))
+            cols = {k: v if isinstance(v, np.ndarray) else objects(v) for k, v in cols.items()}
             ts = cols["ts_ns"]
             if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
                 order = np.argsort(ts, kind="stable")
-                cols = {k: v[order] if isinstance(v, np.ndarray) else np.asarray(v, dtype=object)[order]
-                        for k, v in cols.items()}
-            return pd.DataFrame(cols)
+                cols = {k: v[order] for k, v in cols.items()}
+            return cols
 
         if len(self.step_n):  # as recorded; merged per step number below, after the time checks
-            out["steps"] = pd.DataFrame({"step": i64(self.step_n), "ts_ns": ns(self.step_ts),
-                                         "dur_ns": ns(self.step_dur)})
+            out["steps"] = {"step": i64(self.step_n), "ts_ns": ns(self.step_ts), "dur_ns": ns(self.step_dur)}
         if self.g_name:
-            out["gpu_ops"] = frame({
+            out["gpu_ops"] = table({
                 "name": self.g_name, "kind": self.g_kind, "ts_ns": ns(self.g_ts), "dur_ns": ns(self.g_dur),
                 "stream": i64(self.g_stream), "device": i64(self.g_dev), "correlation": i64(self.g_corr)},
                 "g_name", "g_kind", "g_ts", "g_stream", "g_dev", "g_corr")  # g_dur: kept_durations_us
         if self.coll:
-            cols = ["source", "name", "ts_ns", "dur_ns", "tid", "collective", "in_nelems", "out_nelems", "dtype",
-                    "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
-                    "group_size", "seq", "src_rank", "dst_rank", "peer_local"]
+            names = ["source", "name", "ts_ns", "dur_ns", "tid", "collective", "in_nelems", "out_nelems", "dtype",
+                     "elem_bytes", "in_bytes", "out_bytes", "group_name", "group_desc", "group_ranks",
+                     "group_size", "seq", "src_rank", "dst_rank", "peer_local"]
             floats = ("elem_bytes", "in_bytes", "out_bytes")
             ints = ("ts_ns", "dur_ns", "in_nelems", "out_nelems", "group_size", "seq", "src_rank", "dst_rank",
                     "peer_local")
-            # column by column (the rows transposed once): from_records and a cast per column were a fixed cost per rank
-            df = pd.DataFrame({c: np.array(v, dtype=np.float64) if c in floats else
-                               np.array(v, dtype=np.int64) if c in ints else list(v)
-                               for c, v in zip(cols, zip(*self.coll))})
+            # column by column (the rows transposed once)
+            cols = {c: np.array(v, dtype=np.float64) if c in floats else np.array(v, dtype=np.int64) if c in ints
+                    else objects(v) for c, v in zip(names, zip(*self.coll))}
             if from_ns:
-                df["ts_ns"] //= NS_PER_US
-                df["dur_ns"] //= NS_PER_US
-            out["collectives"] = _gloo_peers(sort(df))
+                cols["ts_ns"] //= NS_PER_US
+                cols["dur_ns"] //= NS_PER_US
+            out["collectives"] = _gloo_peers(table(cols))
         if self.o_name:
-            out["cpu_ops"] = frame({
+            out["cpu_ops"] = table({
                 "name": self.o_name, "ts_ns": ns(self.o_ts), "dur_ns": ns(self.o_dur), "tid": self.o_tid,
                 "input_dims": self.o_dims, "input_types": self.o_types,
-                **({"profiler_flops": np.frombuffer(self.o_flops, dtype=np.float64).copy()} if self.o_has_flops
-                   else {})},
+                **({"profiler_flops": f64(self.o_flops)} if self.o_has_flops else {})},
                 "o_name", "o_ts", "o_tid", "o_dims", "o_types", "o_flops")
         host = self._host_ops(ns)
         if host is not None:
             out["host_ops"] = host
         if self.d_name:
-            out["dataloader"] = frame({"name": self.d_name, "ts_ns": ns(self.d_ts), "dur_ns": ns(self.d_dur),
+            out["dataloader"] = table({"name": self.d_name, "ts_ns": ns(self.d_ts), "dur_ns": ns(self.d_dur),
                                        "tid": self.d_tid})
         if self.hta_role:
-            out["hta_events"] = frame({
+            out["hta_events"] = table({
                 "role": self.hta_role, "name": self.hta_name, "stream": i64(self.hta_stream),
                 "correlation": i64(self.hta_corr), "ts_ns": ns(self.hta_ts), "dur_ns": ns(self.hta_dur)},
                 "hta_role", "hta_name", "hta_stream", "hta_corr", "hta_ts", "hta_dur")
         launches = None
         if len(self.launch_ts):  # checked with the others below, then reduced to launch_ts_ns (_attach_launches)
             launches = {"correlation": i64(self.launch_corr), "ts_ns": ns(self.launch_ts), "tid": i64(self.launch_tid)}
-            self.launch_ts, self.launch_corr, self.launch_tid = array("q"), array("q"), array("q")  # numpy arrays only, not a frame (2 GB: 3.2 M)
+            self.launch_ts, self.launch_corr, self.launch_tid = array("q"), array("q"), array("q")  # 2 GB: 3.2 M calls
         if len(self.m_ts):
-            out["memory"] = frame({
+            out["memory"] = table({
                 "ts_ns": ns(self.m_ts), "device_type": i64(self.m_dt), "device_id": i64(self.m_di),
-                "bytes": np.frombuffer(self.m_bytes, dtype=np.float64).copy(),
-                "total_allocated": np.frombuffer(self.m_alloc, dtype=np.float64).copy(),
-                "total_reserved": np.frombuffer(self.m_res, dtype=np.float64).copy()})
+                "bytes": f64(self.m_bytes), "total_allocated": f64(self.m_alloc), "total_reserved": f64(self.m_res)})
         if launches is not None:
             out["launches"] = launches
         self._check_times(out, from_ns)
         _kernel_launches(out, self.tid_code)
         _attach_launches(out)
         st = out.pop("steps", None)
-        if st is not None and not st.empty:
+        if st is not None and len(st["step"]):
             # the same step recorded twice (another thread/process): the widest span
-            # (numpy, not a pandas groupby: a generated rank has 10 steps, and the groupby was a fixed cost per rank)
-            step, ts = st["step"].to_numpy(np.int64), st["ts_ns"].to_numpy(np.int64)
-            end = ts + st["dur_ns"].to_numpy(np.int64)
+            step, ts = st["step"], st["ts_ns"]
+            end = ts + st["dur_ns"]
             order = np.argsort(step, kind="stable")
             step = step[order]
             first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
             t_min = np.minimum.reduceat(ts[order], first)
-            out["steps"] = pd.DataFrame({"step": step[first], "ts_ns": t_min,
-                                         "dur_ns": np.maximum.reduceat(end[order], first) - t_min})
+            out["steps"] = {"step": step[first], "ts_ns": t_min, "dur_ns": np.maximum.reduceat(end[order], first) - t_min}
             self._check_times(out, from_ns, only="steps")
         if self.u_agg:  # after the time checks (aggregates, not per-event rows): ts_ns = the first occurrence's
             # start (the run origin leaves this table out: a range that wraps the trace does not move it)
@@ -2193,40 +2186,40 @@ class _Collector:
             div = NS_PER_US if from_ns else 1
             order = np.argsort(vals[:, 3], kind="stable")
             vals = vals[order]
-            out["user_ranges"] = pd.DataFrame({
-                "side": [keys[i][0] for i in order], "name": [keys[i][1] for i in order], "count": vals[:, 0],
-                "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div, "max_ns": vals[:, 2] // div})
+            out["user_ranges"] = {
+                "side": objects([keys[i][0] for i in order]), "name": objects([keys[i][1] for i in order]),
+                "count": vals[:, 0].copy(), "ts_ns": vals[:, 3] // div, "total_ns": vals[:, 1] // div,
+                "max_ns": vals[:, 2] // div}
             self.u_agg = {}
             if self.u_key:  # in start order, as every decoded table
                 ts = np.frombuffer(self.u_ts, dtype=np.int64) // div
                 o = np.argsort(ts, kind="stable")
-                out["user_range_spans"] = pd.DataFrame({
-                    "side": [self.u_key[i][0] for i in o], "name": [self.u_key[i][1] for i in o], "ts_ns": ts[o],
-                    "dur_ns": (np.frombuffer(self.u_dur, dtype=np.int64) // div)[o]})
+                out["user_range_spans"] = {
+                    "side": objects([self.u_key[i][0] for i in o]), "name": objects([self.u_key[i][1] for i in o]),
+                    "ts_ns": ts[o], "dur_ns": (np.frombuffer(self.u_dur, dtype=np.int64) // div)[o]}
             self.u_key, self.u_ts, self.u_dur = [], array("q"), array("q")
-        return {k: v for k, v in out.items() if not v.empty}
+        return {k: v for k, v in out.items() if row_count(v)}
 
     def _check_times(self, out: dict, from_ns: bool, only: str | None = None) -> None:
         """Refuse kept rows whose duration is over one day (the unit is known now) or whose ts is more than one
         day from the median of the trace's kept times (a lone absurd clock value would stretch the timeline).
         One numpy pass per table; refused rows are quoted by their ts as written."""
-        parts = [np.asarray(df["ts_ns"]) for df in out.values() if len(df["ts_ns"])]
+        parts = [df["ts_ns"] for df in out.values() if len(df["ts_ns"])]
         if not parts:
             return
         ref = int(np.median(np.concatenate(parts)))
         lo, hi = ref - _MAX_DUR_NS, ref + _MAX_DUR_NS
         far, long = [], []
         for name in [only] if only else list(out):
-            df = out[name]  # a frame, or a dict of equal-length arrays (``launches``)
-            ts = np.asarray(df["ts_ns"])
+            df = out[name]
+            ts = df["ts_ns"]
             bad_ts = (ts < lo) | (ts > hi)
-            bad_dur = np.asarray(df["dur_ns"]) > _MAX_DUR_NS if "dur_ns" in df else np.zeros(len(ts), dtype=bool)
+            bad_dur = df["dur_ns"] > _MAX_DUR_NS if "dur_ns" in df else np.zeros(len(ts), dtype=bool)
             if bad_ts.any() or bad_dur.any():
                 far.append(ts[bad_ts])
                 long.append(ts[bad_dur & ~bad_ts])
                 ok = ~(bad_ts | bad_dur)
-                out[name] = df[ok].reset_index(drop=True) if isinstance(df, pd.DataFrame) else \
-                    {k: v[ok] for k, v in df.items()}
+                out[name] = {k: v[ok] for k, v in df.items()}
         for arrays, column, reason in ((far, "field 'ts'", "more than one day away from the trace's other events"),
                                        (long, "field 'dur'", "over one day")):
             if not arrays:
@@ -2239,7 +2232,7 @@ class _Collector:
                 self.rejects.add(self.where, shown, column, reason, "event skipped",
                                  unit=("event at ts", "events at ts"))
 
-    def _host_ops(self, ns) -> pd.DataFrame | None:
+    def _host_ops(self, ns) -> dict[str, np.ndarray] | None:
         """The main thread's top-level CPU op spans (module doc, ``host_ops``)."""
         if not self.h_name:
             return None
@@ -2266,8 +2259,8 @@ class _Collector:
         end = ts + dur
         before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
         top = end > before  # not inside an earlier span of the thread
-        names = np.array(h_name, dtype=object)[on][order][top]
-        return pd.DataFrame({"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": main})
+        names = objects(h_name)[on][order][top]
+        return {"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": np.full(len(names), main, dtype=object)}
 
     def kept_durations_us(self) -> np.ndarray:
         parts = [np.frombuffer(self.g_dur, dtype=np.int64) if len(self.g_dur) else np.zeros(0, dtype=np.int64),
@@ -2302,24 +2295,26 @@ def _comm_regex(patterns, where: str, problems: list):
 NO_LAUNCH = np.iinfo(np.int64).max
 
 
-def _gloo_peers(coll: pd.DataFrame) -> pd.DataFrame:
+def _gloo_peers(coll: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``peer_local`` of each ``gloo`` send / recv span: that of the ``c10d::send`` / ``c10d::recv_`` /
     ``c10d::recv_any_source_`` op of the same thread and direction that encloses it or is the last to start before
     it (torch records the c10d op, then gloo's span on the same thread). One c10d op gives its peer to one span
-    (the first after it): a span without its own c10d op keeps -1 rather than an earlier op's peer. ``coll`` is
-    sorted by ts_ns."""
-    is_p2p = coll["collective"].isin(("send", "recv")).to_numpy()
-    spans = is_p2p & (coll["source"] == "gloo").to_numpy()
-    ops = is_p2p & (coll["source"] == "c10d").to_numpy()
+    (the first after it): a span without its own c10d op keeps -1 rather than an earlier op's peer. ``coll``'s
+    columns are in ts_ns order; ``peer_local`` is set in place."""
+    collective, source = coll["collective"], coll["source"]
+    is_p2p = (collective == "send") | (collective == "recv")
+    spans = is_p2p & (source == "gloo")
+    ops = is_p2p & (source == "c10d")
     if not spans.any() or not ops.any():
         return coll
-    s = coll.loc[spans, ["ts_ns", "tid", "collective"]].reset_index()  # "index": the span's row
-    o = coll.loc[ops, ["ts_ns", "tid", "collective", "peer_local"]].reset_index().rename(
-        columns={"index": "op_row"})
+    s = pd.DataFrame({"index": np.flatnonzero(spans), "ts_ns": coll["ts_ns"][spans], "tid": coll["tid"][spans],
+                      "collective": collective[spans]})  # "index": the span's row
+    o = pd.DataFrame({"op_row": np.flatnonzero(ops), "ts_ns": coll["ts_ns"][ops], "tid": coll["tid"][ops],
+                      "collective": collective[ops], "peer_local": coll["peer_local"][ops]})
     m = pd.merge_asof(s, o, on="ts_ns", by=["tid", "collective"], direction="backward")
     m = m[m["op_row"].notna()].drop_duplicates("op_row", keep="first")
     if not m.empty:
-        coll.loc[m["index"].to_numpy(), "peer_local"] = m["peer_local"].to_numpy(np.int64)
+        coll["peer_local"][m["index"].to_numpy()] = m["peer_local"].to_numpy(np.int64)
     return coll
 
 
@@ -2331,25 +2326,29 @@ def _kernel_launches(out: dict, tid_code: dict) -> None:
     capture the kernels are recorded, not run, and run later under one graph launch, so the op's FLOPs are not its
     own (reportgen/flopcount.py ``NO_KERNEL``)."""
     ops = out.get("cpu_ops")
-    if ops is None or ops.empty:
+    if ops is None or not row_count(ops):
         return
+    n = row_count(ops)
     g = out.get("gpu_ops")
-    kernels = g[g["kind"].isin(("kernel", "comm"))] if g is not None and not g.empty else None
-    if kernels is None or kernels.empty:
-        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)
+    kernels = None
+    if g is not None and row_count(g):
+        kind = g["kind"]
+        kernels = g["correlation"][(kind == "kernel") | (kind == "comm")]
+    if kernels is None or not len(kernels):
+        ops["kernel_launches"] = np.full(n, -1, dtype=np.int64)
         return
     launch = out.get("launches")
     hit = None
     if launch is not None and len(launch["ts_ns"]) and "tid" in launch:
-        hit = np.isin(launch["correlation"], kernels["correlation"].to_numpy(np.int64)) & (launch["correlation"] >= 0)
+        hit = np.isin(launch["correlation"], kernels) & (launch["correlation"] >= 0)
     if hit is None or not hit.any():  # no launch is linked to a kernel (none recorded): which op launched what is
-        ops["kernel_launches"] = np.full(len(ops), -1, dtype=np.int64)  # unknown, so no op is ruled out
+        ops["kernel_launches"] = np.full(n, -1, dtype=np.int64)  # unknown, so no op is ruled out
         return
-    counts = np.zeros(len(ops), dtype=np.int64)
+    counts = np.zeros(n, dtype=np.int64)
     lt, ltid = launch["ts_ns"][hit], launch["tid"][hit]
     codes = np.array([tid_code.get(t, -1) for t in ops["tid"].tolist()], dtype=np.int64)
-    start = ops["ts_ns"].to_numpy(np.int64)
-    end = start + ops["dur_ns"].to_numpy(np.int64)
+    start = ops["ts_ns"]
+    end = start + ops["dur_ns"]
     for code in np.unique(codes[codes >= 0]):
         ts = np.sort(lt[ltid == code])
         rows = np.flatnonzero(codes == code)
@@ -2374,17 +2373,55 @@ def _attach_launches(out: dict) -> None:
     del lc, lt, order
     for name in ("gpu_ops", "hta_events"):
         df = out.get(name)
-        if df is None or df.empty:
+        if df is None or not row_count(df):
             continue
-        corr = df["correlation"].to_numpy(np.int64)
+        corr = df["correlation"]
         pos = np.minimum(np.searchsorted(corr_u, corr), len(corr_u) - 1)
         df["launch_ts_ns"] = np.where(corr_u[pos] == corr, ts_u[pos], NO_LAUNCH)
 
 
-@dataclass
+def objects(values) -> np.ndarray:
+    """``values`` (a list) as a 1-D object array: a row that is a list (``input_dims``) stays one value."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def row_count(table: dict[str, np.ndarray]) -> int:
+    """Rows of a table of columns (equal-length arrays)."""
+    for v in table.values():
+        return len(v)
+    return 0
+
+
 class DecodedTrace:
-    meta: dict            # distributedInfo (dict or None), deviceProperties (list), schemaVersion, ... (see module doc)
-    tables: dict[str, pd.DataFrame]
+    """One decoded trace: ``meta`` (distributedInfo (dict or None), deviceProperties (list), schemaVersion, ... see
+    the module doc) and ``columns``: each table as a dict of equal-length numpy arrays (text and lists as object
+    arrays), what the reader stacks over ranks. ``tables``: the same as DataFrames, made on first use (tests, the
+    ``.reduced`` form); a pool worker sends the columns, whose pickle is smaller and quicker to load."""
+
+    __slots__ = ("meta", "columns", "_tables")
+
+    def __init__(self, meta: dict, columns: dict[str, dict[str, np.ndarray]]):
+        self.meta = meta
+        self.columns = columns
+        self._tables = None
+
+    @classmethod
+    def from_frames(cls, meta: dict, tables: dict[str, pd.DataFrame]) -> "DecodedTrace":
+        """From tables as DataFrames (a ``.reduced`` part): each column's values as an array."""
+        return cls(meta, {name: {str(c): df[c].to_numpy() for c in df.columns} for name, df in tables.items()})
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        if self._tables is None:
+            self._tables = {name: pd.DataFrame(cols) for name, cols in self.columns.items()}
+        return self._tables
+
+    def __getstate__(self):
+        return self.meta, self.columns
+
+    def __setstate__(self, state):
+        self.meta, self.columns = state
+        self._tables = None
 
 
 def decode_trace(path: Path, problems: list[tuple[str, str]],
@@ -2464,9 +2501,9 @@ def _decode(path: Path, problems: list, comm_patterns=DEFAULT_COMM_PATTERNS, bac
             # ts/dur written in ns (integers, long durations) although Chrome traces use µs: convert
             from_ns = True
             meta["ts_converted_from_ns"] = True
-    tables = col.tables(from_ns)
+    columns = col.columns(from_ns)
     col.rejects.flush(lambda p, text: problems.append((p, text)))
-    return DecodedTrace(meta, tables)
+    return DecodedTrace(meta, columns)
 
 
 def _drain(r: _Reader, where: str, problems: list, state: dict) -> None:
