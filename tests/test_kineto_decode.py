@@ -780,3 +780,27 @@ def test_a_collectives_repeated_metadata_gives_the_rows_and_problems_made_afresh
         pd.testing.assert_frame_equal(d.tables[name], table)
         pd.testing.assert_frame_equal(bounded.tables[name], table)
     assert problems == fresh_problems == bounded_problems and problems
+
+
+@pytest.mark.parametrize("text", [
+    b'{"rank": 3, "world_size": 8, "pg_config": [{"pg_name": "0", "ranks": [0, 1, 2, 3]}]}',
+    b'[{"id": 0, "totalGlobalMem": 85899345920, "computeMajor": 8, "clock": 1.41e3}]',
+    b'"ns"', b'1795303600000000000', b'-0', b'-0.0', b'0.1', b'1E2', b'true', b'null', b'{"a": 1, "a": 2}',
+    b'NaN', b'[Infinity, -Infinity]', b'1e400', b'"\\ud800"', b'"x\xffy"', b'["\xc3\xa9", "\\u00e9"]',
+    b'9' * 1001, b'9' * 1002, b'-' + b'9' * 1001, b'-' + b'9' * 1000, b'"' + b'7' * 1500 + b'"',
+    b'1' * 1200 + b'.5', b'[' * 100 + b']' * 100], ids=lambda t: f"{len(t)}B:{t[:12]!r}")
+def test_metadata_values_read_by_msgspec_equal_the_stdlib_reading(text):
+    """A metadata value goes through msgspec when msgspec reads it as the stdlib decoder (json_int) does; the
+    value must be the same object either way, whatever the value (what msgspec reads otherwise falls back)."""
+    import io
+
+    def read(fast):
+        r = kd._Reader(io.BytesIO(text + b"}"), 64 << 10)
+        r.more()
+        end = r.extent()
+        state = {"count": 0}
+        value = kd._meta_value(r, end, state) if fast and end is not None else kd._value(r, state)
+        return value, r.pos
+
+    want, got = read(False), read(True)
+    assert repr(got) == repr(want) and type(got[0]) is type(want[0])

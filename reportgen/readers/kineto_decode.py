@@ -184,8 +184,8 @@ import numpy as np
 import pandas as pd
 
 from ._files import open_input
-from ..limits import (MAX_DURATION_MS, MAX_EXAMPLES, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int, cap_text, finite_ms,
-                      json_int, regex_problem)
+from ..limits import (MAX_DURATION_MS, MAX_EXAMPLES, MAX_INT_DIGITS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int,
+                      cap_text, finite_ms, json_int, regex_problem)
 from ..timebase import NS_PER_US, to_ns
 from .ascend_trace import MAX_EVENT, _last_cut, _one_event, _skip, _Stop
 
@@ -763,6 +763,29 @@ def _value(r: _Reader, state: dict):
                     keep=stop.keep and state["count"] > 0) from None
 
 
+#: a run of digits longer than an integer literal json_int turns into an int (in a number or a string)
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+
+
+def _meta_value(r: _Reader, end: int, state: dict):
+    """The metadata value at r.pos, which ends at ``end`` (:meth:`_Reader.extent`), as :func:`_value` reads it: by
+    msgspec in one call when msgspec reads it the same way (the stdlib decoder calls ``json_int`` per integer:
+    ~2,500 a file in a 1,024-rank run's pg_config, 5 % of the decode). What msgspec refuses or reads otherwise
+    (NaN, a float beyond the double range, a lone surrogate, invalid UTF-8, an integer of over
+    MAX_INT_DIGITS digits, which json_int keeps as text) is read by :func:`_value`."""
+    view = memoryview(r.buf)[r.pos:end]
+    try:
+        if not _LONG_DIGITS.search(view):
+            value = msgspec.json.decode(view)
+            r.pos = end
+            return value
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        pass
+    finally:
+        del view  # the reader's buffer may grow in _value
+    return _value(r, state)
+
+
 def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> None:
     c = r.peek()
     if c is None:
@@ -838,7 +861,7 @@ def _read_document(r: _Reader, feed, meta: dict, state: dict, run_decode) -> Non
                 del view
                 r.pos = end
             else:
-                value = _value(r, state)
+                value = _meta_value(r, end, state) if end is not None and key in META_KEYS else _value(r, state)
                 if key == "traceEvents":
                     seen_events = True
                     if isinstance(value, list):
@@ -1649,9 +1672,9 @@ class _Collector:
         else:
             sp = np.array([(2 if n in _OP_NAMES or n.startswith(_OP_PREFIXES) else 1 if n.startswith(_KEEP_PREFIXES)
                             else 0) if n.__class__ is str else 0 for n in names], dtype=np.int8)
-        if nh == len(events):  # only host ops: the special ones in order
+        if nh == len(events):  # only host ops: the special ones in order (their times as converted above)
             for i in np.flatnonzero(sp == 1).tolist():
-                self._cpu(host[i], names[i], host[i].cat)
+                self._cpu(host[i], names[i], host[i].cat, (int(ts[i]), int(du[i])))
             if (sp == 2).any():
                 self._fast_ops(host, np.flatnonzero(sp == 2).tolist(), ts, du)
             return host
@@ -1669,7 +1692,7 @@ class _Collector:
                 if sp[i] == 2:
                     ops.append(i)
                 else:
-                    self._cpu(e, names[i], e.cat)
+                    self._cpu(e, names[i], e.cat, (int(ts[i]), int(du[i])))
                 continue
             if ops and e.ph == "X" and e.name.__class__ is str and e.name.startswith("aten::"):
                 self._fast_ops(host, ops, ts, du)  # it may add a cpu_ops row: the earlier ones first
@@ -1875,7 +1898,9 @@ class _Collector:
             self._coll_row(e, "gpu_kernel", name, tt, e.tid, a)
         return a.stream is not None
 
-    def _cpu(self, e, name: str, cat: str) -> None:
+    def _cpu(self, e, name: str, cat: str, times: tuple | None = None) -> None:
+        """A CPU op or annotation read by name (steps, data loader, collectives, aten ops of cpu_ops); ``times``: its
+        (ts, dur) as :meth:`_times` gives them, when the column path converted and checked them already."""
         if name.startswith(_STEP_PREFIX):
             m = _STEP_NUMBER.match(name, len(_STEP_PREFIX))
             n = int(m.group(0)) if m and len(m.group(0)) <= 10 else -1
@@ -1883,7 +1908,7 @@ class _Collector:
                 self._reject(e, "field 'name' (ProfilerStep#N)", f"N is not a step number in 0..{MAX_STEP}",
                              "span ignored")
                 return
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is None:
                 return
             self._hta_row("mark", e, name)
@@ -1894,7 +1919,7 @@ class _Collector:
             self.step_dur.append(tt[1])
             return
         if name.startswith(_DATALOADER_PREFIX):
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is not None:
                 self.d_name.append(self._s(name))  # capped
                 self.d_ts.append(tt[0])
@@ -1902,20 +1927,20 @@ class _Collector:
                 self.d_tid.append(self._s(e.tid))
             return
         if name == "record_param_comms":
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is not None:
                 a = _args(e.args, "comm")
                 if self._collective(a.collective) != "wait":
                     self._coll_row(e, "record_param_comms", name, tt, e.tid, a)
             return
         if name.startswith("gloo:") or name.startswith("nccl:"):
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is not None:
                 self._annotation_row(e, "gloo" if name[0] == "g" else "annotation", name, tt, e.tid,
                                      _args(e.args, "comm"))
             return
         if name.startswith("c10d::"):
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is not None:
                 self._c10d_row(e, name, tt, e.tid, _args(e.args, "comm"))
             return
@@ -1925,7 +1950,7 @@ class _Collector:
             if len(self.o_ts) >= MAX_CPU_OPS:
                 self.o_dropped += 1
                 return
-            tt = self._times(e)
+            tt = self._times(e) if times is None else times
             if tt is None:
                 return
             a = _args(e.args, "op")
@@ -2273,19 +2298,40 @@ class _Collector:
 
 
 def _comm_regex(patterns, where: str, problems: list):
-    parts = []
-    for p in tuple(BUILTIN_COMM_PATTERNS) + tuple(patterns or ()):
+    """The one regex of the communication kernel patterns (the built-in ones, then ``patterns``); a pattern that does
+    not compile or risks catastrophic backtracking is named in ``problems`` (for ``where``) and left out."""
+    regex, refused = _comm_regex_of(tuple(BUILTIN_COMM_PATTERNS) + tuple(patterns or ()))
+    problems.extend((where, text) for text in refused)
+    return regex
+
+
+_COMM_REGEXES: dict = {}  # patterns -> (regex, refusals): each pattern checked once per process, not per file
+
+
+def _comm_regex_of(patterns: tuple):
+    given = patterns
+    try:
+        found = _COMM_REGEXES.get(patterns)
+    except TypeError:  # a pattern that is not hashable (not text): refused below, not kept
+        found, patterns = None, None
+    if found is not None:
+        return found
+    parts, refused = [], []
+    for p in given:
         try:
             re.compile(p)
         except (re.error, TypeError) as exc:
-            problems.append((where, f"communication kernel pattern {p!r} is not a valid regex ({exc}); ignored"))
+            refused.append(f"communication kernel pattern {p!r} is not a valid regex ({exc}); ignored")
             continue
         risk = regex_problem(p)
         if risk:
-            problems.append((where, f"communication kernel pattern {p[:80]!r}: {risk}; ignored"))
+            refused.append(f"communication kernel pattern {p[:80]!r}: {risk}; ignored")
             continue
         parts.append(f"(?:{p})")
-    return re.compile("|".join(parts))
+    found = (re.compile("|".join(parts)), tuple(refused))
+    if patterns is not None and len(_COMM_REGEXES) < 64:
+        _COMM_REGEXES[patterns] = found
+    return found
 
 
 # --------------------------------------------------------------------------------------------------
