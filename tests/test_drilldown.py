@@ -454,3 +454,22 @@ def test_rows_without_a_rank_are_in_no_ranks_columns():
                                                    "t": [0.5, 2.5, 1.5, 3.5]}), "step", "t")
     assert got[0][0].tolist() == [1, 2] and got[2][1].tolist() == [2.5]
     assert sorted(r for r in got if r == r) == [0, 2]
+
+
+def test_cumulative_flops_line_sums_as_pandas_does():
+    """The picker's cumulative-FLOPs line sums on arrays (drilldown._cumsum): bit for bit pandas' ``cumsum`` (NaN
+    stays NaN and adds nothing; inf + -inf is NaN)."""
+    import numpy as np
+
+    from reportgen.sections.drilldown import _cumsum
+
+    rng = np.random.default_rng(7)
+    cases = [np.array([]), np.array([np.nan]), np.array([np.inf, -np.inf, 1.0, np.nan]), np.array([1e308, 1e308, -1.0])]
+    for n, share in ((5, 0.0), (1000, 0.3), (50, 1.0)):
+        x = rng.uniform(-1e12, 1e15, n)
+        x[rng.random(n) < share] = np.nan
+        cases.append(x)
+    for x in cases:
+        with np.errstate(all="ignore"):
+            want = pd.Series(x, dtype=float).cumsum().to_numpy(float)
+        assert _cumsum(x).tobytes() == want.tobytes()

@@ -241,3 +241,27 @@ def test_gpu_time_by_rank_is_each_ranks_metrics():
                     assert one[k] == want[k] or (one[k] != one[k] and want[k] != want[k]), (case, r, k)
             checked += bool(want)
     assert checked > 100
+
+
+def test_repeats_found_among_the_rows_that_share_their_numbers():
+    """repeats_on_one_stream looks at names only among the rows that share rank, stream, start and duration with
+    another row: the same rows dropped as a duplicated() over all five columns (NaN equal to NaN, text streams)."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.intervals import repeats_on_one_stream
+
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n = int(rng.integers(1, 300))
+        df = pd.DataFrame({"rank": rng.integers(0, 3, n), "stream": rng.choice([7, 8, None] if trial % 2 else
+                                                                               ["s1", "s2", None], n),
+                           "name": rng.choice(["a", "b", "c"], n), "start_ms": rng.choice([0.0, 1.5, np.nan, 3.0], n),
+                           "dur_ms": rng.choice([1.0, 2.0, np.nan], n)})
+        has = df["stream"].notna()
+        d = df.loc[has, ["rank", "stream", "name", "start_ms", "dur_ms"]]
+        rep = d.duplicated(keep="first")
+        out, stats = repeats_on_one_stream(df)
+        want = df.drop(index=d.index[rep]) if rep.any() else df
+        pd.testing.assert_frame_equal(out, want)
+        assert stats == ({int(r): int(c) for r, c in d.loc[rep, "rank"].value_counts().items()} if rep.any() else {})

@@ -761,8 +761,11 @@ def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_tra
         none = (ops["kernel_launches"] == 0).to_numpy()
         flops[none] = 0.0
         note[none] = NO_KERNEL
-    same_size = (ops["method"] == CONVOLUTION).to_numpy() & ~ops["name"].str.contains("backward").to_numpy() \
-        & ~np.isnan(flops)
+    conv = (ops["method"] == CONVOLUTION).to_numpy()
+    backward = np.zeros(len(ops), dtype=bool)
+    if conv.any():  # the names of the convolutions only (a text search per op was 1.4 s of 738k ops)
+        backward[conv] = ops["name"][conv].str.contains("backward").to_numpy()
+    same_size = conv & ~backward & ~np.isnan(flops)
     note[same_size & (note == "")] = SAME_SIZE_CONV
     nested = ~ops["innermost"].to_numpy(dtype=bool)
     flops[nested] = np.nan

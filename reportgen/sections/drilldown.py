@@ -701,7 +701,7 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
             inside = (t >= start) & (t < end)
             if inside.any():
                 tt = np.r_[0.0, t[inside] - start]
-                vv = np.r_[0.0, pd.Series(flops[inside], dtype=float).cumsum().to_numpy(float)]
+                vv = np.r_[0.0, _cumsum(flops[inside])]
                 got |= _line_arrays(cols, r, "flops_cumulative", tt, vv, "last", end - start, n)
         if got:
             used[str(r)] = step
@@ -712,6 +712,17 @@ def every_rank_lines(run: Run, ranks, preferred_steps=None) -> tuple[pd.DataFram
                         "metric": pd.Series(np.repeat(np.array(cols["metric"], dtype=object), sizes).tolist()),
                         "t_ms": np.concatenate(cols["t_ms"]), "value": np.concatenate(cols["value"])})
     return out[LINE_COLUMNS], used, n
+
+
+def _cumsum(values: np.ndarray) -> np.ndarray:
+    """``pd.Series(values, dtype=float).cumsum()`` on an array: NaN stays NaN and adds nothing to the later sums
+    (pandas sums the values with NaN taken as 0, then puts the NaN back: the same additions in the same order)."""
+    v = np.asarray(values, dtype=float)
+    nan = np.isnan(v)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: NaN, an overflow: inf, as pandas gives them
+        out = np.cumsum(np.where(nan, 0.0, v))
+    out[nan] = np.nan
+    return out
 
 
 def _columns_by_rank(df: pd.DataFrame, *columns: str) -> dict:
