@@ -365,8 +365,8 @@ def repeats_on_one_stream(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.
     if not has.any():
         return df, {}
     d = df.loc[has, ["rank", stream, "name", start, "dur_ms"]]
-    # a repeat has the rank, stream, start and duration of an earlier row: the rows that share those (numbers) with
-    # another row first, then the names among them only (the text of every row was most of the cost)
+    # a repeat has the rank, stream, start and duration of an earlier row: the rows that share those with another
+    # row first, then the names among them only (hashing every row's name was most of the cost)
     maybe = d[["rank", stream, start, "dur_ms"]].duplicated(keep=False).to_numpy()
     if not maybe.any():
         return df, {}

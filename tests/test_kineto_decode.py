@@ -788,6 +788,7 @@ def test_a_collectives_repeated_metadata_gives_the_rows_and_problems_made_afresh
     b'"ns"', b'1795303600000000000', b'-0', b'-0.0', b'0.1', b'1E2', b'true', b'null', b'{"a": 1, "a": 2}',
     b'NaN', b'[Infinity, -Infinity]', b'1e400', b'"\\ud800"', b'"x\xffy"', b'["\xc3\xa9", "\\u00e9"]',
     b'9' * 1001, b'9' * 1002, b'-' + b'9' * 1001, b'-' + b'9' * 1000, b'"' + b'7' * 1500 + b'"',
+    b'19933688932870350000', b'[18446744073709551617, -18446744073709551617]',
     b'1' * 1200 + b'.5', b'[' * 100 + b']' * 100], ids=lambda t: f"{len(t)}B:{t[:12]!r}")
 def test_metadata_values_read_by_msgspec_equal_the_stdlib_reading(text):
     """A metadata value goes through msgspec when msgspec reads it as the stdlib decoder (json_int) does; the
@@ -804,3 +805,25 @@ def test_metadata_values_read_by_msgspec_equal_the_stdlib_reading(text):
 
     want, got = read(False), read(True)
     assert repr(got) == repr(want) and type(got[0]) is type(want[0])
+
+
+def test_decoded_trace_hands_its_tables_over_once():
+    """A decoded trace is columns; the frames made from them equal ``.tables``, and the ``.reduced`` path takes each
+    table out as it converts it (one copy of a rank's tables at a time: ``pop_frames`` to frames, ``from_frames``
+    back to columns), which gives the same columns again."""
+    import pickle
+
+    path = fixture_dir("kineto", "hta_tests_data", "tests", "data", "trace_filter")
+    trace = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")))[0]
+    d = decode_trace(trace, [])
+    want = {name: df.copy() for name, df in d.tables.items()}
+    d = pickle.loads(pickle.dumps(d))  # what a pool worker sends: columns only
+    assert d._tables is None and set(d.columns) == set(want)
+    frames = d.pop_frames()
+    assert d.columns == {} and list(frames) == list(want)
+    for name, df in want.items():
+        pd.testing.assert_frame_equal(frames[name], df, check_exact=True)
+    back = DecodedTrace.from_frames({}, frames)
+    assert frames == {}
+    for name, df in want.items():
+        pd.testing.assert_frame_equal(pd.DataFrame(back.columns[name]), df, check_exact=True)

@@ -85,7 +85,7 @@ from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, ran
 from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
 from ..timebase import origin
 from . import windows
-from .kineto_decode import row_count
+from .kineto_decode import NO_LAUNCH, row_count
 
 TRACE_NAME = re.compile(r"\.json(\.gz)?$", re.I)
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
@@ -340,10 +340,10 @@ def _windows(cands: dict[int, list], problems: list) -> tuple[list, str]:
     members = []
     for rank, cs in cands.items():
         for c in cs:
-            tables = c[4].columns
-            st = tables.get("steps")
+            columns = c[4].columns
+            st = columns.get("steps")
             steps = tuple(sorted({int(x) for x in st["step"]})) if st is not None and row_count(st) else ()
-            ts = [t["ts_ns"] for t in tables.values() if "ts_ns" in t and row_count(t)]
+            ts = [t["ts_ns"] for t in columns.values() if "ts_ns" in t and row_count(t)]
             start = min(int(t.min()) for t in ts) if ts else None
             end = max(int(t.max()) for t in ts) if ts else None
             members.append(windows.Member(rank, c[3], c, start, end, steps, c[2]))
@@ -858,7 +858,7 @@ def _stacked(by_rank: dict, name: str) -> dict[str, np.ndarray] | None:
             cols = [np.full(len(r), np.nan, dtype=fill) if v is None else v for v, r in zip(cols, ranks)]
         out[c] = np.concatenate(cols) if len(cols) > 1 else cols[0]
     out["rank"] = np.concatenate(ranks)
-    del parts, ranks, cols
+    del parts, ranks, cols, t
     workers.release_free_memory()  # every rank's piece of it (small blocks the heap would keep)
     return out
 
@@ -885,9 +885,8 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
         out["trace_steps"] = pd.DataFrame({"rank": steps["rank"], "step": steps["step"].astype(int),
                                            "start_ms": rel_ms(steps["ts_ns"], t0),
                                            "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
-    from .kineto_decode import NO_LAUNCH
-
-    launches = any("launch_ts_ns" in d.columns.get(n, ()) for _, d in by_rank.values() for n in ("gpu_ops", "hta_events"))
+    launches = any("launch_ts_ns" in d.columns.get(n, ()) for _, d in by_rank.values()
+                   for n in ("gpu_ops", "hta_events"))
     for rank, (_, decoded) in by_rank.items():
         g = decoded.columns.get("gpu_ops")
         if g is not None and "correlation" not in g:

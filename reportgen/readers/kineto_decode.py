@@ -763,16 +763,19 @@ def _value(r: _Reader, state: dict):
                     keep=stop.keep and state["count"] > 0) from None
 
 
-#: a run of digits longer than an integer literal json_int turns into an int (in a number or a string)
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+#: a run of 20 digits or more (in a number or a string): read by the stdlib path. json_int keeps a literal of over
+#: MAX_INT_DIGITS digits as text, msgspec makes it an int; and msgspec before 0.19 decoded some 20-digit integers
+#: wrongly (jcrist/msgspec#701)
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+assert MAX_INT_DIGITS >= 20
 
 
 def _meta_value(r: _Reader, end: int, state: dict):
     """The metadata value at r.pos, which ends at ``end`` (:meth:`_Reader.extent`), as :func:`_value` reads it: by
     msgspec in one call when msgspec reads it the same way (the stdlib decoder calls ``json_int`` per integer:
-    ~2,500 a file in a 1,024-rank run's pg_config, 5 % of the decode). What msgspec refuses or reads otherwise
-    (NaN, a float beyond the double range, a lone surrogate, invalid UTF-8, an integer of over
-    MAX_INT_DIGITS digits, which json_int keeps as text) is read by :func:`_value`."""
+    ~2,500 a file in a 1,024-rank run's pg_config, 5 % of the decode). What msgspec refuses or may read otherwise
+    (NaN, a float beyond the double range, a lone surrogate, invalid UTF-8, a run of 20 digits or more) is read by
+    :func:`_value`."""
     view = memoryview(r.buf)[r.pos:end]
     try:
         if not _LONG_DIGITS.search(view):
@@ -782,7 +785,7 @@ def _meta_value(r: _Reader, end: int, state: dict):
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         pass
     finally:
-        del view  # the reader's buffer may grow in _value
+        del view
     return _value(r, state)
 
 
@@ -1164,7 +1167,7 @@ class _Collector:
         self.last_bad = None
         self.n_fed = 0  # events fed before the current batch (its first event's index in traceEvents)
         self.batch: list = []
-        # ProfilerStep#N spans as recorded (merged per N in tables(), after the time checks)
+        # ProfilerStep#N spans as recorded (merged per N in columns(), after the time checks)
         self.step_n = array("q")
         self.step_ts = array("q")
         self.step_dur = array("q")
@@ -1189,7 +1192,7 @@ class _Collector:
         self.o_has_flops = False
         self.o_dropped = 0
         self.u_spans_dropped = False  # user annotation spans past MAX_USER_RANGE_SPANS: none kept (the totals are)
-        # host_ops (every thread's CPU op spans; the main thread's top level is taken in tables())
+        # host_ops (every thread's CPU op spans; the main thread's top level is taken in columns())
         self.h_name: list = []
         self.h_ts = array("q")
         self.h_dur = array("q")
@@ -1914,7 +1917,7 @@ class _Collector:
             self._hta_row("mark", e, name)
             tid = self._s(e.tid)
             self.step_tids[tid] = self.step_tids.get(tid, 0) + 1
-            self.step_n.append(n)  # (ts, dur) exactly as written; merged per step in tables()
+            self.step_n.append(n)  # (ts, dur) exactly as written; merged per step in columns()
             self.step_ts.append(tt[0])
             self.step_dur.append(tt[1])
             return
@@ -2202,7 +2205,8 @@ class _Collector:
             step = step[order]
             first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
             t_min = np.minimum.reduceat(ts[order], first)
-            out["steps"] = {"step": step[first], "ts_ns": t_min, "dur_ns": np.maximum.reduceat(end[order], first) - t_min}
+            out["steps"] = {"step": step[first], "ts_ns": t_min,
+                            "dur_ns": np.maximum.reduceat(end[order], first) - t_min}
             self._check_times(out, from_ns, only="steps")
         if self.u_agg:  # after the time checks (aggregates, not per-event rows): ts_ns = the first occurrence's
             # start (the run origin leaves this table out: a range that wraps the trace does not move it)
@@ -2310,10 +2314,10 @@ _COMM_REGEXES: dict = {}  # patterns -> (regex, refusals): each pattern checked 
 
 def _comm_regex_of(patterns: tuple):
     given = patterns
-    try:
-        found = _COMM_REGEXES.get(patterns)
-    except TypeError:  # a pattern that is not hashable (not text): refused below, not kept
+    if not all(p.__class__ is str for p in patterns):  # refused below (1 and True would share a key): not kept
         found, patterns = None, None
+    else:
+        found = _COMM_REGEXES.get(patterns)
     if found is not None:
         return found
     parts, refused = [], []
@@ -2441,8 +2445,9 @@ def row_count(table: dict[str, np.ndarray]) -> int:
 class DecodedTrace:
     """One decoded trace: ``meta`` (distributedInfo (dict or None), deviceProperties (list), schemaVersion, ... see
     the module doc) and ``columns``: each table as a dict of equal-length numpy arrays (text and lists as object
-    arrays), what the reader stacks over ranks. ``tables``: the same as DataFrames, made on first use (tests, the
-    ``.reduced`` form); a pool worker sends the columns, whose pickle is smaller and quicker to load."""
+    arrays), what the reader stacks over ranks (it takes them: :func:`reportgen.readers.kineto._stacked` pops each
+    table). ``tables``: the same as DataFrames, made once on first use and not updated when ``columns`` change
+    (tests, scripts); a pool worker sends the columns, whose pickle is smaller and quicker to load than frames'."""
 
     __slots__ = ("meta", "columns", "_tables")
 
@@ -2453,8 +2458,15 @@ class DecodedTrace:
 
     @classmethod
     def from_frames(cls, meta: dict, tables: dict[str, pd.DataFrame]) -> "DecodedTrace":
-        """From tables as DataFrames (a ``.reduced`` part): each column's values as an array."""
-        return cls(meta, {name: {str(c): df[c].to_numpy() for c in df.columns} for name, df in tables.items()})
+        """From tables as DataFrames (a ``.reduced`` part): each column's values as an array. The tables are taken
+        out of ``tables`` (a frame is dropped once the reader has stacked its columns, as the decoded ones are)."""
+        return cls(meta, {name: {str(c): df[c].to_numpy() for c in df.columns}
+                          for name, df in ((n, tables.pop(n)) for n in list(tables))})
+
+    def pop_frames(self) -> dict[str, pd.DataFrame]:
+        """The tables as DataFrames, each taken out of ``columns`` as it is made (the ``.reduced`` form: one copy of a
+        table at a time)."""
+        return {name: pd.DataFrame(self.columns.pop(name)) for name in list(self.columns)}
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:

@@ -92,12 +92,12 @@ def _kineto_reduce(unit: str, comm_patterns: tuple[str, ...]) -> Part:
     path, decoded, problems = kineto.decode_job((unit, tuple(comm_patterns)))
     if decoded is None:
         return Part("kineto", path, {"decoded": False}, {}, problems)
-    return Part("kineto", path, {"decoded": True, "meta": decoded.meta}, dict(decoded.tables), problems)
+    return Part("kineto", path, {"decoded": True, "meta": decoded.meta}, decoded.pop_frames(), problems)
 
 
 def _kineto_assemble(root: Path, parts: list[Part]) -> Run:
-    results = [(p.source, DecodedTrace.from_frames(p.meta.get("meta") or {}, p.tables) if p.meta.get("decoded") else None,
-                [tuple(x) for x in p.problems]) for p in parts]
+    results = [(p.source, DecodedTrace.from_frames(p.meta.get("meta") or {}, p.tables)
+                 if p.meta.get("decoded") else None, [tuple(x) for x in p.problems]) for p in parts]
     return kineto.assemble(Path(root), [Path(p.source) for p in parts], results)
 
 

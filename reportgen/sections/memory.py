@@ -271,8 +271,10 @@ def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
         return lines
     keys = [lines["rank"].to_numpy(), lines["series"].to_numpy(), lines["counter"].to_numpy()]
     gid = np.zeros(len(lines), dtype=np.int64)
-    for k in keys:  # one code per distinct (rank, series, counter), in order of first appearance (a MultiIndex's
-        codes, uniques = pd.factorize(k, use_na_sentinel=False)  # factorize made a tuple per row: 1 s at 1M rows)
+    # one code per distinct (rank, series, counter), in order of first appearance, combined level by level (a
+    # MultiIndex's factorize made a tuple per row: 1 s at 1M rows)
+    for k in keys:
+        codes, uniques = pd.factorize(k, use_na_sentinel=False)
         gid = pd.factorize(gid * len(uniques) + codes)[0]
     first = np.unique(gid, return_index=True)[1]  # each line's first row
     d = downsample(pd.DataFrame({"rank": gid, "x": lines["x"].to_numpy(), "mb": lines["mb"].to_numpy()}),
