@@ -153,7 +153,13 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
 
 def _kineto_gpu(run: Run) -> pd.DataFrame | None:
     g = run.table("gpu_ops")
-    return None if g is None else gpu_rows(g, run.table("collectives"))
+    if g is None:
+        return None
+    coll = run.table("collectives")
+    made = run.derived.pop("gpu_rows", None)  # the reader's (its step breakdown), if made of these same tables
+    if made is not None and made[0] is g and made[1] is coll:
+        return made[2]
+    return gpu_rows(g, coll)
 
 
 def _gloo(run: Run) -> pd.DataFrame | None:

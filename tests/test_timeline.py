@@ -375,3 +375,28 @@ def test_gpu_receive_kernels_are_the_receives_collectives():
         by_name = (low.str.contains("recv") & ~low.str.contains("send") & ~g["rank"].isin(set(coll["rank"]))).to_numpy()
         assert ((rows["kind"] == "receive").to_numpy() == (comm & (recv | by_name))).all()
         assert recv.any() or case % 10
+
+
+def test_kineto_device_timeline_reuses_the_step_breakdowns_rows_only_while_the_tables_are_the_same():
+    """The Kineto reader's step breakdown makes the GPU timeline rows; the device timeline takes them (not made twice)
+    when gpu_ops and collectives are still the run's tables, the same timeline as one made anew; a gpu_ops that lost
+    repeats (another table object) gets rows made again."""
+    from conftest import fixture_dir
+
+    root = fixture_dir("kineto", "hta_tests_data", "tests", "data", "trace_filter")
+    run = read_run(root)
+    assert "gpu_rows" in run.derived
+    shared = run.table("device_timeline")
+    assert "gpu_rows" not in run.derived
+    fresh = read_run(root)
+    fresh.derived.clear()
+    pd.testing.assert_frame_equal(shared, fresh.table("device_timeline"), check_exact=True)
+    again = read_run(root)
+    g = again.tables["gpu_ops"]
+    changed = g.copy()
+    changed.loc[0, "name"] = "renamed_kernel"
+    again.tables["gpu_ops"] = pd.concat([changed, changed.iloc[[0]]], ignore_index=True)  # one written twice
+    assert again.derived["gpu_rows"][0] is g
+    tl = again.table("device_timeline")
+    assert (tl["name"] == "renamed_kernel").sum() == 1 and len(tl) == len(shared)
+    assert any("written twice" in p.problem for p in again.problems)

@@ -682,8 +682,18 @@ def assemble(root: Path, paths: list, results: list) -> Run:
 
         run.tables["dataloader"] = dataloader_rows(run.tables["dataloader"], run.tables.get("trace_steps"))
     if "trace_steps" in run.tables:
-        run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], run.tables.get("gpu_ops"),
-                                                 run.tables.get("collectives"), run.tables.get("dataloader"))
+        gpu, coll = run.tables.get("gpu_ops"), run.tables.get("collectives")
+        rows = None
+        if gpu is not None and not gpu.empty:
+            from ..timeline import gpu_rows
+
+            rows = gpu_rows(gpu, coll)
+            # the device timeline is made of the same rows (1.4 s at 1,024 ranks): kept for it while these tables are
+            # the run's (gpu_ops loses its repeats first, if any: then they are made again)
+            run.derived["gpu_rows"] = (gpu, coll, rows)
+        run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], gpu, coll, run.tables.get("dataloader"),
+                                                 rows)
+        del rows
         run.step_definition = (
             "Step time is the ProfilerStep span; computing, communication not overlapped and free partition it (GPU "
             "kernels clipped to the window they run in; memcpy/memset count as free)." if "gpu_ops" in run.tables else
@@ -1135,7 +1145,7 @@ def _p2p_joined(coll: pd.DataFrame | None) -> tuple[pd.DataFrame, bool] | None:
 
 
 def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataFrame | None,
-                   dataloader: pd.DataFrame | None = None) -> pd.DataFrame:
+                   dataloader: pd.DataFrame | None = None, gpu_timeline: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and step: the step window is the ProfilerStep span (the step time users log).
 
     GPU traces: computing, communication, comm not overlapped, overlapped and free (memcpy / memset / idle) are
@@ -1150,6 +1160,7 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
     CPU-only traces (gloo): communication = |U(gloo collectives on any thread) ∩ W| and the rest of the step is
     ``other_ms``; computing / free are NaN here and measured afterwards on the device timeline (main-thread CPU
     ops against the gloo spans, :func:`reportgen.timeline.fill_step_time`) when the trace has those ops.
+    ``gpu_timeline``: :func:`reportgen.timeline.gpu_rows` of ``gpu`` and ``coll``, when the caller made them.
     """
     from ..timeline import breakdown, gpu_rows
 
@@ -1159,7 +1170,9 @@ def step_breakdown(steps: pd.DataFrame, gpu: pd.DataFrame | None, coll: pd.DataF
     gpu_ranks = set(gpu["rank"]) if gpu is not None else set()
     parts = []
     if gpu_ranks:
-        bd = breakdown(gpu_rows(gpu, coll), steps[steps["rank"].isin(gpu_ranks)], receive=bool(p2p))
+        tl = gpu_rows(gpu, coll) if gpu_timeline is None else gpu_timeline
+        bd = breakdown(tl, steps[steps["rank"].isin(gpu_ranks)], receive=bool(p2p))
+        del tl
         bd["other_ms"] = math.nan
         bd["preparing_ms"] = math.nan
         if loaders & gpu_ranks:
