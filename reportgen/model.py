@@ -148,10 +148,6 @@ class Run:
     loaders: dict[str, Callable[[], pd.DataFrame | None]] = field(default_factory=dict)
     #: tables of stream work whose repeats were already dropped (:meth:`table`)
     settled: set = field(default_factory=set, repr=False)
-    #: rows a reader derived from its tables and that a lazy table is made of, each with the table objects it was made
-    #: from: taken by the first use when they are still the run's tables (the Kineto GPU rows of the step breakdown,
-    #: the device timeline's: reportgen/timeline.py ``_kineto_gpu``)
-    derived: dict = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> pd.DataFrame | None:
         if name not in self.tables and name in self.loaders:

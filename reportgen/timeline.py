@@ -151,14 +151,23 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
                  per_value(g["stream"], lambda v: "stream " + v.astype(str)))
 
 
+def kept_gpu_rows(run: Run, g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`gpu_rows` of ``g`` and ``coll`` (a reader's step breakdown), kept on the run for the device timeline:
+    :func:`_kineto_gpu` takes them while ``g`` and ``coll`` are still the run's tables (weak references, as
+    :func:`step_windows`' memo: a table replaced since, gpu_ops without its repeats, is not kept alive)."""
+    rows = gpu_rows(g, coll)
+    run.__dict__["_gpu_rows"] = (weakref.ref(g), None if coll is None else weakref.ref(coll), rows)
+    return rows
+
+
 def _kineto_gpu(run: Run) -> pd.DataFrame | None:
     g = run.table("gpu_ops")
     if g is None:
         return None
     coll = run.table("collectives")
-    made = run.derived.pop("gpu_rows", None)  # the reader's (its step breakdown), if made of these same tables
-    if made is not None and made[0] is g and made[1] is coll:
-        return made[2]
+    kept = run.__dict__.pop("_gpu_rows", None)  # made once (1.4 s at 1,024 ranks): taken if of these same tables
+    if kept is not None and kept[0]() is g and (None if kept[1] is None else kept[1]()) is coll:
+        return kept[2]
     return gpu_rows(g, coll)
 
 

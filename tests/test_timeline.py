@@ -385,18 +385,18 @@ def test_kineto_device_timeline_reuses_the_step_breakdowns_rows_only_while_the_t
 
     root = fixture_dir("kineto", "hta_tests_data", "tests", "data", "trace_filter")
     run = read_run(root)
-    assert "gpu_rows" in run.derived
+    assert "_gpu_rows" in run.__dict__
     shared = run.table("device_timeline")
-    assert "gpu_rows" not in run.derived
+    assert "_gpu_rows" not in run.__dict__
     fresh = read_run(root)
-    fresh.derived.clear()
+    del fresh.__dict__["_gpu_rows"]
     pd.testing.assert_frame_equal(shared, fresh.table("device_timeline"), check_exact=True)
     again = read_run(root)
     g = again.tables["gpu_ops"]
     changed = g.copy()
     changed.loc[0, "name"] = "renamed_kernel"
     again.tables["gpu_ops"] = pd.concat([changed, changed.iloc[[0]]], ignore_index=True)  # one written twice
-    assert again.derived["gpu_rows"][0] is g
+    assert again.__dict__["_gpu_rows"][0]() is g
     tl = again.table("device_timeline")
     assert (tl["name"] == "renamed_kernel").sum() == 1 and len(tl) == len(shared)
     assert any("written twice" in p.problem for p in again.problems)

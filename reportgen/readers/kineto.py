@@ -684,13 +684,10 @@ def assemble(root: Path, paths: list, results: list) -> Run:
     if "trace_steps" in run.tables:
         gpu, coll = run.tables.get("gpu_ops"), run.tables.get("collectives")
         rows = None
-        if gpu is not None and not gpu.empty:
-            from ..timeline import gpu_rows
+        if gpu is not None and not gpu.empty:  # the device timeline is made of the same rows: kept for it
+            from ..timeline import kept_gpu_rows
 
-            rows = gpu_rows(gpu, coll)
-            # the device timeline is made of the same rows (1.4 s at 1,024 ranks): kept for it while these tables are
-            # the run's (gpu_ops loses its repeats first, if any: then they are made again)
-            run.derived["gpu_rows"] = (gpu, coll, rows)
+            rows = kept_gpu_rows(run, gpu, coll)
         run.tables["step_time"] = step_breakdown(run.tables["trace_steps"], gpu, coll, run.tables.get("dataloader"),
                                                  rows)
         del rows

@@ -2313,15 +2313,12 @@ _COMM_REGEXES: dict = {}  # patterns -> (regex, refusals): each pattern checked 
 
 
 def _comm_regex_of(patterns: tuple):
-    given = patterns
-    if not all(p.__class__ is str for p in patterns):  # refused below (1 and True would share a key): not kept
-        found, patterns = None, None
-    else:
-        found = _COMM_REGEXES.get(patterns)
+    texts = all(p.__class__ is str for p in patterns)  # other values are refused below, and not kept (1 == True)
+    found = _COMM_REGEXES.get(patterns) if texts else None
     if found is not None:
         return found
     parts, refused = [], []
-    for p in given:
+    for p in patterns:
         try:
             re.compile(p)
         except (re.error, TypeError) as exc:
@@ -2333,7 +2330,7 @@ def _comm_regex_of(patterns: tuple):
             continue
         parts.append(f"(?:{p})")
     found = (re.compile("|".join(parts)), tuple(refused))
-    if patterns is not None and len(_COMM_REGEXES) < 64:
+    if texts and len(_COMM_REGEXES) < 64:
         _COMM_REGEXES[patterns] = found
     return found
 
