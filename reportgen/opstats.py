@@ -195,7 +195,7 @@ def summarize(rows: pd.DataFrame, by=("rank", "type")) -> pd.DataFrame:
         return pd.DataFrame(columns=by + STAT_COLUMNS)
     d = rows.assign(_agg=(rows["source"] == "op_stats").to_numpy())
     for c in by:  # None keys (no type / no name) group as ''
-        if d[c].dtype == object or pd.api.types.is_string_dtype(d[c].dtype):
+        if (d[c].dtype == object or pd.api.types.is_string_dtype(d[c].dtype)) and d[c].isna().any():
             d[c] = d[c].fillna("")
     g = d.groupby(by, sort=False, dropna=False)
     out = agg(g, count=("count", "sum"), total_ms=("dur_ms", "sum"), min_ms=("min_ms", "min"),

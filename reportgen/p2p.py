@@ -194,8 +194,24 @@ def issue_index(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     """The matching rule of point-to-point operations, in one place: the position of each row among the rows of its
     ``keys`` (a direction, e.g. source, destination and kind; per step where the keys say so) in start order. The
     n-th send from a to b meets the n-th receive on b from a (NCCL / HCCL issue order per peer pair)."""
-    order = df.sort_values("start_ms", kind="stable")
-    return order.groupby(keys).cumcount().reindex(df.index)
+    start = df["start_ms"].to_numpy()
+    if start.dtype.kind not in "fiu":  # (not the tables' float ms): pandas' own calls
+        order = df.sort_values("start_ms", kind="stable")
+        return order.groupby(keys).cumcount().reindex(df.index)
+    # by positions, not by a sorted copy of the frame (0.9 s at 1,024 ranks): the rows of each group in start order
+    # (a stable sort, NaN last, as sort_values), numbered 0, 1, ...; a row with a missing key is in no group (NaN)
+    group = df.groupby(keys, sort=False).ngroup().to_numpy()
+    missing = np.isnan(group) if group.dtype.kind == "f" else None
+    code = np.where(missing, -1, group).astype(np.int64) if missing is not None else group.astype(np.int64)
+    order = np.argsort(start, kind="stable")
+    order = order[code[order] >= 0]
+    by_group = order[np.argsort(code[order], kind="stable")]
+    c = code[by_group]
+    at = np.arange(len(c))
+    first = np.maximum.accumulate(np.where(np.r_[True, c[1:] != c[:-1]], at, 0)) if len(c) else at
+    out = np.full(len(df), np.nan) if missing is not None and missing.any() else np.zeros(len(df), dtype=np.int64)
+    out[by_group] = at - first
+    return pd.Series(out, index=df.index)
 
 
 def pairs(p2p: pd.DataFrame) -> pd.DataFrame:

@@ -119,6 +119,30 @@ def test_clean_of_a_short_number_is_the_number_and_else_its_definition():
     assert type(fmt.clean(np.float64(0.25))) is float  # a float subclass comes back a float, as it always did
 
 
+
+def test_clean_remembers_values_without_changing_them(monkeypatch):
+    """fmt.clean keeps what it worked out by value (a report writes each number several times): a value asked again,
+    as a float or as a numpy float64, gives its definition's result, a float, and the memory stays bounded."""
+    import random
+
+    import numpy as np
+
+    monkeypatch.setattr(fmt, "_CLEANED", {})
+    monkeypatch.setattr(fmt, "CLEANED_MAX", 500)
+    rng = random.Random(4)
+    values = [rng.random() * 10 ** rng.randint(-8, 12) for _ in range(400)]
+    values += [v * 3 for v in values] + [0.1 + 0.2, 48.3092480000003, -1 / 3]
+    for attempt in range(3):
+        for v in rng.sample(values, len(values)):
+            v15 = float(f"{v:.15g}")
+            short = float(f"{v15:.13g}")
+            want = short if abs(short - v15) <= abs(v15) * 1e-14 else v15
+            for x in (v, np.float64(v)):
+                got = fmt.clean(x)
+                assert got == want and type(got) is float, (v, attempt)
+            assert len(fmt._CLEANED) <= 500
+    assert fmt._CLEANED  # the long forms were kept
+
 def test_cell_in_the_column_unit():
     unit, factor = fmt.unit_for("flop", [12008762441000.0, 3.3e12])
     assert unit == "TFLOP" and fmt.cell(12008762441000.0, "flop", factor) == "12.01"

@@ -734,6 +734,31 @@ def test_fast_path_gives_the_per_event_tables_on_odd_values(tmp_path, chunk, mon
     _assert_same(fast, slow)
 
 
+
+def test_bulk_times_are_the_per_value_times_or_none():
+    """_bulk_ns (a time column at once) gives exactly what to_ns gives value by value, or None (the caller then reads
+    the values one by one): never another number. Plain columns (digits, at most 3 decimals) are read at once."""
+    import random
+
+    rng = random.Random(5)
+    odd = ["0", "12", "123.4", "5.", ".5", "1.2.3", "", "1e5", "-3", "+3", "\u0661\u0662", "12345678901234567",
+           "1234567890123456", "9999999999999999.999", " 1", "1,2", "0000000000000001.5", "3.000", "7.01", "\u00e4",
+           "1\x00", "..", ",", "/", ":", "4446594000000.1234", 5, -4, 10**17, 0]
+    plain = ["4446594000000.0", "4446594000000.123", "12.5", "100", "7.01"]
+    read_at_once = 0
+    for trial in range(3000):
+        n = rng.choice([1, 63, 64, 65, 100, 300])
+        vals = [rng.choice(plain) for _ in range(n)]
+        for _ in range(rng.choice([0, 0, 1, 3])):
+            vals[rng.randrange(n)] = rng.choice(odd)
+        got = kd._bulk_ns(vals)
+        if got is not None:
+            assert str(got.dtype) == "int64" and got.tolist() == [to_ns(v) for v in vals], vals
+            read_at_once += 1
+        elif all(isinstance(v, str) and v in plain for v in vals):
+            raise AssertionError(f"a plain column was not read at once: {vals[:3]}")
+    assert read_at_once > 1000
+
 def test_a_step_recorded_twice_is_one_row_with_the_widest_span(tmp_path):
     """ProfilerStep#N on two threads (another process's copy, or the optimizer thread), written out of order: one
     row per step, in step order, from the earliest start to the latest end of its copies."""

@@ -184,3 +184,25 @@ def test_p2p_links_are_their_definition_pair_by_pair():
         both, timed = kineto._p2p_joined(coll)  # the joined halves the table is made of
         want = by_pair(both, hosts, timed)
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_exact=True)
+
+
+def test_issue_index_is_the_position_in_start_order_among_the_rows_of_its_keys():
+    """p2p.issue_index (by positions) is pandas' definition: a stable sort by start (NaN last), then the count of
+    the rows before it among its keys' rows; a row with a missing key has none (NaN), the index kept as given."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        n = int(rng.integers(0, 40))
+        df = pd.DataFrame({"src": rng.integers(0, 3, n), "kind": rng.choice(["send", "receive", "x"], n),
+                           "step": rng.integers(0, 2, n).astype(float),
+                           "start_ms": rng.choice([0.0, -0.0, 1.0, 2.5, np.nan, 3.0], n)},
+                          index=rng.permutation(np.arange(50, 50 + n)) if trial % 2 else None)
+        if n and trial % 3 == 0:
+            df.loc[df.index[rng.integers(0, n, 3)], "step"] = np.nan
+        if n and trial % 5 == 0:
+            df.loc[df.index[rng.integers(0, n, 2)], "kind"] = None
+        for keys in (["src", "kind"], ["src", "step"], ["kind"], ["src", "kind", "step"]):
+            want = df.sort_values("start_ms", kind="stable").groupby(keys).cumcount().reindex(df.index)
+            got = p2p.issue_index(df, keys)
+            assert got.dtype == want.dtype and got.index.equals(want.index) and got.equals(want), (trial, keys)
