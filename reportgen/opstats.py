@@ -187,19 +187,47 @@ def left_out_note(rows: pd.DataFrame, rank: int) -> str:
     return "communication kernels left out" + (f", {waits:,} waits" if waits else "")
 
 
-def summarize(rows: pd.DataFrame, by=("rank", "type")) -> pd.DataFrame:
+def _text_key(col: pd.Series) -> pd.Series:
+    """A text group key as :func:`summarize` groups it: None (no type / no name) is ''."""
+    if (col.dtype == object or pd.api.types.is_string_dtype(col.dtype)) and col.isna().any():
+        return col.fillna("")
+    return col
+
+
+def key_codes(rows: pd.DataFrame, columns) -> dict:
+    """column -> (codes, values) of the text keys of ``rows`` as :func:`summarize` groups them (:func:`_text_key`), for
+    a caller that summarises one table by several keys: each text column is factorised once, not once per call (a
+    text key of a million rows costs most of a grouping)."""
+    out = {}
+    for c in columns:
+        col = rows[c]
+        if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
+            out[c] = pd.factorize(_text_key(col), sort=False)
+    return out
+
+
+def summarize(rows: pd.DataFrame, by=("rank", "type"), codes: dict | None = None) -> pd.DataFrame:
     """Statistics of ``rows`` per ``by`` group (module doc): ``by`` columns + :data:`STAT_COLUMNS`; share of the
-    group's rank total when ``rank`` is in ``by``, else of the whole."""
+    group's rank total when ``rank`` is in ``by``, else of the whole. ``codes``: :func:`key_codes` of ``rows`` (the
+    same groups, in the same order: codes number the values in order of first appearance)."""
     by = [by] if isinstance(by, str) else list(by)
     if rows.empty:
         return pd.DataFrame(columns=by + STAT_COLUMNS)
+    codes = codes or {}
     d = rows.assign(_agg=(rows["source"] == "op_stats").to_numpy())
+    keys = []
     for c in by:  # None keys (no type / no name) group as ''
-        if (d[c].dtype == object or pd.api.types.is_string_dtype(d[c].dtype)) and d[c].isna().any():
-            d[c] = d[c].fillna("")
-    g = d.groupby(by, sort=False, dropna=False)
+        if c in codes:
+            keys.append(pd.Series(codes[c][0], index=d.index, name=c))
+        else:
+            d[c] = _text_key(d[c])
+            keys.append(c)
+    g = d.groupby(keys, sort=False, dropna=False)
     out = agg(g, count=("count", "sum"), total_ms=("dur_ms", "sum"), min_ms=("min_ms", "min"),
               max_ms=("max_ms", "max"), std_ms=("dur_ms", "std"), _agg=("_agg", "any")).reset_index()
+    for c in by:
+        if c in codes:
+            out[c] = codes[c][1].take(out[c].to_numpy())
     count = out["count"].astype(np.int64).to_numpy()
     total = out["total_ms"].to_numpy()
     if "rank" in by:

@@ -74,6 +74,24 @@ def test_summary_count_total_min_max_std_share():
     assert allrows[(allrows["rank"] == 0) & (allrows["engine"] == "HCCL")]["total_ms"].iloc[0] == 10.0
 
 
+
+def test_summary_by_key_codes_is_the_summary_by_the_keys():
+    """summarize given key_codes (each text key factorised once for several tables) gives the frame it gives by the
+    keys themselves: the same groups in the same order, values and dtypes, a missing name or type grouped as ''."""
+    rng = np.random.default_rng(8)
+    n = 400
+    names = np.array(["gemm", "relu", None, "nccl:all_reduce", "copy"], dtype=object)
+    rows = pd.DataFrame({"rank": rng.integers(0, 4, n), "type": pd.array(rng.choice(names, n), dtype="str"),
+                         "name": rng.choice(names, n), "engine": rng.choice(["kernel", "comm"], n),
+                         "source": rng.choice(["gpu_ops", "op_stats"], n), "count": rng.integers(1, 3, n),
+                         "dur_ms": rng.random(n), "min_ms": rng.random(n), "max_ms": rng.random(n)})
+    codes = opstats.key_codes(rows, ("type", "name", "engine"))
+    assert set(codes) == {"type", "name", "engine"}
+    for by in (("rank", "type", "engine"), ("rank", "type"), ("rank", "name"), ("type", "name"), ("engine",)):
+        want, got = opstats.summarize(rows, by), opstats.summarize(rows, by, codes)
+        assert list(got.dtypes) == list(want.dtypes), by
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+
 def test_op_stats_rows_keep_the_files_min_max_and_no_std():
     ops = pd.DataFrame({"rank": [0, 0], "op_type": ["Conv2D", "Conv2D"], "core": ["AI_CORE", "MIX_AIC"],
                         "count": [4.0, 2.0], "total_ms": [8.0, 1.0], "avg_ms": [2.0, 0.5], "min_ms": [1.0, 0.25],

@@ -123,21 +123,22 @@ def analyze(run: Run, options=None) -> Analysis:
             w = sw
     steps = opstats.steps_per_rank(w, no_step=len(F.steps_all) if F is not None else 1)
     comm_types = sorted({str(x) for x in w.loc[w["op_class"].isin(opstats.LEFT_OUT), "type"].unique()})
-    rank_type = opstats.summarize(w, ("rank", "type", "engine"))
+    codes = opstats.key_codes(w, ("type", "name", "engine"))  # each text key factorised once for the five tables
+    rank_type = opstats.summarize(w, ("rank", "type", "engine"), codes)
     rank_type["per_step_ms"] = rank_type["total_ms"] / rank_type["rank"].map(steps).to_numpy()
-    per_rt = opstats.summarize(w, ("rank", "type"))
+    per_rt = opstats.summarize(w, ("rank", "type"), codes)
     types = opstats.cluster_stats(per_rt, "type", ranks)
     eng = w.groupby(["type", "engine"])["dur_ms"].sum().reset_index().sort_values(
         ["type", "dur_ms"], ascending=[True, False], kind="stable").drop_duplicates("type")
     types["engine"] = types["type"].map(dict(zip(eng["type"], eng["engine"]))).to_numpy()
     types["max_rank_per_step_ms"] = types["rank_max_ms"] / types["max_rank"].map(steps).to_numpy()
-    names = top_per_rank(opstats.summarize(w, ("rank", "name")))
-    type_names = opstats.summarize(w, ("type", "name"))
+    names = top_per_rank(opstats.summarize(w, ("rank", "name"), codes))
+    type_names = opstats.summarize(w, ("type", "name"), codes)
     nr = w.groupby(["type", "name"])["rank"].nunique()
     type_names["ranks"] = [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
     type_names["share_of_type_ratio"] = type_names["total_ms"] / type_names["type"].map(
         type_names.groupby("type")["total_ms"].sum()).to_numpy()
-    engines = opstats.summarize(w, ("rank", "engine"))
+    engines = opstats.summarize(w, ("rank", "engine"), codes)
     tables = {"types": types, "rank_type_ops": rank_type, "rank_name_ops": names, "type_name_ops": type_names,
               "rank_engine_ops": engines[["rank", "engine", "count", "total_ms", "share_ratio"]]}
     comm = opstats.comm_summary(run, scope)
