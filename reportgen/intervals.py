@@ -38,7 +38,7 @@ def union_length_by(df: pd.DataFrame, keys: list[str], start: str = "start_ms", 
     """Per ``keys``: the length of the union of the rows' intervals ``[start, end]`` (column ``length``) and the
     number of rows (``rows``). Exact, vectorised: sorted by start within each key, a row adds
     ``max(0, end - max(start, the largest end before it))``."""
-    o = df.sort_values(list(keys) + [start], kind="stable")
+    o = df[list(dict.fromkeys([*keys, start, end]))].sort_values(list(keys) + [start], kind="stable")  # (what it reads)
     before = o.groupby(list(keys), sort=False)[end].cummax().groupby([o[k] for k in keys], sort=False).shift(1)
     lo = np.maximum(o[start].to_numpy(float), before.fillna(-np.inf).to_numpy(float))
     add = np.clip(o[end].to_numpy(float) - lo, 0, None)

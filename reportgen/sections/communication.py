@@ -293,8 +293,8 @@ def op_rank_spread(ops: pd.DataFrame | None, entries: pd.DataFrame | None) -> pd
     out["ranks"] = out["ranks"].astype("int64")
     slow = per_rank.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
         .drop_duplicates(keys).set_index(keys)["rank"]
-    top = o.sort_values(keys + ["elapse_ms", "rank"], ascending=[True, True, False, True]) \
-        .drop_duplicates(keys).set_index(keys)
+    cols = keys + ["elapse_ms", "rank"]
+    top = o[cols].sort_values(cols, ascending=[True, True, False, True]).drop_duplicates(keys).set_index(keys)
     idx = pd.MultiIndex.from_frame(out[keys])
     out["calls"] = o.groupby(keys).size().reindex(idx).to_numpy().astype("int64")
     out["slowest_rank"] = slow.reindex(idx).to_numpy().astype("int64")
