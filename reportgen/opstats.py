@@ -214,7 +214,12 @@ def summarize(rows: pd.DataFrame, by=("rank", "type"), codes: dict | None = None
     if rows.empty:
         return pd.DataFrame(columns=by + STAT_COLUMNS)
     codes = codes or {}
-    d = rows.assign(_agg=(rows["source"] == "op_stats").to_numpy())
+    if "source" in codes:  # (a text comparison per row, five times for one table)
+        source, values = codes["source"]
+        agg_rows = np.isin(source, np.flatnonzero(np.asarray(values, dtype=object) == "op_stats"))
+    else:
+        agg_rows = (rows["source"] == "op_stats").to_numpy()
+    d = rows.assign(_agg=agg_rows)
     keys = []
     for c in by:  # None keys (no type / no name) group as ''
         if c in codes:

@@ -251,6 +251,25 @@ def test_downsampled_lines_keep_their_keys():
             mem.downsample_lines(lines, 20)
 
 
+
+def test_line_ids_number_the_lines_pandas_groups():
+    """line_ids: one id per (rank, series, counter), in order of first appearance, as pandas groups them; the lines
+    with every key named are pandas' groups (count and sizes), and the ids downsample as the keys do."""
+    rng = np.random.default_rng(9)
+    n = 500
+    lines = pd.DataFrame({"rank": rng.choice([0, 1, 5], n), "x": rng.uniform(0, 100, n),
+                          "series": pd.array(rng.choice(["cuda:0", "cuda:1", None], n), dtype="str"),
+                          "counter": rng.choice(["allocated", "reserved"], n), "mb": rng.uniform(0, 10, n)})
+    gid = mem.line_ids(lines)
+    by = ["rank", "series", "counter"]
+    want = lines.groupby(by, sort=False, dropna=False).ngroup().to_numpy()
+    assert (gid == want).all()
+    named = lines[by].notna().all(axis=1).to_numpy()
+    sizes = np.bincount(gid[named])
+    assert sorted(sizes[sizes > 0].tolist()) == sorted(lines.groupby(by).size().tolist())
+    pd.testing.assert_frame_equal(mem.downsample_lines(lines, 20, gid), mem.downsample_lines(lines, 20),
+                                  check_exact=True)
+
 def test_mindinsight_details_give_a_line_per_rank(tmp_path):
     _mi_run(tmp_path)
     for p in tmp_path.rglob("memory_usage_summary_*.json"):

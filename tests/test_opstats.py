@@ -85,8 +85,8 @@ def test_summary_by_key_codes_is_the_summary_by_the_keys():
                          "name": rng.choice(names, n), "engine": rng.choice(["kernel", "comm"], n),
                          "source": rng.choice(["gpu_ops", "op_stats"], n), "count": rng.integers(1, 3, n),
                          "dur_ms": rng.random(n), "min_ms": rng.random(n), "max_ms": rng.random(n)})
-    codes = opstats.key_codes(rows, ("type", "name", "engine"))
-    assert set(codes) == {"type", "name", "engine"}
+    codes = opstats.key_codes(rows, ("type", "name", "engine", "source"))
+    assert set(codes) == {"type", "name", "engine", "source"}
     for by in (("rank", "type", "engine"), ("rank", "type"), ("rank", "name"), ("type", "name"), ("engine",)):
         want, got = opstats.summarize(rows, by), opstats.summarize(rows, by, codes)
         assert list(got.dtypes) == list(want.dtypes), by

@@ -264,18 +264,24 @@ def detail_lines(ms: pd.DataFrame, kind: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def downsample_lines(lines: pd.DataFrame, max_points: int) -> pd.DataFrame:
+def line_ids(lines: pd.DataFrame) -> np.ndarray:
+    """One code per distinct (rank, series, counter) of ``lines``, numbered in order of first appearance (a missing
+    value is a value), combined level by level (a MultiIndex's factorize made a tuple per row: 1 s at 1M rows)."""
+    gid = np.zeros(len(lines), dtype=np.int64)
+    for c in ("rank", "series", "counter"):
+        codes, uniques = pd.factorize(lines[c].to_numpy(), use_na_sentinel=False)
+        gid = pd.factorize(gid * len(uniques) + codes)[0]
+    return gid
+
+
+def downsample_lines(lines: pd.DataFrame, max_points: int, gid: np.ndarray | None = None) -> pd.DataFrame:
     """:func:`downsample` per (rank, series, counter): at most ``max_points`` rows per line, each x bin keeping its
-    largest value (peaks survive)."""
+    largest value (peaks survive). ``gid``: :func:`line_ids` of ``lines`` when the caller has them."""
     if lines.empty:
         return lines
     keys = [lines["rank"].to_numpy(), lines["series"].to_numpy(), lines["counter"].to_numpy()]
-    gid = np.zeros(len(lines), dtype=np.int64)
-    # one code per distinct (rank, series, counter), in order of first appearance, combined level by level (a
-    # MultiIndex's factorize made a tuple per row: 1 s at 1M rows)
-    for k in keys:
-        codes, uniques = pd.factorize(k, use_na_sentinel=False)
-        gid = pd.factorize(gid * len(uniques) + codes)[0]
+    if gid is None:
+        gid = line_ids(lines)
     first = np.unique(gid, return_index=True)[1]  # each line's first row
     d = downsample(pd.DataFrame({"rank": gid, "x": lines["x"].to_numpy(), "mb": lines["mb"].to_numpy()}),
                    max_points)
@@ -458,11 +464,13 @@ def _detail(run: Run, d: dict, pr: pd.DataFrame) -> dict:
         if df is None or df.empty:
             return None
         df = df[df["rank"].isin(ranks)]
-        by = ["rank", "series", "counter"]
-        sizes = df.groupby(by).size()  # one grouping for both (a text key costs most of it)
+        gid = line_ids(df)  # the lines, once for their count, their sizes and the downsampling
+        named = df[["rank", "series", "counter"]].notna().all(axis=1).to_numpy()  # (a line missing a key: not counted)
+        sizes = np.bincount(gid[named])
+        sizes = sizes[sizes > 0]
         per = per_rank_budget(len(sizes), MAX_DETAIL_ROWS, MAX_DETAIL_POINTS, MIN_DETAIL_POINTS)
         cut = bool((sizes > per).any())
-        d = downsample_lines(df, per)
+        d = downsample_lines(df, per, gid)
         # chart data, not the numbers of record (those are in the tables and the JSON): 1 µs and 1 kB are enough
         d["x"], d["mb"] = d["x"].round(3), d["mb"].round(3)
         return d, (per if cut else None)

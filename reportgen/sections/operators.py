@@ -123,7 +123,7 @@ def analyze(run: Run, options=None) -> Analysis:
             w = sw
     steps = opstats.steps_per_rank(w, no_step=len(F.steps_all) if F is not None else 1)
     comm_types = sorted({str(x) for x in w.loc[w["op_class"].isin(opstats.LEFT_OUT), "type"].unique()})
-    codes = opstats.key_codes(w, ("type", "name", "engine"))  # each text key factorised once for the five tables
+    codes = opstats.key_codes(w, ("type", "name", "engine", "source"))  # factorised once for the five tables
     rank_type = opstats.summarize(w, ("rank", "type", "engine"), codes)
     rank_type["per_step_ms"] = rank_type["total_ms"] / rank_type["rank"].map(steps).to_numpy()
     per_rt = opstats.summarize(w, ("rank", "type"), codes)
