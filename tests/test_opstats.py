@@ -92,6 +92,26 @@ def test_summary_by_key_codes_is_the_summary_by_the_keys():
         assert list(got.dtypes) == list(want.dtypes), by
         pd.testing.assert_frame_equal(got, want, check_exact=True)
 
+
+def test_ranks_per_type_and_name_from_codes_is_pandas_nunique():
+    """The operators section counts the ranks of each (type, name) from the key codes: pandas' nunique of the rank
+    per (type, name) group, where a row missing its type or name counts for no group ('' and missing are not one)."""
+    from reportgen.sections import operators
+
+    rng = np.random.default_rng(12)
+    for trial in range(40):
+        n = int(rng.integers(1, 300))
+        vals = np.array(["gemm", "", None, "relu"], dtype=object)
+        w = pd.DataFrame({"rank": rng.integers(0, 5, n), "type": pd.array(rng.choice(vals, n), dtype="str"),
+                          "name": rng.choice(vals, n), "engine": "kernel", "source": "gpu_ops",
+                          "count": 1, "dur_ms": rng.random(n), "min_ms": 0.0, "max_ms": 1.0})
+        codes = opstats.key_codes(w, ("type", "name", "engine", "source"))
+        type_names = opstats.summarize(w, ("type", "name"), codes)
+        nr = w.groupby(["type", "name"])["rank"].nunique()
+        want = [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
+        assert operators._ranks_per_type_name(w, type_names, codes) == want
+        assert operators._ranks_per_type_name(w, type_names, {}) == want
+
 def test_op_stats_rows_keep_the_files_min_max_and_no_std():
     ops = pd.DataFrame({"rank": [0, 0], "op_type": ["Conv2D", "Conv2D"], "core": ["AI_CORE", "MIX_AIC"],
                         "count": [4.0, 2.0], "total_ms": [8.0, 1.0], "avg_ms": [2.0, 0.5], "min_ms": [1.0, 0.25],

@@ -111,6 +111,23 @@ def _flops_types(run: Run) -> pd.DataFrame | None:
     return g.drop(columns="_ft").sort_values("flops", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def _ranks_per_type_name(w: pd.DataFrame, type_names: pd.DataFrame, codes: dict) -> list[int]:
+    """For each (type, name) row of ``type_names``: how many ranks of ``w`` have it (pandas' ``nunique`` of the rank
+    per (type, name) group, a row missing either not counted), from the key codes (``opstats.key_codes``) rather than
+    a grouping by two text columns of every row."""
+    if "type" not in codes or "name" not in codes:
+        nr = w.groupby(["type", "name"])["rank"].nunique()
+        return [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
+    (tc, tv), (nc, nv) = codes["type"], codes["name"]
+    named = (w["type"].notna() & w["name"].notna()).to_numpy()
+    pair = tc[named].astype(np.int64) * max(len(nv), 1) + nc[named]
+    seen = pd.DataFrame({"pair": pair, "rank": w["rank"].to_numpy()[named]}).drop_duplicates()
+    per_pair = seen["pair"].value_counts()
+    t_of, n_of = {v: i for i, v in enumerate(tv)}, {v: i for i, v in enumerate(nv)}
+    return [int(per_pair.get(t_of[t] * max(len(nv), 1) + n_of[n], 0)) if t in t_of and n in n_of else 0
+            for t, n in zip(type_names["type"], type_names["name"])]
+
+
 def analyze(run: Run, options=None) -> Analysis:
     w = _rows(run, options)
     ranks = sorted(int(r) for r in w["rank"].unique())
@@ -134,8 +151,7 @@ def analyze(run: Run, options=None) -> Analysis:
     types["max_rank_per_step_ms"] = types["rank_max_ms"] / types["max_rank"].map(steps).to_numpy()
     names = top_per_rank(opstats.summarize(w, ("rank", "name"), codes))
     type_names = opstats.summarize(w, ("type", "name"), codes)
-    nr = w.groupby(["type", "name"])["rank"].nunique()
-    type_names["ranks"] = [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
+    type_names["ranks"] = _ranks_per_type_name(w, type_names, codes)
     type_names["share_of_type_ratio"] = type_names["total_ms"] / type_names["type"].map(
         type_names.groupby("type")["total_ms"].sum()).to_numpy()
     engines = opstats.summarize(w, ("rank", "engine"), codes)
@@ -151,7 +167,9 @@ def analyze(run: Run, options=None) -> Analysis:
     src = rows.groupby("source")["rank"].nunique()
     top = types.iloc[0] if len(types) else None
     metrics = {
-        "ranks": len(ranks), "op_types": int(len(types)), "operators": int(w["name"].nunique()),
+        "ranks": len(ranks), "op_types": int(len(types)),
+        "operators": int(len(np.unique(codes["name"][0][w["name"].notna().to_numpy()]))) if "name" in codes
+        else int(w["name"].nunique()),
         "op_rows": int(len(w)), "sources": {str(k): int(v) for k, v in src.items()},
         "left_out_rows": int(len(rows) - len(w)),
         "top_type": None if top is None else str(top["type"]),
