@@ -346,6 +346,23 @@ def _hta_sweep_overlap(comm: tuple, comp: tuple) -> float:
     return float(seg[running[:-1] == 3].sum())
 
 
+def _maybe_same_rows(d: pd.DataFrame, cols: list[str]) -> np.ndarray | None:
+    """Rows of ``d`` that may equal another row on the numeric columns ``cols`` (a superset of pandas'
+    ``duplicated(keep=False)``: equal rows get one 64-bit hash; 0.0 and -0.0 are one value, as are all NaNs), by one
+    integer column instead of a grouping by four (1.26 M rows: 0.36 s); None when a column is not numeric."""
+    h = np.zeros(len(d), dtype=np.uint64)
+    for c in cols:
+        a = d[c].to_numpy()
+        if a.dtype.kind == "f":
+            a = np.where(np.isnan(a), np.nan, a + 0.0).astype(np.float64).view(np.uint64)  # (-0.0 + 0.0 is 0.0)
+        elif a.dtype.kind in "iub":
+            a = a.astype(np.int64).view(np.uint64)
+        else:
+            return None
+        h = h * np.uint64(0x9E3779B97F4A7C15) + (a ^ (a >> np.uint64(29)))  # (wraps: a hash)
+    return pd.Series(h).duplicated(keep=False).to_numpy()
+
+
 def repeats_on_one_stream(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.DataFrame, dict[int, int]]:
     """Device work written twice on one stream of one rank (a broken or merged trace: the same kernel, copy or set
     with the same name, start and duration twice) counted twice: 219.9 ms of GEMM in a 117.7 ms step (issue 29).
@@ -367,7 +384,13 @@ def repeats_on_one_stream(df: pd.DataFrame, stream: str = "stream") -> tuple[pd.
     d = df.loc[has, ["rank", stream, "name", start, "dur_ms"]]
     # a repeat has the rank, stream, start and duration of an earlier row: the rows that share those with another
     # row first, then the names among them only (hashing every row's name was most of the cost)
-    maybe = d[["rank", stream, start, "dur_ms"]].duplicated(keep=False).to_numpy()
+    cols = ["rank", stream, start, "dur_ms"]
+    candidate = _maybe_same_rows(d, cols)
+    if candidate is not None:  # only rows whose numbers hash alike can repeat: the exact test on them alone
+        if not candidate.any():
+            return df, {}
+        d = d[candidate]
+    maybe = d[cols].duplicated(keep=False).to_numpy()
     if not maybe.any():
         return df, {}
     d = d[maybe]

@@ -265,3 +265,30 @@ def test_repeats_found_among_the_rows_that_share_their_numbers():
         want = df.drop(index=d.index[rep]) if rep.any() else df
         pd.testing.assert_frame_equal(out, want)
         assert stats == ({int(r): int(c) for r, c in d.loc[rep, "rank"].value_counts().items()} if rep.any() else {})
+
+
+def test_repeats_on_numeric_streams_are_found_through_their_hash():
+    """On numeric columns the rows that may repeat are found by one 64-bit hash of rank, stream, start and duration
+    (intervals._maybe_same_rows): the same rows dropped as pandas' duplicated(), -0.0 equal to 0.0 and NaN to NaN."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.intervals import _maybe_same_rows, repeats_on_one_stream
+
+    rng = np.random.default_rng(13)
+    for trial in range(60):
+        n = int(rng.integers(1, 300))
+        df = pd.DataFrame({"rank": rng.integers(0, 3, n), "stream": rng.integers(6, 9, n).astype(float if trial % 2
+                                                                                                  else np.int64),
+                           "name": rng.choice(["a", "b"], n), "start_ns": rng.integers(0, 5, n),
+                           "dur_ms": rng.choice([0.0, -0.0, 1.0, np.nan], n)})
+        if trial % 2:
+            df.loc[rng.integers(0, n, 3), "stream"] = np.nan
+        cols = ["rank", "stream", "start_ns", "dur_ms"]
+        d = df.loc[df["stream"].notna()]
+        assert not (d[cols].duplicated(keep=False).to_numpy() & ~_maybe_same_rows(d, cols)).any()
+        d = d[["rank", "stream", "name", "start_ns", "dur_ms"]]
+        rep = d.duplicated(keep="first")
+        out, stats = repeats_on_one_stream(df)
+        pd.testing.assert_frame_equal(out, df.drop(index=d.index[rep]) if rep.any() else df)
+        assert stats == ({int(r): int(c) for r, c in d.loc[rep, "rank"].value_counts().items()} if rep.any() else {})
