@@ -201,8 +201,9 @@ def key_codes(rows: pd.DataFrame, columns) -> dict:
     out = {}
     for c in columns:
         col = rows[c]
-        if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-            out[c] = pd.factorize(_text_key(col), sort=False)
+        if pd.api.types.is_string_dtype(col.dtype) and (
+                col.dtype != object or pd.api.types.infer_dtype(col, skipna=True) in ("string", "empty")):
+            out[c] = pd.factorize(_text_key(col), sort=False)  # (texts only: other values keep pandas' own keys)
     return out
 
 
@@ -223,6 +224,8 @@ def summarize(rows: pd.DataFrame, by=("rank", "type"), codes: dict | None = None
     keys = []
     for c in by:  # None keys (no type / no name) group as ''
         if c in codes:
+            if len(codes[c][0]) != len(d):
+                raise ValueError(f"summarize: the codes of {c!r} are not those of these rows")
             keys.append(pd.Series(codes[c][0], index=d.index, name=c))
         else:
             d[c] = _text_key(d[c])

@@ -119,7 +119,6 @@ def test_clean_of_a_short_number_is_the_number_and_else_its_definition():
     assert type(fmt.clean(np.float64(0.25))) is float  # a float subclass comes back a float, as it always did
 
 
-
 def test_clean_remembers_values_without_changing_them(monkeypatch):
     """fmt.clean keeps what it worked out by value (a report writes each number several times): a value asked again,
     as a float or as a numpy float64, gives its definition's result, a float, and the memory stays bounded."""
@@ -142,6 +141,7 @@ def test_clean_remembers_values_without_changing_them(monkeypatch):
                 assert got == want and type(got) is float, (v, attempt)
             assert len(fmt._CLEANED) <= 500
     assert fmt._CLEANED  # the long forms were kept
+
 
 def test_cell_in_the_column_unit():
     unit, factor = fmt.unit_for("flop", [12008762441000.0, 3.3e12])

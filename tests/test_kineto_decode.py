@@ -734,7 +734,6 @@ def test_fast_path_gives_the_per_event_tables_on_odd_values(tmp_path, chunk, mon
     _assert_same(fast, slow)
 
 
-
 def test_bulk_times_are_the_per_value_times_or_none():
     """_bulk_ns (a time column at once) gives exactly what to_ns gives value by value, or None (the caller then reads
     the values one by one): never another number. Plain columns (digits, at most 3 decimals) are read at once."""
@@ -758,6 +757,7 @@ def test_bulk_times_are_the_per_value_times_or_none():
         elif all(isinstance(v, str) and v in plain for v in vals):
             raise AssertionError(f"a plain column was not read at once: {vals[:3]}")
     assert read_at_once > 1000
+
 
 def test_a_step_recorded_twice_is_one_row_with_the_widest_span(tmp_path):
     """ProfilerStep#N on two threads (another process's copy, or the optimizer thread), written out of order: one

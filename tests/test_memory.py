@@ -251,7 +251,6 @@ def test_downsampled_lines_keep_their_keys():
             mem.downsample_lines(lines, 20)
 
 
-
 def test_line_ids_number_the_lines_pandas_groups():
     """line_ids: one id per (rank, series, counter), in order of first appearance, as pandas groups them; the lines
     with every key named are pandas' groups (count and sizes), and the ids downsample as the keys do."""
@@ -269,6 +268,7 @@ def test_line_ids_number_the_lines_pandas_groups():
     assert sorted(sizes[sizes > 0].tolist()) == sorted(lines.groupby(by).size().tolist())
     pd.testing.assert_frame_equal(mem.downsample_lines(lines, 20, gid), mem.downsample_lines(lines, 20),
                                   check_exact=True)
+
 
 def test_mindinsight_details_give_a_line_per_rank(tmp_path):
     _mi_run(tmp_path)

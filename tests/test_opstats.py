@@ -74,7 +74,6 @@ def test_summary_count_total_min_max_std_share():
     assert allrows[(allrows["rank"] == 0) & (allrows["engine"] == "HCCL")]["total_ms"].iloc[0] == 10.0
 
 
-
 def test_summary_by_key_codes_is_the_summary_by_the_keys():
     """summarize given key_codes (each text key factorised once for several tables) gives the frame it gives by the
     keys themselves: the same groups in the same order, values and dtypes, a missing name or type grouped as ''."""
@@ -87,6 +86,10 @@ def test_summary_by_key_codes_is_the_summary_by_the_keys():
                          "dur_ms": rng.random(n), "min_ms": rng.random(n), "max_ms": rng.random(n)})
     codes = opstats.key_codes(rows, ("type", "name", "engine", "source"))
     assert set(codes) == {"type", "name", "engine", "source"}
+    flags = rows.assign(engine=pd.Series([True, False] * (n // 2), dtype=object))  # not texts: pandas' own keys
+    assert "engine" not in opstats.key_codes(flags, ("engine",))
+    with pytest.raises(ValueError):  # codes of other rows are refused, not misread
+        opstats.summarize(rows.head(10), ("rank", "type"), codes)
     for by in (("rank", "type", "engine"), ("rank", "type"), ("rank", "name"), ("type", "name"), ("engine",)):
         want, got = opstats.summarize(rows, by), opstats.summarize(rows, by, codes)
         assert list(got.dtypes) == list(want.dtypes), by
@@ -111,6 +114,11 @@ def test_ranks_per_type_and_name_from_codes_is_pandas_nunique():
         want = [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
         assert operators._ranks_per_type_name(w, type_names, codes) == want
         assert operators._ranks_per_type_name(w, type_names, {}) == want
+        w.loc[w.index[::7], "rank"] = np.nan  # a row without its rank counts for no rank, as nunique skips it
+        nr = w.groupby(["type", "name"])["rank"].nunique()
+        want = [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
+        assert operators._ranks_per_type_name(w, type_names, codes) == want
+
 
 def test_op_stats_rows_keep_the_files_min_max_and_no_std():
     ops = pd.DataFrame({"rank": [0, 0], "op_type": ["Conv2D", "Conv2D"], "core": ["AI_CORE", "MIX_AIC"],

@@ -162,7 +162,7 @@ def launches(run: Run) -> pd.DataFrame | None:
         g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
         if not g.empty:
             delay = (g["ts_ns"].to_numpy(np.int64) - g["launch_ts_ns"].to_numpy(np.int64)) / 1e6
-            # the streams as numbers: launch_stats orders and keys them by their texts
+            # the stream numbers as they are: launch_stats orders them by their texts
             return pd.DataFrame({"rank": g["rank"].to_numpy(), "stream": g["stream"].to_numpy(),
                                  "start_ms": g["start_ms"].to_numpy(float), "end_ms": g["end_ms"].to_numpy(float),
                                  "delay_ms": np.maximum(delay, 0.0)})
@@ -179,26 +179,25 @@ def launches(run: Run) -> pd.DataFrame | None:
 def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     """Per rank: tasks with a launch, median / p90 / max launch delay, idle, host-bound idle and its share (module
     doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
-    # rows by rank, stream (its text: "10" before "7") and start, stable; the streams as integers whose order is
-    # their texts' (a sort or a key by the text of each of a million rows cost more than the rest of this function)
-    s_code, s_uniq = pd.factorize(tasks["stream"])  # -1: unknown
-    texts = [str(u) for u in s_uniq]
-    if len(set(texts)) < len(texts):  # values written alike (7 and "7"): one stream, as their texts
-        t_code, texts = pd.factorize(np.array(texts, dtype=object))
-        texts = list(texts)
-        s_code = np.where(s_code >= 0, t_code[np.maximum(s_code, 0)], -1)
-    lex = np.empty(len(texts) + 1, dtype=np.int64)  # (the last: unknown streams, after the others as a missing text)
-    lex[sorted(range(len(texts)), key=texts.__getitem__)] = np.arange(len(texts))
-    lex[-1] = len(texts)
-    s_order = lex[np.where(s_code >= 0, s_code, len(texts))]
-    order = np.lexsort((tasks["start_ms"].to_numpy(float), s_order, tasks["rank"].to_numpy()))
-    g = tasks.take(order).reset_index(drop=True)
-    s_code = s_code[order]
+    if tasks["stream"].dtype.kind in "iu":
+        # stream numbers (gpu_ops): ordered by their texts ("10" before "7") through the distinct values, and a
+        # numeric sort (a text per row of a million-row table cost more than the rest of this function)
+        s_code, s_uniq = pd.factorize(tasks["stream"])
+        texts = [str(u) for u in s_uniq]
+        lex = np.empty(len(texts), dtype=np.int64)
+        lex[sorted(range(len(texts)), key=texts.__getitem__)] = np.arange(len(texts))
+        order = np.lexsort((tasks["start_ms"].to_numpy(float), lex[s_code], tasks["rank"].to_numpy()))
+        g = tasks.take(order).reset_index(drop=True)
+        s_code, streams = s_code[order], len(texts)
+    else:  # texts (device_ops) or values as given: rows by rank, stream and start
+        g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
+        s_code, s_uniq = pd.factorize(g["stream"].to_numpy(dtype=object))
+        streams = len(s_uniq)
     start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
     # one integer per (rank, stream); a task whose stream is unknown is a stream of its own: it never makes or closes
     # a gap
     r_code, _ = pd.factorize(g["rank"].to_numpy(), use_na_sentinel=False)
-    key = r_code.astype(np.int64) * max(len(texts), 1) + s_code
+    key = r_code.astype(np.int64) * max(streams, 1) + s_code
     unknown = s_code < 0
     if unknown.any():
         key[unknown] = -1 - np.arange(int(unknown.sum()), dtype=np.int64)

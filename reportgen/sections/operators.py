@@ -119,7 +119,7 @@ def _ranks_per_type_name(w: pd.DataFrame, type_names: pd.DataFrame, codes: dict)
         nr = w.groupby(["type", "name"])["rank"].nunique()
         return [int(nr.get((t, n), 0)) for t, n in zip(type_names["type"], type_names["name"])]
     (tc, tv), (nc, nv) = codes["type"], codes["name"]
-    named = (w["type"].notna() & w["name"].notna()).to_numpy()
+    named = (w["type"].notna() & w["name"].notna() & w["rank"].notna()).to_numpy()
     pair = tc[named].astype(np.int64) * max(len(nv), 1) + nc[named]
     seen = pd.DataFrame({"pair": pair, "rank": w["rank"].to_numpy()[named]}).drop_duplicates()
     per_pair = seen["pair"].value_counts()
