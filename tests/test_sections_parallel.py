@@ -434,3 +434,27 @@ def test_a_section_taken_by_a_second_process_that_then_fails_is_analysed_here(ei
     calls.clear()
     assert _run_fake(2) == serial
     assert calls == ["a", "b", "c", "e", "d"]
+
+
+def test_the_operator_rows_are_released_once_their_readers_are_analysed():
+    """The operator rows cached on the run (opstats.op_rows) are dropped once execution and operators are both
+    analysed in a process (no later section reads them; a reader after that makes them again), never before."""
+    from reportgen import opstats
+
+    run = Run(name="r", source_format="x", source_path="/x")
+    run.__dict__["_opstats_cache"] = {"rows": "kept"}
+    sections._release(run, {"execution": None})
+    assert run.__dict__["_opstats_cache"] == {"rows": "kept"}  # operators has not read them yet
+    sections._release(run, {"execution": None, "operators": None})
+    assert "_opstats_cache" not in run.__dict__
+    assert set(sections.RELEASE_AFTER["_opstats_cache"]) <= set(sections.SECTION_IDS)
+    assert opstats.op_rows(run).empty and "_opstats_cache" in run.__dict__  # read again: made again
+    # who reads them: the execution section's drill-down and operators, nothing else (a new reader must be named in
+    # RELEASE_AFTER, or it would make the rows again after they were dropped)
+    import re
+    from pathlib import Path
+
+    root = Path(opstats.__file__).parent
+    readers = {str(f.relative_to(root)) for f in root.rglob("*.py")
+               if re.search(r"\bop_rows\(", f.read_text(encoding="utf-8")) and f.name != "opstats.py"}
+    assert readers == {"sections/drilldown.py", "sections/operators.py"}

@@ -158,6 +158,17 @@ EITHER_PROCESS = ("operators",)
 FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (it reads analyses of both)
 AFTER_BOTH = ("advisor",)
+#: what a process keeps on the run for some sections' analyses only, released once it has analysed all of them (a
+#: later reader would make it again): the operator rows (opstats.op_rows, a copy of the device ops as operator rows:
+#: 115 MiB at 1,024 ranks) were held through host and the advisor, where a large run's memory peaks
+RELEASE_AFTER = {"_opstats_cache": ("execution", "operators")}
+
+
+def _release(run: Run, analysed) -> None:
+    """Drop the run's caches of :data:`RELEASE_AFTER` whose readers this process has all analysed."""
+    for key, readers in RELEASE_AFTER.items():
+        if key in run.__dict__ and all(r in analysed for r in readers):
+            del run.__dict__[key]
 #: what the second process analyses: (run, options, ids, claims), set just before the fork and inherited by it
 _FORKED: tuple | None = None
 
@@ -203,6 +214,7 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         first = len(run.problems)
         analysed[sid] = options.done[sid] = _analyse_one(run, options, sid, modules[sid])
         spans.append(((0, ids.index(sid)), first, len(run.problems)))
+        _release(run, analysed)
 
     def finish(sid: str) -> None:
         """The section's ``finish(run, analysis, options)``: what it reads of sections the second process may analyse
@@ -521,6 +533,7 @@ def _second_process():
         first = len(run.problems)
         outcome = options.done[sid] = _analyse_one(run, options, sid, load(sid))
         out[sid] = (outcome, run.problems[first:])
+        _release(run, out)
 
     for sid in ids:
         analyse(sid)
