@@ -116,9 +116,14 @@ def _from(run: Run, name: str, d: pd.DataFrame, windows) -> pd.DataFrame | None:
     return None
 
 
+#: where :func:`op_rows` keeps its rows on the run (released by reportgen/sections once their readers are analysed:
+#: sections.RELEASE_AFTER)
+ROWS_CACHE = "_opstats_cache"
+
+
 def op_rows(run: Run) -> pd.DataFrame:
     """Operator rows of every rank (module doc), cached on the run; empty frame (the columns) when no source."""
-    cache = run.__dict__.setdefault("_opstats_cache", {})
+    cache = run.__dict__.setdefault(ROWS_CACHE, {})
     if "rows" in cache:
         return cache["rows"]
     parts, served = [], np.array([], dtype=np.int64)

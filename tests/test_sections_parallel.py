@@ -447,7 +447,7 @@ def test_the_operator_rows_are_released_once_their_readers_are_analysed():
     assert run.__dict__["_opstats_cache"] == {"rows": "kept"}  # operators has not read them yet
     sections._release(run, {"execution": None, "operators": None})
     assert "_opstats_cache" not in run.__dict__
-    assert set(sections.RELEASE_AFTER["_opstats_cache"]) <= set(sections.SECTION_IDS)
+    assert set(sections.RELEASE_AFTER[opstats.ROWS_CACHE]) <= set(sections.SECTION_IDS)
     assert opstats.op_rows(run).empty and "_opstats_cache" in run.__dict__  # read again: made again
     # who reads them: the execution section's drill-down and operators, nothing else (a new reader must be named in
     # RELEASE_AFTER, or it would make the rows again after they were dropped)

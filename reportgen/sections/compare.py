@@ -232,8 +232,10 @@ def analyze(run: Run, options=None) -> Analysis:
     # the pair differs in where its time goes (more computation on one, more waiting on the other)
     synchronous = abs(diff) < SYNC_SHARE * max(step_a, step_b)
     by_type = _per(ops, ["kind", "type"], steps)
-    pair = ops[(ops["rank"] == a) | (ops["rank"] == b)]  # by name: read for the pair only (a pair without rows: the
-    by_name = _per(pair if len(pair) else ops, ["kind", "name"], steps)  # whole, whose empty cut keeps its types)
+    # by name: read for the pair only, so made of their rows (a pair without rows: of every rank's, whose empty cut
+    # keeps the columns' types)
+    pair = ops[(ops["rank"] == a) | (ops["rank"] == b)]
+    by_name = _per(pair if len(pair) else ops, ["kind", "name"], steps)
     denom = 0.0 if synchronous or not b_has_ops else diff  # B without operations: no share of the difference
     types = pair_table(by_type[by_type["rank"].isin([a, b])], a, b, ["kind", "type"], denom)
     names = pair_table(by_name[by_name["rank"].isin([a, b])], a, b, ["kind", "name"], denom).head(TOP_OPS)

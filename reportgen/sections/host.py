@@ -179,7 +179,8 @@ def launches(run: Run) -> pd.DataFrame | None:
 def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     """Per rank: tasks with a launch, median / p90 / max launch delay, idle, host-bound idle and its share (module
     doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
-    if tasks["stream"].dtype.kind in "iu":
+    dtype = tasks["stream"].dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # (numpy integers: none missing)
         # stream numbers (gpu_ops): ordered by their texts ("10" before "7") through the distinct values, and a
         # numeric sort (a text per row of a million-row table cost more than the rest of this function)
         s_code, s_uniq = pd.factorize(tasks["stream"])
