@@ -16,9 +16,11 @@ from test_charts import OWN_PREFIXES
 
 #: Per figure: its box and content widths, overlapping text pairs, and texts / lines below 3:1 contrast. The
 #: colour behind a text is the topmost data mark under its centre (a value written on a cell), else the chart
-#: background. Grid lines are exempt (meant to be faint), and so are the outlines of filled marks.
+#: background. Grid lines are exempt (meant to be faint), and so are the outlines of filled marks. ``within``: the id
+#: of a section to measure only its figures (a control's signal reaches the charts of its own section only:
+#: assets/charts.js ``broadcast``), or null for the whole page.
 MEASURE_JS = r"""
-(prefixes) => {
+([prefixes, within]) => {
   const rgb = s => { const m = (s || '').match(/rgba?\(([^)]+)\)/); if (!m) return null;
     const p = m[1].split(',').map(Number); return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
@@ -30,7 +32,8 @@ MEASURE_JS = r"""
     for (let e = el; e && e !== svg; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity || '1');
     return o; };
   const out = [];
-  for (const fig of document.querySelectorAll('figure.rg-figure')) {
+  const root = within ? document.getElementById(within) : document;
+  for (const fig of root.querySelectorAll('figure.rg-figure')) {
     if (!prefixes.some(p => fig.id.startsWith(p))) continue;
     const el = fig.querySelector('.rg-chart'); const svg = el && el.querySelector('svg');
     const r = {id: fig.id, box: el.clientWidth, content: el.scrollWidth, overlaps: [], low: [], outside: []};
@@ -89,18 +92,19 @@ def level2_report(report_cache):
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_charts_fit_do_not_overlap_and_read_in_dark(level2_report, open_report, scheme):  # noqa: F811
     page, log = open_report(level2_report, color_scheme=scheme, vector=True)  # reads the charts' SVG
-    figs = page.evaluate(MEASURE_JS, list(OWN_PREFIXES))
+    figs = page.evaluate(MEASURE_JS, [list(OWN_PREFIXES), None])
     assert {"communication-graph", "communication-matrix", "communication-link-boxes", "trajectory-heatmap",
             "memory-grid", "flops-bars", "strategy-mesh"} <= {f["id"] for f in figs}
     _check(figs, scheme, "as drawn")
-    # every choice of every control (metric, step, sort) keeps the charts inside their box and legible
+    # every choice of every control (metric, step, sort) keeps the charts of its section inside their box and legible
     selects = page.locator("select[data-signal]")
     for i in range(selects.count()):
         sel = selects.nth(i)
+        section = sel.evaluate("s => s.closest('section').id")
         for value in sel.locator("option").evaluate_all("os => os.map(o => o.value)"):
             sel.select_option(value)
             page.wait_for_timeout(150)
-            _check(page.evaluate(MEASURE_JS, list(OWN_PREFIXES)), scheme,
+            _check(page.evaluate(MEASURE_JS, [list(OWN_PREFIXES), section]), scheme,
                    f"with {sel.get_attribute('data-signal')} = {value}")
     assert not log.problems(), log.problems()
 
