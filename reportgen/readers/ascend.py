@@ -75,7 +75,7 @@ except ImportError:  # pragma: no cover - the stdlib path reads the same files, 
 
 from .ascend_values import (  # noqa: F401 - shared with ascend_db; ascend.X names kept
     US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type,
-    op_class, comm_streams, _upper, _COMPUTE_CORES, _COMM_CORES, _SYNC_PREFIXES, _COPY_PREFIXES)
+    op_class, comm_streams, _COMPUTE_CORES, _COMM_CORES, _SYNC_PREFIXES, _COPY_PREFIXES)
 
 
 # --------------------------------------------------------------------------- files

@@ -219,14 +219,21 @@ _SYNC_PREFIXES = ("NOTIFY", "EVENT_", "WRITE_VALUE", "PLACE_HOLDER", "PROFILING_
 _COPY_PREFIXES = ("MEMCPY", "SDMA", "PCIE_DMA", "ASYNC_MEMCPY")
 
 
-def _upper(values) -> pd.Series:
-    """Upper-case text with spaces as underscores, computed once per distinct value (names repeat every step)."""
+def _upper_codes(values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, texts): per row the code of its text upper-cased with spaces as underscores (``texts[codes]``: missing
+    values as ""), each distinct value worked out once (names repeat every step)."""
     s = pd.Series(values, dtype=object) if not isinstance(values, pd.Series) else values
     s = s.reset_index(drop=True)
     codes, uniques = pd.factorize(s.fillna("").astype(str), use_na_sentinel=False)
     up = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.strip().str.upper() \
         .str.replace(" ", "_", regex=False)
-    return pd.Series(up.to_numpy(dtype=object)[codes] if len(codes) else np.zeros(0, dtype=object), dtype=object)
+    return codes, up.to_numpy(dtype=object)
+
+
+def _where(coded: tuple[np.ndarray, np.ndarray], test) -> np.ndarray:
+    """Per row of an :func:`_upper_codes` column: ``test(text)``, asked once per distinct text."""
+    codes, texts = coded
+    return np.array([bool(test(u)) for u in texts], dtype=bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
 def op_class(core, type_=None, name=None, comm_stream=None, hccl_task=None) -> np.ndarray:
@@ -248,27 +255,26 @@ def op_class(core, type_=None, name=None, comm_stream=None, hccl_task=None) -> n
     msprof-analyze counts only the COMPUTE_TASK_INFO tasks as Computing and only the HCCL ops as Communication
     (../shared/research/ascend-profiler-output-and-msprof-analyze.md, "Where the numbers come from"): this rule keeps
     waits, copies and HCCL's stream tasks out of computation the same way."""
-    core_u = _upper(core)
-    n = len(core_u)
-    type_u = _upper(type_) if type_ is not None else pd.Series([""] * n, dtype=object)
-    name_u = _upper(name) if name is not None else pd.Series([""] * n, dtype=object)
-    texts = (core_u, type_u, name_u)
+    core_u = _upper_codes(core)
+    n = len(core_u[0])
+    blank = (np.zeros(n, dtype=np.intp), np.array([""], dtype=object))
+    texts = (core_u, _upper_codes(type_) if type_ is not None else blank,
+             _upper_codes(name) if name is not None else blank)
 
     def any_text(test) -> np.ndarray:
         out = np.zeros(n, dtype=bool)
         for t in texts:
-            codes, uniques = pd.factorize(t, use_na_sentinel=False)
-            out |= np.array([test(u) for u in uniques], dtype=bool)[codes] if n else out
+            out |= _where(t, test)
         return out
 
     sync = any_text(lambda u: "WAIT" in u or "RECORD" in u or u.startswith(_SYNC_PREFIXES))
-    comm = any_text(lambda u: u.startswith("HCOM")) | core_u.isin(_COMM_CORES).to_numpy()
+    comm = any_text(lambda u: u.startswith("HCOM")) | _where(core_u, lambda u: u in _COMM_CORES)
     for flag in (comm_stream, hccl_task):
         if flag is not None:
             comm |= np.asarray(flag, dtype=bool)
     copy = any_text(lambda u: u.startswith(_COPY_PREFIXES))
-    missing = core_u.isin({m.upper() for m in MISSING_CELLS} | {"NAN", "NONE"}).to_numpy()
-    compute = missing | core_u.str.startswith(_COMPUTE_CORES).to_numpy()
+    missing_cells = {m.upper() for m in MISSING_CELLS} | {"NAN", "NONE"}
+    compute = _where(core_u, lambda u: u in missing_cells or u.startswith(_COMPUTE_CORES))
     return np.select([sync, comm, copy, compute], ["wait", "communication", "memcpy", "compute"],
                      default="other").astype(object)
 
@@ -278,11 +284,9 @@ def comm_streams(stream, core, type_=None, name=None) -> np.ndarray:
     an HCCL row (core ``HCCL`` / ``COMMUNICATION``, ``hcom_*``) or an HCCL notify task (``NOTIFY*`` / ``Notify*``).
     Rows without a stream are on none."""
     s = pd.Series(stream).reset_index(drop=True)
-    core_u = _upper(core)
-    hccl = np.array(core_u.isin(_COMM_CORES), dtype=bool)
+    hccl = _where(_upper_codes(core), lambda u: u in _COMM_CORES)
     for t in (type_, name):
         if t is not None:
-            u = _upper(t)
-            hccl |= (u.str.startswith("HCOM") | u.str.startswith("NOTIFY")).to_numpy()
+            hccl |= _where(_upper_codes(t), lambda u: u.startswith(("HCOM", "NOTIFY")))
     streams = set(s[hccl & s.notna().to_numpy()].tolist())
     return s.isin(streams).to_numpy() & s.notna().to_numpy() if streams else np.zeros(len(s), dtype=bool)

@@ -38,6 +38,7 @@ import pandas as pd
 
 from .. import limits
 from ..errors import InputError
+from ..frames import column_values, records
 from ..limits import Rejects, as_int, finite_ms, strict_float
 from ._files import CONTENT_ERRORS, read_csv, read_json, read_text as _read_text
 from ..model import Run
@@ -1046,17 +1047,17 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         for name in _ROW_LISTS:
             df = tables.get(f"{i}.{name}")
             if df is not None:
-                out[name].extend(df.to_dict("records"))
+                out[name].extend(records(df, list(df.columns)))  # df.to_dict("records"), column by column
         df = tables.get(f"{i}.op_rows")
-        if df is not None:
-            out["op_rows"].extend(df[_OP_COLUMNS].itertuples(index=False, name=None))
+        if df is not None:  # df[_OP_COLUMNS].itertuples(index=False, name=None), column by column
+            out["op_rows"].extend(zip(*(column_values(df[c]) for c in _OP_COLUMNS)))
         for key, df in tables.items():
             prefix = f"{i}.t."
             if not key.startswith(prefix):
                 continue
             name = key[len(prefix):]
             kinds = fm["columns"].get(name)
-            part = _from_columns(df, kinds) if kinds else df.to_dict("records") if name in fm["rows"] else df
+            part = _from_columns(df, kinds) if kinds else records(df, list(df.columns)) if name in fm["rows"] else df
             out["tables"].setdefault(name, []).append(part)
         if fm.get("generation"):
             out["generations"].add(fm["generation"])
