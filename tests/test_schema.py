@@ -165,6 +165,26 @@ def test_ascend_op_class_rule():
     assert list(got) == [r[4] for r in rows]
 
 
+def test_ascend_op_class_reads_each_text_as_written_whatever_its_form():
+    """The rule is asked once per distinct text (readers/ascend_values._where): missing cells, numbers, spaces, lower
+    case and a text repeated on rows of different classes give what each row's own text gives; comm_streams marks
+    every row of a stream that runs an HCCL row or a notify task (its index need not start at 0)."""
+    from reportgen.readers.ascend_values import comm_streams
+    core = pd.Series([" hccl ", None, np.nan, 3, "ai core", "AI_CORE", "SDMA", "SDMA", "", "cube"],
+                     index=range(10, 20), dtype=object)
+    type_ = pd.Series(["x", "Notify Wait", "hcom_broadcast_", "t", "MatMul", "record x", "", "", "Other", "y"],
+                      index=range(10, 20), dtype=object)
+    name = pd.Series(["a", "b", "c", "d", "e", "f", "g", "MEMCPY_ASYNC", "Other", "h"], dtype=object)
+    stream = pd.Series([7, 8, 8, 9, None, 5, 7, 9, 9, 6])
+    on = comm_streams(stream, core, type_, name)
+    assert on.tolist() == [True, True, True, False, False, False, True, False, False, False]
+    got = op_class(core, type_, name, on)
+    assert got.tolist() == ["communication", "wait", "communication", "other", "compute", "wait", "communication",
+                            "memcpy", "compute", "compute"]
+    assert op_class(pd.Series([], dtype=object)).tolist() == []
+    assert op_class(pd.Series(["n/a", "nan", "HCCL"], dtype=object)).tolist() == ["compute", "compute", "communication"]
+
+
 KERNEL_HEADER = "Step Id,Name,Type,Accelerator Core,Stream ID,Start Time(us),Duration(us)\n"
 
 
