@@ -57,6 +57,16 @@ def column_values(s: pd.Series, lazy: bool = False):
     return boxed if lazy else list(boxed)
 
 
+def column_cells(s: pd.Series) -> list:
+    """The values of one column as iterating it gives them (the cells of ``itertuples``): a numpy number column's
+    values as Python numbers at once (``tolist``: what iterating gives, one ``.item()`` each), any other column's as
+    pandas iterates it (nullable and object cells unboxed: ``<NA>`` stays ``<NA>``, unlike :func:`column_values`)."""
+    dtype = s.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufc":
+        return s.to_numpy().tolist()
+    return list(s)
+
+
 def positions_by(keys) -> dict:
     """key -> the positions of its rows (in their order), keys ascending; rows whose key is NaN are in no key's. One
     stable sort for a split of a table by key (rank) that a loop then reads as slices of its arrays: a frame or a

@@ -52,3 +52,23 @@ def test_records_are_to_dict_records():
     same(records(df, ["i", "i"]), df[["i", "i"]].to_dict(orient="records"))
     with pytest.raises(KeyError):
         records(df, ["missing"])
+
+
+def test_column_cells_are_the_cells_itertuples_gives():
+    """readers/mindinsight.assemble reads a part's operator rows column by column: the same cells, of the same types,
+    as ``itertuples`` (nullable and object cells as pandas iterates them: ``<NA>`` stays ``<NA>``, a numpy number in
+    an object column stays one), for every dtype a ``.reduced`` file may hold."""
+    from reportgen.frames import column_cells
+    df = pd.DataFrame({
+        "i": [1, 2, 3], "f": [1.5, np.nan, np.inf], "b": [True, False, True], "s": pd.array(["a", None, "c"], "str"),
+        "o": pd.Series([np.int64(4), pd.NA, None], dtype=object), "n": pd.array([1, None, 3], dtype="Int64"),
+        "nb": pd.array([True, None, False], dtype="boolean"), "ps": pd.array(["a", None, "c"], dtype="string"),
+        "c": pd.Categorical(["p", "q", "p"]), "t": pd.to_datetime(["2024-01-01", None, "2024-01-03"]),
+        "u": np.array([1, 2, 2 ** 63], "uint64"), "x": np.array([1 + 2j, 0, 3], "complex128")})
+    for d in (df, df.iloc[0:0], df.iloc[[2, 0]]):
+        want = list(d.itertuples(index=False, name=None))
+        got = list(zip(*(column_cells(d[c]) for c in d.columns)))
+        assert len(got) == len(want)
+        for row, expected in zip(got, want):
+            for u, v in zip(row, expected):
+                assert type(u) is type(v) and (u is v or u == v or (u != u and v != v)), (u, v)

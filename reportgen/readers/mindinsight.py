@@ -38,7 +38,7 @@ import pandas as pd
 
 from .. import limits
 from ..errors import InputError
-from ..frames import column_values, records
+from ..frames import column_cells, records
 from ..limits import Rejects, as_int, finite_ms, strict_float
 from ._files import CONTENT_ERRORS, read_csv, read_json, read_text as _read_text
 from ..model import Run
@@ -1050,7 +1050,7 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
                 out[name].extend(records(df, list(df.columns)))  # df.to_dict("records"), column by column
         df = tables.get(f"{i}.op_rows")
         if df is not None:  # df[_OP_COLUMNS].itertuples(index=False, name=None), column by column
-            out["op_rows"].extend(zip(*(column_values(df[c]) for c in _OP_COLUMNS)))
+            out["op_rows"].extend(zip(*(column_cells(df[c]) for c in _OP_COLUMNS)))
         for key, df in tables.items():
             prefix = f"{i}.t."
             if not key.startswith(prefix):
