@@ -169,7 +169,7 @@ def test_ascend_op_class_reads_each_text_as_written_whatever_its_form():
     """The rule is asked once per distinct text (readers/ascend_values._where): missing cells, numbers, spaces, lower
     case and a text repeated on rows of different classes give what each row's own text gives; comm_streams marks
     every row of a stream that runs an HCCL row or a notify task (its index need not start at 0)."""
-    from reportgen.readers.ascend_values import comm_streams
+    from reportgen.readers.ascend_values import comm_streams, upper_texts
     core = pd.Series([" hccl ", None, np.nan, 3, "ai core", "AI_CORE", "SDMA", "SDMA", "", "cube"],
                      index=range(10, 20), dtype=object)
     type_ = pd.Series(["x", "Notify Wait", "hcom_broadcast_", "t", "MatMul", "record x", "", "", "Other", "y"],
@@ -181,6 +181,8 @@ def test_ascend_op_class_reads_each_text_as_written_whatever_its_form():
     got = op_class(core, type_, name, on)
     assert got.tolist() == ["communication", "wait", "communication", "other", "compute", "wait", "communication",
                             "memcpy", "compute", "compute"]
+    coded = [upper_texts(x) for x in (core, type_, name)]  # each column coded once, as the kernel reader asks both
+    assert comm_streams(stream, *coded).tolist() == on.tolist() and op_class(*coded, on).tolist() == got.tolist()
     assert op_class(pd.Series([], dtype=object)).tolist() == []
     assert op_class(pd.Series(["n/a", "nan", "HCCL"], dtype=object)).tolist() == ["compute", "compute", "communication"]
 

@@ -75,7 +75,7 @@ except ImportError:  # pragma: no cover - the stdlib path reads the same files, 
 
 from .ascend_values import (  # noqa: F401 - shared with ascend_db; ascend.X names kept
     US_PER_MS, MIB_TO_MB, KIB_TO_MB, OUTPUT_DIR, PROF_DIR, _INFO, _MAX_DEPTH, NO_STEP_ID, STEP_TIME_COLUMNS, STEP_TIME_ORDER, TRANSPORTS, P2P_PREFIXES, double_hash, group_kind, MISSING_CELLS, MAX_GBPS, MAX_COUNT, MAX_ID, KINDS, _NUMBER, refused, json_float, json_time_ns, _absent, check_numbers, check_times, _text, op_type as _op_type,
-    op_class, comm_streams, _COMPUTE_CORES, _COMM_CORES, _SYNC_PREFIXES, _COPY_PREFIXES)
+    op_class, comm_streams, upper_texts, _COMPUTE_CORES, _COMM_CORES, _SYNC_PREFIXES, _COPY_PREFIXES)
 
 
 # --------------------------------------------------------------------------- files
@@ -746,9 +746,9 @@ def parse_kernel_details(path: Path, rank: int, problems: list) -> pd.DataFrame:
         **_pmu(t),
     })
     df = _done(df, t, rejects, problems)
-    # one class per task, the rank's communication streams from this file (op_class)
-    df.insert(8, "op_class", op_class(df["core"], df["type"], df["name"],
-                                      comm_streams(df["stream"], df["core"], df["type"], df["name"])))
+    # one class per task, the rank's communication streams from this file (op_class); each text column coded once
+    core, type_, name = (upper_texts(df[c]) for c in ("core", "type", "name"))
+    df.insert(8, "op_class", op_class(core, type_, name, comm_streams(df["stream"], core, type_, name)))
     return df
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -219,19 +220,28 @@ _SYNC_PREFIXES = ("NOTIFY", "EVENT_", "WRITE_VALUE", "PLACE_HOLDER", "PROFILING_
 _COPY_PREFIXES = ("MEMCPY", "SDMA", "PCIE_DMA", "ASYNC_MEMCPY")
 
 
-def _upper_codes(values) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, texts): per row the code of its text upper-cased with spaces as underscores (``texts[codes]``: missing
-    values as ""), each distinct value worked out once (names repeat every step)."""
+class Texts(NamedTuple):
+    """A text column as :func:`upper_texts` gives it: per row a code into ``texts``."""
+    codes: np.ndarray
+    texts: np.ndarray
+
+
+def upper_texts(values) -> Texts:
+    """A column's texts upper-cased with spaces as underscores (missing values as ""), each distinct value worked out
+    once (names repeat every step); a :class:`Texts` is given back as it is. :func:`op_class` and
+    :func:`comm_streams` take either, so a reader that asks both codes each column once."""
+    if isinstance(values, Texts):
+        return values
     s = pd.Series(values, dtype=object) if not isinstance(values, pd.Series) else values
     s = s.reset_index(drop=True)
     codes, uniques = pd.factorize(s.fillna("").astype(str), use_na_sentinel=False)
     up = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.strip().str.upper() \
         .str.replace(" ", "_", regex=False)
-    return codes, up.to_numpy(dtype=object)
+    return Texts(codes, up.to_numpy(dtype=object))
 
 
-def _where(coded: tuple[np.ndarray, np.ndarray], test) -> np.ndarray:
-    """Per row of an :func:`_upper_codes` column: ``test(text)``, asked once per distinct text."""
+def _where(coded: Texts, test) -> np.ndarray:
+    """Per row of a :class:`Texts` column: ``test(text)``, asked once per distinct text."""
     codes, texts = coded
     return np.array([bool(test(u)) for u in texts], dtype=bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
 
@@ -255,11 +265,11 @@ def op_class(core, type_=None, name=None, comm_stream=None, hccl_task=None) -> n
     msprof-analyze counts only the COMPUTE_TASK_INFO tasks as Computing and only the HCCL ops as Communication
     (../shared/research/ascend-profiler-output-and-msprof-analyze.md, "Where the numbers come from"): this rule keeps
     waits, copies and HCCL's stream tasks out of computation the same way."""
-    core_u = _upper_codes(core)
-    n = len(core_u[0])
-    blank = (np.zeros(n, dtype=np.intp), np.array([""], dtype=object))
-    texts = (core_u, _upper_codes(type_) if type_ is not None else blank,
-             _upper_codes(name) if name is not None else blank)
+    core_u = upper_texts(core)
+    n = len(core_u.codes)
+    blank = Texts(np.zeros(n, dtype=np.intp), np.array([""], dtype=object))
+    texts = (core_u, upper_texts(type_) if type_ is not None else blank,
+             upper_texts(name) if name is not None else blank)
 
     def any_text(test) -> np.ndarray:
         out = np.zeros(n, dtype=bool)
@@ -284,9 +294,9 @@ def comm_streams(stream, core, type_=None, name=None) -> np.ndarray:
     an HCCL row (core ``HCCL`` / ``COMMUNICATION``, ``hcom_*``) or an HCCL notify task (``NOTIFY*`` / ``Notify*``).
     Rows without a stream are on none."""
     s = pd.Series(stream).reset_index(drop=True)
-    hccl = _where(_upper_codes(core), lambda u: u in _COMM_CORES)
+    hccl = _where(upper_texts(core), lambda u: u in _COMM_CORES)
     for t in (type_, name):
         if t is not None:
-            hccl |= _where(_upper_codes(t), lambda u: u.startswith(("HCOM", "NOTIFY")))
+            hccl |= _where(upper_texts(t), lambda u: u.startswith(("HCOM", "NOTIFY")))
     streams = set(s[hccl & s.notna().to_numpy()].tolist())
     return s.isin(streams).to_numpy() & s.notna().to_numpy() if streams else np.zeros(len(s), dtype=bool)
