@@ -67,6 +67,38 @@ def column_cells(s: pd.Series) -> list:
     return list(s)
 
 
+def _row_dtype(dtype) -> bool:
+    """A dtype that a column made from Python values infers from those values alone, and that any values which
+    each infer it infer together: int64, float64, bool, and pandas' default text dtype."""
+    if isinstance(dtype, np.dtype):
+        return dtype in (np.dtype("int64"), np.dtype("float64"), np.dtype("bool"))
+    return dtype == pd.StringDtype(na_value=np.nan)
+
+
+def stack_rows(parts: list, columns: list | None = None) -> pd.DataFrame | None:
+    """The frame that ``pd.DataFrame`` makes of the rows of ``parts`` (frames made from Python rows), in order,
+    made by one ``pd.concat``: when every part that has rows has the same unique columns (``columns``, when given)
+    with the same dtypes, each one :func:`_row_dtype` names. Then the values of all the parts infer the dtypes that
+    the values of each part inferred, and the concatenated frame is the one the rows would make (a RangeIndex,
+    the columns in their order). None when they do not, or no part has rows: the caller makes the frame from the
+    rows (:func:`records` / :func:`column_cells`). A rank's rows turned back into Python rows and made into one
+    frame again cost ~30 % of a 1,024-rank MindInsight read."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    first = parts[0]
+    cols = list(first.columns)
+    if (not first.columns.is_unique or (columns is not None and cols != list(columns))
+            or not all(_row_dtype(d) for d in first.dtypes)):
+        return None
+    dtypes = list(first.dtypes)
+    for p in parts[1:]:
+        if list(p.columns) != cols or list(p.dtypes) != dtypes:
+            return None
+    if len(parts) == 1:
+        return first.reset_index(drop=True)
+    return pd.concat(parts, ignore_index=True)
+
 def positions_by(keys) -> dict:
     """key -> the positions of its rows (in their order), keys ascending; rows whose key is NaN are in no key's. One
     stable sort for a split of a table by key (rank) that a loop then reads as slices of its arrays: a frame or a

@@ -72,3 +72,69 @@ def test_column_cells_are_the_cells_itertuples_gives():
         for row, expected in zip(got, want):
             for u, v in zip(row, expected):
                 assert type(u) is type(v) and (u is v or u == v or (u != u and v != v)), (u, v)
+
+
+def _rows_frame(parts: list, columns) -> pd.DataFrame | None:
+    """What readers/mindinsight.assemble made of a row list's per-rank frames before stack_rows: their rows (dicts
+    of ``to_dict("records")`` or tuples of ``itertuples``), then one frame of them all."""
+    from reportgen.frames import column_cells, records
+    if columns is None:
+        rows = [r for p in parts for r in records(p, list(p.columns))]
+        return pd.DataFrame(rows) if rows else None
+    rows = [t for p in parts for t in zip(*(column_cells(p[c]) for c in columns))]
+    return pd.DataFrame(rows, columns=columns) if rows else None
+
+
+def test_stack_rows_is_the_frame_of_every_parts_rows():
+    """stack_rows concatenates per-rank frames made from Python rows only when that is the frame their rows make
+    together; any other parts (dtypes that differ between them, or that values of several types inferred) give None.
+    A seeded sweep of row lists of mixed values, as dicts and as tuples, several parts each."""
+    import random
+    import warnings
+
+    from reportgen.frames import stack_rows
+    rnd = random.Random(7)
+    pools = {"int": [0, 1, -5, 2 ** 62], "float": [1.5, -0.0, float("nan"), 1e308, 3.0], "intfloat": [1, 2.5, None],
+             "str": ["a", "", "ß", "nan"], "strnone": ["a", None, float("nan")], "bool": [True, False],
+             "mixed": [1, "a", None, True, 2 ** 64, np.int64(3), pd.NA], "none": [None], "bigint": [2 ** 63, 1]}
+    stacked = 0
+    for _ in range(1500):
+        names = list(dict.fromkeys(rnd.choice("abcd") for _ in range(rnd.randint(1, 3))))
+        kinds = {c: rnd.choice(list(pools)) for c in names}
+        lists = []
+        for _ in range(rnd.randint(1, 4)):
+            kk = dict(kinds)
+            if rnd.random() < 0.3:  # a part whose values are of another kind
+                kk[rnd.choice(names)] = rnd.choice(list(pools))
+            rows = [{c: rnd.choice(pools[kk[c]]) for c in names} for _ in range(rnd.randint(0, 5))]
+            if rows and rnd.random() < 0.1:
+                rows[0].pop(names[0])
+            lists.append(rows)
+        tuples = rnd.random() < 0.5
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                if tuples:
+                    parts = [pd.DataFrame([tuple(r.get(c) for c in names) for r in rows], columns=names)
+                             for rows in lists if rows]
+                else:
+                    parts = [pd.DataFrame(rows) for rows in lists if rows]
+                want = _rows_frame(parts, names if tuples else None)
+            except (OverflowError, ValueError, TypeError):
+                continue
+        got = stack_rows(parts, names if tuples else None)
+        if got is None:
+            continue
+        stacked += 1
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert list(got.dtypes) == list(want.dtypes) and isinstance(got.index, pd.RangeIndex)
+    assert stacked > 200  # the sweep reaches the concatenation, not only the fallback
+
+    a = pd.DataFrame({"x": [1, 2]})
+    assert stack_rows([a, pd.DataFrame({"x": [1.5]})]) is None  # int64 and float64: the rows infer float64
+    assert stack_rows([a, pd.DataFrame({"y": [1]})]) is None
+    assert stack_rows([pd.DataFrame({"x": [1, "a"]})]) is None  # object
+    assert stack_rows([a], ["y"]) is None
+    assert stack_rows([]) is None and stack_rows([a.iloc[0:0]]) is None
+    got = stack_rows([a.iloc[[1]], a.iloc[0:0], a])
+    assert got["x"].tolist() == [2, 1, 2] and isinstance(got.index, pd.RangeIndex)

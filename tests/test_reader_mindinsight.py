@@ -202,3 +202,17 @@ def test_legacy_layout_without_rank_table_says_so(tmp_path, pp2x4):
     with pytest.raises(InputError) as exc:
         read_run(root)
     assert "cluster_profiler" in str(exc.value) and "rank table" in str(exc.value)
+
+
+def test_step_op_type_reads_each_name_by_the_rule():
+    """``stream_<s>_<i>_<Type>-op<N>`` -> ``<Type>``, each distinct name rewritten once: the same Series (values,
+    missing names, dtype, index, name) as the rule applied to every row."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.readers.mindinsight import step_op_type
+    ops = pd.Series(["stream_1_2_AllReduce-op3", None, np.nan, "x", 5, "stream_10_0_Send-op12", "stream_a_1_B-op2",
+                     "stream_1_2_AllReduce-op3", "stream_1_2_A-op3-op4", ""], name="op", index=range(10, 20))
+    for s in (ops, ops.astype(str), ops.iloc[0:0], ops.iloc[[7, 0]]):
+        want = s.astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True).str.replace(r"-op\d+$", "", regex=True)
+        pd.testing.assert_series_equal(step_op_type(s), want, check_exact=True)

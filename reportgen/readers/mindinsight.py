@@ -32,13 +32,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pandas as pd
 
 from .. import limits
 from ..errors import InputError
-from ..frames import column_cells, records
+from ..frames import column_cells, records, stack_rows
 from ..limits import Rejects, as_int, finite_ms, strict_float
 from ._files import CONTENT_ERRORS, read_csv, read_json, read_text as _read_text
 from ..model import Run
@@ -99,9 +99,13 @@ _STREAM = re.compile(r"^stream_(\d+)_")
 
 def step_op_type(ops: pd.Series) -> pd.Series:
     """The operator type of the step trace's op columns: ``stream_<s>_<i>_<Type>-op<N>`` -> ``<Type>`` (the
-    family's naming rule, written once here; ``step_ops.op_type``)."""
+    family's naming rule, written once here; ``step_ops.op_type``). Each distinct name is rewritten once (a run
+    repeats its few op names on every rank and step: 614,400 rows of ~20 names at 1,024 ranks x 30 steps)."""
     names = ops.astype(str)
-    return names.str.replace(r"^stream_\d+_\d+_", "", regex=True).str.replace(r"-op\d+$", "", regex=True)
+    codes, uniques = pd.factorize(names)  # (a missing name: code -1, given back missing by take)
+    types = (pd.Series(uniques).str.replace(r"^stream_\d+_\d+_", "", regex=True)
+             .str.replace(r"-op\d+$", "", regex=True))
+    return pd.Series(types.array.take(codes, allow_fill=True), index=names.index, name=names.name)
 
 #: file kind -> "module:function" parsing one file into {table: DataFrame} (or {table: [row dict]}: the one-row
 #: summaries, made into one frame for all ranks); the function takes (path, rank, problems). Modules are imported lazily; a missing module means the kind is only listed.
@@ -888,6 +892,25 @@ def _objects(s: pd.Series):
     return arr
 
 
+class _Rows(NamedTuple):
+    """A rank's table made of a file's rows (:func:`rank_part`), to be made one frame with the other ranks'."""
+    df: pd.DataFrame
+
+
+def _row_table(parts: list[pd.DataFrame], ops: bool = False) -> pd.DataFrame | None:
+    """One frame of the rows of every rank's table of a row list (``ops``: the op rows, by :data:`_OP_COLUMNS`), as
+    ``pd.DataFrame`` makes it of all their rows (``df.to_dict("records")`` / ``itertuples`` of each, in order); None
+    when there are none. ``frames.stack_rows`` when the parts allow it, else the rows themselves."""
+    stacked = stack_rows(parts, _OP_COLUMNS if ops else None)
+    if stacked is not None:
+        return stacked
+    if ops:
+        rows = [t for df in parts for t in zip(*(column_cells(df[c]) for c in _OP_COLUMNS))]
+        return pd.DataFrame(rows, columns=_OP_COLUMNS) if rows else None
+    rows = [r for df in parts for r in records(df, list(df.columns))]
+    return pd.DataFrame(rows) if rows else None
+
+
 def _from_columns(df: pd.DataFrame, kinds: dict) -> dict:
     return {k: df[k].tolist() if kind == "list" else _objects(df[k]) if kind == "object" else df[k].to_numpy()
             for k, kind in kinds.items()}
@@ -1044,20 +1067,17 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         for item in found:
             problems.append(tuple(item))
         problems.unlisted += fm.get("unlisted", 0)
-        for name in _ROW_LISTS:
+        for name in (*_ROW_LISTS, "op_rows"):  # each rank's rows, made one frame of all below (_row_table)
             df = tables.get(f"{i}.{name}")
             if df is not None:
-                out[name].extend(records(df, list(df.columns)))  # df.to_dict("records"), column by column
-        df = tables.get(f"{i}.op_rows")
-        if df is not None:  # df[_OP_COLUMNS].itertuples(index=False, name=None), column by column
-            out["op_rows"].extend(zip(*(column_cells(df[c]) for c in _OP_COLUMNS)))
+                out[name].append(df)
         for key, df in tables.items():
             prefix = f"{i}.t."
             if not key.startswith(prefix):
                 continue
             name = key[len(prefix):]
             kinds = fm["columns"].get(name)
-            part = _from_columns(df, kinds) if kinds else records(df, list(df.columns)) if name in fm["rows"] else df
+            part = _from_columns(df, kinds) if kinds else _Rows(df) if name in fm["rows"] else df
             out["tables"].setdefault(name, []).append(part)
         if fm.get("generation"):
             out["generations"].add(fm["generation"])
@@ -1106,36 +1126,38 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         if n_missing:
             problems.add(claim[1], f"{n_missing} of the {world_size} ranks have no files; too many to list them")
 
-    step_rows, avg_rows, op_rows = out["step_rows"], out["avg_rows"], out["op_rows"]
-    ov_rows, ov_avg_rows, generations = out["ov_rows"], out["ov_avg_rows"], out["generations"]
-    if step_rows:
-        df = pd.DataFrame(step_rows)[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ns", "end_ns"]]
+    step_df, avg_df, ops_df = _row_table(out["step_rows"]), _row_table(out["avg_rows"]), _row_table(out["op_rows"], True)
+    ov_df, ov_avg_df, generations = _row_table(out["ov_rows"]), _row_table(out["ov_avg_rows"]), out["generations"]
+    if step_df is not None:
+        df = step_df[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ns", "end_ns"]]
         run.tables["step_trace"] = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
         run.steps = sorted(df["step"].unique().tolist())
         run.step_source = "markers"
-    if avg_rows:
+    if avg_df is not None:
         run.tables["step_trace_avg"] = (
-            pd.DataFrame(avg_rows)[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]
+            avg_df[["rank", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms"]]
             .sort_values("rank").reset_index(drop=True))
-    if op_rows:
-        ops_df = pd.DataFrame(op_rows, columns=["rank", "step", "op", "stream", "start_ns", "end_ns", "dur_ms"])
+    if ops_df is not None:
         run.tables["step_ops"] = ops_df.assign(op_type=step_op_type(ops_df["op"]))
     ov_cols = ["computation_ms", "comm_alone_ms", "stage_ms", "receive_alone_ms", "collective_comm_alone_ms"]
-    if ov_rows:
-        df = pd.DataFrame(ov_rows)
-        run.tables["cluster_overlap"] = df.reindex(columns=["rank", "step"] + ov_cols).sort_values(["rank", "step"]).reset_index(drop=True)
-    if ov_avg_rows:
-        run.tables["cluster_overlap_avg"] = pd.DataFrame(ov_avg_rows).reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
+    if ov_df is not None:
+        run.tables["cluster_overlap"] = ov_df.reindex(columns=["rank", "step"] + ov_cols).sort_values(["rank", "step"]).reset_index(drop=True)
+    if ov_avg_df is not None:
+        run.tables["cluster_overlap_avg"] = ov_avg_df.reindex(columns=["rank"] + ov_cols).sort_values("rank").reset_index(drop=True)
     for name, parts in out["tables"].items():
         if parts and isinstance(parts[0], dict):  # hccl_raw columns of every rank
             from .mindinsight_hccl import frame
 
             run.tables[name] = frame(_hccl_name(name), parts)
             continue
-        if parts and isinstance(parts[0], list):  # rows of every rank (one-row summaries)
-            rows = [r for p in parts for r in p]
-            if rows:
-                run.tables[name] = pd.DataFrame(rows)
+        if parts and isinstance(parts[0], _Rows):  # rows of every rank (one-row summaries)
+            if all(isinstance(p, _Rows) for p in parts):
+                df = _row_table([p.df for p in parts])
+            else:  # (a part of other rows: theirs, as they are)
+                rows = [r for p in parts for r in (records(p.df, list(p.df.columns)) if isinstance(p, _Rows) else p)]
+                df = pd.DataFrame(rows) if rows else None
+            if df is not None:
+                run.tables[name] = df
             continue
         parts = [p for p in parts if p is not None and not p.empty]
         if parts:
