@@ -75,6 +75,47 @@ def _row_dtype(dtype) -> bool:
     return dtype == pd.StringDtype(na_value=np.nan)
 
 
+def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.DataFrame | None:
+    """:func:`stack_rows` of ``pd.DataFrame(rows)`` (``columns``: ``pd.DataFrame(rows, columns=columns)``) of each
+    list, made at once from the rows, without a frame per list, when every column's values over all the lists are
+    all ints within int64, all floats or all texts: then each list's frame has those int64 / float64 / text columns
+    and they concatenate to this one. Rows are dicts with the first row's keys in its order, or tuples as long as
+    ``columns``. None otherwise (the caller makes a frame of each list). A frame per rank and file was ~30 % of a
+    1,024-rank MindInsight read."""
+    rows = [r for rs in lists for r in rs]
+    if not rows:
+        return None
+    first = rows[0]
+    if columns is None:
+        if type(first) is not dict or not first:
+            return None
+        names = tuple(first)
+        if not all(type(r) is dict and tuple(r) == names for r in rows):
+            return None
+        values = [[r[k] for r in rows] for k in names]
+    else:
+        names = tuple(columns)
+        if not names or len(set(names)) != len(names) or not all(type(r) is tuple and len(r) == len(names)
+                                                                 for r in rows):
+            return None
+        values = [list(v) for v in zip(*rows)]
+    cols = {}
+    for name, vals in zip(names, values):
+        kinds = set(map(type, vals))
+        if kinds == {int}:
+            try:
+                cols[name] = np.array(vals, dtype=np.int64)
+            except OverflowError:
+                return None
+        elif kinds == {float}:
+            cols[name] = np.array(vals, dtype=np.float64)
+        elif kinds == {str}:
+            cols[name] = vals
+        else:
+            return None
+    return pd.DataFrame(cols)
+
+
 def stack_rows(parts: list, columns: list | None = None) -> pd.DataFrame | None:
     """The frame that ``pd.DataFrame`` makes of the rows of ``parts`` (frames made from Python rows), in order,
     made by one ``pd.concat``: when every part that has rows has the same unique columns (``columns``, when given)

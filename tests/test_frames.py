@@ -138,3 +138,54 @@ def test_stack_rows_is_the_frame_of_every_parts_rows():
     assert stack_rows([]) is None and stack_rows([a.iloc[0:0]]) is None
     got = stack_rows([a.iloc[[1]], a.iloc[0:0], a])
     assert got["x"].tolist() == [2, 1, 2] and isinstance(got.index, pd.RangeIndex)
+
+
+def test_frame_of_plain_rows_is_the_stacked_frame_of_each_lists_frame():
+    """frame_of_plain_rows makes at once the frame that a frame per row list, stacked (or their rows made one frame),
+    gives; only from dicts with the first row's keys, tuples as long as the columns, and columns whose values are all
+    ints within int64, all floats or all texts. A seeded sweep of lists of such and of other values."""
+    import random
+    import warnings
+
+    from reportgen.frames import frame_of_plain_rows, stack_rows
+    rnd = random.Random(3)
+    pool = [0, 1, -5, 2 ** 62, 2 ** 63, -2 ** 63, 1.5, -0.0, float("nan"), float("inf"), "a", "", "ß", "nan", None,
+            True, np.int64(3), np.float64(2.5), pd.NA, type("S", (str,), {})("s")]
+    plain = {"int": [0, 1, -5, 2 ** 62], "float": [1.5, -0.0, float("nan"), 1e308], "str": ["a", "", "ß"]}
+    built = 0
+    for _ in range(2000):
+        names = list(dict.fromkeys(rnd.choice(["a", "b", "c", 0]) for _ in range(rnd.randint(1, 4))))
+        kinds = [rnd.choice(["int", "float", "str", "any"]) for _ in names]
+        tuples = rnd.random() < 0.5
+        lists = []
+        for _ in range(rnd.randint(1, 4)):
+            rows = []
+            for _ in range(rnd.randint(0, 5)):
+                vals = [rnd.choice(plain[k] if k in plain and rnd.random() < 0.98 else pool) for k in kinds]
+                if tuples:
+                    rows.append(tuple(vals) if rnd.random() > 0.02 else tuple(vals[:-1]))
+                else:
+                    d = dict(zip(names, vals))
+                    if rnd.random() < 0.03:
+                        d = dict(reversed(list(d.items())))
+                    rows.append(d)
+            lists.append(rows)
+        columns = names if tuples else None
+        got = frame_of_plain_rows(lists, columns)
+        if got is None:
+            continue
+        built += 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parts = [pd.DataFrame(rows, columns=columns) for rows in lists if rows]
+        want = stack_rows(parts, columns)
+        if want is None:
+            want = _rows_frame(parts, columns)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert list(got.dtypes) == list(want.dtypes) and got.columns.dtype == want.columns.dtype
+        assert [type(c) for c in got.columns] == [type(c) for c in want.columns] and isinstance(got.index, pd.RangeIndex)
+    assert built > 300
+    assert frame_of_plain_rows([[]]) is None and frame_of_plain_rows([[{}]]) is None
+    assert frame_of_plain_rows([[{"a": 1}], [{"a": 2.0}]]) is None  # int and float: the frames differ
+    assert frame_of_plain_rows([[(2 ** 63,)]], ["a"]) is None  # beyond int64
+    assert frame_of_plain_rows([[(1, 2)]], ["a", "a"]) is None

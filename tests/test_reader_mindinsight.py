@@ -216,3 +216,42 @@ def test_step_op_type_reads_each_name_by_the_rule():
     for s in (ops, ops.astype(str), ops.iloc[0:0], ops.iloc[[7, 0]]):
         want = s.astype(str).str.replace(r"^stream_\d+_\d+_", "", regex=True).str.replace(r"-op\d+$", "", regex=True)
         pd.testing.assert_series_equal(step_op_type(s), want, check_exact=True)
+
+
+def _tables_equal(a, b) -> None:
+    import pandas as pd
+
+    assert a.keys() == b.keys()
+    for k in a:
+        pd.testing.assert_frame_equal(a[k], b[k], check_exact=True)
+        assert list(a[k].dtypes) == list(b[k].dtypes), k
+
+
+def test_a_read_keeps_rows_and_gives_the_run_the_parts_give(pp2x4, tmp_path):
+    """read() hands each rank's rows to assemble without a frame per rank and file (rank_part(frames=False)); the
+    run is the one the shipped parts (frames, as Dask and ``reportgen reduce`` send them) give: a real run, a
+    generated one with its memory files, and rows that are not plain (a rank whose op stream is missing)."""
+    from reportgen.readers import mindinsight as mi
+    from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+    gen = tmp_path / "gen"
+    write_mindinsight_run(gen, MindInsightSpec(hosts=1, devices_per_host=4, stages=2, steps=3))
+    for root in (pp2x4, gen):
+        d = mi.discover(root)
+        parts = [(str(root), *mi.cluster_part(d))] + [(str(u[0][0].path), *mi.rank_part(*u)) for u in mi.rank_units(d)]
+        _tables_equal(mi.read(root).tables, mi.assemble(root, parts).tables)
+
+    import pandas as pd
+    cols = mi._OP_COLUMNS
+    plain = [(0, 1, "stream_1_2_A-op1", 1, 10, 20, 0.5)]
+    odd = [(1, 1, "stream_1_2_A-op1", None, 10, 20, 0.5)]  # the stream missing: that rank's column is float64
+    flag = [(2, 1, "stream_1_2_A-op1", True, 10, 20, 1)]  # a bool stream, an int duration
+    for lists in ([plain, plain], [plain, odd], [odd, plain, flag], [flag]):
+        as_rows = mi._row_table([mi._RowList(rows, cols) for rows in lists], True)
+        as_frames = mi._row_table([pd.DataFrame(rows, columns=cols) for rows in lists], True)
+        pd.testing.assert_frame_equal(as_rows, as_frames, check_exact=True)
+        assert list(as_rows.dtypes) == list(as_frames.dtypes)
+    dicts = [[{"rank": 0, "step_ms": 1.5}], [{"rank": 1, "step_ms": None}], [{"step_ms": 2.0, "rank": 2}]]
+    for lists in (dicts, dicts[:1], dicts[::2]):
+        pd.testing.assert_frame_equal(mi._row_table([mi._RowList(r) for r in lists]),
+                                      mi._row_table([pd.DataFrame(r) for r in lists]), check_exact=True)

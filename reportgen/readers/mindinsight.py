@@ -38,7 +38,7 @@ import pandas as pd
 
 from .. import limits
 from ..errors import InputError
-from ..frames import column_cells, records, stack_rows
+from ..frames import column_cells, frame_of_plain_rows, records, stack_rows
 from ..limits import Rejects, as_int, finite_ms, strict_float
 from ._files import CONTENT_ERRORS, read_csv, read_json, read_text as _read_text
 from ..model import Run
@@ -894,14 +894,29 @@ def _objects(s: pd.Series):
 
 class _Rows(NamedTuple):
     """A rank's table made of a file's rows (:func:`rank_part`), to be made one frame with the other ranks'."""
-    df: pd.DataFrame
+    df: "pd.DataFrame | _RowList"
 
 
-def _row_table(parts: list[pd.DataFrame], ops: bool = False) -> pd.DataFrame | None:
+class _RowList(NamedTuple):
+    """A table of rows that :func:`rank_part` did not make a frame (``frames=False``): the rows, and the columns of
+    tuple rows."""
+    rows: list
+    columns: list | None = None
+
+
+def _row_table(parts: list, ops: bool = False) -> pd.DataFrame | None:
     """One frame of the rows of every rank's table of a row list (``ops``: the op rows, by :data:`_OP_COLUMNS`), as
     ``pd.DataFrame`` makes it of all their rows (``df.to_dict("records")`` / ``itertuples`` of each, in order); None
-    when there are none. ``frames.stack_rows`` when the parts allow it, else the rows themselves."""
-    stacked = stack_rows(parts, _OP_COLUMNS if ops else None)
+    when there are none. A part may be its rows (:class:`_RowList`): ``frames.frame_of_plain_rows`` when they all
+    are and it can, else each made a frame as :func:`rank_part` makes it; then ``frames.stack_rows`` when the parts
+    allow it, else the rows themselves."""
+    columns = _OP_COLUMNS if ops else None
+    if parts and all(isinstance(p, _RowList) for p in parts):
+        whole = frame_of_plain_rows([p.rows for p in parts], columns)
+        if whole is not None:
+            return whole
+    parts = [pd.DataFrame(p.rows, columns=p.columns) if isinstance(p, _RowList) else p for p in parts]
+    stacked = stack_rows(parts, columns)
     if stacked is not None:
         return stacked
     if ops:
@@ -916,10 +931,13 @@ def _from_columns(df: pd.DataFrame, kinds: dict) -> dict:
             for k, kind in kinds.items()}
 
 
-def rank_part(files: list[FoundFile], host: str | None = None, device: int | None = None
+def rank_part(files: list[FoundFile], host: str | None = None, device: int | None = None, frames: bool = True
               ) -> tuple[dict, dict[str, pd.DataFrame], list]:
     """(meta, tables, problems) of one rank's files: each file parsed as :func:`read` always did, its rows kept
-    as tables named ``<file index>.<name>``; meta says per file what it is and how many problems it had."""
+    as tables named ``<file index>.<name>``; meta says per file what it is and how many problems it had.
+    ``frames=False`` (:func:`read`, the part going straight to :func:`assemble`): a table of rows is kept as its
+    rows (:class:`_RowList`), which assemble makes into a frame of every rank's at once when it can."""
+    table = (lambda rows, columns=None: pd.DataFrame(rows, columns=columns)) if frames else _RowList
     problems = Problems()
     tables: dict[str, pd.DataFrame] = {}
     metas = []
@@ -940,15 +958,15 @@ def rank_part(files: list[FoundFile], host: str | None = None, device: int | Non
               "columns": {}, "rows": []}
         for name in _ROW_LISTS:
             if out[name]:
-                tables[f"{i}.{name}"] = pd.DataFrame(out[name])
+                tables[f"{i}.{name}"] = table(out[name])
         if out["op_rows"]:
-            tables[f"{i}.op_rows"] = pd.DataFrame(out["op_rows"], columns=_OP_COLUMNS)
+            tables[f"{i}.op_rows"] = table(out["op_rows"], _OP_COLUMNS)
         for name, parts in out["tables"].items():
             for p in parts:  # one per file
                 if isinstance(p, dict):
                     tables[f"{i}.t.{name}"], fm["columns"][name] = _as_columns(p)
                 elif isinstance(p, list):
-                    tables[f"{i}.t.{name}"] = pd.DataFrame(p)
+                    tables[f"{i}.t.{name}"] = table(p)
                     fm["rows"].append(name)
                 elif p is not None:
                     tables[f"{i}.t.{name}"] = p
@@ -1154,7 +1172,9 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
             if all(isinstance(p, _Rows) for p in parts):
                 df = _row_table([p.df for p in parts])
             else:  # (a part of other rows: theirs, as they are)
-                rows = [r for p in parts for r in (records(p.df, list(p.df.columns)) if isinstance(p, _Rows) else p)]
+                frames = [pd.DataFrame(p.df.rows) if isinstance(p, _Rows) and isinstance(p.df, _RowList) else
+                          p.df if isinstance(p, _Rows) else p for p in parts]
+                rows = [r for p in frames for r in (records(p, list(p.columns)) if isinstance(p, pd.DataFrame) else p)]
                 df = pd.DataFrame(rows) if rows else None
             if df is not None:
                 run.tables[name] = df
@@ -1210,7 +1230,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
     for n, unit in enumerate(units, start=1):
         if progress:
             progress(n, len(units))
-        parts.append((str(unit[0][0].path), *rank_part(*unit)))
+        parts.append((str(unit[0][0].path), *rank_part(*unit, frames=False)))
     return assemble(root, parts)
 
 
