@@ -80,7 +80,7 @@ def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.Da
     list, made at once from the rows, without a frame per list, when every column's values over all the lists are
     all ints within int64, all floats or all texts: then each list's frame has those int64 / float64 / text columns
     and they concatenate to this one. Rows are dicts with the first row's keys in its order, or tuples as long as
-    ``columns``. None otherwise (the caller makes a frame of each list). A frame per rank and file was ~30 % of a
+    ``columns``; the names are texts. None otherwise (the caller makes a frame of each list). A frame per rank and file was ~30 % of a
     1,024-rank MindInsight read."""
     rows = [r for rs in lists for r in rs]
     if not rows:
@@ -99,6 +99,8 @@ def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.Da
                                                                  for r in rows):
             return None
         values = [list(v) for v in zip(*rows)]
+    if not all(type(n) is str for n in names):  # (the readers' names; other keys make other column indexes)
+        return None
     cols = {}
     for name, vals in zip(names, values):
         kinds = set(map(type, vals))
@@ -118,8 +120,8 @@ def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.Da
 
 def stack_rows(parts: list, columns: list | None = None) -> pd.DataFrame | None:
     """The frame that ``pd.DataFrame`` makes of the rows of ``parts`` (frames made from Python rows), in order,
-    made by one ``pd.concat``: when every part that has rows has the same unique columns (``columns``, when given)
-    with the same dtypes, each one :func:`_row_dtype` names. Then the values of all the parts infer the dtypes that
+    made by one ``pd.concat``: when every part that has rows has the same unique text-named columns (``columns``,
+    when given) with the same dtypes, each one :func:`_row_dtype` names, and no text column is missing in every row. Then the values of all the parts infer the dtypes that
     the values of each part inferred, and the concatenated frame is the one the rows would make (a RangeIndex,
     the columns in their order). None when they do not, or no part has rows: the caller makes the frame from the
     rows (:func:`records` / :func:`column_cells`). A rank's rows turned back into Python rows and made into one
@@ -129,16 +131,20 @@ def stack_rows(parts: list, columns: list | None = None) -> pd.DataFrame | None:
         return None
     first = parts[0]
     cols = list(first.columns)
-    if (not first.columns.is_unique or (columns is not None and cols != list(columns))
-            or not all(_row_dtype(d) for d in first.dtypes)):
+    if (not cols or not all(type(c) is str for c in cols) or not first.columns.is_unique
+            or (columns is not None and cols != list(columns)) or not all(_row_dtype(d) for d in first.dtypes)):
         return None
     dtypes = list(first.dtypes)
     for p in parts[1:]:
         if list(p.columns) != cols or list(p.dtypes) != dtypes:
             return None
-    if len(parts) == 1:
-        return first.reset_index(drop=True)
-    return pd.concat(parts, ignore_index=True)
+    out = first.reset_index(drop=True) if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    # a text column missing in every row: the rows make it float64 (only a .reduced file's frames can hold one)
+    if any(not isinstance(d, np.dtype) and out[c].isna().all() for c, d in zip(cols, dtypes)):
+        return None
+    out.columns = pd.Index(cols)  # the rows' keys as pandas makes them (a part's own Index may be of objects)
+    return out
+
 
 def positions_by(keys) -> dict:
     """key -> the positions of its rows (in their order), keys ascending; rows whose key is NaN are in no key's. One

@@ -138,6 +138,17 @@ def test_stack_rows_is_the_frame_of_every_parts_rows():
     assert stack_rows([]) is None and stack_rows([a.iloc[0:0]]) is None
     got = stack_rows([a.iloc[[1]], a.iloc[0:0], a])
     assert got["x"].tolist() == [2, 1, 2] and isinstance(got.index, pd.RangeIndex)
+    # what a .reduced file's frames may be: no columns; a text column missing in every row (the rows make it
+    # float64); names that are not texts; an Index of objects (the rows make one of texts)
+    assert stack_rows([pd.DataFrame(index=pd.RangeIndex(2))]) is None
+    empty_text = pd.DataFrame({"a": pd.array([np.nan], dtype="str")})
+    assert stack_rows([empty_text, empty_text]) is None
+    assert _rows_frame([empty_text, empty_text], None)["a"].dtype == np.float64
+    assert stack_rows([pd.DataFrame({0: [1]})]) is None
+    objects = pd.DataFrame({"a": [1]})
+    objects.columns = pd.Index(["a"], dtype=object)
+    pd.testing.assert_frame_equal(stack_rows([objects, objects]), _rows_frame([objects, objects], None),
+                                  check_exact=True, check_column_type=True)
 
 
 def test_frame_of_plain_rows_is_the_stacked_frame_of_each_lists_frame():
@@ -189,3 +200,4 @@ def test_frame_of_plain_rows_is_the_stacked_frame_of_each_lists_frame():
     assert frame_of_plain_rows([[{"a": 1}], [{"a": 2.0}]]) is None  # int and float: the frames differ
     assert frame_of_plain_rows([[(2 ** 63,)]], ["a"]) is None  # beyond int64
     assert frame_of_plain_rows([[(1, 2)]], ["a", "a"]) is None
+    assert frame_of_plain_rows([[{0: 1}]]) is None and frame_of_plain_rows([[(1,)]], [0]) is None

@@ -255,3 +255,21 @@ def test_a_read_keeps_rows_and_gives_the_run_the_parts_give(pp2x4, tmp_path):
     for lists in (dicts, dicts[:1], dicts[::2]):
         pd.testing.assert_frame_equal(mi._row_table([mi._RowList(r) for r in lists]),
                                       mi._row_table([pd.DataFrame(r) for r in lists]), check_exact=True)
+
+
+def test_one_row_tables_of_mixed_parts_are_refused_as_before(tmp_path):
+    """A one-row summary table that one rank's part lists among its rows and another's does not (a crafted or an
+    older .reduced file): the rows were always read by iterating each part as it is, and a frame iterated gives its
+    column names, not rows: refused (ValueError, which the engine reports as the file's problem), as before."""
+    from reportgen.readers import mindinsight as mi
+    from reportgen.synth import MindInsightSpec, write_mindinsight_run
+
+    write_mindinsight_run(tmp_path, MindInsightSpec(hosts=1, devices_per_host=2, steps=2))
+    d = mi.discover(tmp_path)
+    parts = [(str(tmp_path), *mi.cluster_part(d))] + [(str(u[0][0].path), *mi.rank_part(*u)) for u in mi.rank_units(d)]
+    listed = [fm for _s, meta, _t, _p in parts[2:] for fm in meta.get("files", ()) if fm["rows"]]
+    assert listed, "the generated run has no one-row summary table"
+    mi.assemble(tmp_path, parts)  # as shipped: read
+    listed[0]["rows"] = []  # the second rank's part no longer lists its summary among its rows
+    with pytest.raises(ValueError):
+        mi.assemble(tmp_path, parts)

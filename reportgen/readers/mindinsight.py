@@ -904,6 +904,11 @@ class _RowList(NamedTuple):
     columns: list | None = None
 
 
+def _records(part: "pd.DataFrame | _RowList") -> list[dict]:
+    df = pd.DataFrame(part.rows, columns=part.columns) if isinstance(part, _RowList) else part
+    return records(df, list(df.columns))
+
+
 def _row_table(parts: list, ops: bool = False) -> pd.DataFrame | None:
     """One frame of the rows of every rank's table of a row list (``ops``: the op rows, by :data:`_OP_COLUMNS`), as
     ``pd.DataFrame`` makes it of all their rows (``df.to_dict("records")`` / ``itertuples`` of each, in order); None
@@ -1171,10 +1176,8 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         if parts and isinstance(parts[0], _Rows):  # rows of every rank (one-row summaries)
             if all(isinstance(p, _Rows) for p in parts):
                 df = _row_table([p.df for p in parts])
-            else:  # (a part of other rows: theirs, as they are)
-                frames = [pd.DataFrame(p.df.rows) if isinstance(p, _Rows) and isinstance(p.df, _RowList) else
-                          p.df if isinstance(p, _Rows) else p for p in parts]
-                rows = [r for p in frames for r in (records(p, list(p.columns)) if isinstance(p, pd.DataFrame) else p)]
+            else:  # (another part among them, as the rows were always read: iterated as it is)
+                rows = [r for p in parts for r in (_records(p.df) if isinstance(p, _Rows) else p)]
                 df = pd.DataFrame(rows) if rows else None
             if df is not None:
                 run.tables[name] = df
