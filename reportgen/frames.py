@@ -80,8 +80,8 @@ def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.Da
     list, made at once from the rows, without a frame per list, when every column's values over all the lists are
     all ints within int64, all floats or all texts: then each list's frame has those int64 / float64 / text columns
     and they concatenate to this one. Rows are dicts with the first row's keys in its order, or tuples as long as
-    ``columns``; the names are texts. None otherwise (the caller makes a frame of each list). A frame per rank and file was ~30 % of a
-    1,024-rank MindInsight read."""
+    ``columns``; the names are texts. None otherwise (the caller makes a frame of each list). A frame per rank and
+    file was ~30 % of a 1,024-rank MindInsight read."""
     rows = [r for rs in lists for r in rs]
     if not rows:
         return None
@@ -121,11 +121,12 @@ def frame_of_plain_rows(lists: list[list], columns: list | None = None) -> pd.Da
 def stack_rows(parts: list, columns: list | None = None) -> pd.DataFrame | None:
     """The frame that ``pd.DataFrame`` makes of the rows of ``parts`` (frames made from Python rows), in order,
     made by one ``pd.concat``: when every part that has rows has the same unique text-named columns (``columns``,
-    when given) with the same dtypes, each one :func:`_row_dtype` names, and no text column is missing in every row. Then the values of all the parts infer the dtypes that
-    the values of each part inferred, and the concatenated frame is the one the rows would make (a RangeIndex,
-    the columns in their order). None when they do not, or no part has rows: the caller makes the frame from the
-    rows (:func:`records` / :func:`column_cells`). A rank's rows turned back into Python rows and made into one
-    frame again cost ~30 % of a 1,024-rank MindInsight read."""
+    when given) with the same dtypes, each one :func:`_row_dtype` names, and no text column is missing in every
+    row. Then the values of all the parts infer the dtypes that the values of each part inferred, and the
+    concatenated frame is the one the rows would make (a RangeIndex, the columns in their order). None when they
+    do not, or no part has rows: the caller makes the frame from the rows (:func:`records` /
+    :func:`column_cells`). A rank's rows turned back into Python rows and made into one frame again cost ~30 % of a
+    1,024-rank MindInsight read."""
     parts = [p for p in parts if len(p)]
     if not parts:
         return None

@@ -194,7 +194,8 @@ def test_frame_of_plain_rows_is_the_stacked_frame_of_each_lists_frame():
             want = _rows_frame(parts, columns)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         assert list(got.dtypes) == list(want.dtypes) and got.columns.dtype == want.columns.dtype
-        assert [type(c) for c in got.columns] == [type(c) for c in want.columns] and isinstance(got.index, pd.RangeIndex)
+        assert [type(c) for c in got.columns] == [type(c) for c in want.columns]
+        assert isinstance(got.index, pd.RangeIndex)
     assert built > 300
     assert frame_of_plain_rows([[]]) is None and frame_of_plain_rows([[{}]]) is None
     assert frame_of_plain_rows([[{"a": 1}], [{"a": 2.0}]]) is None  # int and float: the frames differ

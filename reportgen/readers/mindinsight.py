@@ -1149,8 +1149,8 @@ def assemble(root: Path, parts: list[tuple[str, dict, dict, list]]) -> Run:
         if n_missing:
             problems.add(claim[1], f"{n_missing} of the {world_size} ranks have no files; too many to list them")
 
-    step_df, avg_df, ops_df = _row_table(out["step_rows"]), _row_table(out["avg_rows"]), _row_table(out["op_rows"], True)
-    ov_df, ov_avg_df, generations = _row_table(out["ov_rows"]), _row_table(out["ov_avg_rows"]), out["generations"]
+    step_df, avg_df, ov_df, ov_avg_df = (_row_table(out[n]) for n in _ROW_LISTS)
+    ops_df, generations = _row_table(out["op_rows"], True), out["generations"]
     if step_df is not None:
         df = step_df[["rank", "step", "step_ms", "step_interval_ms", "fp_bp_ms", "tail_ms", "start_ns", "end_ns"]]
         run.tables["step_trace"] = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
