@@ -1088,6 +1088,14 @@ def _bulk_ns(vals: list):
     return a
 
 
+def _bulk_ns_pair(events: list) -> tuple:
+    """(ts, dur) of the events by :func:`_bulk_ns`, both read in one call (its fixed cost once, not twice); (None,
+    None) unless every value of both is plain (the caller then takes the per-event handlers, as when either is)."""
+    n = len(events)
+    both = _bulk_ns([e.ts for e in events] + [e.dur for e in events])
+    return (None, None) if both is None else (both[:n], both[n:])
+
+
 def _bulk_args(raws: list, kind: str):
     """The typed args of many events (faster one by one than joined into one array); None when one is empty, not
     an object or odd (the caller then reads them with :func:`_args`, as the per-event path)."""
@@ -1549,8 +1557,7 @@ class _Collector:
         xs = _only_x(events)
         if not xs:
             return 0
-        ts = _bulk_ns([e.ts for e in xs])
-        du = _bulk_ns([e.dur for e in xs]) if ts is not None else None
+        ts, du = _bulk_ns_pair(xs)
         args = _bulk_args([e.args for e in xs], "comm") if du is not None else None
         if args is None or du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
                 (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all():
@@ -1652,8 +1659,7 @@ class _Collector:
         host = events if nh == len(events) else list(compress(events, hmask))
         ts = du = None
         if host and len(self.h_ts) + len(host) <= MAX_HOST_OPS:
-            ts = _bulk_ns([e.ts for e in host])
-            du = _bulk_ns([e.dur for e in host]) if ts is not None else None
+            ts, du = _bulk_ns_pair(host)
             if du is not None and (du.min() < 0 or du.max() > _MAX_DUR_STREAM_NS or not (
                     (ts > -_MAX_TS_NS) & (ts < _MAX_TS_NS)).all()):
                 du = None
