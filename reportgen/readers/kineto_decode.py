@@ -1081,9 +1081,10 @@ def _bulk_ns(vals: list):
     if len(a) != n:
         return None
     a *= _SCALE[decimals]
-    if width.max() >= 16:  # such a text can pass int64 in ns: a wrapped value is far from the float reading
+    if width.max() >= 16:  # such a text can pass int64 in ns: a wrapped value is far from the float reading, and
+        # one just past it is held at int64's bound (9223372036854775.808 µs), which the float cannot tell apart
         f = np.fromstring(text, dtype=np.float64, sep=",")
-        if len(f) != n or not (np.abs(a - f * 1000.0) <= np.abs(f) * 1e-6 + 1.0).all():
+        if len(f) != n or not (np.abs(a - f * 1000.0) <= np.abs(f) * 1e-6 + 1.0).all() or (a == _INT64[1]).any():
             return None
     return a
 
