@@ -903,9 +903,13 @@ class _RowList(NamedTuple):
     rows: list
     columns: list | None = None
 
+    def frame(self) -> pd.DataFrame:
+        """The frame :func:`rank_part` makes of the rows (``frames=True``, the shipped parts)."""
+        return pd.DataFrame(self.rows, columns=self.columns)
+
 
 def _records(part: "pd.DataFrame | _RowList") -> list[dict]:
-    df = pd.DataFrame(part.rows, columns=part.columns) if isinstance(part, _RowList) else part
+    df = part.frame() if isinstance(part, _RowList) else part
     return records(df, list(df.columns))
 
 
@@ -920,7 +924,7 @@ def _row_table(parts: list, ops: bool = False) -> pd.DataFrame | None:
         whole = frame_of_plain_rows([p.rows for p in parts], columns)
         if whole is not None:
             return whole
-    parts = [pd.DataFrame(p.rows, columns=p.columns) if isinstance(p, _RowList) else p for p in parts]
+    parts = [p.frame() if isinstance(p, _RowList) else p for p in parts]
     stacked = stack_rows(parts, columns)
     if stacked is not None:
         return stacked
@@ -942,7 +946,10 @@ def rank_part(files: list[FoundFile], host: str | None = None, device: int | Non
     as tables named ``<file index>.<name>``; meta says per file what it is and how many problems it had.
     ``frames=False`` (:func:`read`, the part going straight to :func:`assemble`): a table of rows is kept as its
     rows (:class:`_RowList`), which assemble makes into a frame of every rank's at once when it can."""
-    table = (lambda rows, columns=None: pd.DataFrame(rows, columns=columns)) if frames else _RowList
+    def table(rows: list, columns: list | None = None):
+        part = _RowList(rows, columns)
+        return part.frame() if frames else part
+
     problems = Problems()
     tables: dict[str, pd.DataFrame] = {}
     metas = []
