@@ -6,7 +6,8 @@
  * A finding's "See the chart" link (data-view) sets the controls and chart parameters that show it, then scrolls
  * to the chart; a chart whose spec has usermeta.rg_click sets a control from the datum clicked. Nothing here
  * fetches anything; errors are written as text, never as HTML. When a finding's view is shown,
- * <html data-view-shown="figure id">. */
+ * <html data-view-shown="figure id">. The charts follow the reader's colour scheme, also when it changes while the
+ * page is open (retheme): <html data-charts-theme="light|dark"> once every chart is drawn in it. */
 (function () {
   "use strict";
   var doc = document;
@@ -127,6 +128,7 @@
     pump();
   }
   function done() {
+    root.dataset.chartsTheme = dark ? "dark" : "light";
     root.dataset.chartsDone = "1";
     if (root.dataset.tablesDone === "1") root.dataset.allDone = "1";
   }
@@ -570,7 +572,7 @@
   function render(el) {
     if (el.rgStarted) return el.rgStarted;
     if (observer) observer.unobserve(el);
-    var spec = null, wide = false, parts = {};
+    var spec = null, wide = false, parts = {}, entry = null, drawnDark = dark;
     el.rgStarted = new Promise(function (resolve) {
       var holder = doc.getElementById(el.getAttribute("data-spec") || "");
       if (!holder) throw new Error("its data is missing from the page");
@@ -580,6 +582,7 @@
       if (typeof window.vegaEmbed !== "function") throw new Error("the chart library did not load");
       if (spec && spec.usermeta && spec.usermeta.embedOptions) delete spec.usermeta.embedOptions;
       drawing = el.getAttribute("data-spec") || "";
+      drawnDark = dark;
       var options = embedOptions(el);
       /* a box wide enough for any chart needs no fitting after drawing (fitNarrow reads the drawn layout: a forced
        * layout of the whole page per chart) */
@@ -591,8 +594,8 @@
       resolve(window.vegaEmbed(el, spec, options));
     }).then(function (result) {
       var auto = spec && spec.autosize, kind = auto && typeof auto === "object" ? auto.type : auto;
-      var entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec),
-                    fits: typeof kind === "string" && kind.indexOf("fit") === 0, parts: parts };
+      entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec),
+                fits: typeof kind === "string" && kind.indexOf("fit") === 0, parts: parts, dark: drawnDark };
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
@@ -601,8 +604,48 @@
       el.setAttribute("data-rendered", "1");
     }, function (err) {
       showError(el, err, false);
-    }).then(function () { settled(el); });
+    }).then(function () {
+      el.style.minHeight = "";
+      settled(el);
+      /* the colour scheme changed while it was drawn: drawn again (retheme) */
+      if (entry && entry.dark !== dark && views.indexOf(entry) >= 0) { redraw(entry); pump(); }
+    });
     return el.rgStarted;
+  }
+
+  /* The reader's system turns dark (or light) while the page is open: report.css follows at once, and the charts
+   * drawn so far are drawn again in the new theme (their colours are compiled into the drawing: darkConfig), the
+   * ones in view first, the rest as at load (in idle time, or when scrolled to); the charts not drawn yet take it
+   * when drawn. Meanwhile data-charts-done is unset; once every chart is drawn again, <html data-charts-done="1"
+   * data-charts-theme="dark|light">. */
+  function redraw(entry) {
+    var el = entry.el;
+    views.splice(views.indexOf(entry), 1);
+    el.style.minHeight = el.getBoundingClientRect().height + "px"; /* the page does not move while it is redrawn */
+    try { entry.view.finalize(); } catch (e) { /* a view that cannot be released is replaced all the same */ }
+    el.textContent = "";
+    el.removeAttribute("data-rendered");
+    el.rgStarted = null;
+    el.rgSettled = false;
+    remaining += 1;
+    delete root.dataset.chartsDone;
+    delete root.dataset.allDone;
+    queue.push(el);
+    if (observer) observer.observe(el); /* in view (or scrolled to): asked for, as at load */
+    else wanted.push(el);
+  }
+  function retheme(isDark) {
+    if (isDark === dark) return;
+    dark = isDark;
+    /* (a chart still being set up is drawn again when it is done: render) */
+    views.filter(function (e) { return e.dark !== dark && e.el.rgSettled; }).forEach(redraw);
+    pump();
+  }
+  var scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (scheme) {
+    var onScheme = function (ev) { retheme(!!ev.matches); };
+    if (scheme.addEventListener) scheme.addEventListener("change", onScheme);
+    else if (scheme.addListener) scheme.addListener(onScheme); /* Safari before 14 */
   }
 
   /* controls: <select data-signal="name"> with JSON option values. A control of many options (render.LAZY_OPTIONS:

@@ -101,6 +101,14 @@ def test_charts_fit_do_not_overlap_and_read_in_dark(level2_report, open_report, 
         # contrast: the themes differ in colours alone (charts.js darkConfig, vega's "dark"), so every choice lays
         # out the same in both (measured on this page: every chart's size and every text's box, in all 72 states)
         assert not log.problems(), log.problems()
+        # the reader's system turns dark while the page is open: every chart is drawn again in dark (charts.js
+        # retheme; before, the drawn charts kept their light colours: white panels, dark text on the dark page)
+        page.emulate_media(color_scheme="dark")
+        page.wait_for_function("document.documentElement.dataset.chartsTheme === 'dark' && "
+                               "document.documentElement.dataset.allDone === '1'")
+        _check(page.evaluate(MEASURE_JS, [list(OWN_PREFIXES), None]), "dark", "after the system turned dark")
+        assert page.evaluate("document.querySelectorAll('.rg-chart[data-spec]:not([data-rendered])').length") == 0
+        assert not log.problems(), log.problems()
         return
     # every choice of every control (metric, step, sort) keeps the charts of its section inside their box and legible
     selects = page.locator("select[data-signal]")
