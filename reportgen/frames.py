@@ -159,3 +159,36 @@ def positions_by(keys) -> dict:
         return {}
     cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     return {k[a].item() if hasattr(k[a], "item") else k[a]: order[a:b] for a, b in zip(cut, np.r_[cut[1:], len(k)])}
+
+
+# Text columns of many rows whose equal texts are one object. numpy makes a fixed-width unicode array of texts
+# (``np.where(c, "p2p", "collective")``, ``np.select``, ``np.full(n, "main", dtype=object)`` too), and each of its rows
+# becomes a new str in the column pandas makes (~50 bytes and a hash of its own each, computed again by every groupby
+# on it): at 1,024 generated Kineto ranks 75 MB of the run's tables were such copies of a few words.
+
+
+def _text(value):
+    """A text as a 0-d object array (numpy broadcasts the one object); anything else as it is."""
+    return np.array(value, dtype=object) if isinstance(value, str) else value
+
+
+def text_where(cond, yes, no) -> np.ndarray:
+    """``np.where(cond, yes, no)`` as objects, each text given once one object in every row it fills. ``yes`` and
+    ``no``: a text, None, or an array (of objects: its own objects are kept). No rows: numpy's own array (pandas
+    makes an empty text column of it, and an empty column of objects of this one)."""
+    if not np.size(cond):
+        return np.where(cond, yes, no)
+    return np.where(cond, _text(yes), _text(no))
+
+
+def text_select(conds: list, choices: list, default) -> np.ndarray:
+    """``np.select(conds, choices, default)`` as objects, each text one object in every row it fills (no rows:
+    numpy's own array, as :func:`text_where`)."""
+    if not conds or not np.size(conds[0]):
+        return np.select(conds, choices, default=default)
+    return np.select(conds, [_text(c) for c in choices], default=_text(default))
+
+
+def text_full(n: int, value: str) -> np.ndarray:
+    """``n`` rows of one text: one object in each (``np.full(n, value, dtype=object)`` makes a str per row)."""
+    return np.full(n, _text(value), dtype=object)

@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .frames import text_where
 from .model import Run
 
 COLUMNS = ["rank", "step", "kind", "peer_rank", "name", "start_ms", "end_ms"]
@@ -50,7 +51,7 @@ def _kineto(run: Run) -> pd.DataFrame | None:
     peer = np.where(send, k["dst_rank"].to_numpy(), k["src_rank"].to_numpy())
     end = k["end_ms"] if "end_ms" in k else k["start_ms"] + k["dur_ms"]
     out = pd.DataFrame({"rank": k["rank"].to_numpy(), "step": assign_steps(k, run.table("trace_steps")),
-                        "kind": np.where(send, "send", "recv"), "peer_rank": np.where(peer >= 0, peer, -1),
+                        "kind": text_where(send, "send", "recv"), "peer_rank": np.where(peer >= 0, peer, -1),
                         "name": k["name"].astype(str).to_numpy(), "start_ms": k["start_ms"].to_numpy(),
                         "end_ms": end.to_numpy()})
     return out
@@ -112,7 +113,7 @@ def _mindinsight(run: Run) -> pd.DataFrame | None:
                 else:
                     cand_of[r] = [blocks[n][pos] for n in near]
     peer = np.array([peer_of.get(int(r), -1) for r in so["rank"]], dtype=np.int64)
-    source = np.where(peer >= 0, "neighbour stage", "")
+    source = text_where(peer >= 0, "neighbour stage", "")
     if cand_of and "stream" in so:
         # a middle stage: its Receives from the previous stage and from the next run on different streams, and its
         # Sends likewise; the step's first Receive comes from the previous stage and its first Send goes to the next
@@ -140,7 +141,7 @@ def _peers_by_time(df: pd.DataFrame, stage_of) -> pd.DataFrame:
     for a send, ...) that ends nearest to this one's end, within :data:`PEER_TOLERANCE_MS` (a transfer ends on both
     sides at once). ``peer_source`` says ``files`` or ``end time``; an op left unknown stays -1 and is counted."""
     if "peer_source" not in df:
-        df["peer_source"] = np.where(df["peer_rank"] >= 0, "files", "")
+        df["peer_source"] = text_where(df["peer_rank"] >= 0, "files", "")
     todo = df[(df["peer_rank"] < 0) & df["candidates"].map(len).astype(bool) & (df["kind"] != "sendrecv")]
     if todo.empty:
         return df
@@ -183,7 +184,7 @@ def ops(run: Run) -> pd.DataFrame | None:
             if "candidates" in df:
                 df = _peers_by_time(df, run.stage_of).drop(columns="candidates")
             elif "peer_source" not in df:  # no candidates to search: every peer is the files' (or unknown)
-                df["peer_source"] = np.where(df["peer_rank"] >= 0, "files", "")
+                df["peer_source"] = text_where(df["peer_rank"] >= 0, "files", "")
             df = df.sort_values(["rank", "step", "start_ms"], kind="stable").reset_index(drop=True)
             df["order"] = df.groupby(["rank", "step"]).cumcount()
             return df

@@ -52,7 +52,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from .frames import positions_by
+from .frames import positions_by, text_where
 from .intervals import clipped_lengths, difference, intersect, union
 from .model import TABLES, ByRank, Run
 
@@ -104,7 +104,7 @@ def _is_receive(names: pd.Series) -> pd.Series:
 
 
 def _comm_kind(names: pd.Series) -> np.ndarray:
-    return np.where(_is_receive(names), "receive", "communication")
+    return text_where(_is_receive(names), "receive", "communication")
 
 
 # --------------------------------------------------------------------------- per family
@@ -123,8 +123,8 @@ def gpu_op_class(kind: pd.Series) -> pd.Series:
 def host_op_class(names: pd.Series) -> np.ndarray:
     """The class of a PyTorch CPU op (``host_ops``, ``cpu_ops``): a ``c10d::`` op is communication (the enqueue of a
     collective, or a blocking send/recv around its gloo span), every other op computation."""
-    return np.where(per_value(names.astype(str), lambda n: n.str.startswith("c10d::")).to_numpy(dtype=bool),
-                    "communication", "compute").astype(object)
+    return text_where(per_value(names.astype(str), lambda n: n.str.startswith("c10d::")).to_numpy(dtype=bool),
+                      "communication", "compute").astype(object, copy=False)
 
 
 def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
@@ -146,8 +146,8 @@ def gpu_rows(g: pd.DataFrame, coll: pd.DataFrame | None) -> pd.DataFrame:
     recv_name = per_value(g["name"], lambda n: n.astype(str).str.lower().str.contains("recv")
                           & ~n.astype(str).str.lower().str.contains("send"))
     by_name = (recv_name & ~g["rank"].isin(has_args)).to_numpy()
-    kind = kind.where(~(comm & (recv | by_name)), "receive")
-    return _rows(g["rank"], g["start_ms"], _end(g), kind.to_numpy(), g["name"],
+    kind = text_where(comm & (recv | by_name), "receive", kind.to_numpy())  # (Series.where: a str per row)
+    return _rows(g["rank"], g["start_ms"], _end(g), kind, g["name"],
                  per_value(g["stream"], lambda v: "stream " + v.astype(str)))
 
 
@@ -294,7 +294,7 @@ def _mindinsight(run: Run) -> pd.DataFrame | None:
     mo = mo[mo["rank"].isin(set(ms["rank"]))]  # without Steps blocks the ops are in no step
     if mo.empty:
         return None
-    kind = np.where(mo["kind"] == "communication", _comm_kind(mo["name"]), "compute")
+    kind = text_where(mo["kind"] == "communication", _comm_kind(mo["name"]), "compute")
     return _rows(mo["rank"], mo["start_ms"], _end(mo), kind, mo["name"],
                  mo["stream"].astype(str))
 

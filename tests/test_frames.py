@@ -202,3 +202,31 @@ def test_frame_of_plain_rows_is_the_stacked_frame_of_each_lists_frame():
     assert frame_of_plain_rows([[(2 ** 63,)]], ["a"]) is None  # beyond int64
     assert frame_of_plain_rows([[(1, 2)]], ["a", "a"]) is None
     assert frame_of_plain_rows([[{0: 1}]]) is None and frame_of_plain_rows([[(1,)]], [0]) is None
+
+
+def _objects(a) -> int:
+    """How many distinct objects an array (or a pandas column's values) holds."""
+    a = getattr(getattr(a, "array", a), "_ndarray", a)
+    return len({id(v) for v in np.asarray(a, dtype=object)})
+
+
+def test_text_columns_hold_one_object_per_text_given():
+    from reportgen.frames import text_full, text_select, text_where
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 1000):
+        c, d = rng.random(n) > .5, rng.random(n) > .7
+        own = np.array(["op0", "op1", "op2"], dtype=object)[np.arange(n) % 3]  # three objects
+        cases = [(text_where(c, "p2p", "collective"), np.where(c, "p2p", "collective"), 2),
+                 (text_where(c, own, "compute"), np.where(c, own, "compute"), 4),
+                 (text_where(c, "x", None), np.where(c, "x", None), 2),
+                 (text_select([c, d], ["wait", "memcpy"], "other"), np.select([c, d], ["wait", "memcpy"], "other"), 3),
+                 (text_full(n, "main"), np.full(n, "main", dtype=object), 1)]
+        for got, want, most in cases:
+            assert got.dtype == (object if n else want.dtype) and got.shape == (n,)  # no rows: numpy's own array
+            assert got.tolist() == want.tolist()
+            assert _objects(got) <= most  # numpy's own calls make a str per row
+            # pandas keeps the objects: a column of them is the column numpy's array gives, as few objects
+            col, ref = pd.Series(got), pd.Series(want)
+            pd.testing.assert_series_equal(col, ref)
+            assert _objects(col) <= most
+    assert _objects(np.full(50, "main", dtype=object)) == 50  # why: the call text_full replaces

@@ -287,3 +287,35 @@ def test_stacked_columns_equal_pandas_concat_of_the_ranks_frames():
             continue
         want = pd.concat(frames, ignore_index=True).assign(rank=np.concatenate(ranks))
         pd.testing.assert_frame_equal(pd.DataFrame(got), want, check_exact=True)
+
+
+def test_text_columns_share_one_object_per_text_and_rank(tmp_path):
+    """Every text column of the run's tables (the readers' and the ones sections build: comm_ops, device_timeline,
+    op_flops...) holds at most one object per distinct text and rank: a text made per row (numpy's np.where /
+    np.full / Series.where with a text give a new str per row) costs ~50 bytes and its own hash each, ~300 MB at
+    4,096 generated ranks (frames.text_where and its kind). A generated pipeline run, analysed whole."""
+    from reportgen.readers import read_run
+    from reportgen.sections import Options, run_sections
+    from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+
+    write_kineto_run(tmp_path, KinetoSpec(hosts=2, devices_per_host=4, stages=2, steps=2, gzip=False))
+    run = read_run(tmp_path, jobs=1)
+    run_sections(run, Options(), jobs=1)
+    checked, over = set(), []
+    for name, df in run.tables.items():
+        if not isinstance(df, pd.DataFrame) or len(df) < 200:
+            continue
+        ranks = df["rank"].nunique() if "rank" in df else 1
+        for c in df.columns:
+            s = df[c]
+            if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
+                continue
+            values = getattr(s.array, "_ndarray", None)
+            values = s.to_numpy(dtype=object) if values is None else values
+            texts = {v for v in values.tolist() if isinstance(v, str)}
+            objects = len({id(v) for v in values if isinstance(v, str)})
+            checked.add(f"{name}.{c}")
+            if objects > len(texts) * ranks:
+                over.append(f"{name}.{c}: {objects} objects for {len(texts)} texts on {ranks} ranks")
+    assert {"comm_ops.kind", "device_timeline.kind", "host_ops.tid", "op_flops.note"} <= checked
+    assert not over, over

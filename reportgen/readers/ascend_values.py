@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..frames import text_select
 from ..limits import MAX_DURATION_MS, MAX_NAME_CHARS, MAX_SIZE_MB, cap_text, finite_number
 from ..timebase import column_ns, to_ns
 
@@ -285,8 +286,8 @@ def op_class(core, type_=None, name=None, comm_stream=None, hccl_task=None) -> n
     copy = any_text(lambda u: u.startswith(_COPY_PREFIXES))
     missing_cells = {m.upper() for m in MISSING_CELLS} | {"NAN", "NONE"}
     compute = _where(core_u, lambda u: u in missing_cells or u.startswith(_COMPUTE_CORES))
-    return np.select([sync, comm, copy, compute], ["wait", "communication", "memcpy", "compute"],
-                     default="other").astype(object)
+    return text_select([sync, comm, copy, compute], ["wait", "communication", "memcpy", "compute"],
+                       "other").astype(object, copy=False)
 
 
 def comm_streams(stream, core, type_=None, name=None) -> np.ndarray:

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..commtypes import P2P_TYPES, busbw_factor, canonical_op_type
+from ..frames import text_where
 from ..timeline import per_value
 
 #: what Ascend's per-operation times mean (the communication section shows it)
@@ -78,7 +79,7 @@ def mindinsight_tables(run) -> None:
         op_type = _types(ops["op"])
         out = pd.DataFrame({
             "rank": ops["rank"].to_numpy(), "step": ops["step"].to_numpy(),
-            "kind": np.where(pd.Series(op_type).isin(P2P_TYPES), "p2p", "collective"),
+            "kind": text_where(pd.Series(op_type).isin(P2P_TYPES), "p2p", "collective"),
             "op": ops["op"].to_numpy(), "op_type": op_type, "group": None,  # no start_ms: the files give none
             "elapse_ms": (c + w).to_numpy(), "transit_ms": c.to_numpy(), "wait_ms": w.to_numpy(),
             "sync_ms": math.nan, "idle_ms": math.nan})
@@ -197,7 +198,7 @@ def kineto_ops(run) -> pd.DataFrame | None:
                         np.where(sel["op_type"] == "receive", sel["src_rank"], -1)).astype(np.int64)
     out = pd.DataFrame({
         "rank": sel["rank"].to_numpy(), "step": sel["step"].to_numpy(),
-        "kind": np.where(sel["op_type"].isin(P2P_TYPES), "p2p", "collective"),
+        "kind": text_where(sel["op_type"].isin(P2P_TYPES), "p2p", "collective"),
         "op": sel["name"].to_numpy(), "op_type": sel["op_type"].to_numpy(), "group": sel["group"].to_numpy(),
         "start_ms": sel["start_ms"].to_numpy(), "elapse_ms": sel["dur_ms"].to_numpy(),
         "transit_ms": sel["transit_ms"].to_numpy(), "wait_ms": sel["wait_ms"].to_numpy(),

@@ -80,6 +80,7 @@ import pandas as pd
 from .. import limits, workers
 from ._files import open_input
 from ..errors import InputError
+from ..frames import text_where
 from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
 from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
@@ -762,7 +763,7 @@ def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_tra
     ops = estimate_aten_ops(cpu_ops)
     if ops.empty:
         return None
-    note = np.where(ops["flops"].isna(), "shapes not readable", "").astype(object)
+    note = text_where(ops["flops"].isna(), "shapes not readable", "").astype(object, copy=False)
     flops = ops["flops"].to_numpy(dtype=float).copy()
     if "kernel_launches" in ops:
         none = (ops["kernel_launches"] == 0).to_numpy()

@@ -184,6 +184,7 @@ import numpy as np
 import pandas as pd
 
 from ._files import open_input
+from ..frames import text_full
 from ..limits import (MAX_DURATION_MS, MAX_EXAMPLES, MAX_INT_DIGITS, MAX_NAME_CHARS, MAX_RANKS, Rejects, as_int,
                       cap_text, finite_ms, json_int, regex_problem)
 from ..timebase import NS_PER_US, to_ns
@@ -2304,7 +2305,7 @@ class _Collector:
         before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
         top = end > before  # not inside an earlier span of the thread
         names = objects(h_name)[on][order][top]
-        return {"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": np.full(len(names), main, dtype=object)}
+        return {"name": names, "ts_ns": ts[top], "dur_ns": dur[top], "tid": text_full(len(names), main)}
 
     def kept_durations_us(self) -> np.ndarray:
         parts = [np.frombuffer(self.g_dur, dtype=np.int64) if len(self.g_dur) else np.zeros(0, dtype=np.int64),
