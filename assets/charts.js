@@ -595,7 +595,8 @@
     }).then(function (result) {
       var auto = spec && spec.autosize, kind = auto && typeof auto === "object" ? auto.type : auto;
       entry = { el: el, view: result.view, section: sectionOf(el), figure: figureOf(el), names: declared(spec),
-                fits: typeof kind === "string" && kind.indexOf("fit") === 0, parts: parts, dark: drawnDark };
+                fits: typeof kind === "string" && kind.indexOf("fit") === 0, parts: parts, dark: drawnDark,
+                finalize: result.finalize }; /* (vega-embed's: the view and the actions menu's page listener) */
       views.push(entry);
       clickSets(entry, spec && spec.usermeta && spec.usermeta.rg_click);
       if (!(spec && spec.usermeta && spec.usermeta.rg_click)) clickRank(entry, spec);
@@ -608,7 +609,7 @@
       el.style.minHeight = "";
       settled(el);
       /* the colour scheme changed while it was drawn: drawn again (retheme) */
-      if (entry && entry.dark !== dark && views.indexOf(entry) >= 0) { redraw(entry); pump(); }
+      if (entry && entry.dark !== dark && views.indexOf(entry) >= 0) { redraw([entry]); pump(); }
     });
     return el.rgStarted;
   }
@@ -618,28 +619,38 @@
    * ones in view first, the rest as at load (in idle time, or when scrolled to); the charts not drawn yet take it
    * when drawn. Meanwhile data-charts-done is unset; once every chart is drawn again, <html data-charts-done="1"
    * data-charts-theme="dark|light">. */
-  function redraw(entry) {
-    var el = entry.el;
-    views.splice(views.indexOf(entry), 1);
-    el.style.minHeight = el.getBoundingClientRect().height + "px"; /* the page does not move while it is redrawn */
-    try { entry.view.finalize(); } catch (e) { /* a view that cannot be released is replaced all the same */ }
-    el.textContent = "";
-    el.removeAttribute("data-rendered");
-    el.rgStarted = null;
-    el.rgSettled = false;
-    remaining += 1;
-    delete root.dataset.chartsDone;
-    delete root.dataset.allDone;
-    queue.push(el);
-    if (observer) observer.observe(el); /* in view (or scrolled to): asked for, as at load */
-    else wanted.push(el);
+  function redraw(entries) {
+    /* every height read before any chart is emptied (one layout, not one per chart) */
+    var heights = entries.map(function (entry) { return entry.el.getBoundingClientRect().height; });
+    entries.forEach(function (entry, i) {
+      var el = entry.el;
+      views.splice(views.indexOf(entry), 1);
+      if (heights[i] > 0) el.style.minHeight = heights[i] + "px"; /* the page does not move while it is redrawn */
+      try {
+        if (typeof entry.finalize === "function") entry.finalize(); else entry.view.finalize();
+      } catch (e) { /* a view that cannot be released is replaced all the same */ }
+      el.textContent = "";
+      el.removeAttribute("data-rendered");
+      el.removeAttribute("data-error"); /* (a failed update's message goes with the drawing) */
+      el.rgStarted = null;
+      el.rgSettled = false;
+      remaining += 1;
+      queue.push(el);
+      if (observer) observer.observe(el); /* in view (or scrolled to): asked for, as at load */
+      else wanted.push(el);
+    });
+    if (entries.length) {
+      delete root.dataset.chartsDone;
+      delete root.dataset.allDone;
+    }
   }
   function retheme(isDark) {
     if (isDark === dark) return;
     dark = isDark;
     /* (a chart still being set up is drawn again when it is done: render) */
-    views.filter(function (e) { return e.dark !== dark && e.el.rgSettled; }).forEach(redraw);
-    pump();
+    redraw(views.filter(function (e) { return e.dark !== dark && e.el.rgSettled; }));
+    if (remaining === 0) done(); /* nothing to draw again (no chart, or none drawn): the theme is the page's now */
+    else pump();
   }
   var scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   if (scheme) {

@@ -164,12 +164,16 @@ def positions_by(keys) -> dict:
 # Text columns of many rows whose equal texts are one object. numpy makes a fixed-width unicode array of texts
 # (``np.where(c, "p2p", "collective")``, ``np.select``, ``np.full(n, "main", dtype=object)`` too), and each of its rows
 # becomes a new str in the column pandas makes (~50 bytes and a hash of its own each, computed again by every groupby
-# on it): at 1,024 generated Kineto ranks 75 MB of the run's tables were such copies of a few words.
+# on it): at 1,024 generated Kineto ranks 75 MB of the run's tables were such copies of a few words. (What readers stack
+# from csv cells and JSON texts is made one object per value afterwards: model.share_text.)
 
 
 def _text(value):
-    """A text as a 0-d object array (numpy broadcasts the one object); anything else as it is."""
-    return np.array(value, dtype=object) if isinstance(value, str) else value
+    """A text as a 0-d object array of a plain str (numpy broadcasts the one object; a str subclass such as
+    ``np.str_`` made plain, as numpy's own calls do); anything else as it is."""
+    if not isinstance(value, str):
+        return value
+    return np.array(value if type(value) is str else str(value), dtype=object)
 
 
 def text_where(cond, yes, no) -> np.ndarray:

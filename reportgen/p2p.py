@@ -95,7 +95,7 @@ def _mindinsight(run: Run) -> pd.DataFrame | None:
     so = so[m.notna()]
     if so.empty:
         return None
-    kind = np.where(m[m.notna()].str.lower() == "send", "send", "recv")
+    kind = text_where(m[m.notna()].str.lower() == "send", "send", "recv")
     blocks: dict[int, list[int]] = {}
     for r in sorted(int(x) for x in run.ranks):
         s = run.stage_of(r)

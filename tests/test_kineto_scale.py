@@ -289,33 +289,52 @@ def test_stacked_columns_equal_pandas_concat_of_the_ranks_frames():
         pd.testing.assert_frame_equal(pd.DataFrame(got), want, check_exact=True)
 
 
-def test_text_columns_share_one_object_per_text_and_rank(tmp_path):
+
+def _text_objects_over(df, what: str) -> list[str]:
+    """The text columns of ``df`` holding more objects than distinct texts times ranks, each as a line."""
+    over = []
+    ranks = df["rank"].nunique() if "rank" in df else 1
+    for c in df.columns:
+        s = df[c]
+        if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
+            continue
+        values = getattr(s.array, "_ndarray", None)
+        values = s.to_numpy(dtype=object) if values is None else values
+        texts = {v for v in values.tolist() if isinstance(v, str)}
+        objects = len({id(v) for v in values if isinstance(v, str)})
+        if objects > len(texts) * ranks:
+            over.append(f"{what}.{c}: {objects} objects for {len(texts)} texts on {ranks} ranks")
+    return over
+
+
+@pytest.mark.parametrize("family", ["kineto", "mindinsight", "ascend"])
+def test_text_columns_share_one_object_per_text_and_rank(tmp_path, family):
     """Every text column of the run's tables (the readers' and the ones sections build: comm_ops, device_timeline,
-    op_flops...) holds at most one object per distinct text and rank: a text made per row (numpy's np.where /
-    np.full / Series.where with a text give a new str per row) costs ~50 bytes and its own hash each, ~300 MB at
-    4,096 generated ranks (frames.text_where and its kind). A generated pipeline run, analysed whole."""
+    op_flops, memory_samples...) and of the p2p operations holds at most one object per distinct text and rank: a
+    text made per row (numpy's np.where / np.full / Series.where with a text give a new str per row) costs ~50 bytes
+    and its own hash each, ~300 MB at 4,096 generated Kineto ranks (frames.text_where and its kind). A generated
+    pipeline run of each family, analysed whole."""
+    from reportgen import p2p
     from reportgen.readers import read_run
     from reportgen.sections import Options, run_sections
-    from reportgen.synth.kineto import KinetoSpec, write_kineto_run
-
-    write_kineto_run(tmp_path, KinetoSpec(hosts=2, devices_per_host=4, stages=2, steps=2, gzip=False))
+    if family == "kineto":
+        from reportgen.synth.kineto import KinetoSpec, write_kineto_run
+        write_kineto_run(tmp_path, KinetoSpec(hosts=2, devices_per_host=4, stages=2, steps=2, gzip=False))
+        made = {"comm_ops.kind", "device_timeline.kind", "host_ops.tid", "op_flops.note", "p2p.kind"}
+    elif family == "mindinsight":
+        from reportgen.synth.mindinsight import MindInsightSpec, write_mindinsight_run
+        write_mindinsight_run(tmp_path, MindInsightSpec())
+        made = {"comm_ops.kind", "p2p.kind", "p2p.peer_source"}
+    else:
+        from reportgen.synth.ascend import write_ascend_run
+        write_ascend_run(tmp_path)
+        made = {"device_timeline.kind", "device_timeline.op_class", "memory_samples.series", "p2p.peer_source"}
     run = read_run(tmp_path, jobs=1)
     run_sections(run, Options(), jobs=1)
-    checked, over = set(), []
-    for name, df in run.tables.items():
-        if not isinstance(df, pd.DataFrame) or len(df) < 200:
-            continue
-        ranks = df["rank"].nunique() if "rank" in df else 1
-        for c in df.columns:
-            s = df[c]
-            if not (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)):
-                continue
-            values = getattr(s.array, "_ndarray", None)
-            values = s.to_numpy(dtype=object) if values is None else values
-            texts = {v for v in values.tolist() if isinstance(v, str)}
-            objects = len({id(v) for v in values if isinstance(v, str)})
-            checked.add(f"{name}.{c}")
-            if objects > len(texts) * ranks:
-                over.append(f"{name}.{c}: {objects} objects for {len(texts)} texts on {ranks} ranks")
-    assert {"comm_ops.kind", "device_timeline.kind", "host_ops.tid", "op_flops.note"} <= checked
+    frames = {name: df for name, df in run.tables.items() if isinstance(df, pd.DataFrame)}
+    frames["p2p"] = p2p.ops(run)
+    checked = {f"{name}.{c}" for name, df in frames.items() if df is not None for c in df.columns}
+    assert made <= checked
+    over = [line for name, df in frames.items() if df is not None and len(df) >= 200
+            for line in _text_objects_over(df, name)]
     assert not over, over

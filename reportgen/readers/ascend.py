@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..flopcount import ascend_op_flops
 from ..errors import InputError
+from ..frames import text_where
 from .. import limits
 from ..limits import (MAX_DURATION_MS, MAX_NAME_CHARS, MAX_RANKS, MAX_SIZE_MB, Rejects, as_int, cap_text,
                       finite_number, rank_id, world_size)
@@ -1395,7 +1396,7 @@ def memory_samples(run: Run) -> pd.DataFrame | None:
         mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
         chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
         has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
-        series = np.where(chosen, "APP reserved (process level)", None).astype(object)
+        series = text_where(chosen, "APP reserved (process level)", None).astype(object, copy=False)
         for _rank, g in mr[~has_app].groupby("rank"):
             best = g.groupby("component")["reserved_mb"].max().idxmax()
             pick = g.index[(g["component"] == best).to_numpy()]

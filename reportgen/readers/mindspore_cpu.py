@@ -49,6 +49,7 @@ import pandas as pd
 
 from .. import limits
 from ..errors import InputError
+from ..frames import text_where
 from ..limits import Rejects, as_int, finite_ms, finite_value, strict_float
 from ..model import Run, rel_ms
 from ..timeline import RECEIVE, assign_steps, op_type
@@ -278,7 +279,7 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None) -> Run:
         t = typ[comm]
         run.tables["comm_ops"] = pd.DataFrame({
             "rank": c["rank"], "step": assign_steps(c, steps),
-            "kind": np.where(t.str.contains(_P2P), "p2p", "collective"),
+            "kind": text_where(t.str.contains(_P2P), "p2p", "collective"),
             "op": ops_df["name"][comm], "op_type": np.where(t.str.contains(RECEIVE), "receive", t.str.lower()),
             "group": "", "start_ms": c["start_ms"], "elapse_ms": dur[comm], "transit_ms": math.nan,
             "wait_ms": math.nan, "sync_ms": math.nan, "idle_ms": math.nan}).reset_index(drop=True)
