@@ -294,6 +294,21 @@ def test_level2_fixture_launch_delay_and_section():
     assert "Not in this run" in notes and "user ranges" in notes  # parts without data said, never "passed"
 
 
+def test_launches_are_the_gpu_ops_with_a_launch():
+    """launches() reads the columns it needs of the kernels with a launch (no copy of the whole table): the same rows,
+    values and dtypes as filtering the table first; a table without any launch gives None."""
+    gpu = pd.DataFrame({"rank": [0, 0, 1, 1], "stream": [7, 7, 10, 7], "name": ["a", "b", "c", "d"],
+                        "ts_ns": [1_000_000, 2_000_000, 3_000_000, 4_000_000],
+                        "launch_ts_ns": [900_000, host.NO_LAUNCH, 3_500_000, 3_999_000],
+                        "start_ms": [1.0, 2.0, 3.0, 4.0], "end_ms": [1.5, 2.5, 3.5, 4.5]})
+    got = host.launches(_run(gpu_ops=gpu))
+    want = gpu[gpu["launch_ts_ns"] != host.NO_LAUNCH].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, pd.DataFrame({
+        "rank": want["rank"], "stream": want["stream"], "start_ms": want["start_ms"], "end_ms": want["end_ms"],
+        "delay_ms": [0.1, 0.0, 0.001]}))  # (a launch after its kernel's start: 0)
+    assert host.launches(_run(gpu_ops=gpu.assign(launch_ts_ns=host.NO_LAUNCH))) is None
+
+
 def test_launch_delay_against_hta_launch_stats():
     """HTA's launch_delay is kernel start - the launch call's END; ours from its start: ours = HTA's + cpu_duration
     (HTA writes whole µs). Its idle-time breakdown calls the same gaps host_wait (HTA drops the last step)."""

@@ -602,12 +602,14 @@ def every_rank_ops(run: Run) -> tuple[pd.DataFrame | None, dict]:
     rows = opstats.op_rows(run)
     if rows.empty:
         return None, {}
-    rows = opstats.work_rows(rows)
+    rows = opstats.work_rows(rows[["rank", "type", "name", "op_class", "dur_ms", "count", "source"]])  # (what it reads)
     key = rows["type"].where(rows["type"].notna() & (rows["type"].astype(str) != ""), rows["name"])
     d = pd.DataFrame({"rank": rows["rank"].to_numpy(), "name": key.fillna("").astype(str).to_numpy(),
                       "op_class": rows["op_class"].astype(str).to_numpy(),
                       "dur_ms": rows["dur_ms"].to_numpy(dtype=float), "count": rows["count"].to_numpy()})
-    d = d[np.isfinite(d["dur_ms"])]
+    finite = np.isfinite(d["dur_ms"].to_numpy())
+    if not finite.all():
+        d = d[finite]
     if d.empty:
         return None, {}
     g = agg(d.groupby(["rank", "name"], sort=False), total_ms=("dur_ms", "sum"), count=("count", "sum")).reset_index()
