@@ -295,9 +295,10 @@ def test_level2_fixture_launch_delay_and_section():
 
 
 def test_launches_are_the_gpu_ops_with_a_launch():
-    """launches() reads the columns it needs of the kernels with a launch (no copy of the whole table): the same rows,
-    values and dtypes as filtering the table first; a table without any launch gives None."""
-    gpu = pd.DataFrame({"rank": [0, 0, 1, 1], "stream": [7, 7, 10, 7], "name": ["a", "b", "c", "d"],
+    """launches(): the kernels with a launch (the row left out has a rank and stream of its own), their columns as
+    in the table and the delay from launch to start (0 for a launch after the start); a table without any launch
+    gives None."""
+    gpu = pd.DataFrame({"rank": [0, 2, 1, 1], "stream": [7, 13, 10, 7], "name": ["a", "b", "c", "d"],
                         "ts_ns": [1_000_000, 2_000_000, 3_000_000, 4_000_000],
                         "launch_ts_ns": [900_000, host.NO_LAUNCH, 3_500_000, 3_999_000],
                         "start_ms": [1.0, 2.0, 3.0, 4.0], "end_ms": [1.5, 2.5, 3.5, 4.5]})

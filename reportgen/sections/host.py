@@ -159,14 +159,13 @@ def launches(run: Run) -> pd.DataFrame | None:
     from ``gpu_ops.launch_ts_ns`` or ``device_ops.launch_delay_ms``; None without any."""
     gpu = run.table("gpu_ops")
     if gpu is not None and "launch_ts_ns" in gpu:
-        launch = gpu["launch_ts_ns"].to_numpy(np.int64)
-        keep = launch != NO_LAUNCH
-        if keep.any():  # (the columns it reads, not a copy of every column of the table)
-            delay = (gpu["ts_ns"].to_numpy(np.int64)[keep] - launch[keep]) / 1e6
+        g = gpu[gpu["launch_ts_ns"].to_numpy(np.int64) != NO_LAUNCH]
+        if not g.empty:
+            delay = (g["ts_ns"].to_numpy(np.int64) - g["launch_ts_ns"].to_numpy(np.int64)) / 1e6
             # the stream numbers as they are: launch_stats orders them by their texts
-            return pd.DataFrame({"rank": gpu["rank"].to_numpy()[keep], "stream": gpu["stream"].to_numpy()[keep],
-                                 "start_ms": gpu["start_ms"].to_numpy(float)[keep],
-                                 "end_ms": gpu["end_ms"].to_numpy(float)[keep], "delay_ms": np.maximum(delay, 0.0)})
+            return pd.DataFrame({"rank": g["rank"].to_numpy(), "stream": g["stream"].to_numpy(),
+                                 "start_ms": g["start_ms"].to_numpy(float), "end_ms": g["end_ms"].to_numpy(float),
+                                 "delay_ms": np.maximum(delay, 0.0)})
     dev = run.table("device_ops")
     if dev is not None and "launch_delay_ms" in dev and dev["launch_delay_ms"].notna().any():
         d = dev[dev["launch_delay_ms"].notna()]
