@@ -186,6 +186,37 @@ def test_p2p_links_are_their_definition_pair_by_pair():
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_exact=True)
 
 
+def test_p2p_links_copies_only_the_columns_it_reads():
+    """A run's collectives table has 22 columns; p2p_links reads 10. Copying the send / receive rows whole was the
+    peak of a 4,096-rank read (issue 30 #1: 4.45 -> 3.82 GB): with 40 columns the traced allocation peak of the call
+    stays under the bytes of those rows' whole width."""
+    import tracemalloc
+
+    import pandas as pd
+
+    from reportgen.readers.kineto import p2p_links
+
+    n = 100_000
+    rng = np.random.default_rng(5)
+    kind = np.where(np.arange(n) % 2 == 0, "send", "recv")
+    rank = rng.integers(0, 8, n)
+    coll = pd.DataFrame({"rank": rank, "source": "gpu_kernel", "collective": kind,
+                         "dst_rank": np.where(kind == "send", (rank + 1) % 8, -1),
+                         "src_rank": np.where(kind == "recv", (rank + 7) % 8, -1),
+                         "start_ms": np.arange(n) / 10, "dur_ms": 0.5, "in_mb": 1.0, "out_mb": 1.0,
+                         "group_ranks": "[0, 1, 2, 3, 4, 5, 6, 7]", "group_name": "pp0",
+                         **{f"other_{i}": np.zeros(n) for i in range(30)}})
+    whole = int(coll.memory_usage(deep=False, index=False).sum())
+    tracemalloc.start()
+    try:
+        links = p2p_links(coll, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert links is not None and len(links) == 8 and links["matched"].sum() > 0
+    assert peak < whole, (peak, whole)
+
+
 def test_issue_index_is_the_position_in_start_order_among_the_rows_of_its_keys():
     """p2p.issue_index (by positions) is pandas' definition: a stable sort by start (NaN last), then the count of
     the rows before it among its keys' rows; a row with a missing key has none (NaN), the index kept as given."""

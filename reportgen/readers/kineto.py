@@ -893,6 +893,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
         out["trace_steps"] = pd.DataFrame({"rank": steps["rank"], "step": steps["step"].astype(int),
                                            "start_ms": rel_ms(steps["ts_ns"], t0),
                                            "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
+    del steps  # each stacked table is dropped once its frame is made: never every table twice at once
     launches = any("launch_ts_ns" in d.columns.get(n, ()) for _, d in by_rank.values()
                    for n in ("gpu_ops", "hta_events"))
     for rank, (_, decoded) in by_rank.items():
@@ -911,6 +912,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
                                        "dur_ms": g["dur_ns"] / 1e6, "end_ms": rel_ms(g["ts_ns"] + g["dur_ns"], t0),
                                        "correlation": g["correlation"], "ts_ns": g["ts_ns"], "dur_ns": g["dur_ns"],
                                        **({"launch_ts_ns": g["launch_ts_ns"].astype(np.int64)} if launches else {})})
+    del g
     c = _stacked(by_rank, "collectives")
     if c is not None:
         df = _ms(c, t0)
@@ -918,15 +920,18 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
             if col in df:
                 df[col.replace("_bytes", "_mb")] = df.pop(col) / 1e6
         out["collectives"] = df
+    del c
     m = _stacked(by_rank, "memory")
     if m is not None:
         out["memory_events"] = pd.DataFrame({
             "rank": m["rank"], "ts_ms": rel_ms(m["ts_ns"], t0), "device_type": m["device_type"],
             "device_id": m["device_id"], "allocated_mb": m["total_allocated"] / 1e6,
             "reserved_mb": m["total_reserved"] / 1e6})
+    del m
     ops = _stacked(by_rank, "cpu_ops")
     if ops is not None:
         out["cpu_ops"] = _ms(ops, t0)
+    del ops
     h = _stacked(by_rank, "hta_events")
     if h is not None:  # file clock ns, only for HTA's conventions (intervals.hta_gpu_time_metrics)
         out["hta_events"] = pd.DataFrame(h)
@@ -1116,10 +1121,12 @@ def _p2p_joined(coll: pd.DataFrame | None) -> tuple[pd.DataFrame, bool] | None:
     if coll is None or "dst_rank" not in coll:
         return None
     p2p = coll["collective"].isin(_P2P)
-    k = coll[(coll["source"] == "gpu_kernel") & p2p]
-    timed = True
-    if k.empty:  # CPU-only (gloo) traces: the gloo send / recv spans, whose durations are no transfer time
-        k, timed = coll[(coll["source"] == "gloo") & p2p], False
+    rows, timed = (coll["source"] == "gpu_kernel") & p2p, True
+    if not rows.any():  # CPU-only (gloo) traces: the gloo send / recv spans, whose durations are no transfer time
+        rows, timed = (coll["source"] == "gloo") & p2p, False
+    # only the columns read here: the rows copied whole (22 columns) were the peak of a big run's read (issue 30 #1)
+    k = coll.loc[rows, ["rank", "collective", "src_rank", "dst_rank", "start_ms", "dur_ms", "in_mb", "out_mb",
+                        "group_ranks", "group_name"]]
     sends = k[(k["collective"] == "send") & (k["dst_rank"] >= 0)].copy()
     recvs = k[(k["collective"] == "recv") & (k["src_rank"] >= 0)].copy()
     if sends.empty and recvs.empty:
