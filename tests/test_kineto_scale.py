@@ -186,10 +186,13 @@ def test_run_tables_match_the_per_rank_conversion(seed):
         pd.testing.assert_frame_equal(got[name], want[name], check_exact=True, obj=name)
 
 
+@pytest.mark.skipif(int(pd.__version__.split(".")[0]) < 3, reason="pandas 2 copies a frame twice while making it "
+                    "(its blocks consolidated): the bound is pandas 3's")
 def test_run_tables_hold_a_stacked_table_only_while_its_frame_is_made():
     """Every stacked table kept until the last frame was made held the run's tables twice (issue 30 #1: at 1,024
     generated ranks the step's peak RSS fell 813 -> 694 MiB when each is dropped after its frame): the traced
-    allocation peak of _run_tables stays under 1.6x the frames it returns (2x when every stacked table is kept)."""
+    allocation peak of _run_tables stays under 1.6x the frames it returns (1.85x when every stacked table is kept,
+    1.32x when each is dropped)."""
     import tracemalloc
 
     rng = np.random.default_rng(7)
@@ -208,12 +211,17 @@ def test_run_tables_hold_a_stacked_table_only_while_its_frame_is_made():
     t0 = min(int(df["ts_ns"].min()) for t in decoded.values() for df in t.values())
     by_rank = {r: (Path(f"rank{r}.json"), DecodedTrace.from_frames({}, t)) for r, t in decoded.items()}
     del decoded
-    tracemalloc.start()
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
     try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
         got = kineto._run_tables(by_rank, t0)
-        peak = tracemalloc.get_traced_memory()[1]
+        peak = tracemalloc.get_traced_memory()[1] - before
     finally:
-        tracemalloc.stop()
+        if started:
+            tracemalloc.stop()
     frames = sum(int(df.memory_usage(deep=False).sum()) for df in got.values())
     assert len(got["gpu_ops"]) == len(got["collectives"]) == len(got["cpu_ops"]) == 8 * n
     assert peak < 1.6 * frames, (peak, frames)

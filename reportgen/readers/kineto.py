@@ -893,7 +893,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
         out["trace_steps"] = pd.DataFrame({"rank": steps["rank"], "step": steps["step"].astype(int),
                                            "start_ms": rel_ms(steps["ts_ns"], t0),
                                            "end_ms": rel_ms(steps["ts_ns"] + steps["dur_ns"], t0)})
-    del steps  # each stacked table is dropped once its frame is made: never every table twice at once
+    del steps  # each stacked table is dropped once its frame is made: the tables are never all held twice
     launches = any("launch_ts_ns" in d.columns.get(n, ()) for _, d in by_rank.values()
                    for n in ("gpu_ops", "hta_events"))
     for rank, (_, decoded) in by_rank.items():
@@ -935,6 +935,7 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     h = _stacked(by_rank, "hta_events")
     if h is not None:  # file clock ns, only for HTA's conventions (intervals.hta_gpu_time_metrics)
         out["hta_events"] = pd.DataFrame(h)
+    del h
     h = _stacked(by_rank, "host_ops")
     if h is not None:
         out["host_ops"] = _ms(h, t0)
@@ -1114,6 +1115,12 @@ def p2p_links(coll: pd.DataFrame | None, hosts: dict[int, str]) -> pd.DataFrame 
                                        "time_ms", "bandwidth_gbps"])
 
 
+def _take(s: pd.Series, at: np.ndarray) -> pd.Series:
+    """``s.iloc[at]`` on a new RangeIndex: only those rows copied, the dtype kept (objects stay objects)."""
+    return pd.Series(s.to_numpy()[at] if isinstance(s.dtype, np.dtype) else s.array.take(at), dtype=s.dtype,
+                     copy=False)
+
+
 def _p2p_joined(coll: pd.DataFrame | None) -> tuple[pd.DataFrame, bool] | None:
     """The send and receive halves of :func:`p2p_links`, joined: the n-th send from a to b with the n-th receive on b
     from a (src, dst, n, the halves' columns with suffixes _s / _r, matched, time_ms, size_mb, group), and whether
@@ -1124,9 +1131,13 @@ def _p2p_joined(coll: pd.DataFrame | None) -> tuple[pd.DataFrame, bool] | None:
     rows, timed = (coll["source"] == "gpu_kernel") & p2p, True
     if not rows.any():  # CPU-only (gloo) traces: the gloo send / recv spans, whose durations are no transfer time
         rows, timed = (coll["source"] == "gloo") & p2p, False
-    # only the columns read here: the rows copied whole (22 columns) were the peak of a big run's read (issue 30 #1)
-    k = coll.loc[rows, ["rank", "collective", "src_rank", "dst_rank", "start_ms", "dur_ms", "in_mb", "out_mb",
-                        "group_ranks", "group_name"]]
+    # the send / receive rows of the columns read here, column by column: those rows copied whole (22 columns) were
+    # the peak of a big run's read (issue 30 #1), and columns selected first copy every row's (pandas 2)
+    at = np.flatnonzero(rows.to_numpy(dtype=bool, na_value=False))
+    k = pd.DataFrame({c: _take(coll[c], at) for c in ("rank", "collective", "src_rank", "dst_rank", "start_ms",
+                                                      "dur_ms", "in_mb", "out_mb", "group_ranks", "group_name")},
+                     copy=False)
+    k.index = coll.index.take(at)
     sends = k[(k["collective"] == "send") & (k["dst_rank"] >= 0)].copy()
     recvs = k[(k["collective"] == "recv") & (k["src_rank"] >= 0)].copy()
     if sends.empty and recvs.empty:
