@@ -59,6 +59,24 @@ def reference_file(*parts: str) -> Path:
     return need(shared_root().joinpath("reference", *parts))
 
 
+def traced_peak(call):
+    """``call()``'s result and the peak of Python's traced allocations while it ran, above those at its start
+    (tracemalloc started for the call unless it is already running): a resource bound, not a timing."""
+    import tracemalloc
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
 def tree_digest(root: Path) -> str:
     """Digest of every file name, size, mode and content below root (to prove inputs are untouched)."""
     h = hashlib.sha256()

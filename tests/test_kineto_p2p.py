@@ -10,6 +10,8 @@ from reportgen import facts, p2p
 from reportgen.readers import kineto
 from reportgen.readers.kineto_decode import decode_trace
 
+from conftest import traced_peak
+
 TID = 100
 DIMS = [4, 8]  # float: 128 B per message
 
@@ -190,8 +192,6 @@ def test_p2p_links_copies_only_the_columns_it_reads():
     """A run's collectives table has 22 columns; p2p_links reads 10. Copying the send / receive rows whole was the
     peak of a 4,096-rank read (issue 30 #1: 4.45 -> 3.82 GB): with 70 columns the traced allocation peak of the call
     stays under the bytes of those rows' whole width (pandas 2 and 3)."""
-    import tracemalloc
-
     import pandas as pd
 
     from reportgen.readers.kineto import p2p_links
@@ -207,17 +207,7 @@ def test_p2p_links_copies_only_the_columns_it_reads():
                          "group_ranks": "[0, 1, 2, 3, 4, 5, 6, 7]", "group_name": "pp0",
                          **{f"other_{i}": np.zeros(n) for i in range(60)}})
     whole = int(coll.memory_usage(deep=False, index=False).sum())
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        links = p2p_links(coll, {})
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if started:
-            tracemalloc.stop()
+    links, peak = traced_peak(lambda: p2p_links(coll, {}))
     assert links is not None and len(links) == 8 and links["matched"].sum() > 0
     assert peak < whole, (peak, whole)
 

@@ -21,6 +21,8 @@ from reportgen.readers import kineto
 from reportgen.readers.kineto_decode import DecodedTrace
 from reportgen.timeline import assign_steps
 
+from conftest import traced_peak
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -193,8 +195,6 @@ def test_run_tables_hold_a_stacked_table_only_while_its_frame_is_made():
     generated ranks the step's peak RSS fell 813 -> 694 MiB when each is dropped after its frame): the traced
     allocation peak of _run_tables stays under 1.6x the frames it returns (1.85x when every stacked table is kept,
     1.32x when each is dropped)."""
-    import tracemalloc
-
     rng = np.random.default_rng(7)
     n = 20_000
     decoded = {}
@@ -211,17 +211,7 @@ def test_run_tables_hold_a_stacked_table_only_while_its_frame_is_made():
     t0 = min(int(df["ts_ns"].min()) for t in decoded.values() for df in t.values())
     by_rank = {r: (Path(f"rank{r}.json"), DecodedTrace.from_frames({}, t)) for r, t in decoded.items()}
     del decoded
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        got = kineto._run_tables(by_rank, t0)
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if started:
-            tracemalloc.stop()
+    got, peak = traced_peak(lambda: kineto._run_tables(by_rank, t0))
     frames = sum(int(df.memory_usage(deep=False).sum()) for df in got.values())
     assert len(got["gpu_ops"]) == len(got["collectives"]) == len(got["cpu_ops"]) == 8 * n
     assert peak < 1.6 * frames, (peak, frames)
