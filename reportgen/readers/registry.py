@@ -96,8 +96,12 @@ def _kineto_reduce(unit: str, comm_patterns: tuple[str, ...]) -> Part:
 
 
 def _kineto_assemble(root: Path, parts: list[Part]) -> Run:
-    results = [(p.source, DecodedTrace.from_frames(p.meta.get("meta") or {}, p.tables)
-                 if p.meta.get("decoded") else None, [tuple(x) for x in p.problems]) for p in parts]
+    results, lists = [], {}
+    for p in parts:
+        decoded = DecodedTrace.from_frames(p.meta.get("meta") or {}, p.tables) if p.meta.get("decoded") else None
+        kineto.share_group_lists(decoded, lists)
+        results.append((p.source, decoded, [tuple(x) for x in p.problems]))
+    del lists
     return kineto.assemble(Path(root), [Path(p.source) for p in parts], results)
 
 
