@@ -260,42 +260,53 @@ def test_thousands_of_process_groups_are_kept(monkeypatch):
 
 def test_equal_rank_lists_of_process_groups_become_one_list():
     """kineto.share_group_lists: an equal list of plain ints is the first one met; lists of other values (``True``
-    and ``1.0`` equal ``1`` as keys), empty lists and what is not a list are left as the file wrote them."""
-    first, again = [0, 1, 2, 3], [0, 1, 2, 3]
-    odd = [[0, True], [0, 1.0], [], [[0], [1]], ["0", "1"]]
+    and ``1.0`` equal ``1`` as keys), lists shorter than SHARED_LIST_MIN, empty lists and what is not a list are
+    left as the file wrote them."""
+    n = kineto.SHARED_LIST_MIN
+    first, again = list(range(n)), list(range(n))
+    short_a, short_b = list(range(n - 1)), list(range(n - 1))
+    odd = [[0] * (n - 1) + [True], [0] * (n - 1) + [1.0], [], [[0], [1]] * n, ["0", "1"] * n]
     lists: dict = {}
-    a = DecodedTrace({"distributedInfo": {"pg_config": [{"ranks": first}, {"ranks": [0, 1]}, "x", {"ranks": 3}]}}, {})
-    b = DecodedTrace({"distributedInfo": {"pg_config": [{"ranks": again}, {"ranks": [0, 1]}]
-                                          + [{"ranks": r} for r in odd]}}, {})
+    a = DecodedTrace({"distributedInfo": {"pg_config": [
+        {"ranks": first}, {"ranks": list(range(1, n + 1))}, {"ranks": short_a}, "x", {"ranks": 3}]}}, {})
+    b = DecodedTrace({"distributedInfo": {"pg_config": [
+        {"ranks": again}, {"ranks": list(range(1, n + 1))}, {"ranks": short_b}] + [{"ranks": r} for r in odd]}}, {})
     for d in (a, b, None, DecodedTrace({"distributedInfo": {"pg_config": {"ranks": again}}}, {}),
               DecodedTrace({"distributedInfo": None}, {}), DecodedTrace([], {})):
         kineto.share_group_lists(d, lists)
     cfg_a, cfg_b = a.meta["distributedInfo"]["pg_config"], b.meta["distributedInfo"]["pg_config"]
-    assert cfg_b[0]["ranks"] is first and cfg_b[1]["ranks"] is cfg_a[1]["ranks"] and cfg_a[3] == {"ranks": 3}
-    assert [pg["ranks"] for pg in cfg_b[2:]] == odd and all(pg["ranks"] is o for pg, o in zip(cfg_b[2:], odd))
+    assert cfg_b[0]["ranks"] is first and cfg_b[1]["ranks"] is cfg_a[1]["ranks"] and cfg_a[4] == {"ranks": 3}
+    assert cfg_a[2]["ranks"] is short_a and cfg_b[2]["ranks"] is short_b
+    assert [pg["ranks"] for pg in cfg_b[3:]] == odd and all(pg["ranks"] is o for pg, o in zip(cfg_b[3:], odd))
 
 
 @pytest.mark.parametrize("how", ["serial", "pool", "parts"])
 def test_a_run_holds_one_list_per_process_group_not_one_per_rank(tmp_path, monkeypatch, how):
     """Every rank lists the world's group and its own, O(world) rank ids each: the read keeps one list object per
-    distinct list, shared as each trace is decoded (the pool's results, the serial read, the parts of ``reportgen
-    reduce`` / Dask), not one per rank. At 4,096 ranks the lists were 25 M Python ints (~0.8 GB) held through the
-    read, and the small-object arenas they were spread over (~0.9 GB) stayed with the process for the sections."""
+    distinct list, shared as each trace is decoded (the pool's results, the serial read) or, for the parts of
+    ``reportgen reduce`` / Dask, at their assembly; not one per rank. At 4,096 ranks the lists were 25 M Python
+    ints (~0.8 GB) held through the read, and the small-object arenas they were spread over (~0.9 GB) stayed with
+    the process for the sections. (Lists of 2 shared here: 8 ranks have no list of SHARED_LIST_MIN.)"""
     from reportgen.readers import registry
     from reportgen.synth.kineto import KinetoSpec, write_kineto_run
 
     write_kineto_run(tmp_path, KinetoSpec(hosts=2, devices_per_host=4, steps=2, seed=5))
     got = {}
     assemble = kineto.assemble
-    monkeypatch.setattr(kineto, "assemble", lambda root, paths, results: got.setdefault("r", results) and
-                        assemble(root, paths, results))
+
+    def spy(root, paths, results):
+        got["results"] = results
+        return assemble(root, paths, results)
+
+    monkeypatch.setattr(kineto, "assemble", spy)
     monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto, "SHARED_LIST_MIN", 2)
     if how == "parts":
         parts = [registry._kineto_reduce(str(p), ()) for p in kineto.find_traces(tmp_path)]
         run = registry._kineto_assemble(tmp_path, parts)
     else:
         run = kineto.read(tmp_path, jobs=1 if how == "serial" else 2)
-    lists = [pg["ranks"] for _, d, _ in got["r"] for pg in d.meta["distributedInfo"]["pg_config"]]
+    lists = [pg["ranks"] for _, d, _ in got["results"] for pg in d.meta["distributedInfo"]["pg_config"]]
     assert len(run.ranks) == 8 and len(lists) == 24  # the world, a dp and a pp group of each of 8 ranks
     assert len({id(x) for x in lists}) == len({tuple(x) for x in lists}) == 1 + 4 + 2, \
         sorted({tuple(x) for x in lists})

@@ -93,6 +93,8 @@ _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
 MAX_DEPTH = 6
 #: decode in parallel processes only when there is enough JSON to read (uncompressed; process start-up ~0.2 s)
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+#: the shortest pg_config rank list that share_group_lists shares between ranks
+SHARED_LIST_MIN = 16
 _DAY_NS = 86_400 * 10 ** 9
 
 
@@ -437,7 +439,8 @@ def _pg_configs(files: list, world: int | None, problems: list) -> dict[str, dic
             desc = pg.get("pg_desc", "")
             desc = cap_text(desc if isinstance(desc, str) else str(desc), 256)
             have = out.get(key)
-            if have is not None and have["listed"] == pg["ranks"] and set(map(type, pg["ranks"])) <= {int}:
+            if have is not None and (have["listed"] is pg["ranks"] or (  # one list object: share_group_lists
+                    have["listed"] == pg["ranks"] and set(map(type, pg["ranks"])) <= {int})):
                 continue  # every rank lists the world group: checked once, not once per file (O(ranks^2))
             ranks, why = _pg_ranks(pg["ranks"], world)
             if ranks is None:
@@ -629,13 +632,15 @@ def read(root: Path, progress: Callable[[int, int], None] | None = None, jobs: i
 
 def share_group_lists(decoded, lists: dict) -> None:
     """Each ``distributedInfo.pg_config`` rank list of a decoded trace (None: nothing) replaced by the equal list
-    met first in the run (``lists``: tuple of ranks -> that list, one dict per run), as soon as the trace is decoded.
+    met first in the run (``lists``: tuple of ranks -> that list, one dict per run). :func:`read` calls it as each
+    trace is decoded; parts of ``reportgen reduce`` / Dask are shared once all are loaded, at their assembly.
 
     Every rank lists the world's group and the groups it belongs to, O(world) rank ids each: a run's lists are
-    O(world²) Python ints, 25 M objects (~0.8 GB) at 4,096 ranks, held until the read ends, and the small-object
-    arenas they were spread over (~0.9 GB) stayed with the process for the rest of the run. Only lists of plain
-    ints are shared (``1``, ``1.0`` and ``True`` are equal as keys); anything else stays as the file wrote it, for
-    :func:`_pg_configs` to check. Nothing changes a list afterwards."""
+    O(world^2) Python ints, 25 M objects (~0.8 GB) at 4,096 ranks, held until the read ends, and the small-object
+    arenas they were spread over (~0.9 GB) stayed with the process for the rest of the run. Only lists of at least
+    :data:`SHARED_LIST_MIN` plain ints are shared (``1``, ``1.0`` and ``True`` are equal as keys; a short list costs
+    more to look up than it holds); anything else stays as the file wrote it, for :func:`_pg_configs` to check.
+    Nothing changes a list afterwards."""
     meta = getattr(decoded, "meta", None)
     info = meta.get("distributedInfo") if isinstance(meta, dict) else None
     cfg = info.get("pg_config") if isinstance(info, dict) else None
@@ -643,7 +648,7 @@ def share_group_lists(decoded, lists: dict) -> None:
         return
     for pg in cfg:
         ranks = pg.get("ranks") if isinstance(pg, dict) else None
-        if isinstance(ranks, list) and ranks and set(map(type, ranks)) == {int}:
+        if isinstance(ranks, list) and len(ranks) >= SHARED_LIST_MIN and set(map(type, ranks)) == {int}:
             pg["ranks"] = lists.setdefault(tuple(ranks), ranks)
 
 
