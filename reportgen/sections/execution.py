@@ -245,11 +245,20 @@ def _merge_derived(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     g = s[d].sort_values(["rank", "start"], kind="stable")
     gaps = g["start"].to_numpy()[1:] - g["end"].to_numpy()[:-1]
     new = np.concatenate([[True], (gaps >= gap) | (g["rank"].to_numpy()[1:] != g["rank"].to_numpy()[:-1])])
-    block = np.cumsum(new)
     first = g[new].copy()
-    first["end"] = g.groupby(block)["end"].max().to_numpy()
-    first["end_ms"] = g.groupby(block)["end_ms"].max().to_numpy()
+    first["end"], first["end_ms"] = _block_max(g, new, "end"), _block_max(g, new, "end_ms")
     return pd.concat([s[~d], first]), int(len(g) - len(first))
+
+
+def _block_max(rows: pd.DataFrame, new: np.ndarray, column: str) -> np.ndarray:
+    """The largest value of ``column`` in each block of consecutive rows, a block starting at each row where ``new``
+    is True (``new[0]`` is): as ``groupby(np.cumsum(new)).max()`` (NaN skipped; a block of NaN only is NaN), without
+    pandas' groupby, which tries an array key as a column label first and formats it into an error message on the
+    way (a few ms for an array of up to 1,000 values). Values not plain numbers: pandas' groupby."""
+    values = rows[column].to_numpy()
+    if values.dtype.kind not in "fiu":
+        return rows[column].groupby(np.cumsum(new)).max().to_numpy()
+    return np.fmax.reduceat(values, np.flatnonzero(new))
 
 
 def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
@@ -268,12 +277,9 @@ def _merge_short(s: pd.DataFrame, gap: float) -> tuple[pd.DataFrame, int]:
     # running max of the ends within a rank (ops on several streams overlap): a block breaks at a gap >= ``gap``
     run_end = pd.Series(ends).groupby(np.cumsum(new_rank)).cummax().to_numpy()
     new = np.concatenate([[True], (g["start"].to_numpy()[1:] - run_end[:-1] >= gap)]) | new_rank
-    block = np.cumsum(new)
     first = g[new].copy()
-    grp = g.groupby(block)
-    n = grp.size().to_numpy()
-    first["end"] = grp["end"].max().to_numpy()
-    first["end_ms"] = grp["end_ms"].max().to_numpy()
+    n = np.diff(np.append(np.flatnonzero(new), len(new)))
+    first["end"], first["end_ms"] = _block_max(g, new, "end"), _block_max(g, new, "end_ms")
     label = f"computation ops (each < {fmt.quantity(gap, 'ms')}, merged)"
     first["op"] = np.where(n > 1, [f"{k:,} {label}" for k in n], first["op"].to_numpy(dtype=object))
     return pd.concat([s[~short], first]), int(n[n > 1].sum())
@@ -328,14 +334,11 @@ def _merge_adjacent(s: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     new = np.ones(len(s), dtype=bool)
     if len(s) > 1:
         new[1:] = (rank[1:] != rank[:-1]) | (kind[1:] != kind[:-1]) | comm[1:] | comm[:-1]
-    block = np.cumsum(new)
     if new.all():
         return s, 0
-    grp = s.groupby(block, sort=False)
-    n = grp.size().to_numpy()
+    n = np.diff(np.append(np.flatnonzero(new), len(new)))
     first = s[new].copy()
-    first["end"] = grp["end"].max().to_numpy()
-    first["end_ms"] = grp["end_ms"].max().to_numpy()
+    first["end"], first["end_ms"] = _block_max(s, new, "end"), _block_max(s, new, "end_ms")
     fk = first["kind"].to_numpy(dtype=object)
     first["op"] = np.where(n > 1, [f"{k:,} {c} ops (merged)" for k, c in zip(n, fk)],
                            first["op"].to_numpy(dtype=object))
