@@ -52,9 +52,13 @@ STAT_COLUMNS = ["count", "total_ms", "mean_ms", "min_ms", "max_ms", "std_ms", "s
 
 
 def _frame(rank, step, name, typ, engine, op_class, start, dur, source, count=None, mn=None, mx=None):
+    """The rows of one source. Columns the source already holds stay its arrays (no copy: the frame is never written
+    in place, and pandas copies on write); an event row's ``min_ms`` / ``max_ms`` are its ``dur_ms`` array and its
+    ``count`` of 1 takes no memory per row (a read-only broadcast): at 1,024 generated Kineto ranks the rows held
+    86 MiB beside the device ops they copy, 28 MiB now (issue 30)."""
     n = len(rank)
     dur = np.asarray(dur, dtype=float)
-    out = pd.DataFrame({
+    out = pd.DataFrame(copy=False, data={
         "rank": np.asarray(rank, dtype=np.int64),
         "step": np.asarray(step, dtype=np.int64) if step is not None else np.full(n, -1, np.int64),
         "name": np.asarray(name, dtype=object) if name is not None else np.full(n, None, object),
@@ -63,7 +67,7 @@ def _frame(rank, step, name, typ, engine, op_class, start, dur, source, count=No
         "op_class": np.asarray(op_class, dtype=object) if not isinstance(op_class, str) else op_class,
         "start_ms": np.asarray(start, dtype=float) if start is not None else np.full(n, np.nan),
         "dur_ms": dur,
-        "count": np.asarray(count, dtype=np.int64) if count is not None else np.ones(n, np.int64),
+        "count": np.asarray(count, dtype=np.int64) if count is not None else np.broadcast_to(np.int64(1), n),
         "min_ms": np.asarray(mn, dtype=float) if mn is not None else dur,
         "max_ms": np.asarray(mx, dtype=float) if mx is not None else dur,
         "source": source,
@@ -145,7 +149,9 @@ def op_rows(run: Run) -> pd.DataFrame:
             continue
         parts.append(f)
         served = np.union1d(served, f["rank"].unique())
-    if parts:
+    if len(parts) == 1:  # one source serves every rank (the common case): its frame, not a concatenated copy
+        out = parts[0][ROW_COLUMNS]
+    elif parts:
         out = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
     else:
         out = _frame([], None, None, None, "", "", None, [], "")[ROW_COLUMNS]

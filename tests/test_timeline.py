@@ -400,3 +400,30 @@ def test_kineto_device_timeline_reuses_the_step_breakdowns_rows_only_while_the_t
     tl = again.table("device_timeline")
     assert (tl["name"] == "renamed_kernel").sum() == 1 and len(tl) == len(shared)
     assert any("written twice" in p.problem for p in again.problems)
+
+
+def _gpu_ops(order):
+    n = len(order)
+    start = np.array([0.0, 0.0, 1.0, 2.0, 2.0, 3.0])[order]
+    end = np.array([0.5, 0.8, 1.5, 2.2, 2.6, 3.5])[order]
+    rank = np.array([0, 0, 0, 1, 1, 1])[order]
+    return pd.DataFrame({"rank": rank, "name": ["gemm", "ncclAllReduce", "copy", "gemm", "gemm", "copy"],
+                         "kind": ["kernel", "comm", "memcpy", "kernel", "kernel", "memcpy"], "stream": [7] * n,
+                         "start_ms": start, "dur_ms": end - start, "end_ms": end, "correlation": np.arange(n)})
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [5, 3, 0, 4, 2, 1], [1, 0, 2, 4, 3, 5]],
+                         ids=["sorted", "shuffled", "ties-by-end"])
+def test_device_timeline_is_sorted_and_shares_a_sorted_sources_arrays(order):
+    """The Kineto device timeline: rows by rank, start, end (stable), as sort_values gave them; when the device ops
+    are already in that order, its rank / start / end columns are theirs, not copies (issue 30 #1: a copy of every
+    device op beside the reader's table)."""
+    g = _gpu_ops(order)
+    run = Run(name="t", source_format="test", source_path="/x", ranks=[0, 1])
+    run.tables["gpu_ops"] = g
+    tl = timeline.build(run)
+    rows = timeline.gpu_rows(g, None)
+    want = rows.assign(step=-1).sort_values(["rank", "start_ms", "end_ms"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(tl, want[list(TABLES["device_timeline"])], check_dtype=False)
+    shared = all(np.shares_memory(tl[c].to_numpy(), g[c].to_numpy()) for c in ("rank", "start_ms", "end_ms"))
+    assert shared == (order == [0, 1, 2, 3, 4, 5])
