@@ -443,3 +443,35 @@ def test_graph_draws_each_node_once_with_labels_up_to_64_ranks(n, texts):
     marks = [(lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"]) for lay in layers]
     assert marks.count("circle") == 1 and marks.count("rule") == 1 and marks.count("text") == texts, marks
     assert len({json.dumps(lay, sort_keys=True) for lay in layers}) == len(layers)
+
+
+def test_the_sections_ops_and_sizes_are_the_runs_comm_ops_arrays():
+    """The communication section's every-op table and the op sizes read the run's comm_ops arrays, not a copy of
+    them, and leave the table as it was (issue 30 #1: 1,024 Kineto ranks held 53 MiB of copies)."""
+    import numpy as np
+    import pandas as pd
+
+    from reportgen.frames import own_columns
+    from reportgen.model import Run
+    from reportgen.sections import communication as C
+
+    n = 6
+    ops = own_columns({"rank": np.repeat([0, 1], 3), "step": np.ones(n, dtype=np.int64), "kind": ["collective"] * n,
+                       "op": ["allreduce"] * n, "op_type": ["all_reduce"] * n, "group": ["[0, 1]"] * n,
+                       "start_ms": np.arange(n, dtype=float), "elapse_ms": np.full(n, 2.0),
+                       "transit_ms": np.full(n, 1.0), "wait_ms": np.full(n, 1.0), "size_mb": np.full(n, 4.0),
+                       "bandwidth_gbps": np.full(n, 2.0), "busbw_gbps": np.full(n, 2.0)})
+    before = ops.copy()
+    run = Run(name="t", source_format="test", source_path="/x", ranks=[0, 1])
+    run.tables["comm_ops"] = ops
+    got = C._ops_with_sizes(run, ops)
+    sizes = C.operation_sizes(run, got)
+    for col in ("rank", "elapse_ms", "wait_ms", "size_mb"):
+        assert np.shares_memory(got[col].to_numpy(), ops[col].to_numpy()), col
+    assert np.shares_memory(sizes["size_mb"].to_numpy(), ops["size_mb"].to_numpy())
+    assert np.shares_memory(sizes["time_ms"].to_numpy(), ops["elapse_ms"].to_numpy())
+    assert sizes["cls"].tolist() == ["collective messages"] * n and len(sizes) == n
+    pd.testing.assert_frame_equal(ops, before)
+    # an op that moves nothing is left out of the sizes (a copy then)
+    ops2 = ops.assign(size_mb=[4.0, 0.0, 4.0, 4.0, np.nan, 4.0])
+    assert len(C.operation_sizes(run, C._ops_with_sizes(run, ops2))) == 4

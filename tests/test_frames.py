@@ -230,3 +230,22 @@ def test_text_columns_hold_one_object_per_text_given():
             pd.testing.assert_series_equal(col, ref)
             assert _objects(col) <= most
     assert _objects(np.full(50, "main", dtype=object)) == 50  # why: the call text_full replaces
+
+
+def test_own_columns_gives_each_column_its_own_array_and_selections_share_them():
+    """frames.own_columns: a view of a bigger frame's block is copied (the block is not kept alive), a standalone array
+    is the frame's column itself, columns are not consolidated, and a selection of columns shares them (issue 30: a
+    table read by several sections, selected by each)."""
+    from reportgen.frames import own_columns
+
+    big = pd.DataFrame({"a": np.arange(5.0), "b": np.arange(5.0) * 2, "c": np.arange(5.0) * 3})  # one 2D float block
+    view = big["b"].to_numpy()
+    assert view.base is not None
+    mine = np.arange(5, dtype=np.int64)
+    df = own_columns({"b": view, "n": mine, "t": ["x"] * 5, "k": 1.5})
+    assert not np.shares_memory(df["b"].to_numpy(), big.to_numpy())
+    assert np.shares_memory(df["n"].to_numpy(), mine)
+    assert df._mgr.nblocks == 4
+    picked = df[["n", "b"]]
+    assert np.shares_memory(picked["b"].to_numpy(), df["b"].to_numpy())
+    pd.testing.assert_frame_equal(df, pd.DataFrame({"b": view, "n": mine, "t": ["x"] * 5, "k": 1.5}))

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..commtypes import P2P_TYPES, busbw_factor, canonical_op_type
-from ..frames import text_where
+from ..frames import own_columns, text_where
 from ..timeline import per_value
 
 #: what Ascend's per-operation times mean (the communication section shows it)
@@ -196,7 +196,7 @@ def kineto_ops(run) -> pd.DataFrame | None:
     if "dst_rank" in sel and "src_rank" in sel:
         peer = np.where(sel["op_type"] == "send", sel["dst_rank"],
                         np.where(sel["op_type"] == "receive", sel["src_rank"], -1)).astype(np.int64)
-    out = pd.DataFrame({
+    out = own_columns({  # each column its own array: the communication section's selections of them are no copies
         "rank": sel["rank"].to_numpy(), "step": sel["step"].to_numpy(),
         "kind": text_where(sel["op_type"].isin(P2P_TYPES), "p2p", "collective"),
         "op": sel["name"].to_numpy(), "op_type": sel["op_type"].to_numpy(), "group": sel["group"].to_numpy(),

@@ -78,7 +78,7 @@ def _ops_with_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
     per-transport rows (``comm_bandwidth``: Σ size / Σ transit time over the op's transports)."""
     if ops is None:
         return None
-    o = ops.copy()
+    o = ops.copy(deep=False)  # columns are added, never written in place: the run's arrays, not a copy of each
     bw = run.table("comm_bandwidth")
     if ("size_mb" not in o or o["size_mb"].isna().all()) and bw is not None:
         sizes = bw.groupby(["rank", "step", "op"], as_index=False)[["size_mb", "time_ms"]].sum()
@@ -511,9 +511,11 @@ def operation_sizes(run: Run, ops: pd.DataFrame | None) -> pd.DataFrame | None:
         x = x.assign(cls=x["transport"].map(lambda t: "RDMA" if t == "RDMA" else SIZE_CLASSES[0][0])) \
             .groupby(["rank", "step", "op", "cls"], as_index=False)[["size_mb", "time_ms"]].sum()
     elif ops is not None and "size_mb" in ops and ops["size_mb"].notna().any():
-        g = ops[ops["size_mb"] > 0]
-        x = pd.DataFrame({"rank": g["rank"], "step": g["step"], "op": g["op"], "cls": "collective messages",
-                          "size_mb": g["size_mb"], "time_ms": g["elapse_ms"]})
+        moved = (ops["size_mb"] > 0).to_numpy()
+        g = ops if moved.all() else ops[moved]  # every op moves data (the usual case): the ops' own arrays, no copy
+        x = pd.DataFrame(copy=False, data={"rank": g["rank"], "step": g["step"], "op": g["op"],
+                                           "cls": "collective messages", "size_mb": g["size_mb"],
+                                           "time_ms": g["elapse_ms"]})
     else:
         return None
     if x.empty:
