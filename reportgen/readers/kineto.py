@@ -80,7 +80,7 @@ import pandas as pd
 from .. import limits, workers
 from ._files import open_input
 from ..errors import InputError
-from ..frames import text_where
+from ..frames import own_columns, text_where
 from ..intervals import clip, length, union
 from ..limits import MAX_LISTED_RANKS, MAX_RANKS, Rejects, as_int, cap_text, rank_id
 from ..model import ACCELERATOR_DEVICE_TYPES, ByRank, Run, rel_ms
@@ -824,9 +824,10 @@ def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_tra
             ok = idx >= 0
             ok[ok] &= start[ok] < st["end_ms"].to_numpy()[idx[ok]]
             step[rows[ok]] = st["step"].to_numpy()[idx[ok]]
-    return pd.DataFrame({"rank": ops["rank"].astype(np.int64), "step": step.astype(float), "name": ops["name"],
-                         "type": ops["name"], "flops": flops, "method": ops["method"], "note": note,
-                         "start_ms": ops["start_ms"].astype(float), "dur_ms": math.nan})
+    # each column an array of its own, the text ones the ops' (name and type one array): no copy of a block of ops
+    return own_columns({"rank": ops["rank"].to_numpy(dtype=np.int64), "step": step.astype(float), "name": ops["name"],
+                        "type": ops["name"], "flops": flops, "method": ops["method"], "note": note,
+                        "start_ms": ops["start_ms"].to_numpy(dtype=float), "dur_ms": math.nan})
 
 
 def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
