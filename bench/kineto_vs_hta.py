@@ -253,29 +253,39 @@ def measure(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None):
 
 # --------------------------------------------------------------------------- HTA venv
 
-def hta_venv(cache: Path, install: bool) -> tuple[Path | None, str]:
-    venv = cache / "venv-hta"
+def _venv(venv: Path, packages: list[str], probe_code: str, install: bool, logf: Path) -> tuple[Path | None, str]:
+    """``venv``'s python once ``probe_code`` runs there (created with ``packages`` from PyPI first when ``install``),
+    and what the probe printed; (None, why) when it cannot be had."""
     py = venv / "bin" / "python"
-    probe = [str(py), "-c", "import importlib.metadata as m; print(m.version('holistictraceanalysis'), m.version('pandas'))"]
+    probe = [str(py), "-c", probe_code]
     ok = py.exists() and subprocess.run(probe, capture_output=True).returncode == 0
     if not ok:
         if not install:
             return None, f"not available (--no-install and no venv at {venv})"
-        log(f"creating {venv} and installing holistictraceanalysis=={HTA_VERSION} from PyPI (once) ...")
-        cache.mkdir(parents=True, exist_ok=True)
-        logf = cache / "install-hta.log"
+        log(f"creating {venv} with {' '.join(packages)} from PyPI (once) ...")
+        venv.parent.mkdir(parents=True, exist_ok=True)
         with open(logf, "wb") as f:
-            rc = subprocess.run([sys.executable, "-m", "venv", str(venv)], stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = subprocess.run([sys.executable, "-m", "venv", str(venv)], stdout=f,
+                                stderr=subprocess.STDOUT).returncode
             if rc == 0:
-                rc = subprocess.run([str(py), "-m", "pip", "install", "-q", f"holistictraceanalysis=={HTA_VERSION}"],
+                rc = subprocess.run([str(py), "-m", "pip", "install", "-q", *packages],
                                     stdout=f, stderr=subprocess.STDOUT).returncode
         if rc != 0:
             return None, f"not available (install failed, rc={rc}; see {logf})"
     v = subprocess.run(probe, capture_output=True, text=True)
     if v.returncode != 0:
         return None, f"not available (venv at {venv} is broken)"
-    hta_v, pd_v = v.stdout.split()
-    return py, f"HTA {hta_v} (pandas {pd_v}, own venv {venv})"
+    return py, v.stdout.strip()
+
+
+def hta_venv(cache: Path, install: bool) -> tuple[Path | None, str]:
+    py, out = _venv(cache / "venv-hta", [f"holistictraceanalysis=={HTA_VERSION}"],
+                    "import importlib.metadata as m; print(m.version('holistictraceanalysis'), m.version('pandas'))",
+                    install, cache / "install-hta.log")
+    if py is None:
+        return None, out
+    hta_v, pd_v = out.split()
+    return py, f"HTA {hta_v} (pandas {pd_v}, own venv {cache / 'venv-hta'})"
 
 
 #: reportgen's runtime dependencies (pyproject.toml), installed into the bench's reportgen venv at the versions this
@@ -297,26 +307,9 @@ def ours_venv(cache: Path, install: bool) -> tuple[Path | None, str]:
         return None, f"not available ({exc} is not installed here)"
     tag = hashlib.sha256(" ".join(pins).encode()).hexdigest()[:10]
     venv = cache / f"venv-reportgen-{tag}"
-    py = venv / "bin" / "python"
-    probe = [str(py), "-c", "import importlib.metadata as m; print(m.version('pandas'))"]
-    ok = py.exists() and subprocess.run(probe, capture_output=True).returncode == 0
-    if not ok:
-        if not install:
-            return None, f"not available (--no-install and no venv at {venv})"
-        log(f"creating {venv} with {' '.join(pins)} from PyPI (once) ...")
-        cache.mkdir(parents=True, exist_ok=True)
-        logf = cache / f"install-reportgen-{tag}.log"
-        with open(logf, "wb") as f:
-            rc = subprocess.run([sys.executable, "-m", "venv", str(venv)], stdout=f, stderr=subprocess.STDOUT).returncode
-            if rc == 0:
-                rc = subprocess.run([str(py), "-m", "pip", "install", "-q", *pins],
-                                    stdout=f, stderr=subprocess.STDOUT).returncode
-        if rc != 0:
-            return None, f"not available (install failed, rc={rc}; see {logf})"
-    v = subprocess.run(probe, capture_output=True, text=True)
-    if v.returncode != 0:
-        return None, f"not available (venv at {venv} is broken)"
-    return py, f"reportgen {REPO} (pandas {v.stdout.strip()}, own venv {venv})"
+    py, out = _venv(venv, pins, "import importlib.metadata as m; print(m.version('pandas'))", install,
+                    cache / f"install-reportgen-{tag}.log")
+    return (py, f"reportgen {REPO} (pandas {out}, own venv {venv})") if py is not None else (None, out)
 
 
 # --------------------------------------------------------------------------- inputs
