@@ -298,16 +298,16 @@ def ours_venv(cache: Path, install: bool) -> tuple[Path | None, str]:
     reportgen runs from it with the tree on PYTHONPATH. Measured on this sandbox, the interpreter that runs the
     bench starts in 0.10-0.12 s (``python -c pass``) against 0.02-0.03 s in a venv: its site-packages hold the
     sandbox's certificate hook (a .pth importing certifi) and the editable install's finder (pathlib, urllib), work
-    no user install of reportgen does and HTA's venv does not do either. None when it cannot be made."""
+    no user install of reportgen does and HTA's venv does not do either. (None, why) when it cannot be had."""
     import importlib.metadata as md
 
     try:
         pins = [f"{name}=={md.version(name)}" for name in OURS_DEPS]
     except md.PackageNotFoundError as exc:
         return None, f"not available ({exc} is not installed here)"
-    tag = hashlib.sha256(" ".join(pins).encode()).hexdigest()[:10]
+    tag = hashlib.sha256(" ".join([sys.executable, sys.version, *pins]).encode()).hexdigest()[:10]
     venv = cache / f"venv-reportgen-{tag}"
-    py, out = _venv(venv, pins, "import importlib.metadata as m; print(m.version('pandas'))", install,
+    py, out = _venv(venv, pins, "import jinja2, msgspec, numpy, vl_convert, pandas; print(pandas.__version__)", install,
                     cache / f"install-reportgen-{tag}.log")
     return (py, f"reportgen {REPO} (pandas {out}, own venv {venv})") if py is not None else (None, out)
 
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="another small input (a run directory of Kineto traces, e.g. an 8-rank set made with "
                          "../shared/tools/gen); keyed e, f, ... in --only; repeatable")
     ap.add_argument("--cache-dir", type=Path, default=cache_default, help="HTA venv and synthetic traces (default %(default)s)")
-    ap.add_argument("--no-install", action="store_true", help="do not create the HTA venv")
+    ap.add_argument("--no-install", action="store_true", help="create neither venv (HTA's, reportgen's)")
     ap.add_argument("--python", default=None, help="python that runs reportgen (default: a venv of its own in "
                                                    "--cache-dir with this python's versions of its dependencies, "
                                                    "as HTA has; this python when the venv cannot be made)")
@@ -486,12 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     hta_py, hta_info = hta_venv(args.cache_dir, not args.no_install)
+    own_venv = False
     if args.python:
         ours_info = f"reportgen {REPO} run by {args.python} (--python)"
     else:
         ours_py, ours_info = ours_venv(args.cache_dir, not args.no_install)
         if ours_py is None:
-            ours_info = f"reportgen {REPO} run by {sys.executable} (its venv is {ours_info.removeprefix('not ')})"
+            ours_info = f"reportgen {REPO} run by {sys.executable}: no venv of its own, {ours_info}"
+        own_venv = ours_py is not None
         args.python = str(ours_py or sys.executable)
     tmp = Path(tempfile.mkdtemp(prefix="reportgen-bench-kineto-"))
     try:
@@ -501,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         # PYTHONDONTWRITEBYTECODE (set in some sandboxes) would make every run of ours compile the package again,
         # while HTA's venv holds the modules pip compiled at install: unset, as an installed reportgen runs
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        if own_venv:  # as HTA's: nothing of the developer's interpreter on the path, the tree alone
+            env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         hta_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")}
 

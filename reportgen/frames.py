@@ -30,11 +30,12 @@ def agg(grouped, **named) -> pd.DataFrame:
 
 
 def own_columns(data: dict) -> pd.DataFrame:
-    """``pd.DataFrame(data)`` with each column an array of its own: a numpy array that is a view of another (a column
-    of a bigger frame) is copied, one that is not is taken as it is, and the columns are not consolidated into 2D
-    blocks (pandas' default for a dict copies every column into one block per dtype). A later selection of columns
-    (``df[cols]``, ``drop``) then shares them, where from a 2D block it copies the columns selected; and no view keeps
-    a bigger frame's block alive. A big table made once and read by several sections (issue 30: the run's memory)."""
+    """``pd.DataFrame(data)`` without a copy of each column into one 2D block per dtype (pandas' default for a dict):
+    a numpy array that is a view of another (a column of a bigger frame) is copied, so it keeps no bigger block alive;
+    a standalone array, a Series (shared as it is, its references known to pandas) or a scalar is taken as it is.
+    With pandas 3 (copy-on-write) a later selection of the columns (``df[cols]``, ``drop``) then shares them, where
+    from a 2D block it copies the columns selected. For a big table made once and read by several sections (issue 30:
+    the run's memory)."""
     cols = {k: (v.copy() if isinstance(v, np.ndarray) and v.base is not None else v) for k, v in data.items()}
     return pd.DataFrame(cols, copy=False)
 

@@ -52,10 +52,11 @@ STAT_COLUMNS = ["count", "total_ms", "mean_ms", "min_ms", "max_ms", "std_ms", "s
 
 
 def _frame(rank, step, name, typ, engine, op_class, start, dur, source, count=None, mn=None, mx=None):
-    """The rows of one source. Columns the source already holds stay its arrays (no copy: the frame is never written
-    in place, and pandas copies on write); an event row's ``min_ms`` / ``max_ms`` are its ``dur_ms`` array and its
-    ``count`` of 1 takes no memory per row (a read-only broadcast): at 1,024 generated Kineto ranks the rows held
-    86 MiB beside the device ops they copy, 28 MiB now (issue 30)."""
+    """The rows of one source. Columns the source table already holds are its arrays, not copies: read-only views
+    (a write through this frame raises), shared on the rule that a run's tables are never written in place once the
+    reader has made them. An event row's ``min_ms`` / ``max_ms`` are its ``dur_ms`` array and its ``count`` of 1 takes
+    no memory per row (a read-only broadcast). At 1,024 generated Kineto ranks the rows held 86 MiB beside the device
+    ops, 28 MiB now (issue 30; with pandas 3: pandas 2 copies them again when ``op_rows`` selects its columns)."""
     n = len(rank)
     dur = np.asarray(dur, dtype=float)
     out = pd.DataFrame(copy=False, data={

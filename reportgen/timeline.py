@@ -75,9 +75,10 @@ def op_type(name: pd.Series) -> pd.Series:
 
 
 def _rows(rank, start, end, kind, name, stream, source="trace") -> pd.DataFrame:
-    """Timeline rows; ``op_class`` is ``kind`` with ``receive`` as communication. Arrays of the source table are
-    shared, not copied (pandas copies on write): at 1,024 generated Kineto ranks the device ops' rows kept from the
-    read held 48 MiB of copies, 19 MiB now (issue 30)."""
+    """Timeline rows; ``op_class`` is ``kind`` with ``receive`` as communication. The source table's arrays are
+    shared, not copied (read-only views; a run's tables are never written in place once the reader has made them):
+    at 1,024 generated Kineto ranks the device ops' rows kept from the read held 48 MiB of copies, 19 MiB now
+    (issue 30)."""
     df = pd.DataFrame(copy=False, data={
         "rank": np.asarray(rank, dtype=np.int64), "start_ms": np.asarray(start, dtype=float),
         "end_ms": np.asarray(end, dtype=float), "kind": kind, "name": np.asarray(name, dtype=object),

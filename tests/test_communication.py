@@ -445,6 +445,8 @@ def test_graph_draws_each_node_once_with_labels_up_to_64_ranks(n, texts):
     assert len({json.dumps(lay, sort_keys=True) for lay in layers}) == len(layers)
 
 
+@pytest.mark.skipif(int(__import__('pandas').__version__.split('.')[0]) < 3,
+                    reason="pandas 2 copies the columns a frame selects (no copy-on-write): the sharing is pandas 3's")
 def test_the_sections_ops_and_sizes_are_the_runs_comm_ops_arrays():
     """The communication section's every-op table and the op sizes read the run's comm_ops arrays, not a copy of
     them, and leave the table as it was (issue 30 #1: 1,024 Kineto ranks held 53 MiB of copies)."""

@@ -451,6 +451,8 @@ def _gpu_run(n: int = 6):
     return _run([0, 1], gpu_ops=gpu), gpu
 
 
+@pytest.mark.skipif(int(pd.__version__.split('.')[0]) < 3,
+                    reason="pandas 2 copies the columns a frame selects (no copy-on-write): the sharing is pandas 3's")
 def test_event_rows_share_the_source_arrays_and_hold_no_count_per_row():
     """The operator rows of one event source are a frame over its arrays (rank, start, duration; min and max are the
     duration), count 1 a broadcast: at 1,024 generated Kineto ranks the rows held 86 MiB beside the device ops, 28

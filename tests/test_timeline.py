@@ -425,5 +425,6 @@ def test_device_timeline_is_sorted_and_shares_a_sorted_sources_arrays(order):
     rows = timeline.gpu_rows(g, None)
     want = rows.assign(step=-1).sort_values(["rank", "start_ms", "end_ms"], kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(tl, want[list(TABLES["device_timeline"])], check_dtype=False)
-    shared = all(np.shares_memory(tl[c].to_numpy(), g[c].to_numpy()) for c in ("rank", "start_ms", "end_ms"))
-    assert shared == (order == [0, 1, 2, 3, 4, 5])
+    if int(pd.__version__.split(".")[0]) >= 3:  # pandas 2 copies the columns a frame selects (no copy-on-write)
+        shared = all(np.shares_memory(tl[c].to_numpy(), g[c].to_numpy()) for c in ("rank", "start_ms", "end_ms"))
+        assert shared == (order == [0, 1, 2, 3, 4, 5])

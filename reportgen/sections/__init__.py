@@ -159,9 +159,9 @@ FORK_MAX_TABLE_BYTES = 32 * 2**20
 #: analysed after both processes are done (it reads analyses of both)
 AFTER_BOTH = ("advisor",)
 #: what a process keeps on the run for some sections' analyses only, released once it has analysed all of them (a
-#: later reader would make it again): the operator rows (opstats.op_rows under opstats.ROWS_CACHE, a copy of the device
-#: ops as operator rows: 115 MiB at 1,024 ranks) were held through host and the advisor, where a large run's memory
-#: peaks (a string here: importing opstats would bring pandas into every start-up)
+#: later reader would make it again): the operator rows (opstats.op_rows under opstats.ROWS_CACHE, the device ops as
+#: operator rows: 28 MiB of their own at 1,024 ranks, the rest the device ops' arrays) were held through host and the
+#: advisor, where a large run's memory peaks (a string here: importing opstats would bring pandas into every start-up)
 RELEASE_AFTER = {"_opstats_cache": ("execution", "operators")}
 #: what the second process analyses: (run, options, ids, claims), set just before the fork and inherited by it
 _FORKED: tuple | None = None
