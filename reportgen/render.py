@@ -235,9 +235,10 @@ def _out(value: Any) -> str:
 
 def table_body(t: dict[str, Any], listed: list, static: bool, rank_picker: bool, drill_ranks) -> Markup:
     """The rows of a table's ``<tbody>`` (``t``: :func:`_table_ctx`), as the template's loop over its cells wrote them:
-    the rows ``listed`` (the template's ``listed_cells``: every row on the --static page), each cell with its kind and ``data-sort`` key, a rank cell a
-    link to the rank's detail (``#rank-N`` with the rank picker) or its top operators (``#drill-rank-N``), text that
-    may wrap after separators (:func:`breakable`); one expression's value as the template writes it (:func:`_out`).
+    the rows ``listed`` (the template's ``listed_cells``: every row on the --static page), each cell with its kind
+    and ``data-sort`` key, a rank cell a link to the rank's detail (``#rank-N`` with the rank picker) or its top
+    operators (``#drill-rank-N``), text that may wrap after separators (:func:`breakable`); one expression's value as
+    the template writes it (:func:`_out`).
     In Python rather than the template: Jinja's attribute lookups and finalize calls per cell made the page of a
     small report take ~1.4x as long (render_html of a 2-rank Kineto run's 2,252 cells, in process: 81 -> 57 ms)."""
     cells = t["cells"]

@@ -825,9 +825,9 @@ def op_flops(cpu_ops: pd.DataFrame | None, steps: pd.DataFrame | None, whole_tra
             ok[ok] &= start[ok] < st["end_ms"].to_numpy()[idx[ok]]
             step[rows[ok]] = st["step"].to_numpy()[idx[ok]]
     # each column an array of its own, the text ones the ops' (name and type one array): no copy of a block of ops
-    return own_columns({"rank": ops["rank"].astype(np.int64).to_numpy(), "step": step.astype(float), "name": ops["name"],
-                        "type": ops["name"], "flops": flops, "method": ops["method"], "note": note,
-                        "start_ms": ops["start_ms"].to_numpy(dtype=float), "dur_ms": math.nan})
+    return own_columns({"rank": ops["rank"].astype(np.int64).to_numpy(), "step": step.astype(float),
+                        "name": ops["name"], "type": ops["name"], "flops": flops, "method": ops["method"],
+                        "note": note, "start_ms": ops["start_ms"].to_numpy(dtype=float), "dur_ms": math.nan})
 
 
 def whole_trace_windows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
