@@ -19,10 +19,18 @@ from .frames import agg, positions_by
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merged intervals (touching intervals merge)."""
+    """Merged intervals (touching intervals merge), the same whatever the order of the rows.
+
+    Sorted by start; a new interval begins where a start is after every end before it (HTA's
+    ``merge_kernel_intervals``). Where an interval ends before it starts (HTA's whole-µs rounding of a sub-µs op:
+    ``ceil(ts) > floor(ts + dur)``) the result would depend on the order of equal starts, which HTA leaves to an
+    unstable sort: here the longer interval comes first, so such an op inside another one that starts in the same µs
+    adds nothing, and one alone (a gap before and after it) stays an interval of negative length, as in HTA."""
     if len(starts) == 0:
         return np.empty(0), np.empty(0)
-    order = np.argsort(starts, kind="stable")
+    # equal starts ordered by end, the longest first (without an interval that ends before it starts, any order of
+    # equal starts gives the same union: the cheaper sort)
+    order = np.lexsort((-ends, starts)) if (ends < starts).any() else np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     run_end = np.maximum.accumulate(e)
     new = np.empty(len(s), dtype=bool)

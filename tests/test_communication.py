@@ -477,3 +477,26 @@ def test_the_sections_ops_and_sizes_are_the_runs_comm_ops_arrays():
     # an op that moves nothing is left out of the sizes (a copy then)
     ops2 = ops.assign(size_mb=[4.0, 0.0, 4.0, 4.0, np.nan, 4.0])
     assert len(C.operation_sizes(run, C._ops_with_sizes(run, ops2))) == 4
+
+
+def test_collective_instances_do_not_depend_on_the_order_of_ops_that_start_together():
+    """The n-th op of a group and type on each rank is one instance, its transit the shortest of them. Two all-reduces
+    of one group that start together on a rank (two streams) were numbered in the trace's order, so their transits
+    and waits moved with it; the shorter now comes first, whatever the order the rows are listed in."""
+    import pandas as pd
+
+    from reportgen.model import Run
+    from reportgen.readers.comm import kineto_ops
+
+    coll = pd.DataFrame({"rank": [0, 0, 1, 1], "source": "gpu_kernel", "name": "ncclKernel_AllReduce",
+                         "collective": "allreduce", "group_ranks": "[0, 1]", "group_name": "0", "group_size": 2,
+                         "start_ms": [1.0, 1.0, 1.0, 1.0], "dur_ms": [3.0, 1.0, 1.2, 3.5],
+                         "in_mb": 1.0, "out_mb": 1.0})
+    coll["end_ms"] = coll["start_ms"] + coll["dur_ms"]
+    got = []
+    for order in ([0, 1, 2, 3], [1, 0, 2, 3], [3, 2, 0, 1]):
+        run = Run(name="t", source_format="test", source_path="/x", ranks=[0, 1])
+        run.tables["collectives"] = coll.iloc[order].reset_index(drop=True)
+        ops = kineto_ops(run)
+        got.append(sorted(zip(ops["rank"], ops["elapse_ms"], ops["transit_ms"])))
+    assert got[0] == got[1] == got[2] == [(0, 1.0, 1.0), (0, 3.0, 3.0), (1, 1.2, 1.0), (1, 3.5, 3.0)]

@@ -232,6 +232,20 @@ def test_launch_stats_a_task_of_unknown_stream_makes_no_gap():
     assert per["kernels"] == 4 and per["idle_ms"] == pytest.approx(11.0)  # only 1 -> 12 on stream 2
 
 
+def test_launch_stats_of_tasks_that_start_together_do_not_depend_on_their_order():
+    """Two kernels start together after a gap on one stream: the gap (5 ms) is host-bound only when even the earlier
+    of their launches came after the stream drained; the trace's order of the two (the first was the one asked)
+    decided before. The numbers are the same for every order of the rows, numeric streams or texts."""
+    drained = pd.DataFrame({"rank": 0, "stream": [7, 7, 7], "start_ms": [0.0, 15.0, 15.0],
+                            "end_ms": [10.0, 16.0, 20.0], "delay_ms": [0.0, 2.0, 4.0]})  # launched 13, 11: after 10
+    waiting = drained.assign(delay_ms=[0.0, 2.0, 6.0])  # one launched at 9, before the stream drained
+    for tasks, host_idle in ((drained, 5.0), (waiting, 0.0)):
+        for order in ([0, 1, 2], [0, 2, 1], [2, 1, 0]):
+            for t in (tasks, tasks.assign(stream=tasks["stream"].astype(str))):
+                per = host.launch_stats(t.iloc[order].reset_index(drop=True)).iloc[0]
+                assert per["idle_ms"] == pytest.approx(5.0) and per["host_idle_ms"] == pytest.approx(host_idle)
+
+
 def test_launch_stats_of_stream_numbers_is_that_of_their_texts():
     """launches() hands gpu_ops' stream numbers as they are (a text per row of a million-row table cost more than
     the rest): launch_stats orders them by their texts ("10" before "7"), so numbers give the table their texts give,

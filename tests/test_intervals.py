@@ -1,5 +1,6 @@
 import numpy as np
 import pandas as pd
+import pytest
 
 
 def test_work_written_twice_on_one_stream_is_dropped_once():
@@ -292,3 +293,33 @@ def test_repeats_on_numeric_streams_are_found_through_their_hash():
         out, stats = repeats_on_one_stream(df)
         pd.testing.assert_frame_equal(out, df.drop(index=d.index[rep]) if rep.any() else df)
         assert stats == ({int(r): int(c) for r, c in d.loc[rep, "rank"].value_counts().items()} if rep.any() else {})
+
+
+def test_union_is_the_same_whatever_the_order_of_the_rows():
+    """HTA's whole-µs rounding makes a sub-µs op an interval that ends before it starts (ceil(ts) > floor(ts + dur));
+    with another interval starting in the same µs, the merge by start alone depended on which of the two came first
+    (HTA leaves it to an unstable sort; we took the trace's order). Now equal starts go the longest first: such an op
+    inside a longer one adds nothing, one alone stays a negative interval (HTA's), and any order gives one union."""
+    from reportgen.intervals import hta_gpu_time_metrics, union
+
+    s, e = np.array([6, 6, 0, 10]), np.array([5, 20, 3, 9])  # [6, 5] inside [6, 20]; [10, 9] inside it too
+    for order in ([0, 1, 2, 3], [1, 0, 3, 2], [3, 2, 1, 0]):
+        ms, me = union(s[order], e[order])
+        assert ms.tolist() == [0, 6] and me.tolist() == [3, 20]
+    ms, me = union(np.array([6, 0]), np.array([5, 3]))  # alone: a negative interval, as HTA's merge gives
+    assert ms.tolist() == [0, 6] and me.tolist() == [3, 5]
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        starts = rng.integers(0, 12, n)
+        ends = starts + rng.integers(-1, 4, n)  # some end a µs before they start
+        want = union(starts, ends)
+        p = rng.permutation(n)
+        got = union(starts[p], ends[p])
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    # the same through HTA's numbers: a 0.5 µs kernel at 5.2 µs and a 14 µs one at 5.9 µs both start at µs 6
+    gpu = pd.DataFrame({"name": ["k_short", "k_long", "k_first"], "stream": 7, "correlation": [2, 3, 1],
+                        "ts_ns": [5_200, 5_900, 0], "dur_ns": [500, 14_100, 2_000]})
+    m = hta_gpu_time_metrics(gpu)
+    assert hta_gpu_time_metrics(gpu.iloc[[1, 0, 2]]) == m and hta_gpu_time_metrics(gpu.iloc[[2, 1, 0]]) == m
+    assert m["idle_ms"] * 1e3 == pytest.approx(4.0) and m["kernel_span_ms"] * 1e3 == pytest.approx(20.0)

@@ -18,8 +18,9 @@ Sources and definitions:
   is larger by the call's duration. Per rank the median, p90 and largest. Host-bound idle: per rank and stream the
   kernels in start order, the gap before each kernel = its start - the previous kernel's end on that stream; the gap
   is host-bound when the launch call started after the previous kernel ended (the stream had drained: the device
-  waited for the host), HTA's ``host_wait`` rule of ``get_idle_time_breakdown`` (§1.5). Share = host-bound gaps /
-  all gaps, summed over the rank's streams.
+  waited for the host), HTA's ``host_wait`` rule of ``get_idle_time_breakdown`` (§1.5). Kernels that start together
+  on a stream: the gap before them is host-bound when the earliest of their launches came after the drain (HTA takes
+  them in its sort's order). Share = host-bound gaps / all gaps, summed over the rank's streams.
 * All-to-all balance (table ``comm_ops``, ``op_type == "alltoall"`` with ``size_mb``): per rank and step the bytes
   sent by all-to-all ops; per step the imbalance = max over ranks / mean over ranks (1 = balanced); the run's
   imbalance is the largest of its steps. The peer is msprof-analyze's ``ep_load_balance`` recipe (expert-parallel
@@ -187,11 +188,13 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
         texts = [str(u) for u in s_uniq]
         lex = np.empty(len(texts), dtype=np.int64)
         lex[sorted(range(len(texts)), key=texts.__getitem__)] = np.arange(len(texts))
-        order = np.lexsort((tasks["start_ms"].to_numpy(float), lex[s_code], tasks["rank"].to_numpy()))
+        order = np.lexsort((-tasks["delay_ms"].to_numpy(float), tasks["start_ms"].to_numpy(float), lex[s_code],
+                            tasks["rank"].to_numpy()))
         g = tasks.take(order).reset_index(drop=True)
         s_code, streams = s_code[order], len(texts)
     else:  # texts (device_ops) or values as given: rows by rank, stream and start
-        g = tasks.sort_values(["rank", "stream", "start_ms"], kind="stable").reset_index(drop=True)
+        g = tasks.sort_values(["rank", "stream", "start_ms", "delay_ms"], ascending=[True, True, True, False],
+                              kind="stable").reset_index(drop=True)
         s_code, s_uniq = pd.factorize(g["stream"].to_numpy(dtype=object))
         streams = len(s_uniq)
     start, end, delay = (g[c].to_numpy(float) for c in ("start_ms", "end_ms", "delay_ms"))
@@ -202,6 +205,8 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     unknown = s_code < 0
     if unknown.any():
         key[unknown] = -1 - np.arange(int(unknown.sum()), dtype=np.int64)
+    # tasks that start together on a stream: the one launched first (the longest delay) first, so the gap before them
+    # is host-bound when even that launch came after the stream drained, whatever the order the trace lists them in
     # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
     prev = pd.Series(end).groupby(key).cummax().groupby(key).shift(1).to_numpy()
     has = ~np.isnan(prev)
