@@ -913,7 +913,7 @@ def _ms(t: dict, t0: int, keep: list[str] | None = None) -> pd.DataFrame:
 
 def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
     """Every rank's decoded tables (exact int ns) -> run-model tables in ms relative to the run origin ``t0``,
-    rows in rank order (each rank's rows in the decoder's order)."""
+    rows in rank order (each rank's rows in the decoder's order; ``gpu_ops`` in time order within a rank)."""
     out = {}
     # the tables in the order a rank-by-rank pass first meets them (as the former per-rank conversion did);
     # taken before _stacked, which hands each decoded table over to the run (and drops it from the decoded trace)
@@ -937,6 +937,12 @@ def _run_tables(by_rank: dict, t0: int) -> dict[str, pd.DataFrame]:
                 t["launch_ts_ns"] = np.full(row_count(t), NO_LAUNCH, dtype=np.int64)
     g = _stacked(by_rank, "gpu_ops")
     if g is not None:
+        # each rank's device ops in time order (start, then end; stable), not the writer's (by stream, by kind): the
+        # device timeline is in this order (timeline.build), so it shares these arrays instead of a sorted copy
+        order = np.lexsort((g["ts_ns"] + g["dur_ns"], g["ts_ns"], g["rank"]))
+        if not (order == np.arange(len(order))).all():
+            g = {k: v[order] for k, v in g.items()}
+        del order
         # ts_ns/dur_ns: the file's exact times on its own clock, for HTA's whole-µs convention (intervals.py)
         out["gpu_ops"] = pd.DataFrame({"rank": g["rank"], "name": g["name"], "kind": g["kind"],
                                        "stream": g["stream"], "start_ms": rel_ms(g["ts_ns"], t0),
