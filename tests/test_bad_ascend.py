@@ -855,3 +855,70 @@ def test_a_key_twice_is_refused_by_the_fast_path_too(run, fname):
     with pytest.raises(InputError) as exc:
         parse(parser, path)
     assert "appears twice in one object" in exc.value.problem and op[:20] in exc.value.problem
+
+
+def _csv_both_ways(path, want, monkeypatch):
+    """(cols, lines, rejects, header) or the InputError text of ``ascend.Csv`` on ``path``: by its plain-file path
+    where it applies, and by csv.reader alone (the plain path switched off)."""
+    def read():
+        rejects = ascend.Rejects()
+        try:
+            t = ascend.Csv(path, rejects, want)
+        except InputError as exc:
+            return str(exc)
+        return t.cols, t.lines, t.header, t.bad.tolist(), {k: [v[0], list(v[1])] for k, v in rejects.kinds.items()}
+
+    fast = read()
+    with monkeypatch.context() as m:
+        m.setattr(ascend.Csv, "_read_plain", lambda self, want, ends_nl: False)
+        slow = read()
+    return fast, slow
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_csv_read_without_a_step_per_row_is_the_csv_module_read(tmp_path, monkeypatch, seed):
+    """Csv reads a plain file (no quote, CR or NUL, every line the header's field count) by splitting its lines,
+    in blocks; anything else by csv.reader. Both give the same cells, line numbers and refusals on random files
+    with the damage real exports have (short and long rows, a repeated header, blank lines, quotes, CRLF, a BOM, a
+    cut last line, non-ASCII and undecodable bytes), and across block boundaries (a small block here)."""
+    import random
+
+    monkeypatch.setattr(ascend, "PLAIN_BLOCK", 64)
+    took = []
+    real = ascend.Csv._read_plain
+    monkeypatch.setattr(ascend.Csv, "_read_plain", lambda self, *a: took.append(real(self, *a)) or took[-1])
+    rng = random.Random(seed)
+    header = ["Name", "Type", "Start Time(us)", "Duration(us)", "Extra"]
+    cells = ["a", "b c", "1.5", "-2", "", "1e308", "ü", "x" * 70, " 7 ", "nan", "N/A"]
+    for case in range(40):
+        rows = [",".join(rng.choice(cells) for _ in header) for _ in range(rng.randrange(0, 30))]
+        damage = rng.choice(["none", "none", "none", "short", "long", "header", "blank", "quote", "crlf", "bom",
+                             "cut", "bytes", "one column"])
+        lines = [",".join(header), *rows]
+        if damage == "short" and rows:
+            lines[rng.randrange(1, len(lines))] = "a,b"
+        elif damage == "long" and rows:
+            lines[rng.randrange(1, len(lines))] += ",extra"
+        elif damage == "header" and rows:
+            lines.insert(rng.randrange(1, len(lines)), lines[0])
+        elif damage == "blank":
+            lines.insert(rng.randrange(0, len(lines) + 1), "")
+        elif damage == "quote" and rows:
+            lines[-1] = '"a,b",' + lines[-1].split(",", 1)[1]
+        elif damage == "one column":
+            lines = ["Name", *(r.split(",")[0] for r in rows)]
+        text = ("\r\n" if damage == "crlf" else "\n").join(lines) + ("" if damage == "cut" else "\n")
+        data = text.encode()
+        if damage == "bom":
+            data = b"\xef\xbb\xbf" + data
+        elif damage == "bytes":
+            data = data[:-1] + b"\xff\n"  # the last cell not UTF-8
+        p = tmp_path / f"{seed}-{case}.csv"
+        p.write_bytes(data)
+        for want in (None, {"Name", "Duration(us)", "Extra"}, {"Type"}):
+            fast, slow = _csv_both_ways(p, want, monkeypatch)
+            assert fast == slow, (damage, want)
+        if damage in ("none", "cut", "bom"):
+            assert took[-3:] == [True] * 3  # the plain path read them (a line over the block size too)
+        elif damage in ("short", "long", "header", "quote", "crlf", "bytes", "one column") and len(lines) > 1:
+            assert not any(took[-3:])

@@ -49,6 +49,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Callable
@@ -101,6 +102,10 @@ def _json_type(value) -> str:
         type(value), "a number")
 
 
+#: :meth:`Csv._read_plain` reads this many bytes at a time (then up to the last line end in them)
+PLAIN_BLOCK = 4 << 20
+
+
 class Csv:
     """A CSV read strictly and in one pass: the header and the used columns of the rows that have as many fields
     as the header, each with its line number.
@@ -133,6 +138,9 @@ class Csv:
         self.lines: list[int] = []
         self._at = 0  # the last line read
         try:
+            if max_rows is None and self._read_plain(want, ends_nl):
+                self.bad = np.zeros(len(self.lines), dtype=bool)
+                return
             with open_input(self.path, "r", encoding="utf-8-sig", newline="") as fh:
                 self._read(csv.reader(fh), want, max_rows, ends_nl)
         except UnicodeDecodeError:
@@ -140,6 +148,81 @@ class Csv:
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
         self.bad = np.zeros(len(self.lines), dtype=bool)
+
+    def _read_plain(self, want, ends_nl: bool) -> bool:
+        """The whole file read as :meth:`_read` reads it, without a Python step per row, when it is plain: UTF-8 with
+        the header on its first line, every line ``\\n``-terminated (the last one may not be) with the header's
+        field count, no quote, carriage return or NUL, no blank line, no line longer than the csv module's field
+        limit, no row that repeats the header. Then csv.reader's row is ``line.split(",")`` and nothing is refused
+        but a cut last cell, as :meth:`_read` refuses it. False (nothing kept) for any other file: :meth:`_read`
+        reads it, rejects and their line numbers as always. Read in blocks of whole lines (:data:`PLAIN_BLOCK`),
+        so a big file is never held whole, only the used cells, as :meth:`_read` holds them."""
+        limit = csv.field_size_limit()
+        cols: list[list[str]] | None = None
+        header_line = ""
+        rows = 0
+        with open_input(self.path, "rb") as fh:
+            rest = b""
+            first = True
+            while True:
+                chunk = fh.read(PLAIN_BLOCK)
+                if chunk:  # the whole lines read so far; the rest waits for its line end
+                    block = rest + chunk
+                    cut = block.rfind(b"\n") + 1
+                    if cut == 0:
+                        if len(block) > limit:
+                            return False
+                        rest = block
+                        continue
+                    block, rest = block[:cut], block[cut:]
+                elif rest:  # the last line, without a line end
+                    block, rest = rest, b""
+                else:
+                    break
+                if b'"' in block or b"\r" in block or b"\x00" in block:
+                    return False
+                try:
+                    text = block.decode("utf-8-sig" if first else "utf-8")
+                except UnicodeDecodeError:
+                    return False
+                lines = text.split("\n")
+                if lines[-1] == "":
+                    lines.pop()  # (the block ends a line)
+                if not lines or max(map(len, lines)) > limit:
+                    return False
+                if first:
+                    first = False
+                    header_line = lines[0]
+                    raw_header = header_line.split(",")
+                    header = [c.strip() for c in raw_header]
+                    n = len(header)
+                    used = [i for i, c in enumerate(header) if want is None or c in want]
+                    names = [header[i] for i in used]
+                    if n < 2 or not header_line.strip() or len(set(names)) < len(names):
+                        return False  # one column (a blank line is a row of it), an empty header, a used column twice
+                    cols = [[] for _ in used]
+                    lines = lines[1:]
+                    if not lines:
+                        continue
+                if header_line in lines or set(map(str.count, lines, repeat(","))) != {n - 1}:
+                    return False
+                cells = ",".join(lines).split(",")
+                for col, i in zip(cols, used):
+                    col.extend(cells[i::n])
+                rows += len(lines)
+        if cols is None:
+            return False  # empty: _read says so
+        self.header = header
+        self._at = rows + 1
+        self.lines = list(range(2, rows + 2))
+        if not ends_nl and rows and (n - 1) in used:  # the file was cut inside its last row's last cell, or after it
+            self.lines.pop()
+            for col in cols:
+                col.pop()
+            self.rejects.add(self.path, rows + 1, f"column '{header[-1]}'",
+                             "may be cut: the last line does not end in a newline (file truncated?)")
+        self.cols = dict(zip(names, cols))
+        return True
 
     def _read(self, reader, want, max_rows, ends_nl) -> None:
         for row in reader:
