@@ -1477,7 +1477,7 @@ def memory_samples(run: Run) -> pd.DataFrame | None:
     mr = run.table("memory_record")
     if mr is not None and mr["reserved_mb"].notna().any():
         mr = mr[mr["reserved_mb"].notna() & mr["rank"].notna()].reset_index(drop=True)
-        chosen = (mr["component"].astype(str).str.upper() == "APP").to_numpy().copy()
+        chosen = _upper(mr["component"]) == "APP"
         has_app = pd.Series(chosen).groupby(mr["rank"].to_numpy()).transform("any").to_numpy()
         series = text_where(chosen, "APP reserved (process level)", None).astype(object, copy=False)
         for _rank, g in mr[~has_app].groupby("rank"):
@@ -1503,6 +1503,13 @@ def memory_samples(run: Run) -> pd.DataFrame | None:
                          "reserved_mb": tot["reserved_mb"], "active_mb": np.nan, "capacity_mb": np.nan})
 
 
+def _upper(values: pd.Series) -> np.ndarray:
+    """The upper-case text of each value (a missing one: "NAN"), computed once per distinct value (a component name
+    repeats on every sample of memory_record.csv: ~10 ms a rank per row)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return np.array([str(u).upper() for u in uniques], dtype=object)[codes]
+
+
 #: the framework allocator's component of memory_record.csv, first present wins (research/ascend-profiler-output-and-
 #: msprof-analyze.md §2.7: PTA = torch_npu's caching allocator, GE = the graph engine, PTA+GE = both together)
 ALLOCATOR_COMPONENTS = ("PTA+GE", "PTA", "GE", "MINDSPORE", "MS")
@@ -1516,7 +1523,7 @@ def allocator_rows(mr: pd.DataFrame) -> pd.DataFrame | None:
     never a peak candidate (the peak stays the APP rule of :func:`memory_samples`)."""
     if mr.empty or mr["allocated_mb"].isna().all():
         return None
-    comp = mr["component"].astype(str).str.upper()
+    comp = pd.Series(_upper(mr["component"]), index=mr.index)
     has = mr["allocated_mb"].notna()
     parts = []
     for rank, g in mr[has].groupby("rank"):
