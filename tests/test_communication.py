@@ -482,7 +482,8 @@ def test_the_sections_ops_and_sizes_are_the_runs_comm_ops_arrays():
 def test_collective_instances_do_not_depend_on_the_order_of_ops_that_start_together():
     """The n-th op of a group and type on each rank is one instance, its transit the shortest of them. Two all-reduces
     of one group that start together on a rank (two streams) were numbered in the trace's order, so their transits
-    and waits moved with it; the shorter now comes first, whatever the order the rows are listed in."""
+    and waits moved with it; now by the communicator's sequence number, then the stream (tid), then the duration,
+    whatever the order the rows are listed in."""
     import pandas as pd
 
     from reportgen.model import Run
@@ -500,3 +501,15 @@ def test_collective_instances_do_not_depend_on_the_order_of_ops_that_start_toget
         ops = kineto_ops(run)
         got.append(sorted(zip(ops["rank"], ops["elapse_ms"], ops["transit_ms"])))
     assert got[0] == got[1] == got[2] == [(0, 1.0, 1.0), (0, 3.0, 3.0), (1, 1.2, 1.0), (1, 3.5, 3.0)]
+    # the sequence number, where the trace writes it, pairs rank 0's long op with rank 1's short one; the stream
+    # (tid) where it does not
+    for extra, want in (({"seq": [5, 6, 5, 6]}, [(0, 1.0, 1.0), (0, 3.0, 1.2), (1, 1.2, 1.2), (1, 3.5, 1.0)]),
+                        ({"seq": -1, "tid": ["7", "10", "7", "10"]},
+                         [(0, 1.0, 1.0), (0, 3.0, 1.2), (1, 1.2, 1.2), (1, 3.5, 1.0)])):
+        got = []
+        for order in ([0, 1, 2, 3], [1, 0, 2, 3], [3, 2, 0, 1]):
+            run = Run(name="t", source_format="test", source_path="/x", ranks=[0, 1])
+            run.tables["collectives"] = coll.assign(**extra).iloc[order].reset_index(drop=True)
+            ops = kineto_ops(run)
+            got.append(sorted(zip(ops["rank"], ops["elapse_ms"], ops["transit_ms"])))
+        assert got[0] == got[1] == got[2] == want, extra

@@ -174,9 +174,11 @@ def kineto_ops(run) -> pd.DataFrame | None:
         sel["out_mb"] = math.nan
     key = sel["group_ranks"].where(sel["group_ranks"].astype(str) != "", sel.get("group_name", ""))
     sel["group"] = key.astype(str)
-    # the n-th op of a (group, type) on each rank is one instance: ops of a rank in start order, ops that start
-    # together the shorter first (so the numbers do not depend on the order the trace lists them in)
-    sel = sel.sort_values(["rank", "start_ms", "dur_ms"], kind="stable")
+    # the n-th op of a (group, type) on each rank is one instance: ops of a rank in start order; ops that start
+    # together by what names them alike on every rank (the communicator's sequence number, then the stream: tid),
+    # the duration last, so the numbers do not depend on the order the trace lists them in
+    ties = [c for c in ("seq", "tid") if c in sel]
+    sel = sel.sort_values(["rank", "start_ms", *ties, "dur_ms"], kind="stable")
     sel["n"] = sel.groupby(["rank", "group", "op_type"]).cumcount()
     inst = sel.groupby(["group", "op_type", "n"])["dur_ms"].agg(["min", "count"]).rename(
         columns={"min": "transit_ms", "count": "ranks_seen"})

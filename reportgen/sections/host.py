@@ -180,6 +180,9 @@ def launches(run: Run) -> pd.DataFrame | None:
 def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     """Per rank: tasks with a launch, median / p90 / max launch delay, idle, host-bound idle and its share (module
     doc) of ``tasks`` (:func:`launches`: rank, stream, start_ms, end_ms, delay_ms)."""
+    # rows by rank, stream and start; tasks that start together on a stream, the one launched first (the longest
+    # delay) first, so the gap before them is host-bound when even that launch came after the stream drained,
+    # whatever the order the trace lists them in
     dtype = tasks["stream"].dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # (numpy integers: none missing)
         # stream numbers (gpu_ops): ordered by their texts ("10" before "7") through the distinct values, and a
@@ -192,7 +195,7 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
                             tasks["rank"].to_numpy()))
         g = tasks.take(order).reset_index(drop=True)
         s_code, streams = s_code[order], len(texts)
-    else:  # texts (device_ops) or values as given: rows by rank, stream and start
+    else:  # texts (device_ops) or values as given
         g = tasks.sort_values(["rank", "stream", "start_ms", "delay_ms"], ascending=[True, True, True, False],
                               kind="stable").reset_index(drop=True)
         s_code, s_uniq = pd.factorize(g["stream"].to_numpy(dtype=object))
@@ -205,8 +208,6 @@ def launch_stats(tasks: pd.DataFrame) -> pd.DataFrame:
     unknown = s_code < 0
     if unknown.any():
         key[unknown] = -1 - np.arange(int(unknown.sum()), dtype=np.int64)
-    # tasks that start together on a stream: the one launched first (the longest delay) first, so the gap before them
-    # is host-bound when even that launch came after the stream drained, whatever the order the trace lists them in
     # the latest end so far on the stream before each task (a task that ends inside a longer one leaves no gap)
     prev = pd.Series(end).groupby(key).cummax().groupby(key).shift(1).to_numpy()
     has = ~np.isnan(prev)
