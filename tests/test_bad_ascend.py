@@ -930,8 +930,11 @@ def test_a_csv_read_without_a_step_per_row_is_the_csv_module_read(tmp_path, monk
 
 def test_a_header_cell_over_the_field_limit_is_named(tmp_path, monkeypatch):
     """A header cell longer than the csv module's field limit was an internal error (csv.Error out of the header
-    read); it is the file's one-line refusal, by either read."""
+    read); it is the file's one-line refusal, by either read, naming the header's line."""
     p = tmp_path / "kernel_details.csv"
     p.write_text("x" * (csv.field_size_limit() + 10) + ",Duration(us)\n1,2\n")
     fast, slow = _csv_both_ways(p, None, monkeypatch)
-    assert fast == slow and "line 1: a header cell longer than" in fast
+    assert fast == slow and "line 1: the header row cannot be read (field larger than field limit" in fast
+    p.write_text("\n\n" + p.read_text())  # after two blank lines
+    fast, slow = _csv_both_ways(p, None, monkeypatch)
+    assert fast == slow and "line 3: the header row cannot be read" in fast

@@ -219,9 +219,11 @@ def test_shuffling_a_traces_device_events_changes_no_number(tmp_path, name):
 
 def test_device_ops_that_start_together_in_another_order_change_no_number():
     """The read puts each rank's device ops in time order (start, then end), so the shuffle above cannot tell whether
-    the rules that read them order the ops that start together themselves (collective instances, the host-bound gap,
-    HTA's merge): here each group of ops with one rank and start is reversed after the read, and the metrics are the
-    same (the fixture has five such groups: communication kernels of two streams)."""
+    what reads them depends on the order of ops that start together: here each group of ops with one rank and start
+    is reversed after the read, and the metrics are the same. The fixture's ties are kernels of two streams (one rank,
+    no collective args): this covers the tables listed from them (the communication ops: their order moved on
+    51eb04b) and what spans streams; the rules within one stream or group have their own tests (test_host,
+    test_communication, test_intervals)."""
     import numpy as np
 
     from reportgen.cli import section_options

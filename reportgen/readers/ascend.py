@@ -235,9 +235,8 @@ class Csv:
                     break
             else:
                 raise InputError(self.path, "empty file")
-        except csv.Error:  # a header cell over the field limit
-            raise InputError(self.path, f"line {reader.line_num}: a header cell longer than {csv.field_size_limit()} "
-                                        "characters (not a CSV header)") from None
+        except csv.Error as exc:  # a header cell over the field limit (or a NUL, with Python 3.10's csv)
+            raise InputError(self.path, f"line {self._at + 1}: the header row cannot be read ({exc})") from None
         raw_header, first = row, row[0]
         header = [c.strip() for c in row]
         used = [i for i, c in enumerate(header) if want is None or c in want]

@@ -175,8 +175,9 @@ def kineto_ops(run) -> pd.DataFrame | None:
     key = sel["group_ranks"].where(sel["group_ranks"].astype(str) != "", sel.get("group_name", ""))
     sel["group"] = key.astype(str)
     # the n-th op of a (group, type) on each rank is one instance: ops of a rank in start order; ops that start
-    # together by what names them alike on every rank (the communicator's sequence number, then the stream: tid),
-    # the duration last, so the numbers do not depend on the order the trace lists them in
+    # together by the communicator's sequence number, then tid (a kernel's stream, the same on every rank in the
+    # usual set-up; a CPU span's thread), the duration last, so the numbers do not depend on the order the trace
+    # lists them in
     ties = [c for c in ("seq", "tid") if c in sel]
     sel = sel.sort_values(["rank", "start_ms", *ties, "dur_ms"], kind="stable")
     sel["n"] = sel.groupby(["rank", "group", "op_type"]).cumcount()
