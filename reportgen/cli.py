@@ -487,7 +487,13 @@ def _handling_interrupts(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with _interrupts():
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except KeyboardInterrupt as exc:  # before the command handles it: while its arguments (and with them
+                # pandas) load; the commands handle it themselves from before their first output is written
+                with contextlib.suppress(OSError, ValueError):
+                    print("reportgen: interrupted; nothing written", file=sys.stderr, flush=True)
+                return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     return wrapper
 
 
@@ -527,6 +533,7 @@ def reduce_main(argv: list[str]) -> int:
 
     args = _reduce_parser().parse_args(argv)
     progress = Progress(enabled=not args.quiet)
+    written: list[str] = []
 
     def say(text: str) -> None:
         progress.close()
@@ -545,11 +552,16 @@ def reduce_main(argv: list[str]) -> int:
         n, size = write_reduced(args.output, args.inputs, fmt=args.fmt, jobs=args.jobs,
                                 comm_patterns=tuple(args.comm_pattern), ranks=args.ranks,
                                 progress=lambda d, t: progress.update("reducing", d, t))
+        written.append(args.output)
+        progress.close()
+        if not args.quiet:
+            say(f"wrote {args.output} ({n} unit{'s' if n != 1 else ''}, {size:,} bytes)")
+        return EXIT_OK
     except InputError as exc:
         say(str(exc))
         return EXIT_INPUT
     except KeyboardInterrupt as exc:
-        say("interrupted; nothing written")
+        say(f"interrupted; {_written([args.output], written)}")
         return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except OSError as exc:
         say(f"{args.output}: could not write: {_os_problem(exc)}")
@@ -560,10 +572,6 @@ def reduce_main(argv: list[str]) -> int:
             traceback.print_exc()
         say(f"internal error: {type(exc).__name__}: {exc} (nothing written; rerun with --debug for the traceback)")
         return EXIT_FAILURE
-    progress.close()
-    if not args.quiet:
-        say(f"wrote {args.output} ({n} unit{'s' if n != 1 else ''}, {size:,} bytes)")
-    return EXIT_OK
 
 
 def entry() -> None:
@@ -645,6 +653,15 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             path = next((p for p in outputs if p not in written), outputs[-1])
             raise InputError(path, f"could not write: {_os_problem(exc)}; {_written(outputs, written)}") from None
+        progress.close()
+        if failed:
+            for reason in failed:
+                say(f"fail-on: {reason}")
+            return EXIT_FAIL_ON
+        if not args.quiet:
+            n = len(doc["findings"])
+            say(f"wrote {' and '.join(outputs)} ({n} finding{'s' if n != 1 else ''})")
+        return EXIT_OK
     except InputError as exc:
         say(str(exc))
         return EXIT_INPUT
@@ -658,15 +675,6 @@ def main(argv: list[str] | None = None) -> int:
         say(f"internal error: {type(exc).__name__}: {exc} ({_written(outputs, written)}; rerun with --debug "
             f"for the traceback)")
         return EXIT_FAILURE
-    progress.close()
-    if failed:
-        for reason in failed:
-            say(f"fail-on: {reason}")
-        return EXIT_FAIL_ON
-    if not args.quiet:
-        n = len(doc["findings"])
-        say(f"wrote {' and '.join(outputs)} ({n} finding{'s' if n != 1 else ''})")
-    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

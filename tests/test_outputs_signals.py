@@ -328,6 +328,25 @@ def test_interrupt_while_rendering_keeps_the_previous_report(sig, code, run, out
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # main() restores the handlers
 
 
+@pytest.mark.parametrize("command", ["report", "reduce"])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_while_the_arguments_load_is_one_line(command, sig, code, run, out, capsys, monkeypatch,
+                                                        ctrl_c_raises):
+    """A Ctrl-C in the first half second, while the argument parser loads the formats and with them pandas, was a
+    traceback and exit 1 (found by signalling a real run at random times): the one line and 130 / 143, as later."""
+    def parser():
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the handler raises at once; never reached
+
+    monkeypatch.setattr(cli, "_reduce_parser" if command == "reduce" else "_parser", parser)
+    html, js = _previous(out)
+    argv = ["reduce", str(run), "-o", str(out / "x.reduced")] if command == "reduce" else \
+        [str(run), "-o", str(html), "--json", str(js)]
+    assert cli.main(argv) == code
+    assert capsys.readouterr().err == "reportgen: interrupted; nothing written\n"
+    assert html.read_bytes() == PREVIOUS and sorted(os.listdir(out)) == ["m.json", "r.html"]
+
+
 def test_an_ignored_ctrl_c_stays_ignored(run, out, capsys, monkeypatch):
     """A launcher that ignores SIGINT (a background job of a script, nohup-like tools) keeps it ignored: a Ctrl-C
     meant for the terminal's foreground job does not stop the report, which is written as usual."""
