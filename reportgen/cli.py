@@ -587,14 +587,19 @@ def _exit_now(code) -> None:
     first: the atexit handlers (logging's flush, multiprocessing's and Dask's shutdown, weakref finalizers) and
     stdout and stderr flushed (a flush that fails for want of space: exit code 120, as the interpreter's own exit).
     While a thread that is not a daemon still runs, the interpreter waits for it as usual (daemon threads, as the
-    progress heartbeat, end with the process either way)."""
+    progress heartbeat, end with the process either way), except after an interrupt (130, 143, 129): then only the
+    streams are flushed, and nothing can keep the process once it said "interrupted"."""
     code = code if isinstance(code, int) else (0 if code is None else 1)
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+    interrupted = code in {128 + getattr(signal, s, 0) for s in ("SIGINT", "SIGTERM", "SIGHUP")} - {128}
+    if not interrupted and any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                               if t is not threading.current_thread()):
         sys.exit(code)
     import atexit
 
     try:
-        atexit._run_exitfuncs()
+        if not interrupted:  # an interrupted run stopped its workers and settled its outputs: nothing is waited for
+            # (a process pool's manager thread or queue feeder that did not end would hold an orderly exit for ever)
+            atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

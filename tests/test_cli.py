@@ -8,6 +8,7 @@ import re
 import os
 import shutil
 import subprocess
+import textwrap
 import sys
 
 import pytest
@@ -215,6 +216,22 @@ from reportgen.cli import entry
 entry()
 print("not reached")
 """
+
+
+def test_an_interrupted_command_ends_whatever_thread_still_runs(tmp_path):
+    """After "interrupted" (exit 130 / 143) the process ends at once: a thread that is not a daemon and never ends (as
+    a process pool's manager thread whose pipe never closed: the interpreter joins it at exit) does not hold it."""
+    script = textwrap.dedent("""
+        import sys, threading, time
+        print("buffered", end="")
+        threading.Thread(target=time.sleep, args=(3600,)).start()
+        from reportgen import cli
+        cli.main = lambda: 130
+        cli.entry()
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 130 and p.stdout == "buffered", p.stderr
 
 
 @pytest.mark.parametrize("mode", ["alone", "thread", "stdout-full"])
