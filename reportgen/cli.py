@@ -590,7 +590,7 @@ def _exit_now(code) -> None:
     progress heartbeat, end with the process either way), except after an interrupt (130, 143, 129): then only the
     streams are flushed, and nothing can keep the process once it said "interrupted"."""
     code = code if isinstance(code, int) else (0 if code is None else 1)
-    interrupted = code in {128 + getattr(signal, s, 0) for s in ("SIGINT", "SIGTERM", "SIGHUP")} - {128}
+    interrupted = code in {128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + getattr(signal, "SIGHUP", signal.SIGINT)}
     if not interrupted and any(t.is_alive() and not t.daemon for t in threading.enumerate()
                                if t is not threading.current_thread()):
         sys.exit(code)
