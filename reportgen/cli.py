@@ -577,7 +577,16 @@ def reduce_main(argv: list[str]) -> int:
 def entry() -> None:
     """The ``reportgen`` command (the console script and ``python -m reportgen``): :func:`main`, then the process ends
     at once (:func:`_exit_now`). :func:`main` itself returns, for callers in a process of their own (the tests)."""
+    one_blas_thread()
     _exit_now(main())
+
+
+def one_blas_thread() -> None:
+    """numpy's OpenBLAS to one thread unless the user chose (``OPENBLAS_NUM_THREADS``), set before numpy is imported.
+    No report calls BLAS (no matrix product, no linear algebra), yet at import OpenBLAS starts a thread per core that
+    spins while the import goes on: 0.11 CPU-s of ``import numpy``'s 0.24 on two cores, ~0.25 CPU-s of a 2-rank
+    report's 2.4 (bench/README, stop 57), taken from the core the run's second process works on."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _exit_now(code) -> None:

@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 # every Vega-Lite spec made during the tests is validated against the schema (reportgen/charts.py)
 os.environ.setdefault("REPORTGEN_VALIDATE_SPECS", "1")
+# numpy's OpenBLAS on one thread in the test processes and every command they start, as the reportgen command does
+# (cli.one_blas_thread): its threads spin at import, ~0.1-0.25 CPU-s a process on two cores
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def shared_root() -> Path:

@@ -259,3 +259,26 @@ def test_the_command_ends_without_tearing_the_interpreter_down(tmp_path, mode):
     assert re.search(r"^reportgen: .*missing", p.stderr, re.M), p.stderr
     assert ("thread done" in p.stdout) == (mode == "thread")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("user", [None, "4"])
+def test_the_command_runs_numpys_blas_on_one_thread_unless_the_user_chose(monkeypatch, user):
+    """cli.entry sets OPENBLAS_NUM_THREADS=1 before main imports numpy (no report uses BLAS; its threads spin at import
+    on the core the run's second process needs), and keeps a value the user set."""
+    if user is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", user)
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get("OPENBLAS_NUM_THREADS")) or 0)
+    monkeypatch.setattr(cli, "_exit_now", lambda code: seen.append(code))
+    cli.entry()
+    assert seen == [user or "1", 0]
+
+
+def test_the_command_module_loads_no_numpy_before_the_entry():
+    """numpy reads OPENBLAS_NUM_THREADS when it is first imported: importing the command's module must not import it."""
+    code = "import sys, reportgen.cli; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "False", out.stderr
