@@ -458,3 +458,55 @@ def test_the_operator_rows_are_released_once_their_readers_are_analysed():
     readers = {str(f.relative_to(root)) for f in root.rglob("*.py")
                if re.search(r"\bop_rows\(", f.read_text(encoding="utf-8")) and f.name != "opstats.py"}
     assert readers == {"sections/drilldown.py", "sections/operators.py"}
+
+
+@pytest.fixture
+def present_sections(fake_sections, monkeypatch, tmp_path):
+    """The fake sections, each present logging ``<section>> <pid>`` as it starts and ``<section> <pid>`` once done
+    to a file; a section named in ``waits`` waits (at most 30 s) before drawing until the log holds the entry named
+    there (either process). b and c (the second process's) are offered in that order."""
+    import os
+    import time
+
+    mods = {sid: sections.load(sid) for sid in "abcd"}
+    log = tmp_path / "presented"
+    waits: dict[str, str] = {}
+
+    def note(text: str) -> None:
+        with open(log, "a") as fh:
+            fh.write(text + "\n")
+
+    for sid in "abcd":
+        def present(analysis, _orig=mods[sid].present, _sid=sid):
+            note(f"{_sid}> {os.getpid()}")
+            if _sid in waits:
+                until = time.monotonic() + 30
+                while f"\n{waits[_sid]} " not in "\n" + log.read_text() and time.monotonic() < until:
+                    time.sleep(0.005)
+            try:
+                return _orig(analysis)
+            finally:
+                note(f"{_sid} {os.getpid()}")
+
+        mods[sid].present = present
+    monkeypatch.setattr(sections, "PRESENT_FIRST", ())
+    return waits, log
+
+
+@pytest.mark.parametrize("waits,here", [({"a": "c"}, {"a", "d"}), ({"a": "b>", "b": "c"}, {"a", "c", "d"})],
+                         ids=["first-busy", "second-busy"])
+def test_the_second_processs_sections_are_presented_by_the_process_free_first(present_sections, waits, here):
+    """The second process offers the sections it analysed for presenting, one at a time; this process takes what
+    is left once it has presented its own (a, then d, analysed after both): while this one draws a, the second draws
+    b and c; while the second draws b, this one draws c (refocused here). The report is the one a single process
+    gives."""
+    import os
+
+    wait, log = present_sections
+    serial = _run_fake(1)
+    log.unlink()
+    wait.update(waits)
+    assert _run_fake(2) == serial
+    drawn = dict(line.split() for line in log.read_text().splitlines() if ">" not in line)
+    assert set(drawn) == set("abcd")
+    assert {sid for sid, pid in drawn.items() if int(pid) == os.getpid()} == here

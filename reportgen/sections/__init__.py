@@ -151,6 +151,13 @@ SECOND_PROCESS = ("trajectory", "memory", "flops", "execution")
 #: place. tests/test_sections_parallel.py checks that it does not on every family and on broken inputs of the tables
 #: operators reads.
 EITHER_PROCESS = ("operators",)
+#: The second process's sections in the order they are offered for presenting, when there are two: each process takes
+#: the next one when it is free (:class:`_Claims`), the second as soon as the page's focus is known, this one once it
+#: has presented its own sections. ``execution`` (the drill-down and the Marey view: 40-60 % of the presenting on
+#: 2-8-rank runs) first, so what is left to share out is small pieces; then report order. Presented by the second
+#: process alone, its sections kept this one waiting 50-110 ms of a 2-rank report's ~1.5 s (trace_filter; shared:
+#: the sections' wall 537 -> 507 ms, median of 30 alternations; where this one's own take longer, nothing changes).
+PRESENT_FIRST = ("execution",)
 #: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
 #: the second process's copy-on-write pages and working set raised the peak memory of a generated 1024-rank run of
 #: GPU traces from 1.94 to 2.67 GB (PSS of the process tree, x1.37) for 0.72x the wall time, while memory at 4096
@@ -163,7 +170,8 @@ AFTER_BOTH = ("advisor",)
 #: operator rows: 28 MiB of their own at 1,024 ranks, the rest the device ops' arrays) were held through host and the
 #: advisor, where a large run's memory peaks (a string here: importing opstats would bring pandas into every start-up)
 RELEASE_AFTER = {"_opstats_cache": ("execution", "operators")}
-#: what the second process analyses: (run, options, ids, claims), set just before the fork and inherited by it
+#: what the second process analyses: (run, options, ids, claims, present claims), set just before the fork and
+#: inherited by it
 _FORKED: tuple | None = None
 
 
@@ -185,7 +193,8 @@ def run_sections(run: Run, options: Options | None = None,
 
     ``jobs`` > 1 (and every section asked for, on a system that forks): the sections of :data:`SECOND_PROCESS`
     are analysed in a forked process while this one analyses the others (:func:`_two_processes`), those of
-    :data:`EITHER_PROCESS` by the process done first with its own; a section's
+    :data:`EITHER_PROCESS` by the process done first with its own, and the second process's sections presented by
+    whichever process is free (:data:`PRESENT_FIRST`); a section's
     ``finish`` (what it reads of the other process's sections) runs once both are done, then :data:`AFTER_BOTH`;
     the outcome, data problems included, is the one a single process gives (tests/test_sections_parallel.py)."""
     options = options or Options()
@@ -275,26 +284,32 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
                                       _default_step(run, options))
     spans.append(((1, 0), first, len(run.problems)))
     presented: dict[int, tuple] = {}
+
+    def present(i: int) -> None:
+        first = len(run.problems)
+        presented[i] = _present_one(run, options, outcomes[i], modules[outcomes[i].id], page_focus)
+        spans.append(((2, i), first, len(run.problems)))
+
     there = second.present(page_focus) if second is not None and got is not None else None
-    theirs = set(got) if there is not None else set()  # the sections the second process analysed: it presents them
+    theirs = set(got) if there is not None else set()  # the sections the second process analysed: it offers them
+    at = {o.id: i for i, o in enumerate(outcomes)}
     for i, o in enumerate(outcomes):
         if o.status != "ok" or o.id == "advisor" or o.id in theirs:
             continue
-        first = len(run.problems)
-        presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
-        spans.append(((2, i), first, len(run.problems)))
+        present(i)
     if there is not None:
+        for sid in there.claim_presents():  # those of its sections the second process has not taken yet
+            if sid in theirs and outcomes[at[sid]].status == "ok":
+                present(at[sid])
         views = second.result()  # {"views": {sid: (result, problems)}, ...} or None: present them here
         if views is not None:
             unlisted += views["unlisted"]
             views = views["views"]
         for i, o in enumerate(outcomes):
-            if o.status != "ok" or o.id not in theirs:
+            if o.status != "ok" or o.id not in theirs or i in presented:
                 continue
-            if views is None:
-                first = len(run.problems)
-                presented[i] = _present_one(run, options, o, modules[o.id], page_focus)
-                spans.append(((2, i), first, len(run.problems)))
+            if views is None or o.id not in views:
+                present(i)
             else:
                 presented[i], problems = views[o.id]
                 shipped.extend(((2, i), p) for p in problems)
@@ -386,21 +401,24 @@ def _two_processes(run: Run, options: Options, ids: list[str], jobs: int):
     from .. import workers
 
     either = [s for s in ids if s in EITHER_PROCESS]
-    pool = claims = None
+    theirs = [s for s in ids if s in SECOND_PROCESS or s in EITHER_PROCESS]
+    pool = claims = presents = None
     try:
         claims = _Claims(either)
-        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS], claims)
+        presents = _Claims([s for s in PRESENT_FIRST if s in theirs] + [s for s in theirs if s not in PRESENT_FIRST])
+        _FORKED = (run, options, [s for s in ids if s in SECOND_PROCESS], claims, presents)
         pool = workers.pool(1)
         executor = pool.__enter__()
         future = executor.submit(_second_process)
         _hand_over()
-        return _Second(pool, executor, future, claims)
+        return _Second(pool, executor, future, claims, presents)
     except BaseException as exc:  # no fork (ENOMEM, a process limit): one process; Ctrl-C: the worker stopped first
         if pool is not None:
             with contextlib.suppress(Exception):
                 pool.__exit__(type(exc), exc, exc.__traceback__)
-        if claims is not None:
-            claims.close()
+        for c in (claims, presents):
+            if c is not None:
+                c.close()
         if not isinstance(exc, Exception):
             raise
         log.debug("no second process", exc_info=True)
@@ -471,8 +489,8 @@ class _Second:
     """The second process: the result of its analyses, then (:meth:`present`) of its presents; the pool is closed
     after the last one, after a failure (None: this process does the work), or by :meth:`stop`."""
 
-    def __init__(self, pool, executor, future, claims: _Claims):
-        self.pool, self.executor, self.future, self.claims = pool, executor, future, claims
+    def __init__(self, pool, executor, future, claims: _Claims, presents: _Claims):
+        self.pool, self.executor, self.future, self.claims, self.presents = pool, executor, future, claims, presents
         self.open, self.last = True, False
 
     def claim_all(self) -> list[str]:
@@ -482,6 +500,15 @@ class _Second:
         while (sid := self.claims.take()) is not None:
             out.append(sid)
         self.claims.close()
+        return out
+
+    def claim_presents(self) -> list[str]:
+        """The sections the second process offers for presenting (:data:`PRESENT_FIRST`) that it has not taken, now
+        this one's: all that are left, once this process has presented its own."""
+        out = []
+        while (sid := self.presents.take()) is not None:
+            out.append(sid)
+        self.presents.close()
         return out
 
     def result(self):
@@ -510,12 +537,14 @@ class _Second:
 
     def close(self) -> None:
         self.claims.close()
+        self.presents.close()
         if self.open:
             self.open = False
             self.pool.__exit__(None, None, None)
 
     def stop(self, exc: BaseException) -> None:
         self.claims.close()
+        self.presents.close()
         if self.open:
             self.open = False
             self.pool.__exit__(type(exc), exc, exc.__traceback__)
@@ -527,7 +556,7 @@ def _second_process():
     problems it only counted (past the cap); an outcome that cannot be pickled fails the task (the first process then
     analyses them). The outcomes stay here for :func:`_second_present`."""
     global _FORKED
-    run, options, ids, claims = _FORKED
+    run, options, ids, claims, presents = _FORKED
     out, unlisted = {}, run.problems_unlisted
 
     def analyse(sid: str) -> None:
@@ -541,20 +570,23 @@ def _second_process():
     while (sid := claims.take()) is not None:  # then what the first process has not taken yet
         analyse(sid)
     claims.close()
-    _FORKED = (run, options, list(out), None)  # _second_present presents what was analysed here
+    _FORKED = (run, options, list(out), None, presents)  # _second_present presents what was analysed here
     return {"outcomes": out, "unlisted": run.problems_unlisted - unlisted}  # not picklable: an error there, None here
 
 
 def _second_present(page_focus):
-    """In the forked process, once the page's focus is known: its sections presented (:func:`_present_one`), by id,
-    each with the data problems recorded meanwhile, and how many problems it only counted."""
-    run, options, ids, _ = _FORKED
+    """In the forked process, once the page's focus is known: the sections it analysed that it takes from the
+    offered ones (:data:`PRESENT_FIRST`; the first process takes the rest once it has presented its own) presented
+    (:func:`_present_one`), by id, each with the data problems recorded meanwhile, and how many problems it only
+    counted."""
+    run, options, ids, _, presents = _FORKED
     out, unlisted = {}, run.problems_unlisted
-    for sid in ids:
-        o = options.done[sid]
-        if o.status == "ok":
+    while (sid := presents.take()) is not None:
+        o = options.done.get(sid) if sid in ids else None  # one the first process analysed: it presents it
+        if o is not None and o.status == "ok":
             first = len(run.problems)
             out[sid] = (_present_one(run, options, o, load(sid), page_focus, ship=True), run.problems[first:])
+    presents.close()
     return {"views": out, "unlisted": run.problems_unlisted - unlisted}
 
 
