@@ -117,6 +117,7 @@ def fake_sections(monkeypatch):
     monkeypatch.setattr(sections, "AFTER_BOTH", ("d",))
     monkeypatch.setattr(sections, "load", lambda sid: mods[sid])
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # two cores wherever the test runs
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)  # (what Linux asks)
     monkeypatch.setattr("reportgen.focus.from_findings", lambda *a: _Focus())
     return calls
 
@@ -496,10 +497,10 @@ def present_sections(fake_sections, monkeypatch, tmp_path):
 @pytest.mark.parametrize("waits,here", [({"a": "c"}, {"a", "d"}), ({"a": "b>", "b": "c"}, {"a", "c", "d"})],
                          ids=["first-busy", "second-busy"])
 def test_the_second_processs_sections_are_presented_by_the_process_free_first(present_sections, waits, here):
-    """The second process offers the sections it analysed for presenting, one at a time; this process takes what
-    is left once it has presented its own (a, then d, analysed after both): while this one draws a, the second draws
-    b and c; while the second draws b, this one draws c (refocused here). The report is the one a single process
-    gives."""
+    """The second process's sections are offered for presenting one at a time; this process takes what is left once
+    it has presented its own (a, then d, analysed after both): while this one draws a, the second draws b and c; while
+    the second draws b, this one draws c (refocused here; before, the second drew all of its own, and second-busy
+    waited 30 s). The report is the one a single process gives."""
     import os
 
     wait, log = present_sections

@@ -154,7 +154,9 @@ EITHER_PROCESS = ("operators",)
 #: The second process's sections in the order they are offered for presenting, when there are two: each process takes
 #: the next one when it is free (:class:`_Claims`), the second as soon as the page's focus is known, this one once it
 #: has presented its own sections. ``execution`` (the drill-down and the Marey view: 40-60 % of the presenting on
-#: 2-8-rank runs) first, so what is left to share out is small pieces; then report order. Presented by the second
+#: 2-8-rank runs) first, so what is left to share out is small pieces; then report order. A data problem recorded
+#: while presenting (a ``refocus`` that loads a table) may so come from either process: it is tagged with its
+#: section's place and merged as the analyses' are (:func:`_merge_problems`). Presented by the second
 #: process alone, its sections kept this one waiting 50-110 ms of a 2-rank report's ~1.5 s (trace_filter; shared:
 #: the sections' wall 537 -> 507 ms, median of 30 alternations; where this one's own take longer, nothing changes).
 PRESENT_FIRST = ("execution",)
@@ -291,14 +293,14 @@ def _sections(run: Run, options: Options, progress, ids: list[str], base: int, s
         spans.append(((2, i), first, len(run.problems)))
 
     there = second.present(page_focus) if second is not None and got is not None else None
-    theirs = set(got) if there is not None else set()  # the sections the second process analysed: it offers them
+    theirs = set(got) if there is not None else set()  # the sections the second process analysed (offered to both)
     at = {o.id: i for i, o in enumerate(outcomes)}
     for i, o in enumerate(outcomes):
         if o.status != "ok" or o.id == "advisor" or o.id in theirs:
             continue
         present(i)
     if there is not None:
-        for sid in there.claim_presents():  # those of its sections the second process has not taken yet
+        while (sid := there.claim_present()) is not None:  # one at a time, as the second process takes them
             if sid in theirs and outcomes[at[sid]].status == "ok":
                 present(at[sid])
         views = second.result()  # {"views": {sid: (result, problems)}, ...} or None: present them here
@@ -502,14 +504,13 @@ class _Second:
         self.claims.close()
         return out
 
-    def claim_presents(self) -> list[str]:
-        """The sections the second process offers for presenting (:data:`PRESENT_FIRST`) that it has not taken, now
-        this one's: all that are left, once this process has presented its own."""
-        out = []
-        while (sid := self.presents.take()) is not None:
-            out.append(sid)
-        self.presents.close()
-        return out
+    def claim_present(self) -> str | None:
+        """The next section offered for presenting (:data:`PRESENT_FIRST`) that the second process has not taken, now
+        this one's; None (and the claims closed) once none is left."""
+        sid = self.presents.take()
+        if sid is None:
+            self.presents.close()
+        return sid
 
     def result(self):
         try:
