@@ -585,7 +585,8 @@ def one_blas_thread() -> None:
     """numpy's OpenBLAS to one thread unless the user chose (``OPENBLAS_NUM_THREADS``), set before numpy is imported.
     No report calls BLAS (no matrix product, no linear algebra), yet at import OpenBLAS starts a thread per core that
     spins while the import goes on: 0.11 CPU-s of ``import numpy``'s 0.24 on two cores, ~0.25 CPU-s of a 2-rank
-    report's 2.4 (bench/README, stop 57), taken from the core the run's second process works on."""
+    report's 2.4 (bench/README, stop 57), taken from the core the run's second process works on. OpenBLAS reads this
+    variable before ``OMP_NUM_THREADS``, so a cluster-wide ``OMP_NUM_THREADS`` does not bring the threads back."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
@@ -692,4 +693,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -76,7 +76,7 @@ def local(runs) -> dict[str, dict]:
 def cluster():
     distributed = need_module("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=":0") as c:
+                                  dashboard_address=":0", scheduler_kwargs={"dashboard": False}) as c:
         yield c.scheduler_address
 
 
@@ -356,6 +356,7 @@ def test_dask_with_a_relative_run_dir_and_workers_elsewhere(tmp_path, monkeypatc
     write_kineto_run(data / "kineto", KinetoSpec(hosts=2, devices_per_host=2, steps=2, stages=1))
     monkeypatch.chdir(tmp_path)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  scheduler_kwargs={"dashboard": False},
                                   silence_logs=50) as c:
         monkeypatch.chdir(data)
         out = tmp_path / "r.html"
