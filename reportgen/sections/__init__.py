@@ -158,7 +158,7 @@ EITHER_PROCESS = ("operators",)
 #: while presenting (a ``refocus`` that loads a table) may so come from either process: it is tagged with its
 #: section's place and merged as the analyses' are (:func:`_merge_problems`). Presented by the second
 #: process alone, its sections kept this one waiting 50-110 ms of a 2-rank report's ~1.5 s (trace_filter; shared:
-#: the sections' wall 537 -> 507 ms, median of 30 alternations; where this one's own take longer, nothing changes).
+#: the sections' wall 556 -> 507 ms, median of 30 alternations; where this one's own take longer, nothing changes).
 PRESENT_FIRST = ("execution",)
 #: the run's tables (their columns' bytes, strings counted as pointers) above which the sections stay in one process:
 #: the second process's copy-on-write pages and working set raised the peak memory of a generated 1024-rank run of
